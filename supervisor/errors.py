@@ -1,0 +1,106 @@
+"""One error hierarchy for everything a user can meet.
+
+Every error carries the cause (the message) and a fix (the hint), and an exit code, so that the CLI
+turns any of them into one readable message in one place (`supervisor.cli.app`).
+"""
+
+from __future__ import annotations
+
+
+class SupervisorError(Exception):
+    """Root of every error the supervisor raises on purpose."""
+
+    exit_code: int = 1
+    default_hint: str = ""
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint if hint is not None else self.default_hint
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ConfigError(SupervisorError, ValueError):
+    """A configuration file is missing, does not parse, or fails validation."""
+
+    exit_code = 2
+
+
+class RepoError(SupervisorError):
+    """The target is not a usable git repository."""
+
+    exit_code = 2
+
+
+class GitError(SupervisorError, RuntimeError):
+    """A git command failed."""
+
+
+class ToolMissingError(SupervisorError, FileNotFoundError):
+    """An external program the supervisor drives is not installed."""
+
+    exit_code = 3
+
+
+class ToolFailedError(SupervisorError, RuntimeError):
+    """An external program ran and failed."""
+
+    def __init__(
+        self, message: str, hint: str | None = None, *, returncode: int = 1, output: str = ""
+    ) -> None:
+        super().__init__(message, hint)
+        self.returncode = returncode
+        self.output = output
+
+
+class CommandTimeoutError(SupervisorError, TimeoutError):
+    """An external program or container ran past its time limit."""
+
+
+class SandboxError(SupervisorError, RuntimeError):
+    """The Docker sandbox cannot be used (engine down, image missing, container failure)."""
+
+    exit_code = 3
+
+
+class CredentialsError(SupervisorError):
+    """A worker CLI has no credentials to call its model API."""
+
+    exit_code = 3
+
+
+class WorkerError(SupervisorError, RuntimeError):
+    """A worker CLI ran but did not produce a usable result."""
+
+
+class ParsingError(WorkerError):
+    """The worker's answer holds no JSON block, or the JSON does not match the step's schema."""
+
+
+class StateError(SupervisorError):
+    """The state database refuses the operation (unknown id, wrong status, busy)."""
+
+    exit_code = 2
+
+
+class WorkflowBusyError(StateError):
+    """Another supervisor process is already running a task in this repository."""
+
+
+class UnknownWorkflowError(StateError, KeyError):
+    """No workflow with that id exists in this repository's state database."""
+
+    def __str__(self) -> str:  # KeyError would otherwise quote the message
+        return self.message
+
+
+class StepFailedError(SupervisorError):
+    """A workflow step ran out of retries; the task branch keeps its last good state."""
+
+
+class ApprovalRequired(SupervisorError):  # noqa: N818 - it is a state, not a failure
+    """The workflow stopped at a human approval gate; not a failure."""
+
+    exit_code = 10
