@@ -100,7 +100,7 @@ class StepFailedError(SupervisorError):
     """A workflow step ran out of retries; the task branch keeps its last good state."""
 
 
-class ApprovalRequired(SupervisorError):  # noqa: N818 - it is a state, not a failure
+class ApprovalRequired(SupervisorError):
     """The workflow stopped at a human approval gate; not a failure."""
 
     exit_code = 10

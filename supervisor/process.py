@@ -16,7 +16,7 @@ from supervisor.errors import CommandTimeoutError, ToolFailedError, ToolMissingE
 
 INSTALL_HINTS = {
     "git": "Install git (Debian: apt-get install git).",
-    "repomix": "Run the set-up script (scripts/setup.sh), which installs the pinned Repomix from npm.",
+    "repomix": "Run scripts/setup.sh, which installs the pinned Repomix from npm.",
     "docker": "Install Docker, or run scripts/setup.sh, which installs and starts an engine.",
 }
 

@@ -1,0 +1,125 @@
+"""Versioned schema changes, applied in order and recorded in `schema_migrations`.
+
+Each migration is plain SQL so that an old database and a new one built from empty end up with the
+same schema; a later change appends a migration, it never edits an applied one.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from sqlalchemy import text
+
+from supervisor.state.schema import schema_migrations
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
+
+MIGRATIONS: list[tuple[int, str, list[str]]] = [
+    (
+        1,
+        "initial schema",
+        [
+            """CREATE TABLE workflows (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                description TEXT NOT NULL,
+                status VARCHAR NOT NULL,
+                current_step VARCHAR,
+                cli VARCHAR NOT NULL,
+                base_branch VARCHAR,
+                base_sha VARCHAR NOT NULL,
+                task_branch VARCHAR NOT NULL,
+                definition JSON NOT NULL,
+                context JSON NOT NULL,
+                error TEXT,
+                created_at DATETIME NOT NULL,
+                updated_at DATETIME NOT NULL
+            )""",
+            """CREATE TABLE steps (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                workflow_id INTEGER NOT NULL REFERENCES workflows (id),
+                name VARCHAR NOT NULL,
+                attempt INTEGER NOT NULL,
+                role VARCHAR,
+                status VARCHAR NOT NULL,
+                worktree VARCHAR,
+                container_id VARCHAR,
+                output JSON,
+                error TEXT,
+                started_at DATETIME NOT NULL,
+                finished_at DATETIME
+            )""",
+            """CREATE TABLE events (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                workflow_id INTEGER REFERENCES workflows (id),
+                step VARCHAR,
+                type VARCHAR NOT NULL,
+                role VARCHAR,
+                status VARCHAR,
+                payload JSON NOT NULL,
+                input_tokens INTEGER,
+                output_tokens INTEGER,
+                cost_usd FLOAT,
+                timestamp DATETIME NOT NULL
+            )""",
+            """CREATE TABLE checkpoints (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                workflow_id INTEGER NOT NULL REFERENCES workflows (id),
+                step VARCHAR NOT NULL,
+                git_sha VARCHAR,
+                status VARCHAR NOT NULL,
+                next_step VARCHAR,
+                timestamp DATETIME NOT NULL
+            )""",
+            """CREATE TABLE approvals (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                workflow_id INTEGER NOT NULL REFERENCES workflows (id),
+                step VARCHAR NOT NULL,
+                status VARCHAR NOT NULL,
+                reason TEXT,
+                requested_at DATETIME NOT NULL,
+                decided_at DATETIME
+            )""",
+            "CREATE INDEX ix_events_workflow ON events (workflow_id, id)",
+            "CREATE INDEX ix_steps_workflow ON steps (workflow_id, id)",
+            "CREATE INDEX ix_checkpoints_workflow ON checkpoints (workflow_id, id)",
+            "CREATE INDEX ix_approvals_workflow ON approvals (workflow_id, id)",
+            # Append-only is a property of the database, not only of the code that writes to it.
+            """CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+               BEGIN SELECT RAISE(ABORT, 'events are append-only'); END""",
+            """CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+               BEGIN SELECT RAISE(ABORT, 'events are append-only'); END""",
+        ],
+    ),
+]
+
+LATEST_VERSION = MIGRATIONS[-1][0]
+
+
+def applied_versions(conn: Connection) -> set[int]:
+    conn.execute(
+        text(
+            "CREATE TABLE IF NOT EXISTS schema_migrations ("
+            "version INTEGER PRIMARY KEY, name VARCHAR NOT NULL, applied_at DATETIME NOT NULL)"
+        )
+    )
+    return {row[0] for row in conn.execute(text("SELECT version FROM schema_migrations"))}
+
+
+def migrate(conn: Connection) -> list[int]:
+    """Apply every migration not yet recorded, inside the caller's transaction."""
+    done = applied_versions(conn)
+    newly: list[int] = []
+    for version, name, statements in MIGRATIONS:
+        if version in done:
+            continue
+        for statement in statements:
+            conn.execute(text(statement))
+        conn.execute(
+            schema_migrations.insert().values(
+                version=version, name=name, applied_at=datetime.now(UTC)
+            )
+        )
+        newly.append(version)
+    return newly

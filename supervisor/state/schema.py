@@ -1,0 +1,114 @@
+"""Every table and index of the state database, in one place.
+
+The events table is append-only: the store never updates or deletes a row of it. Everything else
+(workflows, steps, checkpoints, approvals) is current state, changed one transaction at a time.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+)
+
+metadata = MetaData()
+
+schema_migrations = Table(
+    "schema_migrations",
+    metadata,
+    Column("version", Integer, primary_key=True),
+    Column("name", String, nullable=False),
+    Column("applied_at", DateTime(timezone=True), nullable=False),
+)
+
+workflows = Table(
+    "workflows",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("description", Text, nullable=False),
+    # running | awaiting_approval | completed | failed | interrupted
+    Column("status", String, nullable=False),
+    Column("current_step", String),
+    Column("cli", String, nullable=False),
+    Column("base_branch", String),
+    Column("base_sha", String, nullable=False),
+    Column("task_branch", String, nullable=False),
+    # The workflow definition as it was when the task started: a running task keeps it.
+    Column("definition", JSON, nullable=False),
+    # Data the steps hand to each other (plan, feedback, candidate sha, retry counts).
+    Column("context", JSON, nullable=False),
+    Column("error", Text),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+)
+
+steps = Table(
+    "steps",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("workflow_id", Integer, ForeignKey("workflows.id"), nullable=False),
+    Column("name", String, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("role", String),
+    Column("status", String, nullable=False),  # running|succeeded|failed|rejected|interrupted
+    Column("worktree", String),
+    Column("container_id", String),
+    Column("output", JSON),
+    Column("error", Text),
+    Column("started_at", DateTime(timezone=True), nullable=False),
+    Column("finished_at", DateTime(timezone=True)),
+)
+
+events = Table(
+    "events",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("workflow_id", Integer, ForeignKey("workflows.id")),
+    Column("step", String),
+    Column("type", String, nullable=False),
+    Column("role", String),
+    Column("status", String),
+    Column("payload", JSON, nullable=False),
+    Column("input_tokens", Integer),
+    Column("output_tokens", Integer),
+    Column("cost_usd", Float),
+    Column("timestamp", DateTime(timezone=True), nullable=False),
+)
+
+checkpoints = Table(
+    "checkpoints",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("workflow_id", Integer, ForeignKey("workflows.id"), nullable=False),
+    Column("step", String, nullable=False),
+    Column("git_sha", String),
+    Column("status", String, nullable=False),
+    Column("next_step", String),
+    Column("timestamp", DateTime(timezone=True), nullable=False),
+)
+
+approvals = Table(
+    "approvals",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("workflow_id", Integer, ForeignKey("workflows.id"), nullable=False),
+    Column("step", String, nullable=False),
+    Column("status", String, nullable=False),  # pending|approved|rejected
+    Column("reason", Text),
+    Column("requested_at", DateTime(timezone=True), nullable=False),
+    Column("decided_at", DateTime(timezone=True)),
+)
+
+Index("ix_events_workflow", events.c.workflow_id, events.c.id)
+Index("ix_steps_workflow", steps.c.workflow_id, steps.c.id)
+Index("ix_checkpoints_workflow", checkpoints.c.workflow_id, checkpoints.c.id)
+Index("ix_approvals_workflow", approvals.c.workflow_id, approvals.c.id)

@@ -1,0 +1,447 @@
+"""The state database: one SQLite file per repository, one transaction per state change.
+
+Crash safety rests on two habits: every method that changes state does it in a single
+transaction (so a kill leaves either the old state or the new one), and the engine advances
+`current_step` in the same transaction that records the step's result
+(so a completed step is never run again).
+"""
+
+from __future__ import annotations
+
+import fcntl
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import create_engine, event, func, insert, select, text, update
+from sqlalchemy.exc import OperationalError
+
+from supervisor.errors import StateError, UnknownWorkflowError
+from supervisor.state import schema as t
+from supervisor.state.migrations import LATEST_VERSION, applied_versions, migrate
+
+if TYPE_CHECKING:
+
+    from sqlalchemy.engine import Connection, Engine
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class Workflow:
+    id: int
+    description: str
+    status: str
+    current_step: str | None
+    cli: str
+    base_branch: str | None
+    base_sha: str
+    task_branch: str
+    definition: dict[str, Any]
+    context: dict[str, Any]
+    error: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class Event:
+    id: int
+    workflow_id: int | None
+    step: str | None
+    type: str
+    role: str | None
+    status: str | None
+    payload: dict[str, Any]
+    input_tokens: int | None
+    output_tokens: int | None
+    cost_usd: float | None
+    timestamp: datetime
+
+
+@dataclass(frozen=True)
+class Approval:
+    id: int
+    workflow_id: int
+    step: str
+    status: str
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class EventSpec:
+    """An event to append, built by the caller and written inside another state change."""
+
+    type: str
+    step: str | None = None
+    role: str | None = None
+    status: str | None = None
+    payload: dict[str, Any] | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: float | None = None
+
+
+class Store:
+    """Access to `<repo>/.supervisor/state.db`."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.engine: Engine = create_engine(
+            f"sqlite:///{path}", connect_args={"timeout": 30, "check_same_thread": False}
+        )
+        event.listen(self.engine, "connect", _on_connect)
+        self.setup()
+
+    def setup(self) -> None:
+        """Create or upgrade the schema; safe to call any number of times."""
+        try:
+            lock = self.path.with_name(self.path.name + ".setup-lock")
+            with _file_lock(lock), self._tx() as conn:
+                versions = applied_versions(conn)
+                if versions and max(versions) > LATEST_VERSION:
+                    raise StateError(
+                        f"{self.path} was written by a newer supervisor (schema version "
+                        f"{max(versions)}, this one knows up to {LATEST_VERSION}).",
+                        "Upgrade supervisor (pip install -U supervisor) before using this repo.",
+                    )
+                migrate(conn)
+        except OperationalError as e:
+            raise StateError(
+                f"The state database {self.path} cannot be opened: {e.orig}",
+                "Check that the file is a supervisor state database and is writable; move it "
+                "aside to start afresh.",
+            ) from e
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _tx(self) -> Any:
+        return self.engine.begin()
+
+    # -- workflows -------------------------------------------------------------------------
+
+    def create_workflow(
+        self,
+        *,
+        description: str,
+        cli: str,
+        base_branch: str | None,
+        base_sha: str,
+        branch_for_id: Any,
+        definition: dict[str, Any],
+        first_step: str,
+    ) -> Workflow:
+        """Insert a workflow; `branch_for_id(id)` names its task branch in the same transaction."""
+        with self._tx() as conn:
+            stamp = now()
+            wf_id = conn.execute(
+                insert(t.workflows).values(
+                    description=description,
+                    status="running",
+                    current_step=first_step,
+                    cli=cli,
+                    base_branch=base_branch,
+                    base_sha=base_sha,
+                    task_branch="",
+                    definition=definition,
+                    context={},
+                    created_at=stamp,
+                    updated_at=stamp,
+                )
+            ).inserted_primary_key[0]
+            conn.execute(
+                update(t.workflows)
+                .where(t.workflows.c.id == wf_id)
+                .values(task_branch=branch_for_id(wf_id))
+            )
+            started = EventSpec("workflow_started", payload={"description": description})
+            _append(conn, wf_id, started)
+        return self.workflow(wf_id)
+
+    def workflow(self, wf_id: int) -> Workflow:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(t.workflows).where(t.workflows.c.id == wf_id)).first()
+        if row is None:
+            raise UnknownWorkflowError(
+                f"No workflow with id {wf_id} in {self.path}.",
+                "Run `supervisor status` to list the workflows of this repository.",
+            )
+        return Workflow(**row._mapping)
+
+    def workflows(self) -> list[Workflow]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(t.workflows).order_by(t.workflows.c.id)).all()
+        return [Workflow(**r._mapping) for r in rows]
+
+    def set_status(
+        self, wf_id: int, status: str, *, error: str | None = None, event: EventSpec | None = None
+    ) -> None:
+        with self._tx() as conn:
+            conn.execute(
+                update(t.workflows)
+                .where(t.workflows.c.id == wf_id)
+                .values(status=status, error=error, updated_at=now())
+            )
+            if event is not None:
+                _append(conn, wf_id, event)
+
+    def advance(
+        self,
+        wf_id: int,
+        *,
+        step: str,
+        next_step: str | None,
+        context: dict[str, Any],
+        status: str = "running",
+        checkpoint_status: str = "completed",
+        git_sha: str | None = None,
+        events: list[EventSpec] = (),  # type: ignore[assignment]
+        request_approval: bool = False,
+        error: str | None = None,
+    ) -> None:
+        """Record a step's outcome and move the workflow on, all in one transaction."""
+        with self._tx() as conn:
+            stamp = now()
+            conn.execute(
+                update(t.workflows)
+                .where(t.workflows.c.id == wf_id)
+                .values(
+                    current_step=next_step,
+                    context=context,
+                    status=status,
+                    error=error,
+                    updated_at=stamp,
+                )
+            )
+            conn.execute(
+                insert(t.checkpoints).values(
+                    workflow_id=wf_id,
+                    step=step,
+                    git_sha=git_sha,
+                    status=checkpoint_status,
+                    next_step=next_step,
+                    timestamp=stamp,
+                )
+            )
+            if request_approval:
+                conn.execute(
+                    insert(t.approvals).values(
+                        workflow_id=wf_id, step=step, status="pending", requested_at=stamp
+                    )
+                )
+            for spec in events:
+                _append(conn, wf_id, spec)
+
+    # -- steps -----------------------------------------------------------------------------
+
+    def start_step(
+        self, wf_id: int, name: str, attempt: int, role: str | None, worktree: str | None
+    ) -> int:
+        with self._tx() as conn:
+            step_id = conn.execute(
+                insert(t.steps).values(
+                    workflow_id=wf_id,
+                    name=name,
+                    attempt=attempt,
+                    role=role,
+                    status="running",
+                    worktree=worktree,
+                    started_at=now(),
+                )
+            ).inserted_primary_key[0]
+            _append(
+                conn,
+                wf_id,
+                EventSpec("step_started", step=name, role=role, payload={"attempt": attempt}),
+            )
+        return int(step_id)
+
+    def set_step_container(self, step_id: int, container_id: str) -> None:
+        with self._tx() as conn:
+            conn.execute(
+                update(t.steps).where(t.steps.c.id == step_id).values(container_id=container_id)
+            )
+
+    def finish_step(
+        self,
+        step_id: int,
+        status: str,
+        *,
+        output: dict[str, Any] | None = None,
+        error: str | None = None,
+        event: EventSpec | None = None,
+    ) -> None:
+        with self._tx() as conn:
+            conn.execute(
+                update(t.steps)
+                .where(t.steps.c.id == step_id)
+                .values(status=status, output=output, error=error, finished_at=now())
+            )
+            if event is not None:
+                wf_id = conn.execute(
+                    select(t.steps.c.workflow_id).where(t.steps.c.id == step_id)
+                ).scalar_one()
+                _append(conn, wf_id, event)
+
+    def running_steps(self, wf_id: int) -> list[dict[str, Any]]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(t.steps).where(t.steps.c.workflow_id == wf_id, t.steps.c.status == "running")
+            ).all()
+        return [dict(r._mapping) for r in rows]
+
+    def steps(self, wf_id: int) -> list[dict[str, Any]]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(t.steps).where(t.steps.c.workflow_id == wf_id).order_by(t.steps.c.id)
+            ).all()
+        return [dict(r._mapping) for r in rows]
+
+    def count_steps(self, wf_id: int, name: str | None = None) -> int:
+        query = select(func.count()).select_from(t.steps).where(t.steps.c.workflow_id == wf_id)
+        if name is not None:
+            query = query.where(t.steps.c.name == name)
+        with self.engine.connect() as conn:
+            return int(conn.execute(query).scalar_one())
+
+    # -- events ----------------------------------------------------------------------------
+
+    def add_event(self, wf_id: int | None, spec: EventSpec) -> None:
+        with self._tx() as conn:
+            _append(conn, wf_id, spec)
+
+    def events(self, wf_id: int, *, after_id: int = 0, limit: int | None = None) -> list[Event]:
+        query = (
+            select(t.events)
+            .where(t.events.c.workflow_id == wf_id, t.events.c.id > after_id)
+            .order_by(t.events.c.id)
+        )
+        if limit is not None:
+            query = query.limit(limit)
+        with self.engine.connect() as conn:
+            return [Event(**r._mapping) for r in conn.execute(query).all()]
+
+    def usage_totals(self, wf_id: int) -> dict[str, float]:
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                select(
+                    func.coalesce(func.sum(t.events.c.input_tokens), 0),
+                    func.coalesce(func.sum(t.events.c.output_tokens), 0),
+                    func.coalesce(func.sum(t.events.c.cost_usd), 0.0),
+                ).where(t.events.c.workflow_id == wf_id)
+            ).one()
+        return {"input_tokens": row[0], "output_tokens": row[1], "cost_usd": float(row[2])}
+
+    # -- checkpoints and approvals ---------------------------------------------------------
+
+    def checkpoints(self, wf_id: int) -> list[dict[str, Any]]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(t.checkpoints)
+                .where(t.checkpoints.c.workflow_id == wf_id)
+                .order_by(t.checkpoints.c.id)
+            ).all()
+        return [dict(r._mapping) for r in rows]
+
+    def latest_approval(self, wf_id: int) -> Approval | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                select(t.approvals)
+                .where(t.approvals.c.workflow_id == wf_id)
+                .order_by(t.approvals.c.id.desc())
+                .limit(1)
+            ).first()
+        if row is None:
+            return None
+        m = row._mapping
+        return Approval(m["id"], m["workflow_id"], m["step"], m["status"], m["reason"])
+
+    def decide_approval(self, approval_id: int, decision: str, reason: str | None) -> None:
+        """Record a human decision; only a pending approval can be decided (checked in SQL)."""
+        with self._tx() as conn:
+            result = conn.execute(
+                update(t.approvals)
+                .where(t.approvals.c.id == approval_id, t.approvals.c.status == "pending")
+                .values(status=decision, reason=reason, decided_at=now())
+            )
+            if result.rowcount != 1:
+                raise StateError(
+                    "That approval was already decided.",
+                    "Run `supervisor status <id>` to see where the workflow stands.",
+                )
+            row = conn.execute(
+                select(t.approvals.c.workflow_id, t.approvals.c.step).where(
+                    t.approvals.c.id == approval_id
+                )
+            ).one()
+            _append(
+                conn,
+                row[0],
+                EventSpec(
+                    "approval_decided",
+                    step=row[1],
+                    status=decision,
+                    payload={"reason": reason} if reason else {},
+                ),
+            )
+
+    def integrity_ok(self) -> bool:
+        with self.engine.connect() as conn:
+            return conn.execute(text("PRAGMA integrity_check")).scalar_one() == "ok"
+
+    def iter_tables(self) -> Iterator[str]:
+        with self.engine.connect() as conn:
+            yield from conn.execute(
+                text("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")
+            ).scalars()
+
+
+def _append(conn: Connection, wf_id: int | None, spec: EventSpec) -> None:
+    conn.execute(
+        insert(t.events).values(
+            workflow_id=wf_id,
+            step=spec.step,
+            type=spec.type,
+            role=spec.role,
+            status=spec.status,
+            payload=spec.payload or {},
+            input_tokens=spec.input_tokens,
+            output_tokens=spec.output_tokens,
+            cost_usd=spec.cost_usd,
+            timestamp=now(),
+        )
+    )
+
+
+@contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """Serialises schema set-up between processes that open a new database at the same time."""
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+    """WAL lets `status` read while a task writes; foreign keys catch orphaned rows."""
+    cursor = dbapi_conn.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
