@@ -1,0 +1,251 @@
+"""Loading and validating the YAML configuration: defaults, limits, roles and the workflow.
+
+Precedence (lowest first): package `config/` < user `~/.supervisor/config.yaml` < project
+`.supervisor/config.yaml` < command-line flags. Every file is validated by a pydantic model that
+forbids unknown keys, and every error names the file (and line, for YAML syntax) and the fix.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from supervisor.errors import ConfigError
+from supervisor.schemas import OUTPUT_SCHEMAS
+
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+CONFIG_DIR = PACKAGE_ROOT / "config"
+PROMPTS_DIR = PACKAGE_ROOT / "prompts"
+SANDBOX_DIR = PACKAGE_ROOT / "sandbox"
+NODE_BIN = PACKAGE_ROOT / "node_modules" / ".bin"
+
+
+def user_dir() -> Path:
+    """~/.supervisor, or $SUPERVISOR_USER_DIR (lets tests and CI isolate user config)."""
+    return Path(os.environ.get("SUPERVISOR_USER_DIR") or Path.home() / ".supervisor")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Limits(_Model):
+    step_timeout_seconds: float = Field(900, gt=0)
+    idle_timeout_seconds: float = Field(300, gt=0)
+    gate_timeout_seconds: float = Field(600, gt=0)
+    worker_memory: str = "4g"
+    worker_cpus: float = Field(2.0, gt=0)
+    gate_memory: str = "2g"
+    gate_cpus: float = Field(1.0, gt=0)
+    max_prompt_bytes: int = Field(600_000, gt=0)
+
+
+class CliSettings(_Model):
+    base_url: str
+    """The model API endpoint; the only destination the worker sandbox may reach."""
+    credential_env: list[str] = Field(default_factory=list)
+    """Host environment variables handed to the worker (values never logged)."""
+    login_files: list[str] = Field(default_factory=list)
+    """Files under $HOME copied read-only into each run's home when no key variable is set."""
+    model: str | None = None
+    """Overrides every role's model for this CLI."""
+    extra_env: dict[str, str] = Field(default_factory=dict)
+    extra_flags: list[str] = Field(default_factory=list)
+
+
+class SandboxSettings(_Model):
+    image: str = "supervisor-sandbox:latest"
+    egress_network: str = "supervisor-egress"
+
+
+class Settings(_Model):
+    cli: str = "claude"
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    gates: dict[str, str] = Field(default_factory=dict)
+    clis: dict[str, CliSettings] = Field(default_factory=dict)
+    limits: Limits = Field(default_factory=Limits)
+
+
+class ContextSpec(_Model):
+    include: list[str] = Field(default_factory=list)
+    exclude: list[str] = Field(default_factory=list)
+    git_diff: bool = False
+
+
+class Role(_Model):
+    name: str
+    description: str = ""
+    cli: str | None = None
+    model: str
+    template: str
+    output: Literal["plan", "implementation", "review"]
+    context: ContextSpec = Field(default_factory=ContextSpec)
+
+    @property
+    def schema(self) -> type[BaseModel]:
+        return OUTPUT_SCHEMAS[self.output]
+
+
+class StepDef(_Model):
+    role: str | None = None
+    gate: str | None = None
+    action: Literal["commit"] | None = None
+    next: str | None = None
+    on_fail: str | None = None
+    on_reject: str | None = None
+    max_retries: int = Field(2, ge=0)
+    human_approval: bool = False
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> StepDef:
+        kinds = [k for k in ("role", "gate", "action") if getattr(self, k)]
+        if len(kinds) != 1:
+            raise ValueError("a step needs exactly one of `role`, `gate` or `action`")
+        return self
+
+    @property
+    def kind(self) -> str:
+        return "role" if self.role else "gate" if self.gate else "action"
+
+
+class WorkflowDef(_Model):
+    initial_step: str
+    steps: dict[str, StepDef]
+
+
+def read_yaml(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"Cannot read {path}: {e.strerror}.", "Check the path.") from e
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or str(e)
+        raise ConfigError(
+            f"{path} is not valid YAML{where}: {problem}.",
+            "Fix the YAML syntax there (indentation, quotes, colons).",
+        ) from e
+
+
+def validate(model: type[_Model], data: Any, source: Path | str) -> Any:
+    try:
+        return model.model_validate(data if data is not None else {})
+    except ValidationError as e:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '(top level)'}: {err['msg']}"
+            for err in e.errors()
+        )
+        raise ConfigError(
+            f"{source} is not a valid {model.__name__.lower()} definition: {problems}.",
+            "Fix or remove the keys named above; unknown keys are errors, not ignored.",
+        ) from e
+
+
+def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def load_settings(repo: Path | None, overrides: dict[str, Any] | None = None) -> Settings:
+    data: dict[str, Any] = _mapping(CONFIG_DIR / "defaults.yaml")
+    data["limits"] = _mapping(CONFIG_DIR / "limits.yaml").get("limits", {})
+    sources = [user_dir() / "config.yaml"]
+    if repo is not None:
+        sources.append(repo / ".supervisor" / "config.yaml")
+    for source in sources:
+        if source.is_file():
+            data = deep_merge(data, _mapping(source))
+    data = deep_merge(data, overrides or {})
+    return validate(Settings, data, " < ".join(str(s) for s in [CONFIG_DIR, *sources]))
+
+
+def role_dirs(repo: Path | None) -> list[Path]:
+    """Where roles are looked up, first match wins: project, user, package."""
+    dirs = [user_dir() / "roles", CONFIG_DIR / "base_roles"]
+    if repo is not None:
+        dirs.insert(0, repo / ".supervisor" / "roles")
+    return dirs
+
+
+def load_role(name: str, repo: Path | None) -> Role:
+    for directory in role_dirs(repo):
+        path = directory / f"{name}.yaml"
+        if path.is_file():
+            role: Role = validate(Role, _mapping(path), path)
+            if role.name != name:
+                raise ConfigError(
+                    f"{path} defines role '{role.name}', but its file name says '{name}'.",
+                    "Make the `name:` field match the file name.",
+                )
+            return role
+    raise ConfigError(
+        f"Unknown role '{name}': no {name}.yaml in {', '.join(str(d) for d in role_dirs(repo))}.",
+        "Check the role name in the workflow, or add the role file to .supervisor/roles/.",
+    )
+
+
+def workflow_path(repo: Path | None) -> Path:
+    if repo is not None and (repo / ".supervisor" / "workflow.yaml").is_file():
+        return repo / ".supervisor" / "workflow.yaml"
+    return CONFIG_DIR / "workflow.yaml"
+
+
+def load_workflow(repo: Path | None, settings: Settings) -> WorkflowDef:
+    path = workflow_path(repo)
+    data = _mapping(path)
+    definition: WorkflowDef = validate(WorkflowDef, data.get("workflow"), path)
+    check_workflow(definition, path, repo, settings)
+    return definition
+
+
+def check_workflow(
+    definition: WorkflowDef, source: Path | str, repo: Path | None, settings: Settings
+) -> None:
+    """Reject a definition that would fail mid-task: dangling names, unknown roles and gates."""
+    steps = definition.steps
+    if definition.initial_step not in steps:
+        raise ConfigError(
+            f"{source}: initial_step '{definition.initial_step}' is not one of the steps "
+            f"({', '.join(steps)}).",
+            "Name an existing step as initial_step.",
+        )
+    for name, step in steps.items():
+        for field in ("next", "on_fail", "on_reject"):
+            target = getattr(step, field)
+            if target is not None and target not in steps:
+                raise ConfigError(
+                    f"{source}: step '{name}' has {field}: '{target}', which is not a step.",
+                    f"Use one of: {', '.join(steps)}.",
+                )
+        if step.role:
+            load_role(step.role, repo)
+        if step.gate and step.gate not in settings.gates:
+            raise ConfigError(
+                f"{source}: step '{name}' runs gate '{step.gate}', but no command is configured "
+                "for it.",
+                f"Add `gates: {{{step.gate}: \"<command>\"}}` to .supervisor/config.yaml.",
+            )
+
+
+def _mapping(path: Path) -> dict[str, Any]:
+    data = read_yaml(path)
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{path} must hold a mapping (key: value pairs) at the top level.",
+            "Check the file's structure.",
+        )
+    return data

@@ -1,0 +1,60 @@
+"""Rendering a role's prompt from Jinja2 templates.
+
+StrictUndefined turns a missing variable into an error instead of a silently empty prompt, and a
+project's `.supervisor/templates/` shadows the package's templates file by file.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import jinja2
+
+from supervisor.config import PROMPTS_DIR
+from supervisor.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from pydantic import BaseModel
+
+
+def environment(repo: Path | None) -> jinja2.Environment:
+    paths = [str(PROMPTS_DIR)]
+    if repo is not None:
+        paths.insert(0, str(repo / ".supervisor" / "templates"))
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(paths),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,  # prompts are plain text, not HTML
+    )
+
+
+def schema_text(schema: type[BaseModel]) -> str:
+    return json.dumps(schema.model_json_schema(), indent=2)
+
+
+def render(template: str, repo: Path | None, schema: type[BaseModel], **variables: Any) -> str:
+    env = environment(repo)
+    try:
+        return env.get_template(template).render(
+            schema_name=schema.__name__, schema_json=schema_text(schema), **variables
+        )
+    except jinja2.TemplateNotFound as e:
+        raise ConfigError(
+            f"Prompt template '{e.name}' not found in {', '.join(env.loader.searchpath)}.",  # type: ignore[union-attr]
+            "Check the role's `template:` name, or add the file to .supervisor/templates/.",
+        ) from e
+    except jinja2.UndefinedError as e:
+        raise ConfigError(
+            f"Prompt template '{template}' uses an undefined variable: {e.message}.",
+            "Fix the template, or pass that variable; templates render with StrictUndefined.",
+        ) from e
+    except jinja2.TemplateSyntaxError as e:
+        raise ConfigError(
+            f"Prompt template {e.filename or e.name} has a syntax error at line {e.lineno}: "
+            f"{e.message}.",
+            "Fix the Jinja2 syntax there.",
+        ) from e

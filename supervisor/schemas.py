@@ -1,0 +1,80 @@
+"""What each role must answer, as pydantic models.
+
+A worker's answer is only ever read through these models: unknown keys and missing fields are
+errors, so a model that drifts from the contract is caught at once and told what to fix.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ComponentDefinition(_Strict):
+    id: str = Field(description="Short identifier, unique within the plan.")
+    description: str
+    files: list[str] = Field(default_factory=list, description="Files this component touches.")
+    depends_on: list[str] = Field(default_factory=list)
+
+
+class PhaseDefinition(_Strict):
+    id: str
+    description: str
+    components: list[ComponentDefinition] = Field(default_factory=list)
+
+
+class Dependency(_Strict):
+    source: str = Field(description="The component that depends on another.")
+    target: str = Field(description="The component it depends on.")
+    reason: str = ""
+
+
+class PlanOutput(_Strict):
+    """The planner's answer."""
+
+    status: Literal["COMPLETE", "NEEDS_REFINEMENT", "BLOCKED"]
+    summary: str = ""
+    phases: list[PhaseDefinition]
+    dependencies: list[Dependency] = Field(default_factory=list)
+    estimated_components: int = Field(ge=0)
+    risks: list[str] = Field(default_factory=list)
+
+
+class ImplementationOutput(_Strict):
+    """The implementer's answer. Its file lists are claims: the supervisor checks the worktree."""
+
+    status: Literal["SUCCESS", "PARTIAL", "FAILED"]
+    summary: str = ""
+    files_created: list[str] = Field(default_factory=list)
+    files_modified: list[str] = Field(default_factory=list)
+    tests_written: list[str] = Field(default_factory=list)
+    blockers: list[str] = Field(default_factory=list)
+
+
+class ReviewIssue(_Strict):
+    severity: Literal["critical", "major", "minor", "info"]
+    description: str
+    file: str | None = None
+    line: int | None = None
+
+
+class ReviewOutput(_Strict):
+    """The reviewer's answer: the only way a review can approve anything."""
+
+    status: Literal["APPROVED", "CHANGES_REQUESTED", "REJECTED"]
+    summary: str = ""
+    issues: list[ReviewIssue] = Field(default_factory=list)
+    suggestions: list[str] = Field(default_factory=list)
+    security_concerns: list[str] = Field(default_factory=list)
+
+
+OUTPUT_SCHEMAS: dict[str, type[BaseModel]] = {
+    "plan": PlanOutput,
+    "implementation": ImplementationOutput,
+    "review": ReviewOutput,
+}
