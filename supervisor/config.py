@@ -235,7 +235,7 @@ def check_workflow(
             raise ConfigError(
                 f"{source}: step '{name}' runs gate '{step.gate}', but no command is configured "
                 "for it.",
-                f"Add `gates: {{{step.gate}: \"<command>\"}}` to .supervisor/config.yaml.",
+                f'Add `gates: {{{step.gate}: "<command>"}}` to .supervisor/config.yaml.',
             )
 
 

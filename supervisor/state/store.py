@@ -24,7 +24,6 @@ from supervisor.state import schema as t
 from supervisor.state.migrations import LATEST_VERSION, applied_versions, migrate
 
 if TYPE_CHECKING:
-
     from sqlalchemy.engine import Connection, Engine
 
 
@@ -197,6 +196,48 @@ class Store:
             )
             if event is not None:
                 _append(conn, wf_id, event)
+
+    def update_workflow(
+        self,
+        wf_id: int,
+        *,
+        status: str,
+        current_step: str | None,
+        context: dict[str, Any],
+        events: list[EventSpec] = (),  # type: ignore[assignment]
+    ) -> None:
+        """Change where a workflow stands without a step having run (resume, approvals)."""
+        with self._tx() as conn:
+            conn.execute(
+                update(t.workflows)
+                .where(t.workflows.c.id == wf_id)
+                .values(
+                    status=status,
+                    current_step=current_step,
+                    context=context,
+                    error=None,
+                    updated_at=now(),
+                )
+            )
+            for spec in events:
+                _append(conn, wf_id, spec)
+
+    def interrupt_running_steps(self, wf_id: int) -> list[str]:
+        """Mark steps a crash left 'running' as interrupted; the engine re-runs the current one."""
+        with self._tx() as conn:
+            rows = conn.execute(
+                select(t.steps.c.id, t.steps.c.name).where(
+                    t.steps.c.workflow_id == wf_id, t.steps.c.status == "running"
+                )
+            ).all()
+            for step_id, name in rows:
+                conn.execute(
+                    update(t.steps)
+                    .where(t.steps.c.id == step_id)
+                    .values(status="interrupted", finished_at=now())
+                )
+                _append(conn, wf_id, EventSpec("step_interrupted", step=name, status="interrupted"))
+        return [name for _, name in rows]
 
     def advance(
         self,

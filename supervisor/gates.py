@@ -1,0 +1,70 @@
+"""Orchestrator-enforced gates: the supervisor runs the checks itself, never the worker.
+
+A gate runs its command in a container with no network at all, on a throwaway worktree of the
+candidate commit, so a test suite can neither reach out nor change what gets committed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+    from supervisor.config import Limits
+    from supervisor.sandbox.docker import DockerSandbox
+
+FEEDBACK_TAIL = 6000
+
+
+@dataclass(frozen=True)
+class GateResult:
+    name: str
+    command: str
+    passed: bool
+    exit_code: int
+    output: str
+    duration: float
+
+    def feedback(self) -> str:
+        tail = self.output[-FEEDBACK_TAIL:]
+        return (
+            f"The '{self.name}' gate (`{self.command}`) failed with exit code {self.exit_code}. "
+            f"Its output (last {len(tail)} characters):\n{tail}"
+        )
+
+
+def run_gate(
+    sandbox: DockerSandbox,
+    name: str,
+    command: str,
+    worktree: Path,
+    limits: Limits,
+    labels: dict[str, str],
+    on_output: Callable[[str], None] | None = None,
+) -> GateResult:
+    from supervisor.sandbox.docker import RunSpec
+
+    result = sandbox.run(
+        RunSpec(
+            argv=["sh", "-c", command],
+            worktree=worktree,
+            network="none",
+            timeout=limits.gate_timeout_seconds,
+            memory=limits.gate_memory,
+            cpus=limits.gate_cpus,
+            labels=labels,
+            on_output=on_output,
+        )
+    )
+    output = result.stdout + (("\n" + result.stderr) if result.stderr else "")
+    return GateResult(
+        name=name,
+        command=command,
+        passed=result.exit_code == 0,
+        exit_code=result.exit_code,
+        output=output,
+        duration=result.duration,
+    )

@@ -1,0 +1,168 @@
+"""Egress allowlist for worker containers: an internal Docker network plus a relay on the host.
+
+Worker containers join a Docker network created with `internal=True`: the engine gives it no route
+out, so nothing is reachable but the bridge's own gateway address on the host. For each allowed
+model API endpoint the supervisor listens on that gateway address and relays raw TCP to the
+endpoint. The container reaches an endpoint under its own host name (mapped to the gateway in the
+container's /etc/hosts), so TLS is end-to-end and its certificate check still holds; every other
+destination has no route at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import socket
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit, urlunsplit
+
+from supervisor.errors import SandboxError
+
+if TYPE_CHECKING:
+    import docker
+
+LOCAL_ALIAS = "model-api.supervisor.internal"
+NETWORK_LABEL = "supervisor.egress"
+
+
+@dataclass(frozen=True)
+class Route:
+    """How a container reaches one allowed endpoint."""
+
+    url: str  # the base URL to give the CLI inside the container
+    alias: str
+    gateway: str
+
+
+def ensure_network(client: docker.DockerClient, name: str) -> str:
+    """Create the internal network if needed and return its gateway IP on the host."""
+    import docker.errors
+
+    try:
+        network = client.networks.get(name)
+    except docker.errors.NotFound:
+        try:
+            network = client.networks.create(
+                name, driver="bridge", internal=True, labels={NETWORK_LABEL: "1"}
+            )
+        except docker.errors.APIError as e:
+            if "already exists" not in str(e):
+                raise SandboxError(
+                    f"Cannot create the sandbox network '{name}': {e}",
+                    "Check that the Docker engine is healthy (`docker network ls`).",
+                ) from e
+            network = client.networks.get(name)
+    network.reload()
+    if not network.attrs.get("Internal"):
+        raise SandboxError(
+            f"Docker network '{name}' exists but is not internal, so it would allow open egress.",
+            f"Remove it (`docker network rm {name}`); the supervisor recreates it as internal.",
+        )
+    configs = network.attrs.get("IPAM", {}).get("Config") or []
+    gateway = next((c.get("Gateway") for c in configs if c.get("Gateway")), None)
+    if gateway is None:
+        raise SandboxError(
+            f"Docker network '{name}' has no gateway address.",
+            f"Remove it (`docker network rm {name}`) so that it is recreated.",
+        )
+    return str(gateway)
+
+
+class EgressRelay:
+    """TCP relays from the network's gateway address to the allowed endpoints."""
+
+    def __init__(self, gateway: str) -> None:
+        self.gateway = gateway
+        self._listeners: dict[tuple[str, int], tuple[socket.socket, int]] = {}
+        self._lock = threading.Lock()
+
+    def route(self, base_url: str) -> Route:
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise SandboxError(
+                f"Model API URL '{base_url}' is not an http(s) URL.",
+                "Set `base_url` for the CLI in .supervisor/config.yaml to a full http(s) URL.",
+            )
+        host = parts.hostname
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        listen_port = self._listen(host, port)
+        alias = LOCAL_ALIAS if _is_loopback(host) else host
+        netloc = f"{alias}:{listen_port}"
+        url = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+        return Route(url=url, alias=alias, gateway=self.gateway)
+
+    def _listen(self, host: str, port: int) -> int:
+        with self._lock:
+            if (host, port) in self._listeners:
+                return self._listeners[(host, port)][1]
+            server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                server.bind((self.gateway, port))
+            except OSError:
+                try:
+                    server.bind((self.gateway, 0))
+                except OSError as e:
+                    server.close()
+                    raise SandboxError(
+                        f"Cannot listen on the sandbox gateway {self.gateway}: {e.strerror}.",
+                        "Check that the Docker network exists and its bridge is up.",
+                    ) from e
+            server.listen(64)
+            bound = server.getsockname()[1]
+            self._listeners[(host, port)] = (server, bound)
+            threading.Thread(
+                target=self._accept, args=(server, host, port), daemon=True, name="egress"
+            ).start()
+            return int(bound)
+
+    def _accept(self, server: socket.socket, host: str, port: int) -> None:
+        while True:
+            try:
+                client, _ = server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._connect, args=(client, host, port), daemon=True).start()
+
+    @staticmethod
+    def _connect(client: socket.socket, host: str, port: int) -> None:
+        try:
+            upstream = socket.create_connection((host, port), timeout=30)
+        except OSError:
+            client.close()
+            return
+        upstream.settimeout(None)
+        threading.Thread(target=_pump, args=(upstream, client), daemon=True).start()
+        _pump(client, upstream)
+
+    def close(self) -> None:
+        with self._lock:
+            for server, _ in self._listeners.values():
+                with contextlib.suppress(OSError):
+                    server.close()
+            self._listeners.clear()
+
+
+def _pump(source: socket.socket, sink: socket.socket) -> None:
+    try:
+        while chunk := source.recv(65536):
+            sink.sendall(chunk)
+    except OSError:
+        pass
+    finally:
+        for sock in (source, sink):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            with contextlib.suppress(OSError):
+                sock.close()
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

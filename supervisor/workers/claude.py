@@ -1,0 +1,100 @@
+"""Claude Code as a worker: `claude -p --output-format json`.
+
+The envelope is one JSON object. An API error keeps `subtype: "success"` and sets `is_error: true`,
+so success is read from `is_error` and the exit code together, never from `subtype` alone.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from supervisor.parsing import strip_ansi
+from supervisor.workers.base import Invocation, WorkerAdapter, WorkerResult
+
+RETRY_AFTER = re.compile(r"retry[- ]after[\"':\s]+(\d+)", re.I)
+
+
+class ClaudeAdapter(WorkerAdapter):
+    name = "claude"
+    binary = "claude"
+
+    def build(
+        self, *, model: str, base_url: str, workdir: str, extra_flags: list[str]
+    ) -> Invocation:
+        argv = [
+            self.binary,
+            "-p",
+            "--output-format",
+            "json",
+            "--model",
+            model,
+            "--dangerously-skip-permissions",
+            *extra_flags,
+        ]
+        env = {
+            "ANTHROPIC_BASE_URL": base_url,
+            # Telemetry, update checks and other side traffic off: the sandbox allows only the API.
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            # The supervisor's retry policy is the one in charge, not the CLI's slow default.
+            "CLAUDE_CODE_MAX_RETRIES": "1",
+        }
+        return Invocation(argv=argv, env=env)
+
+    def parse_output(self, stdout: str, stderr: str, exit_code: int) -> WorkerResult:
+        envelope = _last_json_object(strip_ansi(stdout))
+        if envelope is None:
+            detail = strip_ansi(stderr or stdout).strip()[-1500:] or "(no output)"
+            return WorkerResult(
+                ok=False,
+                text="",
+                error=f"claude exited with code {exit_code} and printed no JSON result: {detail}",
+                error_kind="cli",
+            )
+        usage = envelope.get("usage") or {}
+        text = str(envelope.get("result") or "")
+        result = WorkerResult(
+            ok=not envelope.get("is_error") and exit_code == 0,
+            text=text,
+            api_status=envelope.get("api_error_status"),
+            input_tokens=int(usage.get("input_tokens") or 0)
+            + int(usage.get("cache_read_input_tokens") or 0)
+            + int(usage.get("cache_creation_input_tokens") or 0),
+            output_tokens=int(usage.get("output_tokens") or 0),
+            cost_usd=float(envelope.get("total_cost_usd") or 0.0),
+            session_id=envelope.get("session_id"),
+            num_turns=envelope.get("num_turns"),
+            permission_denials=list(envelope.get("permission_denials") or []),
+        )
+        if not result.ok:
+            result.error = text or f"claude reported an error (exit code {exit_code})"
+            result.error_kind = _error_kind(envelope, text)
+        return result
+
+
+def _error_kind(envelope: dict[str, Any], text: str) -> str:
+    status = envelope.get("api_error_status")
+    lowered = text.lower()
+    if status in (401, 403) or "authenticate" in lowered or "not logged in" in lowered:
+        return "auth"
+    if status == 429 or "rate limit" in lowered:
+        return "rate_limit"
+    if envelope.get("subtype") == "error_max_turns":
+        return "max_turns"
+    if status or "api error" in lowered or "unable to connect" in lowered:
+        return "api"
+    return "cli"
+
+
+def _last_json_object(text: str) -> dict[str, Any] | None:
+    """The result object: the whole output, or its last line (warnings may precede it)."""
+    for candidate in [text, *reversed(text.strip().splitlines())]:
+        try:
+            value = json.loads(candidate)
+        except ValueError:
+            continue
+        if isinstance(value, dict) and value.get("type") == "result":
+            return value
+    return None

@@ -1,0 +1,567 @@
+"""The workflow engine: walks the state machine one step at a time, checkpointing every move.
+
+Where work lives between steps: a worker's changes become a *candidate* commit (kept alive by the
+ref `refs/supervisor/wf<id>/candidate`), gates and reviews run on throwaway worktrees of that
+candidate, and only the `commit` action moves the task branch, to a candidate that passed every
+gate before it. The database records each step's outcome and the next step in one transaction, so
+after a crash `resume` re-runs at most the step that was interrupted, never a completed one.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from supervisor import context as context_packing
+from supervisor import credentials, prompts
+from supervisor.config import Role, Settings, StepDef, WorkflowDef, load_role
+from supervisor.errors import (
+    ApprovalRequired,
+    CommandTimeoutError,
+    CredentialsError,
+    ParsingError,
+    SandboxError,
+    StepFailedError,
+    SupervisorError,
+)
+from supervisor.gates import run_gate
+from supervisor.parsing import parse_worker_output
+from supervisor.sandbox.docker import LABEL_REPO, LABEL_STEP, LABEL_WORKFLOW, RunSpec, repo_label
+from supervisor.state.store import EventSpec
+from supervisor.workers.base import adapter_for
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from supervisor.sandbox.docker import DockerSandbox
+    from supervisor.state.store import Store, Workflow
+    from supervisor.workspace import Workspace
+
+
+class Reporter:
+    """Where the engine tells a person what it is doing; the CLI supplies a richer one."""
+
+    def step(self, wf_id: int, name: str, detail: str) -> None: ...
+    def output(self, text: str) -> None: ...
+    def info(self, text: str) -> None: ...
+
+
+@dataclass
+class Outcome:
+    """What one step run amounted to, before the engine decides where to go next."""
+
+    result: str  # passed | failed | rejected
+    feedback: str | None = None
+    events: list[EventSpec] = field(default_factory=list)
+    context: dict[str, Any] = field(default_factory=dict)
+    git_sha: str | None = None
+    escalate: SupervisorError | None = None
+
+
+def candidate_ref(wf_id: int) -> str:
+    return f"refs/supervisor/wf{wf_id}/candidate"
+
+
+class Engine:
+    def __init__(
+        self,
+        repo: Path,
+        settings: Settings,
+        store: Store,
+        workspace: Workspace,
+        sandbox: DockerSandbox,
+        reporter: Reporter | None = None,
+    ) -> None:
+        self.repo = repo
+        self.settings = settings
+        self.store = store
+        self.ws = workspace
+        self.sandbox = sandbox
+        self.reporter = reporter or Reporter()
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def run(self, wf_id: int) -> Workflow:
+        """Run until the workflow completes, fails, or waits for a human."""
+        while True:
+            wf = self.store.workflow(wf_id)
+            if wf.status == "awaiting_approval":
+                raise ApprovalRequired(
+                    f"Workflow {wf_id} waits for approval of step '{_pending_step(wf)}'.",
+                    f"Approve with `supervisor approve {wf_id}` or reject with `supervisor reject "
+                    f'{wf_id} --reason "..."`, then run `supervisor resume {wf_id}`.',
+                )
+            if wf.status != "running" or wf.current_step is None:
+                return wf
+            definition = WorkflowDef.model_validate(wf.definition)
+            name = wf.current_step
+            step = definition.steps[name]
+            outcome = self._execute(wf, name, step)
+            self._transition(wf, definition, name, step, outcome)
+
+    def _execute(self, wf: Workflow, name: str, step: StepDef) -> Outcome:
+        if step.kind == "action":
+            return self._commit(wf)
+        if step.kind == "gate":
+            return self._gate(wf, name, step)
+        return self._worker(wf, name, step)
+
+    def _transition(
+        self, wf: Workflow, definition: WorkflowDef, name: str, step: StepDef, outcome: Outcome
+    ) -> None:
+        ctx = dict(wf.context)
+        ctx.update(outcome.context)
+        events = list(outcome.events)
+        if outcome.escalate is not None:
+            error = outcome.escalate
+            events.append(
+                EventSpec("workflow_failed", step=name, status="failed", payload=_err(error))
+            )
+            self.store.advance(
+                wf.id,
+                step=name,
+                next_step=name,
+                context=ctx,
+                status="failed",
+                checkpoint_status="failed",
+                events=events,
+                error=_message(error),
+            )
+            raise error
+        if outcome.result == "passed":
+            _feedback(ctx).pop(name, None)
+            next_step = step.next
+            status = "running" if next_step is not None else "completed"
+            if step.human_approval:
+                status = "awaiting_approval"
+                ctx["approval_step"] = name
+                events.append(EventSpec("approval_requested", step=name, status="pending"))
+            if status == "completed":
+                events.append(EventSpec("workflow_completed", status="completed"))
+            self.store.advance(
+                wf.id,
+                step=name,
+                next_step=next_step,
+                context=ctx,
+                status=status,
+                git_sha=outcome.git_sha,
+                events=events,
+                request_approval=step.human_approval,
+            )
+            return
+        # A failure or a rejection: go back to the step that can fix it, with feedback.
+        target = name
+        if outcome.result == "failed" and step.on_fail:
+            target = step.on_fail
+        elif outcome.result == "rejected" and step.on_reject:
+            target = step.on_reject
+        attempts = ctx.setdefault("attempts", {})
+        attempts[target] = attempts.get(target, 0) + 1
+        limit = definition.steps[target].max_retries
+        if outcome.feedback:
+            _feedback(ctx).setdefault(target, []).append(outcome.feedback)
+        if attempts[target] > limit:
+            error = StepFailedError(
+                f"Step '{target}' of workflow {wf.id} failed {attempts[target]} times (limit "
+                f"{limit}); last problem: {(outcome.feedback or outcome.result)[:800]}",
+                f"The task branch {wf.task_branch} keeps its last good state. Fix the cause "
+                f"(see `supervisor events {wf.id}`), then `supervisor resume {wf.id}` tries "
+                "again.",
+            )
+            events.append(
+                EventSpec("workflow_failed", step=target, status="failed", payload=_err(error))
+            )
+            self.store.advance(
+                wf.id,
+                step=name,
+                next_step=target,
+                context=ctx,
+                status="failed",
+                checkpoint_status=outcome.result,
+                events=events,
+                error=error.message,
+            )
+            raise error
+        events.append(
+            EventSpec(
+                "retry",
+                step=target,
+                status=outcome.result,
+                payload={"from_step": name, "attempt": attempts[target] + 1, "limit": limit + 1},
+            )
+        )
+        self.store.advance(
+            wf.id,
+            step=name,
+            next_step=target,
+            context=ctx,
+            checkpoint_status=outcome.result,
+            events=events,
+        )
+
+    # -- step kinds ------------------------------------------------------------------------
+
+    def _worker(self, wf: Workflow, name: str, step: StepDef) -> Outcome:
+        role = load_role(step.role or "", self.repo)
+        cli = role.cli or wf.cli
+        cli_settings = self.settings.clis.get(cli)
+        if cli_settings is None:
+            return Outcome(
+                "failed",
+                escalate=SupervisorError(
+                    f"No settings for the '{cli}' CLI.", "Add it under `clis:` in the config."
+                ),
+            )
+        try:
+            creds = credentials.collect(cli, cli_settings)
+        except CredentialsError as e:
+            return Outcome("failed", escalate=e)
+        reviewing = role.output == "review"
+        candidate = wf.context.get("candidate")
+        tip = self.ws.branch_tip(wf.task_branch)
+        base = candidate if reviewing and candidate else tip
+        attempt = self.store.count_steps(wf.id, name) + 1
+        worktree = self.ws.add_worktree(f"wf{wf.id}-{name}-{attempt}", base)
+        step_id = self.store.start_step(wf.id, name, attempt, role.name, str(worktree))
+        self.reporter.step(wf.id, name, f"{role.name} via {cli} (attempt {attempt})")
+        try:
+            outcome = self._run_worker(
+                wf, name, role, cli, cli_settings, creds, worktree, base, tip, step_id
+            )
+        except (SandboxError, CommandTimeoutError) as e:
+            outcome = Outcome(
+                "failed",
+                feedback=None if isinstance(e, SandboxError) else str(e),
+                escalate=e if isinstance(e, SandboxError) else None,
+            )
+            self.store.finish_step(
+                step_id,
+                "failed",
+                error=_message(e),
+                event=EventSpec(
+                    "worker_failed", step=name, role=role.name, status="failed", payload=_err(e)
+                ),
+            )
+        finally:
+            self.ws.remove_worktree(worktree)
+        return outcome
+
+    def _run_worker(
+        self,
+        wf: Workflow,
+        name: str,
+        role: Role,
+        cli: str,
+        cli_settings: Any,
+        creds: credentials.Credentials,
+        worktree: Path,
+        base: str,
+        tip: str,
+        step_id: int,
+    ) -> Outcome:
+        adapter = adapter_for(cli)
+        route = self.sandbox.route(cli_settings.base_url)
+        pack = context_packing.pack(worktree, role.context)
+        variables: dict[str, Any] = {
+            "role": role,
+            "task": wf.description,
+            "feedback": _feedback(wf.context).get(name, []),
+            "context_pack": pack.text,
+            "plan": json.dumps(wf.context["plan"], indent=2) if wf.context.get("plan") else "",
+            "diff": self.ws.diff(tip, base) if base != tip else "(no changes)",
+        }
+        prompt = prompts.render(role.template, self.repo, role.schema, **variables)
+        invocation = adapter.build(
+            model=cli_settings.model or role.model,
+            base_url=route.url,
+            workdir="/workspace",
+            extra_flags=cli_settings.extra_flags,
+        )
+        limits = self.settings.limits
+        events = [
+            EventSpec(
+                "context_packed",
+                step=name,
+                role=role.name,
+                payload={
+                    "files": pack.files,
+                    "approx_tokens": pack.approx_tokens,
+                    "redactions": pack.redactions,
+                    "truncated": pack.truncated,
+                    "prompt_bytes": len(prompt.encode()),
+                    "credentials": creds.source,
+                },
+            )
+        ]
+        run = self.sandbox.run(
+            RunSpec(
+                argv=invocation.argv,
+                worktree=worktree,
+                env={**cli_settings.extra_env, **invocation.env, **creds.env},
+                stdin_text=prompt,
+                home_files=creds.home_files,
+                network=self.settings.sandbox.egress_network,
+                extra_hosts={route.alias: route.gateway},
+                timeout=limits.step_timeout_seconds,
+                memory=limits.worker_memory,
+                cpus=limits.worker_cpus,
+                labels=self._labels(wf.id, name),
+                on_output=self.reporter.output,
+                on_start=lambda cid: self.store.set_step_container(step_id, cid),
+            )
+        )
+        result = adapter.parse_output(run.stdout, run.stderr, run.exit_code)
+        usage = {
+            "input_tokens": result.input_tokens,
+            "output_tokens": result.output_tokens,
+            "cost_usd": result.cost_usd,
+        }
+        base_payload = {
+            "exit_code": run.exit_code,
+            "duration_s": round(run.duration, 3),
+            "session_id": result.session_id,
+            "num_turns": result.num_turns,
+        }
+        if not result.ok:
+            error = f"The {cli} worker failed ({result.error_kind}): {result.error}"
+            escalate = None
+            if result.error_kind == "auth":
+                escalate = CredentialsError(
+                    error, credentials.LOGIN_HINTS.get(cli, "Check the CLI's credentials.")
+                )
+            self.store.finish_step(
+                step_id,
+                "failed",
+                error=error,
+                event=EventSpec(
+                    "worker_failed",
+                    step=name,
+                    role=role.name,
+                    status="failed",
+                    payload={**base_payload, "error": error},
+                    **usage,
+                ),
+            )
+            return Outcome("failed", feedback=error, events=events, escalate=escalate)
+        try:
+            output = parse_worker_output(result.text, role.schema)
+        except ParsingError as e:
+            status = "rejected" if role.output == "review" else "failed"
+            self.store.finish_step(
+                step_id,
+                status,
+                error=e.message,
+                event=EventSpec(
+                    "output_invalid",
+                    step=name,
+                    role=role.name,
+                    status=status,
+                    payload={
+                        **base_payload,
+                        "error": e.message,
+                        "answer_tail": result.text[-2000:],
+                    },
+                    **usage,
+                ),
+            )
+            return Outcome("failed", feedback=e.message, events=events)
+        data = output.model_dump()
+        payload = {**base_payload, "output": data}
+        if role.output == "implementation":
+            return self._after_implementation(
+                wf, name, role, worktree, base, step_id, data, payload, usage, events
+            )
+        if role.output == "review":
+            verdict = data["status"]
+            status = "succeeded" if verdict == "APPROVED" else "rejected"
+            self.store.finish_step(
+                step_id,
+                status,
+                output=data,
+                event=EventSpec(
+                    "review", step=name, role=role.name, status=verdict, payload=payload, **usage
+                ),
+            )
+            if verdict == "APPROVED":
+                return Outcome("passed", events=events)
+            issues = (
+                "\n".join(
+                    f"- [{i['severity']}] {i.get('file') or ''} {i['description']}"
+                    for i in data["issues"]
+                )
+                or "(no issues listed)"
+            )
+            return Outcome(
+                "rejected",
+                events=events,
+                feedback=f"The reviewer answered {verdict}: {data['summary']}\n{issues}",
+            )
+        # planner
+        self.store.finish_step(
+            step_id,
+            "succeeded",
+            output=data,
+            event=EventSpec(
+                "plan", step=name, role=role.name, status=data["status"], payload=payload, **usage
+            ),
+        )
+        if data["status"] != "COMPLETE":
+            return Outcome(
+                "failed",
+                events=events,
+                feedback=f"The plan came back {data['status']}; make it complete.",
+            )
+        return Outcome("passed", events=events, context={"plan": data})
+
+    def _after_implementation(
+        self,
+        wf: Workflow,
+        name: str,
+        role: Role,
+        worktree: Path,
+        base: str,
+        step_id: int,
+        data: dict[str, Any],
+        payload: dict[str, Any],
+        usage: dict[str, Any],
+        events: list[EventSpec],
+    ) -> Outcome:
+        """Trust the worktree, not the worker's claims: what changed is what git sees."""
+        sha = self.ws.snapshot(worktree, f"{name}: {wf.description[:60]}")
+        changed = self.ws.changed_files(base, sha) if sha else []
+        claimed = sorted(set(data["files_created"]) | set(data["files_modified"]))
+        payload = {
+            **payload,
+            "changed_files": changed,
+            "claimed_but_unchanged": sorted(set(claimed) - set(changed)),
+            "changed_but_unclaimed": sorted(set(changed) - set(claimed)),
+        }
+        if sha is None or data["status"] == "FAILED":
+            problem = (
+                "The worker changed no files"
+                if sha is None
+                else f"The worker reported FAILED: {'; '.join(data['blockers'])}"
+            )
+            if sha is None and claimed:
+                problem += f", although it claimed to have written {', '.join(claimed)}"
+            self.store.finish_step(
+                step_id,
+                "failed",
+                output=data,
+                error=problem,
+                event=EventSpec(
+                    "implementation",
+                    step=name,
+                    role=role.name,
+                    status="failed",
+                    payload=payload,
+                    **usage,
+                ),
+            )
+            return Outcome("failed", feedback=problem + ".", events=events)
+        self.ws.set_ref(candidate_ref(wf.id), sha, None)
+        self.store.finish_step(
+            step_id,
+            "succeeded",
+            output=data,
+            event=EventSpec(
+                "implementation",
+                step=name,
+                role=role.name,
+                status="succeeded",
+                payload=payload,
+                **usage,
+            ),
+        )
+        return Outcome("passed", events=events, context={"candidate": sha}, git_sha=sha)
+
+    def _gate(self, wf: Workflow, name: str, step: StepDef) -> Outcome:
+        command = self.settings.gates[step.gate or ""]
+        commit = wf.context.get("candidate") or self.ws.branch_tip(wf.task_branch)
+        attempt = self.store.count_steps(wf.id, name) + 1
+        worktree = self.ws.add_worktree(f"wf{wf.id}-{name}-{attempt}", commit)
+        step_id = self.store.start_step(wf.id, name, attempt, None, str(worktree))
+        self.reporter.step(wf.id, name, f"gate `{command}` (no network)")
+        try:
+            result = run_gate(
+                self.sandbox,
+                name,
+                command,
+                worktree,
+                self.settings.limits,
+                self._labels(wf.id, name),
+                on_output=self.reporter.output,
+            )
+        except CommandTimeoutError as e:
+            self.store.finish_step(
+                step_id,
+                "failed",
+                error=e.message,
+                event=EventSpec("gate", step=name, status="failed", payload=_err(e)),
+            )
+            return Outcome("failed", feedback=f"The '{name}' gate timed out: {e.message}")
+        finally:
+            self.ws.remove_worktree(worktree)
+        status = "succeeded" if result.passed else "failed"
+        self.store.finish_step(
+            step_id,
+            status,
+            event=EventSpec(
+                "gate",
+                step=name,
+                status="passed" if result.passed else "failed",
+                payload={
+                    "command": command,
+                    "exit_code": result.exit_code,
+                    "commit": commit,
+                    "duration_s": round(result.duration, 3),
+                    "output_tail": result.output[-4000:],
+                },
+            ),
+        )
+        if result.passed:
+            return Outcome("passed", git_sha=commit)
+        return Outcome("failed", feedback=result.feedback())
+
+    def _commit(self, wf: Workflow) -> Outcome:
+        candidate = wf.context.get("candidate")
+        if not candidate:
+            return Outcome("passed", events=[EventSpec("commit", status="nothing_to_commit")])
+        self.ws.fast_forward_branch(wf.task_branch, candidate)
+        self.ws.delete_ref(candidate_ref(wf.id))
+        self.reporter.info(f"{wf.task_branch} now at {candidate[:12]}")
+        return Outcome(
+            "passed",
+            git_sha=candidate,
+            context={"candidate": None},
+            events=[
+                EventSpec(
+                    "commit",
+                    status="committed",
+                    payload={"branch": wf.task_branch, "sha": candidate},
+                )
+            ],
+        )
+
+    def _labels(self, wf_id: int, step: str) -> dict[str, str]:
+        return {LABEL_REPO: repo_label(self.repo), LABEL_WORKFLOW: str(wf_id), LABEL_STEP: step}
+
+
+def _feedback(ctx: dict[str, Any]) -> dict[str, list[str]]:
+    return ctx.setdefault("feedback", {})  # type: ignore[no-any-return]
+
+
+def _pending_step(wf: Workflow) -> str:
+    return str(wf.context.get("approval_step") or wf.current_step)
+
+
+def _message(error: Exception) -> str:
+    return error.message if isinstance(error, SupervisorError) else str(error)
+
+
+def _err(error: Exception) -> dict[str, Any]:
+    payload: dict[str, Any] = {"error": _message(error), "kind": type(error).__name__}
+    if isinstance(error, SupervisorError) and error.hint:
+        payload["hint"] = error.hint
+    return payload
