@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import create_engine, event, func, insert, select, text, update
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DatabaseError
 
 from supervisor.errors import StateError, UnknownWorkflowError
 from supervisor.state import schema as t
@@ -111,7 +111,7 @@ class Store:
                         "Upgrade supervisor (pip install -U supervisor) before using this repo.",
                     )
                 migrate(conn)
-        except OperationalError as e:
+        except DatabaseError as e:
             raise StateError(
                 f"The state database {self.path} cannot be opened: {e.orig}",
                 "Check that the file is a supervisor state database and is writable; move it "

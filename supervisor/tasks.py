@@ -1,0 +1,251 @@
+"""What the commands do: start, resume, approve and reject tasks, and read their state.
+
+The CLI layer only parses arguments and calls these. Everything that can fail before a task exists
+(repository, configuration, Docker, image, CLI binary, credentials, a task already running) is
+checked first, so a refused start leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from supervisor import credentials
+from supervisor.config import Settings, WorkflowDef, load_settings, load_workflow, workflow_path
+from supervisor.errors import (
+    ApprovalRequired,
+    SandboxError,
+    StateError,
+    StepFailedError,
+    SupervisorError,
+    ToolMissingError,
+)
+from supervisor.sandbox.docker import LABEL_REPO, DockerSandbox, RunSpec, repo_label
+from supervisor.state.store import EventSpec, Store, Workflow
+from supervisor.workers.base import adapter_for
+from supervisor.workflow.engine import Engine, Reporter
+from supervisor.workflow.lock import repo_lock
+from supervisor.workspace import Workspace, find_repo_root
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+STATE_DIR = ".supervisor"
+
+
+@dataclass
+class Project:
+    """A repository the supervisor works on, with its settings and state."""
+
+    root: Path
+    settings: Settings
+    workspace: Workspace
+
+    @property
+    def state_dir(self) -> Path:
+        return self.root / STATE_DIR
+
+    def store(self) -> Store:
+        return Store(self.state_dir / "state.db")
+
+
+def open_project(path: Path, overrides: dict[str, Any] | None = None) -> Project:
+    root = find_repo_root(path)
+    return Project(root, load_settings(root, overrides), Workspace(root))
+
+
+def open_sandbox(project: Project, cli: str) -> DockerSandbox:
+    """Engine up, image built, the CLI inside it, credentials present; or a clear error."""
+    credentials.collect(cli, _cli_settings(project.settings, cli))
+    sandbox = DockerSandbox(project.settings.sandbox.image, project.settings.sandbox.egress_network)
+    sandbox.check_image()
+    binary = adapter_for(cli).binary
+    probe = sandbox.run(
+        RunSpec(argv=["sh", "-c", f"command -v {binary}"], worktree=_empty_dir(project), timeout=60)
+    )
+    if probe.exit_code != 0:
+        raise ToolMissingError(
+            f"The '{binary}' CLI is not installed in the sandbox image "
+            f"'{project.settings.sandbox.image}'.",
+            "Rebuild the image with scripts/setup.sh (it installs the pinned CLIs).",
+        )
+    return sandbox
+
+
+def start_task(
+    description: str, path: Path, *, cli: str | None = None, reporter: Reporter | None = None
+) -> Workflow:
+    if not description.strip():
+        raise StateError("The task description is empty.", 'Describe the task: start-task "..."')
+    project = open_project(path, {"cli": cli} if cli else None)
+    cli = project.settings.cli
+    definition = load_workflow(project.root, project.settings)
+    with repo_lock(project.state_dir):
+        sandbox = open_sandbox(project, cli)
+        with project.store() as store:
+            _clean_leftovers(project, store, sandbox)
+            base_sha = project.workspace.head_commit()
+            ws = project.workspace
+            wf = store.create_workflow(
+                description=description,
+                cli=cli,
+                base_branch=ws.current_branch(),
+                base_sha=base_sha,
+                branch_for_id=lambda i: f"ai/{i}-{ws.slugify(description)}",
+                definition=definition.model_dump(),
+                first_step=definition.initial_step,
+            )
+            ws.create_task_branch(wf.id, description, base=base_sha)
+            return _drive(project, store, sandbox, wf.id, reporter)
+
+
+def resume(wf_id: int, path: Path, *, reporter: Reporter | None = None) -> Workflow:
+    project = open_project(path)
+    with repo_lock(project.state_dir), project.store() as store:
+        wf = store.workflow(wf_id)
+        if wf.status == "completed":
+            return wf
+        sandbox = open_sandbox(project, wf.cli)
+        interrupted = _clean_leftovers(project, store, sandbox, wf_id)
+        if interrupted and reporter:
+            reporter.info(f"Interrupted step(s) {', '.join(interrupted)} will run again.")
+        if reporter and _definition_changed(project, wf):
+            reporter.info(
+                f"{workflow_path(project.root)} changed since this task started; the task "
+                "keeps the definition it started with."
+            )
+        _prepare_resume(store, wf)
+        if not project.workspace.branch_exists(wf.task_branch):
+            project.workspace.create_task_branch(wf.id, wf.description, base=wf.base_sha)
+        return _drive(project, store, sandbox, wf_id, reporter)
+
+
+def decide(wf_id: int, path: Path, *, approve: bool, reason: str | None = None) -> Workflow:
+    """Record a human decision on the pending approval; `resume` acts on it."""
+    project = open_project(path)
+    with project.store() as store:
+        wf = store.workflow(wf_id)
+        approval = store.latest_approval(wf_id)
+        if wf.status != "awaiting_approval" or approval is None or approval.status != "pending":
+            raise StateError(
+                f"Workflow {wf_id} is not waiting for approval (status: {wf.status}).",
+                f"Run `supervisor status {wf_id}` to see where it stands.",
+            )
+        store.decide_approval(approval.id, "approved" if approve else "rejected", reason)
+        return store.workflow(wf_id)
+
+
+def workflows(path: Path) -> list[Workflow]:
+    project = open_project(path)
+    if not (project.state_dir / "state.db").exists():
+        return []
+    with project.store() as store:
+        return store.workflows()
+
+
+@contextlib.contextmanager
+def reading(path: Path) -> Iterator[Store]:
+    project = open_project(path)
+    with project.store() as store:
+        yield store
+
+
+# -- internals -----------------------------------------------------------------------------
+
+
+def _drive(
+    project: Project, store: Store, sandbox: DockerSandbox, wf_id: int, reporter: Reporter | None
+) -> Workflow:
+    engine = Engine(project.root, project.settings, store, project.workspace, sandbox, reporter)
+    try:
+        return engine.run(wf_id)
+    except (ApprovalRequired, StepFailedError):
+        raise
+    except SupervisorError as e:
+        wf = store.workflow(wf_id)
+        if wf.status == "running":
+            store.set_status(
+                wf_id,
+                "failed",
+                error=e.message,
+                event=EventSpec(
+                    "workflow_failed",
+                    step=wf.current_step,
+                    status="failed",
+                    payload={"error": e.message, "kind": type(e).__name__, "hint": e.hint},
+                ),
+            )
+        raise
+    finally:
+        sandbox.close()
+
+
+def _prepare_resume(store: Store, wf: Workflow) -> None:
+    ctx = dict(wf.context)
+    if wf.status == "awaiting_approval":
+        approval = store.latest_approval(wf.id)
+        if approval is None or approval.status == "pending":
+            raise ApprovalRequired(
+                f"Workflow {wf.id} waits for approval of step '{ctx.get('approval_step')}'.",
+                f"Approve with `supervisor approve {wf.id}` or reject with `supervisor reject "
+                f'{wf.id} --reason "..."`, then resume.',
+            )
+        step = wf.current_step
+        events = [EventSpec("resumed", status=approval.status, payload={"approval": approval.id})]
+        if approval.status == "rejected":
+            step = approval.step
+            reason = approval.reason or "(no reason given)"
+            ctx.setdefault("feedback", {}).setdefault(step, []).append(
+                f"A human reviewer rejected the previous result of this step: {reason}"
+            )
+        store.update_workflow(wf.id, status="running", current_step=step, context=ctx, events=events)
+    elif wf.status in ("failed", "interrupted"):
+        # A fresh set of retries for the step that failed: the user has presumably fixed the cause.
+        ctx.setdefault("attempts", {}).pop(wf.current_step, None)
+        store.update_workflow(
+            wf.id,
+            status="running",
+            current_step=wf.current_step,
+            context=ctx,
+            events=[EventSpec("resumed", step=wf.current_step, status=wf.status)],
+        )
+    else:
+        store.add_event(wf.id, EventSpec("resumed", step=wf.current_step, status=wf.status))
+
+
+def _clean_leftovers(
+    project: Project, store: Store, sandbox: DockerSandbox, wf_id: int | None = None
+) -> list[str]:
+    """What a crash leaves: containers, worktrees, and steps still marked running."""
+    sandbox.remove_stale({LABEL_REPO: repo_label(project.root)})
+    project.workspace.remove_stale_worktrees()
+    interrupted: list[str] = []
+    for wf in store.workflows():
+        if wf_id is None or wf.id == wf_id:
+            interrupted += store.interrupt_running_steps(wf.id)
+    return interrupted
+
+
+def _definition_changed(project: Project, wf: Workflow) -> bool:
+    try:
+        current = load_workflow(project.root, project.settings)
+    except SupervisorError:
+        return True
+    return current.model_dump() != WorkflowDef.model_validate(wf.definition).model_dump()
+
+
+def _cli_settings(settings: Settings, cli: str) -> Any:
+    try:
+        return settings.clis[cli]
+    except KeyError:
+        raise SandboxError(
+            f"No settings for the '{cli}' CLI.", "Add it under `clis:` in the config."
+        ) from None
+
+
+def _empty_dir(project: Project) -> Path:
+    probe = project.state_dir / "probe"
+    probe.mkdir(parents=True, exist_ok=True)
+    return probe

@@ -1,0 +1,153 @@
+"""The state database: versioned schema from empty, append-only events, atomic state changes."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import TYPE_CHECKING
+
+import pytest
+from sqlalchemy.exc import DatabaseError, StatementError
+
+from supervisor.errors import StateError, UnknownWorkflowError
+from supervisor.state.migrations import LATEST_VERSION
+from supervisor.state.schema import metadata
+from supervisor.state.store import EventSpec, Store
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def _new_workflow(store: Store) -> int:
+    wf = store.create_workflow(
+        description="Add a feature",
+        cli="claude",
+        base_branch="main",
+        base_sha="a" * 40,
+        branch_for_id=lambda i: f"ai/{i}-add-a-feature",
+        definition={"initial_step": "plan", "steps": {}},
+        first_step="plan",
+    )
+    return wf.id
+
+
+def test_schema_built_from_empty_matches_the_declared_tables(tmp_path: Path) -> None:
+    with Store(tmp_path / "state.db") as store:
+        tables = set(store.iter_tables())
+    assert set(metadata.tables) <= tables
+    conn = sqlite3.connect(tmp_path / "state.db")
+    versions = [r[0] for r in conn.execute("SELECT version FROM schema_migrations")]
+    assert versions == list(range(1, LATEST_VERSION + 1))
+    for name, table in metadata.tables.items():
+        columns = {r[1] for r in conn.execute(f"PRAGMA table_info({name})")}
+        assert columns == {c.name for c in table.columns}, name
+
+
+def test_database_uses_wal_and_setup_is_idempotent(tmp_path: Path) -> None:
+    Store(tmp_path / "state.db").close()
+    with Store(tmp_path / "state.db") as store:
+        assert store.integrity_ok()
+    mode = sqlite3.connect(tmp_path / "state.db").execute("PRAGMA journal_mode").fetchone()[0]
+    assert mode == "wal"
+
+
+def test_a_database_from_a_newer_supervisor_is_refused(tmp_path: Path) -> None:
+    Store(tmp_path / "state.db").close()
+    conn = sqlite3.connect(tmp_path / "state.db")
+    conn.execute("INSERT INTO schema_migrations VALUES (999, 'future', '2030-01-01')")
+    conn.commit()
+    with pytest.raises(StateError, match="newer supervisor"):
+        Store(tmp_path / "state.db")
+
+
+def test_a_file_that_is_not_a_database_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "state.db").write_text("not sqlite at all " * 100)
+    with pytest.raises(StateError, match="cannot be opened"):
+        Store(tmp_path / "state.db")
+
+
+def test_events_are_append_only_in_the_database_itself(tmp_path: Path) -> None:
+    with Store(tmp_path / "state.db") as store:
+        wf_id = _new_workflow(store)
+        store.add_event(wf_id, EventSpec("note", payload={"x": 1}))
+        with store.engine.begin() as conn, pytest.raises(DatabaseError, match="append-only"):
+            conn.exec_driver_sql("UPDATE events SET type = 'forged'")
+        with store.engine.begin() as conn, pytest.raises(DatabaseError, match="append-only"):
+            conn.exec_driver_sql("DELETE FROM events")
+        assert [e.type for e in store.events(wf_id)] == ["workflow_started", "note"]
+
+
+def test_advance_records_checkpoint_event_and_next_step_together(tmp_path: Path) -> None:
+    with Store(tmp_path / "state.db") as store:
+        wf_id = _new_workflow(store)
+        store.advance(
+            wf_id,
+            step="plan",
+            next_step="implement",
+            context={"plan": {"status": "COMPLETE"}},
+            git_sha="b" * 40,
+            events=[EventSpec("plan", step="plan", input_tokens=10, output_tokens=5, cost_usd=0.5)],
+        )
+        wf = store.workflow(wf_id)
+        assert wf.current_step == "implement"
+        assert wf.context == {"plan": {"status": "COMPLETE"}}
+        assert [c["step"] for c in store.checkpoints(wf_id)] == ["plan"]
+        assert store.checkpoints(wf_id)[0]["git_sha"] == "b" * 40
+        assert store.usage_totals(wf_id) == {
+            "input_tokens": 10,
+            "output_tokens": 5,
+            "cost_usd": 0.5,
+        }
+
+
+def test_a_failed_transaction_leaves_the_previous_state(tmp_path: Path) -> None:
+    with Store(tmp_path / "state.db") as store:
+        wf_id = _new_workflow(store)
+        # The event is the transaction's last statement: the update before it must roll back.
+        with pytest.raises(StatementError):
+            store.advance(
+                wf_id,
+                step="plan",
+                next_step="implement",
+                context={"plan": "done"},
+                events=[EventSpec("plan", payload={"unserialisable": object()})],
+            )
+        wf = store.workflow(wf_id)
+        assert wf.current_step == "plan"
+        assert store.checkpoints(wf_id) == []
+
+
+def test_running_steps_left_by_a_crash_become_interrupted(tmp_path: Path) -> None:
+    with Store(tmp_path / "state.db") as store:
+        wf_id = _new_workflow(store)
+        store.start_step(wf_id, "implement", 1, "implementer", "/tmp/wt")
+        assert store.interrupt_running_steps(wf_id) == ["implement"]
+        assert store.running_steps(wf_id) == []
+        assert store.events(wf_id)[-1].type == "step_interrupted"
+
+
+def test_an_approval_is_decided_once(tmp_path: Path) -> None:
+    with Store(tmp_path / "state.db") as store:
+        wf_id = _new_workflow(store)
+        store.advance(
+            wf_id,
+            step="plan",
+            next_step="implement",
+            context={},
+            status="awaiting_approval",
+            request_approval=True,
+        )
+        approval = store.latest_approval(wf_id)
+        assert approval is not None and approval.status == "pending"
+        store.decide_approval(approval.id, "rejected", "too broad")
+        with pytest.raises(StateError, match="already decided"):
+            store.decide_approval(approval.id, "approved", None)
+        decided = store.latest_approval(wf_id)
+        assert decided is not None and decided.reason == "too broad"
+
+
+def test_an_unknown_workflow_id_names_the_fix(tmp_path: Path) -> None:
+    with Store(tmp_path / "state.db") as store, pytest.raises(
+        UnknownWorkflowError, match="No workflow with id 42"
+    ) as info:
+        store.workflow(42)
+    assert "supervisor status" in info.value.hint
