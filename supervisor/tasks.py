@@ -200,7 +200,9 @@ def _prepare_resume(store: Store, wf: Workflow) -> None:
             ctx.setdefault("feedback", {}).setdefault(step, []).append(
                 f"A human reviewer rejected the previous result of this step: {reason}"
             )
-        store.update_workflow(wf.id, status="running", current_step=step, context=ctx, events=events)
+        store.update_workflow(
+            wf.id, status="running", current_step=step, context=ctx, events=events
+        )
     elif wf.status in ("failed", "interrupted"):
         # A fresh set of retries for the step that failed: the user has presumably fixed the cause.
         ctx.setdefault("attempts", {}).pop(wf.current_step, None)

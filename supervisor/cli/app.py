@@ -63,9 +63,7 @@ def start_task(
                 "start-task needs confirmation, and there is no terminal to ask.",
                 "Pass --yes to start without confirming.",
             )
-        typer.confirm(
-            f"Start a task in {repo.resolve()} on a new branch from HEAD?", abort=True
-        )
+        typer.confirm(f"Start a task in {repo.resolve()} on a new branch from HEAD?", abort=True)
     wf = tasks.start_task(description, repo, cli=cli, reporter=RichReporter(err_console))
     _finished(wf)
 

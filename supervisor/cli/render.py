@@ -72,8 +72,9 @@ def workflow_detail(store: Store, wf_id: int) -> RenderableType:
     head.add_row("task", wf.description)
     head.add_row("status", _status(wf.status))
     head.add_row("current step", wf.current_step or "-")
-    head.add_row("branch", f"{wf.task_branch} (from {wf.base_branch or 'detached'} "
-                 f"{wf.base_sha[:10]})")
+    head.add_row(
+        "branch", f"{wf.task_branch} (from {wf.base_branch or 'detached'} {wf.base_sha[:10]})"
+    )
     head.add_row(
         "usage",
         f"{totals['input_tokens']} in / {totals['output_tokens']} out tokens, "

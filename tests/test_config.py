@@ -1,0 +1,124 @@
+"""Configuration: the cascade, and a clear error naming file and fix for every bad input."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from supervisor.config import load_role, load_settings, load_workflow
+from supervisor.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+@pytest.fixture(autouse=True)
+def isolated_user_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    user = tmp_path / "user"
+    user.mkdir()
+    monkeypatch.setenv("SUPERVISOR_USER_DIR", str(user))
+    return user
+
+
+def _project(tmp_path: Path, files: dict[str, str]) -> Path:
+    repo = tmp_path / "repo"
+    for rel, text in files.items():
+        path = repo / ".supervisor" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    repo.mkdir(exist_ok=True)
+    return repo
+
+
+def test_package_defaults_give_a_complete_workflow(tmp_path: Path) -> None:
+    repo = _project(tmp_path, {})
+    settings = load_settings(repo)
+    workflow = load_workflow(repo, settings)
+    assert workflow.initial_step == "plan"
+    assert settings.gates["test"] == "make test"
+    assert settings.limits.step_timeout_seconds > 0
+
+
+def test_project_overrides_user_which_overrides_package(
+    tmp_path: Path, isolated_user_dir: Path
+) -> None:
+    (isolated_user_dir / "config.yaml").write_text(
+        "gates: {test: 'pytest -q', lint: 'ruff check'}\nlimits: {gate_timeout_seconds: 99}\n"
+    )
+    repo = _project(tmp_path, {"config.yaml": "gates: {test: 'make check'}\n"})
+    settings = load_settings(repo, {"cli": "claude"})
+    assert settings.gates == {"test": "make check", "lint": "ruff check"}
+    assert settings.limits.gate_timeout_seconds == 99
+    assert settings.limits.step_timeout_seconds == 900  # untouched package default
+
+
+def test_broken_yaml_names_the_file_and_line(tmp_path: Path) -> None:
+    repo = _project(tmp_path, {"config.yaml": "gates:\n  test: make test\n bad: [unclosed\n"})
+    with pytest.raises(ConfigError, match=r"config\.yaml is not valid YAML at line \d+") as info:
+        load_settings(repo)
+    assert "indentation" in info.value.hint
+
+
+def test_unknown_keys_are_errors_not_silently_ignored(tmp_path: Path) -> None:
+    repo = _project(tmp_path, {"config.yaml": "limits: {step_timeout_secs: 5}\n"})
+    with pytest.raises(ConfigError, match="step_timeout_secs"):
+        load_settings(repo)
+
+
+def test_a_workflow_naming_an_unknown_role_is_refused(tmp_path: Path) -> None:
+    repo = _project(
+        tmp_path,
+        {
+            "workflow.yaml": "workflow:\n  initial_step: plan\n  steps:\n"
+            "    plan: {role: architect_9000}\n"
+        },
+    )
+    with pytest.raises(ConfigError, match="Unknown role 'architect_9000'"):
+        load_workflow(repo, load_settings(repo))
+
+
+def test_a_workflow_pointing_at_a_missing_step_is_refused(tmp_path: Path) -> None:
+    repo = _project(
+        tmp_path,
+        {
+            "workflow.yaml": "workflow:\n  initial_step: plan\n  steps:\n"
+            "    plan: {role: planner, next: implemnt}\n"
+        },
+    )
+    with pytest.raises(ConfigError, match="'implemnt', which is not a step"):
+        load_workflow(repo, load_settings(repo))
+
+
+def test_a_gate_without_a_configured_command_is_refused(tmp_path: Path) -> None:
+    repo = _project(
+        tmp_path,
+        {"workflow.yaml": "workflow:\n  initial_step: lint\n  steps:\n    lint: {gate: lint}\n"},
+    )
+    with pytest.raises(ConfigError, match="gate 'lint'") as info:
+        load_workflow(repo, load_settings(repo))
+    assert "gates:" in info.value.hint
+
+
+def test_a_step_must_be_exactly_one_kind(tmp_path: Path) -> None:
+    repo = _project(
+        tmp_path,
+        {
+            "workflow.yaml": "workflow:\n  initial_step: x\n  steps:\n"
+            "    x: {role: planner, gate: test}\n"
+        },
+    )
+    with pytest.raises(ConfigError, match="exactly one of"):
+        load_workflow(repo, load_settings(repo))
+
+
+def test_a_project_role_shadows_the_built_in_one(tmp_path: Path) -> None:
+    repo = _project(
+        tmp_path,
+        {
+            "roles/planner.yaml": "name: planner\nmodel: m-1\ntemplate: planning.j2\n"
+            "output: plan\n"
+        },
+    )
+    assert load_role("planner", repo).model == "m-1"
+    assert load_role("planner", None).model != "m-1"
