@@ -1,0 +1,210 @@
+"""`supervisor demo`: the whole pipeline on a throw-away repository, before any API key is needed.
+
+It makes a small git repository, starts the scripted model API server on loopback, and runs a real
+`start-task` on it: the real `claude` binary in the real sandbox, real worktrees, the real test
+gate with no network, and the real state database. The script makes the first implementation
+fail its tests, so the feedback loop is part of what a user sees.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from supervisor import process
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+TASK = "Implement add() and multiply() in calc.py so that the tests pass"
+
+CALC_STUB = '''"""A tiny calculator."""
+
+
+def add(a: int, b: int) -> int:
+    raise NotImplementedError
+
+
+def multiply(a: int, b: int) -> int:
+    raise NotImplementedError
+'''
+
+CALC_BUGGY = '''"""A tiny calculator."""
+
+
+def add(a: int, b: int) -> int:
+    return a + b
+
+
+def multiply(a: int, b: int) -> int:
+    return a + b
+'''
+
+CALC_FIXED = '''"""A tiny calculator."""
+
+
+def add(a: int, b: int) -> int:
+    return a + b
+
+
+def multiply(a: int, b: int) -> int:
+    return a * b
+'''
+
+TESTS = """import unittest
+
+from calc import add, multiply
+
+
+class CalcTest(unittest.TestCase):
+    def test_add(self):
+        self.assertEqual(add(2, 3), 5)
+
+    def test_multiply(self):
+        self.assertEqual(multiply(4, 5), 20)
+
+
+if __name__ == "__main__":
+    unittest.main()
+"""
+
+MAKEFILE = "test:\n\tpython3 -m unittest -v\n"
+
+
+def make_demo_repo(path: Path) -> Path:
+    """A git repository with a stubbed module, its tests and a Makefile, one commit."""
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "calc.py").write_text(CALC_STUB)
+    (path / "test_calc.py").write_text(TESTS)
+    (path / "Makefile").write_text(MAKEFILE)
+    (path / "README.md").write_text("# calc\n\nA tiny calculator used by the supervisor demo.\n")
+    git = ["git", "-C", str(path), "-c", "user.name=demo", "-c", "user.email=demo@localhost"]
+    process.run([*git, "init", "-q", "-b", "main"])
+    process.run([*git, "add", "-A"])
+    process.run([*git, "commit", "-q", "-m", "Calculator stub with tests"])
+    return path
+
+
+def fenced(data: dict[str, Any]) -> str:
+    return "```json\n" + json.dumps(data, indent=2) + "\n```"
+
+
+PLAN = {
+    "status": "COMPLETE",
+    "summary": "Implement the two functions in calc.py; the existing tests cover them.",
+    "phases": [
+        {
+            "id": "p1",
+            "description": "Implement the calculator",
+            "components": [{"id": "calc", "description": "add and multiply", "files": ["calc.py"]}],
+        }
+    ],
+    "dependencies": [],
+    "estimated_components": 1,
+    "risks": [],
+}
+
+
+def implementation(summary: str) -> dict[str, Any]:
+    return {
+        "status": "SUCCESS",
+        "summary": summary,
+        "files_created": [],
+        "files_modified": ["calc.py"],
+        "tests_written": [],
+        "blockers": [],
+    }
+
+
+APPROVAL = {
+    "status": "APPROVED",
+    "summary": "Both functions are correct and covered by the tests.",
+    "issues": [],
+    "suggestions": [],
+    "security_concerns": [],
+}
+
+
+def demo_script() -> dict[str, Any]:
+    """Planner, a buggy first implementation, a fixed second one after the gate's feedback, and
+    an approving review."""
+    return {
+        "conversations": [
+            {
+                "when": "ROLE: planner",
+                "turns": [{"text": "Here is the plan.\n" + fenced(PLAN)}],
+            },
+            {
+                "when": "ROLE: implementer",
+                "turns": [
+                    {
+                        "tool_use": {
+                            "name": "Write",
+                            "input": {"file_path": "calc.py", "content": CALC_BUGGY},
+                        }
+                    },
+                    {"text": "Implemented.\n" + fenced(implementation("add and multiply"))},
+                ],
+            },
+            {
+                "when": "FEEDBACK FROM THE PREVIOUS ATTEMPT",
+                "turns": [
+                    {
+                        "tool_use": {
+                            "name": "Write",
+                            "input": {"file_path": "calc.py", "content": CALC_FIXED},
+                        }
+                    },
+                    {"text": "Fixed multiply.\n" + fenced(implementation("fixed multiply"))},
+                ],
+            },
+            {
+                "when": "ROLE: reviewer",
+                "turns": [{"text": "Reviewed.\n" + fenced(APPROVAL)}],
+            },
+        ]
+    }
+
+
+def write_project_config(repo: Path, base_url: str) -> None:
+    config = repo / ".supervisor" / "config.yaml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(
+        "# Written by `supervisor demo`: the model API is the local scripted server.\n"
+        f"clis:\n  claude:\n    base_url: {base_url}\n"
+    )
+
+
+def run_demo(console: Console, err_console: Console, keep: Path | None) -> None:
+    from supervisor import tasks
+    from supervisor.cli.render import RichReporter, workflow_detail
+    from supervisor.fakeapi import ScriptedModelServer, load_script
+
+    started = time.monotonic()
+    workdir = Path(tempfile.mkdtemp(prefix="supervisor-demo-")) if keep is None else keep
+    repo = make_demo_repo(workdir / "calc" if keep is None else keep)
+    console.print(f"[bold]Demo repository:[/bold] {repo}")
+    # The scripted server plays the model; no real key is needed or sent anywhere.
+    os.environ["ANTHROPIC_API_KEY"] = "demo-key-not-a-secret"
+    with ScriptedModelServer(load_script(demo_script())) as server:
+        write_project_config(repo, server.url)
+        console.print(f"[bold]Scripted model API:[/bold] {server.url}")
+        console.print(f"[bold]Task:[/bold] {TASK}\n")
+        wf = tasks.start_task(TASK, repo, cli="claude", reporter=RichReporter(err_console))
+        requests = len(server.requests)
+    elapsed = time.monotonic() - started
+    with tasks.reading(repo) as store:
+        console.print(workflow_detail(store, wf.id))
+    log = process.run(["git", "-C", str(repo), "log", "--oneline", wf.task_branch]).stdout
+    console.print(f"\n[bold]{wf.task_branch}[/bold]:\n{log}")
+    console.print(
+        f"Demo finished in {elapsed:.1f} s: workflow {wf.id} {wf.status}, "
+        f"{requests} model API requests answered by the script."
+    )
+    console.print(
+        f"Look around: cd {repo} && supervisor status {wf.id} && supervisor events {wf.id}"
+    )
