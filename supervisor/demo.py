@@ -129,6 +129,11 @@ APPROVAL = {
 }
 
 
+def read_turn(path: str) -> dict[str, Any]:
+    """Claude Code's Write refuses to overwrite a file it has not read in the same session."""
+    return {"tool_use": {"name": "Read", "input": {"file_path": path}}}
+
+
 def demo_script() -> dict[str, Any]:
     """Planner, a buggy first implementation, a fixed second one after the gate's feedback, and
     an approving review."""
@@ -141,6 +146,7 @@ def demo_script() -> dict[str, Any]:
             {
                 "when": "ROLE: implementer",
                 "turns": [
+                    read_turn("calc.py"),
                     {
                         "tool_use": {
                             "name": "Write",
@@ -153,6 +159,7 @@ def demo_script() -> dict[str, Any]:
             {
                 "when": "FEEDBACK FROM THE PREVIOUS ATTEMPT",
                 "turns": [
+                    read_turn("calc.py"),
                     {
                         "tool_use": {
                             "name": "Write",

@@ -115,10 +115,7 @@ def test_a_step_must_be_exactly_one_kind(tmp_path: Path) -> None:
 def test_a_project_role_shadows_the_built_in_one(tmp_path: Path) -> None:
     repo = _project(
         tmp_path,
-        {
-            "roles/planner.yaml": "name: planner\nmodel: m-1\ntemplate: planning.j2\n"
-            "output: plan\n"
-        },
+        {"roles/planner.yaml": "name: planner\nmodel: m-1\ntemplate: planning.j2\noutput: plan\n"},
     )
     assert load_role("planner", repo).model == "m-1"
     assert load_role("planner", None).model != "m-1"

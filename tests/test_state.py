@@ -146,8 +146,9 @@ def test_an_approval_is_decided_once(tmp_path: Path) -> None:
 
 
 def test_an_unknown_workflow_id_names_the_fix(tmp_path: Path) -> None:
-    with Store(tmp_path / "state.db") as store, pytest.raises(
-        UnknownWorkflowError, match="No workflow with id 42"
-    ) as info:
+    with (
+        Store(tmp_path / "state.db") as store,
+        pytest.raises(UnknownWorkflowError, match="No workflow with id 42") as info,
+    ):
         store.workflow(42)
     assert "supervisor status" in info.value.hint

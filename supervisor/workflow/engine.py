@@ -279,7 +279,9 @@ class Engine:
             extra_flags=cli_settings.extra_flags,
         )
         limits = self.settings.limits
-        events = [
+        events: list[EventSpec] = []
+        self.store.add_event(
+            wf.id,
             EventSpec(
                 "context_packed",
                 step=name,
@@ -292,8 +294,8 @@ class Engine:
                     "prompt_bytes": len(prompt.encode()),
                     "credentials": creds.source,
                 },
-            )
-        ]
+            ),
+        )
         run = self.sandbox.run(
             RunSpec(
                 argv=invocation.argv,
@@ -307,11 +309,15 @@ class Engine:
                 memory=limits.worker_memory,
                 cpus=limits.worker_cpus,
                 labels=self._labels(wf.id, name),
-                on_output=self.reporter.output,
                 on_start=lambda cid: self.store.set_step_container(step_id, cid),
             )
         )
         result = adapter.parse_output(run.stdout, run.stderr, run.exit_code)
+        self.reporter.info(
+            f"{cli} finished in {run.duration:.1f} s: exit {run.exit_code}, "
+            f"{result.num_turns or 0} turns, {result.input_tokens} in / {result.output_tokens} "
+            f"out tokens, ${result.cost_usd:.4f}"
+        )
         usage = {
             "input_tokens": result.input_tokens,
             "output_tokens": result.output_tokens,

@@ -1,0 +1,246 @@
+"""Git plumbing for isolated steps: task branches, per-step worktrees, candidate commits.
+
+The user's checkout (current branch, index, working tree, untracked files) is never touched:
+branches are created with `git branch`, refs move with `git update-ref` and its old-value check,
+and workers only ever see a detached worktree under `.supervisor/worktrees/`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import re
+import shutil
+from pathlib import Path
+
+from supervisor import process
+from supervisor.errors import GitError, RepoError, ToolFailedError
+
+STATE_DIR = ".supervisor"
+ZERO_SHA = "0" * 40
+IDENTITY = ["-c", "user.name=supervisor", "-c", "user.email=supervisor@localhost"]
+
+
+def _git(cwd: Path, *args: str, check: bool = True, timeout: float = 120) -> process.Completed:
+    """git with `safe.directory=*`: worktree files may belong to the container's user."""
+    try:
+        return process.run(
+            ["git", "-c", "safe.directory=*", "-C", str(cwd), *args],
+            check=check,
+            timeout=timeout,
+        )
+    except ToolFailedError as e:
+        raise GitError(
+            f"git {' '.join(args[:3])} failed in {cwd}: {e.output.strip()[-1500:]}",
+            "Check the repository's state with `git status`; nothing was changed by the failed "
+            "command.",
+        ) from e
+
+
+def find_repo_root(path: Path) -> Path:
+    path = path.resolve()
+    if not path.exists():
+        raise RepoError(f"{path} does not exist.", "Pass an existing directory with --repo.")
+    result = _git(path, "rev-parse", "--show-toplevel", check=False)
+    if result.returncode != 0:
+        raise RepoError(
+            f"{path} is not a git repository.",
+            "Run the command inside a git repository, pass --repo PATH, or create one with "
+            "`git init`.",
+        )
+    root = Path(result.stdout.strip())
+    if _git(root, "rev-parse", "--verify", "-q", "HEAD", check=False).returncode != 0:
+        raise RepoError(
+            f"The repository {root} has no commits yet, so there is nothing to branch from.",
+            "Make a first commit (git add -A && git commit -m 'Initial commit').",
+        )
+    return root
+
+
+class Workspace:
+    def __init__(self, repo: Path) -> None:
+        self.repo = repo
+        self.state_dir = repo / STATE_DIR
+        self.worktrees_dir = self.state_dir / "worktrees"
+        self._exclude_state_dir()
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def head_commit(self) -> str:
+        return _git(self.repo, "rev-parse", "HEAD").stdout.strip()
+
+    def current_branch(self) -> str | None:
+        result = _git(self.repo, "symbolic-ref", "-q", "--short", "HEAD", check=False)
+        return result.stdout.strip() or None
+
+    def branch_exists(self, branch: str) -> bool:
+        ref = f"refs/heads/{branch}"
+        return _git(self.repo, "show-ref", "--verify", "-q", ref, check=False).returncode == 0
+
+    def branch_tip(self, branch: str) -> str:
+        return _git(
+            self.repo, "rev-parse", "--verify", f"refs/heads/{branch}^{{commit}}"
+        ).stdout.strip()
+
+    def is_ancestor(self, a: str, b: str) -> bool:
+        return _git(self.repo, "merge-base", "--is-ancestor", a, b, check=False).returncode == 0
+
+    def changed_files(self, base: str, head: str) -> list[str]:
+        out = _git(self.repo, "diff", "--name-only", "--no-renames", base, head).stdout
+        return sorted(line for line in out.splitlines() if line)
+
+    def diff(self, base: str, head: str, max_bytes: int = 200_000) -> str:
+        text = _git(self.repo, "diff", "--no-color", "--stat", "--patch", base, head).stdout
+        if len(text) > max_bytes:
+            return text[:max_bytes] + f"\n[... diff truncated at {max_bytes} bytes ...]\n"
+        return text
+
+    def tree_hash(self, commit: str) -> str:
+        return _git(self.repo, "rev-parse", f"{commit}^{{tree}}").stdout.strip()
+
+    @staticmethod
+    def slugify(text: str, max_len: int = 40) -> str:
+        slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+        return slug[:max_len].rstrip("-") or "task"
+
+    # -- branches and refs -----------------------------------------------------------------
+
+    def create_task_branch(
+        self, task_id: int, description: str, base: str = "HEAD"
+    ) -> tuple[str, str]:
+        branch = f"ai/{task_id}-{self.slugify(description)}"
+        base_sha = _git(self.repo, "rev-parse", "--verify", f"{base}^{{commit}}").stdout.strip()
+        if self.branch_exists(branch):
+            raise GitError(
+                f"Branch {branch} already exists.",
+                f"Delete or rename it (git branch -m {branch} {branch}-old), then retry.",
+            )
+        _git(self.repo, "branch", "--no-track", branch, base_sha)
+        return branch, base_sha
+
+    def set_ref(self, ref: str, new: str, expected_old: str | None) -> None:
+        """Atomic ref update; `expected_old=None` means: whatever it is now."""
+        args = ["update-ref", ref, new]
+        if expected_old is not None:
+            args.append(expected_old or ZERO_SHA)
+        result = _git(self.repo, *args, check=False)
+        if result.returncode != 0:
+            raise GitError(
+                f"Could not move {ref} to {new[:12]}: {result.stderr.strip()}",
+                "Another process changed the ref meanwhile; run `supervisor resume` to "
+                "continue from the recorded state.",
+            )
+
+    def delete_ref(self, ref: str) -> None:
+        _git(self.repo, "update-ref", "-d", ref, check=False)
+
+    def fast_forward_branch(self, branch: str, new: str) -> None:
+        """Move a branch forward to `new`; idempotent, and never behind the user's back."""
+        tip = self.branch_tip(branch)
+        if tip == new:
+            return
+        if not self.is_ancestor(tip, new):
+            raise GitError(
+                f"Cannot fast-forward {branch} to {new[:12]}: the branch moved to {tip[:12]}, "
+                "which is not an ancestor.",
+                f"Someone committed to {branch} meanwhile; merge or reset it by hand, then resume.",
+            )
+        if self.current_branch() == branch:
+            raise GitError(
+                f"{branch} is checked out in your working tree; moving it would desync your index.",
+                "Switch to another branch (git switch -), then resume.",
+            )
+        self.set_ref(f"refs/heads/{branch}", new, tip)
+
+    # -- worktrees -------------------------------------------------------------------------
+
+    def add_worktree(self, name: str, commit: str) -> Path:
+        path = self.worktrees_dir / name
+        if path.exists() or self._registered(path):
+            self.remove_worktree(path)
+        self.worktrees_dir.mkdir(parents=True, exist_ok=True)
+        _git(self.repo, "worktree", "add", "--detach", "--force", str(path), commit)
+        return path
+
+    def remove_worktree(self, path: Path) -> None:
+        _git(self.repo, "worktree", "remove", "--force", "--force", str(path), check=False)
+        if path.exists():
+            shutil.rmtree(path, ignore_errors=True)
+        _git(self.repo, "worktree", "prune", check=False)
+
+    def remove_stale_worktrees(self, keep: frozenset[str] = frozenset()) -> list[str]:
+        removed: list[str] = []
+        names = (
+            {p.name for p in self.worktrees_dir.iterdir()} if self.worktrees_dir.exists() else set()
+        )
+        names |= {p.name for p in self._registered_paths() if p.parent == self.worktrees_dir}
+        for name in sorted(names - set(keep)):
+            self.remove_worktree(self.worktrees_dir / name)
+            removed.append(name)
+        _git(self.repo, "worktree", "prune", check=False)
+        return removed
+
+    def snapshot(
+        self, worktree: Path, message: str, author: str = "supervisor <supervisor@localhost>"
+    ) -> str | None:
+        """Commit everything the worker left in the worktree (respecting .gitignore)."""
+        _git(worktree, "add", "-A")
+        if _git(worktree, "diff", "--cached", "--quiet", check=False).returncode == 0:
+            return None
+        _git(
+            worktree, *IDENTITY, "commit", "-q", "--no-verify", f"--author={author}", "-m", message
+        )
+        return _git(worktree, "rev-parse", "HEAD").stdout.strip()
+
+    def user_checkout_fingerprint(self) -> str:
+        """A hash of everything a user could lose: HEAD, index, working tree, untracked files."""
+        digest = hashlib.sha256()
+        digest.update(_git(self.repo, "rev-parse", "HEAD").stdout.encode())
+        digest.update((self.current_branch() or "").encode())
+        status = _git(
+            self.repo, "status", "--porcelain=v2", "-z", "--untracked-files=all", "--ignored=no"
+        ).stdout
+        digest.update(status.encode())
+        digest.update(_git(self.repo, "diff", "--cached", "--binary").stdout.encode())
+        for entry in status.split("\0"):
+            for rel in _paths_in_status_entry(entry):
+                path = self.repo / rel
+                if path.is_file():
+                    digest.update(rel.encode() + b"\0" + path.read_bytes())
+        return digest.hexdigest()
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _registered_paths(self) -> list[Path]:
+        out = _git(self.repo, "worktree", "list", "--porcelain").stdout
+        return [
+            Path(line[len("worktree ") :])
+            for line in out.splitlines()
+            if line.startswith("worktree ")
+        ]
+
+    def _registered(self, path: Path) -> bool:
+        return path in self._registered_paths()
+
+    def _exclude_state_dir(self) -> None:
+        """Keep `.supervisor/` out of `git status` without editing the user's .gitignore."""
+        common = _git(self.repo, "rev-parse", "--git-common-dir").stdout.strip()
+        exclude = (self.repo / common / "info" / "exclude").resolve()
+        line = f"/{STATE_DIR}/"
+        with contextlib.suppress(OSError):
+            existing = exclude.read_text() if exclude.exists() else ""
+            if line not in existing.splitlines():
+                exclude.parent.mkdir(parents=True, exist_ok=True)
+                sep = "" if not existing or existing.endswith("\n") else "\n"
+                exclude.write_text(f"{existing}{sep}{line}\n")
+
+
+def _paths_in_status_entry(entry: str) -> list[str]:
+    """Paths named by one `git status --porcelain=v2 -z` entry (changed or untracked)."""
+    if entry.startswith("? "):
+        return [entry[2:]]
+    if entry.startswith(("1 ", "u ")):
+        return [entry.split(" ", 8 if entry.startswith("1 ") else 10)[-1]]
+    if entry.startswith("2 "):
+        return [entry.split(" ", 9)[-1]]
+    return []

@@ -1,0 +1,292 @@
+"""The whole pipeline on real parts: the real `claude` binary in the real Docker sandbox, real git
+worktrees and a real SQLite file, against the scripted model API on loopback."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from e2e_support import (
+    BAD_CALC,
+    GOOD_CALC,
+    implementer,
+    new_repo,
+    planner,
+    require_sandbox,
+    reviewer,
+    write_workflow,
+)
+
+from supervisor import tasks
+from supervisor.errors import ApprovalRequired, StepFailedError
+from supervisor.fakeapi import ScriptedModelServer, load_script
+from supervisor.workspace import Workspace
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+pytestmark = pytest.mark.docker
+
+TASK = "Implement add and multiply"
+
+
+@pytest.fixture(autouse=True)
+def real_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    require_sandbox()
+    monkeypatch.setenv("SUPERVISOR_USER_DIR", str(tmp_path / "user"))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+
+
+@pytest.fixture
+def serve() -> Iterator[Any]:
+    servers: list[ScriptedModelServer] = []
+
+    def start(*conversations: dict[str, Any]) -> ScriptedModelServer:
+        server = ScriptedModelServer(load_script({"conversations": list(conversations)}))
+        server.__enter__()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+def prompts(server: ScriptedModelServer, marker: str) -> list[str]:
+    """The opening prompt of every conversation whose text holds `marker`."""
+    found = []
+    for request in server.requests:
+        body = request.body
+        messages = body.get("messages", [])
+        if any(m.get("role") == "assistant" for m in messages) or not messages:
+            continue
+        text = _text(messages[0].get("content"))
+        if marker in text:
+            found.append(text)
+    return found
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "\n".join(block.get("text", "") for block in content if isinstance(block, dict))
+
+
+def file_on_branch(repo: Path, branch: str, path: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), "show", f"{branch}:{path}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
+def leftovers(repo: Path) -> tuple[list[str], list[str]]:
+    import docker
+
+    from supervisor.sandbox.docker import LABEL_REPO, repo_label
+
+    client = docker.from_env()
+    containers = client.containers.list(
+        all=True, filters={"label": f"{LABEL_REPO}={repo_label(repo)}"}
+    )
+    worktrees_dir = repo / ".supervisor" / "worktrees"
+    worktrees = sorted(p.name for p in worktrees_dir.iterdir()) if worktrees_dir.exists() else []
+    return [c.id for c in containers], worktrees
+
+
+def test_start_task_commits_the_workers_file_on_the_task_branch_after_the_gate(
+    tmp_path: Path, serve: Any
+) -> None:
+    server = serve(planner(), implementer(GOOD_CALC), reviewer())
+    repo = new_repo(tmp_path, server.url)
+    before = Workspace(repo).user_checkout_fingerprint()
+
+    wf = tasks.start_task(TASK, repo)
+
+    assert wf.status == "completed"
+    assert wf.task_branch == f"ai/{wf.id}-implement-add-and-multiply"
+    assert file_on_branch(repo, wf.task_branch, "calc.py") == GOOD_CALC
+    assert Workspace(repo).user_checkout_fingerprint() == before
+    assert (repo / "calc.py").read_text() != GOOD_CALC  # the user's checkout is untouched
+    with tasks.reading(repo) as store:
+        gate = [e for e in store.events(wf.id) if e.type == "gate"]
+        assert [e.status for e in gate] == ["passed"]
+        assert "OK" in gate[0].payload["output_tail"]
+        worker_events = [e for e in store.events(wf.id) if e.input_tokens]
+        assert worker_events, "token usage from the CLI envelope is recorded"
+        assert store.integrity_ok()
+    assert leftovers(repo) == ([], [])
+
+
+def test_a_failing_gate_feeds_its_output_back_and_the_retry_fixes_it(
+    tmp_path: Path, serve: Any
+) -> None:
+    server = serve(
+        planner(),
+        implementer(BAD_CALC),
+        implementer(GOOD_CALC, when="FEEDBACK FROM THE PREVIOUS ATTEMPT"),
+        reviewer(),
+    )
+    repo = new_repo(tmp_path, server.url)
+
+    wf = tasks.start_task(TASK, repo)
+
+    assert wf.status == "completed"
+    assert file_on_branch(repo, wf.task_branch, "calc.py") == GOOD_CALC
+    retry_prompts = prompts(server, "FEEDBACK FROM THE PREVIOUS ATTEMPT")
+    assert len(retry_prompts) == 1
+    assert "test_multiply" in retry_prompts[0]
+    assert "AssertionError" in retry_prompts[0]
+    with tasks.reading(repo) as store:
+        assert [e.status for e in store.events(wf.id) if e.type == "gate"] == ["failed", "passed"]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "Looks good to me, approved.",
+        "REVIEW_STATUS: APPROVED\nEverything is fine.",
+    ],
+    ids=["no-json-block", "marker-string-in-prose"],
+)
+def test_a_review_without_a_valid_json_block_never_approves(
+    tmp_path: Path, serve: Any, answer: str
+) -> None:
+    server = serve(planner(), implementer(GOOD_CALC), {**reviewer(answer), "repeat": True})
+    repo = new_repo(tmp_path, server.url)
+    write_workflow(
+        repo,
+        "workflow:\n  initial_step: plan\n  steps:\n"
+        "    plan: {role: planner, next: implement}\n"
+        "    implement: {role: implementer, next: test}\n"
+        "    test: {gate: test, next: review, on_fail: implement}\n"
+        "    review: {role: reviewer, next: commit, on_reject: implement, max_retries: 1}\n"
+        "    commit: {action: commit}\n",
+    )
+
+    with pytest.raises(StepFailedError, match="review"):
+        tasks.start_task(TASK, repo)
+
+    ws = Workspace(repo)
+    with tasks.reading(repo) as store:
+        wf = store.workflows()[0]
+        assert wf.status == "failed"
+        reviews = [s for s in store.steps(wf.id) if s["name"] == "review"]
+        assert reviews and all(s["status"] == "rejected" for s in reviews)
+        assert any(e.type == "output_invalid" for e in store.events(wf.id))
+    # Nothing reached the task branch: it still points at the base commit.
+    assert ws.branch_tip(wf.task_branch) == wf.base_sha
+
+
+def _approval_workflow(repo: Path) -> None:
+    write_workflow(
+        repo,
+        "workflow:\n  initial_step: plan\n  steps:\n"
+        "    plan: {role: planner, next: implement, human_approval: true}\n"
+        "    implement: {role: implementer, next: test}\n"
+        "    test: {gate: test, next: review, on_fail: implement}\n"
+        "    review: {role: reviewer, next: commit, on_reject: implement}\n"
+        "    commit: {action: commit}\n",
+    )
+
+
+def test_an_approval_gate_stops_the_run_and_approve_then_resume_finishes_it(
+    tmp_path: Path, serve: Any
+) -> None:
+    server = serve(planner(), implementer(GOOD_CALC), reviewer())
+    repo = new_repo(tmp_path, server.url)
+    _approval_workflow(repo)
+
+    with pytest.raises(ApprovalRequired) as stopped:
+        tasks.start_task(TASK, repo)
+    assert "supervisor approve" in stopped.value.hint
+    wf = tasks.workflows(repo)[0]
+    assert wf.status == "awaiting_approval"
+    assert prompts(server, "ROLE: implementer") == []
+
+    with pytest.raises(ApprovalRequired):
+        tasks.resume(wf.id, repo)  # no decision yet: still waiting
+
+    tasks.decide(wf.id, repo, approve=True)
+    done = tasks.resume(wf.id, repo)
+
+    assert done.status == "completed"
+    assert len(prompts(server, "ROLE: planner")) == 1  # the approved plan was not re-run
+    assert file_on_branch(repo, done.task_branch, "calc.py") == GOOD_CALC
+
+
+def test_a_rejection_reason_reaches_the_next_prompt_of_that_step(
+    tmp_path: Path, serve: Any
+) -> None:
+    server = serve(
+        planner(),
+        planner(when="rejected the previous result"),
+        implementer(GOOD_CALC),
+        reviewer(),
+    )
+    repo = new_repo(tmp_path, server.url)
+    _approval_workflow(repo)
+    with pytest.raises(ApprovalRequired):
+        tasks.start_task(TASK, repo)
+    wf = tasks.workflows(repo)[0]
+
+    tasks.decide(wf.id, repo, approve=False, reason="Split the work into two phases")
+    with pytest.raises(ApprovalRequired):
+        tasks.resume(wf.id, repo)  # the plan runs again and waits for a new decision
+
+    second = prompts(server, "ROLE: planner")[-1]
+    assert "Split the work into two phases" in second
+    tasks.decide(wf.id, repo, approve=True)
+    assert tasks.resume(wf.id, repo).status == "completed"
+
+
+def test_a_supervisor_killed_during_implement_resumes_without_rerunning_completed_steps(
+    tmp_path: Path, serve: Any
+) -> None:
+    server = serve(
+        planner(),
+        implementer(GOOD_CALC, delay=30),  # the first implementer hangs: we kill meanwhile
+        implementer(GOOD_CALC),
+        reviewer(),
+    )
+    repo = new_repo(tmp_path, server.url)
+    before = Workspace(repo).user_checkout_fingerprint()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "supervisor", "start-task", TASK, "--yes", "--repo", str(repo)],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not prompts(server, "ROLE: implementer"):
+            assert proc.poll() is None, "the supervisor ended before implement started"
+            assert time.monotonic() < deadline, "implement never started"
+            time.sleep(0.2)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+
+    wf = tasks.workflows(repo)[0]
+    assert wf.current_step == "implement"
+    done = tasks.resume(wf.id, repo)
+
+    assert done.status == "completed"
+    assert file_on_branch(repo, done.task_branch, "calc.py") == GOOD_CALC
+    assert len(prompts(server, "ROLE: planner")) == 1
+    assert Workspace(repo).user_checkout_fingerprint() == before
+    with tasks.reading(repo) as store:
+        assert store.integrity_ok()
+        statuses = [(s["name"], s["status"]) for s in store.steps(done.id)]
+        assert ("implement", "interrupted") in statuses
+        assert [n for n, _ in statuses].count("plan") == 1
+    assert leftovers(repo) == ([], [])
