@@ -1,0 +1,167 @@
+"""The Docker sandbox, on the real engine: what a worker or a gate can and cannot do."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+from typing import TYPE_CHECKING
+
+import pytest
+from e2e_support import IMAGE, require_sandbox
+
+from supervisor.errors import CommandTimeoutError
+from supervisor.sandbox.docker import DockerSandbox, RunSpec
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+pytestmark = pytest.mark.docker
+NETWORK = "supervisor-egress-test"
+
+PROBE = """
+import socket, sys
+for host, port in [(h.split(':')[0], int(h.split(':')[1])) for h in sys.argv[1:]]:
+    try:
+        socket.create_connection((host, port), timeout=3).close()
+        print('OPEN', host, port)
+    except OSError as e:
+        print('BLOCKED', host, port, type(e).__name__)
+"""
+
+
+@pytest.fixture
+def sandbox() -> Iterator[DockerSandbox]:
+    require_sandbox()
+    box = DockerSandbox(IMAGE, NETWORK)
+    yield box
+    box.close()
+
+
+@pytest.fixture
+def local_api() -> Iterator[str]:
+    """A plain HTTP server on the host's loopback, standing for a model API."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("content-length", "5")
+            self.end_headers()
+            self.wfile.write(b"hello")
+
+        def log_message(self, *args: object) -> None:
+            return
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_a_gate_container_has_no_network_at_all(sandbox: DockerSandbox, tmp_path: Path) -> None:
+    result = sandbox.run(
+        RunSpec(argv=["python3", "-c", PROBE, "1.1.1.1:80", "8.8.8.8:53"], worktree=tmp_path)
+    )
+    assert result.exit_code == 0, result.stderr
+    assert "OPEN" not in result.stdout
+    assert result.stdout.count("BLOCKED") == 2
+
+
+def test_a_worker_reaches_its_model_api_and_nothing_else(
+    sandbox: DockerSandbox, tmp_path: Path, local_api: str
+) -> None:
+    route = sandbox.route(local_api)
+    fetch = (
+        "import urllib.request,sys;"
+        "print(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())"
+    )
+    result = sandbox.run(
+        RunSpec(
+            argv=[
+                "sh",
+                "-c",
+                'python3 -c "$0" "$1" && python3 -c "$2" 1.1.1.1:443',
+                fetch,
+                route.url,
+                PROBE,
+            ],
+            worktree=tmp_path,
+            network=NETWORK,
+            extra_hosts={route.alias: route.gateway},
+        )
+    )
+    assert result.exit_code == 0, result.stderr
+    assert "hello" in result.stdout
+    assert "BLOCKED 1.1.1.1 443" in result.stdout
+
+
+def test_the_worker_runs_unprivileged_on_a_read_only_root(
+    sandbox: DockerSandbox, tmp_path: Path
+) -> None:
+    script = "id -u; touch /etc/x 2>/dev/null && echo root-writable; echo ok > /workspace/out.txt"
+    result = sandbox.run(RunSpec(argv=["sh", "-c", script], worktree=tmp_path))
+    assert result.stdout.split()[0] != "0"
+    assert "root-writable" not in result.stdout
+    assert (tmp_path / "out.txt").read_text() == "ok\n"  # only the worktree is writable
+
+
+def test_the_prompt_arrives_on_stdin_whatever_its_size(
+    sandbox: DockerSandbox, tmp_path: Path
+) -> None:
+    prompt = "x" * 300_000  # more than the kernel allows for one argument
+    result = sandbox.run(RunSpec(argv=["wc", "-c"], worktree=tmp_path, stdin_text=prompt))
+    assert result.stdout.strip() == "300000"
+
+
+def test_login_files_are_copied_into_a_private_home(sandbox: DockerSandbox, tmp_path: Path) -> None:
+    result = sandbox.run(
+        RunSpec(
+            argv=[
+                "sh",
+                "-c",
+                'cat "$HOME/.claude/.credentials.json"; echo more >> '
+                '"$HOME/.claude/.credentials.json" && echo writable-copy',
+            ],
+            worktree=tmp_path,
+            home_files={".claude/.credentials.json": b'{"token": "t"}'},
+        )
+    )
+    assert '{"token": "t"}' in result.stdout
+    assert "writable-copy" in result.stdout
+
+
+def test_a_container_past_its_time_limit_is_ended_and_removed(
+    sandbox: DockerSandbox, tmp_path: Path
+) -> None:
+    started: list[str] = []
+    with pytest.raises(CommandTimeoutError, match="time limit"):
+        sandbox.run(
+            RunSpec(argv=["sleep", "60"], worktree=tmp_path, timeout=2, on_start=started.append)
+        )
+    import docker.errors
+
+    with pytest.raises(docker.errors.NotFound):
+        sandbox.client.containers.get(started[0])
+
+
+def test_output_streams_while_the_container_runs(sandbox: DockerSandbox, tmp_path: Path) -> None:
+    chunks: list[str] = []
+    result = sandbox.run(
+        RunSpec(
+            argv=["sh", "-c", "echo one; sleep 1; echo two >&2"],
+            worktree=tmp_path,
+            on_output=chunks.append,
+        )
+    )
+    assert "one" in "".join(chunks) and "two" in "".join(chunks)
+    assert result.stdout.strip() == "one"
+    assert result.stderr.strip() == "two"
+
+
+def test_containers_orphaned_by_a_crash_are_found_by_label(
+    sandbox: DockerSandbox, tmp_path: Path
+) -> None:
+    orphan = sandbox.client.containers.create(
+        IMAGE, command=["sleep", "30"], labels={"supervisor.test-orphan": str(tmp_path)}
+    )
+    assert sandbox.remove_stale({"supervisor.test-orphan": str(tmp_path)}) == [orphan.id]
