@@ -1,0 +1,171 @@
+"""Benchmarks of the supervisor's own overhead per worker step, on the real parts.
+
+    .venv/bin/python benchmarks/run.py [--repeat 5]
+
+Prints the median of each part of a step (worktree, Repomix packing, container run, parsing and the
+database write), the bare floor measured in the same run (`docker run` of a no-op plus `git worktree
+add`), and one whole worker step with the real `claude` binary against the scripted model API.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from supervisor import context, process  # noqa: E402
+from supervisor.config import ContextSpec  # noqa: E402
+from supervisor.demo import demo_script, make_demo_repo, write_project_config  # noqa: E402
+from supervisor.fakeapi import ScriptedModelServer, load_script  # noqa: E402
+from supervisor.parsing import parse_worker_output  # noqa: E402
+from supervisor.sandbox.docker import DockerSandbox, RunSpec  # noqa: E402
+from supervisor.schemas import ImplementationOutput  # noqa: E402
+from supervisor.state.store import EventSpec, Store  # noqa: E402
+from supervisor.workspace import Workspace  # noqa: E402
+
+IMAGE = "supervisor-sandbox:latest"
+
+
+def timed(fn: Callable[[], object], repeat: int) -> float:
+    samples = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - started)
+    return statistics.median(samples)
+
+
+def make_repo(base: Path, files: int) -> Path:
+    repo = make_demo_repo(base / f"repo{files}")
+    pkg = repo / "pkg"
+    pkg.mkdir(exist_ok=True)
+    for i in range(files):
+        (pkg / f"mod{i}.py").write_text(f"def f{i}(x):\n    return x + {i}\n")
+    process.run(["git", "-C", str(repo), "add", "-A"])
+    process.run(
+        ["git", "-C", str(repo), "-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "m"]
+    )
+    return repo
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--files", type=int, default=1000, help="files in the benchmark repo")
+    args = parser.parse_args()
+    console = Console()
+    rows: list[tuple[str, float, str]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp)
+        repo = make_repo(base, args.files)
+        ws = Workspace(repo)
+        head = ws.head_commit()
+        sandbox = DockerSandbox(IMAGE, "supervisor-egress-bench")
+        counter = iter(range(10_000))
+
+        def worktree_cycle() -> None:
+            tree = ws.add_worktree(f"bench-{next(counter)}", head)
+            ws.remove_worktree(tree)
+
+        floor_tree = ws.add_worktree("bench-floor", head)
+
+        def docker_noop() -> None:
+            sandbox.run(RunSpec(argv=["true"], worktree=floor_tree))
+
+        def pack_five() -> None:
+            context.pack(floor_tree, ContextSpec(include=[f"pkg/mod{i}.py" for i in range(5)]))
+
+        answer = (
+            '```json\n{"status": "SUCCESS", "files_created": [], "files_modified": ["calc.py"],'
+            ' "tests_written": [], "blockers": []}\n```'
+        )
+        store = Store(base / "bench.db")
+        wf = store.create_workflow(
+            description="bench",
+            cli="claude",
+            base_branch="main",
+            base_sha=head,
+            branch_for_id=lambda i: f"ai/{i}-bench",
+            definition={},
+            first_step="implement",
+        )
+
+        def parse_and_record() -> None:
+            data = parse_worker_output(answer, ImplementationOutput).model_dump()
+            step = store.start_step(wf.id, "implement", 1, "implementer", None)
+            store.finish_step(step, "succeeded", output=data, event=EventSpec("implementation"))
+            store.advance(wf.id, step="implement", next_step="test", context={"x": 1})
+
+        worktree_s = timed(worktree_cycle, args.repeat)
+        noop_s = timed(docker_noop, args.repeat)
+        pack_s = timed(pack_five, args.repeat)
+        parse_s = timed(parse_and_record, args.repeat)
+        floor = worktree_s + noop_s
+        rows += [
+            ("git worktree add + remove", worktree_s, f"{args.files}-file repo"),
+            ("container run of `true` (create, start, wait, logs, remove)", noop_s, "floor"),
+            ("bare floor: worktree + no-op container", floor, ""),
+            ("Repomix pack of 5 files (+ redaction)", pack_s, ""),
+            ("parse + validate + 3 state transactions", parse_s, ""),
+            (
+                "supervisor overhead per step (sum of the above)",
+                floor + pack_s + parse_s,
+                f"{(floor + pack_s + parse_s) / floor:.2f} x floor",
+            ),
+        ]
+
+        os.environ.setdefault("ANTHROPIC_API_KEY", "bench-key")
+        os.environ["SUPERVISOR_USER_DIR"] = str(base / "user")
+        demo_repo = make_demo_repo(base / "demo")
+        from supervisor import tasks
+
+        with ScriptedModelServer(load_script(demo_script())) as server:
+            write_project_config(demo_repo, server.url)
+            started = time.perf_counter()
+            done = tasks.start_task("Implement add and multiply", demo_repo)
+            whole = time.perf_counter() - started
+        with tasks.reading(demo_repo) as st:
+            worker_steps = [s for s in st.steps(done.id) if s["role"]]
+            gate_steps = [s for s in st.steps(done.id) if not s["role"]]
+
+        def seconds(row: dict[str, object]) -> float:
+            return (row["finished_at"] - row["started_at"]).total_seconds()  # type: ignore[operator]
+
+        rows += [
+            (
+                "worker step with real claude (median, DB start→finish)",
+                statistics.median(seconds(s) for s in worker_steps),
+                f"{len(worker_steps)} steps",
+            ),
+            (
+                "gate step `make test` (median)",
+                statistics.median(seconds(s) for s in gate_steps),
+                f"{len(gate_steps)} gates",
+            ),
+            ("whole demo workflow (start-task to completed)", whole, done.status),
+        ]
+        sandbox.close()
+        store.close()
+
+    table = Table(title=f"supervisor step overhead (median of {args.repeat})")
+    table.add_column("measure")
+    table.add_column("seconds", justify="right")
+    table.add_column("note")
+    for name, value, note in rows:
+        table.add_row(name, f"{value:.3f}", note)
+    console.print(table)
+
+
+if __name__ == "__main__":
+    main()
