@@ -51,6 +51,10 @@ class WorkerAdapter(ABC):
     @abstractmethod
     def parse_output(self, stdout: str, stderr: str, exit_code: int) -> WorkerResult: ...
 
+    def progress(self, line: str) -> str | None:
+        """A one-line account of a streamed output line for the terminal, or None to hide it."""
+        return line
+
 
 def adapter_for(cli: str) -> WorkerAdapter:
     from supervisor.errors import ConfigError

@@ -1,7 +1,10 @@
-"""Claude Code as a worker: `claude -p --output-format json`.
+"""Claude Code as a worker: `claude -p --output-format stream-json --verbose`.
 
-The envelope is one JSON object. An API error keeps `subtype: "success"` and sets `is_error: true`,
-so success is read from `is_error` and the exit code together, never from `subtype` alone.
+The stream's last line is the same result envelope that `--output-format json` prints; the lines
+before it (one per message and tool call) let the terminal follow the worker live and let the
+sandbox tell a hung worker from a busy one. An API error keeps `subtype: "success"` and sets
+`is_error: true`, so success is read from `is_error` and the exit code together, never from
+`subtype` alone.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ class ClaudeAdapter(WorkerAdapter):
             self.binary,
             "-p",
             "--output-format",
-            "json",
+            "stream-json",
+            "--verbose",
             "--model",
             model,
             "--dangerously-skip-permissions",
@@ -72,6 +76,28 @@ class ClaudeAdapter(WorkerAdapter):
             result.error = text or f"claude reported an error (exit code {exit_code})"
             result.error_kind = _error_kind(envelope, text)
         return result
+
+    def progress(self, line: str) -> str | None:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            return line.strip() or None
+        if not isinstance(event, dict):
+            return None
+        kind = event.get("type")
+        if kind == "assistant":
+            parts = []
+            for block in (event.get("message") or {}).get("content") or []:
+                if block.get("type") == "tool_use":
+                    arguments = block.get("input") or {}
+                    target = arguments.get("file_path") or arguments.get("command") or ""
+                    parts.append(f"→ {block.get('name')} {str(target)[:80]}".rstrip())
+                elif block.get("type") == "text" and block.get("text", "").strip():
+                    parts.append(block["text"].strip().splitlines()[0][:100])
+            return "\n".join(parts) or None
+        if kind == "result":
+            return f"result: {'error' if event.get('is_error') else 'ok'}"
+        return None
 
 
 def _error_kind(envelope: dict[str, Any], text: str) -> str:

@@ -32,6 +32,7 @@ from supervisor.state.store import EventSpec
 from supervisor.workers.base import adapter_for
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
     from supervisor.sandbox.docker import DockerSandbox
@@ -57,6 +58,23 @@ class Outcome:
     context: dict[str, Any] = field(default_factory=dict)
     git_sha: str | None = None
     escalate: SupervisorError | None = None
+
+
+class LineSplitter:
+    """Turns streamed chunks into whole lines for an adapter's progress formatter."""
+
+    def __init__(self, describe: Callable[[str], str | None], sink: Callable[[str], None]):
+        self.describe = describe
+        self.sink = sink
+        self.pending = ""
+
+    def __call__(self, chunk: str) -> None:
+        self.pending += chunk
+        *lines, self.pending = self.pending.split("\n")
+        for line in lines:
+            text = self.describe(line)
+            if text:
+                self.sink(text)
 
 
 def candidate_ref(wf_id: int) -> str:
@@ -308,7 +326,9 @@ class Engine:
                 timeout=limits.step_timeout_seconds,
                 memory=limits.worker_memory,
                 cpus=limits.worker_cpus,
+                idle_timeout=limits.idle_timeout_seconds,
                 labels=self._labels(wf.id, name),
+                on_output=LineSplitter(adapter.progress, self.reporter.output),
                 on_start=lambda cid: self.store.set_step_container(step_id, cid),
             )
         )
