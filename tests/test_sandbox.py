@@ -165,3 +165,33 @@ def test_containers_orphaned_by_a_crash_are_found_by_label(
         IMAGE, command=["sleep", "30"], labels={"supervisor.test-orphan": str(tmp_path)}
     )
     assert sandbox.remove_stale({"supervisor.test-orphan": str(tmp_path)}) == [orphan.id]
+
+
+def test_host_services_outside_the_allowlist_are_not_reachable(
+    sandbox: DockerSandbox, tmp_path: Path, local_api: str
+) -> None:
+    route = sandbox.route(local_api)
+    assert sandbox._relay is not None and sandbox._relay.firewall.warning is None
+    # A service on all of the host's addresses, which the gateway address would otherwise reach.
+    other = http.server.ThreadingHTTPServer(("0.0.0.0", 0), http.server.BaseHTTPRequestHandler)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    try:
+        port = other.server_address[1]
+        relay_port = route.url.rsplit(":", 1)[1]
+        result = sandbox.run(
+            RunSpec(
+                argv=[
+                    "python3",
+                    "-c",
+                    PROBE,
+                    f"{route.gateway}:{port}",
+                    f"{route.gateway}:{relay_port}",
+                ],
+                worktree=tmp_path,
+                network=NETWORK,
+            )
+        )
+    finally:
+        other.shutdown()
+    assert f"BLOCKED {route.gateway} {port}" in result.stdout
+    assert f"OPEN {route.gateway} {relay_port}" in result.stdout

@@ -5,7 +5,8 @@ out, so nothing is reachable but the bridge's own gateway address on the host. F
 model API endpoint the supervisor listens on that gateway address and relays raw TCP to the
 endpoint. The container reaches an endpoint under its own host name (mapped to the gateway in the
 container's /etc/hosts), so TLS is end-to-end and its certificate check still holds; every other
-destination has no route at all.
+destination has no route at all. Traffic from the network to the host itself is limited to the
+relay's ports by an iptables chain, so that services on the host are not reachable either.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
-from supervisor.errors import SandboxError
+from supervisor import process
+from supervisor.errors import SandboxError, SupervisorError
 
 if TYPE_CHECKING:
     import docker
@@ -36,8 +38,14 @@ class Route:
     gateway: str
 
 
-def ensure_network(client: docker.DockerClient, name: str) -> str:
-    """Create the internal network if needed and return its gateway IP on the host."""
+@dataclass(frozen=True)
+class Network:
+    gateway: str
+    bridge: str
+
+
+def ensure_network(client: docker.DockerClient, name: str) -> Network:
+    """Create the internal network if needed; its gateway IP and bridge interface on the host."""
     import docker.errors
 
     try:
@@ -67,14 +75,75 @@ def ensure_network(client: docker.DockerClient, name: str) -> str:
             f"Docker network '{name}' has no gateway address.",
             f"Remove it (`docker network rm {name}`) so that it is recreated.",
         )
-    return str(gateway)
+    options = network.attrs.get("Options") or {}
+    bridge = options.get("com.docker.network.bridge.name") or f"br-{network.id[:12]}"
+    return Network(gateway=str(gateway), bridge=bridge)
+
+
+class HostFirewall:
+    """An iptables chain that lets the sandbox network reach the host on the relay ports only.
+
+    Without it, any service listening on all of the host's addresses would be reachable from a
+    worker through the gateway address. Needs root; without iptables or root the sandbox still
+    has no route out, and `warning` says what remains open.
+    """
+
+    def __init__(self, bridge: str) -> None:
+        self.bridge = bridge
+        self.chain = f"SUPERVISOR-{bridge[-12:]}".upper()
+        self.warning: str | None = None
+        try:
+            self._setup()
+        except SupervisorError as e:
+            self.warning = (
+                f"Could not restrict host access from the sandbox network ({e.message}); host "
+                "services listening on all addresses stay reachable from workers."
+            )
+
+    def allow(self, port: int) -> None:
+        if self.warning is None:
+            rule = ["-p", "tcp", "--dport", str(port), "-j", "ACCEPT"]
+            if not self._has(self.chain, rule):
+                self._iptables("-I", self.chain, "1", *rule)
+
+    def revoke(self, port: int) -> None:
+        if self.warning is None:
+            rule = ["-p", "tcp", "--dport", str(port), "-j", "ACCEPT"]
+            while self._has(self.chain, rule):
+                self._iptables("-D", self.chain, *rule)
+
+    def _setup(self) -> None:
+        if self._iptables("-n", "-L", self.chain, check=False).returncode != 0:
+            self._iptables("-N", self.chain)
+            self._iptables(
+                "-A",
+                self.chain,
+                "-m",
+                "conntrack",
+                "--ctstate",
+                "ESTABLISHED,RELATED",
+                "-j",
+                "ACCEPT",
+            )
+            self._iptables("-A", self.chain, "-j", "DROP")
+        jump = ["-i", self.bridge, "-j", self.chain]
+        if not self._has("INPUT", jump):
+            self._iptables("-I", "INPUT", "1", *jump)
+
+    def _has(self, chain: str, rule: list[str]) -> bool:
+        return self._iptables("-C", chain, *rule, check=False).returncode == 0
+
+    @staticmethod
+    def _iptables(*args: str, check: bool = True) -> process.Completed:
+        return process.run(["iptables", "-w", "5", *args], check=check, timeout=30)
 
 
 class EgressRelay:
     """TCP relays from the network's gateway address to the allowed endpoints."""
 
-    def __init__(self, gateway: str) -> None:
-        self.gateway = gateway
+    def __init__(self, network: Network) -> None:
+        self.gateway = network.gateway
+        self.firewall = HostFirewall(network.bridge)
         self._listeners: dict[tuple[str, int], tuple[socket.socket, int]] = {}
         self._lock = threading.Lock()
 
@@ -112,6 +181,7 @@ class EgressRelay:
                     ) from e
             server.listen(64)
             bound = server.getsockname()[1]
+            self.firewall.allow(bound)
             self._listeners[(host, port)] = (server, bound)
             threading.Thread(
                 target=self._accept, args=(server, host, port), daemon=True, name="egress"
@@ -139,9 +209,11 @@ class EgressRelay:
 
     def close(self) -> None:
         with self._lock:
-            for server, _ in self._listeners.values():
+            for server, port in self._listeners.values():
                 with contextlib.suppress(OSError):
                     server.close()
+                with contextlib.suppress(SupervisorError):
+                    self.firewall.revoke(port)
             self._listeners.clear()
 
 
