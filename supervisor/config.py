@@ -15,7 +15,6 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from supervisor.errors import ConfigError
-from supervisor.schemas import OUTPUT_SCHEMAS
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 CONFIG_DIR = PACKAGE_ROOT / "config"
@@ -68,26 +67,6 @@ class Settings(_Model):
     gates: dict[str, str] = Field(default_factory=dict)
     clis: dict[str, CliSettings] = Field(default_factory=dict)
     limits: Limits = Field(default_factory=Limits)
-
-
-class ContextSpec(_Model):
-    include: list[str] = Field(default_factory=list)
-    exclude: list[str] = Field(default_factory=list)
-    git_diff: bool = False
-
-
-class Role(_Model):
-    name: str
-    description: str = ""
-    cli: str | None = None
-    model: str
-    template: str
-    output: Literal["plan", "implementation", "review"]
-    context: ContextSpec = Field(default_factory=ContextSpec)
-
-    @property
-    def schema(self) -> type[BaseModel]:
-        return OUTPUT_SCHEMAS[self.output]
 
 
 class StepDef(_Model):
@@ -158,42 +137,51 @@ def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def load_settings(repo: Path | None, overrides: dict[str, Any] | None = None) -> Settings:
-    data: dict[str, Any] = _mapping(CONFIG_DIR / "defaults.yaml")
-    data["limits"] = _mapping(CONFIG_DIR / "limits.yaml").get("limits", {})
+def config_layers(
+    repo: Path | None, overrides: dict[str, Any] | None = None
+) -> list[tuple[str, dict[str, Any]]]:
+    """Each layer of the cascade with its data, lowest precedence first."""
+    package: dict[str, Any] = _mapping(CONFIG_DIR / "defaults.yaml")
+    package["limits"] = _mapping(CONFIG_DIR / "limits.yaml").get("limits", {})
+    found = [(f"package ({CONFIG_DIR})", package)]
     sources = [user_dir() / "config.yaml"]
     if repo is not None:
         sources.append(repo / ".supervisor" / "config.yaml")
     for source in sources:
         if source.is_file():
-            data = deep_merge(data, _mapping(source))
-    data = deep_merge(data, overrides or {})
-    return validate(Settings, data, " < ".join(str(s) for s in [CONFIG_DIR, *sources]))
+            found.append((str(source), _mapping(source)))
+    if overrides:
+        found.append(("command line", overrides))
+    return found
 
 
-def role_dirs(repo: Path | None) -> list[Path]:
-    """Where roles are looked up, first match wins: project, user, package."""
-    dirs = [user_dir() / "roles", CONFIG_DIR / "base_roles"]
-    if repo is not None:
-        dirs.insert(0, repo / ".supervisor" / "roles")
-    return dirs
+def load_settings(repo: Path | None, overrides: dict[str, Any] | None = None) -> Settings:
+    data: dict[str, Any] = {}
+    layers = config_layers(repo, overrides)
+    for _, layer in layers:
+        data = deep_merge(data, layer)
+    return validate(Settings, data, " < ".join(name for name, _ in layers))  # type: ignore[no-any-return]
 
 
-def load_role(name: str, repo: Path | None) -> Role:
-    for directory in role_dirs(repo):
-        path = directory / f"{name}.yaml"
-        if path.is_file():
-            role: Role = validate(Role, _mapping(path), path)
-            if role.name != name:
-                raise ConfigError(
-                    f"{path} defines role '{role.name}', but its file name says '{name}'.",
-                    "Make the `name:` field match the file name.",
-                )
-            return role
-    raise ConfigError(
-        f"Unknown role '{name}': no {name}.yaml in {', '.join(str(d) for d in role_dirs(repo))}.",
-        "Check the role name in the workflow, or add the role file to .supervisor/roles/.",
-    )
+def settings_provenance(
+    repo: Path | None, overrides: dict[str, Any] | None = None
+) -> dict[str, str]:
+    """Which layer each effective value came from, by dotted key."""
+    origin: dict[str, str] = {}
+    for name, layer in config_layers(repo, overrides):
+        for key in _flatten(layer):
+            origin[key] = name
+    return origin
+
+
+def _flatten(data: dict[str, Any], prefix: str = "") -> list[str]:
+    keys: list[str] = []
+    for key, value in data.items():
+        if isinstance(value, dict) and value:
+            keys += _flatten(value, f"{prefix}{key}.")
+        else:
+            keys.append(f"{prefix}{key}")
+    return keys
 
 
 def workflow_path(repo: Path | None) -> Path:
@@ -230,6 +218,8 @@ def check_workflow(
                     f"Use one of: {', '.join(steps)}.",
                 )
         if step.role:
+            from supervisor.roles import load_role
+
             load_role(step.role, repo)
         if step.gate and step.gate not in settings.gates:
             raise ConfigError(

@@ -1,102 +1,283 @@
-"""Packing a role's view of the repository with the pinned Repomix.
+"""Packing a role's view of the repository, within its token budget.
 
-The supervisor, not the worker, decides what a role sees: the role's include/exclude patterns
-select files, secret-looking files never leave the host, and secrets inside files are redacted
-before the pack reaches a prompt (Repomix's own scan misses several kinds, so it is not relied on).
+The supervisor decides what a role sees: its context strategy lists sections in priority order
+(target files, their imports, the diff, related files, the file tree); the prompt's own text
+(system and task) comes first of all. Everything is redacted before it is counted, secret-looking
+files never leave the host, and when the whole exceeds the budget the lowest-priority items go
+first, each one recorded. The selected files are packed by the pinned Repomix (`--stdin`); its own
+secret scan may still drop a file, which is recorded too.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
-from supervisor import process
-from supervisor.config import NODE_BIN
+from pydantic import BaseModel, ConfigDict, Field
+
+from supervisor import process, tokens
+from supervisor.config import CONFIG_DIR, NODE_BIN, read_yaml, validate
+from supervisor.errors import ConfigError
+from supervisor.imports import resolve_imports
+from supervisor.redaction import is_secret_file, redact
 
 if TYPE_CHECKING:
-    from pathlib import Path
+    from supervisor.roles import Role
 
-    from supervisor.config import ContextSpec
+MAX_FILE_BYTES = 256_000
+FILE_OVERHEAD_TOKENS = 12  # the <file path="..."> wrapper Repomix puts around each file
+TREE_LINES = 1500
+FILE_PATH = re.compile(r'^<file path="([^"]+)">$', re.M)
+DEFAULT_STRATEGY = {
+    "plan": "planner_docset",
+    "implementation": "implementer_targeted",
+    "review": "reviewer_diff",
+}
 
-ALWAYS_EXCLUDED = [
-    "**/.env",
-    "**/.env.*",
-    "**/*.pem",
-    "**/*.key",
-    "**/id_rsa*",
-    "**/.supervisor/**",
-    "**/.git/**",
-]
 
-SECRET_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
-    (
-        "private_key",
-        re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.S),
-    ),
-    ("aws_access_key_id", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
-    ("anthropic_or_openai_key", re.compile(r"\bsk-(?:ant-)?[A-Za-z0-9_\-]{16,}")),
-    ("github_token", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}")),
-    ("slack_token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
-    ("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b")),
-    ("url_password", re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+(?=@)")),
-    (
-        "secret_assignment",
-        re.compile(
-            r"(?i)((?:aws_secret_access_key|secret|password|passwd|api_key|apikey|token)"
-            r"[\"']?\s*[:=]\s*[\"']?)([^\s\"']{8,})"
-        ),
-    ),
-]
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Section(_Model):
+    kind: Literal["target", "imports", "diff", "related", "tree"]
+    include: list[str] = Field(default_factory=list)
+    only_matching_targets: bool = False
+    """For `related`: keep only files whose name mentions a target's (their tests)."""
+
+
+class Strategy(_Model):
+    name: str
+    description: str = ""
+    sections: list[Section]
+
+
+@dataclass
+class Item:
+    section: str
+    path: str | None  # None for text sections (diff, tree)
+    text: str
+    tokens: int
 
 
 @dataclass
 class Pack:
     text: str
+    strategy: str
+    budget: int
+    prompt_tokens: int
+    tokens: int
     files: list[str] = field(default_factory=list)
+    pruned: list[dict[str, Any]] = field(default_factory=list)
     redactions: dict[str, int] = field(default_factory=dict)
-    truncated: bool = False
+    excluded_secret_files: list[str] = field(default_factory=list)
+    dropped_by_repomix: list[str] = field(default_factory=list)
+    seconds: float = 0.0
 
-    @property
-    def approx_tokens(self) -> int:
-        return len(self.text) // 4
-
-
-def redact(text: str) -> tuple[str, dict[str, int]]:
-    """Replace secrets by a marker naming their kind; count, never record, what was removed."""
-    counts: dict[str, int] = {}
-    for kind, pattern in SECRET_PATTERNS:
-        if kind == "secret_assignment":
-            text, n = pattern.subn(lambda m, k=kind: f"{m.group(1)}[REDACTED:{k}]", text)
-        else:
-            text, n = pattern.subn(f"[REDACTED:{kind}]", text)
-        if n:
-            counts[kind] = counts.get(kind, 0) + n
-    return text, counts
-
-
-FILE_PATH = re.compile(r'<file path="([^"]+)">')
+    def summary(self) -> dict[str, Any]:
+        """For the step's events: what was packed, pruned and redacted (never the secrets)."""
+        return {
+            "strategy": self.strategy,
+            "files": self.files,
+            "tokens": self.tokens,
+            "prompt_tokens": self.prompt_tokens,
+            "budget": self.budget,
+            "pruned": self.pruned,
+            "redactions": self.redactions,
+            "excluded_secret_files": self.excluded_secret_files,
+            "dropped_by_repomix_secret_scan": self.dropped_by_repomix,
+            "seconds": round(self.seconds, 3),
+        }
 
 
-def pack(worktree: Path, spec: ContextSpec, max_bytes: int = 200_000) -> Pack:
-    """Run Repomix on the worktree with the role's patterns; an empty selection is an empty pack."""
-    if not spec.include:
-        return Pack("")
-    repomix = process.find_program("repomix", [NODE_BIN])
-    args = [
-        repomix,
-        "--stdout",
-        "--style",
-        "xml",
-        "--no-file-summary",
-        "--include",
-        ",".join(spec.include),
-        "--ignore",
-        ",".join([*ALWAYS_EXCLUDED, *spec.exclude]),
-    ]
-    result = process.run(args, cwd=worktree, timeout=300)
-    text, counts = redact(result.stdout)
-    truncated = len(text) > max_bytes
-    if truncated:
-        text = text[:max_bytes] + "\n[... context truncated to the size limit ...]\n"
-    return Pack(text=text, files=FILE_PATH.findall(text), redactions=counts, truncated=truncated)
+def load_strategy(name: str, repo: Path | None) -> Strategy:
+    places = [CONFIG_DIR / "context_strategies"]
+    if repo is not None:
+        places.insert(0, repo / ".supervisor" / "context_strategies")
+    for directory in places:
+        path = directory / f"{name}.yaml"
+        if path.is_file():
+            return validate(Strategy, read_yaml(path), path)  # type: ignore[no-any-return]
+    raise ConfigError(
+        f"Unknown context strategy '{name}' (looked in {', '.join(str(p) for p in places)}).",
+        "Use one of the files in config/context_strategies/, or add yours to "
+        ".supervisor/context_strategies/.",
+    )
+
+
+def build_pack(
+    worktree: Path,
+    role: Role,
+    *,
+    repo: Path | None,
+    prompt_tokens: int,
+    targets: list[str] | None = None,
+    diff: str = "",
+) -> Pack:
+    """Select, redact, count and pack; `prompt_tokens` is the prompt without any context."""
+    started = time.monotonic()
+    spec = role.context
+    strategy = load_strategy(spec.strategy or DEFAULT_STRATEGY[role.output], repo)
+    budget = spec.token_budget
+    if prompt_tokens >= budget:
+        raise ConfigError(
+            f"Role '{role.name}' has a token budget of {budget}, but its prompt alone (system and "
+            f"task) takes {prompt_tokens} tokens, leaving nothing for context.",
+            f"Raise context.token_budget for '{role.name}' or shorten the task description.",
+        )
+    files = _repo_files(worktree)
+    excluded = sorted(f for f in files if is_secret_file(f))
+    usable = {f for f in files if not is_secret_file(f) and not _matches_any(f, spec.exclude)}
+    items = _gather(worktree, strategy, spec, usable, targets or [], diff)
+    available = budget - prompt_tokens
+    pruned: list[dict[str, Any]] = []
+    for _ in range(4):
+        while sum(i.tokens for i in items) > available and items:
+            item = items.pop()
+            pruned.append({"section": item.section, "path": item.path, "tokens": item.tokens})
+        text, packed, dropped = _render(worktree, items)
+        text, counts = redact(text)
+        used = tokens.count(text)
+        if used <= available or not items:
+            break
+        # Repomix's wrapper cost more than estimated: shave the lowest-priority item, pack again.
+        items[-1].tokens += used - available
+    return Pack(
+        text=text,
+        strategy=strategy.name,
+        budget=budget,
+        prompt_tokens=prompt_tokens,
+        tokens=used,
+        files=packed,
+        pruned=pruned,
+        redactions=counts,
+        excluded_secret_files=excluded,
+        dropped_by_repomix=dropped,
+        seconds=time.monotonic() - started,
+    )
+
+
+def _gather(
+    worktree: Path, strategy: Strategy, spec: Any, usable: set[str], targets: list[str], diff: str
+) -> list[Item]:
+    chosen: list[Item] = []
+    seen: set[str] = set()
+
+    def add_file(section: str, path: str) -> None:
+        if path in seen or path not in usable:
+            return
+        seen.add(path)
+        text = _read(worktree / path)
+        if text is None:
+            return
+        clean, _ = redact(text)
+        chosen.append(Item(section, path, clean, tokens.count(clean) + FILE_OVERHEAD_TOKENS))
+
+    for pattern in spec.always_include:
+        for path in sorted(f for f in usable if _match(f, pattern)):
+            add_file("always_include", path)
+    for section in strategy.sections:
+        if section.kind == "target":
+            for path in targets:
+                add_file("target", path)
+        elif section.kind == "imports":
+            for path in targets:
+                for imported in resolve_imports(worktree, path, usable):
+                    add_file("imports", imported)
+        elif section.kind == "diff" and diff.strip():
+            clean, _ = redact(diff)
+            chosen.append(Item("diff", None, clean, tokens.count(clean) + 20))
+        elif section.kind == "related":
+            patterns = [*section.include, *spec.include]
+            stems = [Path(t).stem for t in targets]
+            for path in sorted(f for f in usable if _matches_any(f, patterns)):
+                if section.only_matching_targets and not any(s in path for s in stems):
+                    continue
+                add_file("related", path)
+        elif section.kind == "tree":
+            listing = "\n".join(sorted(usable)[:TREE_LINES])
+            chosen.append(Item("tree", None, listing, tokens.count(listing) + 20))
+    return chosen
+
+
+def _render(worktree: Path, items: list[Item]) -> tuple[str, list[str], list[str]]:
+    paths = [i.path for i in items if i.path is not None]
+    parts: list[str] = []
+    packed: list[str] = []
+    if paths:
+        repomix = process.find_program("repomix", [NODE_BIN])
+        result = process.run(
+            [
+                repomix,
+                "--stdin",
+                "--stdout",
+                "--style",
+                "xml",
+                "--no-file-summary",
+                "--no-directory-structure",
+            ],
+            cwd=worktree,
+            input_text="\n".join(paths) + "\n",
+            timeout=300,
+        )
+        parts.append(result.stdout.strip())
+        packed = FILE_PATH.findall(result.stdout)
+    for item in items:
+        if item.section == "diff":
+            parts.append(f"<git_diff>\n{item.text}\n</git_diff>")
+        elif item.section == "tree":
+            parts.append(f"<file_tree>\n{item.text}\n</file_tree>")
+    dropped = [p for p in paths if p not in packed]
+    return "\n\n".join(p for p in parts if p), packed, dropped
+
+
+def _repo_files(worktree: Path) -> list[str]:
+    out = process.run(["git", "-c", "safe.directory=*", "-C", str(worktree), "ls-files", "-z"])
+    return [f for f in out.stdout.split("\0") if f]
+
+
+def _read(path: Path) -> str | None:
+    try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            return None
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if b"\0" in data[:8192]:
+        return None  # binary
+    return data.decode("utf-8", errors="replace")
+
+
+def _matches_any(path: str, patterns: list[str]) -> bool:
+    return any(_match(path, p) for p in patterns)
+
+
+def _match(path: str, pattern: str) -> bool:
+    """Glob with `**`; a pattern without a slash matches a file name at any depth."""
+    if "/" not in pattern.rstrip("/"):
+        return bool(_compile(pattern).fullmatch(path.rsplit("/", 1)[-1]))
+    return bool(_compile(pattern.lstrip("/")).fullmatch(path))
+
+
+_CACHE: dict[str, re.Pattern[str]] = {}
+
+
+def _compile(pattern: str) -> re.Pattern[str]:
+    if pattern not in _CACHE:
+        out, i = "", 0
+        while i < len(pattern):
+            if pattern.startswith("**/", i):
+                out, i = out + "(?:.*/)?", i + 3
+            elif pattern.startswith("**", i):
+                out, i = out + ".*", i + 2
+            elif pattern[i] == "*":
+                out, i = out + "[^/]*", i + 1
+            elif pattern[i] == "?":
+                out, i = out + "[^/]", i + 1
+            else:
+                out, i = out + re.escape(pattern[i]), i + 1
+        _CACHE[pattern] = re.compile(out)
+    return _CACHE[pattern]

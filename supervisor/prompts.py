@@ -19,6 +19,9 @@ if TYPE_CHECKING:
 
     from pydantic import BaseModel
 
+    from supervisor.context import Pack
+    from supervisor.roles import Role
+
 
 def environment(repo: Path | None) -> jinja2.Environment:
     paths = [str(PROMPTS_DIR)]
@@ -58,3 +61,31 @@ def render(template: str, repo: Path | None, schema: type[BaseModel], **variable
             f"{e.message}.",
             "Fix the Jinja2 syntax there.",
         ) from e
+
+
+def compose(
+    role: Role,
+    repo: Path | None,
+    worktree: Path,
+    *,
+    task: str,
+    feedback: list[str],
+    plan: str,
+    targets: list[str],
+    diff: str,
+) -> tuple[str, Pack]:
+    """The role's prompt with its context pack; the pack gets what the bare prompt leaves over."""
+    from supervisor import tokens
+    from supervisor.context import build_pack
+
+    variables: dict[str, Any] = {"role": role, "task": task, "feedback": feedback, "plan": plan}
+    bare = render(role.template, repo, role.schema, context_pack="", **variables)
+    pack = build_pack(
+        worktree,
+        role,
+        repo=repo,
+        prompt_tokens=tokens.count(bare),
+        targets=targets,
+        diff=diff,
+    )
+    return render(role.template, repo, role.schema, context_pack=pack.text, **variables), pack

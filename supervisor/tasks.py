@@ -32,6 +32,8 @@ from supervisor.workspace import Workspace, find_repo_root
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from supervisor.context import Pack
+
 STATE_DIR = ".supervisor"
 
 
@@ -143,6 +145,27 @@ def workflows(path: Path) -> list[Workflow]:
         return []
     with project.store() as store:
         return store.workflows()
+
+
+def context_preview(path: Path, role_name: str, targets: list[str], task: str) -> tuple[str, Pack]:
+    """What a role would be sent, packed from the checkout as it is; nothing runs."""
+    from supervisor import prompts
+    from supervisor.roles import load_role
+
+    project = open_project(path)
+    role = load_role(role_name, project.root)
+    diff = project.workspace.working_diff()
+    targets = targets or project.workspace.working_changes()
+    return prompts.compose(
+        role,
+        project.root,
+        project.root,
+        task=task,
+        feedback=[],
+        plan="",
+        targets=targets,
+        diff=diff,
+    )
 
 
 @contextlib.contextmanager

@@ -18,6 +18,8 @@ from supervisor.errors import GitError, RepoError, ToolFailedError
 
 STATE_DIR = ".supervisor"
 ZERO_SHA = "0" * 40
+# What the supervisor writes while it runs, as opposed to the configuration a team commits.
+STATE_ENTRIES = ("state.db*", "*.lock", "worktrees/", "probe/", "init.json")
 IDENTITY = ["-c", "user.name=supervisor", "-c", "user.email=supervisor@localhost"]
 
 
@@ -94,6 +96,16 @@ class Workspace:
         if len(text) > max_bytes:
             return text[:max_bytes] + f"\n[... diff truncated at {max_bytes} bytes ...]\n"
         return text
+
+    def working_diff(self, max_bytes: int = 200_000) -> str:
+        """The user's uncommitted changes against HEAD (read-only)."""
+        text = _git(self.repo, "diff", "--no-color", "HEAD").stdout
+        return text[:max_bytes]
+
+    def working_changes(self) -> list[str]:
+        """Files the user changed since HEAD (tracked ones), for a dry run's targets."""
+        out = _git(self.repo, "diff", "--name-only", "HEAD").stdout
+        return [line for line in out.splitlines() if (self.repo / line).is_file()]
 
     def tree_hash(self, commit: str) -> str:
         return _git(self.repo, "rev-parse", f"{commit}^{{tree}}").stdout.strip()
@@ -223,16 +235,19 @@ class Workspace:
         return path in self._registered_paths()
 
     def _exclude_state_dir(self) -> None:
-        """Keep `.supervisor/` out of `git status` without editing the user's .gitignore."""
+        """Keep the supervisor's run state out of `git status` without editing the user's
+        .gitignore; its configuration (config.yaml, roles/, templates/) stays committable."""
         common = _git(self.repo, "rev-parse", "--git-common-dir").stdout.strip()
         exclude = (self.repo / common / "info" / "exclude").resolve()
-        line = f"/{STATE_DIR}/"
         with contextlib.suppress(OSError):
             existing = exclude.read_text() if exclude.exists() else ""
-            if line not in existing.splitlines():
+            lines = existing.splitlines()
+            missing = [f"/{STATE_DIR}/{entry}" for entry in STATE_ENTRIES]
+            missing = [line for line in missing if line not in lines]
+            if missing:
                 exclude.parent.mkdir(parents=True, exist_ok=True)
                 sep = "" if not existing or existing.endswith("\n") else "\n"
-                exclude.write_text(f"{existing}{sep}{line}\n")
+                exclude.write_text(existing + sep + "\n".join(missing) + "\n")
 
 
 def _paths_in_status_entry(entry: str) -> list[str]:

@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from supervisor.config import load_role, load_settings, load_workflow
+from supervisor.config import load_settings, load_workflow
+from supervisor.roles import load_role
 from supervisor.errors import ConfigError
 
 if TYPE_CHECKING:

@@ -16,7 +16,17 @@ import typer
 from rich.console import Console
 
 from supervisor import __version__, tasks
-from supervisor.cli.render import RichReporter, events_table, workflow_detail, workflows_table
+from supervisor.cli.render import (
+    RichReporter,
+    config_table,
+    events_table,
+    init_report,
+    pack_report,
+    role_detail,
+    roles_table,
+    workflow_detail,
+    workflows_table,
+)
 from supervisor.errors import ApprovalRequired, SupervisorError
 
 app = typer.Typer(
@@ -127,6 +137,82 @@ def events(
             sys.stdout.write(json.dumps(record, default=str) + "\n")
         return
     console.print(events_table(log))
+
+
+roles_app = typer.Typer(help="Inspect roles: built-in, user and project.", no_args_is_help=True)
+config_app = typer.Typer(help="Inspect the effective configuration.", no_args_is_help=True)
+app.add_typer(roles_app, name="roles")
+app.add_typer(config_app, name="config")
+
+
+@app.command()
+def init(
+    repo: RepoOption = Path(),
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Accept the suggestions.")] = False,
+) -> None:
+    """Detect the project, choose role packs, and write .supervisor/."""
+    from supervisor.initialize import PACK_TITLES, initialize, pack_roles
+
+    root = tasks.open_project(repo).root
+
+    def choose(pack: str, suggested: bool) -> bool:
+        if yes or not sys.stdin.isatty():
+            return suggested
+        roles = ", ".join(pack_roles(pack))
+        return typer.confirm(
+            f"  [{'x' if suggested else ' '}] {PACK_TITLES[pack]} ({roles})", default=suggested
+        )
+
+    report = initialize(root, choose)
+    console.print(init_report(report))
+
+
+@roles_app.command("list")
+def roles_list(repo: RepoOption = Path()) -> None:
+    """Every role and where it comes from (project shadows user shadows built-in)."""
+    from supervisor.roles import list_roles
+
+    console.print(roles_table(list_roles(tasks.open_project(repo).root)))
+
+
+@roles_app.command("show")
+def roles_show(
+    name: Annotated[str, typer.Argument(help="The role name.")], repo: RepoOption = Path()
+) -> None:
+    """The resolved role, with the file each field came from."""
+    from supervisor.roles import resolve_role
+
+    console.print(role_detail(resolve_role(name, tasks.open_project(repo).root)))
+
+
+@config_app.command("show")
+def config_show(
+    repo: RepoOption = Path(),
+    cli: Annotated[str | None, typer.Option(help="As if given to start-task.")] = None,
+) -> None:
+    """The effective configuration and which file each value came from."""
+    from supervisor.config import settings_provenance
+
+    overrides = {"cli": cli} if cli else None
+    project = tasks.open_project(repo, overrides)
+    console.print(config_table(project.settings, settings_provenance(project.root, overrides)))
+
+
+@app.command()
+def context(
+    role: Annotated[str, typer.Argument(help="The role whose context to pack.")],
+    target: Annotated[
+        list[str] | None, typer.Option("--target", help="A target file (repeatable).")
+    ] = None,
+    task: Annotated[str, typer.Option(help="The task text to budget for.")] = "(dry run)",
+    repo: RepoOption = Path(),
+    show: Annotated[bool, typer.Option("--show", help="Print the whole prompt too.")] = False,
+) -> None:
+    """Dry run: what the role would be sent, its token count, what was pruned or redacted."""
+    prompt, pack = tasks.context_preview(repo, role, target or [], task)
+    if show:
+        console.print(prompt, markup=False, highlight=False)
+    console.print(pack_report(pack))
 
 
 @app.command()

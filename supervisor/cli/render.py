@@ -14,6 +14,10 @@ from supervisor.workflow.engine import Reporter
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
 
+    from supervisor.config import Settings
+    from supervisor.context import Pack
+    from supervisor.initialize import InitReport
+    from supervisor.roles import ResolvedRole, RoleFile
     from supervisor.state.store import Event, Store, Workflow
 
 STATUS_STYLE = {
@@ -123,3 +127,101 @@ def events_table(events: list[Event]) -> Table:
             json.dumps(e.payload, default=str)[:120],
         )
     return table
+
+
+def roles_table(files: list[RoleFile]) -> Table:
+    table = Table(
+        title="Roles (the first of a name wins: project > user > built-in)", title_justify="left"
+    )
+    for column in ("role", "layer", "extends", "description", "file"):
+        table.add_column(column)
+    seen: set[str] = set()
+    import yaml
+
+    for f in files:
+        data = yaml.safe_load(f.path.read_text()) or {}
+        shadowed = f.name in seen
+        seen.add(f.name)
+        table.add_row(
+            Text(f.name, style="dim strike" if shadowed else "bold"),
+            "built-in" if f.layer == "package" else f.layer,
+            str(data.get("extends") or ""),
+            str(data.get("description") or "")[:60],
+            str(f.path),
+        )
+    return table
+
+
+def role_detail(resolved: ResolvedRole) -> RenderableType:
+    chain = " → ".join(f"{f.name} ({f.layer})" for f in resolved.chain)
+    table = Table(title=f"Role {resolved.role.name}: {chain}", title_justify="left")
+    table.add_column("field")
+    table.add_column("value")
+    table.add_column("from")
+    flat = _flat(resolved.role.model_dump())
+    for key, value in flat.items():
+        source = resolved.provenance.get(key, "(default)")
+        table.add_row(key, Text(str(value)[:200]), source.lstrip(" +"))
+    return table
+
+
+def config_table(settings: Settings, provenance: dict[str, str]) -> Table:
+    table = Table(title="Effective configuration", title_justify="left")
+    table.add_column("key")
+    table.add_column("value")
+    table.add_column("from")
+    for key, value in _flat(settings.model_dump()).items():
+        table.add_row(key, Text(str(value)), provenance.get(key, "(default)"))
+    return table
+
+
+def pack_report(pack: Pack) -> RenderableType:
+    head = Table.grid(padding=(0, 2))
+    head.add_row("strategy", pack.strategy)
+    head.add_row(
+        "tokens",
+        f"{pack.prompt_tokens} prompt + {pack.tokens} context = "
+        f"{pack.prompt_tokens + pack.tokens} of a {pack.budget} budget",
+    )
+    head.add_row("files packed", str(len(pack.files)))
+    head.add_row("redacted", ", ".join(f"{k} x{v}" for k, v in pack.redactions.items()) or "-")
+    head.add_row("secret files excluded", ", ".join(pack.excluded_secret_files) or "-")
+    if pack.dropped_by_repomix:
+        head.add_row("dropped by Repomix", ", ".join(pack.dropped_by_repomix))
+    head.add_row("took", f"{pack.seconds:.2f} s")
+    files = Table(title="Packed", title_justify="left")
+    files.add_column("file")
+    for path in pack.files:
+        files.add_row(path)
+    pruned = Table(title="Pruned to fit the budget (lowest priority first)", title_justify="left")
+    for column in ("section", "file", "tokens"):
+        pruned.add_column(column)
+    for item in pack.pruned:
+        pruned.add_row(item["section"], item["path"] or "-", str(item["tokens"]))
+    return Group(head, files, pruned)
+
+
+def init_report(report: InitReport) -> RenderableType:
+    d = report.detection
+    lines = Table.grid(padding=(0, 2))
+    lines.add_row("detected", ", ".join(d.stacks + d.frameworks) or "nothing specific")
+    for finding, source in d.evidence.items():
+        lines.add_row("", Text(f"{finding}: {source}", style="dim"))
+    lines.add_row("role packs", ", ".join(report.packs) or "none")
+    lines.add_row("gates", ", ".join(f"{k}: {v}" for k, v in d.gates.items()) or "none detected")
+    lines.add_row("written", ", ".join(report.written) or "-")
+    if report.unchanged:
+        lines.add_row("unchanged", ", ".join(report.unchanged))
+    if report.left_alone:
+        lines.add_row("left alone (edited)", Text(", ".join(report.left_alone), style="yellow"))
+    return lines
+
+
+def _flat(data: dict[str, object], prefix: str = "") -> dict[str, object]:
+    out: dict[str, object] = {}
+    for key, value in data.items():
+        if isinstance(value, dict) and value:
+            out.update(_flat(value, f"{prefix}{key}."))  # type: ignore[arg-type]
+        else:
+            out[f"{prefix}{key}"] = value
+    return out

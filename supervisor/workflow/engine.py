@@ -13,9 +13,8 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from supervisor import context as context_packing
 from supervisor import credentials, prompts
-from supervisor.config import Role, Settings, StepDef, WorkflowDef, load_role
+from supervisor.config import Settings, StepDef, WorkflowDef
 from supervisor.errors import (
     ApprovalRequired,
     CommandTimeoutError,
@@ -25,8 +24,9 @@ from supervisor.errors import (
     StepFailedError,
     SupervisorError,
 )
-from supervisor.gates import run_gate
+from supervisor.gates import GateResult, run_gate
 from supervisor.parsing import parse_worker_output
+from supervisor.roles import Role, load_role
 from supervisor.sandbox.docker import LABEL_REPO, LABEL_STEP, LABEL_WORKFLOW, RunSpec, repo_label
 from supervisor.state.store import EventSpec
 from supervisor.workers.base import adapter_for
@@ -280,16 +280,18 @@ class Engine:
     ) -> Outcome:
         adapter = adapter_for(cli)
         route = self.sandbox.route(cli_settings.base_url)
-        pack = context_packing.pack(worktree, role.context)
-        variables: dict[str, Any] = {
-            "role": role,
-            "task": wf.description,
-            "feedback": _feedback(wf.context).get(name, []),
-            "context_pack": pack.text,
-            "plan": json.dumps(wf.context["plan"], indent=2) if wf.context.get("plan") else "",
-            "diff": self.ws.diff(tip, base) if base != tip else "(no changes)",
-        }
-        prompt = prompts.render(role.template, self.repo, role.schema, **variables)
+        plan = wf.context.get("plan")
+        targets = self.ws.changed_files(tip, base) if base != tip else _plan_files(plan)
+        prompt, pack = prompts.compose(
+            role,
+            self.repo,
+            worktree,
+            task=wf.description,
+            feedback=_feedback(wf.context).get(name, []),
+            plan=json.dumps(plan, indent=2) if plan else "",
+            targets=targets,
+            diff=self.ws.diff(tip, base) if base != tip else "",
+        )
         invocation = adapter.build(
             model=cli_settings.model or role.model,
             base_url=route.url,
@@ -305,10 +307,7 @@ class Engine:
                 step=name,
                 role=role.name,
                 payload={
-                    "files": pack.files,
-                    "approx_tokens": pack.approx_tokens,
-                    "redactions": pack.redactions,
-                    "truncated": pack.truncated,
+                    **pack.summary(),
                     "prompt_bytes": len(prompt.encode()),
                     "credentials": creds.source,
                 },
@@ -486,6 +485,34 @@ class Engine:
                 ),
             )
             return Outcome("failed", feedback=problem + ".", events=events)
+        failed_gate = self._role_gates(wf, name, role, sha)
+        if failed_gate is not None:
+            gate, result = failed_gate
+            self.store.finish_step(
+                step_id,
+                "failed",
+                output=data,
+                error=f"role gate '{gate.name}' failed",
+                event=EventSpec(
+                    "implementation",
+                    step=name,
+                    role=role.name,
+                    status="failed",
+                    payload=payload,
+                    **usage,
+                ),
+            )
+            if gate.on_fail == "block":
+                return Outcome(
+                    "failed",
+                    events=events,
+                    escalate=StepFailedError(
+                        f"Role gate '{gate.name}' of {role.name} failed and is set to block: "
+                        f"{result.output[-800:]}",
+                        f"Fix what `{gate.command}` reports, then `supervisor resume {wf.id}`.",
+                    ),
+                )
+            return Outcome("failed", feedback=result.feedback(), events=events)
         self.ws.set_ref(candidate_ref(wf.id), sha, None)
         self.store.finish_step(
             step_id,
@@ -501,6 +528,44 @@ class Engine:
             ),
         )
         return Outcome("passed", events=events, context={"candidate": sha}, git_sha=sha)
+
+    def _role_gates(
+        self, wf: Workflow, name: str, role: Role, sha: str
+    ) -> tuple[Any, GateResult] | None:
+        """The role's own gates on its candidate; the first failure, or None."""
+        for gate in role.gates:
+            worktree = self.ws.add_worktree(f"wf{wf.id}-{name}-{gate.name}", sha)
+            try:
+                result = run_gate(
+                    self.sandbox,
+                    gate.name,
+                    gate.command,
+                    worktree,
+                    self.settings.limits,
+                    self._labels(wf.id, name),
+                    on_output=self.reporter.output,
+                )
+            finally:
+                self.ws.remove_worktree(worktree)
+            self.store.add_event(
+                wf.id,
+                EventSpec(
+                    "gate",
+                    step=name,
+                    role=role.name,
+                    status="passed" if result.passed else "failed",
+                    payload={
+                        "gate": gate.name,
+                        "command": gate.command,
+                        "on_fail": gate.on_fail,
+                        "exit_code": result.exit_code,
+                        "output_tail": result.output[-4000:],
+                    },
+                ),
+            )
+            if not result.passed:
+                return gate, result
+        return None
 
     def _gate(self, wf: Workflow, name: str, step: StepDef) -> Outcome:
         command = self.settings.gates[step.gate or ""]
@@ -572,6 +637,15 @@ class Engine:
 
     def _labels(self, wf_id: int, step: str) -> dict[str, str]:
         return {LABEL_REPO: repo_label(self.repo), LABEL_WORKFLOW: str(wf_id), LABEL_STEP: step}
+
+
+def _plan_files(plan: dict[str, Any] | None) -> list[str]:
+    """The files the plan's components name: the implementer's targets."""
+    files: list[str] = []
+    for phase in (plan or {}).get("phases", []):
+        for component in phase.get("components", []):
+            files += [f for f in component.get("files", []) if f not in files]
+    return files
 
 
 def _feedback(ctx: dict[str, Any]) -> dict[str, list[str]]:

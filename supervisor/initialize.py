@@ -1,0 +1,113 @@
+"""`supervisor init`: detect the project, suggest role packs, write `.supervisor/`.
+
+Running it again never overwrites a file the user edited: `.supervisor/init.json` records the hash
+of everything init wrote, and a file whose content no longer matches is left alone and reported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import yaml
+
+from supervisor.detect import Detection, detect
+from supervisor.roles import PACKS_DIR
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+PACK_TITLES = {
+    "web_frontend": "Web frontend",
+    "backend_api": "Backend API",
+    "data_pipeline": "Data pipeline",
+    "trading": "Trading / finance",
+    "cli_tooling": "CLI tooling",
+    "security": "Security auditing",
+    "infrastructure": "Infrastructure / DevOps",
+    "smart_contracts": "Smart contracts",
+    "rust": "Rust",
+    "go": "Go",
+}
+
+
+@dataclass
+class InitReport:
+    detection: Detection
+    packs: list[str]
+    written: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    left_alone: list[str] = field(default_factory=list)
+
+
+def pack_roles(pack: str) -> list[str]:
+    return sorted(p.stem for p in (PACKS_DIR / pack).glob("*.yaml"))
+
+
+def offered_packs(detection: Detection) -> list[tuple[str, bool]]:
+    """Every pack with whether it is suggested: detected ones first, then the rest."""
+    suggested = list(dict.fromkeys(detection.role_packs))
+    rest = [p for p in PACK_TITLES if p not in suggested]
+    return [(p, True) for p in suggested] + [(p, False) for p in rest]
+
+
+def initialize(repo: Path, choose: Callable[[str, bool], bool] | None = None) -> InitReport:
+    """Write `.supervisor/`; `choose(pack, suggested)` decides each pack (None: suggestions)."""
+    detection = detect(repo)
+    packs = [
+        pack
+        for pack, suggested in offered_packs(detection)
+        if (choose(pack, suggested) if choose is not None else suggested)
+    ]
+    report = InitReport(detection=detection, packs=packs)
+    state = repo / ".supervisor"
+    manifest_path = state / "init.json"
+    manifest: dict[str, str] = (
+        json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
+    )
+    files: dict[str, str] = {"config.yaml": _config_text(detection, packs)}
+    for pack in packs:
+        for role in pack_roles(pack):
+            files[f"roles/{role}.yaml"] = (PACKS_DIR / pack / f"{role}.yaml").read_text()
+    for rel, text in files.items():
+        target = state / rel
+        digest = _digest(text)
+        if target.exists():
+            current = _digest(target.read_text())
+            if current == digest:
+                report.unchanged.append(rel)
+                manifest[rel] = digest
+                continue
+            if manifest.get(rel) != current:
+                report.left_alone.append(rel)  # edited by the user, or not ours
+                continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+        manifest[rel] = digest
+        report.written.append(rel)
+    (state / "templates").mkdir(parents=True, exist_ok=True)
+    manifest_path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return report
+
+
+def _config_text(detection: Detection, packs: list[str]) -> str:
+    body: dict[str, object] = {}
+    if detection.gates:
+        body["gates"] = dict(detection.gates)
+    header = [
+        "# supervisor project configuration, written by `supervisor init`.",
+        f"# Detected: {', '.join(detection.stacks + detection.frameworks) or 'nothing specific'}.",
+        f"# Role packs: {', '.join(packs) or 'none'} (their roles are in .supervisor/roles/).",
+        "# Overrides package and user settings; see `supervisor config show`.",
+    ]
+    if not detection.gates:
+        header.append("# No test command was detected: set one, e.g. gates: {test: 'make test'}.")
+    text = yaml.safe_dump(body, sort_keys=False) if body else ""
+    return "\n".join(header) + "\n" + text
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()

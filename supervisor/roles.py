@@ -1,0 +1,260 @@
+"""Roles: YAML personas that inherit from one another with `extends`.
+
+A role file may be partial; `extends` names its parent and the two merge field by field: scalars
+override, lists append (parent first), dicts deep-merge, and `system_prompt_additions`
+concatenate. Files are looked up project → user → package, so a project can shadow a built-in
+role, or extend the built-in role of the same name (the lookup then starts one layer down).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from supervisor.config import CONFIG_DIR, read_yaml, user_dir, validate
+from supervisor.errors import ConfigError
+from supervisor.schemas import OUTPUT_SCHEMAS
+
+SCHEMA_PATH = CONFIG_DIR / "role_schema.json"
+PACKS_DIR = CONFIG_DIR / "role_packs"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RoleGate(_Model):
+    """A check the orchestrator runs on this role's candidate, in the no-network sandbox."""
+
+    name: str
+    command: str
+    on_fail: Literal["block", "retry"] = "retry"
+    """`retry`: the step runs again with the output as feedback; `block`: the task stops."""
+
+
+class RoleContextSpec(_Model):
+    strategy: str | None = None
+    """A file in config/context_strategies/ (or .supervisor/context_strategies/)."""
+    include: list[str] | None = None
+    always_include: list[str] | None = None
+    """Files packed first, whatever the strategy selects."""
+    exclude: list[str] | None = None
+    token_budget: int | None = Field(None, gt=0)
+    git_diff: bool | None = None
+
+
+class RoleSpec(_Model):
+    """One role file as written: every field optional, so that overlays stay small."""
+
+    name: str | None = None
+    extends: str | None = None
+    description: str | None = None
+    cli: str | None = None
+    model: str | None = None
+    flags: list[str] | None = None
+    env: dict[str, str] | None = None
+    template: str | None = None
+    output: Literal["plan", "implementation", "review"] | None = None
+    system_prompt_additions: str | None = None
+    strengths: list[str] | None = None
+    allowed_tools: list[str] | None = None
+    context: RoleContextSpec | None = None
+    gates: list[RoleGate] | None = None
+
+
+class RoleContext(_Model):
+    strategy: str | None = None
+    include: list[str] = Field(default_factory=list)
+    always_include: list[str] = Field(default_factory=list)
+    exclude: list[str] = Field(default_factory=list)
+    token_budget: int = 25_000
+    git_diff: bool = False
+
+
+class Role(_Model):
+    """A resolved role: the whole chain merged, every required field present."""
+
+    name: str
+    description: str = ""
+    cli: str | None = None
+    model: str
+    flags: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    template: str
+    output: Literal["plan", "implementation", "review"]
+    system_prompt_additions: str = ""
+    strengths: list[str] = Field(default_factory=list)
+    allowed_tools: list[str] = Field(default_factory=list)
+    context: RoleContext = Field(default_factory=RoleContext)
+    gates: list[RoleGate] = Field(default_factory=list)
+
+    @property
+    def schema(self) -> type[BaseModel]:
+        return OUTPUT_SCHEMAS[self.output]
+
+
+@dataclass(frozen=True)
+class RoleFile:
+    name: str
+    path: Path
+    layer: str  # project | user | package
+
+
+@dataclass
+class ResolvedRole:
+    role: Role
+    chain: list[RoleFile]
+    provenance: dict[str, str] = field(default_factory=dict)
+
+
+def layers(repo: Path | None) -> list[tuple[str, Path]]:
+    found = [("user", user_dir() / "roles"), ("package", CONFIG_DIR / "base_roles")]
+    if repo is not None:
+        found.insert(0, ("project", repo / ".supervisor" / "roles"))
+    return found
+
+
+def find_role(name: str, repo: Path | None, below: str | None = None) -> RoleFile:
+    """The first file for `name`, searching the layers after `below` when given."""
+    search = layers(repo)
+    if below is not None:
+        index = [layer for layer, _ in search].index(below)
+        search = search[index + 1 :]
+    for layer, directory in search:
+        path = directory / f"{name}.yaml"
+        if path.is_file():
+            return RoleFile(name, path, layer)
+    places = ", ".join(str(d) for _, d in search) or "(no layer below)"
+    raise ConfigError(
+        f"Unknown role '{name}': no {name}.yaml in {places}.",
+        "Check the name, or add the role file to .supervisor/roles/ (`supervisor roles list` "
+        "shows the known roles).",
+    )
+
+
+def list_roles(repo: Path | None) -> list[RoleFile]:
+    """Every role file, the shadowed ones included, in lookup order."""
+    files = []
+    for layer, directory in layers(repo):
+        if directory.is_dir():
+            files += [RoleFile(p.stem, p, layer) for p in sorted(directory.glob("*.yaml"))]
+    return files
+
+
+def resolve_role(name: str, repo: Path | None) -> ResolvedRole:
+    chain: list[RoleFile] = []
+    specs: list[dict[str, Any]] = []
+    current = find_role(name, repo)
+    while True:
+        if current.path in [c.path for c in chain]:
+            cycle = " → ".join([*(c.name for c in chain), current.name])
+            raise ConfigError(
+                f"Role inheritance loops: {cycle} ({current.path}).",
+                "Remove one of the `extends:` lines so that the chain ends at a base role.",
+            )
+        chain.append(current)
+        spec = _read_spec(current)
+        specs.append(spec)
+        parent = spec.get("extends")
+        if parent is None:
+            break
+        below = current.layer if parent == current.name else None
+        if parent == current.name and current.layer == "package":
+            raise ConfigError(
+                f"Role '{current.name}' in {current.path} extends itself.",
+                "A role can extend a same-named role only from a higher layer (project or user).",
+            )
+        try:
+            current = find_role(parent, repo, below=below)
+        except ConfigError as e:
+            raise ConfigError(
+                f"{chain[-1].path} extends unknown role '{parent}'. {e.message}", e.hint
+            ) from e
+    merged: dict[str, Any] = {}
+    provenance: dict[str, str] = {}
+    for role_file, spec in zip(reversed(chain), reversed(specs), strict=True):
+        spec = {k: v for k, v in spec.items() if k not in ("extends", "name")}
+        merged = merge(merged, spec, provenance, str(role_file.path))
+    merged["name"] = name
+    provenance["name"] = str(chain[0].path)
+    missing = [f for f in ("model", "template", "output") if f not in merged]
+    if missing:
+        raise ConfigError(
+            f"Role '{name}' ({chain[0].path}) has no {', '.join(missing)} after inheritance.",
+            "Set them in the role, or extend a base role that has them (e.g. extends: "
+            "implementer).",
+        )
+    role: Role = validate(Role, merged, chain[0].path)
+    return ResolvedRole(role=role, chain=chain, provenance=provenance)
+
+
+def load_role(name: str, repo: Path | None) -> Role:
+    return resolve_role(name, repo).role
+
+
+def merge(
+    parent: dict[str, Any],
+    child: dict[str, Any],
+    provenance: dict[str, str],
+    source: str,
+    prefix: str = "",
+) -> dict[str, Any]:
+    """The spec's merge semantics, recording which file each field came from."""
+    out = dict(parent)
+    for key, value in child.items():
+        path = f"{prefix}{key}"
+        old = out.get(key)
+        if key == "system_prompt_additions" and old:
+            out[key] = f"{old.rstrip()}\n{value}"
+            provenance[path] = f"{provenance.get(path, '')} + {source}"
+        elif isinstance(value, dict) and isinstance(old, dict):
+            out[key] = merge(old, value, provenance, source, f"{path}.")
+        elif isinstance(value, list) and isinstance(old, list):
+            out[key] = old + [v for v in value if v not in old]
+            provenance[path] = f"{provenance.get(path, '')} + {source}"
+        else:
+            out[key] = value
+            if isinstance(value, dict):
+                _mark(value, provenance, source, f"{path}.")
+            else:
+                provenance[path] = source
+    return out
+
+
+def role_json_schema() -> dict[str, Any]:
+    return RoleSpec.model_json_schema()
+
+
+def write_role_schema() -> None:
+    SCHEMA_PATH.write_text(json.dumps(role_json_schema(), indent=2) + "\n")
+
+
+def _mark(value: dict[str, Any], provenance: dict[str, str], source: str, prefix: str) -> None:
+    for key, inner in value.items():
+        if isinstance(inner, dict):
+            _mark(inner, provenance, source, f"{prefix}{key}.")
+        else:
+            provenance[f"{prefix}{key}"] = source
+
+
+def _read_spec(role_file: RoleFile) -> dict[str, Any]:
+    data = read_yaml(role_file.path)
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{role_file.path} must hold a mapping of role fields.",
+            "See config/role_schema.json for the fields a role may set.",
+        )
+    spec: RoleSpec = validate(RoleSpec, data, role_file.path)
+    if spec.name is not None and spec.name != role_file.name:
+        raise ConfigError(
+            f"{role_file.path} says `name: {spec.name}`, but its file name says "
+            f"'{role_file.name}'.",
+            "Make the name match the file name, or drop the `name:` line.",
+        )
+    return spec.model_dump(exclude_none=True)
