@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from supervisor.config import load_settings, load_workflow
-from supervisor.roles import load_role
 from supervisor.errors import ConfigError
+from supervisor.roles import load_role
 
 if TYPE_CHECKING:
     from pathlib import Path
