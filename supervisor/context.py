@@ -188,8 +188,8 @@ def _gather(
                 for imported in resolve_imports(worktree, path, usable):
                     add_file("imports", imported)
         elif section.kind == "diff" and diff.strip():
-            clean, _ = redact(diff)
-            chosen.append(Item("diff", None, clean, tokens.count(clean) + 20))
+            # Kept raw: the whole pack is redacted (and counted) once, after rendering.
+            chosen.append(Item("diff", None, diff, tokens.count(redact(diff)[0]) + 20))
         elif section.kind == "related":
             patterns = [*section.include, *spec.include]
             stems = [Path(t).stem for t in targets]

@@ -16,6 +16,7 @@ from supervisor import credentials
 from supervisor.config import Settings, WorkflowDef, load_settings, load_workflow, workflow_path
 from supervisor.errors import (
     ApprovalRequired,
+    ConfigError,
     SandboxError,
     StateError,
     StepFailedError,
@@ -77,13 +78,20 @@ def open_sandbox(project: Project, cli: str) -> DockerSandbox:
 
 
 def start_task(
-    description: str, path: Path, *, cli: str | None = None, reporter: Reporter | None = None
+    description: str,
+    path: Path,
+    *,
+    cli: str | None = None,
+    roles: dict[str, str] | None = None,
+    reporter: Reporter | None = None,
 ) -> Workflow:
     if not description.strip():
         raise StateError("The task description is empty.", 'Describe the task: start-task "..."')
     project = open_project(path, {"cli": cli} if cli else None)
     cli = project.settings.cli
     definition = load_workflow(project.root, project.settings)
+    if roles:
+        definition = _with_roles(definition, roles, project)
     with repo_lock(project.state_dir):
         sandbox = open_sandbox(project, cli)
         with project.store() as store:
@@ -251,6 +259,24 @@ def _clean_leftovers(
         if wf_id is None or wf.id == wf_id:
             interrupted += store.interrupt_running_steps(wf.id)
     return interrupted
+
+
+def _with_roles(definition: WorkflowDef, roles: dict[str, str], project: Project) -> WorkflowDef:
+    """`--role STEP=ROLE`: the highest layer of the cascade, for this task only."""
+    from supervisor.config import check_workflow
+
+    steps = dict(definition.steps)
+    for step, role in roles.items():
+        if step not in steps or steps[step].role is None:
+            workers = ", ".join(n for n, s in steps.items() if s.role)
+            raise ConfigError(
+                f"--role {step}={role}: '{step}' is not a worker step of the workflow.",
+                f"Name one of: {workers}.",
+            )
+        steps[step] = steps[step].model_copy(update={"role": role})
+    changed = definition.model_copy(update={"steps": steps})
+    check_workflow(changed, "--role", project.root, project.settings)
+    return changed
 
 
 def _definition_changed(project: Project, wf: Workflow) -> bool:

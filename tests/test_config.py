@@ -120,3 +120,69 @@ def test_a_project_role_shadows_the_built_in_one(tmp_path: Path) -> None:
     )
     assert load_role("planner", repo).model == "m-1"
     assert load_role("planner", None).model != "m-1"
+
+
+def test_config_show_names_the_layer_of_every_value(
+    tmp_path: Path, isolated_user_dir: Path
+) -> None:
+    import subprocess
+    import sys
+
+    (isolated_user_dir / "config.yaml").write_text("limits: {gate_timeout_seconds: 99}\n")
+    repo = _project(tmp_path, {"config.yaml": "gates: {test: 'make check'}\n"})
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(
+        [
+            "git",
+            "-C",
+            str(repo),
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "i",
+        ],
+        check=True,
+    )
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "supervisor",
+            "config",
+            "show",
+            "--repo",
+            str(repo),
+            "--cli",
+            "claude",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**__import__("os").environ, "COLUMNS": "250"},
+    )
+    rows = {
+        line.split("│")[1].strip(): line
+        for line in result.stdout.splitlines()
+        if line.count("│") >= 3
+    }
+    assert str(repo / ".supervisor" / "config.yaml") in rows["gates.test"]
+    assert str(isolated_user_dir / "config.yaml") in rows["limits.gate_timeout_seconds"]
+    assert "command line" in rows["cli"]
+    assert "package" in rows["limits.step_timeout_seconds"]
+
+
+def test_settings_provenance_follows_the_cascade(tmp_path: Path, isolated_user_dir: Path) -> None:
+    from supervisor.config import settings_provenance
+
+    (isolated_user_dir / "config.yaml").write_text("gates: {test: a, lint: b}\n")
+    repo = _project(tmp_path, {"config.yaml": "gates: {test: c}\n"})
+    origin = settings_provenance(repo, {"cli": "claude"})
+    assert origin["gates.test"] == str(repo / ".supervisor" / "config.yaml")
+    assert origin["gates.lint"] == str(isolated_user_dir / "config.yaml")
+    assert origin["cli"] == "command line"
+    assert origin["limits.idle_timeout_seconds"].startswith("package")

@@ -64,9 +64,21 @@ def start_task(
     description: Annotated[str, typer.Argument(help="What the task should achieve.")],
     repo: RepoOption = Path(),
     cli: Annotated[str | None, typer.Option(help="The AI CLI for the workers.")] = None,
+    role: Annotated[
+        list[str] | None,
+        typer.Option("--role", help="STEP=ROLE: run a workflow step with another role."),
+    ] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Start without confirming.")] = False,
 ) -> None:
     """Create the task branch and run the workflow on it."""
+    overrides = {}
+    for item in role or []:
+        step, sep, name = item.partition("=")
+        if not sep or not step or not name:
+            raise SupervisorError(
+                f"--role {item!r} is not STEP=ROLE.", "E.g. --role implement=implementer_fast"
+            )
+        overrides[step] = name
     if not yes:
         if not sys.stdin.isatty():
             raise SupervisorError(
@@ -74,7 +86,9 @@ def start_task(
                 "Pass --yes to start without confirming.",
             )
         typer.confirm(f"Start a task in {repo.resolve()} on a new branch from HEAD?", abort=True)
-    wf = tasks.start_task(description, repo, cli=cli, reporter=RichReporter(err_console))
+    wf = tasks.start_task(
+        description, repo, cli=cli, roles=overrides, reporter=RichReporter(err_console)
+    )
     _finished(wf)
 
 

@@ -147,7 +147,7 @@ def roles_table(files: list[RoleFile]) -> Table:
             "built-in" if f.layer == "package" else f.layer,
             str(data.get("extends") or ""),
             str(data.get("description") or "")[:60],
-            str(f.path),
+            _short(str(f.path)),
         )
     return table
 
@@ -161,7 +161,7 @@ def role_detail(resolved: ResolvedRole) -> RenderableType:
     flat = _flat(resolved.role.model_dump())
     for key, value in flat.items():
         source = resolved.provenance.get(key, "(default)")
-        table.add_row(key, Text(str(value)[:200]), source.lstrip(" +"))
+        table.add_row(key, Text(str(value)[:200]), _short(source.lstrip(" +")))
     return table
 
 
@@ -171,7 +171,7 @@ def config_table(settings: Settings, provenance: dict[str, str]) -> Table:
     table.add_column("value")
     table.add_column("from")
     for key, value in _flat(settings.model_dump()).items():
-        table.add_row(key, Text(str(value)), provenance.get(key, "(default)"))
+        table.add_row(key, Text(str(value)), _short(provenance.get(key, "(default)")))
     return table
 
 
@@ -215,6 +215,15 @@ def init_report(report: InitReport) -> RenderableType:
     if report.left_alone:
         lines.add_row("left alone (edited)", Text(", ".join(report.left_alone), style="yellow"))
     return lines
+
+
+def _short(text: str) -> str:
+    """Paths as a person reads them: package files relative, the home directory as ~."""
+    from pathlib import Path
+
+    from supervisor.config import PACKAGE_ROOT
+
+    return text.replace(f"{PACKAGE_ROOT}/", "").replace(f"{Path.home()}/", "~/")
 
 
 def _flat(data: dict[str, object], prefix: str = "") -> dict[str, object]:
