@@ -24,8 +24,7 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from supervisor import context, process  # noqa: E402
-from supervisor.config import ContextSpec  # noqa: E402
+from supervisor import process  # noqa: E402
 from supervisor.demo import demo_script, make_demo_repo, write_project_config  # noqa: E402
 from supervisor.fakeapi import ScriptedModelServer, load_script  # noqa: E402
 from supervisor.parsing import parse_worker_output  # noqa: E402
@@ -64,7 +63,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--files", type=int, default=1000, help="files in the benchmark repo")
     args = parser.parse_args()
-    console = Console()
+    console = Console(width=130)
     rows: list[tuple[str, float, str]] = []
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
@@ -83,8 +82,14 @@ def main() -> None:
         def docker_noop() -> None:
             sandbox.run(RunSpec(argv=["true"], worktree=floor_tree))
 
+        from supervisor.context import build_pack
+        from supervisor.roles import load_role
+
+        implementer = load_role("implementer", None)
+        five = [f"pkg/mod{i}.py" for i in range(5)]
+
         def pack_five() -> None:
-            context.pack(floor_tree, ContextSpec(include=[f"pkg/mod{i}.py" for i in range(5)]))
+            build_pack(floor_tree, implementer, repo=None, prompt_tokens=600, targets=five)
 
         answer = (
             '```json\n{"status": "SUCCESS", "files_created": [], "files_modified": ["calc.py"],'
@@ -116,7 +121,7 @@ def main() -> None:
             ("git worktree add + remove", worktree_s, f"{args.files}-file repo"),
             ("container run of `true` (create, start, wait, logs, remove)", noop_s, "floor"),
             ("bare floor: worktree + no-op container", floor, ""),
-            ("Repomix pack of 5 files (+ redaction)", pack_s, ""),
+            ("context pack of 5 target files (strategy, tiktoken, Repomix, redaction)", pack_s, ""),
             ("parse + validate + 3 state transactions", parse_s, ""),
             (
                 "supervisor overhead per step (sum of the above)",
@@ -124,6 +129,23 @@ def main() -> None:
                 f"{(floor + pack_s + parse_s) / floor:.2f} x floor",
             ),
         ]
+
+        big = make_repo(base, 10_000)
+        packs = []
+
+        def pack_big() -> None:
+            packs.append(build_pack(big, implementer, repo=None, prompt_tokens=600, targets=five))
+
+        big_s = timed(pack_big, args.repeat)
+        last = packs[-1]
+        rows.append(
+            (
+                "pack 5 target files in a 10,000-file repo (strategy implementer_targeted)",
+                big_s,
+                f"{last.prompt_tokens}+{last.tokens} of {last.budget} tokens, "
+                f"{len(last.files)} files, {len(last.pruned)} pruned",
+            )
+        )
 
         os.environ.setdefault("ANTHROPIC_API_KEY", "bench-key")
         os.environ["SUPERVISOR_USER_DIR"] = str(base / "user")
