@@ -52,6 +52,8 @@ class CliSettings(_Model):
     """Files under $HOME copied read-only into each run's home when no key variable is set."""
     model: str | None = None
     """Overrides every role's model for this CLI."""
+    default_model: str | None = None
+    """The model for roles that name none for this CLI."""
     extra_env: dict[str, str] = Field(default_factory=dict)
     extra_flags: list[str] = Field(default_factory=list)
 
@@ -63,6 +65,7 @@ class SandboxSettings(_Model):
 
 class Settings(_Model):
     cli: str = "claude"
+    retry_policy: str = "default"
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     gates: dict[str, str] = Field(default_factory=dict)
     clis: dict[str, CliSettings] = Field(default_factory=dict)
@@ -71,6 +74,9 @@ class Settings(_Model):
 
 class StepDef(_Model):
     role: str | None = None
+    roles: list[str] | None = None
+    """Several reviewer roles run in parallel; the step passes only if every one approves."""
+    retry_policy: str | None = None
     gate: str | None = None
     action: Literal["commit"] | None = None
     next: str | None = None
@@ -81,13 +87,15 @@ class StepDef(_Model):
 
     @model_validator(mode="after")
     def _one_kind(self) -> StepDef:
-        kinds = [k for k in ("role", "gate", "action") if getattr(self, k)]
+        kinds = [k for k in ("role", "roles", "gate", "action") if getattr(self, k)]
         if len(kinds) != 1:
-            raise ValueError("a step needs exactly one of `role`, `gate` or `action`")
+            raise ValueError("a step needs exactly one of `role`, `roles`, `gate` or `action`")
         return self
 
     @property
     def kind(self) -> str:
+        if self.roles:
+            return "parallel"
         return "role" if self.role else "gate" if self.gate else "action"
 
 
@@ -217,10 +225,20 @@ def check_workflow(
                     f"{source}: step '{name}' has {field}: '{target}', which is not a step.",
                     f"Use one of: {', '.join(steps)}.",
                 )
-        if step.role:
-            from supervisor.roles import load_role
+        from supervisor.roles import load_role
 
-            load_role(step.role, repo)
+        for role_name in [step.role] if step.role else step.roles or []:
+            role = load_role(role_name, repo)
+            if step.roles and role.output != "review":
+                raise ConfigError(
+                    f"{source}: step '{name}' runs roles in parallel, but '{role_name}' is not a "
+                    "reviewer (its output is not `review`).",
+                    "Only review roles can run in parallel within one step.",
+                )
+        if step.retry_policy is not None:
+            from supervisor.recovery import policy
+
+            policy(step.retry_policy)
         if step.gate and step.gate not in settings.gates:
             raise ConfigError(
                 f"{source}: step '{name}' runs gate '{step.gate}', but no command is configured "

@@ -55,6 +55,8 @@ class RoleSpec(_Model):
     description: str | None = None
     cli: str | None = None
     model: str | None = None
+    models: dict[str, str] | None = None
+    """A model per CLI, used when the role runs on that CLI (e.g. after `--cli codex`)."""
     flags: list[str] | None = None
     env: dict[str, str] | None = None
     template: str | None = None
@@ -81,7 +83,8 @@ class Role(_Model):
     name: str
     description: str = ""
     cli: str | None = None
-    model: str
+    model: str | None = None
+    models: dict[str, str] = Field(default_factory=dict)
     flags: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     template: str
@@ -95,6 +98,19 @@ class Role(_Model):
     @property
     def schema(self) -> type[BaseModel]:
         return OUTPUT_SCHEMAS[self.output]
+
+    def model_for(self, cli: str, cli_default: str | None, forced: str | None = None) -> str:
+        """Forced by config > the role's model for that CLI > its `model` (when it names no
+        other CLI) > the CLI's default model."""
+        own = self.model if self.cli in (None, cli) else None
+        chosen = forced or self.models.get(cli) or own or cli_default
+        if not chosen:
+            raise ConfigError(
+                f"Role '{self.name}' has no model for the {cli} CLI.",
+                f"Add `models: {{{cli}: <model>}}` to the role, or `clis: {{{cli}: "
+                "{default_model: <model>}}` to the config.",
+            )
+        return chosen
 
 
 @dataclass(frozen=True)
@@ -181,7 +197,7 @@ def resolve_role(name: str, repo: Path | None) -> ResolvedRole:
         merged = merge(merged, spec, provenance, str(role_file.path))
     merged["name"] = name
     provenance["name"] = str(chain[0].path)
-    missing = [f for f in ("model", "template", "output") if f not in merged]
+    missing = [f for f in ("template", "output") if f not in merged]
     if missing:
         raise ConfigError(
             f"Role '{name}' ({chain[0].path}) has no {', '.join(missing)} after inheritance.",

@@ -235,8 +235,12 @@ def _prepare_resume(store: Store, wf: Workflow) -> None:
             wf.id, status="running", current_step=step, context=ctx, events=events
         )
     elif wf.status in ("failed", "interrupted"):
-        # A fresh set of retries for the step that failed: the user has presumably fixed the cause.
-        ctx.setdefault("attempts", {}).pop(wf.current_step, None)
+        # A fresh set of retries, and a closed breaker, for the step that failed: a human chose
+        # to resume, presumably after fixing the cause. (A crash leaves the status `running`, so
+        # a kill and resume keeps the breaker's count.)
+        for counter in ("attempts", "transient", "breaker"):
+            ctx.setdefault(counter, {}).pop(wf.current_step, None)
+        ctx.pop("trees", None)
         store.update_workflow(
             wf.id,
             status="running",
@@ -244,7 +248,7 @@ def _prepare_resume(store: Store, wf: Workflow) -> None:
             context=ctx,
             events=[EventSpec("resumed", step=wf.current_step, status=wf.status)],
         )
-    else:
+    else:  # running (after a crash) or rate_limited: carry on where it stood
         store.add_event(wf.id, EventSpec("resumed", step=wf.current_step, status=wf.status))
 
 

@@ -11,6 +11,7 @@ import contextlib
 import hashlib
 import re
 import shutil
+import threading
 from pathlib import Path
 
 from supervisor import process
@@ -20,6 +21,7 @@ STATE_DIR = ".supervisor"
 ZERO_SHA = "0" * 40
 # What the supervisor writes while it runs, as opposed to the configuration a team commits.
 STATE_ENTRIES = ("state.db*", "*.lock", "worktrees/", "probe/", "init.json")
+_WORKTREE_LOCK = threading.RLock()
 IDENTITY = ["-c", "user.name=supervisor", "-c", "user.email=supervisor@localhost"]
 
 
@@ -167,14 +169,22 @@ class Workspace:
     # -- worktrees -------------------------------------------------------------------------
 
     def add_worktree(self, name: str, commit: str) -> Path:
+        with _WORKTREE_LOCK:  # parallel steps: git's worktree bookkeeping is not concurrent
+            return self._add_worktree(name, commit)
+
+    def _add_worktree(self, name: str, commit: str) -> Path:
         path = self.worktrees_dir / name
         if path.exists() or self._registered(path):
-            self.remove_worktree(path)
+            self._remove_worktree(path)
         self.worktrees_dir.mkdir(parents=True, exist_ok=True)
         _git(self.repo, "worktree", "add", "--detach", "--force", str(path), commit)
         return path
 
     def remove_worktree(self, path: Path) -> None:
+        with _WORKTREE_LOCK:
+            self._remove_worktree(path)
+
+    def _remove_worktree(self, path: Path) -> None:
         _git(self.repo, "worktree", "remove", "--force", "--force", str(path), check=False)
         if path.exists():
             shutil.rmtree(path, ignore_errors=True)

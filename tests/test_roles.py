@@ -76,7 +76,9 @@ def test_every_built_in_role_resolves(repo: Path) -> None:
     for name in BUILT_IN:
         role = load_role(name, repo)
         assert role.name == name
-        assert role.model and role.template and role.output
+        assert role.template and role.output
+        for cli in ("claude", "codex", "gemini"):
+            assert role.model_for(cli, cli_default=None)  # every built-in names a model per CLI
 
 
 @pytest.mark.parametrize("pack", sorted(p.name for p in PACKS_DIR.iterdir()))
@@ -180,7 +182,7 @@ def test_unknown_keys_fail_the_schema(repo: Path) -> None:
 
 def test_a_role_missing_required_fields_after_inheritance(repo: Path) -> None:
     project_role(repo, "bare", "description: nothing else\n")
-    with pytest.raises(ConfigError, match="has no model, template, output"):
+    with pytest.raises(ConfigError, match="has no template, output"):
         load_role("bare", repo)
 
 

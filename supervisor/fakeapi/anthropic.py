@@ -11,20 +11,24 @@ from supervisor.fakeapi.script import Turn
 WORKDIR_MARKER = "Working directory: "
 
 
+def handles(path: str) -> bool:
+    return path.endswith("/v1/messages")
+
+
 def request_text(body: dict[str, Any]) -> str:
     parts = [_flatten(body.get("system"))]
     parts += [_flatten(m.get("content")) for m in body.get("messages", [])]
     return "\n".join(parts)
 
 
-def first_user_message(body: dict[str, Any]) -> str:
+def opening(body: dict[str, Any]) -> str:
     for message in body.get("messages", []):
         if message.get("role") == "user":
             return _flatten(message.get("content"))
     return ""
 
 
-def assistant_turns(body: dict[str, Any]) -> int:
+def turn_index(body: dict[str, Any]) -> int:
     return sum(1 for m in body.get("messages", []) if m.get("role") == "assistant")
 
 
@@ -124,6 +128,13 @@ def sse_events(body: dict[str, Any], blocks: list[dict[str, Any]], stop: str) ->
         f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n".encode()
         for name, data in events
     ]
+
+
+def answer(turn: Turn, body: dict[str, Any]) -> tuple[str, list[bytes]]:
+    blocks, stop = content_blocks(turn, body)
+    if body.get("stream"):
+        return "text/event-stream", sse_events(body, blocks, stop)
+    return "application/json", [json.dumps(message(body, blocks, stop)).encode()]
 
 
 def error_body(status: int, text: str) -> dict[str, Any]:

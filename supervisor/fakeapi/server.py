@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from supervisor.fakeapi import anthropic
+from supervisor.fakeapi import anthropic, gemini, openai
 from supervisor.fakeapi.script import Conversation, Script, Turn
 
+VENDORS = (anthropic, openai, gemini)
 EXHAUSTED = Turn(text="(script exhausted)")
 UNMATCHED = Turn(text="(no scripted conversation matched)")
 
@@ -136,36 +137,38 @@ def _handler_for(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 body = {}
             path = self.path.split("?", 1)[0]
+            headers = dict(self.headers)
             if path.endswith("/v1/messages/count_tokens"):
-                server.record(Recorded("POST", self.path, dict(self.headers), body, -1, 0))
+                server.record(Recorded("POST", self.path, headers, body, -1, 0))
                 self._json(200, {"input_tokens": max(1, len(raw) // 4)})
                 return
-            if not path.endswith("/v1/messages"):
-                server.record(Recorded("POST", self.path, dict(self.headers), body))
+            vendor = next((v for v in VENDORS if v.handles(path)), None)
+            if vendor is None:
+                server.record(Recorded("POST", self.path, headers, body))
                 self._json(404, anthropic.error_body(404, f"unknown path {path}"))
                 return
-            turn_index = anthropic.assistant_turns(body)
+            index = vendor.turn_index(body)
             chosen, turn = server.player.answer(
-                anthropic.first_user_message(body), anthropic.request_text(body), turn_index
+                vendor.opening(body), vendor.request_text(body), index
             )
-            server.record(Recorded("POST", self.path, dict(self.headers), body, chosen, turn_index))
+            server.record(Recorded("POST", self.path, headers, body, chosen, index))
             if turn.delay:
                 time.sleep(turn.delay)
             if turn.error is not None:
-                headers = {}
+                extra = {}
                 if turn.error.retry_after is not None:
-                    headers["retry-after"] = str(int(turn.error.retry_after))
+                    extra["retry-after"] = str(int(turn.error.retry_after))
                 self._json(
                     turn.error.status,
-                    anthropic.error_body(turn.error.status, turn.error.message),
-                    headers,
+                    vendor.error_body(turn.error.status, turn.error.message),
+                    extra,
                 )
                 return
-            blocks, stop = anthropic.content_blocks(turn, body)
-            if body.get("stream"):
-                self._sse(anthropic.sse_events(body, blocks, stop))
+            content_type, chunks = vendor.answer(turn, body)
+            if content_type == "text/event-stream":
+                self._sse(chunks)
             else:
-                self._json(200, anthropic.message(body, blocks, stop))
+                self._json(200, json.loads(b"".join(chunks)))
 
         def _empty(self, status: int) -> None:
             self.send_response(status)

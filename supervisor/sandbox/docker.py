@@ -60,6 +60,8 @@ class RunSpec:
     env: dict[str, str] = field(default_factory=dict)
     stdin_text: str = ""
     home_files: dict[str, bytes] = field(default_factory=dict)
+    run_files: dict[str, str] = field(default_factory=dict)
+    """Read-only files for the CLI under /run/supervisor (e.g. an output schema)."""
     network: str = "none"
     extra_hosts: dict[str, str] = field(default_factory=dict)
     timeout: float = 600
@@ -125,6 +127,8 @@ class DockerSandbox:
         with tempfile.TemporaryDirectory(prefix="supervisor-run-") as run_dir:
             run_path = Path(run_dir)
             (run_path / "stdin").write_text(spec.stdin_text, encoding="utf-8")
+            for name, text in spec.run_files.items():
+                (run_path / name).write_text(text, encoding="utf-8")
             if spec.home_files:
                 for rel, content in spec.home_files.items():
                     target = run_path / "home" / rel

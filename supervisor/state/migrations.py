@@ -94,6 +94,33 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     ),
 ]
 
+MIGRATIONS.append(
+    (
+        2,
+        "worker invocation metrics",
+        [
+            """CREATE TABLE invocations (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                workflow_id INTEGER REFERENCES workflows (id),
+                step VARCHAR,
+                role VARCHAR NOT NULL,
+                cli VARCHAR NOT NULL,
+                model VARCHAR,
+                task_type VARCHAR,
+                success BOOLEAN NOT NULL,
+                retries INTEGER NOT NULL,
+                duration_s FLOAT NOT NULL,
+                input_tokens INTEGER NOT NULL,
+                output_tokens INTEGER NOT NULL,
+                cost_usd FLOAT NOT NULL,
+                error_category VARCHAR,
+                timestamp DATETIME NOT NULL
+            )""",
+            "CREATE INDEX ix_invocations_time ON invocations (timestamp)",
+        ],
+    )
+)
+
 LATEST_VERSION = MIGRATIONS[-1][0]
 
 

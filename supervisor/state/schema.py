@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from sqlalchemy import (
     JSON,
+    Boolean,
     Column,
     DateTime,
     Float,
@@ -108,7 +109,28 @@ approvals = Table(
     Column("decided_at", DateTime(timezone=True)),
 )
 
+invocations = Table(
+    "invocations",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("workflow_id", Integer, ForeignKey("workflows.id")),
+    Column("step", String),
+    Column("role", String, nullable=False),
+    Column("cli", String, nullable=False),
+    Column("model", String),
+    Column("task_type", String),
+    Column("success", Boolean, nullable=False),
+    Column("retries", Integer, nullable=False),
+    Column("duration_s", Float, nullable=False),
+    Column("input_tokens", Integer, nullable=False),
+    Column("output_tokens", Integer, nullable=False),
+    Column("cost_usd", Float, nullable=False),
+    Column("error_category", String),
+    Column("timestamp", DateTime(timezone=True), nullable=False),
+)
+
 Index("ix_events_workflow", events.c.workflow_id, events.c.id)
 Index("ix_steps_workflow", steps.c.workflow_id, steps.c.id)
 Index("ix_checkpoints_workflow", checkpoints.c.workflow_id, checkpoints.c.id)
 Index("ix_approvals_workflow", approvals.c.workflow_id, approvals.c.id)
+Index("ix_invocations_time", invocations.c.timestamp)

@@ -324,8 +324,11 @@ class Store:
         output: dict[str, Any] | None = None,
         error: str | None = None,
         event: EventSpec | None = None,
+        invocation: dict[str, Any] | None = None,
     ) -> None:
         with self._tx() as conn:
+            if invocation is not None:
+                conn.execute(insert(t.invocations).values(**invocation, timestamp=now()))
             conn.execute(
                 update(t.steps)
                 .where(t.steps.c.id == step_id)
@@ -351,12 +354,25 @@ class Store:
             ).all()
         return [dict(r._mapping) for r in rows]
 
-    def count_steps(self, wf_id: int, name: str | None = None) -> int:
+    def count_steps(self, wf_id: int, name: str | None = None, role: str | None = None) -> int:
         query = select(func.count()).select_from(t.steps).where(t.steps.c.workflow_id == wf_id)
         if name is not None:
             query = query.where(t.steps.c.name == name)
+        if role is not None:
+            query = query.where(t.steps.c.role == role)
         with self.engine.connect() as conn:
             return int(conn.execute(query).scalar_one())
+
+    def record_invocation(self, invocation: dict[str, Any]) -> None:
+        with self._tx() as conn:
+            conn.execute(insert(t.invocations).values(**invocation, timestamp=now()))
+
+    def invocations(self, since: datetime | None = None) -> list[dict[str, Any]]:
+        query = select(t.invocations).order_by(t.invocations.c.id)
+        if since is not None:
+            query = query.where(t.invocations.c.timestamp >= since)
+        with self.engine.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(query).all()]
 
     # -- events ----------------------------------------------------------------------------
 

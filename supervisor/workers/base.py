@@ -6,6 +6,7 @@ printed into one `WorkerResult`. Running it (sandbox, time limits, streaming) is
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -26,6 +27,8 @@ class WorkerResult:
     session_id: str | None = None
     num_turns: int | None = None
     permission_denials: list[Any] = field(default_factory=list)
+    retry_after: float | None = None
+    """Seconds until a rate limit resets, when the CLI passed it on."""
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,8 @@ class Invocation:
 
     argv: list[str]
     env: dict[str, str]
+    home_files: dict[str, bytes] = field(default_factory=dict)
+    """CLI settings files for the run's private home (e.g. ~/.gemini/settings.json)."""
 
 
 class WorkerAdapter(ABC):
@@ -43,10 +48,18 @@ class WorkerAdapter(ABC):
 
     @abstractmethod
     def build(
-        self, *, model: str, base_url: str, workdir: str, extra_flags: list[str]
+        self,
+        *,
+        model: str,
+        base_url: str,
+        workdir: str,
+        extra_flags: list[str],
+        api_key_env: str | None = None,
+        schema_path: str | None = None,
     ) -> Invocation:
         """The command and environment; the prompt arrives on stdin, so its size is not capped
-        by the kernel's argument limit."""
+        by the kernel's argument limit. `api_key_env` names the variable holding the key (None:
+        the CLI's own login files); `schema_path` is the output schema inside the container."""
 
     @abstractmethod
     def parse_output(self, stdout: str, stderr: str, exit_code: int) -> WorkerResult: ...
@@ -59,8 +72,12 @@ class WorkerAdapter(ABC):
 def adapter_for(cli: str) -> WorkerAdapter:
     from supervisor.errors import ConfigError
     from supervisor.workers.claude import ClaudeAdapter
+    from supervisor.workers.codex import CodexAdapter
+    from supervisor.workers.gemini import GeminiAdapter
 
-    adapters: dict[str, type[WorkerAdapter]] = {ClaudeAdapter.name: ClaudeAdapter}
+    adapters: dict[str, type[WorkerAdapter]] = {
+        a.name: a for a in (ClaudeAdapter, CodexAdapter, GeminiAdapter)
+    }
     try:
         return adapters[cli]()
     except KeyError:
@@ -68,3 +85,57 @@ def adapter_for(cli: str) -> WorkerAdapter:
             f"Unknown CLI '{cli}'. Known: {', '.join(adapters)}.",
             "Set `cli:` in the role or .supervisor/config.yaml to one of those.",
         ) from None
+
+
+def classify_message(text: str, status: int | None = None) -> str:
+    """An error kind from what a CLI said, for the CLIs that only say it in words."""
+    lowered = text.lower()
+    if status in (401, 403) or any(
+        w in lowered
+        for w in (
+            "401",
+            "unauthorized",
+            "authenticat",
+            "invalid_api_key",
+            "api key not valid",
+            "not logged in",
+            "permission_denied",
+        )
+    ):
+        return "auth"
+    if status == 429 or any(
+        w in lowered for w in ("429", "rate limit", "rate_limit", "resource_exhausted", "quota")
+    ):
+        return "rate_limit"
+    if (status is not None and status >= 500) or any(
+        w in lowered
+        for w in (
+            "500",
+            "502",
+            "503",
+            "internal",
+            "unable to connect",
+            "connection",
+            "high demand",
+            "overloaded",
+            "timed out",
+        )
+    ):
+        return "api"
+    return "cli"
+
+
+RETRY_AFTER = re.compile(
+    r"(?:retry[- _]after|try again in|reset(?:s)? in)\D{0,12}(\d+(?:\.\d+)?)"
+    r"\s*(ms|s|sec|seconds?)?",
+    re.I,
+)
+
+
+def retry_after_seconds(text: str) -> float | None:
+    """A reset time the CLI passed on from the API, if it did."""
+    match = RETRY_AFTER.search(text)
+    if match is None:
+        return None
+    value = float(match.group(1))
+    return value / 1000 if (match.group(2) or "").lower() == "ms" else value

@@ -10,13 +10,16 @@ sandbox tell a hung worker from a busy one. An API error keeps `subtype: "succes
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from supervisor.parsing import strip_ansi
-from supervisor.workers.base import Invocation, WorkerAdapter, WorkerResult
-
-RETRY_AFTER = re.compile(r"retry[- ]after[\"':\s]+(\d+)", re.I)
+from supervisor.workers.base import (
+    Invocation,
+    WorkerAdapter,
+    WorkerResult,
+    classify_message,
+    retry_after_seconds,
+)
 
 
 class ClaudeAdapter(WorkerAdapter):
@@ -24,7 +27,14 @@ class ClaudeAdapter(WorkerAdapter):
     binary = "claude"
 
     def build(
-        self, *, model: str, base_url: str, workdir: str, extra_flags: list[str]
+        self,
+        *,
+        model: str,
+        base_url: str,
+        workdir: str,
+        extra_flags: list[str],
+        api_key_env: str | None = None,
+        schema_path: str | None = None,
     ) -> Invocation:
         argv = [
             self.binary,
@@ -75,6 +85,7 @@ class ClaudeAdapter(WorkerAdapter):
         if not result.ok:
             result.error = text or f"claude reported an error (exit code {exit_code})"
             result.error_kind = _error_kind(envelope, text)
+            result.retry_after = retry_after_seconds(text)
         return result
 
     def progress(self, line: str) -> str | None:
@@ -101,17 +112,10 @@ class ClaudeAdapter(WorkerAdapter):
 
 
 def _error_kind(envelope: dict[str, Any], text: str) -> str:
-    status = envelope.get("api_error_status")
-    lowered = text.lower()
-    if status in (401, 403) or "authenticate" in lowered or "not logged in" in lowered:
-        return "auth"
-    if status == 429 or "rate limit" in lowered:
-        return "rate_limit"
     if envelope.get("subtype") == "error_max_turns":
         return "max_turns"
-    if status or "api error" in lowered or "unable to connect" in lowered:
-        return "api"
-    return "cli"
+    kind = classify_message(text, envelope.get("api_error_status"))
+    return "api" if kind == "cli" and "api error" in text.lower() else kind
 
 
 def _last_json_object(text: str) -> dict[str, Any] | None:

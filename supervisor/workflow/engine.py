@@ -10,10 +10,12 @@ after a crash `resume` re-runs at most the step that was interrupted, never a co
 from __future__ import annotations
 
 import json
+import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from supervisor import credentials, prompts
+from supervisor import credentials, prompts, recovery
 from supervisor.config import Settings, StepDef, WorkflowDef
 from supervisor.errors import (
     ApprovalRequired,
@@ -26,6 +28,7 @@ from supervisor.errors import (
 )
 from supervisor.gates import GateResult, run_gate
 from supervisor.parsing import parse_worker_output
+from supervisor.recovery import Classification
 from supervisor.roles import Role, load_role
 from supervisor.sandbox.docker import LABEL_REPO, LABEL_STEP, LABEL_WORKFLOW, RunSpec, repo_label
 from supervisor.state.store import EventSpec
@@ -58,6 +61,8 @@ class Outcome:
     context: dict[str, Any] = field(default_factory=dict)
     git_sha: str | None = None
     escalate: SupervisorError | None = None
+    transient: Classification | None = None
+    """Set when the step should simply run again (after a delay): network, crash, rate limit."""
 
 
 class LineSplitter:
@@ -110,6 +115,9 @@ class Engine:
                     f"Approve with `supervisor approve {wf_id}` or reject with `supervisor reject "
                     f'{wf_id} --reason "..."`, then run `supervisor resume {wf_id}`.',
                 )
+            if wf.status == "rate_limited":
+                self._wait(wf)
+                continue
             if wf.status != "running" or wf.current_step is None:
                 return wf
             definition = WorkflowDef.model_validate(wf.definition)
@@ -123,7 +131,29 @@ class Engine:
             return self._commit(wf)
         if step.kind == "gate":
             return self._gate(wf, name, step)
-        return self._worker(wf, name, step)
+        if step.kind == "parallel":
+            return self._parallel(wf, name, step.roles or [])
+        return self._worker(wf, name, step.role or "")
+
+    def _parallel(self, wf: Workflow, name: str, roles: list[str]) -> Outcome:
+        """Several reviewers at once; the step passes only when every one approves."""
+        with ThreadPoolExecutor(max_workers=len(roles), thread_name_prefix="reviewer") as pool:
+            outcomes = list(pool.map(lambda r: self._worker(wf, name, r), roles))
+        events = [e for o in outcomes for e in o.events]
+        for outcome in outcomes:
+            if outcome.escalate is not None:
+                return Outcome("failed", events=events, escalate=outcome.escalate)
+        transient = next((o.transient for o in outcomes if o.transient is not None), None)
+        if transient is not None:
+            return Outcome("failed", events=events, transient=transient)
+        if all(o.result == "passed" for o in outcomes):
+            return Outcome("passed", events=events)
+        merged = "\n\n".join(
+            f"Reviewer {role}: {o.feedback or o.result}"
+            for role, o in zip(roles, outcomes, strict=True)
+            if o.result != "passed"
+        )
+        return Outcome("rejected", events=events, feedback=merged)
 
     def _transition(
         self, wf: Workflow, definition: WorkflowDef, name: str, step: StepDef, outcome: Outcome
@@ -147,7 +177,25 @@ class Engine:
                 error=_message(error),
             )
             raise error
+        breaker = ctx.setdefault("breaker", {})
+        if outcome.result != "passed":
+            breaker[name] = breaker.get(name, 0) + 1
+            _, threshold = recovery.load_policies()
+            if breaker[name] >= threshold:
+                outcome.escalate = StepFailedError(
+                    f"Circuit breaker open for step '{name}': {breaker[name]} consecutive "
+                    f"failures (threshold {threshold}); last: "
+                    f"{(outcome.feedback or getattr(outcome.transient, 'reason', '') or '')[:600]}",
+                    f"Look at `supervisor events {wf.id}`, fix the cause, then `supervisor "
+                    f"resume {wf.id}` (a resume after a failure closes the breaker).",
+                )
+                self._fail(wf, name, ctx, events, outcome.escalate)
+        if outcome.transient is not None:
+            self._retry_same(wf, name, step, ctx, events, outcome.transient)
+            return
         if outcome.result == "passed":
+            breaker.pop(name, None)
+            ctx.get("transient", {}).pop(name, None)
             _feedback(ctx).pop(name, None)
             next_step = step.next
             status = "running" if next_step is not None else "completed"
@@ -218,10 +266,106 @@ class Engine:
             events=events,
         )
 
+    def _fail(
+        self,
+        wf: Workflow,
+        name: str,
+        ctx: dict[str, Any],
+        events: list[EventSpec],
+        error: SupervisorError,
+    ) -> None:
+        events.append(EventSpec("workflow_failed", step=name, status="failed", payload=_err(error)))
+        self.store.advance(
+            wf.id,
+            step=name,
+            next_step=name,
+            context=ctx,
+            status="failed",
+            checkpoint_status="failed",
+            events=events,
+            error=_message(error),
+        )
+        raise error
+
+    def _retry_same(
+        self,
+        wf: Workflow,
+        name: str,
+        step: StepDef,
+        ctx: dict[str, Any],
+        events: list[EventSpec],
+        why: Classification,
+    ) -> None:
+        """Run the same step again after the policy's backoff, or the rate limit's reset."""
+        policy = recovery.policy(step.retry_policy or self.settings.retry_policy)
+        transient = ctx.setdefault("transient", {})
+        transient[name] = transient.get(name, 0) + 1
+        if transient[name] >= policy.max_attempts:
+            self._fail(
+                wf,
+                name,
+                ctx,
+                events,
+                StepFailedError(
+                    f"Step '{name}' failed {transient[name]} times in a row ({why.category}): "
+                    f"{why.reason[:600]}",
+                    "Check the model API and the CLI (`supervisor doctor`), then "
+                    f"`supervisor resume {wf.id}`.",
+                ),
+            )
+        delay = why.wait_seconds if why.wait_seconds is not None else policy.delay(transient[name])
+        waiting = why.action == recovery.Action.WAIT
+        until = time.time() + delay
+        if waiting:
+            ctx["waiting_until"] = until
+        events.append(
+            EventSpec(
+                "retry_scheduled",
+                step=name,
+                status=str(why.action),
+                payload={
+                    "category": str(why.category),
+                    "reason": why.reason[:1000],
+                    "delay_s": round(delay, 2),
+                    "attempt": transient[name] + 1,
+                    "max_attempts": policy.max_attempts,
+                },
+            )
+        )
+        self.store.advance(
+            wf.id,
+            step=name,
+            next_step=name,
+            context=ctx,
+            status="rate_limited" if waiting else "running",
+            checkpoint_status=str(why.category),
+            events=events,
+        )
+        if waiting:
+            self.reporter.info(f"rate limited: waiting {delay:.0f} s before retrying '{name}'")
+            self._wait(self.store.workflow(wf.id))
+        else:
+            self.reporter.info(f"{why.category}: retrying '{name}' in {delay:.1f} s")
+            time.sleep(delay)
+
+    def _wait(self, wf: Workflow) -> None:
+        """A rate limit is a waiting state, not a failure: sleep to the reset, then run again."""
+        until = float(wf.context.get("waiting_until") or 0)
+        time.sleep(max(0.0, until - time.time()))
+        ctx = dict(wf.context)
+        ctx.pop("waiting_until", None)
+        self.store.update_workflow(
+            wf.id,
+            status="running",
+            current_step=wf.current_step,
+            context=ctx,
+            events=[EventSpec("rate_limit_over", step=wf.current_step)],
+        )
+
     # -- step kinds ------------------------------------------------------------------------
 
-    def _worker(self, wf: Workflow, name: str, step: StepDef) -> Outcome:
-        role = load_role(step.role or "", self.repo)
+    def _worker(self, wf: Workflow, name: str, role_name: str) -> Outcome:
+        role = load_role(role_name, self.repo)
         cli = role.cli or wf.cli
         cli_settings = self.settings.clis.get(cli)
         if cli_settings is None:
@@ -239,8 +383,8 @@ class Engine:
         candidate = wf.context.get("candidate")
         tip = self.ws.branch_tip(wf.task_branch)
         base = candidate if reviewing and candidate else tip
-        attempt = self.store.count_steps(wf.id, name) + 1
-        worktree = self.ws.add_worktree(f"wf{wf.id}-{name}-{attempt}", base)
+        attempt = self.store.count_steps(wf.id, name, role.name) + 1
+        worktree = self.ws.add_worktree(f"wf{wf.id}-{name}-{role.name}-{attempt}", base)
         step_id = self.store.start_step(wf.id, name, attempt, role.name, str(worktree))
         self.reporter.step(wf.id, name, f"{role.name} via {cli} (attempt {attempt})")
         try:
@@ -248,17 +392,24 @@ class Engine:
                 wf, name, role, cli, cli_settings, creds, worktree, base, tip, step_id
             )
         except (SandboxError, CommandTimeoutError) as e:
-            outcome = Outcome(
-                "failed",
-                feedback=None if isinstance(e, SandboxError) else str(e),
-                escalate=e if isinstance(e, SandboxError) else None,
-            )
+            # A hung worker (idle or time limit) is ended by the sandbox and retried; a sandbox
+            # that cannot run at all (or ran out of memory) goes to a human.
+            why = recovery.classify_exception(e)
+            escalate = e if why.action == recovery.Action.ESCALATE else None
+            outcome = Outcome("failed", escalate=escalate, transient=None if escalate else why)
             self.store.finish_step(
                 step_id,
                 "failed",
                 error=_message(e),
                 event=EventSpec(
-                    "worker_failed", step=name, role=role.name, status="failed", payload=_err(e)
+                    "worker_failed",
+                    step=name,
+                    role=role.name,
+                    status="failed",
+                    payload={**_err(e), "category": str(why.category)},
+                ),
+                invocation=self._invocation(
+                    wf, name, role, cli, "", False, 0.0, {}, str(why.category)
                 ),
             )
         finally:
@@ -292,11 +443,15 @@ class Engine:
             targets=targets,
             diff=self.ws.diff(tip, base) if base != tip else "",
         )
+        model = role.model_for(cli, cli_settings.default_model, cli_settings.model)
+        schema_file = "/run/supervisor/output_schema.json" if adapter.supports_json_schema else None
         invocation = adapter.build(
-            model=cli_settings.model or role.model,
+            model=model,
             base_url=route.url,
             workdir="/workspace",
-            extra_flags=cli_settings.extra_flags,
+            extra_flags=[*cli_settings.extra_flags, *role.flags],
+            api_key_env=next(iter(creds.env), None),
+            schema_path=schema_file,
         )
         limits = self.settings.limits
         events: list[EventSpec] = []
@@ -317,9 +472,10 @@ class Engine:
             RunSpec(
                 argv=invocation.argv,
                 worktree=worktree,
-                env={**cli_settings.extra_env, **invocation.env, **creds.env},
+                env={**cli_settings.extra_env, **role.env, **invocation.env, **creds.env},
                 stdin_text=prompt,
-                home_files=creds.home_files,
+                home_files={**invocation.home_files, **creds.home_files},
+                run_files={"output_schema.json": prompts.schema_text(role.schema)},
                 network=self.settings.sandbox.egress_network,
                 extra_hosts={route.alias: route.gateway},
                 timeout=limits.step_timeout_seconds,
@@ -350,8 +506,9 @@ class Engine:
         }
         if not result.ok:
             error = f"The {cli} worker failed ({result.error_kind}): {result.error}"
+            why = recovery.classify_worker(result)
             escalate = None
-            if result.error_kind == "auth":
+            if why.action == recovery.Action.ESCALATE:
                 escalate = CredentialsError(
                     error, credentials.LOGIN_HINTS.get(cli, "Check the CLI's credentials.")
                 )
@@ -364,19 +521,36 @@ class Engine:
                     step=name,
                     role=role.name,
                     status="failed",
-                    payload={**base_payload, "error": error},
+                    payload={
+                        **base_payload,
+                        "error": error,
+                        "category": str(why.category),
+                        "action": str(why.action),
+                        "retry_after": result.retry_after,
+                    },
                     **usage,
                 ),
+                invocation=self._invocation(
+                    wf, name, role, cli, model, False, run.duration, usage, str(why.category)
+                ),
             )
-            return Outcome("failed", feedback=error, events=events, escalate=escalate)
+            if why.action == recovery.Action.RETRY_WITH_FEEDBACK:
+                return Outcome("failed", feedback=error, events=events)
+            return Outcome(
+                "failed", events=events, escalate=escalate, transient=None if escalate else why
+            )
         try:
             output = parse_worker_output(result.text, role.schema)
         except ParsingError as e:
             status = "rejected" if role.output == "review" else "failed"
+            why = recovery.classify_exception(e)
             self.store.finish_step(
                 step_id,
                 status,
                 error=e.message,
+                invocation=self._invocation(
+                    wf, name, role, cli, model, False, run.duration, usage, str(why.category)
+                ),
                 event=EventSpec(
                     "output_invalid",
                     step=name,
@@ -391,6 +565,9 @@ class Engine:
                 ),
             )
             return Outcome("failed", feedback=e.message, events=events)
+        self.store.record_invocation(
+            self._invocation(wf, name, role, cli, model, True, run.duration, usage, None)
+        )
         data = output.model_dump()
         payload = {**base_payload, "output": data}
         if role.output == "implementation":
@@ -485,6 +662,37 @@ class Engine:
                 ),
             )
             return Outcome("failed", feedback=problem + ".", events=events)
+        # Semantic loop: a retry that reproduces an earlier attempt's content will fail the same
+        # way, however often it is fed back.
+        tree = self.ws.tree_hash(sha)
+        seen = dict(wf.context.get("trees", {}))
+        earlier = list(seen.get(name, []))
+        if tree in earlier:
+            self.store.finish_step(
+                step_id,
+                "failed",
+                output=data,
+                error="same content as an earlier attempt",
+                event=EventSpec(
+                    "loop_detected",
+                    step=name,
+                    role=role.name,
+                    status="failed",
+                    payload={**payload, "tree": tree, "same_as_attempt": earlier.index(tree) + 1},
+                ),
+            )
+            return Outcome(
+                "failed",
+                events=events,
+                escalate=StepFailedError(
+                    f"Step '{name}' produced exactly the same content as its attempt "
+                    f"{earlier.index(tree) + 1}: the feedback is not changing the result, so "
+                    "retrying again would loop.",
+                    f"Read the feedback in `supervisor events {wf.id}`, change the task, role or "
+                    f"model, then `supervisor resume {wf.id}`.",
+                ),
+            )
+        seen[name] = [*earlier, tree]
         failed_gate = self._role_gates(wf, name, role, sha)
         if failed_gate is not None:
             gate, result = failed_gate
@@ -512,7 +720,9 @@ class Engine:
                         f"Fix what `{gate.command}` reports, then `supervisor resume {wf.id}`.",
                     ),
                 )
-            return Outcome("failed", feedback=result.feedback(), events=events)
+            return Outcome(
+                "failed", feedback=result.feedback(), events=events, context={"trees": seen}
+            )
         self.ws.set_ref(candidate_ref(wf.id), sha, None)
         self.store.finish_step(
             step_id,
@@ -527,7 +737,9 @@ class Engine:
                 **usage,
             ),
         )
-        return Outcome("passed", events=events, context={"candidate": sha}, git_sha=sha)
+        return Outcome(
+            "passed", events=events, context={"candidate": sha, "trees": seen}, git_sha=sha
+        )
 
     def _role_gates(
         self, wf: Workflow, name: str, role: Role, sha: str
@@ -634,6 +846,35 @@ class Engine:
                 )
             ],
         )
+
+    def _invocation(
+        self,
+        wf: Workflow,
+        name: str,
+        role: Role,
+        cli: str,
+        model: str,
+        success: bool,
+        duration: float,
+        usage: dict[str, Any],
+        category: str | None,
+    ) -> dict[str, Any]:
+        """One metrics row per worker run: what ran, how it went, what it cost."""
+        return {
+            "workflow_id": wf.id,
+            "step": name,
+            "role": role.name,
+            "cli": cli,
+            "model": model,
+            "task_type": role.output,
+            "success": success,
+            "retries": self.store.count_steps(wf.id, name, role.name) - 1,
+            "duration_s": round(duration, 3),
+            "input_tokens": int(usage.get("input_tokens") or 0),
+            "output_tokens": int(usage.get("output_tokens") or 0),
+            "cost_usd": float(usage.get("cost_usd") or 0.0),
+            "error_category": category,
+        }
 
     def _labels(self, wf_id: int, step: str) -> dict[str, str]:
         return {LABEL_REPO: repo_label(self.repo), LABEL_WORKFLOW: str(wf_id), LABEL_STEP: step}
