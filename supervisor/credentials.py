@@ -21,6 +21,10 @@ if TYPE_CHECKING:
 LOGIN_HINTS = {
     "claude": "Set ANTHROPIC_API_KEY, or log in once with `claude` on this machine "
     "(the login in ~/.claude is copied read-only into each run).",
+    "codex": "Set OPENAI_API_KEY, or log in once with `codex login` on this machine "
+    "(~/.codex/auth.json is copied read-only into each run).",
+    "gemini": "Set GEMINI_API_KEY, or log in once with `gemini` on this machine "
+    "(the login in ~/.gemini is copied read-only into each run).",
 }
 
 

@@ -53,7 +53,7 @@ class ClaudeAdapter(WorkerAdapter):
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
             "DISABLE_AUTOUPDATER": "1",
             # The supervisor's retry policy is the one in charge, not the CLI's slow default.
-            "CLAUDE_CODE_MAX_RETRIES": "1",
+            "CLAUDE_CODE_MAX_RETRIES": "0",
         }
         return Invocation(argv=argv, env=env)
 

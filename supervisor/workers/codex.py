@@ -60,7 +60,7 @@ class CodexAdapter(WorkerAdapter):
         if schema_path is not None:
             argv += ["--output-schema", schema_path]
         argv += [*extra_flags, "-"]  # "-": the prompt is read from stdin
-        return Invocation(argv=argv, env={"CODEX_HOME": "/tmp/home/.codex"})
+        return Invocation(argv=argv, env={})
 
     def parse_output(self, stdout: str, stderr: str, exit_code: int) -> WorkerResult:
         events = _events(strip_ansi(stdout))
