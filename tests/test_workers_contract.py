@@ -1,0 +1,272 @@
+"""Contract tests: each real CLI (claude, codex, gemini) in the real sandbox, against the project's
+scripted model API for its vendor, through the whole supervisor. They pin what the adapters and the
+error handling rely on, so a CLI update that changes it fails here first."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from e2e_support import (
+    APPROVED,
+    GOOD_CALC,
+    IMAGE,
+    implementer,
+    new_repo,
+    planner,
+    require_sandbox,
+    reviewer,
+    write_workflow,
+)
+
+from supervisor import tasks
+from supervisor.demo import fenced, implementation
+from supervisor.errors import CredentialsError
+from supervisor.fakeapi import ScriptedModelServer, load_script
+from supervisor.sandbox.docker import DockerSandbox, RunSpec
+from supervisor.workers.base import adapter_for
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+pytestmark = pytest.mark.docker
+CLIS = ["claude", "codex", "gemini"]
+TASK = "Implement add and multiply"
+SHORT_WORKFLOW = (
+    "workflow:\n  initial_step: implement\n  steps:\n"
+    "    implement: {role: implementer, next: test, max_retries: 2, retry_policy: aggressive}\n"
+    "    test: {gate: test, next: review, on_fail: implement}\n"
+    "    review: {role: reviewer, next: commit, on_reject: implement, max_retries: 1}\n"
+    "    commit: {action: commit}\n"
+)
+TIMINGS: dict[str, float] = {}
+
+
+@pytest.fixture(autouse=True)
+def real_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    require_sandbox()
+    monkeypatch.setenv("SUPERVISOR_USER_DIR", str(tmp_path / "user"))
+    for key in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY"):
+        monkeypatch.setenv(key, "test-key")
+    started = time.monotonic()
+    yield
+    TIMINGS[str(tmp_path.name)] = time.monotonic() - started
+
+
+@pytest.fixture
+def serve() -> Iterator[Any]:
+    servers: list[ScriptedModelServer] = []
+
+    def start(*conversations: dict[str, Any]) -> ScriptedModelServer:
+        server = ScriptedModelServer(load_script({"conversations": list(conversations)}))
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+def repo_for(tmp_path: Path, server: ScriptedModelServer, extra: str = "") -> Path:
+    config = (
+        f"  codex: {{base_url: '{server.url}/v1'}}\n  gemini: {{base_url: '{server.url}'}}\n"
+        + extra
+    )
+    return new_repo(tmp_path, server.url, config)
+
+
+def events(repo: Path, kind: str) -> list[Any]:
+    with tasks.reading(repo) as store:
+        wf = store.workflows()[-1]
+        return [e for e in store.events(wf.id) if e.type == kind]
+
+
+def branch_file(repo: Path, branch: str) -> str:
+    import subprocess
+
+    return subprocess.run(
+        ["git", "-C", str(repo), "show", f"{branch}:calc.py"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_the_whole_workflow_with_each_cli(tmp_path: Path, serve: Any, cli: str) -> None:
+    prose_review = "Here is my review.\n" + APPROVED + "\nThanks for the clean change."
+    server = serve(planner(), implementer(GOOD_CALC), reviewer(prose_review))
+    repo = repo_for(tmp_path, server)
+    wf = tasks.start_task(TASK, repo, cli=cli)
+    assert wf.status == "completed"
+    assert branch_file(repo, wf.task_branch) == GOOD_CALC
+    with tasks.reading(repo) as store:
+        rows = store.invocations()
+    assert {r["cli"] for r in rows} == {cli}
+    assert all(r["success"] for r in rows) and len(rows) == 3
+    assert all(r["input_tokens"] > 0 for r in rows)
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_an_api_error_is_a_non_zero_exit_the_adapter_classifies(
+    tmp_path: Path, serve: Any, cli: str
+) -> None:
+    server = serve({"repeat": True, "turns": [{"error": {"status": 500, "message": "boom"}}]})
+    sandbox = DockerSandbox(IMAGE, "supervisor-egress-test")
+    try:
+        base = f"{server.url}/v1" if cli == "codex" else server.url
+        route = sandbox.route(base)
+        adapter = adapter_for(cli)
+        env_key = {
+            "claude": "ANTHROPIC_API_KEY",
+            "codex": "OPENAI_API_KEY",
+            "gemini": "GEMINI_API_KEY",
+        }[cli]
+        invocation = adapter.build(
+            model={"claude": "claude-sonnet-4-5", "codex": "gpt-5.5", "gemini": "gemini-2.5-pro"}[
+                cli
+            ],
+            base_url=route.url,
+            workdir="/workspace",
+            extra_flags=[],
+            api_key_env=env_key,
+        )
+        run = sandbox.run(
+            RunSpec(
+                argv=invocation.argv,
+                worktree=tmp_path,
+                env={**invocation.env, env_key: "k"},
+                stdin_text="ROLE: test",
+                home_files=invocation.home_files,
+                network="supervisor-egress-test",
+                extra_hosts={route.alias: route.gateway},
+                timeout=120,
+            )
+        )
+    finally:
+        sandbox.close()
+    result = adapter.parse_output(run.stdout, run.stderr, run.exit_code)
+    assert run.exit_code != 0
+    assert not result.ok
+    assert result.error_kind == "api", result.error
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_a_rate_limit_is_waited_out_then_retried(tmp_path: Path, serve: Any, cli: str) -> None:
+    server = serve(
+        {
+            "when": "ROLE: implementer",
+            "turns": [{"error": {"status": 429, "message": "rate limited", "retry_after": 1}}],
+        },
+        implementer(GOOD_CALC),
+        reviewer(),
+    )
+    repo = repo_for(tmp_path, server)
+    write_workflow(repo, SHORT_WORKFLOW)
+    wf = tasks.start_task(TASK, repo, cli=cli)
+    assert wf.status == "completed"
+    scheduled = events(repo, "retry_scheduled")
+    assert [e.status for e in scheduled] == ["wait"]
+    assert scheduled[0].payload["category"] == "resource"
+    assert len(events(repo, "rate_limit_over")) == 1
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_a_rejected_key_stops_at_once_and_says_how_to_log_in(
+    tmp_path: Path, serve: Any, cli: str
+) -> None:
+    server = serve({"repeat": True, "turns": [{"error": {"status": 401, "message": "bad key"}}]})
+    repo = repo_for(tmp_path, server)
+    write_workflow(repo, SHORT_WORKFLOW)
+    with pytest.raises(CredentialsError) as info:
+        tasks.start_task(TASK, repo, cli=cli)
+    assert "log in" in info.value.hint or "API_KEY" in info.value.hint
+    with tasks.reading(repo) as store:
+        wf = store.workflows()[0]
+        assert wf.status == "failed"
+        assert store.running_steps(wf.id) == []
+        assert store.count_steps(wf.id) == 1  # escalated on the first attempt, no retries
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_malformed_json_is_fed_back_and_the_retry_succeeds(
+    tmp_path: Path, serve: Any, cli: str
+) -> None:
+    broken = implementer(GOOD_CALC)
+    broken["turns"][-1] = {"text": 'Done.\n```json\n{"status": "SUCCESS", files_created: [}\n```'}
+    server = serve(
+        broken,
+        implementer(GOOD_CALC, when="FEEDBACK FROM THE PREVIOUS ATTEMPT"),
+        reviewer(),
+    )
+    repo = repo_for(tmp_path, server)
+    write_workflow(repo, SHORT_WORKFLOW)
+    assert tasks.start_task(TASK, repo, cli=cli).status == "completed"
+    invalid = events(repo, "output_invalid")
+    assert len(invalid) == 1 and "no JSON block" in invalid[0].payload["error"]
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_a_spoofed_approval_in_prose_never_approves(tmp_path: Path, serve: Any, cli: str) -> None:
+    server = serve(
+        implementer(GOOD_CALC),
+        {**reviewer("REVIEW_STATUS: APPROVED\nAll good."), "repeat": True},
+    )
+    repo = repo_for(tmp_path, server)
+    write_workflow(repo, SHORT_WORKFLOW)
+    with pytest.raises(Exception, match="review"):
+        tasks.start_task(TASK, repo, cli=cli)
+    wf = tasks.workflows(repo)[0]
+    assert wf.status == "failed"
+    from supervisor.workspace import Workspace
+
+    assert Workspace(repo).branch_tip(wf.task_branch) == wf.base_sha  # nothing committed
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_a_write_the_cli_reports_but_that_never_happened_is_caught(
+    tmp_path: Path, serve: Any, cli: str
+) -> None:
+    refused = {
+        "when": "ROLE: implementer",
+        "turns": [
+            # Outside the worktree, on the sandbox's read-only root: the write fails.
+            {
+                "tool_use": {
+                    "name": "Write",
+                    "input": {"file_path": "/etc/calc.py", "content": GOOD_CALC},
+                }
+            },
+            {"text": "Done.\n" + fenced(implementation("calc"))},
+        ],
+    }
+    server = serve(
+        refused, implementer(GOOD_CALC, when="FEEDBACK FROM THE PREVIOUS ATTEMPT"), reviewer()
+    )
+    repo = repo_for(tmp_path, server)
+    write_workflow(repo, SHORT_WORKFLOW)
+    assert tasks.start_task(TASK, repo, cli=cli).status == "completed"
+    first = events(repo, "implementation")[0]
+    assert first.status == "failed"
+    assert first.payload["claimed_but_unchanged"] == ["calc.py"]
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_a_hung_cli_is_ended_by_the_idle_timeout_and_retried(
+    tmp_path: Path, serve: Any, cli: str
+) -> None:
+    server = serve(
+        implementer(GOOD_CALC, delay=60),  # the model never answers in time
+        implementer(GOOD_CALC),
+        reviewer(),
+    )
+    repo = repo_for(tmp_path, server, "limits: {idle_timeout_seconds: 10}\n")
+    write_workflow(repo, SHORT_WORKFLOW)
+    started = time.monotonic()
+    assert tasks.start_task(TASK, repo, cli=cli).status == "completed"
+    assert time.monotonic() - started < 55
+    failed = events(repo, "worker_failed")
+    assert len(failed) == 1 and "printed nothing for 10 s" in failed[0].payload["error"]
+    assert events(repo, "retry_scheduled")[0].payload["category"] == "resource"
