@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from supervisor import credentials
 from supervisor.config import Settings, WorkflowDef, load_settings, load_workflow, workflow_path
+from supervisor.doctor import clis_in_use
 from supervisor.errors import (
     ApprovalRequired,
     ConfigError,
@@ -59,19 +60,31 @@ def open_project(path: Path, overrides: dict[str, Any] | None = None) -> Project
     return Project(root, load_settings(root, overrides), Workspace(root))
 
 
-def open_sandbox(project: Project, cli: str) -> DockerSandbox:
-    """Engine up, image built, the CLI inside it, credentials present; or a clear error."""
-    credentials.collect(cli, _cli_settings(project.settings, cli))
+def open_sandbox(project: Project, clis: list[str]) -> DockerSandbox:
+    """Engine up, image built, every CLI the workflow uses inside it with credentials present;
+    or a clear error, before anything is created."""
+    for cli in clis:
+        adapter_for(cli)
+        credentials.collect(cli, _cli_settings(project.settings, cli))
     sandbox = DockerSandbox(project.settings.sandbox.image, project.settings.sandbox.egress_network)
     sandbox.check_image()
-    binary = adapter_for(cli).binary
+    binaries = [adapter_for(cli).binary for cli in clis]
     probe = sandbox.run(
-        RunSpec(argv=["sh", "-c", f"command -v {binary}"], worktree=_empty_dir(project), timeout=60)
+        RunSpec(
+            argv=[
+                "sh",
+                "-c",
+                "; ".join(f"command -v {b} >/dev/null || echo {b}" for b in binaries),
+            ],
+            worktree=_empty_dir(project),
+            timeout=60,
+        )
     )
-    if probe.exit_code != 0:
+    absent = probe.stdout.split()
+    if probe.exit_code != 0 or absent:
         raise ToolMissingError(
-            f"The '{binary}' CLI is not installed in the sandbox image "
-            f"'{project.settings.sandbox.image}'.",
+            f"The {', '.join(repr(b) for b in absent) or 'required'} CLI is not installed in the "
+            f"sandbox image '{project.settings.sandbox.image}'.",
             "Rebuild the image with scripts/setup.sh (it installs the pinned CLIs).",
         )
     return sandbox
@@ -93,7 +106,7 @@ def start_task(
     if roles:
         definition = _with_roles(definition, roles, project)
     with repo_lock(project.state_dir):
-        sandbox = open_sandbox(project, cli)
+        sandbox = open_sandbox(project, clis_in_use(definition, project.settings, project.root))
         with project.store() as store:
             _clean_leftovers(project, store, sandbox)
             base_sha = project.workspace.head_commit()
@@ -117,7 +130,9 @@ def resume(wf_id: int, path: Path, *, reporter: Reporter | None = None) -> Workf
         wf = store.workflow(wf_id)
         if wf.status == "completed":
             return wf
-        sandbox = open_sandbox(project, wf.cli)
+        definition = WorkflowDef.model_validate(wf.definition)
+        settings = project.settings.model_copy(update={"cli": wf.cli})
+        sandbox = open_sandbox(project, clis_in_use(definition, settings, project.root))
         interrupted = _clean_leftovers(project, store, sandbox, wf_id)
         if interrupted and reporter:
             reporter.info(f"Interrupted step(s) {', '.join(interrupted)} will run again.")

@@ -19,8 +19,10 @@ from supervisor import __version__, tasks
 from supervisor.cli.render import (
     RichReporter,
     config_table,
+    doctor_table,
     events_table,
     init_report,
+    metrics_tables,
     pack_report,
     role_detail,
     roles_table,
@@ -227,6 +229,43 @@ def context(
     if show:
         console.print(prompt, markup=False, highlight=False)
     console.print(pack_report(pack))
+
+
+@app.command()
+def doctor(repo: RepoOption = Path()) -> None:
+    """Check Docker, the sandbox image, each CLI and its credentials, Repomix and git."""
+    from supervisor.doctor import run_checks
+
+    project = tasks.open_project(repo)
+    checks = run_checks(project.root, project.settings)
+    console.print(doctor_table(checks))
+    missing = [c for c in checks if c.required and not c.ok]
+    if missing:
+        raise SupervisorError(
+            f"{len(missing)} thing(s) the configured workflow needs are missing: "
+            f"{', '.join(c.name for c in missing)}.",
+            "Apply the fixes in the table above.",
+        )
+
+
+@app.command()
+def metrics(
+    repo: RepoOption = Path(),
+    last: Annotated[
+        str | None, typer.Option(help="Only this recent period, e.g. 30d, 12h.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Success rate, retries, time, tokens and cost per role, and per CLI by task type."""
+    from supervisor import metrics as m
+
+    with tasks.reading(repo) as store:
+        rows = store.invocations(m.since(last))
+    roles, clis = m.by_role(rows), m.cli_by_task(rows)
+    if as_json:
+        sys.stdout.write(json.dumps({"by_role": roles, "cli_by_task_type": clis}, indent=2) + "\n")
+        return
+    console.print(metrics_tables(roles, clis))
 
 
 @app.command()

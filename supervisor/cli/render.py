@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
     from supervisor.config import Settings
     from supervisor.context import Pack
+    from supervisor.doctor import Check
     from supervisor.initialize import InitReport
     from supervisor.roles import ResolvedRole, RoleFile
     from supervisor.state.store import Event, Store, Workflow
@@ -28,6 +29,7 @@ STATUS_STYLE = {
     "succeeded": "green",
     "rejected": "yellow",
     "interrupted": "magenta",
+    "rate_limited": "yellow",
 }
 
 
@@ -86,6 +88,13 @@ def workflow_detail(store: Store, wf_id: int) -> RenderableType:
     )
     if wf.error:
         head.add_row("error", Text(wf.error, style="red"))
+    if wf.status == "rate_limited" and wf.context.get("waiting_until"):
+        from datetime import datetime
+
+        until = datetime.fromtimestamp(float(wf.context["waiting_until"]))
+        head.add_row(
+            "waiting", Text(f"rate limited until {until:%H:%M:%S}; retries then", style="yellow")
+        )
     approval = store.latest_approval(wf_id)
     if wf.status == "awaiting_approval" and approval is not None:
         head.add_row("waiting for", f"approval of '{approval.step}' ({approval.status})")
@@ -234,3 +243,58 @@ def _flat(data: dict[str, object], prefix: str = "") -> dict[str, object]:
         else:
             out[f"{prefix}{key}"] = value
     return out
+
+
+def doctor_table(checks: list[Check]) -> Table:
+    table = Table(title="supervisor doctor", title_justify="left")
+    for column in ("", "check", "found", "fix"):
+        table.add_column(column)
+    for check in checks:
+        mark = (
+            Text("✓", style="green")
+            if check.ok
+            else Text("✗" if check.required else "-", style="red" if check.required else "yellow")
+        )
+        name = check.name + ("" if check.required else " (not needed by this workflow)")
+        table.add_row(mark, name, Text(check.detail), Text(check.hint if not check.ok else ""))
+    return table
+
+
+def metrics_tables(
+    roles: list[dict[str, object]], clis: dict[str, dict[str, dict[str, float]]]
+) -> RenderableType:
+    per_role = Table(title="Per role", title_justify="left")
+    for column in (
+        "role",
+        "runs",
+        "success",
+        "avg retries",
+        "avg time",
+        "tokens in/out",
+        "cost",
+        "errors",
+    ):
+        per_role.add_column(column)
+    for r in roles:
+        per_role.add_row(
+            str(r["role"]),
+            str(r["runs"]),
+            f"{float(r['success_rate']):.0%}",  # type: ignore[arg-type]
+            f"{float(r['avg_retries']):.1f}",
+            f"{float(r['avg_duration_s']):.1f}s",  # type: ignore[arg-type]
+            f"{r['input_tokens']}/{r['output_tokens']}",
+            f"${float(r['cost_usd']):.4f}",  # type: ignore[arg-type]
+            ", ".join(f"{k} x{v}" for k, v in r["errors"].items()) or "-",  # type: ignore[attr-defined]
+        )
+    tasks = sorted({t for by_task in clis.values() for t in by_task})
+    matrix = Table(title="CLI by task type (success rate, runs)", title_justify="left")
+    matrix.add_column("cli")
+    for task in tasks:
+        matrix.add_column(task)
+    for cli, by_task in clis.items():
+        cells = [
+            f"{by_task[t]['success_rate']:.0%} ({int(by_task[t]['runs'])})" if t in by_task else "-"
+            for t in tasks
+        ]
+        matrix.add_row(cli, *cells)
+    return Group(per_role, matrix)

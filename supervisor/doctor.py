@@ -1,0 +1,148 @@
+"""`supervisor doctor`: is everything a task needs here, and if not, what to do about it.
+
+Each check says what it found and, when it failed, the fix. A check is *required* when the
+configured workflow needs it (the CLIs its roles run on); the others are informational.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from supervisor import credentials, process
+from supervisor.config import NODE_BIN, Settings, WorkflowDef, load_workflow
+from supervisor.errors import SupervisorError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+ALL_CLIS = ("claude", "codex", "gemini")
+VERSION = re.compile(r"\d+\.\d+\.\d+")
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    hint: str = ""
+    required: bool = True
+
+
+def clis_in_use(definition: WorkflowDef, settings: Settings, repo: Path | None) -> list[str]:
+    """The CLIs the workflow's roles run on (a role's own `cli:` or the configured default)."""
+    from supervisor.roles import load_role
+
+    used: list[str] = []
+    for step in definition.steps.values():
+        for name in [step.role] if step.role else step.roles or []:
+            cli = load_role(name, repo).cli or settings.cli
+            if cli not in used:
+                used.append(cli)
+    return used
+
+
+def run_checks(repo: Path, settings: Settings) -> list[Check]:
+    checks: list[Check] = []
+    try:
+        needed = clis_in_use(load_workflow(repo, settings), settings, repo)
+        checks.append(Check("workflow", True, f"valid; roles run on {', '.join(needed)}"))
+    except SupervisorError as e:
+        needed = [settings.cli]
+        checks.append(Check("workflow", False, e.message, e.hint))
+    checks.append(_git())
+    checks.append(_repomix())
+    engine, client = _docker()
+    checks.append(engine)
+    versions: dict[str, str | None] = {}
+    if client is not None:
+        image, versions = _image(client, settings.sandbox.image)
+        checks.append(image)
+    for cli in ALL_CLIS:
+        required = cli in needed
+        if client is not None:
+            version = versions.get(cli)
+            checks.append(
+                Check(
+                    f"{cli} CLI (in the image)",
+                    version is not None,
+                    version or "not found in the sandbox image",
+                    "Rebuild the image with scripts/setup.sh.",
+                    required,
+                )
+            )
+        checks.append(_auth(cli, settings, required))
+    return checks
+
+
+def _git() -> Check:
+    try:
+        out = process.run(["git", "--version"]).stdout.strip()
+        return Check("git", True, out)
+    except SupervisorError as e:
+        return Check("git", False, e.message, e.hint)
+
+
+def _repomix() -> Check:
+    try:
+        binary = process.find_program("repomix", [NODE_BIN])
+        out = process.run([binary, "--version"], timeout=60).stdout.strip()
+        return Check("repomix", True, f"{out} ({binary})")
+    except SupervisorError as e:
+        return Check("repomix", False, e.message, e.hint)
+
+
+def _docker() -> tuple[Check, object | None]:
+    from supervisor.sandbox.docker import connect
+
+    try:
+        client = connect()
+        version = client.version().get("Version", "?")
+        return Check("Docker engine", True, f"engine {version}"), client
+    except SupervisorError as e:
+        return Check("Docker engine", False, e.message, e.hint), None
+
+
+def _image(client: object, image: str) -> tuple[Check, dict[str, str | None]]:
+    import docker.errors
+
+    try:
+        found = client.images.get(image)  # type: ignore[attr-defined]
+    except docker.errors.ImageNotFound:
+        return Check(
+            "sandbox image",
+            False,
+            f"{image} is not built",
+            "Run scripts/setup.sh (it builds the image, offline too).",
+        ), {}
+    size = found.attrs.get("Size", 0) / 1e6
+    label = (found.labels or {}).get("supervisor.build-hash", "-")
+    probe = "; ".join(f"echo {c}=$({c} --version 2>/dev/null | tail -n 1)" for c in ALL_CLIS)
+    output = client.containers.run(  # type: ignore[attr-defined]
+        image,
+        ["sh", "-c", probe],
+        remove=True,
+        network_mode="none",
+        user="65534:65534",
+        environment={"HOME": "/tmp"},
+        tmpfs={"/tmp": "rw,exec"},
+        read_only=True,
+    ).decode()
+    versions: dict[str, str | None] = {}
+    for line in output.splitlines():
+        name, _, value = line.partition("=")
+        match = VERSION.search(value)
+        versions[name] = match.group(0) if match else None
+    return Check("sandbox image", True, f"{image} ({size:.0f} MB, build {label})"), versions
+
+
+def _auth(cli: str, settings: Settings, required: bool) -> Check:
+    cli_settings = settings.clis.get(cli)
+    if cli_settings is None:
+        return Check(f"{cli} credentials", False, "no settings", "Add it under `clis:`.", required)
+    try:
+        found = credentials.collect(cli, cli_settings)
+        return Check(f"{cli} credentials", True, found.source, required=required)
+    except SupervisorError as e:
+        return Check(f"{cli} credentials", False, e.message, e.hint, required)
