@@ -97,13 +97,18 @@ step_done "base image $BASE_IMAGE present"
 step_start
 mkdir -p "$CACHE/extra-ca"
 cp "$(command -v node)" "$CACHE/node.new" && mv "$CACHE/node.new" "$CACHE/node"
+# npm too, so that project images (supervisor sandbox build) can install a Node project's packages.
+npm_dir=$(dirname "$(dirname "$(readlink -f "$(command -v npm)")")")
+if [ "$(cat "$CACHE/npm/package.json" 2>/dev/null | sha256sum)" != "$(sha256sum < "$npm_dir/package.json")" ]; then
+  rm -rf "$CACHE/npm" && cp -r "$npm_dir" "$CACHE/npm"
+fi
 rm -f "$CACHE"/extra-ca/*
 if [ -n "${SUPERVISOR_EXTRA_CA_BUNDLE:-}" ]; then
   [ -f "$SUPERVISOR_EXTRA_CA_BUNDLE" ] || die "SUPERVISOR_EXTRA_CA_BUNDLE=$SUPERVISOR_EXTRA_CA_BUNDLE is not a file" \
     "point it at a PEM bundle, or unset it"
   cp "$SUPERVISOR_EXTRA_CA_BUNDLE" "$CACHE/extra-ca/extra.crt"
 fi
-build_hash=$(cat sandbox/Dockerfile .dockerignore package-lock.json "$CACHE/node" "$CACHE"/extra-ca/* \
+build_hash=$(cat sandbox/Dockerfile .dockerignore package-lock.json "$CACHE/node" "$CACHE/npm/package.json" "$CACHE"/extra-ca/* \
   | sha256sum | cut -c1-16)
 current=$(docker image inspect -f '{{ index .Config.Labels "supervisor.build-hash" }}' "$IMAGE" 2>/dev/null || true)
 if [ "$current" != "$build_hash" ]; then

@@ -44,6 +44,7 @@ def run_gate(
     limits: Limits,
     labels: dict[str, str],
     on_output: Callable[[str], None] | None = None,
+    image: str | None = None,
 ) -> GateResult:
     from supervisor.sandbox.docker import RunSpec
 
@@ -51,6 +52,7 @@ def run_gate(
         RunSpec(
             argv=["sh", "-c", command],
             worktree=worktree,
+            image=image,
             network="none",
             timeout=limits.gate_timeout_seconds,
             memory=limits.gate_memory,

@@ -54,7 +54,11 @@ def offered_packs(detection: Detection) -> list[tuple[str, bool]]:
     return [(p, True) for p in suggested] + [(p, False) for p in rest]
 
 
-def initialize(repo: Path, choose: Callable[[str, bool], bool] | None = None) -> InitReport:
+def initialize(
+    repo: Path,
+    choose: Callable[[str, bool], bool] | None = None,
+    base_image: str = "supervisor-sandbox:latest",
+) -> InitReport:
     """Write `.supervisor/`; `choose(pack, suggested)` decides each pack (None: suggestions)."""
     detection = detect(repo)
     packs = [
@@ -89,6 +93,11 @@ def initialize(repo: Path, choose: Callable[[str, bool], bool] | None = None) ->
         manifest[rel] = digest
         report.written.append(rel)
     (state / "templates").mkdir(parents=True, exist_ok=True)
+    if set(detection.stacks) & {"python", "node", "rust", "go"}:
+        from supervisor import project_image
+
+        _, written = project_image.write_dockerfile(repo, detection, base_image)
+        (report.written if written else report.left_alone).append("sandbox/Dockerfile")
     manifest_path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return report
 

@@ -8,6 +8,7 @@ checked first, so a refused start leaves nothing behind.
 from __future__ import annotations
 
 import contextlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -107,6 +108,8 @@ def start_task(
         definition = _with_roles(definition, roles, project)
     with repo_lock(project.state_dir):
         sandbox = open_sandbox(project, clis_in_use(definition, project.settings, project.root))
+        if (project.root / ".supervisor" / "sandbox" / "Dockerfile").is_file():
+            sandbox_build(project.root)  # a broken project image stops the task before it starts
         with project.store() as store:
             _clean_leftovers(project, store, sandbox)
             base_sha = project.workspace.head_commit()
@@ -189,6 +192,118 @@ def context_preview(path: Path, role_name: str, targets: list[str], task: str) -
         targets=targets,
         diff=diff,
     )
+
+
+def sandbox_init(path: Path) -> tuple[Path, bool]:
+    from supervisor import project_image
+    from supervisor.detect import detect
+
+    project = open_project(path)
+    return project_image.write_dockerfile(
+        project.root, detect(project.root), project.settings.sandbox.image
+    )
+
+
+@contextlib.contextmanager
+def head_tree(project: Project) -> Iterator[Path]:
+    """A throwaway worktree of HEAD: what a new task would start from."""
+    tree = project.workspace.add_worktree(f"sandbox-{os.getpid()}", project.workspace.head_commit())
+    try:
+        yield tree
+    finally:
+        project.workspace.remove_worktree(tree)
+
+
+def sandbox_build(
+    path: Path, *, no_cache: bool = False, on_output: Any = None
+) -> tuple[str, float | None]:
+    """Build the project image for HEAD's dependency files; (tag, seconds or None if reused)."""
+    from supervisor import project_image
+    from supervisor.sandbox.docker import connect
+
+    project = open_project(path)
+    client = connect()
+    sandbox = DockerSandbox(
+        project.settings.sandbox.image, project.settings.sandbox.egress_network, client
+    )
+    sandbox.check_image()
+    base = client.images.get(project.settings.sandbox.image)
+    with head_tree(project) as tree:
+        image = project_image.image_for(project.root, tree, base.id)
+        if image is None:
+            raise SandboxError(
+                f"There is no {project_image.DOCKERFILE} in this repository.",
+                "Run `supervisor sandbox init` (or `supervisor init`) to write one.",
+            )
+        if project_image.exists(client, image.tag) and not no_cache:
+            return image.tag, None
+        return image.tag, project_image.build(
+            client, project.root, tree, image, no_cache=no_cache, on_output=on_output
+        )
+
+
+def sandbox_status(path: Path) -> dict[str, Any]:
+    from supervisor import project_image
+    from supervisor.sandbox.docker import connect
+
+    project = open_project(path)
+    client = connect()
+    base = client.images.get(project.settings.sandbox.image)
+    with head_tree(project) as tree:
+        wanted = project_image.image_for(project.root, tree, base.id)
+    images = []
+    for found in project_image.project_images(client, project.root):
+        labels = found.labels or {}
+        images.append(
+            {
+                "tags": found.tags,
+                "created": found.attrs.get("Created", "")[:19],
+                "size_mb": round(found.attrs.get("Size", 0) / 1e6),
+                "files": labels.get("supervisor.dependency-files", ""),
+                "current": wanted is not None and wanted.tag in found.tags,
+            }
+        )
+    return {
+        "base_image": f"{project.settings.sandbox.image} ({base.short_id})",
+        "dockerfile": str(project.root / project_image.DOCKERFILE) if wanted is not None else None,
+        "wanted": wanted.tag if wanted else None,
+        "dependency_files": wanted.files if wanted else [],
+        "images": images,
+    }
+
+
+def sandbox_shell_argv(path: Path, command: list[str] | None) -> list[str]:
+    """`docker run` for an interactive shell in the gate sandbox, on a copy of HEAD."""
+    from supervisor import process
+
+    project = open_project(path)
+    tag, _ = (
+        sandbox_build(path)
+        if (project.root / ".supervisor/sandbox/Dockerfile").is_file()
+        else (project.settings.sandbox.image, None)
+    )
+    return [
+        process.find_program("docker"),
+        "run",
+        "--rm",
+        "-i",
+        *(["-t"] if not command else []),
+        "--network",
+        "none",
+        "--read-only",
+        "--tmpfs",
+        "/tmp:rw,exec",
+        "--user",
+        "65534:65534",
+        "-e",
+        "HOME=/tmp",
+        "-v",
+        f"{project.root}:/workspace:ro",
+        "-w",
+        "/workspace",
+        tag,
+        *(command or ["bash"]),
+    ]
 
 
 @contextlib.contextmanager

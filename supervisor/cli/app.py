@@ -26,6 +26,7 @@ from supervisor.cli.render import (
     pack_report,
     role_detail,
     roles_table,
+    sandbox_report,
     workflow_detail,
     workflows_table,
 )
@@ -229,6 +230,49 @@ def context(
     if show:
         console.print(prompt, markup=False, highlight=False)
     console.print(pack_report(pack))
+
+
+sandbox_app = typer.Typer(help="The project's sandbox image.", no_args_is_help=True)
+app.add_typer(sandbox_app, name="sandbox")
+
+
+@sandbox_app.command("init")
+def sandbox_init(repo: RepoOption = Path()) -> None:
+    """Write .supervisor/sandbox/Dockerfile for the detected stack (never over an edited one)."""
+    path, written = tasks.sandbox_init(repo)
+    console.print(f"{'Wrote' if written else 'Left alone (exists)'}: {path}")
+
+
+@sandbox_app.command("build")
+def sandbox_build(
+    repo: RepoOption = Path(),
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Rebuild every layer.")] = False,
+) -> None:
+    """Build the project image (dependencies installed now, with network)."""
+    tag, seconds = tasks.sandbox_build(
+        repo,
+        no_cache=no_cache,
+        on_output=lambda t: err_console.print(t.rstrip(), style="dim", markup=False),
+    )
+    console.print(f"{tag}: " + ("up to date" if seconds is None else f"built in {seconds:.1f} s"))
+
+
+@sandbox_app.command("status")
+def sandbox_status(repo: RepoOption = Path()) -> None:
+    """Which image gates use, built from what, when, and its size."""
+    console.print(sandbox_report(tasks.sandbox_status(repo)))
+
+
+@sandbox_app.command("shell")
+def sandbox_shell(
+    repo: RepoOption = Path(),
+    command: Annotated[
+        list[str] | None, typer.Argument(help="Run this instead of a shell.")
+    ] = None,
+) -> None:
+    """A shell in the gate sandbox (no network, your checkout read-only) to debug a gate."""
+    argv = tasks.sandbox_shell_argv(repo, command)
+    os.execvp(argv[0], argv)
 
 
 @app.command()

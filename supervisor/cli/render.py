@@ -298,3 +298,23 @@ def metrics_tables(
         ]
         matrix.add_row(cli, *cells)
     return Group(per_role, matrix)
+
+
+def sandbox_report(info: dict[str, object]) -> RenderableType:
+    head = Table.grid(padding=(0, 2))
+    head.add_row("base image", str(info["base_image"]))
+    head.add_row("project Dockerfile", str(info["dockerfile"] or "none (gates use the base image)"))
+    head.add_row("dependency files", ", ".join(info["dependency_files"]) or "-")  # type: ignore[arg-type]
+    head.add_row("image for HEAD", str(info["wanted"] or "-"))
+    images = Table(title="Project images", title_justify="left")
+    for column in ("tag", "built", "size", "from", "current"):
+        images.add_column(column)
+    for image in info["images"]:  # type: ignore[attr-defined]
+        images.add_row(
+            ", ".join(image["tags"]),
+            image["created"],
+            f"{image['size_mb']} MB",
+            image["files"],
+            "✓" if image["current"] else "",
+        )
+    return Group(head, images)

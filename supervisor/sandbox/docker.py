@@ -57,6 +57,8 @@ class RunSpec:
 
     argv: list[str]
     worktree: Path
+    image: str | None = None
+    """A project image built on the base image; None: the base sandbox image."""
     env: dict[str, str] = field(default_factory=dict)
     stdin_text: str = ""
     home_files: dict[str, bytes] = field(default_factory=dict)
@@ -144,7 +146,7 @@ class DockerSandbox:
         started = time.monotonic()
         try:
             container = self.client.containers.create(
-                self.image,
+                spec.image or self.image,
                 command=["sh", "-c", ENTRYPOINT, "sh", *spec.argv],
                 working_dir=WORKSPACE,
                 user=_container_user(),

@@ -468,10 +468,12 @@ class Engine:
                 },
             ),
         )
+        image = self._image_for(wf, name, worktree)
         run = self.sandbox.run(
             RunSpec(
                 argv=invocation.argv,
                 worktree=worktree,
+                image=image,
                 env={**cli_settings.extra_env, **role.env, **invocation.env, **creds.env},
                 stdin_text=prompt,
                 home_files={**invocation.home_files, **creds.home_files},
@@ -787,6 +789,17 @@ class Engine:
         step_id = self.store.start_step(wf.id, name, attempt, None, str(worktree))
         self.reporter.step(wf.id, name, f"gate `{command}` (no network)")
         try:
+            image = self._image_for(wf, name, worktree)
+        except SandboxError as e:
+            self.ws.remove_worktree(worktree)
+            self.store.finish_step(
+                step_id,
+                "failed",
+                error=e.message,
+                event=EventSpec("gate", step=name, status="failed", payload=_err(e)),
+            )
+            return Outcome("failed", escalate=e)
+        try:
             result = run_gate(
                 self.sandbox,
                 name,
@@ -795,6 +808,7 @@ class Engine:
                 self.settings.limits,
                 self._labels(wf.id, name),
                 on_output=self.reporter.output,
+                image=image,
             )
         except CommandTimeoutError as e:
             self.store.finish_step(
@@ -846,6 +860,40 @@ class Engine:
                 )
             ],
         )
+
+    def _image_for(self, wf: Workflow, name: str, worktree: Path) -> str | None:
+        """The project image for this worktree's dependency files, built first if they changed
+        (the build may use the network; the gate that follows never does)."""
+        from supervisor import project_image
+
+        base = self.sandbox.client.images.get(self.sandbox.image)
+        wanted = project_image.image_for(self.repo, worktree, base.id)
+        if wanted is None:
+            return None
+        if not project_image.exists(self.sandbox.client, wanted.tag):
+            files = ", ".join(wanted.files) or "no dependency files"
+            why = (
+                f"the dependency files ({files}) changed since the project image was built"
+                if project_image.project_images(self.sandbox.client, self.repo)
+                else f"no project image yet for {files}"
+            )
+            self.reporter.info(f"{why}: building {wanted.tag} before '{name}' runs")
+            seconds = project_image.build(self.sandbox.client, self.repo, worktree, wanted)
+            self.store.add_event(
+                wf.id,
+                EventSpec(
+                    "sandbox_rebuilt",
+                    step=name,
+                    status="built",
+                    payload={
+                        "image": wanted.tag,
+                        "reason": why,
+                        "files": wanted.files,
+                        "seconds": round(seconds, 1),
+                    },
+                ),
+            )
+        return wanted.tag
 
     def _invocation(
         self,
