@@ -63,8 +63,19 @@ class SandboxSettings(_Model):
     egress_network: str = "supervisor-egress"
 
 
+class TemplateChoice(_Model):
+    """A project's workflow: a template from config/workflow_templates/, adjusted."""
+
+    template: str = "_base"
+    overrides: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    add: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """New steps; each needs `position: after <step>`."""
+    disable: list[str] = Field(default_factory=list)
+
+
 class Settings(_Model):
     cli: str = "claude"
+    workflow: TemplateChoice = Field(default_factory=TemplateChoice)
     retry_policy: str = "default"
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     gates: dict[str, str] = Field(default_factory=dict)
@@ -192,17 +203,24 @@ def _flatten(data: dict[str, Any], prefix: str = "") -> list[str]:
     return keys
 
 
-def workflow_path(repo: Path | None) -> Path:
+def workflow_source(repo: Path | None, settings: Settings) -> str:
     if repo is not None and (repo / ".supervisor" / "workflow.yaml").is_file():
-        return repo / ".supervisor" / "workflow.yaml"
-    return CONFIG_DIR / "workflow.yaml"
+        return str(repo / ".supervisor" / "workflow.yaml")
+    return f"workflow template '{settings.workflow.template}'"
 
 
 def load_workflow(repo: Path | None, settings: Settings) -> WorkflowDef:
-    path = workflow_path(repo)
-    data = _mapping(path)
-    definition: WorkflowDef = validate(WorkflowDef, data.get("workflow"), path)
-    check_workflow(definition, path, repo, settings)
+    """The project's own workflow.yaml, or its chosen template with its adjustments."""
+    from supervisor.workflow import templates
+
+    custom = repo / ".supervisor" / "workflow.yaml" if repo is not None else None
+    source = workflow_source(repo, settings)
+    if custom is not None and custom.is_file():
+        definition: WorkflowDef = validate(WorkflowDef, _mapping(custom).get("workflow"), custom)
+    else:
+        definition = validate(WorkflowDef, templates.build(settings.workflow, repo), source)
+    check_workflow(definition, source, repo, settings)
+    templates.check_graph(definition, source)
     return definition
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from supervisor import credentials
-from supervisor.config import Settings, WorkflowDef, load_settings, load_workflow, workflow_path
+from supervisor.config import Settings, WorkflowDef, load_settings, load_workflow, workflow_source
 from supervisor.doctor import clis_in_use
 from supervisor.errors import (
     ApprovalRequired,
@@ -141,8 +141,8 @@ def resume(wf_id: int, path: Path, *, reporter: Reporter | None = None) -> Workf
             reporter.info(f"Interrupted step(s) {', '.join(interrupted)} will run again.")
         if reporter and _definition_changed(project, wf):
             reporter.info(
-                f"{workflow_path(project.root)} changed since this task started; the task "
-                "keeps the definition it started with."
+                f"The workflow ({workflow_source(project.root, project.settings)}) changed "
+                "since this task started; the task keeps the definition it started with."
             )
         _prepare_resume(store, wf)
         if not project.workspace.branch_exists(wf.task_branch):
