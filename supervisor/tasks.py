@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from supervisor import credentials
+from supervisor import credentials, process
 from supervisor.config import Settings, WorkflowDef, load_settings, load_workflow, workflow_source
 from supervisor.doctor import clis_in_use
 from supervisor.errors import (
@@ -163,6 +163,54 @@ def decide(wf_id: int, path: Path, *, approve: bool, reason: str | None = None) 
             )
         store.decide_approval(approval.id, "approved" if approve else "rejected", reason)
         return store.workflow(wf_id)
+
+
+@dataclass
+class CompletionPreview:
+    workflow: Workflow
+    base_branch: str
+    commits: list[str]
+    diffstat: str
+
+
+def completion_preview(wf_id: int, path: Path) -> CompletionPreview:
+    project = open_project(path)
+    with project.store() as store:
+        wf = store.workflow(wf_id)
+    if wf.status != "completed":
+        raise StateError(
+            f"Workflow {wf_id} is {wf.status}, not completed; its branch {wf.task_branch} is kept "
+            "as it is.",
+            f"Finish it first (`supervisor resume {wf_id}`), or merge the branch by hand.",
+        )
+    if not wf.base_branch:
+        raise StateError(
+            f"Workflow {wf_id} started from a detached HEAD, so there is no branch to merge into.",
+            f"Merge {wf.task_branch} by hand.",
+        )
+    ws = project.workspace
+    base_tip = ws.branch_tip(wf.base_branch)
+    tip = ws.branch_tip(wf.task_branch)
+    stat = process.run(["git", "-C", str(project.root), "diff", "--stat", base_tip, tip]).stdout
+    return CompletionPreview(wf, wf.base_branch, ws.log(base_tip, tip), stat)
+
+
+def complete_task(wf_id: int, path: Path) -> str:
+    """Merge a completed task's branch into the branch it started from; the new tip."""
+    preview = completion_preview(wf_id, path)
+    project = open_project(path)
+    with repo_lock(project.state_dir), project.store() as store:
+        wf = preview.workflow
+        new = project.workspace.merge_into(
+            preview.base_branch, wf.task_branch, f"Merge {wf.task_branch}: {wf.description[:60]}"
+        )
+        store.add_event(
+            wf.id,
+            EventSpec(
+                "task_merged", status="merged", payload={"into": preview.base_branch, "sha": new}
+            ),
+        )
+    return new
 
 
 def workflows(path: Path) -> list[Workflow]:

@@ -99,6 +99,51 @@ class Workspace:
             return text[:max_bytes] + f"\n[... diff truncated at {max_bytes} bytes ...]\n"
         return text
 
+    def log(self, base: str, head: str, limit: int = 50) -> list[str]:
+        out = _git(self.repo, "log", "--oneline", f"-{limit}", f"{base}..{head}").stdout
+        return out.splitlines()
+
+    def is_clean(self) -> bool:
+        return _git(self.repo, "status", "--porcelain", "--untracked-files=no").stdout == ""
+
+    def merge_into(self, base_branch: str, branch: str, message: str) -> str:
+        """Merge `branch` into `base_branch` and return the new tip; conflicts change nothing.
+
+        The merge is made in a throwaway worktree; the base branch then moves by fast-forward,
+        through the user's own checkout (`merge --ff-only`) when it is checked out there."""
+        base_tip = self.branch_tip(base_branch)
+        tip = self.branch_tip(branch)
+        if self.is_ancestor(tip, base_tip):
+            return base_tip  # already merged
+        checked_out = self.current_branch() == base_branch
+        if checked_out and not self.is_clean():
+            raise GitError(
+                f"{base_branch} is checked out with uncommitted changes; merging now would mix "
+                "them with the task's.",
+                "Commit or stash your changes, then run complete-task again.",
+            )
+        new = tip
+        if not self.is_ancestor(base_tip, tip):
+            tree = self.add_worktree(f"merge-{branch.replace('/', '-')}", base_tip)
+            try:
+                result = _git(tree, *IDENTITY, "merge", "--no-ff", "-m", message, tip, check=False)
+                if result.returncode != 0:
+                    conflicts = _git(tree, "diff", "--name-only", "--diff-filter=U", check=False)
+                    _git(tree, "merge", "--abort", check=False)
+                    raise GitError(
+                        f"Merging {branch} into {base_branch} conflicts in: "
+                        f"{', '.join(conflicts.stdout.split()) or result.stdout.strip()[-300:]}.",
+                        f"Merge by hand (git merge {branch}); the task branch is kept as it is.",
+                    )
+                new = _git(tree, "rev-parse", "HEAD").stdout.strip()
+            finally:
+                self.remove_worktree(tree)
+        if checked_out:
+            _git(self.repo, "merge", "--ff-only", new)
+        else:
+            self.set_ref(f"refs/heads/{base_branch}", new, base_tip)
+        return new
+
     def working_diff(self, max_bytes: int = 200_000) -> str:
         """The user's uncommitted changes against HEAD (read-only)."""
         text = _git(self.repo, "diff", "--no-color", "HEAD").stdout

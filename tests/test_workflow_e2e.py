@@ -290,3 +290,67 @@ def test_a_supervisor_killed_during_implement_resumes_without_rerunning_complete
         assert ("implement", "interrupted") in statuses
         assert [n for n, _ in statuses].count("plan") == 1
     assert leftovers(repo) == ([], [])
+
+
+def test_complete_task_merges_a_finished_task_into_its_base_branch(
+    tmp_path: Path, serve: Any
+) -> None:
+    server = serve(planner(), implementer(GOOD_CALC), reviewer())
+    repo = new_repo(tmp_path, server.url)
+    wf = tasks.start_task(TASK, repo)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "supervisor",
+            "complete-task",
+            str(wf.id),
+            "--yes",
+            "--repo",
+            str(repo),
+        ],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "1 commit(s)" in result.stdout and "calc.py" in result.stdout  # the preview
+    assert (repo / "calc.py").read_text() == GOOD_CALC  # main, checked out, fast-forwarded
+    assert Workspace(repo).branch_exists(wf.task_branch)
+
+
+def test_complete_task_refuses_an_unfinished_task_and_keeps_its_branch(
+    tmp_path: Path, serve: Any
+) -> None:
+    server = serve(planner(), {**implementer(BAD_CALC), "repeat": True}, reviewer())
+    repo = new_repo(tmp_path, server.url)
+    write_workflow(
+        repo,
+        "workflow:\n  initial_step: implement\n  steps:\n"
+        "    implement: {role: implementer, next: test, max_retries: 0}\n"
+        "    test: {gate: test, next: commit, on_fail: implement}\n"
+        "    commit: {action: commit}\n",
+    )
+    with pytest.raises(StepFailedError):
+        tasks.start_task(TASK, repo)
+    wf = tasks.workflows(repo)[0]
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "supervisor",
+            "complete-task",
+            str(wf.id),
+            "--yes",
+            "--repo",
+            str(repo),
+        ],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "is failed, not completed" in " ".join(result.stderr.split())
+    assert Workspace(repo).branch_exists(wf.task_branch)

@@ -170,3 +170,52 @@ def test_a_ref_moved_meanwhile_is_not_overwritten(repo: Path) -> None:
         ws.set_ref("refs/supervisor/wf1/candidate", head, "")  # expected absent, but present
     ws.delete_ref("refs/supervisor/wf1/candidate")
     assert "refs/supervisor" not in git(repo, "show-ref")
+
+
+def _commit_file(repo: Path, ws: Workspace, branch: str, name: str, text: str) -> str:
+    tree = ws.add_worktree(f"edit-{name}", ws.branch_tip(branch))
+    (tree / name).write_text(text)
+    sha = ws.snapshot(tree, f"edit {name}")
+    ws.remove_worktree(tree)
+    assert sha is not None
+    ws.set_ref(f"refs/heads/{branch}", sha, None)
+    return sha
+
+
+def test_merging_a_task_branch_into_a_branch_that_is_not_checked_out(repo: Path) -> None:
+    ws = Workspace(repo)
+    git(repo, "branch", "release")
+    branch, _ = ws.create_task_branch(1, "feature")
+    _commit_file(repo, ws, "release", "other.py", "o = 1\n")  # release moved on meanwhile
+    task_tip = _commit_file(repo, ws, branch, "feature.py", "f = 1\n")
+    new = ws.merge_into("release", branch, "Merge feature")
+    assert ws.branch_tip("release") == new
+    assert ws.is_ancestor(task_tip, new)
+    assert git(repo, "show", f"{new}:feature.py") == "f = 1\n"
+    assert ws.current_branch() == "main"
+    assert list(ws.worktrees_dir.iterdir()) == []
+
+
+def test_a_conflicting_merge_changes_nothing_and_names_the_files(repo: Path) -> None:
+    ws = Workspace(repo)
+    git(repo, "branch", "release")
+    branch, _ = ws.create_task_branch(1, "feature")
+    _commit_file(repo, ws, "release", "app.py", "print('release')\n")
+    _commit_file(repo, ws, branch, "app.py", "print('task')\n")
+    before = ws.branch_tip("release")
+    with pytest.raises(GitError, match=r"conflicts in: app\.py"):
+        ws.merge_into("release", branch, "Merge feature")
+    assert ws.branch_tip("release") == before
+    assert ws.branch_exists(branch)  # the task's work is kept
+
+
+def test_merging_into_the_checked_out_branch_refuses_a_dirty_checkout(repo: Path) -> None:
+    ws = Workspace(repo)
+    branch, _ = ws.create_task_branch(1, "feature")
+    _commit_file(repo, ws, branch, "feature.py", "f = 1\n")
+    (repo / "app.py").write_text("local edit\n")
+    with pytest.raises(GitError, match="uncommitted changes"):
+        ws.merge_into("main", branch, "Merge")
+    git(repo, "checkout", "--", "app.py")
+    new = ws.merge_into("main", branch, "Merge")
+    assert ws.head_commit() == new and (repo / "feature.py").read_text() == "f = 1\n"

@@ -95,6 +95,32 @@ def start_task(
     _finished(wf)
 
 
+@app.command("complete-task")
+def complete_task(
+    workflow_id: Annotated[int, typer.Argument(help="The workflow id.")],
+    repo: RepoOption = Path(),
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Merge without confirming.")] = False,
+) -> None:
+    """Merge a completed task's branch into the branch it started from, after a preview."""
+    preview = tasks.completion_preview(workflow_id, repo)
+    console.print(
+        f"Merge [bold]{preview.workflow.task_branch}[/bold] into "
+        f"[bold]{preview.base_branch}[/bold]: {len(preview.commits)} commit(s)"
+    )
+    for line in preview.commits:
+        console.print(f"  {line}", highlight=False, markup=False)
+    console.print(preview.diffstat, highlight=False, markup=False)
+    if not yes:
+        if not sys.stdin.isatty():
+            raise SupervisorError(
+                "complete-task needs confirmation, and there is no terminal.",
+                "Pass --yes to merge without confirming.",
+            )
+        typer.confirm("Merge?", abort=True)
+    new = tasks.complete_task(workflow_id, repo)
+    console.print(f"[green]✓[/green] {preview.base_branch} now at {new[:12]}")
+
+
 @app.command()
 def resume(
     workflow_id: Annotated[int, typer.Argument(help="The workflow id.")],
