@@ -127,6 +127,25 @@ def start_task(
             return _drive(project, store, sandbox, wf.id, reporter)
 
 
+def start_preview(
+    description: str, path: Path, *, cli: str | None = None, roles: dict[str, str] | None = None
+) -> str:
+    """What start-task would create, for a person to confirm; creates nothing."""
+    project = open_project(path, {"cli": cli} if cli else None)
+    definition = load_workflow(project.root, project.settings)
+    if roles:
+        definition = _with_roles(definition, roles, project)
+    ws = project.workspace
+    steps = " → ".join(definition.steps)
+    return (
+        f"  branch    ai/<id>-{ws.slugify(description)}\n"
+        f"  from      {ws.current_branch() or 'detached HEAD'} at {ws.head_commit()[:12]} "
+        "(your checkout and uncommitted changes are not touched)\n"
+        f"  workflow  {workflow_source(project.root, project.settings)}: {steps}\n"
+        f"  CLIs      {', '.join(clis_in_use(definition, project.settings, project.root))}"
+    )
+
+
 def resume(wf_id: int, path: Path, *, reporter: Reporter | None = None) -> Workflow:
     project = open_project(path)
     with repo_lock(project.state_dir), project.store() as store:

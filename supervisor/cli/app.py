@@ -88,7 +88,9 @@ def start_task(
                 "start-task needs confirmation, and there is no terminal to ask.",
                 "Pass --yes to start without confirming.",
             )
-        typer.confirm(f"Start a task in {repo.resolve()} on a new branch from HEAD?", abort=True)
+        preview = tasks.start_preview(description, repo, cli=cli, roles=overrides)
+        console.print(f"Dry run, nothing created yet:\n{preview}", highlight=False, markup=False)
+        typer.confirm("Start?", abort=True)
     wf = tasks.start_task(
         description, repo, cli=cli, roles=overrides, reporter=RichReporter(err_console)
     )
