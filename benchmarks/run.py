@@ -10,6 +10,7 @@ add`), and one whole worker step with the real `claude` binary against the scrip
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import statistics
 import sys
@@ -179,6 +180,57 @@ def main() -> None:
         ]
         sandbox.close()
         store.close()
+
+        # `status` on a long event log: 100,000 events in one workflow's history.
+        from sqlalchemy import insert
+
+        from supervisor.cli.render import workflow_detail
+        from supervisor.state import schema
+        from supervisor.state.store import now
+
+        big_store = Store(base / "events.db")
+        wf_big = big_store.create_workflow(
+            description="long",
+            cli="claude",
+            base_branch="main",
+            base_sha=head,
+            branch_for_id=lambda i: f"ai/{i}-long",
+            definition={},
+            first_step="implement",
+        )
+        with big_store.engine.begin() as conn:
+            conn.execute(
+                insert(schema.events),
+                [
+                    {
+                        "workflow_id": wf_big.id,
+                        "step": "implement",
+                        "type": "note",
+                        "role": None,
+                        "status": None,
+                        "payload": {"i": i},
+                        "input_tokens": 10,
+                        "output_tokens": 1,
+                        "cost_usd": 0.001,
+                        "timestamp": now(),
+                    }
+                    for i in range(100_000)
+                ],
+            )
+        quiet = Console(file=io.StringIO(), width=120)
+
+        def status_once() -> None:
+            with Store(base / "events.db") as st:
+                quiet.print(workflow_detail(st, wf_big.id))
+
+        rows.append(
+            (
+                "`status <id>` with a 100,000-event log (open, query, render)",
+                timed(status_once, args.repeat),
+                "target ≤ 0.2 s",
+            )
+        )
+        big_store.close()
 
     table = Table(title=f"supervisor step overhead (median of {args.repeat})")
     table.add_column("measure")
