@@ -105,7 +105,9 @@ def test_the_whole_workflow_with_each_cli(tmp_path: Path, serve: Any, cli: str) 
     with tasks.reading(repo) as store:
         rows = store.invocations()
     assert {r["cli"] for r in rows} == {cli}
-    assert all(r["success"] for r in rows) and len(rows) == 3
+    with tasks.reading(repo) as store:
+        failures = [e.payload for e in store.events(wf.id) if e.type == "worker_failed"]
+    assert all(r["success"] for r in rows) and len(rows) == 3, failures
     assert all(r["input_tokens"] > 0 for r in rows)
 
 
