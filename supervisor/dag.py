@@ -1,0 +1,161 @@
+"""The Feature → Phase → Component work graph, as a networkx DAG.
+
+A validated plan becomes components with explicit `depends_on` edges, plus the implicit phase
+sequencing: every component of phase N+1 waits for every component of phase N. A cycle is an error
+that names it. Ready components are offered by priority (more dependents first, then plan order)
+and batched so that no two components running at once touch the same file. Statuses roll up from
+components to phases to the feature.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import networkx as nx
+
+from supervisor.errors import ConfigError
+
+if TYPE_CHECKING:
+    from supervisor.schemas import PlanOutput
+
+ACTIVE = {"implementing", "testing", "review", "running"}
+
+
+@dataclass
+class Component:
+    id: str
+    phase: str
+    description: str
+    files: list[str]
+    depends_on: list[str]
+    order: int
+    status: str = "pending"
+
+
+@dataclass
+class WorkGraph:
+    phases: list[str]
+    components: dict[str, Component]
+    graph: nx.DiGraph = field(default_factory=nx.DiGraph)
+
+    @classmethod
+    def from_plan(cls, plan: PlanOutput) -> WorkGraph:
+        components: dict[str, Component] = {}
+        phases: list[str] = []
+        for phase in plan.phases:
+            phases.append(phase.id)
+            for c in phase.components:
+                if c.id in components:
+                    raise ConfigError(
+                        f"The plan names component '{c.id}' twice.",
+                        "Component ids must be unique across phases; ask for a new plan.",
+                    )
+                components[c.id] = Component(
+                    c.id,
+                    phase.id,
+                    c.description,
+                    list(c.files),
+                    list(c.depends_on),
+                    len(components),
+                )
+        for dep in plan.dependencies:
+            if dep.source in components and dep.target not in components[dep.source].depends_on:
+                components[dep.source].depends_on.append(dep.target)
+        work = cls(phases, components)
+        work._build()
+        return work
+
+    def _build(self) -> None:
+        g = self.graph
+        for comp in self.components.values():
+            g.add_node(comp.id)
+        for comp in self.components.values():
+            for dep in comp.depends_on:
+                if dep not in self.components:
+                    raise ConfigError(
+                        f"Component '{comp.id}' depends on '{dep}', which the plan does not "
+                        "define.",
+                        "Fix the plan's depends_on (or ask the planner again).",
+                    )
+                g.add_edge(dep, comp.id, kind="explicit")
+        for earlier, later in zip(self.phases, self.phases[1:], strict=False):
+            for a in self.in_phase(earlier):
+                for b in self.in_phase(later):
+                    if not g.has_edge(a.id, b.id):
+                        g.add_edge(a.id, b.id, kind="phase")
+        try:
+            cycle = nx.find_cycle(g)
+        except nx.NetworkXNoCycle:
+            return
+        path = [edge[0] for edge in cycle] + [cycle[0][0]]
+        raise ConfigError(
+            f"The plan's dependencies form a cycle: {' → '.join(path)}.",
+            "Remove one of those depends_on entries (a component cannot wait for itself).",
+        )
+
+    def in_phase(self, phase: str) -> list[Component]:
+        return [c for c in self.components.values() if c.phase == phase]
+
+    def ready(self) -> list[Component]:
+        """Pending components whose every predecessor is complete, by priority."""
+        found = [
+            c
+            for c in self.components.values()
+            if c.status == "pending"
+            and all(self.components[p].status == "complete" for p in self.graph.predecessors(c.id))
+        ]
+        return sorted(found, key=lambda c: (-len(nx.descendants(self.graph, c.id)), c.order))
+
+    def batch(self, limit: int) -> list[Component]:
+        """Up to `limit` ready components that share no file with each other or a running one."""
+        busy = {f for c in self.components.values() if c.status in ACTIVE for f in c.files}
+        chosen: list[Component] = []
+        for comp in self.ready():
+            if len(chosen) + sum(c.status in ACTIVE for c in self.components.values()) >= limit:
+                break
+            if busy & set(comp.files):
+                continue
+            chosen.append(comp)
+            busy |= set(comp.files)
+        return chosen
+
+    def merge_order(self) -> list[str]:
+        """Dependency order (ties by plan order): the order finished components are merged in."""
+        return list(
+            nx.lexicographical_topological_sort(self.graph, key=lambda n: self.components[n].order)
+        )
+
+    def phase_status(self, phase: str) -> str:
+        return rollup([c.status for c in self.in_phase(phase)])
+
+    def feature_status(self) -> str:
+        return rollup([self.phase_status(p) for p in self.phases])
+
+
+def rollup(statuses: list[str]) -> str:
+    if statuses and all(s == "complete" for s in statuses):
+        return "complete"
+    if any(s == "failed" for s in statuses):
+        return "failed"
+    if any(s in ACTIVE or s in ("in_progress", "complete") for s in statuses):
+        return "in_progress"
+    return "pending"
+
+
+def suggest_dependencies(
+    work: WorkGraph, imports_of: dict[str, list[str]]
+) -> list[tuple[str, str, str]]:
+    """(component, should depend on, why) for imports between components that the plan does not
+    already order; `imports_of` maps a file to the repository files it imports."""
+    owner = {f: c.id for c in work.components.values() for f in c.files}
+    found: dict[tuple[str, str], str] = {}
+    for comp in work.components.values():
+        for path in comp.files:
+            for imported in imports_of.get(path, []):
+                other = owner.get(imported)
+                if other is None or other == comp.id or (comp.id, other) in found:
+                    continue
+                if not nx.has_path(work.graph, other, comp.id):
+                    found[(comp.id, other)] = f"{path} imports {imported}"
+    return [(a, b, why) for (a, b), why in found.items()]
