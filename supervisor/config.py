@@ -136,10 +136,9 @@ def validate(model: type[_Model], data: Any, source: Path | str) -> Any:
     try:
         return model.model_validate(data if data is not None else {})
     except ValidationError as e:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '(top level)'}: {err['msg']}"
-            for err in e.errors()
-        )
+        from supervisor.parsing import describe_validation_error
+
+        problems = describe_validation_error(e)
         raise ConfigError(
             f"{source} is not a valid {model.__name__.lower()} definition: {problems}.",
             "Fix or remove the keys named above; unknown keys are errors, not ignored.",

@@ -61,14 +61,19 @@ def parse_worker_output(text: str, schema: type[M]) -> M:
     try:
         return schema.model_validate(data)
     except ValidationError as e:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}"
-            for err in e.errors()
-        )
+        problems = describe_validation_error(e)
         raise ParsingError(
             f"The JSON block does not match the {schema.__name__} schema: {problems}",
             "The worker's JSON broke the schema; the step is retried with the errors as feedback.",
         ) from e
+
+
+def describe_validation_error(error: ValidationError) -> str:
+    """pydantic's errors as `field.path: message; ...`, for people and for feedback prompts."""
+    return "; ".join(
+        f"{'.'.join(str(p) for p in err['loc']) or '(top level)'}: {err['msg']}"
+        for err in error.errors()
+    )
 
 
 def _loads_object(text: str) -> dict[str, Any] | None:

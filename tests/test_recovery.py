@@ -57,6 +57,7 @@ def test_exceptions_are_classified() -> None:
         ("API Error: 429 rate_limit_error", None, "rate_limit"),
         ("RESOURCE_EXHAUSTED", None, "rate_limit"),
         ("We're currently experiencing high demand", None, "api"),
+        ("stream disconnected before completion: error sending request", None, "api"),
         ("boom", 500, "api"),
         ("segfault", None, "cli"),
     ],

@@ -23,10 +23,9 @@ from e2e_support import (
 from supervisor import tasks
 from supervisor.demo import fenced
 from supervisor.errors import StepFailedError
-from supervisor.fakeapi import ScriptedModelServer, load_script
+from supervisor.fakeapi import ScriptedModelServer
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
     from pathlib import Path
 
 pytestmark = pytest.mark.docker
@@ -34,25 +33,8 @@ TASK = "Implement add and multiply"
 
 
 @pytest.fixture(autouse=True)
-def real_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def real_parts(api_keys: None) -> None:
     require_sandbox()
-    monkeypatch.setenv("SUPERVISOR_USER_DIR", str(tmp_path / "user"))
-    for key in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY"):
-        monkeypatch.setenv(key, "test-key")
-
-
-@pytest.fixture
-def serve() -> Iterator[Any]:
-    servers: list[ScriptedModelServer] = []
-
-    def start(*conversations: dict[str, Any]) -> ScriptedModelServer:
-        server = ScriptedModelServer(load_script({"conversations": list(conversations)}))
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.close()
 
 
 def repo_for(tmp_path: Path, server: ScriptedModelServer, extra: str = "") -> Path:

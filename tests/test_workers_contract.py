@@ -23,12 +23,11 @@ from e2e_support import (
 from supervisor import tasks
 from supervisor.demo import fenced, implementation
 from supervisor.errors import CredentialsError
-from supervisor.fakeapi import ScriptedModelServer, load_script
+from supervisor.fakeapi import ScriptedModelServer
 from supervisor.sandbox.docker import DockerSandbox, RunSpec
 from supervisor.workers.base import adapter_for
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
     from pathlib import Path
 
 pytestmark = pytest.mark.docker
@@ -41,32 +40,11 @@ SHORT_WORKFLOW = (
     "    review: {role: reviewer, next: commit, on_reject: implement, max_retries: 1}\n"
     "    commit: {action: commit}\n"
 )
-TIMINGS: dict[str, float] = {}
 
 
 @pytest.fixture(autouse=True)
-def real_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def real_parts(api_keys: None) -> None:
     require_sandbox()
-    monkeypatch.setenv("SUPERVISOR_USER_DIR", str(tmp_path / "user"))
-    for key in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY"):
-        monkeypatch.setenv(key, "test-key")
-    started = time.monotonic()
-    yield
-    TIMINGS[str(tmp_path.name)] = time.monotonic() - started
-
-
-@pytest.fixture
-def serve() -> Iterator[Any]:
-    servers: list[ScriptedModelServer] = []
-
-    def start(*conversations: dict[str, Any]) -> ScriptedModelServer:
-        server = ScriptedModelServer(load_script({"conversations": list(conversations)}))
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.close()
 
 
 def repo_for(tmp_path: Path, server: ScriptedModelServer, extra: str = "") -> Path:
@@ -150,9 +128,10 @@ def test_an_api_error_is_a_non_zero_exit_the_adapter_classifies(
     finally:
         sandbox.close()
     result = adapter.parse_output(run.stdout, run.stderr, run.exit_code)
-    assert run.exit_code != 0
-    assert not result.ok
-    assert result.error_kind == "api", result.error
+    seen = f"exit {run.exit_code}; stdout: {run.stdout[-800:]}; stderr: {run.stderr[-800:]}"
+    assert run.exit_code != 0, seen
+    assert not result.ok, seen
+    assert result.error_kind == "api", f"{result.error} / {seen}"
 
 
 @pytest.mark.parametrize("cli", CLIS)

@@ -24,11 +24,10 @@ from e2e_support import (
 
 from supervisor import tasks
 from supervisor.errors import ApprovalRequired, StepFailedError
-from supervisor.fakeapi import ScriptedModelServer, load_script
+from supervisor.fakeapi import ScriptedModelServer
 from supervisor.workspace import Workspace
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
     from pathlib import Path
 
 pytestmark = pytest.mark.docker
@@ -37,25 +36,8 @@ TASK = "Implement add and multiply"
 
 
 @pytest.fixture(autouse=True)
-def real_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def real_parts(api_keys: None) -> None:
     require_sandbox()
-    monkeypatch.setenv("SUPERVISOR_USER_DIR", str(tmp_path / "user"))
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
-
-
-@pytest.fixture
-def serve() -> Iterator[Any]:
-    servers: list[ScriptedModelServer] = []
-
-    def start(*conversations: dict[str, Any]) -> ScriptedModelServer:
-        server = ScriptedModelServer(load_script({"conversations": list(conversations)}))
-        server.__enter__()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.close()
 
 
 def prompts(server: ScriptedModelServer, marker: str) -> list[str]:

@@ -183,6 +183,9 @@ def _handler_for(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
             self.send_header("content-type", "application/json")
             self.send_header("content-length", str(len(data)))
             self.send_header("request-id", "req_scripted")
+            # One request per connection: no keep-alive races between a CLI's pool and the relay.
+            self.send_header("connection", "close")
+            self.close_connection = True
             for name, value in (headers or {}).items():
                 self.send_header(name, value)
             self.end_headers()

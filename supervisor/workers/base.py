@@ -119,6 +119,11 @@ def classify_message(text: str, status: int | None = None) -> str:
             "high demand",
             "overloaded",
             "timed out",
+            "stream disconnected",
+            "error sending request",
+            "econnreset",
+            "socket hang up",
+            "fetch failed",
         )
     ):
         return "api"

@@ -13,7 +13,7 @@ import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from supervisor import credentials, prompts, recovery
 from supervisor.config import Settings, StepDef, WorkflowDef
@@ -162,21 +162,7 @@ class Engine:
         ctx.update(outcome.context)
         events = list(outcome.events)
         if outcome.escalate is not None:
-            error = outcome.escalate
-            events.append(
-                EventSpec("workflow_failed", step=name, status="failed", payload=_err(error))
-            )
-            self.store.advance(
-                wf.id,
-                step=name,
-                next_step=name,
-                context=ctx,
-                status="failed",
-                checkpoint_status="failed",
-                events=events,
-                error=_message(error),
-            )
-            raise error
+            self._fail(wf, name, ctx, events, outcome.escalate)
         breaker = ctx.setdefault("breaker", {})
         if outcome.result != "passed":
             breaker[name] = breaker.get(name, 0) + 1
@@ -235,20 +221,7 @@ class Engine:
                 f"(see `supervisor events {wf.id}`), then `supervisor resume {wf.id}` tries "
                 "again.",
             )
-            events.append(
-                EventSpec("workflow_failed", step=target, status="failed", payload=_err(error))
-            )
-            self.store.advance(
-                wf.id,
-                step=name,
-                next_step=target,
-                context=ctx,
-                status="failed",
-                checkpoint_status=outcome.result,
-                events=events,
-                error=error.message,
-            )
-            raise error
+            self._fail(wf, name, ctx, events, error, resume_at=target)
         events.append(
             EventSpec(
                 "retry",
@@ -273,12 +246,15 @@ class Engine:
         ctx: dict[str, Any],
         events: list[EventSpec],
         error: SupervisorError,
-    ) -> None:
-        events.append(EventSpec("workflow_failed", step=name, status="failed", payload=_err(error)))
+        resume_at: str | None = None,
+    ) -> NoReturn:
+        """Record the failure (a later `resume` starts again at `resume_at`) and raise it."""
+        at = resume_at or name
+        events.append(EventSpec("workflow_failed", step=at, status="failed", payload=_err(error)))
         self.store.advance(
             wf.id,
             step=name,
-            next_step=name,
+            next_step=at,
             context=ctx,
             status="failed",
             checkpoint_status="failed",
