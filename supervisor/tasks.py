@@ -232,6 +232,37 @@ def complete_task(wf_id: int, path: Path) -> str:
     return new
 
 
+def analyze_deps(wf_id: int, path: Path) -> list[tuple[str, str, str]]:
+    """Dependencies between the plan's components suggested by their files' imports on the task
+    branch, that the plan does not already order. For a person to confirm; changes nothing."""
+    from supervisor.dag import WorkGraph, suggest_dependencies
+    from supervisor.imports import resolve_imports
+    from supervisor.schemas import PlanOutput
+
+    project = open_project(path)
+    with project.store() as store:
+        wf = store.workflow(wf_id)
+    if not wf.context.get("plan"):
+        raise StateError(
+            f"Workflow {wf_id} has no plan yet.",
+            f"Run it past its planning step (`supervisor resume {wf_id}`), then analyze.",
+        )
+    work = WorkGraph.from_plan(PlanOutput.model_validate(wf.context["plan"]))
+    ws = project.workspace
+    tree = ws.add_worktree(f"analyze-{wf_id}-{os.getpid()}", ws.branch_tip(wf.task_branch))
+    try:
+        files = set(process.run(["git", "-C", str(tree), "ls-files"]).stdout.split())
+        imports = {
+            f: resolve_imports(tree, f, files)
+            for c in work.components.values()
+            for f in c.files
+            if f in files
+        }
+    finally:
+        ws.remove_worktree(tree)
+    return suggest_dependencies(work, imports)
+
+
 def workflows(path: Path) -> list[Workflow]:
     project = open_project(path)
     if not (project.state_dir / "state.db").exists():

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from supervisor.dag import WorkGraph, rollup, suggest_dependencies
 from supervisor.errors import ConfigError
 from supervisor.schemas import PlanOutput
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def plan(
@@ -178,3 +181,60 @@ def test_imports_between_unordered_components_are_suggested_as_dependencies() ->
         ("api", "models", "app/api.py imports app/models.py"),
         ("api", "db", "app/api.py imports app/db.py"),
     ]  # db → models is declared already, so not suggested
+
+
+def test_analyze_deps_reads_the_imports_on_the_task_branch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import subprocess
+
+    from supervisor import tasks
+    from supervisor.state.store import Store
+    from supervisor.workspace import Workspace
+
+    monkeypatch.setenv("SUPERVISOR_USER_DIR", str(tmp_path / "user"))
+    repo = tmp_path / "repo"
+    (repo / "app").mkdir(parents=True)
+    (repo / "app" / "__init__.py").write_text("")
+    (repo / "app" / "models.py").write_text("class User: ...\n")
+    (repo / "app" / "api.py").write_text("from app.models import User\n")
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True)
+    subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "i"],
+        check=True,
+    )
+    ws = Workspace(repo)
+    the_plan = plan(
+        [
+            {
+                "id": "p",
+                "description": "x",
+                "components": [
+                    comp("models", ["app/models.py"]),
+                    comp("api", ["app/api.py"]),
+                ],
+            }
+        ]
+    )
+    with Store(repo / ".supervisor" / "state.db") as store:
+        wf = store.create_workflow(
+            description="d",
+            cli="claude",
+            base_branch="master",
+            base_sha=ws.head_commit(),
+            branch_for_id=lambda i: f"ai/{i}-d",
+            definition={},
+            first_step="implement",
+        )
+        store.update_workflow(
+            wf.id,
+            status="running",
+            current_step="implement",
+            context={"plan": the_plan.model_dump()},
+        )
+    ws.create_task_branch(wf.id, "d")
+    assert tasks.analyze_deps(wf.id, repo) == [
+        ("api", "models", "app/api.py imports app/models.py")
+    ]
+    assert list(ws.worktrees_dir.iterdir()) == []

@@ -303,6 +303,21 @@ def sandbox_shell(
     os.execvp(argv[0], argv)
 
 
+@app.command("analyze-deps")
+def analyze_deps(
+    workflow_id: Annotated[int, typer.Argument(help="The workflow id.")],
+    repo: RepoOption = Path(),
+) -> None:
+    """Suggest dependencies between the plan's components from their files' imports."""
+    found = tasks.analyze_deps(workflow_id, repo)
+    if not found:
+        console.print("No undeclared dependencies: the plan already orders every import.")
+        return
+    console.print("Suggested dependencies (not applied; add them to the plan's depends_on):")
+    for component, dependency, why in found:
+        console.print(f"  {component} → depends on {dependency}   ({why})", highlight=False)
+
+
 @app.command()
 def doctor(repo: RepoOption = Path()) -> None:
     """Check Docker, the sandbox image, each CLI and its credentials, Repomix and git."""
