@@ -73,12 +73,19 @@ def compose(
     plan: str,
     targets: list[str],
     diff: str,
+    run_id: str = "dry-run",
 ) -> tuple[str, Pack]:
     """The role's prompt with its context pack; the pack gets what the bare prompt leaves over."""
     from supervisor import tokens
     from supervisor.context import build_pack
 
-    variables: dict[str, Any] = {"role": role, "task": task, "feedback": feedback, "plan": plan}
+    variables: dict[str, Any] = {
+        "role": role,
+        "task": task,
+        "feedback": feedback,
+        "plan": plan,
+        "run_id": run_id,
+    }
     bare = render(role.template, repo, role.schema, context_pack="", **variables)
     pack = build_pack(
         worktree,

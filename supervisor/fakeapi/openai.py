@@ -44,10 +44,20 @@ def request_text(body: dict[str, Any]) -> str:
 
 
 def opening(body: dict[str, Any]) -> str:
+    """Every user message before the model's first turn: Codex sends its environment context
+    as a user message of its own, so the prompt is not always the first one."""
+    texts = []
     for item in body.get("input") or []:
-        if isinstance(item, dict) and item.get("role") == "user":
-            return _texts(item)
-    return ""
+        if not isinstance(item, dict):
+            continue
+        if (
+            item.get("type") in ("function_call", "custom_tool_call")
+            or item.get("role") == "assistant"
+        ):
+            break
+        if item.get("role") == "user":
+            texts.append(_texts(item))
+    return "\n".join(texts)
 
 
 def turn_index(body: dict[str, Any]) -> int:

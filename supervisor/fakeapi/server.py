@@ -46,7 +46,11 @@ class ScriptPlayer:
     def answer(self, opening: str, full_text: str, turn_index: int) -> tuple[int | None, Turn]:
         key = hashlib.sha256(opening.encode()).hexdigest()
         with self._lock:
-            if turn_index == 0:
+            if turn_index == 0 and key in self._by_opening:
+                # The same opening again: the CLI re-sent its first request (its own retry, or
+                # a side call over the same history). It belongs to the same conversation.
+                chosen = self._by_opening[key]
+            elif turn_index == 0:
                 chosen = self._choose(full_text)
                 if chosen is None:
                     return None, UNMATCHED

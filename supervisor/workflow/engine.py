@@ -418,6 +418,7 @@ class Engine:
             plan=json.dumps(plan, indent=2) if plan else "",
             targets=targets,
             diff=self.ws.diff(tip, base) if base != tip else "",
+            run_id=f"wf{wf.id}-{name}-{role.name}-step{step_id}",
         )
         model = role.model_for(cli, cli_settings.default_model, cli_settings.model)
         schema_file = "/run/supervisor/output_schema.json" if adapter.supports_json_schema else None
