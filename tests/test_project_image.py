@@ -40,10 +40,19 @@ NODE_TEST = (
 
 
 @pytest.fixture(autouse=True)
-def real_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def real_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     require_sandbox()
     monkeypatch.setenv("SUPERVISOR_USER_DIR", str(tmp_path / "user"))
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    yield
+    # Remove the project images this test built (Docker's layer cache keeps later builds fast).
+    import docker
+
+    client = docker.from_env()
+    for image in client.images.list(filters={"label": "supervisor.project"}):
+        if str(image.labels.get("supervisor.project", "")).startswith(str(tmp_path)):
+            for tag in image.tags:
+                client.images.remove(tag, noprune=False)
 
 
 def git_repo(root: Path, files: dict[str, str]) -> Path:
