@@ -1,121 +1,226 @@
 #!/usr/bin/env bash
-# Sets up everything supervisor needs on a fresh Debian machine: system packages, a Docker engine,
-# the Python virtualenv, the pinned npm tools (Repomix and the AI CLIs), and the sandbox image.
-# Every step is skipped when its inputs have not changed, so a second run takes seconds.
+# Sets up everything supervisor needs on a fresh Debian 12 machine: system packages, a running
+# Docker engine, the Python virtualenv, the pinned npm tools (Repomix and the AI CLIs), a base
+# image and the sandbox image. Every step is skipped when its inputs have not changed, so a second
+# run takes well under a second. Safe to run concurrently (a lock serialises runs).
+#
+# Steps: 1 system packages  2 Docker engine  3 Python venv  4 npm tools  5 base image
+#        6 sandbox image
 #
 # Environment:
-#   SUPERVISOR_EXTRA_CA_BUNDLE  a PEM bundle trusted inside the sandbox image (intercepting proxies)
+#   SUPERVISOR_EXTRA_CA_BUNDLE  a PEM bundle to trust inside the sandbox image (system store,
+#                               NODE_EXTRA_CA_CERTS, SSL_CERT_FILE): for TLS-intercepting proxies
 #   SUPERVISOR_IMAGE            the sandbox image tag (default supervisor-sandbox:latest)
+#   SUPERVISOR_BASE_IMAGE       the base image tag (default debian:bookworm-slim; the Dockerfile's
+#                               FROM is rewritten in the staged copy when this is changed)
+#   SUPERVISOR_DEBIAN_MIRROR    the mirror debootstrap uses (default http://deb.debian.org/debian)
+#   SUPERVISOR_SETUP_QUIET=1    print only the steps that did work, and the total
 set -euo pipefail
 shopt -s nullglob
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 IMAGE=${SUPERVISOR_IMAGE:-supervisor-sandbox:latest}
-BASE_IMAGE=debian:bookworm-slim
+BASE_IMAGE=${SUPERVISOR_BASE_IMAGE:-debian:bookworm-slim}
+MIRROR=${SUPERVISOR_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+QUIET=${SUPERVISOR_SETUP_QUIET:-0}
 CACHE=$ROOT/.cache/sandbox
+CONTEXT=$CACHE/context
+CLIS=(@anthropic-ai/claude-code @openai/codex @google/gemini-cli)
+SETUP_T0=$EPOCHREALTIME
+STEP="start"
 
 log() { printf '[setup] %s\n' "$*" >&2; }
-die() { printf '[setup] FAILED: %s\n        fix: %s\n' "$1" "$2" >&2; exit 1; }
-step_start() { STEP_T0=$(date +%s.%N); }
-step_done() { log "$1 ($(awk -v a="$STEP_T0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}') s)"; }
-hash_of() { cat "$@" 2>/dev/null | sha256sum | cut -c1-16; }
+secs() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
+die() { # die WHAT FIX
+  printf '[setup] FAILED in step %s: %s\n[setup] fix: %s\n' "$STEP" "$1" "$2" >&2
+  exit 1
+}
+trap 'die "unexpected error (line $LINENO: $BASH_COMMAND)" "read the output above; re-run with bash -x scripts/setup.sh for details"' ERR
+step() { STEP=$1; STEP_T0=$EPOCHREALTIME; STEP_DID=0; }
+did() { STEP_DID=1; log "$*"; }
+done_step() {
+  if [ "$QUIET" != 1 ] || [ "$STEP_DID" = 1 ]; then log "$1 ($(secs "$STEP_T0") s)"; fi
+}
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+short_hash() { sha256sum | cut -c1-16; }
+
+# One run at a time: a second run waits, then finds everything done.
+mkdir -p "$CACHE"
+exec 9>"$ROOT/.cache/setup.lock"
+if ! flock -n 9; then
+  log "another setup run is in progress; waiting for it"
+  flock 9
+fi
 
 # 1. System packages -------------------------------------------------------------------------
-step_start
+step "1/6 (system packages)"
 missing=()
 command -v git >/dev/null || missing+=(git)
 command -v make >/dev/null || missing+=(make)
-command -v dockerd >/dev/null || missing+=(docker.io)
+{ command -v dockerd >/dev/null && command -v docker >/dev/null; } || missing+=(docker.io)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
-command -v node >/dev/null || missing+=(nodejs npm)
+# python3-venv is needed only to create .venv (Debian's python3 lacks ensurepip without it).
+[ -x .venv/bin/python ] || python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
+command -v node >/dev/null || missing+=(nodejs)
+command -v npm >/dev/null || missing+=(npm)
 if [ ${#missing[@]} -gt 0 ]; then
-  log "installing ${missing[*]} from Debian"
-  as_root apt-get update -qq || die "apt-get update failed" "check the network access to the Debian mirror"
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null \
-    || die "apt-get install ${missing[*]} failed" "install them by hand and re-run"
+  did "installing ${missing[*]} from Debian"
+  as_root apt-get update -qq || die "apt-get update failed" \
+    "check access to the Debian mirror (and apt's proxy settings), then re-run"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >/dev/null || die "apt-get install ${missing[*]} failed" \
+    "install them with apt-get yourself and re-run"
 fi
-node_major=$(node -e 'console.log(process.versions.node.split(".")[0])')
-[ "$node_major" -ge 20 ] || die "Node $node_major is too old (Repomix and gemini-cli need 20+)" \
-  "install Node.js 20 or newer, then re-run"
-step_done "system packages ready"
+node_version=$(node --version)
+node_major=${node_version#v}; node_major=${node_major%%.*}
+[ "$node_major" -ge 20 ] || die "Node $node_version is too old (gemini-cli and Repomix need 20+)" \
+  "install Node.js 20 or newer (e.g. from NodeSource) so that \`node\` on PATH is 20+, then re-run"
+done_step "system packages present"
 
 # 2. Docker engine ---------------------------------------------------------------------------
-step_start
-if ! docker info >/dev/null 2>&1; then
-  log "starting dockerd"
-  as_root setsid nohup dockerd >/tmp/dockerd.log 2>&1 < /dev/null &
-  for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
-  docker info >/dev/null 2>&1 || die "the Docker engine did not start (see /tmp/dockerd.log)" \
-    "start it yourself (systemctl start docker) and re-run"
+step "2/6 (Docker engine)"
+if ! docker_err=$(docker info 2>&1 >/dev/null); then
+  case $docker_err in
+    *"permission denied"*)
+      die "the Docker engine runs but this user may not use it ($docker_err)" \
+        "add yourself to the docker group (sudo usermod -aG docker \$USER, then log in again)" ;;
+  esac
+  did "starting dockerd (log: /tmp/dockerd.log)"
+  as_root setsid nohup dockerd >/tmp/dockerd.log 2>&1 </dev/null &
+  for _ in $(seq 1 120); do docker info >/dev/null 2>&1 && break; sleep 0.5; done
+  docker info >/dev/null 2>&1 || die "dockerd did not answer within 60 s (see /tmp/dockerd.log)" \
+    "start the engine yourself (sudo systemctl start docker, or dockerd) and re-run"
 fi
-step_done "Docker engine answers"
+done_step "Docker engine answers"
 
 # 3. Python virtualenv -----------------------------------------------------------------------
-step_start
-py_hash=$(hash_of requirements.txt pyproject.toml)
-if [ "$(cat .venv/.setup-stamp 2>/dev/null)" != "$py_hash" ]; then
-  log "installing Python packages into .venv"
-  python3 -m venv .venv
-  .venv/bin/pip install -q --upgrade pip >/dev/null 2>&1 || true
-  .venv/bin/pip install -q -r requirements.txt || die "pip install -r requirements.txt failed" \
-    "check access to PyPI (or your pip index settings)"
-  .venv/bin/pip install -q --no-deps -e . || die "pip install -e . failed" "see the pip output above"
+step "3/6 (Python venv)"
+py_hash=$(cat requirements.txt pyproject.toml | short_hash)
+if [ "$(cat .venv/.setup-stamp 2>/dev/null)" != "$py_hash" ] || [ ! -x .venv/bin/python ]; then
+  did "installing Python packages into .venv"
+  rm -f .venv/.setup-stamp
+  python3 -m venv .venv || die "python3 -m venv .venv failed" \
+    "install python3-venv (apt-get install python3-venv), or remove a broken .venv, then re-run"
+  .venv/bin/pip install -q --disable-pip-version-check -r requirements.txt \
+    || die "pip install -r requirements.txt failed" \
+      "check access to PyPI (pip's index/proxy settings, PIP_CERT behind a TLS proxy), then re-run"
+  .venv/bin/pip install -q --disable-pip-version-check --no-deps -e . \
+    || die "pip install -e . failed" "see pip's output above"
   echo "$py_hash" > .venv/.setup-stamp
 fi
-step_done "Python environment ready"
+done_step "Python environment ready"
 
 # 4. Pinned npm tools ------------------------------------------------------------------------
-step_start
-npm_hash=$(hash_of package-lock.json)
-if [ "$(cat node_modules/.setup-stamp 2>/dev/null)" != "$npm_hash" ]; then
-  log "installing Repomix and the AI CLIs from npm (npm ci)"
+step "4/6 (npm tools)"
+npm_hash=$(short_hash < package-lock.json)
+bins_ok=1
+for b in claude codex gemini repomix; do [ -e "node_modules/.bin/$b" ] || bins_ok=0; done
+if [ "$(cat node_modules/.setup-stamp 2>/dev/null)" != "$npm_hash" ] || [ "$bins_ok" = 0 ]; then
+  did "installing Repomix and the AI CLIs from npm (npm ci)"
   npm ci --no-audit --no-fund --loglevel=error >/dev/null || die "npm ci failed" \
-    "check access to the npm registry; set npm's cafile behind an intercepting proxy"
+    "check access to the npm registry (behind a TLS proxy: npm config set cafile <bundle>), then re-run"
   echo "$npm_hash" > node_modules/.setup-stamp
 fi
-step_done "npm tools ready ($(node_modules/.bin/claude --version 2>/dev/null | head -1))"
+done_step "npm tools ready"
 
 # 5. Base image: from a registry when one answers, else built from Debian's own packages -------
-step_start
+step "5/6 (base image)"
 if ! docker image inspect "$BASE_IMAGE" >/dev/null 2>&1; then
+  t0=$EPOCHREALTIME
   if timeout 30 docker pull -q "$BASE_IMAGE" >/dev/null 2>&1; then
-    log "pulled $BASE_IMAGE"
+    did "pulled $BASE_IMAGE ($(secs "$t0") s)"
   else
-    log "no registry reachable: building $BASE_IMAGE with debootstrap (about a minute)"
+    did "docker pull $BASE_IMAGE failed ($(secs "$t0") s): building $BASE_IMAGE with debootstrap from $MIRROR"
     rootfs=$(mktemp -d /tmp/supervisor-rootfs.XXXXXX)
-    as_root debootstrap --variant=minbase --include=ca-certificates,git,make,python3,libstdc++6,passwd \
-      bookworm "$rootfs" http://deb.debian.org/debian >/tmp/supervisor-debootstrap.log 2>&1 \
-      || die "debootstrap failed (see /tmp/supervisor-debootstrap.log)" "check access to the Debian mirror"
-    as_root tar -C "$rootfs" -c . | docker import - "$BASE_IMAGE" >/dev/null
+    trap 'as_root rm -rf "$rootfs"' EXIT
+    t0=$EPOCHREALTIME
+    as_root debootstrap --variant=minbase \
+      --include=ca-certificates,git,make,python3,libstdc++6,passwd \
+      bookworm "$rootfs" "$MIRROR" >/tmp/supervisor-debootstrap.log 2>&1 \
+      || die "debootstrap failed (see /tmp/supervisor-debootstrap.log)" \
+        "check access to $MIRROR (or set SUPERVISOR_DEBIAN_MIRROR), or make $BASE_IMAGE available (docker pull/load), then re-run"
+    # Downloaded .debs and package lists are not needed in the image (~110 MB).
+    as_root find "$rootfs/var/cache/apt/archives" "$rootfs/var/lib/apt/lists" -type f -delete
+    log "debootstrap done ($(secs "$t0") s)"
+    t0=$EPOCHREALTIME
+    as_root tar -C "$rootfs" -c . | docker import - "$BASE_IMAGE" >/dev/null \
+      || die "docker import of the debootstrap tree failed" "check \`docker info\` and free disk space"
+    log "imported as $BASE_IMAGE ($(secs "$t0") s)"
     as_root rm -rf "$rootfs"
+    trap - EXIT
   fi
 fi
-step_done "base image $BASE_IMAGE present"
+base_id=$(docker image inspect -f '{{.Id}}' "$BASE_IMAGE")
+done_step "base image $BASE_IMAGE present"
 
-# 6. Sandbox image: rebuilt only when the Dockerfile, the npm pins, Node or the CA bundle change --
-step_start
-mkdir -p "$CACHE/extra-ca"
-cp "$(command -v node)" "$CACHE/node.new" && mv "$CACHE/node.new" "$CACHE/node"
-# npm too, so that project images (supervisor sandbox build) can install a Node project's packages.
+# 6. Sandbox image: rebuilt only when its inputs change --------------------------------------
+step "6/6 (sandbox image)"
+node_bin=$(readlink -f "$(command -v node)")
 npm_dir=$(dirname "$(dirname "$(readlink -f "$(command -v npm)")")")
-if [ "$(cat "$CACHE/npm/package.json" 2>/dev/null | sha256sum)" != "$(sha256sum < "$npm_dir/package.json")" ]; then
-  rm -rf "$CACHE/npm" && cp -r "$npm_dir" "$CACHE/npm"
+[ -f "$npm_dir/package.json" ] || die "cannot find npm's package directory (got $npm_dir)" \
+  "install npm alongside Node 20"
+ca=${SUPERVISOR_EXTRA_CA_BUNDLE:-}
+if [ -n "$ca" ]; then
+  if ! { [ -f "$ca" ] && grep -q 'BEGIN CERTIFICATE' "$ca"; }; then
+    die "SUPERVISOR_EXTRA_CA_BUNDLE=$ca is not a PEM certificate bundle" \
+      "point it at a readable PEM file (-----BEGIN CERTIFICATE-----), or unset it"
+  fi
 fi
-rm -f "$CACHE"/extra-ca/*
-if [ -n "${SUPERVISOR_EXTRA_CA_BUNDLE:-}" ]; then
-  [ -f "$SUPERVISOR_EXTRA_CA_BUNDLE" ] || die "SUPERVISOR_EXTRA_CA_BUNDLE=$SUPERVISOR_EXTRA_CA_BUNDLE is not a file" \
-    "point it at a PEM bundle, or unset it"
-  cp "$SUPERVISOR_EXTRA_CA_BUNDLE" "$CACHE/extra-ca/extra.crt"
+# The node binary's content hash, cached by path, size, mtime and inode (hashing it takes 0.5 s).
+node_stat=$(stat -L -c '%n %s %Y %i' "$node_bin")
+node_sum=$(awk -v s="$node_stat" 'substr($0, 1, length(s)) == s { print $NF }' "$CACHE/node.sum" 2>/dev/null || true)
+if [ -z "$node_sum" ]; then
+  node_sum=$(short_hash < "$node_bin")
+  echo "$node_stat $node_sum" > "$CACHE/node.sum"
 fi
-build_hash=$(cat sandbox/Dockerfile .dockerignore package-lock.json "$CACHE/node" "$CACHE/npm/package.json" "$CACHE"/extra-ca/* \
-  | sha256sum | cut -c1-16)
+build_hash=$(
+  {
+    cat sandbox/Dockerfile sandbox/entrypoint.sh sandbox/stage_node_modules.py package-lock.json \
+      "$npm_dir/package.json"
+    printf '%s\n' "node=$node_sum" "base=$BASE_IMAGE $base_id" "clis=${CLIS[*]}"
+    [ -z "$ca" ] || cat "$ca"
+  } | short_hash
+)
 current=$(docker image inspect -f '{{ index .Config.Labels "supervisor.build-hash" }}' "$IMAGE" 2>/dev/null || true)
 if [ "$current" != "$build_hash" ]; then
-  log "building $IMAGE"
-  DOCKER_BUILDKIT=0 docker build -q -f sandbox/Dockerfile --label "supervisor.build-hash=$build_hash" \
-    -t "$IMAGE" . >/tmp/supervisor-image-build.log 2>&1 \
-    || { tail -20 /tmp/supervisor-image-build.log >&2; die "building $IMAGE failed" "see the build log above"; }
+  old_id=$(docker image inspect -f '{{.Id}}' "$IMAGE" 2>/dev/null || true)
+  did "building $IMAGE (inputs changed: ${current:-no image} -> $build_hash)"
+  t0=$EPOCHREALTIME
+  rm -rf "$CONTEXT"
+  mkdir -p "$CONTEXT/extra-ca"
+  sed "s|^FROM debian:bookworm-slim\$|FROM $BASE_IMAGE|" sandbox/Dockerfile > "$CONTEXT/Dockerfile"
+  install -m 755 sandbox/entrypoint.sh "$CONTEXT/entrypoint.sh"
+  install -m 755 "$node_bin" "$CONTEXT/node"
+  cp -a "$npm_dir" "$CONTEXT/npm"
+  [ -z "$ca" ] || install -m 644 "$ca" "$CONTEXT/extra-ca/extra.crt"
+  staged=$(python3 sandbox/stage_node_modules.py node_modules "$CONTEXT/node_modules" "${CLIS[@]}") \
+    || die "staging the CLIs from node_modules failed" "run npm ci (or remove node_modules/.setup-stamp) and re-run"
+  log "build context staged: $staged, $(du -sh "$CONTEXT" | cut -f1) ($(secs "$t0") s)"
+  t0=$EPOCHREALTIME
+  DOCKER_BUILDKIT=0 docker build -q --label "supervisor.build-hash=$build_hash" -t "$IMAGE" \
+    "$CONTEXT" >/tmp/supervisor-image-build.log 2>&1 \
+    || { tail -20 /tmp/supervisor-image-build.log >&2
+         die "docker build of $IMAGE failed (log: /tmp/supervisor-image-build.log)" \
+           "fix sandbox/Dockerfile or the cause shown above, then re-run"; }
+  log "image built ($(secs "$t0") s)"
+  # Every tool must run as it will in production: non-root, read-only root, tmpfs /tmp, no network.
+  t0=$EPOCHREALTIME
+  if ! versions=$(docker run --rm --read-only --tmpfs /tmp:exec --user 65534:65534 \
+      -e HOME=/tmp/home --network none "$IMAGE" sh -ec \
+      'for c in "claude --version" "codex --version" "gemini --version" "node --version" \
+                "npm --version" "python3 --version" "git --version" "make --version"; do
+         out=$($c 2>/tmp/err) || { echo "$c failed: $out $(cat /tmp/err)"; exit 1; }
+         echo "${c%% *}: $(echo "$out" | head -1)"
+       done' 2>&1); then
+    printf '%s\n' "$versions" >&2
+    docker rmi -f "$IMAGE" >/dev/null 2>&1 || true   # so that the next run rebuilds it
+    die "the new sandbox image failed its smoke test" "see the output above; fix sandbox/Dockerfile"
+  fi
+  log "smoke test as 65534 on a read-only root passed ($(secs "$t0") s): $(echo "$versions" | paste -sd';' | sed 's/;/; /g')"
+  rm -rf "$CONTEXT"
+  if [ -n "$old_id" ] && [ "$old_id" != "$(docker image inspect -f '{{.Id}}' "$IMAGE")" ]; then
+    docker rmi "$old_id" >/dev/null 2>&1 || true   # the previous build, unless still in use
+  fi
 fi
-step_done "sandbox image $IMAGE ready ($build_hash)"
-log "done"
+done_step "sandbox image $IMAGE ready ($build_hash, $(docker image inspect -f '{{.Size}}' "$IMAGE" | awk '{ printf "%.0f MB", $1 / 1e6 }'))"
+log "all set ($(secs "$SETUP_T0") s)"
