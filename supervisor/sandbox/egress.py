@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import os
 import socket
 import threading
 from dataclasses import dataclass
@@ -102,15 +103,30 @@ class HostFirewall:
 
     def allow(self, port: int) -> None:
         if self.warning is None:
-            rule = ["-p", "tcp", "--dport", str(port), "-j", "ACCEPT"]
-            if not self._has(self.chain, rule):
-                self._iptables("-I", self.chain, "1", *rule)
+            self._iptables("-I", self.chain, "1", *self._rule(port))
 
     def revoke(self, port: int) -> None:
+        """Remove this process's rule only: another supervisor may hold a rule for the same
+        port number (its own relay, after ours closed), and must keep it."""
         if self.warning is None:
-            rule = ["-p", "tcp", "--dport", str(port), "-j", "ACCEPT"]
-            while self._has(self.chain, rule):
-                self._iptables("-D", self.chain, *rule)
+            while self._has(self.chain, self._rule(port)):
+                self._iptables("-D", self.chain, *self._rule(port))
+
+    @staticmethod
+    def _rule(port: int) -> list[str]:
+        owner = f"supervisor pid {os.getpid()}"
+        return [
+            "-p",
+            "tcp",
+            "--dport",
+            str(port),
+            "-m",
+            "comment",
+            "--comment",
+            owner,
+            "-j",
+            "ACCEPT",
+        ]
 
     def _setup(self) -> None:
         if self._iptables("-n", "-L", self.chain, check=False).returncode != 0:
