@@ -49,7 +49,8 @@ mkdir -p "$CACHE"
 exec 9>"$ROOT/.cache/setup.lock"
 if ! flock -n 9; then
   log "another setup run is in progress; waiting for it"
-  flock 9
+  flock -w 1800 9 || die "another setup run has held $ROOT/.cache/setup.lock for 30 minutes" \
+    "if no other setup run is alive (pgrep -af setup.sh), delete that file and re-run"
 fi
 
 # 1. System packages -------------------------------------------------------------------------
@@ -86,7 +87,8 @@ if ! docker_err=$(docker info 2>&1 >/dev/null); then
         "add yourself to the docker group (sudo usermod -aG docker \$USER, then log in again)" ;;
   esac
   did "starting dockerd (log: /tmp/dockerd.log)"
-  as_root setsid nohup dockerd >/tmp/dockerd.log 2>&1 </dev/null &
+  # 9>&-: the engine outlives this run and must not inherit (and so hold forever) the setup lock.
+  as_root setsid nohup dockerd >/tmp/dockerd.log 2>&1 </dev/null 9>&- &
   for _ in $(seq 1 120); do docker info >/dev/null 2>&1 && break; sleep 0.5; done
   docker info >/dev/null 2>&1 || die "dockerd did not answer within 60 s (see /tmp/dockerd.log)" \
     "start the engine yourself (sudo systemctl start docker, or dockerd) and re-run"

@@ -177,3 +177,11 @@ def test_setup_names_the_step_and_the_fix_for_a_bad_ca_bundle(client: Any, tmp_p
     assert "FAILED in step 6/6 (sandbox image)" in result.stderr
     assert "SUPERVISOR_EXTRA_CA_BUNDLE" in result.stderr
     assert "fix:" in result.stderr
+
+
+def test_no_process_keeps_holding_the_setup_lock_after_setup(client: Any) -> None:
+    """The engine setup starts outlives it; holding the lock, it would hang every later run."""
+    lock = ROOT / ".cache" / "setup.lock"
+    assert lock.exists(), "scripts/setup.sh has not run in this checkout"
+    free = subprocess.run(["flock", "-n", str(lock), "true"], check=False)
+    assert free.returncode == 0, "a process still holds .cache/setup.lock (see fuser -v on it)"
