@@ -41,6 +41,7 @@ class Limits(_Model):
     gate_memory: str = "2g"
     gate_cpus: float = Field(1.0, gt=0)
     max_prompt_bytes: int = Field(600_000, gt=0)
+    max_parallel_components: int = Field(3, ge=1)
 
 
 class CliSettings(_Model):
@@ -95,12 +96,21 @@ class StepDef(_Model):
     on_reject: str | None = None
     max_retries: int = Field(2, ge=0)
     human_approval: bool = False
+    for_each: Literal["component"] | None = None
+    """`component`: one worker per planned component, each on its own branch, in parallel where
+    their files do not overlap, merged in dependency order once its gates pass."""
+    gates: list[str] = Field(default_factory=list)
+    """With `for_each`: the gates each component passes on its own branch before its merge."""
 
     @model_validator(mode="after")
     def _one_kind(self) -> StepDef:
         kinds = [k for k in ("role", "roles", "gate", "action") if getattr(self, k)]
         if len(kinds) != 1:
             raise ValueError("a step needs exactly one of `role`, `roles`, `gate` or `action`")
+        if (self.for_each or self.gates) and not self.role:
+            raise ValueError("`for_each` and `gates` belong to a step with one `role`")
+        if self.gates and not self.for_each:
+            raise ValueError("`gates` needs `for_each: component` (a plain step uses a gate step)")
         return self
 
     @property
@@ -246,6 +256,12 @@ def check_workflow(
 
         for role_name in [step.role] if step.role else step.roles or []:
             role = load_role(role_name, repo)
+            if step.for_each and role.output != "implementation":
+                raise ConfigError(
+                    f"{source}: step '{name}' runs '{role_name}' for each component, but that "
+                    "role does not implement (its output is not `implementation`).",
+                    "Use an implementer role for a `for_each: component` step.",
+                )
             if step.roles and role.output != "review":
                 raise ConfigError(
                     f"{source}: step '{name}' runs roles in parallel, but '{role_name}' is not a "
@@ -256,12 +272,13 @@ def check_workflow(
             from supervisor.recovery import policy
 
             policy(step.retry_policy)
-        if step.gate and step.gate not in settings.gates:
-            raise ConfigError(
-                f"{source}: step '{name}' runs gate '{step.gate}', but no command is configured "
-                "for it.",
-                f'Add `gates: {{{step.gate}: "<command>"}}` to .supervisor/config.yaml.',
-            )
+        for gate in [step.gate] if step.gate else step.gates:
+            if gate not in settings.gates:
+                raise ConfigError(
+                    f"{source}: step '{name}' runs gate '{gate}', but no command is configured "
+                    "for it.",
+                    f'Add `gates: {{{gate}: "<command>"}}` to .supervisor/config.yaml.',
+                )
 
 
 def _mapping(path: Path) -> dict[str, Any]:

@@ -38,6 +38,14 @@ class GitError(SupervisorError, RuntimeError):
     """A git command failed."""
 
 
+class MergeConflictError(GitError):
+    """Two lines of work changed the same lines; both are kept, nothing is half-merged."""
+
+    def __init__(self, message: str, hint: str | None = None, *, files: list[str]) -> None:
+        super().__init__(message, hint)
+        self.files = files
+
+
 class ToolMissingError(SupervisorError, FileNotFoundError):
     """An external program the supervisor drives is not installed."""
 

@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 
 from supervisor import process
-from supervisor.errors import GitError, RepoError, ToolFailedError
+from supervisor.errors import GitError, MergeConflictError, RepoError, ToolFailedError
 
 STATE_DIR = ".supervisor"
 ZERO_SHA = "0" * 40
@@ -143,6 +143,42 @@ class Workspace:
         else:
             self.set_ref(f"refs/heads/{base_branch}", new, base_tip)
         return new
+
+    def merge_commits(self, base: str, other: str, message: str) -> str:
+        """The commit that merges `other` into `base`, made without any working tree.
+
+        `git merge-tree --write-tree` works on objects only, so a crash mid-merge leaves nothing
+        half-written: at worst an unreferenced commit that `git gc` collects."""
+        if self.is_ancestor(other, base):
+            return base
+        if self.is_ancestor(base, other):
+            return other
+        result = _git(
+            self.repo,
+            "merge-tree",
+            "--write-tree",
+            "--name-only",
+            "--no-messages",
+            base,
+            other,
+            check=False,
+        )
+        lines = result.stdout.splitlines()
+        if result.returncode == 1:
+            raise MergeConflictError(
+                f"Merging {other[:12]} into {base[:12]} conflicts in: {', '.join(lines[1:])}.",
+                "Both sides are kept; resolve by hand (git merge) or re-plan so that the "
+                "components do not touch the same lines.",
+                files=lines[1:],
+            )
+        if result.returncode != 0 or not lines:
+            raise GitError(
+                f"git merge-tree failed: {result.stderr.strip()[-400:]}",
+                "Check that git is 2.38 or newer (git --version).",
+            )
+        return _git(
+            self.repo, *IDENTITY, "commit-tree", lines[0], "-p", base, "-p", other, "-m", message
+        ).stdout.strip()
 
     def working_diff(self, max_bytes: int = 200_000) -> str:
         """The user's uncommitted changes against HEAD (read-only)."""

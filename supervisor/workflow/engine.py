@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from supervisor import credentials, prompts, recovery
 from supervisor.config import Settings, StepDef, WorkflowDef
+from supervisor.dag import WorkGraph
 from supervisor.errors import (
     ApprovalRequired,
     CommandTimeoutError,
+    ConfigError,
     CredentialsError,
     ParsingError,
     SandboxError,
@@ -31,16 +33,18 @@ from supervisor.parsing import parse_worker_output
 from supervisor.recovery import Classification
 from supervisor.roles import Role, load_role
 from supervisor.sandbox.docker import LABEL_REPO, LABEL_STEP, LABEL_WORKFLOW, RunSpec, repo_label
+from supervisor.schemas import PlanOutput
 from supervisor.state.store import EventSpec
 from supervisor.workers.base import adapter_for
+from supervisor.workspace import Workspace
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
+    from supervisor.dag import Component
     from supervisor.sandbox.docker import DockerSandbox
     from supervisor.state.store import Store, Workflow
-    from supervisor.workspace import Workspace
 
 
 class Reporter:
@@ -127,6 +131,10 @@ class Engine:
             self._transition(wf, definition, name, step, outcome)
 
     def _execute(self, wf: Workflow, name: str, step: StepDef) -> Outcome:
+        if step.for_each == "component":
+            from supervisor.workflow.components import ComponentFanOut
+
+            return ComponentFanOut(self, wf, name, step).run()
         if step.kind == "action":
             return self._commit(wf)
         if step.kind == "gate":
@@ -340,7 +348,17 @@ class Engine:
 
     # -- step kinds ------------------------------------------------------------------------
 
-    def _worker(self, wf: Workflow, name: str, role_name: str) -> Outcome:
+    def _worker(
+        self,
+        wf: Workflow,
+        name: str,
+        role_name: str,
+        *,
+        base: str | None = None,
+        component: Component | None = None,
+    ) -> Outcome:
+        """One fresh worker run; `base` overrides where its worktree starts, `component` narrows
+        its task to one planned component (whose commit then lands on the component's branch)."""
         role = load_role(role_name, self.repo)
         cli = role.cli or wf.cli
         cli_settings = self.settings.clis.get(cli)
@@ -358,14 +376,15 @@ class Engine:
         reviewing = role.output == "review"
         candidate = wf.context.get("candidate")
         tip = self.ws.branch_tip(wf.task_branch)
-        base = candidate if reviewing and candidate else tip
+        if base is None:
+            base = candidate if reviewing and candidate else tip
         attempt = self.store.count_steps(wf.id, name, role.name) + 1
         worktree = self.ws.add_worktree(f"wf{wf.id}-{name}-{role.name}-{attempt}", base)
         step_id = self.store.start_step(wf.id, name, attempt, role.name, str(worktree))
         self.reporter.step(wf.id, name, f"{role.name} via {cli} (attempt {attempt})")
         try:
             outcome = self._run_worker(
-                wf, name, role, cli, cli_settings, creds, worktree, base, tip, step_id
+                wf, name, role, cli, cli_settings, creds, worktree, base, tip, step_id, component
             )
         except (SandboxError, CommandTimeoutError) as e:
             # A hung worker (idle or time limit) is ended by the sandbox and retried; a sandbox
@@ -404,16 +423,24 @@ class Engine:
         base: str,
         tip: str,
         step_id: int,
+        component: Component | None,
     ) -> Outcome:
         adapter = adapter_for(cli)
         route = self.sandbox.route(cli_settings.base_url)
         plan = wf.context.get("plan")
-        targets = self.ws.changed_files(tip, base) if base != tip else _plan_files(plan)
+        task = wf.description
+        if component is not None:
+            targets = component.files
+            task += _component_task(component)
+        elif base != tip:
+            targets = self.ws.changed_files(tip, base)
+        else:
+            targets = _plan_files(plan)
         prompt, pack = prompts.compose(
             role,
             self.repo,
             worktree,
-            task=wf.description,
+            task=task,
             feedback=_feedback(wf.context).get(name, []),
             plan=json.dumps(plan, indent=2) if plan else "",
             targets=targets,
@@ -550,8 +577,13 @@ class Engine:
         data = output.model_dump()
         payload = {**base_payload, "output": data}
         if role.output == "implementation":
+            ref = (
+                candidate_ref(wf.id)
+                if component is None
+                else f"refs/heads/{component_branch(wf.task_branch, component.id)}"
+            )
             return self._after_implementation(
-                wf, name, role, worktree, base, step_id, data, payload, usage, events
+                wf, name, role, worktree, base, step_id, data, payload, usage, events, ref
             )
         if role.output == "review":
             verdict = data["status"]
@@ -593,7 +625,14 @@ class Engine:
                 events=events,
                 feedback=f"The plan came back {data['status']}; make it complete.",
             )
-        return Outcome("passed", events=events, context={"plan": data})
+        try:
+            WorkGraph.from_plan(PlanOutput.model_validate(data))
+        except ConfigError as e:  # a cycle, a dangling depends_on, a component named twice
+            return Outcome("failed", events=events, feedback=f"{e.message} {e.hint}")
+        # A new plan starts its components afresh (a re-plan after a rejection, say).
+        return Outcome(
+            "passed", events=events, context={"plan": data, "components": {}, "integrated": None}
+        )
 
     def _after_implementation(
         self,
@@ -607,6 +646,7 @@ class Engine:
         payload: dict[str, Any],
         usage: dict[str, Any],
         events: list[EventSpec],
+        ref: str,
     ) -> Outcome:
         """Trust the worktree, not the worker's claims: what changed is what git sees."""
         sha = self.ws.snapshot(worktree, f"{name}: {wf.description[:60]}")
@@ -702,7 +742,7 @@ class Engine:
             return Outcome(
                 "failed", feedback=result.feedback(), events=events, context={"trees": seen}
             )
-        self.ws.set_ref(candidate_ref(wf.id), sha, None)
+        self.ws.set_ref(ref, sha, None)
         self.store.finish_step(
             step_id,
             "succeeded",
@@ -759,8 +799,12 @@ class Engine:
         return None
 
     def _gate(self, wf: Workflow, name: str, step: StepDef) -> Outcome:
-        command = self.settings.gates[step.gate or ""]
         commit = wf.context.get("candidate") or self.ws.branch_tip(wf.task_branch)
+        return self._gate_on(wf, name, step.gate or "", commit)
+
+    def _gate_on(self, wf: Workflow, name: str, gate: str, commit: str) -> Outcome:
+        """Run the named gate on `commit` in a no-network sandbox, as step `name`."""
+        command = self.settings.gates[gate]
         attempt = self.store.count_steps(wf.id, name) + 1
         worktree = self.ws.add_worktree(f"wf{wf.id}-{name}-{attempt}", commit)
         step_id = self.store.start_step(wf.id, name, attempt, None, str(worktree))
@@ -903,6 +947,20 @@ class Engine:
 
     def _labels(self, wf_id: int, step: str) -> dict[str, str]:
         return {LABEL_REPO: repo_label(self.repo), LABEL_WORKFLOW: str(wf_id), LABEL_STEP: step}
+
+
+def component_branch(task_branch: str, component_id: str) -> str:
+    """A sibling of the task branch (`ai/3-x--parser`): git forbids `ai/3-x/parser` next to it."""
+    return f"{task_branch}--{Workspace.slugify(component_id)}"
+
+
+def _component_task(component: Component) -> str:
+    files = ", ".join(component.files) or "(the plan names none)"
+    return (
+        f"\n\nYour part of this task is one component of the plan: '{component.id}' (phase "
+        f"{component.phase}): {component.description}\nIts files: {files}\nOther workers build "
+        "the other components at the same time: change only what this component needs."
+    )
 
 
 def _plan_files(plan: dict[str, Any] | None) -> list[str]:

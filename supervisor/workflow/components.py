@@ -1,0 +1,275 @@
+"""One implementation step fanned out over the plan's components (`for_each: component`).
+
+Each ready component gets a fresh worker in its own worktree, started from the integration commit
+(the task branch tip plus every component merged so far), so that it sees the work of the
+components it depends on. The work graph batches ready components so that no two running at once
+share a file, at most `limits.max_parallel_components` at a time. A component's commit lands on
+its own branch (`<task branch>--<component>`); once the step's `gates` pass on it, it is merged
+into the integration commit, in dependency order, and that commit becomes the candidate the
+workflow's later test, review and commit steps judge.
+
+Each move is saved in the workflow's context at once (one transaction), so after a crash `resume`
+re-runs only components whose worker had not finished: an implemented one goes straight to its
+gates, a gated one straight to its merge. A failed or conflicting component's branch is kept;
+only a merged component's branch is deleted, its work being in the candidate by then.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from supervisor import recovery
+from supervisor.dag import WorkGraph
+from supervisor.errors import MergeConflictError, StepFailedError, SupervisorError
+from supervisor.schemas import PlanOutput
+from supervisor.state.store import EventSpec
+from supervisor.workflow.engine import Outcome, candidate_ref, component_branch
+
+if TYPE_CHECKING:
+    from supervisor.config import StepDef
+    from supervisor.dag import Component
+    from supervisor.state.store import Workflow
+    from supervisor.workflow.engine import Engine
+
+# A component's life, as saved in the context; the work graph only knows three of them.
+GRAPH_STATUS = {
+    "pending": "pending",
+    "running": "running",
+    "implemented": "running",
+    "gated": "running",
+    "merged": "complete",
+    "failed": "failed",
+    "conflict": "failed",
+}
+
+
+class ComponentFanOut:
+    def __init__(self, engine: Engine, wf: Workflow, name: str, step: StepDef) -> None:
+        self.engine = engine
+        self.wf = wf
+        self.name = name
+        self.step = step
+        self.ctx: dict[str, Any] = copy.deepcopy(wf.context)
+        self.state: dict[str, dict[str, Any]] = self.ctx.setdefault("components", {})
+        self.lock = threading.Lock()
+        self.errors: dict[str, SupervisorError] = {}
+
+    def run(self) -> Outcome:
+        plan = self.ctx.get("plan")
+        work = WorkGraph.from_plan(PlanOutput.model_validate(plan)) if plan else None
+        role = self.step.role or ""
+        if work is None or not work.components:
+            return self.engine._worker(self.wf, self.name, role)
+        if all(self.state.get(c, {}).get("status") == "merged" for c in work.components):
+            # Every component is in: what a later gate or review asks for is one worker's fix
+            # on the integrated result, not a second round of components.
+            return self.engine._worker(self.wf, self.name, role, base=self.ctx.get("candidate"))
+        for cid, comp in work.components.items():
+            entry = self.state.setdefault(cid, {"status": "pending", "attempts": 0})
+            if entry["status"] in ("running", "failed", "conflict"):
+                entry["status"] = "pending"  # interrupted, or failed before this resume
+                if entry.pop("error", None) is not None:
+                    entry["attempts"] = 0
+            comp.status = GRAPH_STATUS[entry["status"]]
+        integrated = self.ctx.get("integrated") or self.engine.ws.branch_tip(self.wf.task_branch)
+        self.ctx["integrated"] = integrated
+        order = {cid: i for i, cid in enumerate(work.merge_order())}
+        limit = self.engine.settings.limits.max_parallel_components
+        with ThreadPoolExecutor(max_workers=limit, thread_name_prefix="component") as pool:
+            running: dict[Future[Outcome], str] = {
+                pool.submit(self._gate_and_hand_over, cid): cid
+                for cid, entry in self.state.items()
+                if entry["status"] in ("implemented", "gated")
+            }
+            while True:
+                if not self.errors:
+                    for comp in work.batch(limit):
+                        comp.status = "running"
+                        self._save(comp.id, status="running")
+                        running[pool.submit(self._build, comp, integrated)] = comp.id
+                if not running:
+                    break
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in sorted(done, key=lambda f: order[running[f]]):
+                    cid = running.pop(future)
+                    integrated = self._settle(work.components[cid], future.result(), integrated)
+        return self._outcome(work, integrated)
+
+    # -- in a worker thread ----------------------------------------------------------------
+
+    def _build(self, comp: Component, base: str) -> Outcome:
+        """The component's worker (retried in place on a transient error), then its gates."""
+        policy = recovery.policy(self.step.retry_policy or self.engine.settings.retry_policy)
+        step_name = f"{self.name}/{comp.id}"
+        for attempt in range(1, policy.max_attempts + 1):
+            outcome = self.engine._worker(
+                self._view(), step_name, self.step.role or "", base=base, component=comp
+            )
+            why = outcome.transient
+            if why is None or attempt == policy.max_attempts:
+                break
+            delay = why.wait_seconds if why.wait_seconds is not None else policy.delay(attempt)
+            self.engine.reporter.info(f"{why.category}: retrying '{step_name}' in {delay:.1f} s")
+            time.sleep(delay)
+        trees = outcome.context.get("trees", {}).get(step_name)
+        if outcome.result != "passed":
+            if trees is not None:
+                self._save(comp.id, trees=trees)
+            return outcome
+        self._save(comp.id, status="implemented", sha=outcome.git_sha, trees=trees)
+        return self._gate_and_hand_over(comp.id)
+
+    def _gate_and_hand_over(self, cid: str) -> Outcome:
+        entry = self.state[cid]
+        sha = entry["sha"]
+        if entry["status"] == "implemented":
+            for gate in self.step.gates:
+                result = self.engine._gate_on(self._view(), f"{self.name}/{cid}/{gate}", gate, sha)
+                if result.result != "passed":
+                    return result
+            self._save(cid, status="gated")
+        return Outcome("passed", git_sha=sha)
+
+    # -- in the main thread ----------------------------------------------------------------
+
+    def _settle(self, comp: Component, outcome: Outcome, integrated: str) -> str:
+        """Merge a finished component, or count its failure; returns the integration commit."""
+        ws = self.engine.ws
+        branch = component_branch(self.wf.task_branch, comp.id)
+        if outcome.result == "passed" and outcome.git_sha:
+            try:
+                merged = ws.merge_commits(integrated, outcome.git_sha, f"Merge component {comp.id}")
+            except MergeConflictError as e:
+                comp.status = "failed"
+                self.errors[comp.id] = e
+                self._save(
+                    comp.id,
+                    status="conflict",
+                    error=e.message,
+                    event=EventSpec(
+                        "component_conflict",
+                        step=self.name,
+                        status="conflict",
+                        payload={"component": comp.id, "branch": branch, "files": e.files},
+                    ),
+                )
+                return integrated
+            ws.set_ref(candidate_ref(self.wf.id), merged, None)
+            comp.status = "complete"
+            self._save(
+                comp.id,
+                status="merged",
+                integrated=merged,
+                event=EventSpec(
+                    "component_merged",
+                    step=self.name,
+                    status="merged",
+                    payload={"component": comp.id, "commit": outcome.git_sha, "into": merged},
+                ),
+            )
+            ws.delete_ref(f"refs/heads/{branch}")
+            self.engine.reporter.info(f"component {comp.id} merged ({merged[:12]})")
+            return merged
+        attempts = self.state[comp.id].get("attempts", 0) + 1
+        problem = outcome.feedback or getattr(outcome.transient, "reason", None) or outcome.result
+        if outcome.escalate is not None or outcome.transient is not None:
+            error = outcome.escalate or StepFailedError(
+                f"Component '{comp.id}' kept failing: {problem[:600]}",
+                "Check the model API and the CLI (`supervisor doctor`).",
+            )
+        elif attempts > self.step.max_retries:
+            error = StepFailedError(
+                f"Component '{comp.id}' failed {attempts} times (limit "
+                f"{self.step.max_retries + 1}); last problem: {problem[:600]}",
+                "Fix the cause (see `supervisor events`).",
+            )
+        else:
+            comp.status = "pending"  # the next batch runs it again, with the feedback
+            self._save(comp.id, status="pending", attempts=attempts, feedback=problem)
+            return integrated
+        comp.status = "failed"
+        self.errors[comp.id] = error
+        self._save(
+            comp.id,
+            status="failed",
+            attempts=attempts,
+            error=error.message,
+            event=EventSpec(
+                "component_failed",
+                step=self.name,
+                status="failed",
+                payload={"component": comp.id, "error": error.message[:2000]},
+            ),
+        )
+        return integrated
+
+    def _outcome(self, work: WorkGraph, integrated: str) -> Outcome:
+        with self.lock:
+            ctx = copy.deepcopy(self.ctx)
+        if not self.errors:
+            for cid in work.components:
+                ctx.get("feedback", {}).pop(f"{self.name}/{cid}", None)
+            ctx["candidate"] = integrated
+            return Outcome("passed", git_sha=integrated, context=ctx)
+        waiting = [c.id for c in work.components.values() if c.status == "pending"]
+        kept = [
+            component_branch(self.wf.task_branch, cid)
+            for cid in self.errors
+            if self.engine.ws.branch_exists(component_branch(self.wf.task_branch, cid))
+        ]
+        problems = "; ".join(f"{cid}: {e.message}" for cid, e in self.errors.items())
+        blocked = f" {', '.join(waiting)} did not start (they wait for it)." if waiting else ""
+        merged = sum(c.status == "complete" for c in work.components.values())
+        return Outcome(
+            "failed",
+            context=ctx,
+            escalate=StepFailedError(
+                f"Step '{self.name}': {len(self.errors)} of {len(work.components)} components "
+                f"could not be finished ({merged} merged). {problems}{blocked}",
+                (f"Their branches are kept: {', '.join(kept)}. " if kept else "")
+                + f"Fix the cause (see `supervisor events {self.wf.id}`), then `supervisor "
+                f"resume {self.wf.id}` runs only the unfinished components.",
+            ),
+        )
+
+    # -- the shared context ----------------------------------------------------------------
+
+    def _view(self) -> Workflow:
+        """The workflow as a worker should see it now (feedback and loop memory included)."""
+        with self.lock:
+            return replace(self.wf, context=copy.deepcopy(self.ctx))
+
+    def _save(
+        self,
+        cid: str,
+        *,
+        event: EventSpec | None = None,
+        integrated: str | None = None,
+        feedback: str | None = None,
+        trees: list[str] | None = None,
+        **fields: Any,
+    ) -> None:
+        """Record one component's move in the workflow's context, in one transaction."""
+        with self.lock:
+            self.state[cid].update(fields)
+            if integrated is not None:
+                self.ctx["integrated"] = integrated
+                self.ctx["candidate"] = integrated
+            if feedback is not None:
+                self.ctx.setdefault("feedback", {}).setdefault(f"{self.name}/{cid}", []).append(
+                    feedback
+                )
+            if trees is not None:
+                self.ctx.setdefault("trees", {})[f"{self.name}/{cid}"] = trees
+            self.engine.store.update_workflow(
+                self.wf.id,
+                status="running",
+                current_step=self.name,
+                context=self.ctx,
+                events=[event] if event is not None else [],
+            )

@@ -1,0 +1,174 @@
+"""A plan's components built in parallel on real parts: one real `claude` per component in its
+own sandbox, worktree and branch, merged in dependency order once its gates pass."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from e2e_support import new_repo, planner, require_sandbox, reviewer, write_workflow
+
+from supervisor import tasks
+from supervisor.demo import fenced
+from supervisor.errors import StepFailedError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+pytestmark = pytest.mark.docker
+TASK = "Build the shapes package"
+WORKFLOW = """workflow:
+  initial_step: plan
+  steps:
+    plan: {role: planner, next: implement}
+    implement: {role: implementer, for_each: component, gates: [compile], next: review,
+                max_retries: 1}
+    review: {role: reviewer, next: commit, on_reject: implement}
+    commit: {action: commit}
+"""
+GATES = 'gates:\n  compile: "python3 -m py_compile *.py"\n'
+SQUARE = "def area(side):\n    return side * side\n"
+CIRCLE = "def area(r):\n    return 3.14159 * r * r\n"
+TOTAL = (
+    "import circle\nimport square\n\n\ndef total():\n    return square.area(2) + circle.area(1)\n"
+)
+
+
+@pytest.fixture(autouse=True)
+def real_parts(api_keys: None) -> None:
+    require_sandbox()
+
+
+def plan(*components: dict[str, Any]) -> str:
+    return fenced(
+        {
+            "status": "COMPLETE",
+            "phases": [{"id": "p1", "description": "shapes", "components": list(components)}],
+            "estimated_components": len(components),
+        }
+    )
+
+
+def component(cid: str, files: list[str], depends_on: list[str] | None = None) -> dict[str, Any]:
+    return {
+        "id": cid,
+        "description": f"the {cid} module",
+        "files": files,
+        "depends_on": depends_on or [],
+    }
+
+
+def builds(cid: str, *writes: tuple[str, str], delay: float = 0.0) -> dict[str, Any]:
+    """The worker of one component: writes its files, then reports them."""
+    turns: list[dict[str, Any]] = [
+        {
+            "delay": delay if i == 0 else 0.0,
+            "tool_use": {"name": "Write", "input": {"file_path": path, "content": content}},
+        }
+        for i, (path, content) in enumerate(writes)
+    ]
+    report = {"status": "SUCCESS", "summary": cid, "files_created": [p for p, _ in writes]}
+    turns.append({"text": "Done.\n" + fenced(report)})
+    return {"when": f"one component of the plan: '{cid}'", "turns": turns}
+
+
+def repo_for(tmp_path: Path, url: str) -> Path:
+    repo = new_repo(tmp_path, url, GATES)
+    write_workflow(repo, WORKFLOW)
+    return repo
+
+
+def events(repo: Path, wf_id: int) -> list[Any]:
+    with tasks.reading(repo) as store:
+        return store.events(wf_id)
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True
+    ).stdout
+
+
+def branches(repo: Path) -> list[str]:
+    return sorted(git(repo, "branch", "--format=%(refname:short)").split())
+
+
+def test_independent_components_run_at_once_and_a_dependent_one_sees_their_merged_work(
+    tmp_path: Path, serve: Any
+) -> None:
+    server = serve(
+        planner(
+            plan(
+                component("square", ["square.py"]),
+                component("circle", ["circle.py"]),
+                component("total", ["total.py"], ["square", "circle"]),
+            )
+        ),
+        builds("square", ("square.py", SQUARE), delay=2.0),
+        builds("circle", ("circle.py", CIRCLE), delay=2.0),
+        {
+            "when": "one component of the plan: 'total'",
+            "turns": [
+                {"tool_use": {"name": "Read", "input": {"file_path": "square.py"}}},
+                *builds("total", ("total.py", TOTAL))["turns"],
+            ],
+        },
+        reviewer(),
+    )
+    repo = repo_for(tmp_path, server.url)
+
+    wf = tasks.start_task(TASK, repo)
+
+    assert wf.status == "completed"
+    for path, content in {"square.py": SQUARE, "circle.py": CIRCLE, "total.py": TOTAL}.items():
+        assert git(repo, "show", f"{wf.task_branch}:{path}") == content
+    log = events(repo, wf.id)
+    started = {e.step: e.id for e in log if e.type == "step_started"}
+    merged = {e.payload["component"]: e.id for e in log if e.type == "component_merged"}
+    assert set(merged) == {"square", "circle", "total"}
+    # square and circle ran side by side: both started before either was merged
+    assert max(started["implement/square"], started["implement/circle"]) < min(
+        merged["square"], merged["circle"]
+    )
+    # total waited for both, and its worker could read what they wrote
+    assert started["implement/total"] > max(merged["square"], merged["circle"])
+    sent = [json.dumps(r.body) for r in server.requests]
+    read_back = [body for body in sent if "one component of the plan: 'total'" in body]
+    assert any("side * side" in body for body in read_back)
+    gates = [e for e in log if e.type == "gate"]
+    assert sorted(e.step for e in gates) == [
+        "implement/circle/compile",
+        "implement/square/compile",
+        "implement/total/compile",
+    ]
+    assert all(e.status == "passed" for e in gates)
+    assert branches(repo) == sorted(["main", wf.task_branch])  # merged branches are gone
+
+
+def test_a_merge_conflict_stops_with_the_files_and_keeps_the_component_branch(
+    tmp_path: Path, serve: Any
+) -> None:
+    # `circle` declares only circle.py but also rewrites square.py: the plan said the two could
+    # run at once, and git finds they could not.
+    server = serve(
+        planner(plan(component("square", ["square.py"]), component("circle", ["circle.py"]))),
+        builds("square", ("square.py", SQUARE)),
+        builds("circle", ("circle.py", CIRCLE), ("square.py", "SIDE = 2\n"), delay=3.0),
+    )
+    repo = repo_for(tmp_path, server.url)
+
+    with pytest.raises(StepFailedError) as failure:
+        tasks.start_task(TASK, repo)
+
+    message = f"{failure.value.message} {failure.value.hint}"
+    assert "conflicts in: square.py" in message
+    wf = tasks.workflows(repo)[0]
+    kept = f"{wf.task_branch}--circle"
+    assert kept in message
+    assert kept in branches(repo)
+    assert git(repo, "show", f"{kept}:circle.py") == CIRCLE  # the unmerged work is intact
+    assert wf.status == "failed"
+    assert wf.context["components"]["square"]["status"] == "merged"
+    assert wf.context["components"]["circle"]["status"] == "conflict"
