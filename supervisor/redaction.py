@@ -1,10 +1,25 @@
 """Secret redaction: nothing that looks like a credential reaches a prompt.
 
-Repomix's built-in scan misses bare AWS key ids, short key bodies and many `sk-` keys, so the
-supervisor redacts everything itself. Each secret becomes `[REDACTED:<kind>]`; the counts per kind
-are the only trace (events never hold the value). A value assigned to a secret-looking name is
-redacted when it is not a placeholder (`changeme`, `${VAR}`, `os.environ[...]`, `<your-key>`) and
-either long and high-entropy, or assigned to a password.
+Repomix's built-in scan misses bare AWS key ids, short key bodies and many `sk-` keys, and a diff or
+a task description never goes through it, so the supervisor redacts every text itself. Each secret
+becomes `[REDACTED:<kind>]`; the counts per kind are the only trace (events never hold the value).
+
+Three layers, in this order, so that a later layer never sees what an earlier one removed:
+
+1. Whole-token patterns whose prefix is distinctive enough to need no context (private-key blocks,
+   AWS key ids, `sk-`/`ghp_`/`xoxb-`/`AIza`/`sk_live_` keys, JWTs, bearer tokens).
+2. The password of a URL (`scheme://user:PASSWORD@host`): user and host stay, they help the reader.
+3. Values assigned to a secret-looking name (`API_TOKEN = "…"`, `password: …`, `"secret": "…"`).
+   Because names alone are weak evidence, the value must also look like a secret: 16+ characters,
+   letters and digits, Shannon entropy ≥ 3.5 bits/char; or, for a *password* name only, any literal
+   of 8+ characters (a human-chosen password has low entropy but is still a password).
+   Placeholders (`changeme`, `${VAR}`, `<your-key>`, `{{ x }}`, `***`), environment look-ups
+   (`os.environ[...]`, `process.env.X`), code (`self.token`, `get_key()`, `Optional[str]`), URLs,
+   paths and e-mail addresses are left alone. Quoted values with spaces are never taken for a
+   secret: they are messages (`auth_error = "Authentication failed"`), not credentials.
+
+Base64 data (e.g. an image in a `data:` URI) is left alone: it is neither a known prefix nor
+assigned to a secret-looking name.
 """
 
 from __future__ import annotations
@@ -12,98 +27,195 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from collections.abc import Callable
 from pathlib import PurePosixPath
 
+# An unterminated block (a file cut short by a budget) is redacted up to the end of its body.
 PRIVATE_KEY = re.compile(
-    r"-----BEGIN ((?:[A-Z]+ )*PRIVATE KEY(?: BLOCK)?)-----.*?-----END \1-----", re.S
+    r"-----BEGIN ((?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?)-----"
+    r"(?:.*?-----END \1-----|(?:(?:\r?\n|\\n)(?:[A-Za-z0-9+/=]+|[A-Za-z\-]+: [^\n]*)?)*)",
+    re.S,
 )
+# Ordered: `sk-ant-` before the generic `sk-`, Slack webhooks before Slack tokens.
 PATTERNS: list[tuple[str, re.Pattern[str]]] = [
-    ("aws_access_key_id", re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}\b")),
+    ("aws_access_key_id", re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b")),
     ("anthropic_key", re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{20,}")),
-    ("openai_key", re.compile(r"\bsk-(?:proj-|svcacct-)?[A-Za-z0-9_\-]{20,}")),
-    ("github_token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})")),
-    ("slack_webhook", re.compile(r"https://hooks\.slack\.com/services/[A-Za-z0-9/_\-]+")),
-    ("slack_token", re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}")),
-    ("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b")),
+    # A digit is required: real keys always have one, hyphenated slugs (`sk-learn-…`) rarely do.
+    ("openai_key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?(?=[A-Za-z_\-]*\d)[\w\-]{20,}")),
+    ("github_token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_\w{40,})")),
+    (
+        "slack_webhook",
+        re.compile(r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[\w/\-]+"),
+    ),
+    ("slack_token", re.compile(r"\b(?:xox[abposr]|xapp)-[A-Za-z0-9\-]{10,}")),
+    ("google_api_key", re.compile(r"\bAIza[\w\-]{35}(?![\w\-])")),
     ("stripe_key", re.compile(r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}")),
-    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}")),
+    ("npm_token", re.compile(r"\bnpm_[A-Za-z0-9]{36}\b")),
+    ("pypi_token", re.compile(r"\bpypi-AgEIcHlwaS5vcmc[\w\-]{20,}")),
+    ("jwt", re.compile(r"\beyJ[\w\-]{8,}\.eyJ[\w\-]{8,}\.[\w\-]*")),
+    # `Bearer` is also an English word: the token must be long and hold a digit.
+    ("bearer_token", re.compile(r"(?<=\bBearer )(?=[A-Za-z._~+/\-]*\d)[\w.~+/\-]{16,}=*")),
+    ("basic_auth", re.compile(r"(?i)(?<=\bAuthorization: Basic )[A-Za-z0-9+/]{8,}={0,2}")),
 ]
-# scheme://user:password@host: only the password goes.
 URL_PASSWORD = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s/:@]+:)([^\s/@]+)(@)")
-SECRET_NAME = (
-    r"(?:[A-Za-z0-9_\-]*(?:password|passwd|secret|token|api_?key|access_?key|private_?key"
-    r"|client_?secret|auth)[A-Za-z0-9_\-]*)"
-)
 ASSIGNMENT = re.compile(
-    rf"""(?ix)
-    (?P<lead>["']?(?P<name>{SECRET_NAME})["']?\s*(?::|=|:=)\s*)
-    (?P<quote>["']?)
-    (?P<value>[^\s"',;]{{4,}})
-    (?P=quote)
-    """
+    r"""(?x)
+    (?P<lead>(?P<start>^[ \t]*(?:export[ \t]+)?)?
+      ["']?(?P<name>[A-Za-z_][\w.\-]*)["']?
+      (?P<sep>[ \t]*(?::=|=|:)[ \t]*))
+    (?:(?P<quote>["'`])(?P<quoted>[^\s"'`]{4,})(?P=quote)  # a quoted value runs to its quote
+      |(?P<bare>[^\s"'`,;&]{4,}))                         # a bare one to a separator
+    """,
+    re.M,
 )
+# Words of a name (split on `_`, `-`, `.` and camelCase) that make it a secret's name.
+SECRET_WORDS = ("password", "passwd", "secret", "token", "apikey", "accesskey", "privatekey")
+NOT_SECRET_WORDS = re.compile(r"tokeni[sz]|secretary")
 PLACEHOLDER = re.compile(
-    r"(?ix)^(?:\$\{?\w+\}?|<[^>]*>|%\(?\w+\)?s?|\{\{.*\}\}|x+|\*+|changeme|change_me|password"
-    r"|secret|example|dummy|test|none|null|true|false|your[_\-].*|.*\(.*|os\.environ.*"
-    r"|process\.env.*|env\..*|getenv.*|settings\..*|config\..*|\[redacted.*)$"
+    r"""(?ix)^(?:
+      \$\{[^}]*\}.*|\$\(.*|\$[A-Z_][A-Z0-9_]*|%\(?\w+\)?s?|\{\{.*|<[^>]*>?|\[redacted.*
+      |x{3,}|\*{3,}|\.{3,}|changeme|change_me|replace_?me|password\d*|secret|example|dummy
+      |test|none|null|nil|true|false|todo|fixme|placeholder|redacted|your[_\-].*
+      |.*\(.*|(?:os\.environ|os\.getenv|process\.env|env|settings|config|secrets|vars)\b.*
+    )$"""
 )
-CODE_REFERENCE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+|[A-Za-z_]+")
-SECRET_FILE_NAMES = {".npmrc", ".pypirc", ".netrc", "credentials.json", ".env"}
+# Unquoted code: `self.token`, `get_key(...)`, `os.environ[...]`, `Optional[str]`, `user_password`.
+CODE = re.compile(r"[A-Za-z_][A-Za-z_]*(?:\.[A-Za-z_]\w*)*(?:[\[(].*)?")
+TYPE_NAME = re.compile(r"[A-Z][A-Za-z]*|str|bytes|int|float|bool|dict|list|tuple|object")
+NOT_A_VALUE = re.compile(r".*://.*|[~.]{0,2}/.*|[^@\s]+@[^@\s]+\.[a-z]{2,}")
+SECRET_FILE_NAMES = {
+    ".npmrc",
+    ".pypirc",
+    ".netrc",
+    ".pgpass",
+    ".git-credentials",
+    "credentials.json",
+}
 SECRET_FILE_SUFFIXES = (".pem", ".key", ".p12", ".pfx", ".keystore", ".jks")
+SSH_KEY_PREFIXES = ("id_rsa", "id_ed25519", "id_ecdsa", "id_dsa")
 ENV_TEMPLATES = (".example", ".sample", ".template", ".dist")
+
+# Counts one secret of the given kind and returns its marker.
+_Marker = Callable[[str], str]
 
 
 def entropy(value: str) -> float:
+    """Shannon entropy in bits per character: random keys score high, words and `xxxx` low."""
     counts = Counter(value)
     return -sum(n / len(value) * math.log2(n / len(value)) for n in counts.values())
 
 
 def redact(text: str) -> tuple[str, dict[str, int]]:
+    """Return `text` with every secret replaced by `[REDACTED:<kind>]`, and the count per kind."""
     counts: Counter[str] = Counter()
 
-    def replace(kind: str) -> str:
+    def marker(kind: str) -> str:
         counts[kind] += 1
         return f"[REDACTED:{kind}]"
 
-    text = PRIVATE_KEY.sub(lambda m: replace("private_key"), text)
+    text = PRIVATE_KEY.sub(lambda m: marker("private_key"), text)
     for kind, pattern in PATTERNS:
-        text = pattern.sub(lambda m, k=kind: replace(k), text)
-    text = URL_PASSWORD.sub(lambda m: m.group(1) + replace("url_password") + m.group(3), text)
-
-    def assignment(m: re.Match[str]) -> str:
-        value, name = m.group("value"), m.group("name").lower()
-        if value.startswith("[REDACTED") or PLACEHOLDER.match(value):
-            return m.group(0)
-        if not m.group("quote") and CODE_REFERENCE.fullmatch(value):
-            return m.group(0)  # `token = self.token`: code, not a value
-        kind = _assigned_kind(name, value)
-        if kind is None:
-            return m.group(0)
-        q = m.group("quote")
-        return f"{m.group('lead')}{q}{replace(kind)}{q}"
-
-    text = ASSIGNMENT.sub(assignment, text)
+        text = pattern.sub(lambda m, k=kind: marker(k), text)
+    text = URL_PASSWORD.sub(lambda m: _url_password(m, marker), text)
+    text = ASSIGNMENT.sub(lambda m: _assignment(m, marker), text)
     return text, dict(counts)
 
 
-def _assigned_kind(name: str, value: str) -> str | None:
-    if "aws" in name and "secret" in name and re.fullmatch(r"[A-Za-z0-9/+=]{40}", value):
+def _url_password(m: re.Match[str], marker: _Marker) -> str:
+    password = m.group(2)
+    if password.startswith("[REDACTED") or _is_reference(password):
+        return m.group(0)
+    return m.group(1) + marker("url_password") + m.group(3)
+
+
+def _assignment(m: re.Match[str], marker: _Marker) -> str:
+    quoted = m.group("quote") is not None
+    name, value = m.group("name"), m.group("quoted") if quoted else m.group("bare")
+    words = name_words(name)
+    if not is_secret_name(words):
+        return m.group(0)
+    # An unquoted value may run into the closing bracket of a call or a literal: keep those.
+    core = value if quoted else value.rstrip(")]}")
+    if _is_not_a_literal(core, quoted, m):
+        return m.group(0)
+    kind = _kind(words, core)
+    if kind is None:
+        return m.group(0)
+    q = m.group("quote") or ""
+    return f"{m.group('lead')}{q}{marker(kind)}{value[len(core) :]}{q}"
+
+
+def _is_not_a_literal(value: str, quoted: bool, m: re.Match[str]) -> bool:
+    """Placeholders, references and code: what a name is bound to when no secret is in the text."""
+    if value.startswith("[REDACTED") or PLACEHOLDER.match(value) or NOT_A_VALUE.fullmatch(value):
+        return True
+    if quoted or not CODE.fullmatch(value):
+        return False
+    # A bare word is a literal only in a `.env` line (`DB_PASSWORD=hunter2x`) or a YAML mapping
+    # (`password: hunter2x`) whose value is not a Python annotation (`password: SecretStr`).
+    line_start = m.group("start") is not None
+    sep = m.group("sep").strip()
+    if line_start and sep == "=" and m.group("sep") == "=":
+        return False
+    if line_start and sep == ":" and "." not in value and "[" not in value and "(" not in value:
+        return bool(TYPE_NAME.fullmatch(value))
+    return True
+
+
+def _kind(words: list[str], value: str) -> str | None:
+    joined = "".join(words)
+    if ("awssecret" in joined or "secretaccesskey" in joined) and re.fullmatch(
+        r"[A-Za-z0-9/+=]{40}", value
+    ):
         return "aws_secret_access_key"
-    if len(value) >= 16 and entropy(value) >= 3.5:
+    if looks_random(value):
         return "high_entropy_secret"
-    if ("password" in name or "passwd" in name) and len(value) >= 8:
-        return "password"
+    if "password" in joined or "passwd" in joined:
+        return "password" if len(value) >= 8 else None
     return None
 
 
-def is_secret_file(path: str) -> bool:
-    """Files never packed into a prompt, whatever a role's patterns say."""
-    name = PurePosixPath(path).name
-    lower = name.lower()
-    if lower.startswith(".env"):
-        return not lower.endswith(ENV_TEMPLATES)
+def looks_random(value: str) -> bool:
+    """16+ characters mixing letters and digits, at 3.5+ bits/char: a key, not a word or a path."""
     return (
-        lower in SECRET_FILE_NAMES
-        or lower.endswith(SECRET_FILE_SUFFIXES)
-        or lower.startswith(("id_rsa", "id_ed25519", "id_ecdsa", "id_dsa"))
+        len(value) >= 16
+        and any(c.isdigit() for c in value)
+        and any(c.isalpha() for c in value)
+        and entropy(value) >= 3.5
+    )
+
+
+def name_words(name: str) -> list[str]:
+    """`AWS_SECRET_ACCESS_KEY`, `x-api-key`, `clientSecret`, `db.password` -> lowercase words."""
+    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name)
+    return [w for w in re.split(r"[_.\-]+", spaced.lower()) if w]
+
+
+def is_secret_name(words: list[str]) -> bool:
+    """True for names like `api_key`, `DB_PASSWORD`, `authToken`, `auth`; not `author`, `tokens`."""
+    if any(NOT_SECRET_WORDS.match(w) for w in words):
+        return False
+    if "auth" in words or "authorization" in words:
+        return True
+    joined = "".join(words)
+    return any(w in joined for w in SECRET_WORDS) and "tokens" not in words
+
+
+def _is_reference(value: str) -> bool:
+    return bool(re.fullmatch(r"\$\{[^}]*\}|\$[A-Za-z_]\w*|<[^>]*>|\{\{.*\}\}|\*+|x{3,}", value))
+
+
+def is_secret_file(path: str) -> bool:
+    """Files never packed into a prompt, whatever a role's patterns say: their whole point is
+    to hold credentials, so redacting them line by line would be a bet we need not make."""
+    pure = PurePosixPath(path.replace("\\", "/"))
+    name = pure.name.lower()
+    if name == ".env" or name.startswith(".env."):
+        return not name.endswith(ENV_TEMPLATES)
+    if name == "credentials" and pure.parent.name == ".aws":
+        return True
+    return (
+        name in SECRET_FILE_NAMES
+        or name.endswith(SECRET_FILE_SUFFIXES)
+        or name.startswith(SSH_KEY_PREFIXES)
     )

@@ -1,6 +1,30 @@
-"""A scripted stand-in for the model APIs, answering the real CLI binaries on loopback."""
+"""A scripted stand-in for the model APIs, answering the real CLI binaries over HTTP.
 
-from supervisor.fakeapi.script import Script, load_script
-from supervisor.fakeapi.server import ScriptedModelServer
+No network and no real model are needed to run the real `claude`/`codex`/`gemini` binaries end
+to end: the script decides each answer, and the server records what the CLI sent.
+"""
 
-__all__ = ["Script", "ScriptedModelServer", "load_script"]
+from supervisor.fakeapi.script import (
+    Choice,
+    Conversation,
+    HttpError,
+    Script,
+    ScriptPlayer,
+    ToolUse,
+    Turn,
+    load_script,
+)
+from supervisor.fakeapi.server import Recorded, ScriptedModelServer
+
+__all__ = [
+    "Choice",
+    "Conversation",
+    "HttpError",
+    "Recorded",
+    "Script",
+    "ScriptPlayer",
+    "ScriptedModelServer",
+    "ToolUse",
+    "Turn",
+    "load_script",
+]

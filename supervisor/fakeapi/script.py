@@ -1,5 +1,8 @@
 """The script a scripted model follows: conversations of turns, in a vendor-neutral form.
 
+A turn says *what* the model answers (text, one tool call, an HTTP error, after a delay); how that
+is encoded on the wire is each vendor module's business, so one script can drive any CLI.
+
 A new conversation (a request with no assistant turn yet) takes the first unused conversation
 whose `when` text appears in the request; later requests of that conversation are matched back to
 it by their first user message, and answered by the turn whose index is the number of assistant
@@ -8,18 +11,28 @@ turns already in the request.
 
 from __future__ import annotations
 
+import hashlib
+import threading
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+EXHAUSTED_TEXT = "(script exhausted)"
+UNMATCHED_TEXT = "(no scripted conversation matched)"
+
 
 class _Model(BaseModel):
+    # A typo in a script (`tool-use:`) must fail loudly, not silently answer with nothing.
     model_config = ConfigDict(extra="forbid")
 
 
 class ToolUse(_Model):
+    """One tool call; a relative `file_path` is resolved against the CLI's working directory
+    by the vendor encoder, because scripts are written before the temp directory exists."""
+
     name: str
     input: dict[str, Any]
 
@@ -54,9 +67,74 @@ class Script(_Model):
 
 
 def load_script(source: dict[str, Any] | str | Path | Script) -> Script:
-    """A script from a dict, a YAML file path, or a Script."""
+    """A script from a dict, a YAML file path, or a Script (so callers need not care which)."""
     if isinstance(source, Script):
         return source
     if isinstance(source, (str, Path)):
         source = yaml.safe_load(Path(source).read_text(encoding="utf-8")) or {}
     return Script.model_validate(source)
+
+
+Outcome = Literal["scripted", "exhausted", "unmatched"]
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The turn that answers a request, and why: tests assert on `outcome` and `conversation`."""
+
+    turn: Turn
+    outcome: Outcome
+    conversation: int | None = None
+    index: int = 0
+
+
+class ScriptPlayer:
+    """Chooses the turn that answers a request; thread-safe, since the CLI may call in parallel."""
+
+    def __init__(self, script: Script) -> None:
+        self.script = script
+        self._used: set[int] = set()
+        self._by_opening: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def choose(self, opening: str, full_text: str, turn_index: int) -> Choice:
+        """`opening`: the first user message; `full_text`: system prompt and all messages;
+        `turn_index`: how many assistant turns the request already carries."""
+        key = hashlib.sha256(opening.encode()).hexdigest()
+        with self._lock:
+            if key in self._by_opening:
+                # Also for turn 0: the same opening again is the CLI re-sending its first request
+                # (its own retry, or a side call over the same history), not a new run, and must
+                # not use up the next scripted conversation.
+                chosen: int | None = self._by_opening[key]
+            elif turn_index == 0:
+                chosen = self._take(full_text)
+                if chosen is not None:
+                    self._by_opening[key] = chosen
+            else:
+                chosen = None
+        if chosen is None:
+            return Choice(Turn(text=UNMATCHED_TEXT), "unmatched", None, turn_index)
+        turns = self.script.conversations[chosen].turns
+        if turn_index >= len(turns):
+            return Choice(Turn(text=EXHAUSTED_TEXT), "exhausted", chosen, turn_index)
+        return Choice(turns[turn_index], "scripted", chosen, turn_index)
+
+    def unused(self) -> list[int]:
+        """Indexes of non-repeating conversations nobody asked for: a test that expected every
+        conversation to be played can assert this is empty."""
+        with self._lock:
+            return [
+                i
+                for i, c in enumerate(self.script.conversations)
+                if not c.repeat and i not in self._used
+            ]
+
+    def _take(self, text: str) -> int | None:
+        for index, conversation in enumerate(self.script.conversations):
+            if index in self._used and not conversation.repeat:
+                continue
+            if conversation.when is None or conversation.when in text:
+                self._used.add(index)
+                return index
+        return None

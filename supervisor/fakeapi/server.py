@@ -1,30 +1,52 @@
-"""A scripted model API on loopback, for tests and `supervisor demo`.
+"""A scripted model API, for tests and `supervisor demo`.
 
 It answers the real CLI binaries the way their vendor's API would, following a `Script`, and
-records every request so that tests can assert what a prompt held.
+records every request so that tests can assert what a prompt held. Each vendor's wire format lives
+in its own module (`anthropic`, `openai`, `gemini`); this module only routes and records.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
+import socket
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from supervisor.fakeapi import anthropic, gemini, openai
-from supervisor.fakeapi.script import Conversation, Script, Turn
+from supervisor.fakeapi.script import Choice, Script, ScriptPlayer
 
-VENDORS = (anthropic, openai, gemini)
-EXHAUSTED = Turn(text="(script exhausted)")
-UNMATCHED = Turn(text="(no scripted conversation matched)")
+if TYPE_CHECKING:
+    from supervisor.fakeapi.script import Turn
+
+
+class Vendor(Protocol):
+    """What a vendor module provides; a module satisfies it by defining these functions."""
+
+    def handles(self, path: str) -> bool: ...
+    def request_text(self, body: dict[str, Any]) -> str: ...
+    def opening(self, body: dict[str, Any]) -> str: ...
+    def turn_index(self, body: dict[str, Any]) -> int: ...
+    def answer(self, turn: Turn, body: dict[str, Any]) -> tuple[str, list[bytes]]: ...
+    def error_body(self, status: int, message: str) -> dict[str, Any]: ...
+
+
+VENDORS: tuple[Vendor, ...] = (anthropic, openai, gemini)
+# Credentials are recorded as present, never by value: a demo may run with a user's real key.
+SECRET_HEADERS = frozenset({"x-api-key", "authorization", "x-goog-api-key", "proxy-authorization"})
+
+Kind = Literal["scripted", "exhausted", "unmatched", "side", "unknown", "probe"]
 
 
 @dataclass
 class Recorded:
+    """One request as received. `kind`: scripted / exhausted / unmatched (a model turn), side (a
+    CLI call outside the agent loop: count_tokens, a session-title request), unknown (a path
+    nobody handles), probe (HEAD/GET, e.g. the CLI's connectivity check)."""
+
     method: str
     path: str
     headers: dict[str, str]
@@ -32,85 +54,86 @@ class Recorded:
     conversation: int | None = None
     turn: int | None = None
     at: float = field(default_factory=time.time)
-
-
-class ScriptPlayer:
-    """Chooses the turn that answers a request; thread-safe."""
-
-    def __init__(self, script: Script) -> None:
-        self.script = script
-        self._used: set[int] = set()
-        self._by_opening: dict[str, int] = {}
-        self._lock = threading.Lock()
-
-    def answer(self, opening: str, full_text: str, turn_index: int) -> tuple[int | None, Turn]:
-        key = hashlib.sha256(opening.encode()).hexdigest()
-        with self._lock:
-            if turn_index == 0 and key in self._by_opening:
-                # The same opening again: the CLI re-sent its first request (its own retry, or
-                # a side call over the same history). It belongs to the same conversation.
-                chosen = self._by_opening[key]
-            elif turn_index == 0:
-                chosen = self._choose(full_text)
-                if chosen is None:
-                    return None, UNMATCHED
-                self._by_opening[key] = chosen
-            else:
-                chosen = self._by_opening.get(key)
-                if chosen is None:
-                    return None, UNMATCHED
-        turns = self.script.conversations[chosen].turns
-        return chosen, turns[turn_index] if turn_index < len(turns) else EXHAUSTED
-
-    def _choose(self, text: str) -> int | None:
-        for index, conversation in enumerate(self.script.conversations):
-            if index in self._used and not conversation.repeat:
-                continue
-            if _matches(conversation, text):
-                self._used.add(index)
-                return index
-        return None
-
-
-def _matches(conversation: Conversation, text: str) -> bool:
-    return conversation.when is None or conversation.when in text
+    kind: Kind = "scripted"
+    answered: str = ""
 
 
 class ScriptedModelServer:
-    """`with ScriptedModelServer(script) as server:` ... `server.url`, `server.requests`."""
+    """`with ScriptedModelServer(script) as server:` ... `server.url`, `server.requests`.
+
+    Serves from a background thread so a test can run the CLI as a subprocess in the foreground.
+    `requests` holds every POST (model turns, side calls, unknown paths), `unmatched` those a
+    script could not answer, `exhausted` the turns past a conversation's end, `probes` the
+    HEAD/GET requests; each property returns a snapshot, safe to read while the CLI still calls.
+    """
 
     def __init__(
-        self, script: Script, host: str = "127.0.0.1", port: int = 0, verbose: bool = False
+        self,
+        script: Script,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        verbose: bool = False,
     ) -> None:
         self.player = ScriptPlayer(script)
-        self.requests: list[Recorded] = []
-        self.unmatched: list[Recorded] = []
         self.verbose = verbose
+        self._requests: list[Recorded] = []
+        self._probes: list[Recorded] = []
         self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer((host, port), _handler_for(self))
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._closed = False
+        self._httpd = _Server((host, port), _handler_for(self))
+        # A short poll: `close()` waits up to one interval, and tests close a server per test.
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, args=(0.05,), name="fakeapi", daemon=True
+        )
         self._thread.start()
 
     @property
     def url(self) -> str:
         host, port = self._httpd.server_address[:2]
+        if ":" in str(host):
+            host = f"[{host}]"
         return f"http://{host}:{port}"
+
+    @property
+    def requests(self) -> list[Recorded]:
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def unmatched(self) -> list[Recorded]:
+        with self._lock:
+            return [r for r in self._requests if r.kind in ("unmatched", "unknown")]
+
+    @property
+    def exhausted(self) -> list[Recorded]:
+        with self._lock:
+            return [r for r in self._requests if r.kind == "exhausted"]
+
+    @property
+    def probes(self) -> list[Recorded]:
+        with self._lock:
+            return list(self._probes)
 
     def record(self, item: Recorded) -> None:
         with self._lock:
-            self.requests.append(item)
-            if item.conversation is None and item.method == "POST":
-                self.unmatched.append(item)
-        if self.verbose:
+            (self._probes if item.kind == "probe" else self._requests).append(item)
+        # Surprises are always worth a line; the routine traffic only when asked for.
+        if self.verbose or item.kind in ("unmatched", "exhausted", "unknown"):
+            model = item.body.get("model", "")
             sys.stderr.write(
-                f"[fakeapi] {item.method} {item.path} conversation={item.conversation} "
-                f"turn={item.turn}\n"
+                f"[fakeapi] {item.method} {item.path} {item.kind}"
+                f"{f' model={model}' if model else ''}"
+                f" conversation={item.conversation} turn={item.turn} -> {item.answered}\n"
             )
+            sys.stderr.flush()
 
     def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
         self._httpd.shutdown()
         self._httpd.server_close()
+        self._thread.join(timeout=5)
 
     def __enter__(self) -> ScriptedModelServer:
         return self
@@ -119,54 +142,123 @@ class ScriptedModelServer:
         self.close()
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        # ThreadingHTTPServer is IPv4-only by default; an IPv6 gateway address must bind too.
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
+        super().__init__(address, handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A CLI killed mid-answer (tests do that on purpose, during a `delay`) is not an error.
+        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError, TimeoutError)):
+            return
+        super().handle_error(request, client_address)
+
+
+def _summary(turn: Turn) -> str:
+    if turn.error is not None:
+        return f"HTTP {turn.error.status}"
+    if turn.tool_use is not None:
+        return f"tool_use {turn.tool_use.name}"
+    text = (turn.text or "").splitlines()[0] if turn.text else ""
+    return f"text {text[:60]!r}"
+
+
+def _headers(raw: Any) -> dict[str, str]:
+    out = {}
+    for name, value in raw.items():
+        key = name.lower()
+        out[key] = "[redacted]" if key in SECRET_HEADERS else value
+    return out
+
+
 def _handler_for(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def log_message(self, *args: Any) -> None:  # quiet: the server records instead
-            return
+        def log_message(self, format: str, *args: Any) -> None:
+            return  # quiet: the server records and logs instead
 
         def do_HEAD(self) -> None:
+            server.record(Recorded("HEAD", self.path, _headers(self.headers), {}, kind="probe"))
             self._empty(404)
 
         def do_GET(self) -> None:
-            server.record(Recorded("GET", self.path, dict(self.headers), {}))
+            server.record(
+                Recorded("GET", self.path, _headers(self.headers), {}, kind="probe", answered="404")
+            )
             self._json(404, anthropic.error_body(404, "not found"))
 
         def do_POST(self) -> None:
             length = int(self.headers.get("content-length") or 0)
-            raw = self.rfile.read(length) if length else b"{}"
+            raw = self.rfile.read(length) if length else b""
             try:
                 body = json.loads(raw or b"{}")
             except ValueError:
                 body = {}
+            if not isinstance(body, dict):
+                body = {"_body": body}
             path = self.path.split("?", 1)[0]
-            headers = dict(self.headers)
-            if path.endswith("/v1/messages/count_tokens"):
-                server.record(Recorded("POST", self.path, headers, body, -1, 0))
-                self._json(200, {"input_tokens": max(1, len(raw) // 4)})
-                return
+            headers = _headers(self.headers)
+
+            for vendor in VENDORS:
+                side = getattr(vendor, "side_answer", None)
+                found = side(path, body) if side else None
+                if found is not None:
+                    status, payload = found
+                    server.record(
+                        Recorded(
+                            "POST", self.path, headers, body, kind="side", answered=str(status)
+                        )
+                    )
+                    self._json(status, payload)
+                    return
             vendor = next((v for v in VENDORS if v.handles(path)), None)
             if vendor is None:
-                server.record(Recorded("POST", self.path, headers, body))
+                server.record(
+                    Recorded("POST", self.path, headers, body, kind="unknown", answered="404")
+                )
                 self._json(404, anthropic.error_body(404, f"unknown path {path}"))
                 return
-            index = vendor.turn_index(body)
-            chosen, turn = server.player.answer(
-                vendor.opening(body), vendor.request_text(body), index
+
+            side_turn = getattr(vendor, "side_turn", None)
+            turn = side_turn(body) if side_turn else None
+            if turn is not None:
+                server.record(
+                    Recorded("POST", self.path, headers, body, kind="side", answered=_summary(turn))
+                )
+                self._answer(vendor, turn, body)
+                return
+
+            choice: Choice = server.player.choose(
+                vendor.opening(body), vendor.request_text(body), vendor.turn_index(body)
             )
-            server.record(Recorded("POST", self.path, headers, body, chosen, index))
+            server.record(
+                Recorded(
+                    "POST",
+                    self.path,
+                    headers,
+                    body,
+                    choice.conversation,
+                    choice.index,
+                    kind=choice.outcome,
+                    answered=_summary(choice.turn),
+                )
+            )
+            self._answer(vendor, choice.turn, body)
+
+        def _answer(self, vendor: Vendor, turn: Turn, body: dict[str, Any]) -> None:
             if turn.delay:
                 time.sleep(turn.delay)
             if turn.error is not None:
                 extra = {}
                 if turn.error.retry_after is not None:
-                    extra["retry-after"] = str(int(turn.error.retry_after))
-                self._json(
-                    turn.error.status,
-                    vendor.error_body(turn.error.status, turn.error.message),
-                    extra,
-                )
+                    extra["retry-after"] = str(max(0, round(turn.error.retry_after)))
+                body_out = vendor.error_body(turn.error.status, turn.error.message)
+                self._json(turn.error.status, body_out, extra)
                 return
             content_type, chunks = vendor.answer(turn, body)
             if content_type == "text/event-stream":
@@ -177,6 +269,8 @@ def _handler_for(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
         def _empty(self, status: int) -> None:
             self.send_response(status)
             self.send_header("content-length", "0")
+            self.send_header("connection", "close")
+            self.close_connection = True
             self.end_headers()
 
         def _json(
@@ -200,11 +294,12 @@ def _handler_for(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
             self.send_header("content-type", "text/event-stream")
             self.send_header("cache-control", "no-cache")
             self.send_header("request-id", "req_scripted")
+            # No content-length: the stream ends when the connection closes, as with the real API.
             self.send_header("connection", "close")
+            self.close_connection = True
             self.end_headers()
             for event in events:
                 self.wfile.write(event)
                 self.wfile.flush()
-            self.close_connection = True
 
     return Handler
