@@ -10,7 +10,7 @@ components to phases to the feature.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 
@@ -20,6 +20,16 @@ if TYPE_CHECKING:
     from supervisor.schemas import PlanOutput
 
 ACTIVE = {"implementing", "testing", "review", "running"}
+# A component's recorded progress (supervisor.workflow.components) as the graph counts it.
+PROGRESS = {
+    "pending": "pending",
+    "running": "running",
+    "implemented": "running",
+    "gated": "running",
+    "merged": "complete",
+    "failed": "failed",
+    "conflict": "failed",
+}
 
 
 @dataclass
@@ -125,6 +135,20 @@ class WorkGraph:
         return list(
             nx.lexicographical_topological_sort(self.graph, key=lambda n: self.components[n].order)
         )
+
+    @classmethod
+    def of_workflow(cls, context: dict[str, Any]) -> WorkGraph | None:
+        """The plan of a workflow with each component's recorded progress, for `status`."""
+        from supervisor.schemas import PlanOutput
+
+        plan = context.get("plan")
+        if not plan:
+            return None
+        work = cls.from_plan(PlanOutput.model_validate(plan))
+        for cid, entry in (context.get("components") or {}).items():
+            if cid in work.components:
+                work.components[cid].status = PROGRESS.get(entry.get("status"), "pending")
+        return work
 
     def phase_status(self, phase: str) -> str:
         return rollup([c.status for c in self.in_phase(phase)])

@@ -238,3 +238,31 @@ def test_analyze_deps_reads_the_imports_on_the_task_branch(
         ("api", "models", "app/api.py imports app/models.py")
     ]
     assert list(ws.worktrees_dir.iterdir()) == []
+
+
+def test_status_shows_the_recorded_progress_as_a_feature_phase_component_tree() -> None:
+    from rich.console import Console
+
+    from supervisor.cli.render import work_tree
+
+    context = {
+        "plan": TWO_PHASES.model_dump(),
+        "components": {
+            "models": {"status": "merged"},
+            "db": {"status": "implemented"},
+            "utils": {"status": "conflict"},
+        },
+    }
+    work = WorkGraph.of_workflow(context)
+    assert work is not None
+    console = Console(record=True, width=120)
+    console.print(work_tree("Build the app", work))
+    lines = [line.rstrip() for line in console.export_text().splitlines()]
+
+    assert lines[0] == "feature failed  Build the app"
+    assert "phase p1 failed" in lines[1]
+    assert any("models complete  app/models.py" in line for line in lines)
+    assert any("db running  app/db.py  after models" in line for line in lines)
+    assert any("utils failed" in line for line in lines)
+    assert any("phase p2 pending" in line for line in lines)
+    assert WorkGraph.of_workflow({}) is None

@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
+from rich.tree import Tree
 
+from supervisor.dag import WorkGraph
 from supervisor.workflow.engine import Reporter
 
 if TYPE_CHECKING:
@@ -30,6 +32,9 @@ STATUS_STYLE = {
     "rejected": "yellow",
     "interrupted": "magenta",
     "rate_limited": "yellow",
+    "complete": "green",
+    "in_progress": "cyan",
+    "pending": "dim",
 }
 
 
@@ -114,7 +119,27 @@ def workflow_detail(store: Store, wf_id: int) -> RenderableType:
             row["started_at"].strftime("%H:%M:%S"),
             took,
         )
-    return Group(head, steps)
+    work = WorkGraph.of_workflow(wf.context)
+    if work is None:
+        return Group(head, steps)
+    return Group(head, work_tree(wf.description, work), steps)
+
+
+def work_tree(task: str, work: WorkGraph) -> Tree:
+    """Feature → phases → components, each with its rolled-up status."""
+    tree = Tree(Text.assemble("feature ", _status(work.feature_status()), f"  {task[:70]}"))
+    for phase in work.phases:
+        branch = tree.add(Text.assemble(f"phase {phase} ", _status(work.phase_status(phase))))
+        for comp in work.in_phase(phase):
+            after = f"  after {', '.join(comp.depends_on)}" if comp.depends_on else ""
+            branch.add(
+                Text.assemble(
+                    f"{comp.id} ",
+                    _status(comp.status),
+                    (f"  {', '.join(comp.files)}{after}", "dim"),
+                )
+            )
+    return tree
 
 
 def events_table(events: list[Event]) -> Table:

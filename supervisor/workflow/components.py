@@ -24,7 +24,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from supervisor import recovery
-from supervisor.dag import WorkGraph
+from supervisor.dag import PROGRESS, WorkGraph
 from supervisor.errors import MergeConflictError, StepFailedError, SupervisorError
 from supervisor.schemas import PlanOutput
 from supervisor.state.store import EventSpec
@@ -35,17 +35,6 @@ if TYPE_CHECKING:
     from supervisor.dag import Component
     from supervisor.state.store import Workflow
     from supervisor.workflow.engine import Engine
-
-# A component's life, as saved in the context; the work graph only knows three of them.
-GRAPH_STATUS = {
-    "pending": "pending",
-    "running": "running",
-    "implemented": "running",
-    "gated": "running",
-    "merged": "complete",
-    "failed": "failed",
-    "conflict": "failed",
-}
 
 
 class ComponentFanOut:
@@ -75,7 +64,7 @@ class ComponentFanOut:
                 entry["status"] = "pending"  # interrupted, or failed before this resume
                 if entry.pop("error", None) is not None:
                     entry["attempts"] = 0
-            comp.status = GRAPH_STATUS[entry["status"]]
+            comp.status = PROGRESS[entry["status"]]
         integrated = self.ctx.get("integrated") or self.engine.ws.branch_tip(self.wf.task_branch)
         self.ctx["integrated"] = integrated
         order = {cid: i for i, cid in enumerate(work.merge_order())}
