@@ -250,8 +250,9 @@ class Workspace:
     # -- worktrees -------------------------------------------------------------------------
 
     def add_worktree(self, name: str, commit: str) -> Path:
+        """A detached worktree of `commit`; `name` may hold `/` (a component step's name)."""
         with _WORKTREE_LOCK:  # parallel steps: git's worktree bookkeeping is not concurrent
-            return self._add_worktree(name, commit)
+            return self._add_worktree(name.replace("/", "-"), commit)
 
     def _add_worktree(self, name: str, commit: str) -> Path:
         path = self.worktrees_dir / name

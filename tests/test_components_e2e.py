@@ -4,7 +4,9 @@ own sandbox, worktree and branch, merged in dependency order once its gates pass
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -13,6 +15,8 @@ from e2e_support import new_repo, planner, require_sandbox, reviewer, write_work
 from supervisor import tasks
 from supervisor.demo import fenced
 from supervisor.errors import StepFailedError
+from supervisor.sandbox.docker import LABEL_REPO, repo_label
+from supervisor.workspace import Workspace
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -95,6 +99,28 @@ def branches(repo: Path) -> list[str]:
     return sorted(git(repo, "branch", "--format=%(refname:short)").split())
 
 
+def shapes_script() -> list[dict[str, Any]]:
+    return [
+        planner(
+            plan(
+                component("square", ["square.py"]),
+                component("circle", ["circle.py"]),
+                component("total", ["total.py"], ["square", "circle"]),
+            )
+        ),
+        builds("square", ("square.py", SQUARE), delay=2.0),
+        builds("circle", ("circle.py", CIRCLE), delay=2.0),
+        {
+            "when": "one component of the plan: 'total'",
+            "turns": [
+                {"tool_use": {"name": "Read", "input": {"file_path": "square.py"}}},
+                *builds("total", ("total.py", TOTAL))["turns"],
+            ],
+        },
+        reviewer(),
+    ]
+
+
 def test_independent_components_run_at_once_and_a_dependent_one_sees_their_merged_work(
     tmp_path: Path, serve: Any
 ) -> None:
@@ -172,3 +198,66 @@ def test_a_merge_conflict_stops_with_the_files_and_keeps_the_component_branch(
     assert wf.status == "failed"
     assert wf.context["components"]["square"]["status"] == "merged"
     assert wf.context["components"]["circle"]["status"] == "conflict"
+
+
+WORKER_STEPS = ("plan", "implement/square", "implement/circle", "implement/total", "review")
+KILL_POINTS = [
+    "plan:during",  # inside the write that records the plan
+    "step_started#3:during",  # as the second parallel component starts
+    "context_packed#3",  # inside a component's step, before its CLI runs
+    "implementation#1",  # a component done and recorded, its gate not yet run
+    "gate#1",  # a component's gate recorded, its hand-over to the merge not yet
+    "component_merged#1:during",  # mid-merge: the candidate ref moved, the database not yet
+    "component_merged#2",  # between two merges
+    "component_merged#3",  # after the last merge, before the step is recorded done
+    "review:during",  # inside the write that records the review
+    "commit:during",  # the task branch moved, the database not yet
+    "workflow_completed:during",  # the very last write
+]
+
+
+@pytest.mark.parametrize("kill_at", KILL_POINTS)
+def test_a_supervisor_killed_anywhere_resumes_to_the_same_branch_without_rerunning_done_steps(
+    tmp_path: Path, serve: Any, kill_at: str
+) -> None:
+    # A re-run of an interrupted worker opens a new conversation (its prompt names the new run).
+    server = serve(*[{**conversation, "repeat": True} for conversation in shapes_script()])
+    repo = repo_for(tmp_path, server.url)
+    before = Workspace(repo).user_checkout_fingerprint()
+    killed = subprocess.run(
+        [sys.executable, "-m", "supervisor", "start-task", TASK, "--yes", "--repo", str(repo)],
+        env={**os.environ, "SUPERVISOR_KILL_AT": kill_at},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert killed.returncode == -9, f"never reached {kill_at}: {killed.stderr[-2000:]}"
+
+    wf = tasks.workflows(repo)[0]
+    done = tasks.resume(wf.id, repo)
+
+    assert done.status == "completed"
+    changed = git(repo, "diff", "--name-only", f"{done.base_sha}..{done.task_branch}").split()
+    assert sorted(changed) == ["circle.py", "square.py", "total.py"]
+    for path, content in {"square.py": SQUARE, "circle.py": CIRCLE, "total.py": TOTAL}.items():
+        assert git(repo, "show", f"{done.task_branch}:{path}") == content
+    with tasks.reading(repo) as store:
+        assert store.integrity_ok()
+        steps = store.steps(done.id)
+    for name in WORKER_STEPS:
+        runs = [s["status"] for s in steps if s["name"] == name]
+        assert runs.count("succeeded") == 1, (name, runs)  # a finished step never runs again
+        assert set(runs) <= {"succeeded", "interrupted"}, (name, runs)
+    assert Workspace(repo).user_checkout_fingerprint() == before
+    assert branches(repo) == sorted(["main", done.task_branch])
+    import docker
+
+    client = docker.from_env()
+    assert (
+        client.containers.list(all=True, filters={"label": f"{LABEL_REPO}={repo_label(repo)}"})
+        == []
+    )
+    worktrees = repo / ".supervisor" / "worktrees"
+    assert not worktrees.exists() or list(worktrees.iterdir()) == []

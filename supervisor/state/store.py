@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import create_engine, event, func, insert, select, text, update
 from sqlalchemy.exc import DatabaseError
 
+from supervisor import faults
 from supervisor.errors import StateError, UnknownWorkflowError
 from supervisor.state import schema as t
 from supervisor.state.migrations import LATEST_VERSION, applied_versions, migrate
@@ -127,8 +128,11 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _tx(self) -> Any:
-        return self.engine.begin()
+    @contextmanager
+    def _tx(self) -> Iterator[Connection]:
+        with self.engine.begin() as conn:
+            yield conn
+        faults.committed()
 
     # -- workflows -------------------------------------------------------------------------
 
@@ -325,7 +329,10 @@ class Store:
         error: str | None = None,
         event: EventSpec | None = None,
         invocation: dict[str, Any] | None = None,
+        workflow_context: dict[str, Any] | None = None,
     ) -> None:
+        """`workflow_context`: the workflow's new context, saved in the same transaction (so that
+        a step can never be recorded done while the workflow forgets what it produced)."""
         with self._tx() as conn:
             if invocation is not None:
                 conn.execute(insert(t.invocations).values(**invocation, timestamp=now()))
@@ -334,10 +341,16 @@ class Store:
                 .where(t.steps.c.id == step_id)
                 .values(status=status, output=output, error=error, finished_at=now())
             )
+            wf_id = conn.execute(
+                select(t.steps.c.workflow_id).where(t.steps.c.id == step_id)
+            ).scalar_one()
+            if workflow_context is not None:
+                conn.execute(
+                    update(t.workflows)
+                    .where(t.workflows.c.id == wf_id)
+                    .values(context=workflow_context, updated_at=now())
+                )
             if event is not None:
-                wf_id = conn.execute(
-                    select(t.steps.c.workflow_id).where(t.steps.c.id == step_id)
-                ).scalar_one()
                 _append(conn, wf_id, event)
 
     def running_steps(self, wf_id: int) -> list[dict[str, Any]]:
@@ -467,6 +480,7 @@ class Store:
 
 
 def _append(conn: Connection, wf_id: int | None, spec: EventSpec) -> None:
+    faults.event_written(spec.type)
     conn.execute(
         insert(t.events).values(
             workflow_id=wf_id,

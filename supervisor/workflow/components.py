@@ -28,9 +28,11 @@ from supervisor.dag import PROGRESS, WorkGraph
 from supervisor.errors import MergeConflictError, StepFailedError, SupervisorError
 from supervisor.schemas import PlanOutput
 from supervisor.state.store import EventSpec
-from supervisor.workflow.engine import Outcome, candidate_ref, component_branch
+from supervisor.workflow.engine import OnDone, Outcome, candidate_ref, component_branch
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from supervisor.config import StepDef
     from supervisor.dag import Component
     from supervisor.state.store import Workflow
@@ -54,9 +56,11 @@ class ComponentFanOut:
         role = self.step.role or ""
         if work is None or not work.components:
             return self.engine._worker(self.wf, self.name, role)
-        if all(self.state.get(c, {}).get("status") == "merged" for c in work.components):
-            # Every component is in: what a later gate or review asks for is one worker's fix
-            # on the integrated result, not a second round of components.
+        merged = all(self.state.get(c, {}).get("status") == "merged" for c in work.components)
+        if merged and self.ctx.get("feedback", {}).get(self.name):
+            # Every component is in and a later gate or review sent work back: that is one
+            # worker's fix on the integrated result, not a second round of components. (All
+            # merged without feedback is a crash after the last merge: nothing is left to run.)
             return self.engine._worker(self.wf, self.name, role, base=self.ctx.get("candidate"))
         for cid, comp in work.components.items():
             entry = self.state.setdefault(cid, {"status": "pending", "attempts": 0})
@@ -65,6 +69,10 @@ class ComponentFanOut:
                 if entry.pop("error", None) is not None:
                     entry["attempts"] = 0
             comp.status = PROGRESS[entry["status"]]
+            if entry["status"] == "merged":  # a crash may have come between merge and clean-up
+                self.engine.ws.delete_ref(
+                    f"refs/heads/{component_branch(self.wf.task_branch, cid)}"
+                )
         integrated = self.ctx.get("integrated") or self.engine.ws.branch_tip(self.wf.task_branch)
         self.ctx["integrated"] = integrated
         order = {cid: i for i, cid in enumerate(work.merge_order())}
@@ -97,7 +105,12 @@ class ComponentFanOut:
         step_name = f"{self.name}/{comp.id}"
         for attempt in range(1, policy.max_attempts + 1):
             outcome = self.engine._worker(
-                self._view(), step_name, self.step.role or "", base=base, component=comp
+                self._view(),
+                step_name,
+                self.step.role or "",
+                base=base,
+                component=comp,
+                on_done=self._implemented(comp.id),
             )
             why = outcome.transient
             if why is None or attempt == policy.max_attempts:
@@ -110,8 +123,16 @@ class ComponentFanOut:
             if trees is not None:
                 self._save(comp.id, trees=trees)
             return outcome
-        self._save(comp.id, status="implemented", sha=outcome.git_sha, trees=trees)
         return self._gate_and_hand_over(comp.id)
+
+    def _implemented(self, cid: str) -> OnDone:
+        def record(sha: str, trees: list[str], finish: Callable[[dict[str, Any]], None]) -> None:
+            with self.lock:  # the step's end and the component's progress: one transaction
+                self.state[cid].update(status="implemented", sha=sha)
+                self.ctx.setdefault("trees", {})[f"{self.name}/{cid}"] = trees
+                finish(self.ctx)
+
+        return record
 
     def _gate_and_hand_over(self, cid: str) -> Outcome:
         entry = self.state[cid]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -39,7 +40,6 @@ from supervisor.workers.base import adapter_for
 from supervisor.workspace import Workspace
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
     from pathlib import Path
 
     from supervisor.dag import Component
@@ -84,6 +84,11 @@ class LineSplitter:
             text = self.describe(line)
             if text:
                 self.sink(text)
+
+
+OnDone = Callable[[str, list[str], Callable[[dict[str, Any] | None], None]], None]
+"""Told (commit, tree hashes of the attempts so far, finish) when an implementation succeeds; it
+must call finish(context) to record the step done and the workflow's new context as one."""
 
 
 def candidate_ref(wf_id: int) -> str:
@@ -356,9 +361,11 @@ class Engine:
         *,
         base: str | None = None,
         component: Component | None = None,
+        on_done: OnDone | None = None,
     ) -> Outcome:
         """One fresh worker run; `base` overrides where its worktree starts, `component` narrows
-        its task to one planned component (whose commit then lands on the component's branch)."""
+        its task to one planned component (whose commit then lands on the component's branch),
+        `on_done` records a successful implementation (see OnDone)."""
         role = load_role(role_name, self.repo)
         cli = role.cli or wf.cli
         cli_settings = self.settings.clis.get(cli)
@@ -384,7 +391,18 @@ class Engine:
         self.reporter.step(wf.id, name, f"{role.name} via {cli} (attempt {attempt})")
         try:
             outcome = self._run_worker(
-                wf, name, role, cli, cli_settings, creds, worktree, base, tip, step_id, component
+                wf,
+                name,
+                role,
+                cli,
+                cli_settings,
+                creds,
+                worktree,
+                base,
+                tip,
+                step_id,
+                component,
+                on_done,
             )
         except (SandboxError, CommandTimeoutError) as e:
             # A hung worker (idle or time limit) is ended by the sandbox and retried; a sandbox
@@ -424,6 +442,7 @@ class Engine:
         tip: str,
         step_id: int,
         component: Component | None,
+        on_done: OnDone | None,
     ) -> Outcome:
         adapter = adapter_for(cli)
         route = self.sandbox.route(cli_settings.base_url)
@@ -583,7 +602,7 @@ class Engine:
                 else f"refs/heads/{component_branch(wf.task_branch, component.id)}"
             )
             return self._after_implementation(
-                wf, name, role, worktree, base, step_id, data, payload, usage, events, ref
+                wf, name, role, worktree, base, step_id, data, payload, usage, events, ref, on_done
             )
         if role.output == "review":
             verdict = data["status"]
@@ -647,6 +666,7 @@ class Engine:
         usage: dict[str, Any],
         events: list[EventSpec],
         ref: str,
+        on_done: OnDone | None = None,
     ) -> Outcome:
         """Trust the worktree, not the worker's claims: what changed is what git sees."""
         sha = self.ws.snapshot(worktree, f"{name}: {wf.description[:60]}")
@@ -743,19 +763,27 @@ class Engine:
                 "failed", feedback=result.feedback(), events=events, context={"trees": seen}
             )
         self.ws.set_ref(ref, sha, None)
-        self.store.finish_step(
-            step_id,
-            "succeeded",
-            output=data,
-            event=EventSpec(
-                "implementation",
-                step=name,
-                role=role.name,
-                status="succeeded",
-                payload=payload,
-                **usage,
-            ),
-        )
+
+        def finish(context: dict[str, Any] | None) -> None:
+            self.store.finish_step(
+                step_id,
+                "succeeded",
+                output=data,
+                workflow_context=context,
+                event=EventSpec(
+                    "implementation",
+                    step=name,
+                    role=role.name,
+                    status="succeeded",
+                    payload=payload,
+                    **usage,
+                ),
+            )
+
+        if on_done is None:
+            finish(None)
+        else:
+            on_done(sha, seen[name], finish)
         return Outcome(
             "passed", events=events, context={"candidate": sha, "trees": seen}, git_sha=sha
         )

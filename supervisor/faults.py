@@ -1,0 +1,44 @@
+"""Fault injection for the crash-safety tests: SIGKILL the supervisor at a named point.
+
+`SUPERVISOR_KILL_AT=<event type>[#n][:during]` kills this process when it records the n-th event
+of that type (default the first): just after the transaction commits, or with `:during`, inside
+it, before the commit. Every state change writes an event, so event types name the points between
+and inside steps, merges and database writes. Unset (always, outside tests), it costs a lookup.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections import Counter
+
+_SPEC = os.environ.get("SUPERVISOR_KILL_AT", "")
+_point, _, _phase = _SPEC.partition(":")
+_TYPE, _, _NTH = _point.partition("#")
+_seen: Counter[str] = Counter()
+_armed = threading.local()
+_lock = threading.Lock()
+
+
+def event_written(event_type: str) -> None:
+    """Called inside the transaction that records an event."""
+    if not _TYPE or event_type != _TYPE:
+        return
+    with _lock:
+        _seen[event_type] += 1
+        hit = _seen[event_type] == int(_NTH or 1)
+    if hit and _phase == "during":
+        _kill()
+    if hit:
+        _armed.pending = True
+
+
+def committed() -> None:
+    """Called after a transaction commits."""
+    if getattr(_armed, "pending", False):
+        _kill()
+
+
+def _kill() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
