@@ -101,6 +101,9 @@ class StepDef(_Model):
     their files do not overlap, merged in dependency order once its gates pass."""
     gates: list[str] = Field(default_factory=list)
     """With `for_each`: the gates each component passes on its own branch before its merge."""
+    interfaces: bool = False
+    """The files this step writes are interfaces: compiled where a compiler applies, then
+    read-only for every later step (a worker that changes one fails)."""
 
     @model_validator(mode="after")
     def _one_kind(self) -> StepDef:
@@ -109,6 +112,8 @@ class StepDef(_Model):
             raise ValueError("a step needs exactly one of `role`, `roles`, `gate` or `action`")
         if (self.for_each or self.gates) and not self.role:
             raise ValueError("`for_each` and `gates` belong to a step with one `role`")
+        if self.interfaces and (not self.role or self.for_each):
+            raise ValueError("`interfaces` belongs to a step with one `role` and no `for_each`")
         if self.gates and not self.for_each:
             raise ValueError("`gates` needs `for_each: component` (a plain step uses a gate step)")
         return self
@@ -256,11 +261,11 @@ def check_workflow(
 
         for role_name in [step.role] if step.role else step.roles or []:
             role = load_role(role_name, repo)
-            if step.for_each and role.output != "implementation":
+            if (step.for_each or step.interfaces) and role.output != "implementation":
                 raise ConfigError(
-                    f"{source}: step '{name}' runs '{role_name}' for each component, but that "
-                    "role does not implement (its output is not `implementation`).",
-                    "Use an implementer role for a `for_each: component` step.",
+                    f"{source}: step '{name}' needs a role that writes files, but '{role_name}' "
+                    "does not implement (its output is not `implementation`).",
+                    "Use an implementer role for a `for_each` or `interfaces` step.",
                 )
             if step.roles and role.output != "review":
                 raise ConfigError(

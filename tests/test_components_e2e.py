@@ -261,3 +261,58 @@ def test_a_supervisor_killed_anywhere_resumes_to_the_same_branch_without_rerunni
     )
     worktrees = repo / ".supervisor" / "worktrees"
     assert not worktrees.exists() or list(worktrees.iterdir()) == []
+
+
+LEAD = "ROLE: tech_lead"
+API = 'def area(size: float) -> float:\n    """Every shape module has one."""\n    ...\n'
+
+
+def test_interfaces_are_compiled_then_read_only_for_every_component(
+    tmp_path: Path, serve: Any
+) -> None:
+    server = serve(
+        planner(plan(component("square", ["square.py"]), component("circle", ["circle.py"]))),
+        {**builds("lead", ("shapes_api.py", "def area(size:\n")), "when": LEAD},  # no compile
+        {**builds("lead", ("shapes_api.py", API)), "when": LEAD},
+        {  # changes an interface file (Write needs a Read of an existing file first)
+            "when": "one component of the plan: 'square'",
+            "turns": [
+                {"tool_use": {"name": "Read", "input": {"file_path": "shapes_api.py"}}},
+                *builds("square", ("square.py", SQUARE), ("shapes_api.py", API + "PI = 3\n"))[
+                    "turns"
+                ],
+            ],
+        },
+        builds("square", ("square.py", SQUARE)),
+        builds("circle", ("circle.py", CIRCLE)),
+        reviewer(),
+    )
+    repo = new_repo(tmp_path, server.url, GATES)
+    write_workflow(
+        repo,
+        WORKFLOW.replace(
+            "plan: {role: planner, next: implement}",
+            "plan: {role: planner, next: interfaces}\n"
+            "    interfaces: {role: tech_lead, interfaces: true, next: implement}",
+        ),
+    )
+
+    wf = tasks.start_task(TASK, repo)
+
+    assert wf.status == "completed"
+    assert git(repo, "show", f"{wf.task_branch}:shapes_api.py") == API
+    assert wf.context["locked_files"] == ["shapes_api.py"]
+    log = events(repo, wf.id)
+    checks = [e for e in log if e.type == "interfaces"]
+    assert [e.status for e in checks] == ["failed", "locked"]
+    assert (
+        "SyntaxError" in checks[0].payload["compiler"]
+        or "py_compile" in checks[0].payload["compiler"]
+    )
+    changed = [e for e in log if e.type == "interface_changed"]
+    assert [(e.step, e.payload["locked"]) for e in changed] == [
+        ("implement/square", ["shapes_api.py"])
+    ]
+    sent = [json.dumps(r.body) for r in server.requests]
+    assert any("do not compile" in body for body in sent if "ROLE: tech_lead" in body)
+    assert any("read-only" in body for body in sent if "'square'" in body)

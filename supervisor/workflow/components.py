@@ -73,7 +73,11 @@ class ComponentFanOut:
                 self.engine.ws.delete_ref(
                     f"refs/heads/{component_branch(self.wf.task_branch, cid)}"
                 )
-        integrated = self.ctx.get("integrated") or self.engine.ws.branch_tip(self.wf.task_branch)
+        integrated = (
+            self.ctx.get("integrated")
+            or self.ctx.get("locked_sha")
+            or self.engine.ws.branch_tip(self.wf.task_branch)
+        )
         self.ctx["integrated"] = integrated
         order = {cid: i for i, cid in enumerate(work.merge_order())}
         limit = self.engine.settings.limits.max_parallel_components

@@ -13,10 +13,10 @@ import json
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from supervisor import credentials, prompts, recovery
+from supervisor import credentials, interfaces, prompts, recovery
 from supervisor.config import Settings, StepDef, WorkflowDef
 from supervisor.dag import WorkGraph
 from supervisor.errors import (
@@ -146,7 +146,40 @@ class Engine:
             return self._gate(wf, name, step)
         if step.kind == "parallel":
             return self._parallel(wf, name, step.roles or [])
-        return self._worker(wf, name, step.role or "")
+        outcome = self._worker(wf, name, step.role or "")
+        if step.interfaces and outcome.result == "passed" and outcome.git_sha:
+            return self._lock_interfaces(wf, name, outcome)
+        return outcome
+
+    def _lock_interfaces(self, wf: Workflow, name: str, outcome: Outcome) -> Outcome:
+        """Compile the interface files the step wrote, then freeze them for later steps."""
+        files = self.ws.changed_files(self.ws.branch_tip(wf.task_branch), outcome.git_sha or "")
+        worktree = self.ws.add_worktree(f"wf{wf.id}-{name}-compile", outcome.git_sha or "")
+        try:
+            problems = interfaces.compile_errors(self.repo, worktree, files)
+        finally:
+            self.ws.remove_worktree(worktree)
+        event = EventSpec(
+            "interfaces",
+            step=name,
+            status="failed" if problems else "locked",
+            payload={"files": files, "compiler": problems},
+        )
+        if problems:
+            return Outcome(
+                "failed",
+                events=[*outcome.events, event],
+                feedback=f"The interface files do not compile:\n{problems}",
+                context={"trees": outcome.context.get("trees", {})},
+            )
+        self.reporter.info(f"interfaces locked: {', '.join(files)}")
+        context = {
+            **outcome.context,
+            "locked_files": files,
+            "locked_by": name,
+            "locked_sha": outcome.git_sha,
+        }
+        return replace(outcome, events=[*outcome.events, event], context=context)
 
     def _parallel(self, wf: Workflow, name: str, roles: list[str]) -> Outcome:
         """Several reviewers at once; the step passes only when every one approves."""
@@ -384,7 +417,9 @@ class Engine:
         candidate = wf.context.get("candidate")
         tip = self.ws.branch_tip(wf.task_branch)
         if base is None:
-            base = candidate if reviewing and candidate else tip
+            # Reviewers judge the candidate; implementers start afresh from the task branch, or
+            # from the locked interfaces when an interface step has written them.
+            base = candidate if reviewing and candidate else wf.context.get("locked_sha") or tip
         attempt = self.store.count_steps(wf.id, name, role.name) + 1
         worktree = self.ws.add_worktree(f"wf{wf.id}-{name}-{role.name}-{attempt}", base)
         step_id = self.store.start_step(wf.id, name, attempt, role.name, str(worktree))
@@ -732,6 +767,29 @@ class Engine:
                 ),
             )
         seen[name] = [*earlier, tree]
+        locked = [] if wf.context.get("locked_by") == name else wf.context.get("locked_files", [])
+        frozen = interfaces.touched(locked, changed)
+        if frozen:
+            problem = (
+                f"The step changed {', '.join(frozen)}, which the tech lead's interface step "
+                "fixed for every component: they are read-only. Build against them unchanged "
+                "(if one really must change, report it under blockers)."
+            )
+            self.store.finish_step(
+                step_id,
+                "failed",
+                output=data,
+                error=problem,
+                event=EventSpec(
+                    "interface_changed",
+                    step=name,
+                    role=role.name,
+                    status="failed",
+                    payload={**payload, "locked": frozen},
+                    **usage,
+                ),
+            )
+            return Outcome("failed", feedback=problem, events=events, context={"trees": seen})
         failed_gate = self._role_gates(wf, name, role, sha)
         if failed_gate is not None:
             gate, result = failed_gate
