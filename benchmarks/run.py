@@ -63,6 +63,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--files", type=int, default=1000, help="files in the benchmark repo")
+    parser.add_argument("--components", type=int, default=6, help="independent components (N)")
+    parser.add_argument("--workers", type=int, default=3, help="components at once (K)")
     args = parser.parse_args()
     console = Console(width=130)
     rows: list[tuple[str, float, str]] = []
@@ -232,6 +234,8 @@ def main() -> None:
         )
         big_store.close()
 
+        rows += parallel_rows(base, args.components, args.workers)
+
     table = Table(title=f"supervisor step overhead (median of {args.repeat})")
     table.add_column("measure")
     table.add_column("seconds", justify="right")
@@ -239,6 +243,103 @@ def main() -> None:
     for name, value, note in rows:
         table.add_row(name, f"{value:.3f}", note)
     console.print(table)
+
+
+def parallel_rows(base: Path, n: int, k: int) -> list[tuple[str, float, str]]:
+    """Makespan of N independent components on K workers, and `resume` to its first new step."""
+    import math
+    import signal
+    import subprocess
+    from datetime import UTC, datetime
+
+    from supervisor import tasks
+    from supervisor.demo import fenced
+
+    ids = [f"c{i}" for i in range(n)]
+    plan = {
+        "status": "COMPLETE",
+        "phases": [
+            {
+                "id": "p1",
+                "description": "parts",
+                "components": [{"id": c, "description": c, "files": [f"{c}.py"]} for c in ids],
+            }
+        ],
+        "estimated_components": n,
+    }
+    report = {"status": "SUCCESS", "summary": "done", "files_created": []}
+    conversations = [{"when": "ROLE: planner", "repeat": True, "turns": [{"text": fenced(plan)}]}]
+    for c in ids:
+        write = {"name": "Write", "input": {"file_path": f"{c}.py", "content": f"{c} = 1\n"}}
+        conversations.append(
+            {
+                "when": f"one component of the plan: '{c}'",
+                "repeat": True,
+                "turns": [{"tool_use": write}, {"text": fenced(report)}],
+            }
+        )
+    workflow = (
+        "workflow:\n  initial_step: plan\n  steps:\n"
+        "    plan: {role: planner, next: implement}\n"
+        "    implement: {role: implementer, for_each: component, next: commit}\n"
+        "    commit: {action: commit}\n"
+    )
+    rows: list[tuple[str, float, str]] = []
+    with ScriptedModelServer(load_script({"conversations": conversations})) as server:
+        repo = make_demo_repo(base / "parallel")
+        write_project_config(repo, server.url)
+        with (repo / ".supervisor" / "config.yaml").open("a") as handle:
+            handle.write(f"limits:\n  max_parallel_components: {k}\n")
+        (repo / ".supervisor" / "workflow.yaml").write_text(workflow)
+        done = tasks.start_task("Build the parts", repo)
+        with tasks.reading(repo) as st:
+            steps = [s for s in st.steps(done.id) if s["name"].startswith("implement/")]
+            merged = [e for e in st.events(done.id) if e.type == "component_merged"]
+        step_time = statistics.median(
+            (s["finished_at"] - s["started_at"]).total_seconds() for s in steps
+        )
+        makespan = (merged[-1].timestamp - min(s["started_at"] for s in steps)).total_seconds()
+        ideal = math.ceil(n / k) * step_time
+        rows.append(
+            (
+                f"makespan of {n} independent components on {k} workers",
+                makespan,
+                f"ideal ceil(N/K) x {step_time:.2f} s = {ideal:.2f} s; "
+                f"ratio {makespan / ideal:.2f} (target <= 1.1)",
+            )
+        )
+
+        # Kill a run inside its second component's step, then time resume to its first new step.
+        repo = make_demo_repo(base / "resume")
+        write_project_config(repo, server.url)
+        (repo / ".supervisor" / "workflow.yaml").write_text(workflow)
+        start = [sys.executable, "-m", "supervisor", "start-task", "Build", "--yes"]
+        killed = subprocess.run(
+            [*start, "--repo", str(repo)],
+            env={**os.environ, "SUPERVISOR_KILL_AT": "context_packed#2"},
+            capture_output=True,
+            check=False,
+        )
+        assert killed.returncode == -signal.SIGKILL, killed.stderr[-500:]
+        wf = tasks.workflows(repo)[0]
+        started = datetime.now(UTC)
+        clock = time.perf_counter()
+        tasks.resume(wf.id, repo)
+        total = time.perf_counter() - clock
+        with tasks.reading(repo) as st:
+            first = next(
+                e.timestamp
+                for e in st.events(wf.id)
+                if e.type == "step_started" and e.timestamp.replace(tzinfo=UTC) >= started
+            )
+        rows.append(
+            (
+                "resume after a SIGKILL: call to its first new step",
+                (first.replace(tzinfo=UTC) - started).total_seconds(),
+                f"target <= 1 s; whole resume {total:.1f} s",
+            )
+        )
+    return rows
 
 
 if __name__ == "__main__":
