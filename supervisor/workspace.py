@@ -109,8 +109,9 @@ class Workspace:
     def merge_into(self, base_branch: str, branch: str, message: str) -> str:
         """Merge `branch` into `base_branch` and return the new tip; conflicts change nothing.
 
-        The merge is made in a throwaway worktree; the base branch then moves by fast-forward,
-        through the user's own checkout (`merge --ff-only`) when it is checked out there."""
+        The merge commit is made without a working tree; the base branch then moves by
+        fast-forward, through the user's own checkout (`merge --ff-only`) when it is checked out
+        there."""
         base_tip = self.branch_tip(base_branch)
         tip = self.branch_tip(branch)
         if self.is_ancestor(tip, base_tip):
@@ -122,22 +123,14 @@ class Workspace:
                 "them with the task's.",
                 "Commit or stash your changes, then run complete-task again.",
             )
-        new = tip
-        if not self.is_ancestor(base_tip, tip):
-            tree = self.add_worktree(f"merge-{branch.replace('/', '-')}", base_tip)
-            try:
-                result = _git(tree, *IDENTITY, "merge", "--no-ff", "-m", message, tip, check=False)
-                if result.returncode != 0:
-                    conflicts = _git(tree, "diff", "--name-only", "--diff-filter=U", check=False)
-                    _git(tree, "merge", "--abort", check=False)
-                    raise GitError(
-                        f"Merging {branch} into {base_branch} conflicts in: "
-                        f"{', '.join(conflicts.stdout.split()) or result.stdout.strip()[-300:]}.",
-                        f"Merge by hand (git merge {branch}); the task branch is kept as it is.",
-                    )
-                new = _git(tree, "rev-parse", "HEAD").stdout.strip()
-            finally:
-                self.remove_worktree(tree)
+        try:
+            new = self.merge_commits(base_tip, tip, message)
+        except MergeConflictError as e:
+            raise MergeConflictError(
+                f"Merging {branch} into {base_branch} conflicts in: {', '.join(e.files)}.",
+                f"Merge by hand (git merge {branch}); the task branch is kept as it is.",
+                files=e.files,
+            ) from e
         if checked_out:
             _git(self.repo, "merge", "--ff-only", new)
         else:

@@ -64,9 +64,15 @@ def component(cid: str, files: list[str], depends_on: list[str] | None = None) -
     }
 
 
-def builds(cid: str, *writes: tuple[str, str], delay: float = 0.0) -> dict[str, Any]:
-    """The worker of one component: writes its files, then reports them."""
+def builds(
+    cid: str, *writes: tuple[str, str], delay: float = 0.0, reads: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """The worker of one component: reads (Write needs a Read of an existing file first), writes
+    its files, then reports them."""
     turns: list[dict[str, Any]] = [
+        {"tool_use": {"name": "Read", "input": {"file_path": path}}} for path in reads
+    ]
+    turns += [
         {
             "delay": delay if i == 0 else 0.0,
             "tool_use": {"name": "Write", "input": {"file_path": path, "content": content}},
@@ -110,13 +116,7 @@ def shapes_script() -> list[dict[str, Any]]:
         ),
         builds("square", ("square.py", SQUARE), delay=2.0),
         builds("circle", ("circle.py", CIRCLE), delay=2.0),
-        {
-            "when": "one component of the plan: 'total'",
-            "turns": [
-                {"tool_use": {"name": "Read", "input": {"file_path": "square.py"}}},
-                *builds("total", ("total.py", TOTAL))["turns"],
-            ],
-        },
+        builds("total", ("total.py", TOTAL), reads=("square.py",)),
         reviewer(),
     ]
 
@@ -124,25 +124,7 @@ def shapes_script() -> list[dict[str, Any]]:
 def test_independent_components_run_at_once_and_a_dependent_one_sees_their_merged_work(
     tmp_path: Path, serve: Any
 ) -> None:
-    server = serve(
-        planner(
-            plan(
-                component("square", ["square.py"]),
-                component("circle", ["circle.py"]),
-                component("total", ["total.py"], ["square", "circle"]),
-            )
-        ),
-        builds("square", ("square.py", SQUARE), delay=2.0),
-        builds("circle", ("circle.py", CIRCLE), delay=2.0),
-        {
-            "when": "one component of the plan: 'total'",
-            "turns": [
-                {"tool_use": {"name": "Read", "input": {"file_path": "square.py"}}},
-                *builds("total", ("total.py", TOTAL))["turns"],
-            ],
-        },
-        reviewer(),
-    )
+    server = serve(*shapes_script())
     repo = repo_for(tmp_path, server.url)
 
     wf = tasks.start_task(TASK, repo)
@@ -274,15 +256,12 @@ def test_interfaces_are_compiled_then_read_only_for_every_component(
         planner(plan(component("square", ["square.py"]), component("circle", ["circle.py"]))),
         {**builds("lead", ("shapes_api.py", "def area(size:\n")), "when": LEAD},  # no compile
         {**builds("lead", ("shapes_api.py", API)), "when": LEAD},
-        {  # changes an interface file (Write needs a Read of an existing file first)
-            "when": "one component of the plan: 'square'",
-            "turns": [
-                {"tool_use": {"name": "Read", "input": {"file_path": "shapes_api.py"}}},
-                *builds("square", ("square.py", SQUARE), ("shapes_api.py", API + "PI = 3\n"))[
-                    "turns"
-                ],
-            ],
-        },
+        builds(  # also changes the locked interface file
+            "square",
+            ("square.py", SQUARE),
+            ("shapes_api.py", API + "PI = 3\n"),
+            reads=("shapes_api.py",),
+        ),
         builds("square", ("square.py", SQUARE)),
         builds("circle", ("circle.py", CIRCLE)),
         reviewer(),
