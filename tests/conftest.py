@@ -15,11 +15,14 @@ if TYPE_CHECKING:
 
 @pytest.fixture
 def serve() -> Iterator[Callable[..., ScriptedModelServer]]:
-    """Start a scripted model API on loopback from conversations; closed after the test."""
+    """Start a scripted model API on loopback from conversations; closed after the test. Every
+    request is logged to stderr, which pytest shows for a failing test only."""
     servers: list[ScriptedModelServer] = []
 
     def start(*conversations: dict[str, Any]) -> ScriptedModelServer:
-        server = ScriptedModelServer(load_script({"conversations": list(conversations)}))
+        server = ScriptedModelServer(
+            load_script({"conversations": list(conversations)}), verbose=True
+        )
         servers.append(server)
         return server
 

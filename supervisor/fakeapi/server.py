@@ -8,6 +8,7 @@ in its own module (`anthropic`, `openai`, `gemini`); this module only routes and
 from __future__ import annotations
 
 import json
+import re
 import socket
 import sys
 import threading
@@ -36,6 +37,8 @@ class Vendor(Protocol):
 
 VENDORS: tuple[Vendor, ...] = (anthropic, openai, gemini)
 # Credentials are recorded as present, never by value: a demo may run with a user's real key.
+# The run id the supervisor writes into every worker prompt: it names the attempt in the log.
+_RUN_ID = re.compile(r"RUN: ([\w.-]+)")
 SECRET_HEADERS = frozenset({"x-api-key", "authorization", "x-goog-api-key", "proxy-authorization"})
 
 Kind = Literal["scripted", "exhausted", "unmatched", "side", "unknown", "probe"]
@@ -120,9 +123,10 @@ class ScriptedModelServer:
         # Surprises are always worth a line; the routine traffic only when asked for.
         if self.verbose or item.kind in ("unmatched", "exhausted", "unknown"):
             model = item.body.get("model", "")
+            run = _RUN_ID.search(json.dumps(item.body))
             sys.stderr.write(
-                f"[fakeapi] {item.method} {item.path} {item.kind}"
-                f"{f' model={model}' if model else ''}"
+                f"[fakeapi] {time.strftime('%H:%M:%S')} {item.method} {item.path} {item.kind}"
+                f"{f' model={model}' if model else ''}{f' run={run[1]}' if run else ''}"
                 f" conversation={item.conversation} turn={item.turn} -> {item.answered}\n"
             )
             sys.stderr.flush()
