@@ -4,8 +4,8 @@ The supervisor decides what a role sees: its context strategy lists sections in 
 (target files, their imports, the diff, related files, the file tree); the prompt's own text
 (system and task) comes first of all. Everything is redacted before it is counted, secret-looking
 files never leave the host, and when the whole exceeds the budget the lowest-priority items go
-first, each one recorded. The selected files are packed by the pinned Repomix (`--stdin`); its own
-secret scan may still drop a file, which is recorded too.
+first, each one recorded. The selected files are packed by the pinned Repomix, kept running
+(supervisor/packer.py); its own secret scan may still drop a file, which is recorded too.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from supervisor import process, tokens
-from supervisor.config import CONFIG_DIR, NODE_BIN, read_yaml, validate
+from supervisor import packer, process, tokens
+from supervisor.config import CONFIG_DIR, read_yaml, validate
 from supervisor.errors import ConfigError
 from supervisor.imports import resolve_imports
 from supervisor.redaction import is_secret_file, redact
@@ -208,23 +208,9 @@ def _render(worktree: Path, items: list[Item]) -> tuple[str, list[str], list[str
     parts: list[str] = []
     packed: list[str] = []
     if paths:
-        repomix = process.find_program("repomix", [NODE_BIN])
-        result = process.run(
-            [
-                repomix,
-                "--stdin",
-                "--stdout",
-                "--style",
-                "xml",
-                "--no-file-summary",
-                "--no-directory-structure",
-            ],
-            cwd=worktree,
-            input_text="\n".join(paths) + "\n",
-            timeout=300,
-        )
-        parts.append(result.stdout.strip())
-        packed = FILE_PATH.findall(result.stdout)
+        output = packer.pack(worktree, paths)
+        parts.append(output.strip())
+        packed = FILE_PATH.findall(output)
     for item in items:
         if item.section == "diff":
             parts.append(f"<git_diff>\n{item.text}\n</git_diff>")

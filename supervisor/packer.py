@@ -1,0 +1,137 @@
+"""One long-lived Repomix per supervisor process.
+
+A fresh `repomix` per pack spent ~0.75 s of its ~1 s loading Node modules and warming a tiktoken
+worker whose counts we never use; the supervisor packs at least once per step, so that was most of
+its own overhead. `packer.mjs` loads Repomix once and packs on request (one JSON line each way),
+with the same options and the same output as `repomix --stdin --stdout --style xml
+--no-file-summary --no-directory-structure`. Packs are serialised: parallel components share it.
+
+The child reads requests from our pipe, so it ends on EOF when this process exits or is killed:
+a SIGKILLed supervisor leaves no packer behind.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import selectors
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+from typing import IO
+
+from supervisor import process
+from supervisor.config import NODE_BIN
+from supervisor.errors import CommandTimeoutError, ToolFailedError, ToolMissingError
+
+SCRIPT = Path(__file__).with_name("packer.mjs")
+TIMEOUT_SECONDS = 300
+
+
+class RepomixPacker:
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen[str] | None = None
+        self._stderr: IO[bytes] | None = None  # a file, not a pipe: a full pipe would stall Node
+        self._lock = threading.Lock()
+
+    def pack(self, cwd: Path, paths: list[str], timeout: float = TIMEOUT_SECONDS) -> str:
+        """Repomix's XML for `paths` (relative to `cwd`); files its secret scan drops are left
+        out, as with the CLI."""
+        with self._lock:
+            proc = self._running()
+            with tempfile.TemporaryDirectory(prefix="supervisor-pack-") as tmp:
+                request = {"cwd": str(cwd), "paths": paths, "output": str(Path(tmp, "pack.xml"))}
+                try:
+                    assert proc.stdin is not None
+                    proc.stdin.write(json.dumps(request) + "\n")
+                    proc.stdin.flush()
+                    line = self._read_line(proc, timeout, self._stderr)
+                except (BrokenPipeError, CommandTimeoutError, ToolFailedError):
+                    self._stop()
+                    raise
+        reply = json.loads(line)
+        if not reply.get("ok"):
+            raise ToolFailedError(
+                f"Repomix could not pack {len(paths)} file(s) in {cwd}: {reply.get('error')}",
+                "Run `node_modules/.bin/repomix --stdin --stdout` in that directory to see the "
+                "same error, and fix or exclude the file it names (context.exclude in the role).",
+            )
+        return str(reply["output"])
+
+    def close(self) -> None:
+        with self._lock:
+            self._stop()
+
+    def _running(self) -> subprocess.Popen[str]:
+        if self._proc is not None and self._proc.poll() is None:
+            return self._proc
+        node = process.find_program("node", [NODE_BIN])
+        repomix = Path(process.find_program("repomix", [NODE_BIN])).resolve()
+        library = repomix.parent.parent / "lib" / "index.js"
+        if not library.is_file():
+            raise ToolMissingError(
+                f"Repomix at {repomix} has no library at {library}.",
+                "Run scripts/setup.sh, which installs the pinned Repomix from npm.",
+            )
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the child)
+        self._proc = subprocess.Popen(
+            [node, str(SCRIPT), str(library)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            text=True,
+            env={**os.environ, "NO_COLOR": "1"},
+        )
+        return self._proc
+
+    @staticmethod
+    def _read_line(proc: subprocess.Popen[str], timeout: float, stderr: IO[bytes] | None) -> str:
+        assert proc.stdout is not None
+        with selectors.DefaultSelector() as selector:
+            selector.register(proc.stdout, selectors.EVENT_READ)
+            if not selector.select(timeout):
+                raise CommandTimeoutError(
+                    f"Repomix did not finish packing within {timeout:.0f} s.",
+                    "Exclude large or generated files from the role's context (context.exclude).",
+                )
+        line = proc.stdout.readline()
+        if not line:
+            code = proc.wait()
+            detail = b""
+            if stderr is not None:
+                stderr.seek(0)
+                detail = stderr.read()
+            text = detail.decode(errors="replace").strip()[-2000:]
+            raise ToolFailedError(
+                f"The Repomix packer exited ({code}): {text}",
+                "Run scripts/setup.sh to reinstall the pinned Repomix and Node.",
+            )
+        return line
+
+    def _stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        with contextlib.suppress(OSError):
+            if proc.stdin:
+                proc.stdin.close()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        for stream in (proc.stdout, self._stderr):
+            if stream:
+                stream.close()
+        self._stderr = None
+
+
+_PACKER = RepomixPacker()
+atexit.register(_PACKER.close)
+
+
+def pack(cwd: Path, paths: list[str]) -> str:
+    return _PACKER.pack(cwd, paths)
