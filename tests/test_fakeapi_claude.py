@@ -335,6 +335,29 @@ def test_matching_rules() -> None:
     assert player.unused() == []
 
 
+def test_a_run_that_broke_off_mid_conversation_is_heard_again_by_its_retry() -> None:
+    player = ScriptPlayer(
+        load_script(
+            {
+                "conversations": [
+                    {"when": "ROLE: implementer", "turns": [{"text": "write"}, {"text": "done"}]},
+                    {"when": "ROLE: reviewer", "turns": [{"text": "approved"}]},
+                ]
+            }
+        )
+    )
+    assert player.choose("attempt 1", "attempt 1 ROLE: implementer", 0).turn.text == "write"
+    # Attempt 1's follow-up never arrived (its connection dropped); the supervisor's retry is a
+    # new run, and with no unused conversation left it replays the broken-off one from the start.
+    retry = player.choose("attempt 2", "attempt 2 ROLE: implementer", 0)
+    assert (retry.conversation, retry.turn.text) == (0, "write")
+    assert player.choose("attempt 2", "...", 1).turn.text == "done"
+    # A conversation played to its last turn is finished: a third run finds nothing.
+    assert player.choose("attempt 3", "attempt 3 ROLE: implementer", 0).outcome == "unmatched"
+    # A conversation never started is still preferred to a replay.
+    assert player.choose("review", "ROLE: reviewer review", 0).turn.text == "approved"
+
+
 def test_a_missing_when_matches_anything_and_scripts_load_from_yaml(tmp_path: Path) -> None:
     path = tmp_path / "script.yaml"
     path.write_text(

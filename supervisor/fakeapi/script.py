@@ -7,6 +7,10 @@ A new conversation (a request with no assistant turn yet) takes the first unused
 whose `when` text appears in the request; later requests of that conversation are matched back to
 it by their first user message, and answered by the turn whose index is the number of assistant
 turns already in the request.
+
+When no unused conversation matches, a conversation that was started but never reached its last
+turn is played again from the start: the run that started it broke off (a dropped connection, a
+killed container) and the supervisor retried it, and a model asked the same thing answers alike.
 """
 
 from __future__ import annotations
@@ -94,6 +98,7 @@ class ScriptPlayer:
     def __init__(self, script: Script) -> None:
         self.script = script
         self._used: set[int] = set()
+        self._furthest: dict[int, int] = {}  # conversation -> highest turn index handed out
         self._by_opening: dict[str, int] = {}
         self._lock = threading.Lock()
 
@@ -116,6 +121,8 @@ class ScriptPlayer:
         if chosen is None:
             return Choice(Turn(text=UNMATCHED_TEXT), "unmatched", None, turn_index)
         turns = self.script.conversations[chosen].turns
+        with self._lock:
+            self._furthest[chosen] = max(self._furthest.get(chosen, -1), turn_index)
         if turn_index >= len(turns):
             return Choice(Turn(text=EXHAUSTED_TEXT), "exhausted", chosen, turn_index)
         return Choice(turns[turn_index], "scripted", chosen, turn_index)
@@ -131,10 +138,14 @@ class ScriptPlayer:
             ]
 
     def _take(self, text: str) -> int | None:
-        for index, conversation in enumerate(self.script.conversations):
-            if index in self._used and not conversation.repeat:
-                continue
-            if conversation.when is None or conversation.when in text:
+        matching = [
+            i for i, c in enumerate(self.script.conversations) if c.when is None or c.when in text
+        ]
+        for index in matching:
+            if index not in self._used or self.script.conversations[index].repeat:
                 self._used.add(index)
                 return index
+        for index in matching:
+            if self._furthest.get(index, -1) < len(self.script.conversations[index].turns) - 1:
+                return index  # broken off before its last turn: the retry hears it again
         return None
