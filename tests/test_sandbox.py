@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.server
+import json
 import threading
 from typing import TYPE_CHECKING
 
@@ -93,6 +94,42 @@ def test_a_worker_reaches_its_model_api_and_nothing_else(
     assert result.exit_code == 0, result.stderr
     assert "hello" in result.stdout
     assert "BLOCKED 1.1.1.1 443" in result.stdout
+
+
+BURST = """
+const [url, workers, each] = [process.argv[2], 8, 100];
+let ok = 0;
+const failures = [];
+await Promise.all([...Array(workers).keys()].map(async () => {
+  for (let i = 0; i < each; i++) {
+    try {
+      if ((await (await fetch(url)).text()) === "hello") ok++;
+    } catch (e) {
+      failures.push(`${e.message}: ${e.cause?.code ?? e.cause}`);
+    }
+  }
+}));
+console.log(JSON.stringify({ ok, failures: failures.slice(0, 5) }));
+"""
+
+
+def test_back_to_back_requests_through_the_relay_all_arrive(
+    sandbox: DockerSandbox, tmp_path: Path, local_api: str
+) -> None:
+    """A CLI's next request follows the last answer at once, on a new connection (the API closes
+    each one): the relay must not cut it while tearing down the previous one."""
+    route = sandbox.route(local_api)
+    (tmp_path / "burst.mjs").write_text(BURST)
+    result = sandbox.run(
+        RunSpec(
+            argv=["node", "/workspace/burst.mjs", route.url],
+            worktree=tmp_path,
+            network=NETWORK,
+            extra_hosts={route.alias: route.gateway},
+        )
+    )
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == {"ok": 800, "failures": []}
 
 
 def test_the_worker_runs_unprivileged_on_a_read_only_root(

@@ -160,7 +160,7 @@ class EgressRelay:
     def __init__(self, network: Network) -> None:
         self.gateway = network.gateway
         self.firewall = HostFirewall(network.bridge)
-        self._listeners: dict[tuple[str, int], tuple[socket.socket, int]] = {}
+        self._listeners: dict[tuple[str, int], tuple[socket.socket, int, threading.Thread]] = {}
         self._lock = threading.Lock()
 
     def route(self, base_url: str) -> Route:
@@ -198,10 +198,11 @@ class EgressRelay:
             server.listen(64)
             bound = server.getsockname()[1]
             self.firewall.allow(bound)
-            self._listeners[(host, port)] = (server, bound)
-            threading.Thread(
+            accepting = threading.Thread(
                 target=self._accept, args=(server, host, port), daemon=True, name="egress"
-            ).start()
+            )
+            accepting.start()
+            self._listeners[(host, port)] = (server, bound, accepting)
             return int(bound)
 
     def _accept(self, server: socket.socket, host: str, port: int) -> None:
@@ -220,20 +221,33 @@ class EgressRelay:
             client.close()
             return
         upstream.settimeout(None)
-        threading.Thread(target=_pump, args=(upstream, client), daemon=True).start()
+        back = threading.Thread(target=_pump, args=(upstream, client), daemon=True)
+        back.start()
         _pump(client, upstream)
+        back.join()
+        # Closed here, once both directions are done, never inside a pump: a socket closed by one
+        # thread while the other is about to shut it down frees its descriptor number, the next
+        # accepted connection gets that number, and the late shutdown cut that connection instead
+        # (CLIs saw "fetch failed" / "stream disconnected" on a fast second request).
+        client.close()
+        upstream.close()
 
     def close(self) -> None:
         with self._lock:
-            for server, port in self._listeners.values():
+            for server, port, accepting in self._listeners.values():
+                # Shut down (wakes accept), wait, then close: see _connect on descriptor reuse.
                 with contextlib.suppress(OSError):
-                    server.close()
+                    server.shutdown(socket.SHUT_RDWR)
+                accepting.join(timeout=5)
+                server.close()
                 with contextlib.suppress(SupervisorError):
                     self.firewall.revoke(port)
             self._listeners.clear()
 
 
 def _pump(source: socket.socket, sink: socket.socket) -> None:
+    """Copy one direction until it ends, then end both (which wakes the other direction's pump);
+    shutdown only, the descriptors stay open until `_connect` closes them."""
     try:
         while chunk := source.recv(65536):
             sink.sendall(chunk)
@@ -243,8 +257,6 @@ def _pump(source: socket.socket, sink: socket.socket) -> None:
         for sock in (source, sink):
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-            with contextlib.suppress(OSError):
-                sock.close()
 
 
 def _is_loopback(host: str) -> bool:
