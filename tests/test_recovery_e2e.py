@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -193,7 +194,12 @@ def test_metrics_report_each_invocation_by_role_and_cli(tmp_path: Path, serve: A
         "    review: {role: reviewer, next: commit}\n"
         "    commit: {action: commit}\n",
     )
-    tasks.start_task(TASK, repo, cli="codex")
+    wf = tasks.start_task(TASK, repo, cli="codex")
+    with tasks.reading(repo) as store:
+        started = Counter(e.step for e in store.events(wf.id) if e.type == "step_started")
+    # Two scripted implementer runs, plus one more for each connection the network dropped.
+    implement_runs = started["implement"]
+    assert implement_runs >= 2
     result = subprocess.run(
         [
             sys.executable,
@@ -212,9 +218,10 @@ def test_metrics_report_each_invocation_by_role_and_cli(tmp_path: Path, serve: A
     )
     data = json.loads(result.stdout)
     roles = {r["role"]: r for r in data["by_role"]}
-    assert roles["implementer"]["runs"] == 2 and roles["reviewer"]["runs"] == 1
-    assert roles["implementer"]["avg_retries"] == 0.5  # the second run was a retry
-    assert data["cli_by_task_type"]["codex"]["implementation"]["runs"] == 2
+    assert roles["implementer"]["runs"] == implement_runs
+    assert roles["reviewer"]["runs"] == started["review"] >= 1
+    assert roles["implementer"]["avg_retries"] == (implement_runs - 1) / 2  # run k: k-1 retries
+    assert data["cli_by_task_type"]["codex"]["implementation"]["runs"] == implement_runs
 
 
 def _prompts(server: ScriptedModelServer) -> list[str]:
