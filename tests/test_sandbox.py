@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import http.server
 import json
+import os
+import subprocess
 import threading
 from typing import TYPE_CHECKING
 
 import pytest
-from e2e_support import IMAGE, require_sandbox
+from e2e_support import IMAGE, missing, require_sandbox
 
 from supervisor.errors import CommandTimeoutError
 from supervisor.sandbox.docker import DockerSandbox, RunSpec
+from supervisor.sandbox.egress import HostFirewall, ensure_network
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -130,6 +133,28 @@ def test_back_to_back_requests_through_the_relay_all_arrive(
     )
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout.strip().splitlines()[-1]) == {"ok": 800, "failures": []}
+
+
+def test_ports_left_open_by_a_killed_supervisor_are_closed_by_the_next(
+    sandbox: DockerSandbox, local_api: str
+) -> None:
+    firewall = HostFirewall(ensure_network(sandbox.client, NETWORK).bridge)
+    if firewall.warning:
+        missing(firewall.warning)
+    dead = subprocess.Popen(["true"])  # a pid that no longer runs
+    dead.wait()
+    orphan = ["-p", "tcp", "--dport", "1", "-m", "comment", "--comment",
+              f"supervisor pid {dead.pid}", "-j", "ACCEPT"]  # fmt: skip
+    subprocess.run(["iptables", "-w", "5", "-I", firewall.chain, "1", *orphan], check=True)
+
+    route = sandbox.route(local_api)  # the next supervisor's relay
+
+    rules = subprocess.run(
+        ["iptables", "-w", "5", "-S", firewall.chain], capture_output=True, text=True, check=True
+    ).stdout
+    assert f"supervisor pid {dead.pid}" not in rules
+    port = route.url.rsplit(":", 1)[1]
+    assert f'--dport {port} -m comment --comment "supervisor pid {os.getpid()}"' in rules
 
 
 def test_the_worker_runs_unprivileged_on_a_read_only_root(

@@ -14,9 +14,12 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import os
+import re
+import shlex
 import socket
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
@@ -145,6 +148,18 @@ class HostFirewall:
         jump = ["-i", self.bridge, "-j", self.chain]
         if not self._has("INPUT", jump):
             self._iptables("-I", "INPUT", "1", *jump)
+        self._drop_orphaned_rules()
+
+    def _drop_orphaned_rules(self) -> None:
+        """A SIGKILLed supervisor cannot revoke its ports; left alone, a later host service on one
+        of those numbers would be reachable from workers. Rules whose owner is gone are removed."""
+        listing = self._iptables("-S", self.chain, check=False).stdout
+        for line in listing.splitlines():
+            owner = _OWNER.search(line)
+            if owner is None or _alive(int(owner[1])):
+                continue
+            rule = shlex.split(line)[2:]  # "-A CHAIN <rule...>"
+            self._iptables("-D", self.chain, *rule, check=False)
 
     def _has(self, chain: str, rule: list[str]) -> bool:
         return self._iptables("-C", chain, *rule, check=False).returncode == 0
@@ -257,6 +272,13 @@ def _pump(source: socket.socket, sink: socket.socket) -> None:
         for sock in (source, sink):
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
+
+
+_OWNER = re.compile(r"supervisor pid (\d+)")
+
+
+def _alive(pid: int) -> bool:
+    return Path(f"/proc/{pid}").exists()
 
 
 def _is_loopback(host: str) -> bool:
