@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from e2e_support import missing
 
 from supervisor.config import NODE_BIN
 from supervisor.errors import CommandTimeoutError, ToolMissingError
 from supervisor.packer import RepomixPacker
 from supervisor.process import find_program
-from tests.e2e_support import missing
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from e2e_support import missing
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -21,17 +22,6 @@ ROOT = Path(__file__).resolve().parent.parent
 NOBODY = "65534:65534"
 
 
-def _real_parts_required() -> bool:
-    return os.environ.get("CI") == "true" or os.environ.get("SUPERVISOR_REQUIRE_REAL_PARTS") == "1"
-
-
-def _absent(reason: str) -> None:
-    """Skip locally; under CI (or SUPERVISOR_REQUIRE_REAL_PARTS=1) a missing part fails."""
-    if _real_parts_required():
-        pytest.fail(f"real part missing: {reason}")
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="module")
 def client() -> Iterator[Any]:
     """A Docker client for an engine that has the sandbox image."""
@@ -41,11 +31,11 @@ def client() -> Iterator[Any]:
         engine = docker.from_env(timeout=60)
         engine.ping()
     except Exception as e:  # no SDK, no socket, engine down: all mean "no Docker here"
-        _absent(f"Docker engine not reachable: {e}")
+        missing(f"Docker engine not reachable: {e}")
     try:
         engine.images.get(IMAGE)
     except Exception:
-        _absent(f"sandbox image {IMAGE} not built (run scripts/setup.sh)")
+        missing(f"sandbox image {IMAGE} not built (run scripts/setup.sh)")
     yield engine
     engine.close()
 

@@ -118,11 +118,11 @@ class ScriptPlayer:
                     self._by_opening[key] = chosen
             else:
                 chosen = None
+            if chosen is not None:
+                self._furthest[chosen] = max(self._furthest.get(chosen, -1), turn_index)
         if chosen is None:
             return Choice(Turn(text=UNMATCHED_TEXT), "unmatched", None, turn_index)
         turns = self.script.conversations[chosen].turns
-        with self._lock:
-            self._furthest[chosen] = max(self._furthest.get(chosen, -1), turn_index)
         if turn_index >= len(turns):
             return Choice(Turn(text=EXHAUSTED_TEXT), "exhausted", chosen, turn_index)
         return Choice(turns[turn_index], "scripted", chosen, turn_index)

@@ -713,6 +713,13 @@ class Engine:
             "claimed_but_unchanged": sorted(set(claimed) - set(changed)),
             "changed_but_unclaimed": sorted(set(changed) - set(claimed)),
         }
+
+        def reject(problem: str, kind: str = "implementation", **extra: Any) -> None:
+            event = EventSpec(
+                kind, name, role.name, "failed", payload={**payload, **extra}, **usage
+            )
+            self.store.finish_step(step_id, "failed", output=data, error=problem, event=event)
+
         if sha is None or data["status"] == "FAILED":
             problem = (
                 "The worker changed no files"
@@ -721,20 +728,7 @@ class Engine:
             )
             if sha is None and claimed:
                 problem += f", although it claimed to have written {', '.join(claimed)}"
-            self.store.finish_step(
-                step_id,
-                "failed",
-                output=data,
-                error=problem,
-                event=EventSpec(
-                    "implementation",
-                    step=name,
-                    role=role.name,
-                    status="failed",
-                    payload=payload,
-                    **usage,
-                ),
-            )
+            reject(problem)
             return Outcome("failed", feedback=problem + ".", events=events)
         # Semantic loop: a retry that reproduces an earlier attempt's content will fail the same
         # way, however often it is fed back.
@@ -742,18 +736,11 @@ class Engine:
         seen = dict(wf.context.get("trees", {}))
         earlier = list(seen.get(name, []))
         if tree in earlier:
-            self.store.finish_step(
-                step_id,
-                "failed",
-                output=data,
-                error="same content as an earlier attempt",
-                event=EventSpec(
-                    "loop_detected",
-                    step=name,
-                    role=role.name,
-                    status="failed",
-                    payload={**payload, "tree": tree, "same_as_attempt": earlier.index(tree) + 1},
-                ),
+            reject(
+                "same content as an earlier attempt",
+                "loop_detected",
+                tree=tree,
+                same_as_attempt=earlier.index(tree) + 1,
             )
             return Outcome(
                 "failed",
@@ -775,38 +762,12 @@ class Engine:
                 "fixed for every component: they are read-only. Build against them unchanged "
                 "(if one really must change, report it under blockers)."
             )
-            self.store.finish_step(
-                step_id,
-                "failed",
-                output=data,
-                error=problem,
-                event=EventSpec(
-                    "interface_changed",
-                    step=name,
-                    role=role.name,
-                    status="failed",
-                    payload={**payload, "locked": frozen},
-                    **usage,
-                ),
-            )
+            reject(problem, "interface_changed", locked=frozen)
             return Outcome("failed", feedback=problem, events=events, context={"trees": seen})
         failed_gate = self._role_gates(wf, name, role, sha)
         if failed_gate is not None:
             gate, result = failed_gate
-            self.store.finish_step(
-                step_id,
-                "failed",
-                output=data,
-                error=f"role gate '{gate.name}' failed",
-                event=EventSpec(
-                    "implementation",
-                    step=name,
-                    role=role.name,
-                    status="failed",
-                    payload=payload,
-                    **usage,
-                ),
-            )
+            reject(f"role gate '{gate.name}' failed")
             if gate.on_fail == "block":
                 return Outcome(
                     "failed",
