@@ -535,7 +535,7 @@ class Engine:
                 env={**cli_settings.extra_env, **role.env, **invocation.env, **creds.env},
                 stdin_text=prompt,
                 home_files={**invocation.home_files, **creds.home_files},
-                run_files={"output_schema.json": prompts.schema_text(role.schema)},
+                run_files={"output_schema.json": prompts.schema_text(role.schema, cli)},
                 network=self.settings.sandbox.egress_network,
                 extra_hosts={route.alias: route.gateway},
                 timeout=limits.step_timeout_seconds,
