@@ -70,6 +70,8 @@ def fit_to_output(console: Console) -> None:
         console.width = int(columns)
     elif not console.is_terminal:
         console.width = PIPE_WIDTH
+    else:
+        console.width = None  # type: ignore[assignment]  # back to the terminal's own width
 
 
 def _id_column(table: Table, header: str, values: list[str]) -> None:
