@@ -22,6 +22,7 @@ from supervisor.cli.render import (
     config_table,
     doctor_table,
     events_view,
+    fit,
     fit_to_output,
     init_report,
     metrics_tables,
@@ -233,7 +234,7 @@ def status(
         if as_json:
             _json([_plain(wf) for wf in found])
         else:
-            console.print(workflows_table(found))
+            console.print(fit(console, workflows_table(found)))
         return
     root = tasks.open_project(repo).root
     with tasks.reading(repo) as store:
@@ -251,7 +252,7 @@ def status(
                 }
             )
             return
-        console.print(workflow_detail(store, workflow_id, about))
+        console.print(fit(console, workflow_detail(store, workflow_id, about)))
 
 
 @app.command()
@@ -269,7 +270,7 @@ def events(
             record = {**e.__dict__, "timestamp": e.timestamp.isoformat()}
             sys.stdout.write(json.dumps(record, default=str) + "\n")
         return
-    console.print(events_view(log, console.width))
+    console.print(fit(console, events_view(log, console.width)))
 
 
 roles_app = typer.Typer(help="Inspect roles: built-in, user and project.", no_args_is_help=True)
@@ -309,7 +310,7 @@ def roles_list(repo: RepoOption = Path(), as_json: JsonOption = False) -> None:
     if as_json:
         _json(roles_rows(files))
     else:
-        console.print(roles_table(files))
+        console.print(fit(console, roles_table(files)))
 
 
 @roles_app.command("show")
@@ -333,7 +334,7 @@ def roles_show(
             }
         )
     else:
-        console.print(role_detail(resolved))
+        console.print(fit(console, role_detail(resolved)))
 
 
 @config_app.command("show")
@@ -351,7 +352,7 @@ def config_show(
     if as_json:
         _json({"settings": project.settings.model_dump(mode="json"), "from": provenance})
     else:
-        console.print(config_table(project.settings, provenance))
+        console.print(fit(console, config_table(project.settings, provenance)))
 
 
 @app.command()
@@ -403,7 +404,7 @@ def sandbox_status(repo: RepoOption = Path(), as_json: JsonOption = False) -> No
     if as_json:
         _json(info)
     else:
-        console.print(sandbox_report(info))
+        console.print(fit(console, sandbox_report(info)))
 
 
 @sandbox_app.command(
@@ -449,7 +450,7 @@ def doctor(repo: RepoOption = Path(), as_json: JsonOption = False) -> None:
     if as_json:
         _json([c.__dict__ for c in checks])
     else:
-        console.print(doctor_table(checks))
+        console.print(fit(console, doctor_table(checks)))
     missing = [c for c in checks if c.required and not c.ok]
     if missing:
         raise SupervisorError(
@@ -476,7 +477,7 @@ def metrics(
     if as_json:
         sys.stdout.write(json.dumps({"by_role": roles, "cli_by_task_type": clis}, indent=2) + "\n")
         return
-    console.print(metrics_tables(roles, clis))
+    console.print(fit(console, metrics_tables(roles, clis)))
 
 
 @app.command()

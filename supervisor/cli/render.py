@@ -75,10 +75,28 @@ def fit_to_output(console: Console) -> None:
 
 
 def _id_column(table: Table, header: str, values: list[str]) -> None:
-    """A column of identifiers: never shortened with an ellipsis, at worst folded."""
-    table.add_column(
-        header, overflow="fold", min_width=min(40, max([len(header), *map(len, values)]))
-    )
+    """A column of identifiers: kept on one line, whole, while the other columns wrap; folded
+    onto the next line (never cut with an ellipsis) when even that does not fit: see `fit`."""
+    del values  # every identifier column takes the same treatment, whatever its values
+    table.add_column(header, no_wrap=True, overflow="fold")
+
+
+def fit(console: Console, renderable: RenderableType) -> RenderableType:
+    """Let identifier columns fold where the terminal is too narrow for them on one line;
+    rich would otherwise crop them, and the table's edge with them."""
+    from rich.measure import Measurement
+
+    if isinstance(renderable, Group):
+        for part in renderable.renderables:
+            fit(console, part)
+    elif isinstance(renderable, Table):
+        unbounded = console.options.update(max_width=10**6)  # measuring clamps to max_width
+        needed = Measurement.get(console, unbounded, renderable).minimum
+        if needed > console.width:
+            for column in renderable.columns:
+                if column.no_wrap and column.overflow == "fold":
+                    column.no_wrap = False
+    return renderable
 
 
 def _status(value: str | None) -> Text:
@@ -90,7 +108,7 @@ def workflows_table(workflows: list[Workflow]) -> Table:
     table = Table(title="Workflows", title_justify="left")
     table.add_column("id")
     _id_column(table, "status", [wf.status for wf in workflows])
-    _id_column(table, "step", [wf.current_step or "-" for wf in workflows])
+    _id_column(table, "step", [_step_shown(wf) for wf in workflows])
     _id_column(table, "branch", [wf.task_branch for wf in workflows])
     for column in ("task", "updated"):
         table.add_column(column)
@@ -98,12 +116,19 @@ def workflows_table(workflows: list[Workflow]) -> Table:
         table.add_row(
             str(wf.id),
             _status(wf.status),
-            wf.current_step or "-",
+            _step_shown(wf),
             wf.task_branch,
             wf.description[:50],
             wf.updated_at.strftime("%Y-%m-%d %H:%M:%S"),
         )
     return table
+
+
+def _step_shown(wf: Workflow) -> str:
+    """The step a workflow is at: the one whose approval it waits for, not the one after it."""
+    if wf.status == "awaiting_approval" and wf.context.get("approval_step"):
+        return f"{wf.context['approval_step']} (approval)"
+    return wf.current_step or "-"
 
 
 def workflow_detail(store: Store, wf_id: int, pending: list[str] | None = None) -> RenderableType:
