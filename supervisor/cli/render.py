@@ -59,6 +59,8 @@ class RichReporter(Reporter):
 PIPE_WIDTH = 1000
 """Width for output that is not a terminal: lines as long as they need, nothing cut."""
 NARROW = 120
+MIN_OTHER = 8
+"""Columns a table leaves each non-identifier column before it folds identifiers."""
 """Below this many columns, events print one per block instead of as a table."""
 
 
@@ -82,20 +84,25 @@ def _id_column(table: Table, header: str, values: list[str]) -> None:
 
 
 def fit(console: Console, renderable: RenderableType) -> RenderableType:
-    """Let identifier columns fold where the terminal is too narrow for them on one line;
-    rich would otherwise crop them, and the table's edge with them."""
-    from rich.measure import Measurement
-
+    """Let identifier columns fold where the terminal is too narrow to keep each on one line
+    (next to a few columns for the rest); rich would otherwise crop them, and the table's edge
+    with them."""
     if isinstance(renderable, Group):
         for part in renderable.renderables:
             fit(console, part)
     elif isinstance(renderable, Table):
-        unbounded = console.options.update(max_width=10**6)  # measuring clamps to max_width
-        needed = Measurement.get(console, unbounded, renderable).minimum
-        if needed > console.width:
-            for column in renderable.columns:
-                if column.no_wrap and column.overflow == "fold":
-                    column.no_wrap = False
+        ids = [c for c in renderable.columns if c.no_wrap and c.overflow == "fold"]
+        if not ids:
+            return renderable
+        widest = [
+            max([console.measure(c.header).maximum, *(console.measure(x).maximum for x in c.cells)])
+            for c in ids
+        ]
+        others = (len(renderable.columns) - len(ids)) * MIN_OTHER
+        edges = 3 * len(renderable.columns) + 1
+        if sum(widest) + others + edges > console.width:
+            for column in ids:
+                column.no_wrap = False
     return renderable
 
 
