@@ -101,6 +101,8 @@ def test_sandbox_shell_takes_the_rest_of_the_line_as_the_command(repo: Path) -> 
     )  # fmt: skip
     assert shown.returncode == 0, shown.stderr
     assert "argv: -m pytest -x" in shown.stdout
+    status = json.loads(run("sandbox", "status", "--repo", repo, "--json").stdout)
+    assert status["base_image"].startswith("supervisor-sandbox") and "images" in status
 
 
 def test_doctor_reports_a_repository_without_commits_as_one_row(tmp_path: Path) -> None:
