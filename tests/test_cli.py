@@ -229,3 +229,16 @@ def test_a_waiting_change_approval_shows_the_candidates_diff_stat(repo: Path) ->
     shown = run("status", wf_id, "--repo", repo).stdout
     assert "implement, waiting for approval (then: review)" in shown
     assert "calc.py |" in shown and "1 file changed" in shown
+
+
+def test_resume_at_a_waiting_approval_shows_what_it_waits_for(repo: Path) -> None:
+    from e2e_support import require_sandbox
+
+    from supervisor.errors import ApprovalRequired
+
+    require_sandbox()
+    wf_id = waiting_workflow(repo, step="plan", next_step="implement", context={"plan": PLAN})
+    result = run("resume", wf_id, "--repo", repo, env={"ANTHROPIC_API_KEY": "test-key"})
+    assert isinstance(result.exception, ApprovalRequired)
+    assert "plan: COMPLETE, 1 component(s)" in result.output
+    assert "Add multiply next to add." in result.output
