@@ -10,13 +10,15 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
-from typer.core import TyperOption
 
 from supervisor import __version__, tasks
+from supervisor.cli.plain import hide_flag_types
+from supervisor.cli.plain import json_out as _json
+from supervisor.cli.plain import plain as _plain
 from supervisor.cli.render import (
     RichReporter,
     config_table,
@@ -51,27 +53,7 @@ RepoOption = Annotated[
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output (JSON).")]
 
-_display_type = TyperOption.display_type_rich
-
-
-def _no_flag_type(self: TyperOption, ctx: Any) -> str | None:
-    """Typer labels every flag `<bool>` in --help; a flag takes no value, so it gets none."""
-    return None if self.is_flag else _display_type(self, ctx)
-
-
-TyperOption.display_type_rich = _no_flag_type  # type: ignore[method-assign]
-
-
-def _json(data: object) -> None:
-    """JSON on stdout, whole: for scripts, never shortened to the terminal's width."""
-    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
-
-
-def _plain(record: object) -> dict[str, Any]:
-    """A state record (a dataclass) as JSON-ready data."""
-    import dataclasses
-
-    return dataclasses.asdict(record)  # type: ignore[call-overload,no-any-return]
+hide_flag_types()
 
 
 def _version(value: bool) -> None:
