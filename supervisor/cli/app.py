@@ -2,6 +2,10 @@
 
 Errors from the project's hierarchy become one message (cause, then fix) and an exit code here and
 nowhere else. Set SUPERVISOR_DEBUG=1 to see the traceback instead.
+
+A command imports what it uses when it runs: `status`, `events`, `approve` and `reject` never
+import Docker, networkx, the engine or the workers (tests/test_cli_imports.py), so a person does
+not wait for them. `tasks` below is the `supervisor.tasks` module, imported on first use.
 """
 
 from __future__ import annotations
@@ -10,14 +14,12 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 
-from supervisor import __version__, tasks
 from supervisor.cli.render import (
-    RichReporter,
     config_table,
     doctor_table,
     events_table,
@@ -31,6 +33,22 @@ from supervisor.cli.render import (
     workflows_table,
 )
 from supervisor.errors import ApprovalRequired, SupervisorError
+
+if TYPE_CHECKING:
+    from supervisor.state.records import Workflow
+
+
+class _Tasks:
+    """`supervisor.tasks`, imported on first use: it imports Docker, the engine and the workers,
+    which only the commands that run or inspect a sandbox need."""
+
+    def __getattr__(self, name: str) -> Any:
+        from supervisor import tasks as module
+
+        return getattr(module, name)
+
+
+tasks = _Tasks()
 
 app = typer.Typer(
     name="supervisor",
@@ -49,6 +67,8 @@ RepoOption = Annotated[
 
 def _version(value: bool) -> None:
     if value:
+        from supervisor import __version__
+
         console.print(f"supervisor {__version__}")
         raise typer.Exit()
 
@@ -91,6 +111,8 @@ def start_task(
         preview = tasks.start_preview(description, repo, cli=cli, roles=overrides)
         console.print(f"Dry run, nothing created yet:\n{preview}", highlight=False, markup=False)
         typer.confirm("Start?", abort=True)
+    from supervisor.cli.reporter import RichReporter
+
     wf = tasks.start_task(
         description, repo, cli=cli, roles=overrides, reporter=RichReporter(err_console)
     )
@@ -129,6 +151,8 @@ def resume(
     repo: RepoOption = Path(),
 ) -> None:
     """Continue a workflow from its last checkpoint (after a crash, failure or approval)."""
+    from supervisor.cli.reporter import RichReporter
+
     _finished(tasks.resume(workflow_id, repo, reporter=RichReporter(err_console)))
 
 
@@ -138,7 +162,9 @@ def approve(
     repo: RepoOption = Path(),
 ) -> None:
     """Approve the step a workflow is waiting on."""
-    tasks.decide(workflow_id, repo, approve=True)
+    from supervisor.state.access import decide
+
+    decide(workflow_id, repo, approve=True)
     console.print(f"Approved. Continue with: supervisor resume {workflow_id}")
 
 
@@ -149,7 +175,9 @@ def reject(
     repo: RepoOption = Path(),
 ) -> None:
     """Reject the step a workflow is waiting on; the step runs again with your reason."""
-    tasks.decide(workflow_id, repo, approve=False, reason=reason)
+    from supervisor.state.access import decide
+
+    decide(workflow_id, repo, approve=False, reason=reason)
     console.print(f"Rejected. Re-run the step with: supervisor resume {workflow_id}")
 
 
@@ -159,10 +187,12 @@ def status(
     repo: RepoOption = Path(),
 ) -> None:
     """List workflows, or show one in detail."""
+    from supervisor.state import access
+
     if workflow_id is None:
-        console.print(workflows_table(tasks.workflows(repo)))
+        console.print(workflows_table(access.workflows(repo)))
         return
-    with tasks.reading(repo) as store:
+    with access.reading(repo) as store:
         console.print(workflow_detail(store, workflow_id))
 
 
@@ -173,7 +203,9 @@ def events(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
 ) -> None:
     """The workflow's event log."""
-    with tasks.reading(repo) as store:
+    from supervisor.state import access
+
+    with access.reading(repo) as store:
         store.workflow(workflow_id)
         log = store.events(workflow_id)
     if as_json:
@@ -384,7 +416,7 @@ def main() -> None:
         sys.exit(e.exit_code)
 
 
-def _finished(wf: tasks.Workflow) -> None:
+def _finished(wf: Workflow) -> None:
     if wf.status == "completed":
         console.print(
             f"[green]✓[/green] Workflow {wf.id} completed: branch [bold]{wf.task_branch}[/bold]"
