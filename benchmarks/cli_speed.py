@@ -12,7 +12,8 @@ summed).
 
 `--code DIR` (repeatable) times the supervisor package found in DIR instead of this checkout, so a
 before/after comparison runs on the same database in the same run, e.g. with a `git worktree` of
-an older commit.
+an older commit. DIR may be a path list (`DIR:EXTRA`), put first on PYTHONPATH: an older commit's
+pinned libraries installed with `pip install --target EXTRA` are then used with it.
 """
 
 from __future__ import annotations
@@ -118,18 +119,18 @@ def timed(argv: list[str], **kwargs: Any) -> tuple[float, float, subprocess.Comp
 
 
 def run(
-    code: Path, repo: Path, args: list[str], *, importtime: bool = False
+    code: str, repo: Path, args: list[str], *, importtime: bool = False
 ) -> tuple[float, float, str]:
     """One `supervisor` process: wall and CPU seconds, and its stderr."""
     env = {
         **os.environ,
-        "PYTHONPATH": str(code),
+        "PYTHONPATH": code,
         "COLUMNS": "120",
         "SUPERVISOR_USER_DIR": str(repo.parent / "user"),
     }
     flags = ["-X", "importtime"] if importtime else []
     argv = [sys.executable, *flags, "-m", "supervisor", *args, "--repo", str(repo)]
-    seconds, cpu, done = timed(argv, cwd=code, env=env)
+    seconds, cpu, done = timed(argv, cwd=code.split(os.pathsep)[0], env=env)
     if done.returncode != 0:
         raise SystemExit(f"supervisor {' '.join(args)} failed:\n{done.stderr[-2000:]}")
     return seconds, cpu, done.stderr
@@ -155,9 +156,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=9)
     parser.add_argument("--events", type=int, default=100_000)
-    parser.add_argument("--code", type=Path, action="append", help="checkout(s) to time")
+    parser.add_argument("--code", action="append", help="checkout(s) to time (a PYTHONPATH)")
     args = parser.parse_args()
-    codes = [c.resolve() for c in args.code or [ROOT]]
+    codes = [
+        os.pathsep.join(str(Path(p).resolve()) for p in c.split(os.pathsep))
+        for c in args.code or [str(ROOT)]
+    ]
     commands = [["status", "1"], ["status"], ["events", "1", "--json"]]
     with tempfile.TemporaryDirectory() as tmp:
         repo = make_state(Path(tmp), args.events)
