@@ -42,8 +42,8 @@ def component_view(plan: dict[str, Any], component: Component) -> str:
     deps = [d for d in component.depends_on if d in by_id]
     if deps:
         lines.append(
-            "It builds on these components (their interfaces; they are built by other workers, "
-            "so use them as described and do not change their files):"
+            "It builds on these components, done and merged into your working directory before "
+            "it started: use their interfaces, and leave their files to them."
         )
         for dep in deps[:MAX_DEPENDENCIES]:
             phase, c = by_id[dep]
@@ -51,7 +51,8 @@ def component_view(plan: dict[str, Any], component: Component) -> str:
             lines.append(f"- {dep} (phase {phase}): {_one_line(c.get('description', ''))}")
             lines.append(f"  files: {files}")
         if len(deps) > MAX_DEPENDENCIES:
-            lines.append(f"- and {', '.join(deps[MAX_DEPENDENCIES:])}")
+            rest = deps[MAX_DEPENDENCIES:]
+            lines.append(f"- and {len(rest)} more: {', '.join(rest)}")
     others = len(by_id) - 1 - len(deps)
     lines.append(
         f"The rest of the plan: {others} other component(s) across {len(phases)} phase(s), "

@@ -26,7 +26,7 @@ from supervisor.errors import (
     ToolMissingError,
 )
 from supervisor.sandbox.docker import LABEL_REPO, DockerSandbox, RunSpec, repo_label
-from supervisor.state.access import decide  # noqa: F401 (tasks.decide: the API's one place)
+from supervisor.state.access import decide  # noqa: F401 (re-exported: tasks.decide)
 from supervisor.state.store import EventSpec, Store, Workflow
 from supervisor.workers.base import adapter_for
 from supervisor.workflow.engine import Engine, Reporter
