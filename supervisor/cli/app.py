@@ -2,6 +2,10 @@
 
 Errors from the project's hierarchy become one message (cause, then fix) and an exit code here and
 nowhere else. Set SUPERVISOR_DEBUG=1 to see the traceback instead.
+
+A command imports what it uses when it runs: `status`, `events`, `approve` and `reject` never
+import Docker, networkx, the engine or the workers (tests/test_cli_imports.py), so a person does
+not wait for them. `tasks` below is the `supervisor.tasks` module, imported on first use.
 """
 
 from __future__ import annotations
@@ -10,17 +14,15 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 
-from supervisor import __version__, tasks
 from supervisor.cli.plain import hide_flag_types
 from supervisor.cli.plain import json_out as _json
 from supervisor.cli.plain import plain as _plain
 from supervisor.cli.render import (
-    RichReporter,
     config_table,
     doctor_table,
     events_view,
@@ -37,6 +39,22 @@ from supervisor.cli.render import (
     workflows_table,
 )
 from supervisor.errors import ApprovalRequired, SupervisorError
+
+if TYPE_CHECKING:
+    from supervisor.state.records import Workflow
+
+
+class _Tasks:
+    """`supervisor.tasks`, imported on first use: it imports Docker, the engine and the workers,
+    which only the commands that run or inspect a sandbox need."""
+
+    def __getattr__(self, name: str) -> Any:
+        from supervisor import tasks as module
+
+        return getattr(module, name)
+
+
+tasks = _Tasks()
 
 app = typer.Typer(
     name="supervisor",
@@ -58,6 +76,8 @@ hide_flag_types()
 
 def _version(value: bool) -> None:
     if value:
+        from supervisor import __version__
+
         console.print(f"supervisor {__version__}")
         raise typer.Exit()
 
@@ -110,6 +130,8 @@ def start_task(
         stops = _approval_stops(repo, cli)
         if not stops.startswith("none"):
             err_console.print(f"Approvals this run asks for: {stops}", highlight=False)
+    from supervisor.cli.reporter import RichReporter
+
     try:
         wf = tasks.start_task(
             description, repo, cli=cli, roles=overrides, reporter=RichReporter(err_console)
@@ -173,6 +195,8 @@ def resume(
     repo: RepoOption = Path(),
 ) -> None:
     """Continue a workflow from its last checkpoint (after a crash, failure or approval)."""
+    from supervisor.cli.reporter import RichReporter
+
     try:
         wf = tasks.resume(workflow_id, repo, reporter=RichReporter(err_console))
     except ApprovalRequired:
@@ -187,7 +211,9 @@ def approve(
     repo: RepoOption = Path(),
 ) -> None:
     """Approve the step a workflow is waiting on."""
-    tasks.decide(workflow_id, repo, approve=True)
+    from supervisor.state.access import decide
+
+    decide(workflow_id, repo, approve=True)
     console.print(f"Approved. Continue with: supervisor resume {workflow_id}")
 
 
@@ -198,7 +224,9 @@ def reject(
     repo: RepoOption = Path(),
 ) -> None:
     """Reject the step a workflow is waiting on; the step runs again with your reason."""
-    tasks.decide(workflow_id, repo, approve=False, reason=reason)
+    from supervisor.state.access import decide
+
+    decide(workflow_id, repo, approve=False, reason=reason)
     console.print(f"Rejected. Re-run the step with: supervisor resume {workflow_id}")
 
 
@@ -209,19 +237,22 @@ def status(
     as_json: JsonOption = False,
 ) -> None:
     """List workflows, or show one in detail (with what a waiting approval is about)."""
-    from supervisor.approvals import pending
+    from supervisor.state import access
 
     if workflow_id is None:
-        found = tasks.workflows(repo)
+        found = access.workflows(repo)
         if as_json:
             _json([_plain(wf) for wf in found])
         else:
             console.print(fit(console, workflows_table(found)))
         return
-    root = tasks.open_project(repo).root
-    with tasks.reading(repo) as store:
+    with access.reading(repo) as store:
         wf = store.workflow(workflow_id)
-        about = pending(wf, root)
+        about: list[str] = []
+        if wf.status == "awaiting_approval":
+            from supervisor.approvals import pending
+
+            about = pending(wf, access.state_db(repo).parent.parent)
         if as_json:
             approval = store.latest_approval(workflow_id)
             _json(
@@ -244,7 +275,9 @@ def events(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
 ) -> None:
     """The workflow's event log."""
-    with tasks.reading(repo) as store:
+    from supervisor.state import access
+
+    with access.reading(repo) as store:
         store.workflow(workflow_id)
         log = store.events(workflow_id)
     if as_json:
@@ -491,7 +524,7 @@ def main() -> None:
         sys.exit(e.exit_code)
 
 
-def _finished(wf: tasks.Workflow) -> None:
+def _finished(wf: Workflow) -> None:
     if wf.status == "completed":
         console.print(
             f"[green]✓[/green] Workflow {wf.id} completed: branch [bold]{wf.task_branch}[/bold]"

@@ -9,16 +9,18 @@ from typing import Any
 
 from typer.core import TyperOption
 
-_display_type = TyperOption.display_type_rich
+_display_type = getattr(TyperOption, "display_type_rich", None)
 
 
 def _no_flag_type(self: TyperOption, ctx: Any) -> str | None:
-    """Typer labels every flag `<bool>` in --help; a flag takes no value, so it gets none."""
-    return None if self.is_flag else _display_type(self, ctx)
+    """Typer 0.29 labels every flag `<bool>` in --help; a flag takes no value, so it gets none."""
+    return None if self.is_flag else _display_type(self, ctx)  # type: ignore[misc]
 
 
 def hide_flag_types() -> None:
-    TyperOption.display_type_rich = _no_flag_type  # type: ignore[method-assign]
+    """A no-op on the pinned typer 0.28, which shows no type for a flag (tests/test_cli.py)."""
+    if _display_type is not None:
+        TyperOption.display_type_rich = _no_flag_type  # type: ignore[method-assign]
 
 
 def json_out(data: object) -> None:

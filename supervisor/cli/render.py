@@ -1,4 +1,8 @@
-"""How workflows, steps and events look in a terminal (rich tables)."""
+"""How workflows, steps and events look in a terminal (rich tables).
+
+Imported by every command, so it imports rich and nothing heavy: what a table needs from elsewhere
+is imported where it is drawn (see tests/test_cli_imports.py).
+"""
 
 from __future__ import annotations
 
@@ -13,7 +17,6 @@ from rich.text import Text
 from rich.tree import Tree
 
 from supervisor.dag import WorkGraph
-from supervisor.workflow.engine import Reporter
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -23,7 +26,9 @@ if TYPE_CHECKING:
     from supervisor.doctor import Check
     from supervisor.initialize import InitReport
     from supervisor.roles import ResolvedRole, RoleFile
-    from supervisor.state.store import Event, Store, Workflow
+    from supervisor.state.reader import StateReader
+    from supervisor.state.records import Event, Workflow
+    from supervisor.state.store import Store
 
 STATUS_STYLE = {
     "completed": "green",
@@ -38,22 +43,6 @@ STATUS_STYLE = {
     "in_progress": "cyan",
     "pending": "dim",
 }
-
-
-class RichReporter(Reporter):
-    """Shows step starts and streams worker output, dimmed, as it arrives."""
-
-    def __init__(self, console: Console) -> None:
-        self.console = console
-
-    def step(self, wf_id: int, name: str, detail: str) -> None:
-        self.console.print(f"[bold]▶ wf{wf_id} {name}[/bold]: {detail}", highlight=False)
-
-    def output(self, text: str) -> None:
-        self.console.print(Text(text.rstrip("\n"), style="dim"), highlight=False)
-
-    def info(self, text: str) -> None:
-        self.console.print(f"  {text}", highlight=False)
 
 
 PIPE_WIDTH = 1000
@@ -138,7 +127,9 @@ def _step_shown(wf: Workflow) -> str:
     return wf.current_step or "-"
 
 
-def workflow_detail(store: Store, wf_id: int, pending: list[str] | None = None) -> RenderableType:
+def workflow_detail(
+    store: Store | StateReader, wf_id: int, pending: list[str] | None = None
+) -> RenderableType:
     """One workflow; `pending` says what a waiting approval is about (supervisor.approvals)."""
     wf = store.workflow(wf_id)
     totals = store.usage_totals(wf_id)
@@ -364,6 +355,12 @@ def pack_report(pack: Pack) -> RenderableType:
     head.add_row("secret files excluded", ", ".join(pack.excluded_secret_files) or "-")
     if pack.dropped_by_repomix:
         head.add_row("dropped by Repomix", ", ".join(pack.dropped_by_repomix))
+    for cut in pack.truncated:
+        head.add_row(
+            "truncated",
+            f"{cut['section']}: {cut['omitted_lines']} line(s) past the first "
+            f"{cut['shown_lines']} left out",
+        )
     head.add_row("took", f"{pack.seconds:.2f} s")
     files = Table(title="Packed", title_justify="left")
     files.add_column("file")
