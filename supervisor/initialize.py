@@ -113,7 +113,16 @@ def _config_text(detection: Detection, packs: list[str]) -> str:
         "# Overrides package and user settings; see `supervisor config show`.",
     ]
     if not detection.gates:
-        header.append("# No test command was detected: set one, e.g. gates: {test: 'make test'}.")
+        header += [
+            "# No test command was detected, so `start-task` stops until you set one, e.g.",
+            "# gates: {test: 'python3 -m pytest -q'} (or run it with --no-gate: no gates at all).",
+        ]
+    header += [
+        "# The model API each CLI talks to is set here (a gateway or proxy URL goes here too):",
+        "# clis:",
+        "#   claude: {base_url: 'https://api.anthropic.com'}",
+        "#   codex: {base_url: 'https://api.openai.com/v1'}",
+    ]
     text = yaml.safe_dump(body, sort_keys=False) if body else ""
     return "\n".join(header) + "\n" + text
 

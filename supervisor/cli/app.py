@@ -72,6 +72,10 @@ def start_task(
         typer.Option("--role", help="STEP=ROLE: run a workflow step with another role."),
     ] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Start without confirming.")] = False,
+    no_gate: Annotated[
+        bool,
+        typer.Option("--no-gate", help="Run without the workflow's gates (recorded in events)."),
+    ] = False,
 ) -> None:
     """Create the task branch and run the workflow on it."""
     overrides = {}
@@ -88,11 +92,16 @@ def start_task(
                 "start-task needs confirmation, and there is no terminal to ask.",
                 "Pass --yes to start without confirming.",
             )
-        preview = tasks.start_preview(description, repo, cli=cli, roles=overrides)
+        preview = tasks.start_preview(description, repo, cli=cli, roles=overrides, no_gate=no_gate)
         console.print(f"Dry run, nothing created yet:\n{preview}", highlight=False, markup=False)
         typer.confirm("Start?", abort=True)
     wf = tasks.start_task(
-        description, repo, cli=cli, roles=overrides, reporter=RichReporter(err_console)
+        description,
+        repo,
+        cli=cli,
+        roles=overrides,
+        reporter=RichReporter(err_console),
+        no_gate=no_gate,
     )
     _finished(wf)
 
