@@ -364,9 +364,15 @@ def sandbox_build(
             )
         if project_image.exists(client, image.tag) and not no_cache:
             return image.tag, None
-        return image.tag, project_image.build(
+        seconds = project_image.build(
             client, project.root, tree, image, no_cache=no_cache, on_output=on_output
         )
+        # The smoke test: the project's packages import offline, or the build fails naming
+        # the missing module (and the image is dropped, so the next build tries again).
+        for note in project_image.smoke_test(client, project.root, tree, image):
+            if on_output is not None:
+                on_output(f"smoke test: {note}\n")
+        return image.tag, seconds
 
 
 def sandbox_status(path: Path) -> dict[str, Any]:
