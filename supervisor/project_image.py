@@ -360,7 +360,7 @@ def smoke_test(
                 f"The project image lacks the module '{name}': `import {package}` fails with the "
                 f"network off ({message}).",
                 f"Declare the distribution that provides '{name}' among the project's "
-                "dependencies (pyproject [project] dependencies, setup.py install_requires, "
+                "dependencies (pyproject.toml project.dependencies, setup.py install_requires, "
                 f"setup.cfg or a requirements file), or install it in {repo / DOCKERFILE}; then "
                 "run `supervisor sandbox build`.",
             )
