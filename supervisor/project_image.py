@@ -61,29 +61,29 @@ HEADER = (
     "# Written by `supervisor sandbox init`. It is yours to edit: supervisor never overwrites\n"
 )
 
-PYTHON = r"""
+# Each stack: its toolchain (before the dependency files are copied in, so Docker's layer cache
+# keeps it when only the dependencies change), then the install of those dependencies.
+PYTHON = (
+    r"""
 # Python: a virtualenv with the project's dependencies (not the project itself: the worktree is
-# mounted at /workspace when gates run, and PYTHONPATH points there). supervisor writes
-# supervisor-requirements.txt and supervisor-constraints.txt into /deps at build time: every
-# dependency the project declares (pyproject, setup.py, setup.cfg, Pipfile, requirements files)
-# and the versions its lock and constraints files pin, read as data (supervisor/python_deps.py).
-# The venv is writable to everyone: gates run on a throw-away container layer, where tools may
-# write caches and bytecode next to the packages without changing the image.
+# mounted at /workspace when gates run, and PYTHONPATH points there).
 RUN apt-get update && apt-get install -y --no-install-recommends python3-pip python3-venv \
  && rm -rf /var/lib/apt/lists/*
 RUN python3 -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH VIRTUAL_ENV=/opt/venv PYTHONPATH=/workspace:/workspace/src
+""",
+    r"""
+# supervisor writes supervisor-requirements.txt and supervisor-constraints.txt into /deps at build
+# time: every dependency the project declares (pyproject, setup.py, setup.cfg, Pipfile,
+# requirements files) and the versions its lock and constraints files pin, read as data
+# (supervisor/python_deps.py). The venv is writable to everyone: gates run on a throw-away
+# container layer, where tools write caches and bytecode next to the packages.
 RUN cd /deps && pip install --no-cache-dir -r supervisor-requirements.txt \
       -c supervisor-constraints.txt pytest \
  && chmod -R a+rwX /opt/venv
-"""
+""",
+)
 
-NODE_HEAD = """
-# Node: node_modules at the file system root, where Node's lookup from /workspace finds it,
-# installed exactly as the lock file says with the package manager the project declares.
-# Writable to everyone: gates run on a throw-away container layer, where tools (vitest, jest,
-# babel, tsc --incremental) write caches next to their packages without changing the image.
-"""
 NODE_INSTALL = {
     "npm": "if [ -f package-lock.json ] || [ -f npm-shrinkwrap.json ]; "
     "then npm ci --no-audit --no-fund; else npm install --no-audit --no-fund; fi",
@@ -95,24 +95,32 @@ NODE_INSTALL = {
     "yarn install --immutable && rm -rf .yarn/cache",
 }
 
-RUST = r"""
+RUST = (
+    r"""
 # Rust: the toolchain from Debian and the crates fetched now, so that gates build offline.
 RUN apt-get update && apt-get install -y --no-install-recommends cargo \
  && rm -rf /var/lib/apt/lists/*
 ENV CARGO_HOME=/opt/cargo CARGO_NET_OFFLINE=true
+""",
+    r"""
 RUN cd /deps && mkdir -p src && touch src/lib.rs && CARGO_NET_OFFLINE=false cargo fetch
-"""
+""",
+)
 
-GO = r"""
+GO = (
+    r"""
 # Go: the toolchain from Debian and the modules downloaded now, so that gates build offline.
 RUN apt-get update && apt-get install -y --no-install-recommends golang \
  && rm -rf /var/lib/apt/lists/*
 ENV GOPATH=/opt/go GOFLAGS=-mod=mod GOPROXY=off
+""",
+    r"""
 RUN cd /deps && GOPROXY=https://proxy.golang.org go mod download
-"""
+""",
+)
 
 
-def node_section(manager: str, version: str) -> str:
+def node_section(manager: str, version: str) -> tuple[str, str]:
     """Install the lock file with the declared manager; pnpm and yarn come from npm at build
     time (the base image has no corepack), pinned to the declared version, so gates run offline."""
     tool = ""
@@ -125,13 +133,20 @@ def node_section(manager: str, version: str) -> str:
             tool = f"RUN npm install -g --no-audit --no-fund yarn@{version or '1'}\n"
         else:
             tool = f"RUN npm install -g --no-audit --no-fund @yarnpkg/cli-dist@{version}\n"
-    return (
-        NODE_HEAD
-        + tool
-        + f"RUN cd /deps && {NODE_INSTALL.get(key, NODE_INSTALL['npm'])} \\\n"
-        + " && mv node_modules /node_modules && chmod -R a+rwX /node_modules\n"
-        + "ENV PATH=/node_modules/.bin:$PATH\n"
+    toolchain = (
+        f"\n# Node: the package manager the project declares ({manager}"
+        f"{'@' + version if version else ''}).\n" + tool
     )
+    install = (
+        "\n# node_modules at the file system root, where Node's lookup from /workspace finds it,\n"
+        "# installed exactly as the lock file says. Writable to everyone: gates run on a\n"
+        "# throw-away container layer, where tools (vitest, jest, babel, tsc --incremental) write\n"
+        "# caches next to their packages without changing the image.\n"
+        f"RUN cd /deps && {NODE_INSTALL.get(key, NODE_INSTALL['npm'])} \\\n"
+        " && mv node_modules /node_modules && chmod -R a+rwX /node_modules\n"
+        "ENV PATH=/node_modules/.bin:$PATH\n"
+    )
+    return toolchain, install
 
 
 def dockerfile_text(detection: Detection, base_image: str) -> str:
@@ -154,8 +169,9 @@ def dockerfile_text(detection: Detection, base_image: str) -> str:
         + "ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt "
         + "NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt "
         + "npm_config_cafile=/etc/ssl/certs/ca-certificates.crt\n"
-        + "COPY deps/ /deps/\n"
-        + "".join(chosen)
+        + "".join(toolchain for toolchain, _ in chosen)
+        + "\nCOPY deps/ /deps/\n"
+        + "".join(install for _, install in chosen)
         + "\nUSER 65534:65534\nWORKDIR /workspace\n"
     )
 
