@@ -203,6 +203,13 @@ app.add_typer(config_app, name="config")
 def init(
     repo: RepoOption = Path(),
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Accept the suggestions.")] = False,
+    check_gates: Annotated[
+        bool,
+        typer.Option(
+            "--check-gates/--no-check-gates",
+            help="Build the project image and run each detected gate once; keep those that pass.",
+        ),
+    ] = True,
 ) -> None:
     """Detect the project, choose role packs, and write .supervisor/."""
     from supervisor.initialize import PACK_TITLES, initialize, pack_roles
@@ -217,7 +224,9 @@ def init(
             f"  [{'x' if suggested else ' '}] {PACK_TITLES[pack]} ({roles})", default=suggested
         )
 
-    report = initialize(root, choose)
+    from supervisor.gate_check import check_gates as run_checks
+
+    report = initialize(root, choose, check=run_checks if check_gates else None)
     console.print(init_report(report))
 
 
