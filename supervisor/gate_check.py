@@ -3,15 +3,16 @@
 A detected command can still be wrong for a project (a lint rule the upstream code breaks, a test
 runner that needs a service), and a gate that fails before any change blames every worker for it.
 So init builds the project image and runs each detected gate once, offline, on a worktree of HEAD,
-exactly as a task's gate would, and says which pass. A gate whose command cannot run (exit 126 or
-127) is left out, and so is a failing lint or type check (untouched code that fails it would fail
-every task); a failing `test` gate is kept with a warning, since making failing tests pass is often
-the very task.
+exactly as a task's gate would, and says which pass. A gate whose command cannot run (not found,
+no such make target or script) is left out, and so is a failing lint or type check (untouched
+code that fails it would fail every task); a failing `test` gate is kept with a warning, since
+making failing tests pass is often the very task.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -22,6 +23,11 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 TAIL = 400
+MISSING = re.compile(
+    r"(: not found$|command not found|No rule to make target|Missing script|ERR_PNPM_NO_SCRIPT"
+    r"|No module named pytest)",
+    re.M,
+)
 
 
 @dataclass(frozen=True)
@@ -83,11 +89,17 @@ def check_gates(
                     results[name] = GateCheck(
                         False,
                         f"exit {result.exit_code}: {last}",
-                        runnable=result.exit_code not in (126, 127),
+                        runnable=_runnable(result.exit_code, result.output),
                     )
     finally:
         sandbox.close()
     return results
+
+
+def _runnable(exit_code: int, output: str) -> bool:
+    """False when the command (or the tool a script calls) does not exist: the shell's 126/127,
+    or a package manager's wrapper reporting it with exit 1."""
+    return exit_code not in (126, 127) and not MISSING.search(output[-2000:])
 
 
 def _last_line(output: str) -> str:

@@ -272,7 +272,11 @@ def test_a_pnpm_typescript_vitest_project_is_recognised(tmp_path: Path) -> None:
     assert {"typescript", "vitest"} <= set(found.frameworks)
     assert (found.package_manager, found.package_manager_version) == ("pnpm", "9.15.0")
     assert found.evidence["package-manager"] == "package.json (packageManager)"
-    assert found.gates == {"test": "pnpm test", "types": "pnpm run typecheck"}
+    assert found.gates == {
+        "test": "pnpm test",
+        "lint": "pnpm run lint",
+        "types": "pnpm run typecheck",
+    }
 
 
 def test_a_pnpm_lock_file_alone_names_pnpm(tmp_path: Path) -> None:

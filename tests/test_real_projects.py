@@ -20,8 +20,9 @@ from e2e_support import require_sandbox
 from supervisor import interfaces, tasks
 from supervisor.config import Limits
 from supervisor.errors import SandboxError, ToolMissingError
+from supervisor.gate_check import check_gates
 from supervisor.gates import run_gate
-from supervisor.initialize import initialize
+from supervisor.initialize import InitReport, initialize
 from supervisor.sandbox.docker import DockerSandbox
 
 if TYPE_CHECKING:
@@ -66,25 +67,34 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     print(f"\nproject image build times: {BUILD_SECONDS}")
 
 
-def built(repo: Path, name: str) -> str:
-    initialize(repo)  # config.yaml with the detected gates, and the project Dockerfile
+def built(repo: Path, name: str) -> tuple[str, InitReport]:
+    """`init` as a user runs it: detection, the Dockerfile, the image build (with its smoke
+    test) and each detected gate run once on the untouched project, then the config."""
     started = time.monotonic()
-    tag, seconds = tasks.sandbox_build(repo)
-    assert seconds is not None  # built, smoke test included
+    report = initialize(repo, check=check_gates)
     BUILD_SECONDS[name] = round(time.monotonic() - started, 1)
-    return tag
+    tag, seconds = tasks.sandbox_build(repo)
+    assert seconds is None  # init built it; unchanged, so reused
+    return tag, report
 
 
 @pytest.fixture(scope="module")
 def slugger(workdir: Path) -> tuple[Path, str]:
     repo = checkout("py_slugger", workdir)
-    return repo, built(repo, "py_slugger (setup.py, text-unidecode)")
+    tag, report = built(repo, "py_slugger init (build + gates)")
+    assert report.gate_checks["test"].passed, report.gate_checks
+    return repo, tag
 
 
 @pytest.fixture(scope="module")
-def tiny_ts(workdir: Path) -> tuple[Path, str]:
+def ts_init(workdir: Path) -> tuple[Path, str, InitReport]:
     repo = checkout("ts_vitest", workdir)
-    return repo, built(repo, "ts_vitest (pnpm, typescript, vitest)")
+    return (repo, *built(repo, "ts_vitest init (build + gates)"))
+
+
+@pytest.fixture(scope="module")
+def tiny_ts(ts_init: tuple[Path, str, InitReport]) -> tuple[Path, str]:
+    return ts_init[0], ts_init[1]
 
 
 @pytest.fixture(scope="module")
@@ -197,3 +207,18 @@ def test_an_interface_with_no_compiler_in_the_image_is_an_error(
     with pytest.raises(ToolMissingError, match="no `tsc`") as info:
         interfaces.compile_errors(repo, repo, ["src/index.ts"], sandbox, None)  # the base image
     assert "typescript" in info.value.hint
+
+
+def test_init_keeps_the_gates_that_pass_on_the_untouched_project(
+    ts_init: tuple[Path, str, InitReport],
+) -> None:
+    repo, _, report = ts_init
+    checks = report.gate_checks
+    assert checks["test"].passed and checks["types"].passed, checks
+    assert not checks["lint"].passed and not checks["lint"].runnable  # prettier is not installed
+    assert configured_gates(repo) == {"test": "pnpm test", "types": "pnpm run typecheck"}
+    config = (repo / ".supervisor" / "config.yaml").read_text()
+    assert (
+        "Left out, failing on the untouched project (exit 1: sh: 1: prettier: not found)" in config
+    )
+    assert "#   gates: {lint: 'pnpm run lint'}" in config
