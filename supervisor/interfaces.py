@@ -10,6 +10,8 @@ node_modules). A TypeScript interface with no compiler in the image is an error,
 
 from __future__ import annotations
 
+import json
+import re
 import shlex
 from typing import TYPE_CHECKING
 
@@ -21,6 +23,7 @@ if TYPE_CHECKING:
     from supervisor.sandbox.docker import DockerSandbox
 
 NO_TSC = "supervisor: no tsc"
+WORKSPACE = "/workspace"
 TIMEOUT = 600
 
 
@@ -50,6 +53,13 @@ def compile_errors(
         code, output = _run(sandbox, worktree, image, command, labels)
         if code != 0:
             problems.append(f"python -m py_compile: {output}")
+    configs = [f for f in files if re.fullmatch(r"(.*/)?(tsconfig|jsconfig)[\w.\-]*\.json", f)]
+    if configs:
+        problems.append(
+            f"The interface step changed the compiler configuration ({', '.join(configs)}); "
+            "interfaces are checked against the project's own configuration, so leave it as it "
+            "is."
+        )
     if typescript and sandbox is not None:
         code, output = _run(sandbox, worktree, image, _tsc_command(worktree, typescript), labels)
         if NO_TSC in output:
@@ -66,10 +76,21 @@ def compile_errors(
 
 def _tsc_command(worktree: Path, typescript: list[str]) -> str:
     """The project's own configuration when it has one (`-p` honours its paths, libs and
-    strictness, which file arguments would ignore); the files alone otherwise."""
+    strictness, which file arguments would ignore), extended so that the interface files are
+    compiled even where its `include` or `exclude` would leave them out; the files alone
+    otherwise."""
     check = f'command -v tsc >/dev/null 2>&1 || {{ echo "{NO_TSC}"; exit 127; }}; '
     if (worktree / "tsconfig.json").is_file():
-        return check + "tsc --noEmit -p tsconfig.json"
+        wrapper = {
+            "extends": f"{WORKSPACE}/tsconfig.json",
+            "compilerOptions": {"noEmit": True},
+            "files": [f"{WORKSPACE}/{f}" for f in typescript],
+        }
+        return (
+            check
+            + f"printf '%s' {shlex.quote(json.dumps(wrapper))} > /tmp/tsconfig.interfaces.json"
+            + " && tsc --noEmit -p /tmp/tsconfig.interfaces.json"
+        )
     names = " ".join(shlex.quote(f) for f in typescript)
     return check + f"tsc --noEmit --strict --skipLibCheck {names}"
 

@@ -222,3 +222,25 @@ def test_init_keeps_the_gates_that_pass_on_the_untouched_project(
         "Left out, failing on the untouched project (exit 1: sh: 1: prettier: not found)" in config
     )
     assert "#   gates: {lint: 'pnpm run lint'}" in config
+
+
+def test_an_interface_hidden_from_the_tsconfig_is_still_compiled(
+    tiny_ts: tuple[Path, str], sandbox: DockerSandbox, tmp_path: Path
+) -> None:
+    """Attack: the tech lead's answer leaves its interface outside what tsconfig includes (or
+    rewrites tsconfig.json) so that tsc never looks at the broken type."""
+    repo, tag = tiny_ts
+    tree = tmp_path / "candidate"
+    shutil.copytree(repo, tree, ignore=shutil.ignore_patterns(".git", ".supervisor"))
+    (tree / "contracts").mkdir()
+    (tree / "contracts" / "api.ts").write_text(
+        "export declare function load(): Promise<NoSuchType>;\n"
+    )
+    problems = interfaces.compile_errors(repo, tree, ["contracts/api.ts"], sandbox, tag)
+    assert problems is not None and "NoSuchType" in problems  # not in include: ["src", "test"]
+    config = tree / "tsconfig.json"
+    config.write_text(config.read_text().replace('"strict": true', '"strict": false'))
+    problems = interfaces.compile_errors(
+        repo, tree, ["contracts/api.ts", "tsconfig.json"], sandbox, tag
+    )
+    assert problems is not None and "changed the compiler configuration" in problems
