@@ -223,8 +223,11 @@ def workflow_source(repo: Path | None, settings: Settings) -> str:
     return f"workflow template '{settings.workflow.template}'"
 
 
-def load_workflow(repo: Path | None, settings: Settings) -> WorkflowDef:
-    """The project's own workflow.yaml, or its chosen template with its adjustments."""
+def load_workflow(repo: Path | None, settings: Settings, *, gates: bool = True) -> WorkflowDef:
+    """The project's own workflow.yaml, or its chosen template with its adjustments.
+
+    `gates=False` leaves the gate commands unchecked, for `start-task --no-gate`, which removes
+    the gate steps (supervisor/preflight.py)."""
     from supervisor.workflow import templates
 
     custom = repo / ".supervisor" / "workflow.yaml" if repo is not None else None
@@ -233,13 +236,18 @@ def load_workflow(repo: Path | None, settings: Settings) -> WorkflowDef:
         definition: WorkflowDef = validate(WorkflowDef, _mapping(custom).get("workflow"), custom)
     else:
         definition = validate(WorkflowDef, templates.build(settings.workflow, repo), source)
-    check_workflow(definition, source, repo, settings)
+    check_workflow(definition, source, repo, settings, gates=gates)
     templates.check_graph(definition, source)
     return definition
 
 
 def check_workflow(
-    definition: WorkflowDef, source: Path | str, repo: Path | None, settings: Settings
+    definition: WorkflowDef,
+    source: Path | str,
+    repo: Path | None,
+    settings: Settings,
+    *,
+    gates: bool = True,
 ) -> None:
     """Reject a definition that would fail mid-task: dangling names, unknown roles and gates."""
     steps = definition.steps
@@ -277,12 +285,13 @@ def check_workflow(
             from supervisor.recovery import policy
 
             policy(step.retry_policy)
-        for gate in [step.gate] if step.gate else step.gates:
+        for gate in ([step.gate] if step.gate else step.gates) if gates else []:
             if gate not in settings.gates:
                 raise ConfigError(
                     f"{source}: step '{name}' runs gate '{gate}', but no command is configured "
                     "for it.",
-                    f'Add `gates: {{{gate}: "<command>"}}` to .supervisor/config.yaml.',
+                    f'Add `gates: {{{gate}: "<command>"}}` to .supervisor/config.yaml (`supervisor '
+                    "init` proposes the commands it detects), or run `start-task --no-gate`.",
                 )
 
 

@@ -73,6 +73,9 @@ JS_FRAMEWORKS = {
     "ccxt": "ccxt",
     "pg": "postgres",
     "eslint": "eslint",
+    "vitest": "vitest",
+    "jest": "jest",
+    "mocha": "mocha",
 }
 PACKS = {
     "web_frontend": {"react", "vue", "nextjs", "svelte"},
@@ -96,6 +99,9 @@ class Detection:
     role_packs: list[str] = field(default_factory=list)
     optional_packs: list[str] = field(default_factory=lambda: ["security"])
     gates: dict[str, str] = field(default_factory=dict)
+    package_manager: str = ""
+    """Node only: npm, pnpm or yarn, as the project declares it."""
+    package_manager_version: str = ""
 
     def found(self, kind: str, name: str, source: str) -> None:
         target = self.stacks if kind == "stack" else self.frameworks
@@ -186,6 +192,10 @@ def _python(repo: Path, files: list[str], d: Detection) -> None:
             for dep in PY_FRAMEWORKS:
                 if re.search(rf"['\"\s]{re.escape(dep)}[\s<>=~!'\",;]", text):
                     deps.setdefault(dep, f)
+    if "python" not in d.stacks:
+        modules = [f for f in files if "/" not in f and f.endswith(".py")]
+        if modules:  # a project of plain modules, without packaging metadata
+            d.found("stack", "python", modules[0])
     for dep, source in deps.items():
         framework = PY_FRAMEWORKS.get(dep.replace("_", "-"))
         if framework:
@@ -201,13 +211,40 @@ def _node(repo: Path, d: Detection) -> None:
         data = json.loads(path.read_text())
     except ValueError:
         return
-    deps = {**data.get("dependencies", {}), **data.get("devDependencies", {})}
+    if not isinstance(data, dict):
+        return
+    deps = {**(data.get("dependencies") or {}), **(data.get("devDependencies") or {})}
     for dep in deps:
         framework = JS_FRAMEWORKS.get(dep) or JS_FRAMEWORKS.get(dep.split("/")[-1])
         if framework:
             d.found("framework", framework, f"package.json ({dep})")
+    if "typescript" in deps:
+        d.found("framework", "typescript", "package.json (typescript)")
+    elif (repo / "tsconfig.json").is_file():
+        d.found("framework", "typescript", "tsconfig.json")
     if data.get("bin"):
         d.found("framework", "cli-entry-point", "package.json (bin)")
+    d.package_manager, d.package_manager_version, source = _package_manager(repo, data)
+    d.evidence["package-manager"] = source
+
+
+def _package_manager(repo: Path, data: dict[str, Any]) -> tuple[str, str, str]:
+    """(npm|pnpm|yarn, the declared version or "", the evidence): the `packageManager` field
+    first (what corepack honours), then the lock file present."""
+    declared = data.get("packageManager")
+    if isinstance(declared, str):
+        match = re.fullmatch(r"(npm|pnpm|yarn)@([0-9][\w.\-]*)(\+.*)?", declared.strip())
+        if match:
+            return match.group(1), match.group(2), "package.json (packageManager)"
+    for lock, manager in (
+        ("pnpm-lock.yaml", "pnpm"),
+        ("yarn.lock", "yarn"),
+        ("package-lock.json", "npm"),
+        ("npm-shrinkwrap.json", "npm"),
+    ):
+        if (repo / lock).is_file():
+            return manager, "", lock
+    return "npm", "", "default (no lock file)"
 
 
 def _compose(path: Path, rel: str, d: Detection) -> None:
@@ -237,24 +274,25 @@ def _packs(d: Detection) -> None:
 
 
 def _gates(repo: Path, files: list[str], d: Detection) -> None:
-    makefile = repo / "Makefile"
-    targets = set()
-    if makefile.is_file():
-        targets = set(
-            re.findall(r"^([A-Za-z0-9_\-]+):", makefile.read_text(errors="replace"), re.M)
-        )
+    """Commands that run the project's own checks, only where their evidence is in the tree
+    (a `test` target in the Makefile, a test script in package.json, test files for pytest)."""
+    targets = _make_targets(repo)
+    runner = d.package_manager or "npm"
     if "test" in targets:
         d.gates["test"] = "make test"
-    elif "python" in d.stacks and (
-        "pytest" in d.frameworks or any(f.startswith("tests/") for f in files)
-    ):
+        d.evidence["gate:test"] = "Makefile (target test)"
+    elif "python" in d.stacks and (why := _pytest_evidence(repo, files, d)):
         d.gates["test"] = "python3 -m pytest -q"
+        d.evidence["gate:test"] = why
     elif "node" in d.stacks and _npm_script(repo, "test"):
-        d.gates["test"] = "npm test"
+        d.gates["test"] = f"{runner} test"
+        d.evidence["gate:test"] = "package.json (scripts.test)"
     elif "rust" in d.stacks:
         d.gates["test"] = "cargo test"
+        d.evidence["gate:test"] = "Cargo.toml"
     elif "go" in d.stacks:
         d.gates["test"] = "go test ./..."
+        d.evidence["gate:test"] = "go.mod"
     if "lint" in targets:
         d.gates["lint"] = "make lint"
     elif "ruff" in d.frameworks:
@@ -262,13 +300,55 @@ def _gates(repo: Path, files: list[str], d: Detection) -> None:
     elif "flake8" in d.frameworks:
         d.gates["lint"] = "flake8"
     elif "node" in d.stacks and _npm_script(repo, "lint"):
-        d.gates["lint"] = "npm run lint"
+        d.gates["lint"] = f"{runner} run lint"
     elif "eslint" in d.frameworks:
         d.gates["lint"] = "npx eslint ."
     elif "rust" in d.stacks:
         d.gates["lint"] = "cargo clippy -- -D warnings"
     elif "go" in d.stacks:
         d.gates["lint"] = "go vet ./..."
+    if "node" in d.stacks and "typescript" in d.frameworks and "types" not in d.gates:
+        if _npm_script(repo, "typecheck"):
+            d.gates["types"] = f"{runner} run typecheck"
+        elif (repo / "tsconfig.json").is_file():
+            d.gates["types"] = "tsc --noEmit -p ."
+
+
+def _make_targets(repo: Path) -> set[str]:
+    """The Makefile's targets, read as text (it is never run on the host)."""
+    makefile = repo / "Makefile"
+    if not makefile.is_file() or makefile.is_symlink():
+        return set()
+    text = makefile.read_text(errors="replace")
+    return set(re.findall(r"^([A-Za-z0-9_\-.]+)\s*:(?!=)", text, re.M))
+
+
+def _pytest_evidence(repo: Path, files: list[str], d: Detection) -> str | None:
+    """Why pytest is this project's test runner, or None: pytest configuration, or test files
+    that pytest collects (written for pytest or for unittest, which pytest also runs)."""
+    if "pytest" in d.frameworks:
+        return d.evidence.get("pytest", "pytest dependency")
+    data = _toml(repo / "pyproject.toml") if (repo / "pyproject.toml").is_file() else {}
+    if "pytest" in data.get("tool", {}):
+        return "pyproject.toml [tool.pytest.ini_options]"
+    for name, needle in (("pytest.ini", ""), ("setup.cfg", "[tool:pytest]"), ("tox.ini", "pytest")):
+        path = repo / name
+        if path.is_file() and needle in path.read_text(errors="replace"):
+            return name
+    if (repo / "noxfile.py").is_file() and "pytest" in (repo / "noxfile.py").read_text(
+        errors="replace"
+    ):
+        return "noxfile.py (runs pytest)"
+    for f in files:
+        name = Path(f).name
+        if not name.endswith(".py") or not (
+            name.startswith("test") or name.endswith("_test.py") or f.startswith("tests/")
+        ):
+            continue
+        text = (repo / f).read_text(errors="replace")[:20_000]
+        if re.search(r"^\s*(import|from)\s+(pytest|unittest)\b|^def test_", text, re.M):
+            return f"{f} (tests)"
+    return None
 
 
 def _npm_script(repo: Path, name: str) -> bool:

@@ -1,7 +1,9 @@
 """Orchestrator-enforced gates: the supervisor runs the checks itself, never the worker.
 
 A gate runs its command in a container with no network at all, on a throwaway worktree of the
-candidate commit, so a test suite can neither reach out nor change what gets committed.
+candidate commit, so a test suite can neither reach out nor change what gets committed. Its root
+file system is the container's own writable layer, discarded with it, and its cache homes are on
+tmpfs: tools that write caches next to their packages or under $HOME work, and nothing persists.
 """
 
 from __future__ import annotations
@@ -17,6 +19,13 @@ if TYPE_CHECKING:
     from supervisor.sandbox.docker import DockerSandbox
 
 FEEDBACK_TAIL = 6000
+CACHE_HOMES = {
+    "XDG_CACHE_HOME": "/tmp/home/.cache",
+    "npm_config_cache": "/tmp/home/.npm",
+    "YARN_CACHE_FOLDER": "/tmp/home/.yarn-cache",
+    "PIP_CACHE_DIR": "/tmp/home/.cache/pip",
+}
+"""Cache homes under the container's tmpfs HOME: written freely, gone with the run."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +63,8 @@ def run_gate(
             worktree=worktree,
             image=image,
             network="none",
+            writable_layer=True,
+            env=CACHE_HOMES,
             timeout=limits.gate_timeout_seconds,
             memory=limits.gate_memory,
             cpus=limits.gate_cpus,

@@ -10,7 +10,9 @@ image, so an unchanged project reuses its image and a changed dependency file me
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -32,55 +34,124 @@ if TYPE_CHECKING:
 DOCKERFILE = Path(".supervisor") / "sandbox" / "Dockerfile"
 DEPENDENCY_FILES = re.compile(
     r"^(requirements[\w.\-]*\.txt|constraints[\w.\-]*\.txt|pyproject\.toml|setup\.py|setup\.cfg"
-    r"|Pipfile(\.lock)?|poetry\.lock|package\.json|package-lock\.json|npm-shrinkwrap\.json"
+    r"|Pipfile(\.lock)?|poetry\.lock|pdm\.lock|uv\.lock|package\.json|package-lock\.json"
+    r"|npm-shrinkwrap\.json|pnpm-lock\.yaml|pnpm-workspace\.yaml|yarn\.lock|\.yarnrc\.yml"
     r"|Cargo\.toml|Cargo\.lock|go\.mod|go\.sum)$"
 )
+REQUIREMENTS = "supervisor-requirements.txt"
+CONSTRAINTS = "supervisor-constraints.txt"
+NOT_PACKAGES = {
+    "tests",
+    "test",
+    "testing",
+    "docs",
+    "doc",
+    "examples",
+    "example",
+    "scripts",
+    "benchmarks",
+    "build",
+    "dist",
+    "tools",
+    "fixtures",
+}
 LABEL_PROJECT = "supervisor.project"
 LABEL_HASH = "supervisor.project-hash"
 HEADER = (
     "# Written by `supervisor sandbox init`. It is yours to edit: supervisor never overwrites\n"
 )
 
-PYTHON = r"""
+# Each stack: its toolchain (before the dependency files are copied in, so Docker's layer cache
+# keeps it when only the dependencies change), then the install of those dependencies.
+PYTHON = (
+    r"""
 # Python: a virtualenv with the project's dependencies (not the project itself: the worktree is
 # mounted at /workspace when gates run, and PYTHONPATH points there).
 RUN apt-get update && apt-get install -y --no-install-recommends python3-pip python3-venv \
  && rm -rf /var/lib/apt/lists/*
 RUN python3 -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH VIRTUAL_ENV=/opt/venv PYTHONPATH=/workspace:/workspace/src
-RUN cd /deps && set -e; \
-    for f in requirements*.txt; do [ -f "$f" ] && pip install --no-cache-dir -r "$f"; done; \
-    if [ -f pyproject.toml ]; then python3 -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb')).get('project', {}); print('\n'.join(p.get('dependencies', []) + [r for g in p.get('optional-dependencies', {}).values() for r in g]))" > /tmp/project-requirements.txt && pip install --no-cache-dir -r /tmp/project-requirements.txt; fi; \
-    pip install --no-cache-dir pytest
-"""  # noqa: E501
+""",
+    r"""
+# supervisor writes supervisor-requirements.txt and supervisor-constraints.txt into /deps at build
+# time: every dependency the project declares (pyproject, setup.py, setup.cfg, Pipfile,
+# requirements files) and the versions its lock and constraints files pin, read as data
+# (supervisor/python_deps.py). The venv is writable to everyone: gates run on a throw-away
+# container layer, where tools write caches and bytecode next to the packages.
+RUN cd /deps && pip install --no-cache-dir -r supervisor-requirements.txt \
+      -c supervisor-constraints.txt pytest \
+ && chmod -R a+rwX /opt/venv
+""",
+)
 
-NODE = r"""
-# Node: node_modules at the file system root, where Node's lookup from /workspace finds it.
-RUN cd /deps && if [ -f package-lock.json ] || [ -f npm-shrinkwrap.json ]; \
-    then npm ci --no-audit --no-fund; else npm install --no-audit --no-fund; fi \
- && mv node_modules /node_modules
-ENV PATH=/node_modules/.bin:$PATH
-"""
+NODE_INSTALL = {
+    "npm": "if [ -f package-lock.json ] || [ -f npm-shrinkwrap.json ]; "
+    "then npm ci --no-audit --no-fund; else npm install --no-audit --no-fund; fi",
+    "pnpm": "pnpm install --frozen-lockfile --config.store-dir=/tmp/pnpm-store "
+    "--config.package-import-method=copy && rm -rf /tmp/pnpm-store",
+    "yarn1": "yarn install --frozen-lockfile --non-interactive --cache-folder /tmp/yarn-cache "
+    "&& rm -rf /tmp/yarn-cache",
+    "yarn": "YARN_NODE_LINKER=node-modules YARN_ENABLE_GLOBAL_CACHE=false "
+    "yarn install --immutable && rm -rf .yarn/cache",
+}
 
-RUST = r"""
+RUST = (
+    r"""
 # Rust: the toolchain from Debian and the crates fetched now, so that gates build offline.
 RUN apt-get update && apt-get install -y --no-install-recommends cargo \
  && rm -rf /var/lib/apt/lists/*
 ENV CARGO_HOME=/opt/cargo CARGO_NET_OFFLINE=true
+""",
+    r"""
 RUN cd /deps && mkdir -p src && touch src/lib.rs && CARGO_NET_OFFLINE=false cargo fetch
-"""
+""",
+)
 
-GO = r"""
+GO = (
+    r"""
 # Go: the toolchain from Debian and the modules downloaded now, so that gates build offline.
 RUN apt-get update && apt-get install -y --no-install-recommends golang \
  && rm -rf /var/lib/apt/lists/*
 ENV GOPATH=/opt/go GOFLAGS=-mod=mod GOPROXY=off
+""",
+    r"""
 RUN cd /deps && GOPROXY=https://proxy.golang.org go mod download
-"""
+""",
+)
+
+
+def node_section(manager: str, version: str) -> tuple[str, str]:
+    """Install the lock file with the declared manager; pnpm and yarn come from npm at build
+    time (the base image has no corepack), pinned to the declared version, so gates run offline."""
+    tool = ""
+    key = manager
+    if manager == "pnpm":
+        tool = f"RUN npm install -g --no-audit --no-fund pnpm@{version or '9'}\n"
+    elif manager == "yarn":
+        if not version or version.startswith("1."):
+            key = "yarn1"
+            tool = f"RUN npm install -g --no-audit --no-fund yarn@{version or '1'}\n"
+        else:
+            tool = f"RUN npm install -g --no-audit --no-fund @yarnpkg/cli-dist@{version}\n"
+    toolchain = (
+        f"\n# Node: the package manager the project declares ({manager}"
+        f"{'@' + version if version else ''}).\n" + tool
+    )
+    install = (
+        "\n# node_modules at the file system root, where Node's lookup from /workspace finds it,\n"
+        "# installed exactly as the lock file says. Writable to everyone: gates run on a\n"
+        "# throw-away container layer, where tools (vitest, jest, babel, tsc --incremental) write\n"
+        "# caches next to their packages without changing the image.\n"
+        f"RUN cd /deps && {NODE_INSTALL.get(key, NODE_INSTALL['npm'])} \\\n"
+        " && mv node_modules /node_modules && chmod -R a+rwX /node_modules\n"
+        "ENV PATH=/node_modules/.bin:$PATH\n"
+    )
+    return toolchain, install
 
 
 def dockerfile_text(detection: Detection, base_image: str) -> str:
-    sections = {"python": PYTHON, "node": NODE, "rust": RUST, "go": GO}
+    node = node_section(detection.package_manager or "npm", detection.package_manager_version)
+    sections = {"python": PYTHON, "node": node, "rust": RUST, "go": GO}
     chosen = [sections[s] for s in sections if s in detection.stacks]
     if not chosen:
         raise SandboxError(
@@ -98,8 +169,9 @@ def dockerfile_text(detection: Detection, base_image: str) -> str:
         + "ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt "
         + "NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt "
         + "npm_config_cafile=/etc/ssl/certs/ca-certificates.crt\n"
-        + "COPY deps/ /deps/\n"
-        + "".join(chosen)
+        + "".join(toolchain for toolchain, _ in chosen)
+        + "\nCOPY deps/ /deps/\n"
+        + "".join(install for _, install in chosen)
         + "\nUSER 65534:65534\nWORKDIR /workspace\n"
     )
 
@@ -123,10 +195,16 @@ class ProjectImage:
     tag: str
     content_hash: str
     files: list[str]
+    python_requirements: str = ""
+    python_constraints: str = ""
+    packages: tuple[str, ...] = ()
+    """The project's top-level Python packages, imported by the build's smoke test."""
 
 
 def image_for(repo: Path, tree: Path, base_id: str) -> ProjectImage | None:
     """The image tag for the dependency files in `tree` (a worktree); None without a Dockerfile."""
+    from supervisor import python_deps
+
     dockerfile = repo / DOCKERFILE
     if not dockerfile.is_file():
         return None
@@ -134,9 +212,38 @@ def image_for(repo: Path, tree: Path, base_id: str) -> ProjectImage | None:
     files = dependency_files(tree)
     for path in files:
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    declared = python_deps.read(tree)
+    requirements, constraints = declared.requirements_text(), declared.constraints_text()
+    digest.update(b"\0" + requirements.encode() + b"\0" + constraints.encode())
     content = digest.hexdigest()[:16]
     project = hashlib.sha256(str(repo.resolve()).encode()).hexdigest()[:12]
-    return ProjectImage(f"supervisor-project-{project}:{content}", content, [p.name for p in files])
+    return ProjectImage(
+        f"supervisor-project-{project}:{content}",
+        content,
+        [p.name for p in files],
+        requirements,
+        constraints,
+        top_level_packages(tree),
+    )
+
+
+def top_level_packages(tree: Path) -> tuple[str, ...]:
+    """Folders with an `__init__.py` at the root or under src/ (tests, docs and the like left
+    out): what `import <project>` means for the smoke test."""
+    found = []
+    for parent in (tree, tree / "src"):
+        if not parent.is_dir() or parent.is_symlink():
+            continue
+        for entry in sorted(parent.iterdir()):
+            if (
+                entry.is_dir()
+                and not entry.is_symlink()
+                and entry.name.isidentifier()
+                and entry.name not in NOT_PACKAGES
+                and (entry / "__init__.py").is_file()
+            ):
+                found.append(entry.name)
+    return tuple(found)
 
 
 def exists(client: docker.DockerClient, tag: str) -> bool:
@@ -169,6 +276,8 @@ def build(
         (context / "extra-ca").mkdir()
         for name in image.files:
             shutil.copy(tree / name, context / "deps" / name)
+        (context / "deps" / REQUIREMENTS).write_text(image.python_requirements)
+        (context / "deps" / CONSTRAINTS).write_text(image.python_constraints)
         bundle = os.environ.get("SUPERVISOR_EXTRA_CA_BUNDLE") or os.environ.get("SSL_CERT_FILE")
         if bundle and Path(bundle).is_file():
             shutil.copy(bundle, context / "extra-ca" / "extra.crt")
@@ -198,6 +307,88 @@ def build(
         except docker.errors.APIError as e:
             raise _build_error(repo, str(e.explanation or e), log) from e
     return time.monotonic() - started
+
+
+SMOKE = """
+import importlib, json, sys
+result = {}
+for name in sys.argv[1:]:
+    try:
+        importlib.import_module(name)
+        result[name] = None
+    except ModuleNotFoundError as e:
+        result[name] = ["missing", e.name or "", str(e)]
+    except BaseException as e:
+        result[name] = ["error", type(e).__name__, str(e)[:300]]
+print("SUPERVISOR-SMOKE " + json.dumps(result))
+"""
+
+
+def smoke_test(
+    client: docker.DockerClient, repo: Path, tree: Path, image: ProjectImage
+) -> list[str]:
+    """Import the project's top-level packages in the new image with the network off; raise
+    (and drop the image, so it is not reused) when a module the project needs is missing.
+    Returns notes on imports that failed for other reasons (the tests' business, not the
+    image's)."""
+    if not image.packages:
+        return []
+    from supervisor.sandbox.docker import WORKSPACE, _container_user, remove_container
+
+    container = client.containers.create(
+        image.tag,
+        command=["python3", "-c", SMOKE, *image.packages],
+        working_dir=WORKSPACE,
+        user=_container_user(),
+        environment={"HOME": "/tmp/home", "PYTHONDONTWRITEBYTECODE": "1"},
+        volumes={str(tree): {"bind": WORKSPACE, "mode": "ro"}},
+        network_mode="none",
+        read_only=True,
+        tmpfs={"/tmp": "rw,exec,nosuid,size=256m"},
+        mem_limit="1g",
+        cap_drop=["ALL"],
+        security_opt=["no-new-privileges"],
+        labels={LABEL_PROJECT: str(repo.resolve()), "supervisor.smoke": "1"},
+    )
+    try:
+        container.start()
+        container.wait(timeout=300)
+        output = container.logs(stdout=True, stderr=True).decode("utf-8", "replace")
+    finally:
+        remove_container(container)
+    line = next((x for x in output.splitlines() if x.startswith("SUPERVISOR-SMOKE ")), None)
+    if line is None:
+        _drop(client, image.tag)
+        raise SandboxError(
+            f"The project image's smoke test (import {', '.join(image.packages)}) did not run: "
+            f"{output.strip()[-800:]}",
+            f"Check {repo / DOCKERFILE} (python3 must be on PATH), then run "
+            "`supervisor sandbox build`.",
+        )
+    notes = []
+    for package, outcome in json.loads(line.split(" ", 1)[1]).items():
+        if outcome is None:
+            continue
+        kind, name, message = outcome
+        if kind == "missing" and name.split(".")[0] not in image.packages:
+            _drop(client, image.tag)
+            raise SandboxError(
+                f"The project image lacks the module '{name}': `import {package}` fails with the "
+                f"network off ({message}).",
+                f"Declare the distribution that provides '{name}' among the project's "
+                "dependencies (pyproject.toml project.dependencies, setup.py install_requires, "
+                f"setup.cfg or a requirements file), or install it in {repo / DOCKERFILE}; then "
+                "run `supervisor sandbox build`.",
+            )
+        notes.append(f"import {package}: {name}: {message}")
+    return notes
+
+
+def _drop(client: docker.DockerClient, tag: str) -> None:
+    import docker.errors
+
+    with contextlib.suppress(docker.errors.APIError):
+        client.images.remove(tag, noprune=False)
 
 
 def project_images(client: docker.DockerClient, repo: Path) -> list[Any]:

@@ -99,14 +99,13 @@ def start_task(
     cli: str | None = None,
     roles: dict[str, str] | None = None,
     reporter: Reporter | None = None,
+    no_gate: bool = False,
 ) -> Workflow:
     if not description.strip():
         raise StateError("The task description is empty.", 'Describe the task: start-task "..."')
     project = open_project(path, {"cli": cli} if cli else None)
     cli = project.settings.cli
-    definition = load_workflow(project.root, project.settings)
-    if roles:
-        definition = _with_roles(definition, roles, project)
+    definition, skipped = _definition(project, roles, no_gate)
     with repo_lock(project.state_dir):
         sandbox = open_sandbox(project, clis_in_use(definition, project.settings, project.root))
         if (project.root / ".supervisor" / "sandbox" / "Dockerfile").is_file():
@@ -124,18 +123,30 @@ def start_task(
                 definition=definition.model_dump(),
                 first_step=definition.initial_step,
             )
+            if no_gate:
+                store.add_event(
+                    wf.id,
+                    EventSpec(
+                        "gates_skipped",
+                        status="skipped",
+                        payload={"gates": skipped, "reason": "start-task --no-gate"},
+                    ),
+                )
             ws.create_task_branch(wf.id, description, base=base_sha)
             return _drive(project, store, sandbox, wf.id, reporter)
 
 
 def start_preview(
-    description: str, path: Path, *, cli: str | None = None, roles: dict[str, str] | None = None
+    description: str,
+    path: Path,
+    *,
+    cli: str | None = None,
+    roles: dict[str, str] | None = None,
+    no_gate: bool = False,
 ) -> str:
     """What start-task would create, for a person to confirm; creates nothing."""
     project = open_project(path, {"cli": cli} if cli else None)
-    definition = load_workflow(project.root, project.settings)
-    if roles:
-        definition = _with_roles(definition, roles, project)
+    definition, skipped = _definition(project, roles, no_gate)
     ws = project.workspace
     steps = " → ".join(definition.steps)
     return (
@@ -144,7 +155,25 @@ def start_preview(
         "(your checkout and uncommitted changes are not touched)\n"
         f"  workflow  {workflow_source(project.root, project.settings)}: {steps}\n"
         f"  CLIs      {', '.join(clis_in_use(definition, project.settings, project.root))}"
+        + (f"\n  gates     none (--no-gate leaves out: {', '.join(skipped)})" if no_gate else "")
     )
+
+
+def _definition(
+    project: Project, roles: dict[str, str] | None, no_gate: bool
+) -> tuple[WorkflowDef, list[str]]:
+    """The workflow to run, its gate commands checked (or, with --no-gate, its gates removed):
+    a gate without a command stops the task here, before anything exists."""
+    from supervisor import preflight
+
+    definition = load_workflow(project.root, project.settings, gates=False)
+    skipped: list[str] = []
+    if no_gate:
+        definition, skipped = preflight.without_gates(definition)
+    preflight.check_gates(definition, project.settings, project.root)
+    if roles:
+        definition = _with_roles(definition, roles, project)
+    return definition, skipped
 
 
 def resume(wf_id: int, path: Path, *, reporter: Reporter | None = None) -> Workflow:
@@ -321,9 +350,15 @@ def sandbox_build(
             )
         if project_image.exists(client, image.tag) and not no_cache:
             return image.tag, None
-        return image.tag, project_image.build(
+        seconds = project_image.build(
             client, project.root, tree, image, no_cache=no_cache, on_output=on_output
         )
+        # The smoke test: the project's packages import offline, or the build fails naming
+        # the missing module (and the image is dropped, so the next build tries again).
+        for note in project_image.smoke_test(client, project.root, tree, image):
+            if on_output is not None:
+                on_output(f"smoke test: {note}\n")
+        return image.tag, seconds
 
 
 def sandbox_status(path: Path) -> dict[str, Any]:

@@ -35,9 +35,12 @@ def _project(tmp_path: Path, files: dict[str, str]) -> Path:
 def test_package_defaults_give_a_complete_workflow(tmp_path: Path) -> None:
     repo = _project(tmp_path, {})
     settings = load_settings(repo)
-    workflow = load_workflow(repo, settings)
+    workflow = load_workflow(repo, settings, gates=False)
     assert workflow.initial_step == "plan"
-    assert settings.gates["test"] == "make test"
+    assert settings.gates == {}  # no silent `make test`: a missing test command is reported
+    with pytest.raises(ConfigError, match="gate 'test'") as info:
+        load_workflow(repo, settings)
+    assert "--no-gate" in info.value.hint
     assert settings.limits.step_timeout_seconds > 0
 
 

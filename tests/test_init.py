@@ -6,16 +6,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 import pytest
 
 from supervisor.detect import detect
 from supervisor.initialize import initialize, pack_roles
 from supervisor.roles import load_role
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 
 def make(root: Path, files: dict[str, str]) -> Path:
@@ -161,7 +158,9 @@ def test_init_writes_config_roles_and_templates_folder(tmp_path: Path, user_dir:
     report = initialize(repo)
     state = repo / ".supervisor"
     assert report.packs == ["backend_api", "infrastructure"]
-    assert "No test command was detected" in (state / "config.yaml").read_text()
+    text = (state / "config.yaml").read_text()
+    assert "No test command was detected" in text and "--no-gate" in text
+    assert "clis.<cli>.base_url" in text or "#   claude: {base_url:" in text
     for pack in report.packs:
         for role in pack_roles(pack):
             assert (state / "roles" / f"{role}.yaml").is_file()
@@ -208,3 +207,80 @@ def test_init_command_with_yes(tmp_path: Path, user_dir: None) -> None:
     assert result.returncode == 0, result.stderr
     assert "trading" in result.stdout
     assert (repo / ".supervisor" / "roles" / "risk_manager.yaml").is_file()
+
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+GATE_SAMPLES: dict[str, tuple[dict[str, str], dict[str, str]]] = {
+    "unittest-files-only": (
+        {"calc.py": "", "test_calc.py": "import unittest\n"},
+        {"test": "python3 -m pytest -q"},
+    ),
+    "pytest-in-pyproject": (
+        {"pyproject.toml": '[project]\nname="x"\n[tool.pytest.ini_options]\naddopts="-q"\n'},
+        {"test": "python3 -m pytest -q"},
+    ),
+    "pytest-in-setup-cfg": (
+        {"setup.cfg": "[metadata]\nname = x\n[tool:pytest]\ntestpaths = t\n"},
+        {"test": "python3 -m pytest -q"},
+    ),
+    "pytest-in-tox-ini": (
+        {"setup.py": "", "tox.ini": "[testenv]\ncommands = pytest\n"},
+        {"test": "python3 -m pytest -q"},
+    ),
+    "pytest-in-noxfile": (
+        {"setup.py": "", "noxfile.py": "def tests(s):\n    s.run('pytest')\n"},
+        {"test": "python3 -m pytest -q"},
+    ),
+    "python-without-tests": ({"setup.py": "", "x.py": "print(1)\n"}, {}),
+    "makefile-without-a-test-target": (
+        {"Makefile": "build:\n\tcc x.c\n", "x.c": ""},
+        {},
+    ),
+    "npm-default-test-script": (
+        {"package.json": json.dumps({"scripts": {"test": 'echo "Error: no test specified"'}})},
+        {},
+    ),
+    "yarn-with-a-test-script": (
+        {"package.json": json.dumps({"scripts": {"test": "jest"}}), "yarn.lock": ""},
+        {"test": "yarn test"},
+    ),
+    "cargo": ({"Cargo.toml": "[package]\nname='x'\n"}, {"test": "cargo test"}),
+    "go": ({"go.mod": "module x\n"}, {"test": "go test ./..."}),
+}
+
+
+@pytest.mark.parametrize("sample", sorted(GATE_SAMPLES))
+def test_a_test_gate_is_proposed_only_where_the_tree_shows_one(tmp_path: Path, sample: str) -> None:
+    files, expected = GATE_SAMPLES[sample]
+    found = detect(make(tmp_path, files))
+    assert {k: v for k, v in found.gates.items() if k == "test"} == expected
+    if expected:
+        assert found.evidence["gate:test"]  # says which file shows the test runner
+
+
+def test_a_setup_py_package_with_unittest_tests_gets_pytest(tmp_path: Path) -> None:
+    found = detect(FIXTURES / "py_slugger")
+    assert found.stacks == ["python"]
+    assert found.gates == {"test": "python3 -m pytest -q"}
+    assert found.evidence["gate:test"] == "tests/test_slugger.py (tests)"
+
+
+def test_a_pnpm_typescript_vitest_project_is_recognised(tmp_path: Path) -> None:
+    found = detect(FIXTURES / "ts_vitest")
+    assert found.stacks == ["node"]
+    assert {"typescript", "vitest"} <= set(found.frameworks)
+    assert (found.package_manager, found.package_manager_version) == ("pnpm", "9.15.0")
+    assert found.evidence["package-manager"] == "package.json (packageManager)"
+    assert found.gates == {
+        "test": "pnpm test",
+        "lint": "pnpm run lint",
+        "types": "pnpm run typecheck",
+    }
+
+
+def test_a_pnpm_lock_file_alone_names_pnpm(tmp_path: Path) -> None:
+    package = {"scripts": {"test": "vitest run"}, "devDependencies": {"vitest": "2"}}
+    found = detect(make(tmp_path, {"package.json": json.dumps(package), "pnpm-lock.yaml": ""}))
+    assert (found.package_manager, found.evidence["package-manager"]) == ("pnpm", "pnpm-lock.yaml")
+    assert found.gates["test"] == "pnpm test"

@@ -155,6 +155,7 @@ def test_a_dependency_that_cannot_install_is_a_clear_error_and_nothing_starts(
     (repo / "requirements.txt").write_text("no-such-package-supervisor-test==9.9.9\n")
     commit(repo, "bad dependency")
     tasks.sandbox_init(repo)
+    (repo / ".supervisor" / "config.yaml").write_text("gates: {test: python3 -m pytest -q}\n")
     with pytest.raises(SandboxError, match="Building the project sandbox image failed") as info:
         tasks.start_task("anything", repo)
     assert "no-such-package-supervisor-test" in info.value.message  # the build log's lines

@@ -125,6 +125,8 @@ def test_a_loop_without_a_retry_bound_is_refused(repo: Path) -> None:
 
 
 def test_a_gate_the_project_has_no_command_for_is_refused(repo: Path) -> None:
-    (repo / ".supervisor" / "config.yaml").write_text("workflow: {template: open_source}\n")
+    (repo / ".supervisor" / "config.yaml").write_text(
+        "workflow: {template: open_source}\ngates: {test: t}\n"
+    )
     with pytest.raises(ConfigError, match="gate 'lint'"):
         load_workflow(repo, load_settings(repo))

@@ -103,6 +103,10 @@ def start_task(
         typer.Option("--role", help="STEP=ROLE: run a workflow step with another role."),
     ] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Start without confirming.")] = False,
+    no_gate: Annotated[
+        bool,
+        typer.Option("--no-gate", help="Run without the workflow's gates (recorded in events)."),
+    ] = False,
 ) -> None:
     """Create the task branch and run the workflow on it."""
     overrides = {}
@@ -119,7 +123,7 @@ def start_task(
                 "start-task needs confirmation, and there is no terminal to ask.",
                 "Pass --yes to start without confirming.",
             )
-        preview = tasks.start_preview(description, repo, cli=cli, roles=overrides)
+        preview = tasks.start_preview(description, repo, cli=cli, roles=overrides, no_gate=no_gate)
         console.print(
             f"Dry run, nothing created yet:\n{preview}\n  approvals {_approval_stops(repo, cli)}",
             highlight=False,
@@ -134,7 +138,12 @@ def start_task(
 
     try:
         wf = tasks.start_task(
-            description, repo, cli=cli, roles=overrides, reporter=RichReporter(err_console)
+            description,
+            repo,
+            cli=cli,
+            roles=overrides,
+            reporter=RichReporter(err_console),
+            no_gate=no_gate,
         )
     except ApprovalRequired:
         _show_pending(repo, None)
@@ -298,6 +307,13 @@ app.add_typer(config_app, name="config")
 def init(
     repo: RepoOption = Path(),
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Accept the suggestions.")] = False,
+    check_gates: Annotated[
+        bool,
+        typer.Option(
+            "--check-gates/--no-check-gates",
+            help="Build the project image and run each detected gate once; keep those that pass.",
+        ),
+    ] = True,
 ) -> None:
     """Detect the project, choose role packs, and write .supervisor/."""
     from supervisor.initialize import PACK_TITLES, initialize, pack_roles
@@ -312,7 +328,9 @@ def init(
             f"  [{'x' if suggested else ' '}] {PACK_TITLES[pack]} ({roles})", default=suggested
         )
 
-    report = initialize(root, choose)
+    from supervisor.gate_check import check_gates as run_checks
+
+    report = initialize(root, choose, check=run_checks if check_gates else None)
     console.print(init_report(report))
 
 

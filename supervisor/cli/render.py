@@ -382,6 +382,12 @@ def init_report(report: InitReport) -> RenderableType:
         lines.add_row("", Text(f"{finding}: {source}", style="dim"))
     lines.add_row("role packs", ", ".join(report.packs) or "none")
     lines.add_row("gates", ", ".join(f"{k}: {v}" for k, v in d.gates.items()) or "none detected")
+    for gate, check in report.gate_checks.items():
+        verdict = "kept" if check.keep(gate) else "left out"
+        style = "green" if check.passed else "yellow"
+        lines.add_row(
+            "", Text(f"{gate} on the untouched project: {check.summary} ({verdict})", style=style)
+        )
     lines.add_row("written", ", ".join(report.written) or "-")
     if report.unchanged:
         lines.add_row("unchanged", ", ".join(report.unchanged))

@@ -1,9 +1,10 @@
 """Running workers and gates in Docker containers (the Docker SDK against a real engine).
 
 Every container: only its worktree mounted read-write, a non-root user, a read-only root file
-system, tmpfs /tmp, memory and CPU limits, and labels naming the repository and workflow so that a
-container orphaned by a crash is found and removed on the next start or resume. Workers join the
-internal egress network (see `egress.py`); gates get no network at all.
+system (a gate's is a throw-away copy-on-write layer instead), tmpfs /tmp, memory and CPU limits,
+and labels naming the repository and workflow so that a container orphaned by a crash is found
+and removed on the next start or resume. Workers join the internal egress network (see
+`egress.py`); gates get no network at all.
 """
 
 from __future__ import annotations
@@ -65,6 +66,11 @@ class RunSpec:
     run_files: dict[str, str] = field(default_factory=dict)
     """Read-only files for the CLI under /run/supervisor (e.g. an output schema)."""
     network: str = "none"
+    writable_layer: bool = False
+    """A writable root file system on the container's own copy-on-write layer, discarded with the
+    container: for gates, whose tools write caches next to their packages (vitest's
+    tsbuildinfo in node_modules, jest and babel caches, bytecode in the venv). The image makes
+    its dependency folders writable; nothing written there outlives the run."""
     extra_hosts: dict[str, str] = field(default_factory=dict)
     timeout: float = 600
     idle_timeout: float | None = None
@@ -158,7 +164,7 @@ class DockerSandbox:
                 network_mode="none" if spec.network == "none" else None,
                 network=None if spec.network == "none" else spec.network,
                 extra_hosts=spec.extra_hosts or None,
-                read_only=True,
+                read_only=not spec.writable_layer,
                 tmpfs={"/tmp": "rw,exec,nosuid,size=1g"},
                 mem_limit=spec.memory,
                 nano_cpus=int(spec.cpus * 1e9),

@@ -156,7 +156,10 @@ class Engine:
         files = self.ws.changed_files(self.ws.branch_tip(wf.task_branch), outcome.git_sha or "")
         worktree = self.ws.add_worktree(f"wf{wf.id}-{name}-compile", outcome.git_sha or "")
         try:
-            problems = interfaces.compile_errors(self.repo, worktree, files)
+            image = self._image_for(wf, name, worktree)  # the compilers run in the sandbox
+            problems = interfaces.compile_errors(
+                self.repo, worktree, files, self.sandbox, image, self._labels(wf.id, name)
+            )
         finally:
             self.ws.remove_worktree(worktree)
         event = EventSpec(

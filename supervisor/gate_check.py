@@ -1,0 +1,107 @@
+"""`supervisor init` proposes only gates that pass on the untouched project.
+
+A detected command can still be wrong for a project (a lint rule the upstream code breaks, a test
+runner that needs a service), and a gate that fails before any change blames every worker for it.
+So init builds the project image and runs each detected gate once, offline, on a worktree of HEAD,
+exactly as a task's gate would, and says which pass. A gate whose command cannot run (not found,
+no such make target or script) is left out, and so is a failing lint or type check (untouched
+code that fails it would fail every task); a failing `test` gate is kept with a warning, since
+making failing tests pass is often the very task.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from supervisor.errors import SupervisorError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+TAIL = 400
+MISSING = re.compile(
+    r"(: not found$|command not found|No rule to make target|Missing script|ERR_PNPM_NO_SCRIPT"
+    r"|No module named pytest)",
+    re.M,
+)
+
+
+@dataclass(frozen=True)
+class GateCheck:
+    passed: bool
+    summary: str
+    checked: bool = True
+    """False when the gate could not run (no Docker, the image does not build): unverified."""
+    runnable: bool = True
+    """False when the command itself is missing (exit 126/127): never worth writing."""
+
+    def keep(self, gate: str) -> bool:
+        """Whether init writes this gate into the config."""
+        if not self.checked or self.passed:
+            return True
+        return self.runnable and gate == "test"
+
+    """One line for the report and the config comment: "passed in 3 s", "exit 1: …"."""
+
+
+def check_gates(
+    repo: Path, gates: dict[str, str], on_output: Callable[[str], None] | None = None
+) -> dict[str, GateCheck]:
+    """Each gate's result on HEAD in the project image; every gate unverified (not passed) with
+    the reason when the image cannot be built or Docker is not there."""
+    from supervisor import tasks
+    from supervisor.gates import run_gate
+    from supervisor.sandbox.docker import DockerSandbox, repo_label
+
+    if not gates:
+        return {}
+    try:
+        project = tasks.open_project(repo)
+        dockerfile = project.root / ".supervisor" / "sandbox" / "Dockerfile"
+        tag = tasks.sandbox_build(repo, on_output=on_output)[0] if dockerfile.is_file() else None
+        sandbox = DockerSandbox(
+            project.settings.sandbox.image, project.settings.sandbox.egress_network
+        )
+    except SupervisorError as e:
+        reason = f"not checked: {e.message.splitlines()[0]}"
+        return {name: GateCheck(False, reason, checked=False) for name in gates}
+    results: dict[str, GateCheck] = {}
+    labels = {"supervisor.repo": repo_label(project.root), "supervisor.init-check": "1"}
+    try:
+        with tasks.head_tree(project) as tree:
+            for name, command in gates.items():
+                try:
+                    result = run_gate(
+                        sandbox, name, command, tree, project.settings.limits, labels, image=tag
+                    )
+                except SupervisorError as e:
+                    reason = f"not checked: {e.message.splitlines()[0]}"
+                    results[name] = GateCheck(False, reason, checked=False)
+                    continue
+                if result.passed:
+                    results[name] = GateCheck(True, f"passed in {result.duration:.0f} s")
+                else:
+                    last = _last_line(result.output)
+                    results[name] = GateCheck(
+                        False,
+                        f"exit {result.exit_code}: {last}",
+                        runnable=_runnable(result.exit_code, result.output),
+                    )
+    finally:
+        sandbox.close()
+    return results
+
+
+def _runnable(exit_code: int, output: str) -> bool:
+    """False when the command (or the tool a script calls) does not exist: the shell's 126/127,
+    or a package manager's wrapper reporting it with exit 1."""
+    return exit_code not in (126, 127) and not MISSING.search(output[-2000:])
+
+
+def _last_line(output: str) -> str:
+    lines = [line.strip() for line in output.strip().splitlines() if line.strip()]
+    return (lines[-1] if lines else "no output")[:TAIL].replace(os.linesep, " ")

@@ -1,0 +1,246 @@
+"""Real projects, as a new user brings them: a setup.py package with a PyPI dependency and a pnpm
+TypeScript project with a vitest suite (tests/fixtures). Detection, the project image (every
+declared dependency, the exact lock file, the import smoke test), the project's own default test
+command passing offline in the gate, and the interface check by the project's tsc in its image.
+
+The images are built once per module (builds take tens of seconds on a shared machine) and
+removed at the end; `BUILD_SECONDS` collects the measured build times (printed with -s)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from e2e_support import require_sandbox
+
+from supervisor import interfaces, tasks
+from supervisor.config import Limits
+from supervisor.errors import SandboxError, ToolMissingError
+from supervisor.gate_check import check_gates
+from supervisor.gates import run_gate
+from supervisor.initialize import InitReport, initialize
+from supervisor.sandbox.docker import DockerSandbox
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+pytestmark = pytest.mark.docker
+FIXTURES = Path(__file__).parent / "fixtures"
+IMAGE = "supervisor-sandbox:latest"
+BUILD_SECONDS: dict[str, float] = {}
+
+
+def checkout(fixture: str, root: Path) -> Path:
+    """The fixture as a fresh git repository (one commit), as a user's clone would be."""
+    repo = root / fixture
+    shutil.copytree(FIXTURES / fixture, repo)
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "upstream"], check=True)
+    return repo
+
+
+def commit_all(repo: Path, message: str) -> None:
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "commit", "-qam", message], check=True)
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    require_sandbox()
+    root = tmp_path_factory.mktemp("real")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SUPERVISOR_USER_DIR", str(root / "user"))
+        yield root
+    import docker
+
+    client = docker.from_env()
+    for image in client.images.list(filters={"label": "supervisor.project"}):
+        if str(image.labels.get("supervisor.project", "")).startswith(str(root)):
+            for tag in image.tags:
+                client.images.remove(tag, noprune=False)
+    print(f"\nproject image build times: {BUILD_SECONDS}")
+
+
+def built(repo: Path, name: str) -> tuple[str, InitReport]:
+    """`init` as a user runs it: detection, the Dockerfile, the image build (with its smoke
+    test) and each detected gate run once on the untouched project, then the config."""
+    started = time.monotonic()
+    report = initialize(repo, check=check_gates)
+    BUILD_SECONDS[name] = round(time.monotonic() - started, 1)
+    tag, seconds = tasks.sandbox_build(repo)
+    assert seconds is None  # init built it; unchanged, so reused
+    return tag, report
+
+
+@pytest.fixture(scope="module")
+def slugger(workdir: Path) -> tuple[Path, str]:
+    repo = checkout("py_slugger", workdir)
+    tag, report = built(repo, "py_slugger init (build + gates)")
+    assert report.gate_checks["test"].passed, report.gate_checks
+    return repo, tag
+
+
+@pytest.fixture(scope="module")
+def ts_init(workdir: Path) -> tuple[Path, str, InitReport]:
+    repo = checkout("ts_vitest", workdir)
+    return (repo, *built(repo, "ts_vitest init (build + gates)"))
+
+
+@pytest.fixture(scope="module")
+def tiny_ts(ts_init: tuple[Path, str, InitReport]) -> tuple[Path, str]:
+    return ts_init[0], ts_init[1]
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Iterator[DockerSandbox]:
+    box = DockerSandbox(IMAGE, "supervisor-egress-test")
+    yield box
+    box.close()
+
+
+def gate(sandbox: DockerSandbox, repo: Path, command: str, image: str) -> Any:
+    return run_gate(sandbox, "test", command, repo, Limits(), {"supervisor.test": "1"}, image=image)
+
+
+def configured_gates(repo: Path) -> dict[str, str]:
+    return tasks.open_project(repo).settings.gates
+
+
+def test_setup_py_dependencies_are_installed_and_the_default_gate_passes_offline(
+    slugger: tuple[Path, str], sandbox: DockerSandbox
+) -> None:
+    repo, tag = slugger
+    assert configured_gates(repo) == {"test": "python3 -m pytest -q"}  # detected by init
+    result = gate(sandbox, repo, configured_gates(repo)["test"], tag)
+    assert result.passed, result.output
+    assert "2 passed" in result.output
+    # the dependency came from setup.py's install_requires, read without running setup.py
+    probe = gate(sandbox, repo, "python3 -c 'import text_unidecode, unidecode'", tag)
+    assert probe.passed, probe.output
+
+
+def test_a_dependency_missing_from_setup_py_fails_the_build_naming_the_module(
+    workdir: Path,
+) -> None:
+    repo = checkout("py_slugger", workdir / "undeclared")
+    setup = repo / "setup.py"
+    setup.write_text(setup.read_text().replace('["text-unidecode>=1.3"]', "[]"))
+    commit_all(repo, "forget the dependency")
+    tasks.sandbox_init(repo)
+    with pytest.raises(SandboxError, match="lacks the module 'text_unidecode'") as info:
+        tasks.sandbox_build(repo)
+    assert "import slugger" in info.value.message
+    assert "install_requires" in info.value.hint
+    import docker
+
+    leftover = docker.from_env().images.list(filters={"label": f"supervisor.project={repo}"})
+    assert leftover == []  # the failed image is dropped, so the next build tries again
+
+
+def test_the_pnpm_project_installs_its_lock_file_and_its_default_test_passes_offline(
+    tiny_ts: tuple[Path, str], sandbox: DockerSandbox
+) -> None:
+    repo, tag = tiny_ts
+    assert configured_gates(repo)["test"] == "pnpm test"
+    dockerfile = (repo / ".supervisor" / "sandbox" / "Dockerfile").read_text()
+    assert "pnpm@9.15.0" in dockerfile and "--frozen-lockfile" in dockerfile
+    result = gate(sandbox, repo, "pnpm test", tag)
+    assert result.passed, result.output
+    assert "Tests  2 passed" in result.output
+    locked = gate(
+        sandbox, repo, "node -p \"require('/node_modules/vitest/package.json').version\"", tag
+    )
+    assert locked.output.strip() == "2.1.8"  # exactly the lock file's version
+
+
+def test_tools_may_write_next_to_their_packages_in_the_gate_and_nothing_persists(
+    tiny_ts: tuple[Path, str], sandbox: DockerSandbox
+) -> None:
+    repo, tag = tiny_ts
+    writes = (
+        "touch /node_modules/vitest/dist/tsconfig.tmp.tsbuildinfo && "
+        'mkdir -p "$XDG_CACHE_HOME/x" "$npm_config_cache" && echo wrote'
+    )
+    first = gate(sandbox, repo, writes, tag)
+    assert first.passed, first.output
+    second = gate(
+        sandbox, repo, "test ! -e /node_modules/vitest/dist/tsconfig.tmp.tsbuildinfo", tag
+    )
+    assert second.passed, "a gate's writes must not outlive its container"
+    offline = gate(
+        sandbox,
+        repo,
+        "node -e \"fetch('https://registry.npmjs.org').then(()=>process.exit(0),()=>process.exit(3))\"",
+        tag,
+    )
+    assert offline.exit_code == 3  # still no network
+
+
+def test_the_interface_check_runs_the_projects_tsc_in_its_image(
+    tiny_ts: tuple[Path, str], sandbox: DockerSandbox
+) -> None:
+    repo, tag = tiny_ts
+    api = repo / "src" / "api.ts"
+    try:
+        api.write_text("export declare function load(): Promise<NoSuchType>;\n")
+        problems = interfaces.compile_errors(repo, repo, ["src/api.ts"], sandbox, tag)
+        assert problems is not None and "NoSuchType" in problems
+        api.write_text(
+            "import type { Range } from './index';\n\n"
+            "export declare function load(): Promise<Range>;\n"
+        )
+        assert interfaces.compile_errors(repo, repo, ["src/api.ts"], sandbox, tag) is None
+    finally:
+        api.unlink()
+
+
+def test_an_interface_with_no_compiler_in_the_image_is_an_error(
+    tiny_ts: tuple[Path, str], sandbox: DockerSandbox
+) -> None:
+    repo, _ = tiny_ts
+    with pytest.raises(ToolMissingError, match="no `tsc`") as info:
+        interfaces.compile_errors(repo, repo, ["src/index.ts"], sandbox, None)  # the base image
+    assert "typescript" in info.value.hint
+
+
+def test_init_keeps_the_gates_that_pass_on_the_untouched_project(
+    ts_init: tuple[Path, str, InitReport],
+) -> None:
+    repo, _, report = ts_init
+    checks = report.gate_checks
+    assert checks["test"].passed and checks["types"].passed, checks
+    assert not checks["lint"].passed and not checks["lint"].runnable  # prettier is not installed
+    assert configured_gates(repo) == {"test": "pnpm test", "types": "pnpm run typecheck"}
+    config = (repo / ".supervisor" / "config.yaml").read_text()
+    assert (
+        "Left out, failing on the untouched project (exit 1: sh: 1: prettier: not found)" in config
+    )
+    assert "#   gates: {lint: 'pnpm run lint'}" in config
+
+
+def test_an_interface_hidden_from_the_tsconfig_is_still_compiled(
+    tiny_ts: tuple[Path, str], sandbox: DockerSandbox, tmp_path: Path
+) -> None:
+    """Attack: the tech lead's answer leaves its interface outside what tsconfig includes (or
+    rewrites tsconfig.json) so that tsc never looks at the broken type."""
+    repo, tag = tiny_ts
+    tree = tmp_path / "candidate"
+    shutil.copytree(repo, tree, ignore=shutil.ignore_patterns(".git", ".supervisor"))
+    (tree / "contracts").mkdir()
+    (tree / "contracts" / "api.ts").write_text(
+        "export declare function load(): Promise<NoSuchType>;\n"
+    )
+    problems = interfaces.compile_errors(repo, tree, ["contracts/api.ts"], sandbox, tag)
+    assert problems is not None and "NoSuchType" in problems  # not in include: ["src", "test"]
+    config = tree / "tsconfig.json"
+    config.write_text(config.read_text().replace('"strict": true', '"strict": false'))
+    problems = interfaces.compile_errors(
+        repo, tree, ["contracts/api.ts", "tsconfig.json"], sandbox, tag
+    )
+    assert problems is not None and "changed the compiler configuration" in problems
