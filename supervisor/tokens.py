@@ -38,7 +38,7 @@ def encoding(name: str = ENCODING) -> tiktoken.Encoding:
         if not source.is_file():
             raise ToolMissingError(
                 f"The {name} token encoding is not available offline ({source} is missing).",
-                "Run scripts/setup.sh, which installs it with the pinned Repomix.",
+                "Run `supervisor setup` (or scripts/setup.sh): it comes with the pinned Repomix.",
             )
         cache.mkdir(parents=True, exist_ok=True)
         partial = target.with_suffix(".partial")

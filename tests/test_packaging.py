@@ -89,3 +89,17 @@ def test_a_wheel_in_a_fresh_venv_sets_up_and_runs_the_demo_outside_the_checkout(
     demo = run([supervisor, "demo"], elsewhere, env, 900)
     assert "workflow 1 completed" in demo, demo[-3000:]
     print(f"wheel build, install, setup and demo: {time.monotonic() - started:.0f} s")
+
+
+def test_setup_from_a_checkout_runs_the_checkouts_script_and_redoes_nothing() -> None:
+    """`supervisor setup` in a checkout (editable install) is scripts/setup.sh minus the venv
+    step: with everything in place it does no work."""
+    require_sandbox()
+    supervisor = Path(sys.executable).with_name("supervisor")
+    stamp = CHECKOUT / ".venv" / ".setup-stamp"
+    before = stamp.stat().st_mtime if stamp.exists() else None
+    output = run([str(supervisor), "setup"], CHECKOUT, dict(os.environ), 300)
+    assert "Python environment: supervisor is installed (step skipped)" in output
+    assert "npm tools ready" in output and "all set" in output
+    assert "installing" not in output and "building" not in output, output
+    assert (stamp.stat().st_mtime if stamp.exists() else None) == before
