@@ -103,3 +103,21 @@ def test_setup_from_a_checkout_runs_the_checkouts_script_and_redoes_nothing() ->
     assert "npm tools ready" in output and "all set" in output
     assert "installing" not in output and "building" not in output, output
     assert (stamp.stat().st_mtime if stamp.exists() else None) == before
+
+
+def test_a_failing_setup_step_is_named_and_the_command_fails(tmp_path: Path) -> None:
+    require_sandbox()
+    supervisor = Path(sys.executable).with_name("supervisor")
+    env = {**os.environ, "SUPERVISOR_EXTRA_CA_BUNDLE": str(tmp_path / "absent.pem")}
+    done = subprocess.run(
+        [str(supervisor), "setup", "--quiet"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "FAILED in step 6/6 (sandbox image)" in done.stderr
+    assert "error: Setup failed" in done.stderr and "re-run `supervisor setup`" in done.stderr
