@@ -23,7 +23,15 @@ pytestmark = [pytest.mark.slow, pytest.mark.docker]
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 NOT_SOURCE = shutil.ignore_patterns(
-    ".git", ".venv", "node_modules", ".cache", "build", "*.egg-info", "__pycache__", ".*_cache"
+    ".git",
+    ".venv",
+    "node_modules",
+    ".cache",
+    ".supervisor",
+    "build",
+    "*.egg-info",
+    "__pycache__",
+    ".*_cache",
 )
 
 
