@@ -20,3 +20,5 @@ demo:
 
 bench:
 	.venv/bin/python benchmarks/run.py
+	.venv/bin/python benchmarks/cli_speed.py
+	.venv/bin/python benchmarks/prompt_size.py

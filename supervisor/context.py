@@ -61,6 +61,7 @@ class Item:
     path: str | None  # None for text sections (diff, tree)
     text: str
     tokens: int
+    omitted: int = 0  # lines a text section leaves out (the tree's files past TREE_LINES)
 
 
 @dataclass
@@ -75,6 +76,7 @@ class Pack:
     redactions: dict[str, int] = field(default_factory=dict)
     excluded_secret_files: list[str] = field(default_factory=list)
     dropped_by_repomix: list[str] = field(default_factory=list)
+    truncated: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
 
     def summary(self) -> dict[str, Any]:
@@ -86,6 +88,7 @@ class Pack:
             "prompt_tokens": self.prompt_tokens,
             "budget": self.budget,
             "pruned": self.pruned,
+            "truncated": self.truncated,
             "redactions": self.redactions,
             "excluded_secret_files": self.excluded_secret_files,
             "dropped_by_repomix_secret_scan": self.dropped_by_repomix,
@@ -156,6 +159,11 @@ def build_pack(
         redactions=counts,
         excluded_secret_files=excluded,
         dropped_by_repomix=dropped,
+        truncated=[
+            {"section": i.section, "shown_lines": TREE_LINES, "omitted_lines": i.omitted}
+            for i in items
+            if i.omitted
+        ],
         seconds=time.monotonic() - started,
     )
 
@@ -198,9 +206,22 @@ def _gather(
                     continue
                 add_file("related", path)
         elif section.kind == "tree":
-            listing = "\n".join(sorted(usable)[:TREE_LINES])
-            chosen.append(Item("tree", None, listing, tokens.count(listing) + 20))
+            listing, omitted = _tree(sorted(usable))
+            chosen.append(Item("tree", None, listing, tokens.count(listing) + 20, omitted))
     return chosen
+
+
+def _tree(files: list[str]) -> tuple[str, int]:
+    """The file listing, at most TREE_LINES files; a cut says so in the listing itself, so the
+    worker knows there is more than it sees. Returns (listing, files left out)."""
+    omitted = max(0, len(files) - TREE_LINES)
+    listing = "\n".join(files[:TREE_LINES])
+    if omitted:
+        listing += (
+            f"\n[file tree truncated: {omitted} more file(s) not listed; the first {TREE_LINES} "
+            f"of {len(files)} are shown]"
+        )
+    return listing, omitted
 
 
 def _render(worktree: Path, items: list[Item]) -> tuple[str, list[str], list[str]]:

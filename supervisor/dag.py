@@ -5,6 +5,9 @@ sequencing: every component of phase N+1 waits for every component of phase N. A
 that names it. Ready components are offered by priority (more dependents first, then plan order)
 and batched so that no two components running at once touch the same file. Statuses roll up from
 components to phases to the feature.
+
+networkx is imported when a graph is first needed: `status` shows a stored plan's progress without
+one, and importing networkx costs a command ~0.3 s.
 """
 
 from __future__ import annotations
@@ -12,11 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import networkx as nx
-
 from supervisor.errors import ConfigError
 
 if TYPE_CHECKING:
+    import networkx as nx
+
     from supervisor.schemas import PlanOutput
 
 ACTIVE = {"implementing", "testing", "review", "running"}
@@ -43,41 +46,62 @@ class Component:
     status: str = "pending"
 
 
+def _networkx() -> Any:
+    import networkx
+
+    return networkx
+
+
 @dataclass
 class WorkGraph:
     phases: list[str]
     components: dict[str, Component]
-    graph: nx.DiGraph = field(default_factory=nx.DiGraph)
+    _graph: nx.DiGraph | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_plan(cls, plan: PlanOutput) -> WorkGraph:
-        components: dict[str, Component] = {}
-        phases: list[str] = []
-        for phase in plan.phases:
-            phases.append(phase.id)
-            for c in phase.components:
-                if c.id in components:
-                    raise ConfigError(
-                        f"The plan names component '{c.id}' twice.",
-                        "Component ids must be unique across phases; ask for a new plan.",
-                    )
-                components[c.id] = Component(
-                    c.id,
-                    phase.id,
-                    c.description,
-                    list(c.files),
-                    list(c.depends_on),
-                    len(components),
-                )
-        for dep in plan.dependencies:
-            if dep.source in components and dep.target not in components[dep.source].depends_on:
-                components[dep.source].depends_on.append(dep.target)
-        work = cls(phases, components)
-        work._build()
+        """The graph of a plan; a cycle or a dangling depends_on is an error here and now."""
+        work = cls._of_plan_data(plan.model_dump())
+        work._graph = work._build()
         return work
 
-    def _build(self) -> None:
-        g = self.graph
+    @classmethod
+    def _of_plan_data(cls, plan: dict[str, Any]) -> WorkGraph:
+        """Components from a plan as `PlanOutput.model_dump()` writes it; no graph built yet."""
+        components: dict[str, Component] = {}
+        phases: list[str] = []
+        for phase in plan["phases"]:
+            phases.append(phase["id"])
+            for c in phase["components"]:
+                if c["id"] in components:
+                    raise ConfigError(
+                        f"The plan names component '{c['id']}' twice.",
+                        "Component ids must be unique across phases; ask for a new plan.",
+                    )
+                components[c["id"]] = Component(
+                    c["id"],
+                    phase["id"],
+                    c["description"],
+                    list(c.get("files") or []),
+                    list(c.get("depends_on") or []),
+                    len(components),
+                )
+        for dep in plan.get("dependencies") or []:
+            source, target = dep["source"], dep["target"]
+            if source in components and target not in components[source].depends_on:
+                components[source].depends_on.append(target)
+        return cls(phases, components)
+
+    @property
+    def graph(self) -> nx.DiGraph:
+        """Explicit depends_on edges plus phase sequencing, built on first use."""
+        if self._graph is None:
+            self._graph = self._build()
+        return self._graph
+
+    def _build(self) -> nx.DiGraph:
+        nx = _networkx()
+        g = nx.DiGraph()
         for comp in self.components.values():
             g.add_node(comp.id)
         for comp in self.components.values():
@@ -97,7 +121,7 @@ class WorkGraph:
         try:
             cycle = nx.find_cycle(g)
         except nx.NetworkXNoCycle:
-            return
+            return g
         path = [edge[0] for edge in cycle] + [cycle[0][0]]
         raise ConfigError(
             f"The plan's dependencies form a cycle: {' → '.join(path)}.",
@@ -109,6 +133,7 @@ class WorkGraph:
 
     def ready(self) -> list[Component]:
         """Pending components whose every predecessor is complete, by priority."""
+        nx = _networkx()
         found = [
             c
             for c in self.components.values()
@@ -132,19 +157,20 @@ class WorkGraph:
 
     def merge_order(self) -> list[str]:
         """Dependency order (ties by plan order): the order finished components are merged in."""
+        nx = _networkx()
         return list(
             nx.lexicographical_topological_sort(self.graph, key=lambda n: self.components[n].order)
         )
 
     @classmethod
     def of_workflow(cls, context: dict[str, Any]) -> WorkGraph | None:
-        """The plan of a workflow with each component's recorded progress, for `status`."""
-        from supervisor.schemas import PlanOutput
-
+        """The plan of a workflow with each component's recorded progress, for `status`. Read as
+        stored (the engine validated it when it accepted the plan), without pydantic or networkx:
+        a person waits for `status`."""
         plan = context.get("plan")
         if not plan:
             return None
-        work = cls.from_plan(PlanOutput.model_validate(plan))
+        work = cls._of_plan_data(plan)
         for cid, entry in (context.get("components") or {}).items():
             if cid in work.components:
                 work.components[cid].status = PROGRESS.get(entry.get("status"), "pending")
@@ -172,6 +198,7 @@ def suggest_dependencies(
 ) -> list[tuple[str, str, str]]:
     """(component, should depend on, why) for imports between components that the plan does not
     already order; `imports_of` maps a file to the repository files it imports."""
+    nx = _networkx()
     owner = {f: c.id for c in work.components.values() for f in c.files}
     found: dict[tuple[str, str], str] = {}
     for comp in work.components.values():

@@ -188,7 +188,8 @@ def write_project_config(repo: Path, base_url: str) -> None:
 
 def run_demo(console: Console, err_console: Console, keep: Path | None) -> None:
     from supervisor import tasks
-    from supervisor.cli.render import RichReporter, workflow_detail
+    from supervisor.cli.render import workflow_detail
+    from supervisor.cli.reporter import RichReporter
     from supervisor.fakeapi import ScriptedModelServer, load_script
 
     started = time.monotonic()

@@ -43,7 +43,33 @@ def clis_in_use(definition: WorkflowDef, settings: Settings, repo: Path | None) 
     return used
 
 
-def run_checks(repo: Path, settings: Settings) -> list[Check]:
+def diagnose(path: Path) -> list[Check]:
+    """Every check for the repository at `path`. A diagnostic must not refuse to run where a
+    task would: a missing repository, a repository without commits or a broken configuration is
+    one failed row, and the other checks still run (with the package defaults if need be)."""
+    from pathlib import Path
+
+    from supervisor.config import load_settings
+    from supervisor.errors import RepoError
+    from supervisor.workspace import _git, find_repo_root
+
+    checks: list[Check] = []
+    try:
+        root: Path | None = find_repo_root(path)
+        checks.append(Check("repository", True, str(root)))
+    except RepoError as e:
+        found = _git(path.resolve(), "rev-parse", "--show-toplevel", check=False)
+        root = Path(found.stdout.strip()) if path.exists() and found.returncode == 0 else None
+        checks.append(Check("repository", False, e.message, e.hint))
+    try:
+        settings = load_settings(root)
+    except SupervisorError as e:
+        checks.append(Check("configuration", False, e.message, e.hint))
+        settings = load_settings(None)
+    return [*checks, *run_checks(root, settings)]
+
+
+def run_checks(repo: Path | None, settings: Settings) -> list[Check]:
     checks: list[Check] = []
     try:
         needed = clis_in_use(load_workflow(repo, settings), settings, repo)

@@ -6,7 +6,6 @@ project's `.supervisor/templates/` shadows the package's templates file by file.
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 import jinja2
@@ -35,8 +34,12 @@ def environment(repo: Path | None) -> jinja2.Environment:
     )
 
 
-def schema_text(schema: type[BaseModel]) -> str:
-    return json.dumps(schema.model_json_schema(), indent=2)
+def schema_text(schema: type[BaseModel], cli: str | None = None) -> str:
+    """The answer schema as JSON: pydantic's own for the prompt (None), or the dialect the
+    CLI's vendor accepts for a structured-output file (`supervisor.structured_output`)."""
+    from supervisor import structured_output
+
+    return structured_output.text(schema, cli)
 
 
 def render(template: str, repo: Path | None, schema: type[BaseModel], **variables: Any) -> str:

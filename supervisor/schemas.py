@@ -1,18 +1,39 @@
 """What each role must answer, as pydantic models.
 
 A worker's answer is only ever read through these models: unknown keys and missing fields are
-errors, so a model that drifts from the contract is caught at once and told what to fix.
+errors, so a model that drifts from the contract is caught at once and told what to fix. The
+schema each vendor receives is derived from these models by `supervisor.structured_output`.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_means_default(cls, data: Any) -> Any:
+        """OpenAI strict mode makes every optional field required and nullable, so a model
+        answers `"summary": null` where it means "not given": null then takes the default.
+        A required field stays required: null there is still an error."""
+        if not isinstance(data, dict):
+            return data
+        fields = cls.model_fields
+        return {
+            key: value
+            for key, value in data.items()
+            if not (
+                value is None
+                and key in fields
+                and not fields[key].is_required()
+                and fields[key].get_default(call_default_factory=True) is not None
+            )
+        }
 
 
 class ComponentDefinition(_Strict):

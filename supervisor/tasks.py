@@ -26,6 +26,7 @@ from supervisor.errors import (
     ToolMissingError,
 )
 from supervisor.sandbox.docker import LABEL_REPO, DockerSandbox, RunSpec, repo_label
+from supervisor.state.access import decide  # noqa: F401 (re-exported: tasks.decide)
 from supervisor.state.store import EventSpec, Store, Workflow
 from supervisor.workers.base import adapter_for
 from supervisor.workflow.engine import Engine, Reporter
@@ -167,21 +168,6 @@ def resume(wf_id: int, path: Path, *, reporter: Reporter | None = None) -> Workf
         if not project.workspace.branch_exists(wf.task_branch):
             project.workspace.create_task_branch(wf.id, wf.description, base=wf.base_sha)
         return _drive(project, store, sandbox, wf_id, reporter)
-
-
-def decide(wf_id: int, path: Path, *, approve: bool, reason: str | None = None) -> Workflow:
-    """Record a human decision on the pending approval; `resume` acts on it."""
-    project = open_project(path)
-    with project.store() as store:
-        wf = store.workflow(wf_id)
-        approval = store.latest_approval(wf_id)
-        if wf.status != "awaiting_approval" or approval is None or approval.status != "pending":
-            raise StateError(
-                f"Workflow {wf_id} is not waiting for approval (status: {wf.status}).",
-                f"Run `supervisor status {wf_id}` to see where it stands.",
-            )
-        store.decide_approval(approval.id, "approved" if approve else "rejected", reason)
-        return store.workflow(wf_id)
 
 
 @dataclass

@@ -275,7 +275,13 @@ def test_errors_side_calls_and_unknown_paths() -> None:
             "output_config": {
                 "format": {
                     "type": "json_schema",
-                    "schema": {"type": "object", "properties": {"title": {"type": "string"}}},
+                    # As the real API demands (the fake refuses it otherwise, as the API does).
+                    "schema": {
+                        "type": "object",
+                        "properties": {"title": {"type": "string"}},
+                        "required": ["title"],
+                        "additionalProperties": False,
+                    },
                 }
             },
         }

@@ -251,3 +251,65 @@ def test_a_hung_cli_is_ended_by_the_idle_timeout_and_retried(
     failed = events(repo, "worker_failed")
     assert len(failed) == 1 and "printed nothing for 10 s" in failed[0].payload["error"]
     assert events(repo, "retry_scheduled")[0].payload["category"] == "resource"
+
+
+def test_codex_sends_each_answer_schema_in_openai_strict_form(tmp_path: Path, serve: Any) -> None:
+    """The scripted API refuses a strict schema the way OpenAI does, so a schema that breaks
+    strict mode fails this run (issue 11: the real API would have refused ours)."""
+    server = serve(planner(), implementer(GOOD_CALC), reviewer())
+    repo = repo_for(tmp_path, server)
+    assert tasks.start_task(TASK, repo, cli="codex").status == "completed"
+    assert server.refused == []
+    formats = [
+        r.body["text"]["format"]
+        for r in server.requests
+        if (r.body.get("text") or {}).get("format")
+    ]
+    assert len(formats) >= 3  # planner, implementer, reviewer: each sent its answer schema
+    assert all(f["type"] == "json_schema" and f["strict"] is True for f in formats)
+    assert {f["schema"]["title"] for f in formats} == {
+        "PlanOutput",
+        "ImplementationOutput",
+        "ReviewOutput",
+    }
+
+
+def test_codex_reports_openais_refusal_of_a_non_strict_schema(tmp_path: Path, serve: Any) -> None:
+    """The other side of the contract: codex really puts `--output-schema` into a strict
+    `text.format`, and OpenAI's 400 for a non-strict one reaches the adapter's error."""
+    import json
+
+    from supervisor.schemas import ReviewOutput
+
+    server = serve({"repeat": True, "turns": [{"text": APPROVED}]})
+    sandbox = DockerSandbox(IMAGE, "supervisor-egress-test")
+    try:
+        route = sandbox.route(f"{server.url}/v1")
+        adapter = adapter_for("codex")
+        invocation = adapter.build(
+            model="gpt-5.5",
+            base_url=route.url,
+            workdir="/workspace",
+            extra_flags=[],
+            api_key_env="OPENAI_API_KEY",
+            schema_path="/run/supervisor/output_schema.json",
+        )
+        run = sandbox.run(
+            RunSpec(
+                argv=invocation.argv,
+                worktree=tmp_path,
+                env={**invocation.env, "OPENAI_API_KEY": "k"},
+                stdin_text="ROLE: reviewer",
+                home_files=invocation.home_files,
+                run_files={"output_schema.json": json.dumps(ReviewOutput.model_json_schema())},
+                network="supervisor-egress-test",
+                extra_hosts={route.alias: route.gateway},
+                timeout=120,
+            )
+        )
+    finally:
+        sandbox.close()
+    result = adapter.parse_output(run.stdout, run.stderr, run.exit_code)
+    assert not result.ok
+    assert "'required' is required to be supplied" in (result.error or ""), result.error
+    assert len(server.refused) >= 1

@@ -83,6 +83,18 @@ def leftovers(repo: Path) -> tuple[list[str], list[str]]:
     return [c.id for c in containers], worktrees
 
 
+def worktree_seconds(repo: Path) -> float:
+    """The quickest of three worktree creations in `repo`, as the engine makes them."""
+    ws = Workspace(repo)
+    times = []
+    for _ in range(3):
+        began = time.perf_counter()
+        tree = ws.add_worktree("timing-probe", ws.head_commit())
+        times.append(time.perf_counter() - began)
+        ws.remove_worktree(tree)
+    return min(times)
+
+
 def test_start_task_commits_the_workers_file_on_the_task_branch_after_the_gate(
     tmp_path: Path, serve: Any
 ) -> None:
@@ -104,6 +116,13 @@ def test_start_task_commits_the_workers_file_on_the_task_branch_after_the_gate(
         worker_events = [e for e in store.events(wf.id) if e.input_tokens]
         assert worker_events, "token usage from the CLI envelope is recorded"
         assert store.integrity_ok()
+        # A step's time (what `status` shows) starts before its worktree is made, so it begins
+        # about one worktree creation before the step_started event written once the tree exists.
+        started = [e.timestamp for e in store.events(wf.id) if e.type == "step_started"]
+        steps = store.steps(wf.id)
+        assert len(steps) == len(started)
+        gaps = [(t - s["started_at"]).total_seconds() for s, t in zip(steps, started, strict=True)]
+    assert min(gaps) >= worktree_seconds(repo) / 2, gaps
     assert leftovers(repo) == ([], [])
 
 

@@ -2,6 +2,10 @@
 
 Errors from the project's hierarchy become one message (cause, then fix) and an exit code here and
 nowhere else. Set SUPERVISOR_DEBUG=1 to see the traceback instead.
+
+A command imports what it uses when it runs: `status`, `events`, `approve` and `reject` never
+import Docker, networkx, the engine or the workers (tests/test_cli_imports.py), so a person does
+not wait for them. `tasks` below is the `supervisor.tasks` module, imported on first use.
 """
 
 from __future__ import annotations
@@ -10,27 +14,47 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 
-from supervisor import __version__, tasks
+from supervisor.cli.plain import hide_flag_types
+from supervisor.cli.plain import json_out as _json
+from supervisor.cli.plain import plain as _plain
 from supervisor.cli.render import (
-    RichReporter,
     config_table,
     doctor_table,
-    events_table,
+    events_view,
+    fit,
+    fit_to_output,
     init_report,
     metrics_tables,
     pack_report,
     role_detail,
+    roles_rows,
     roles_table,
     sandbox_report,
     workflow_detail,
     workflows_table,
 )
 from supervisor.errors import ApprovalRequired, SupervisorError
+
+if TYPE_CHECKING:
+    from supervisor.state.records import Workflow
+
+
+class _Tasks:
+    """`supervisor.tasks`, imported on first use: it imports Docker, the engine and the workers,
+    which only the commands that run or inspect a sandbox need."""
+
+    def __getattr__(self, name: str) -> Any:
+        from supervisor import tasks as module
+
+        return getattr(module, name)
+
+
+tasks = _Tasks()
 
 app = typer.Typer(
     name="supervisor",
@@ -45,10 +69,15 @@ err_console = Console(stderr=True)
 RepoOption = Annotated[
     Path, typer.Option("--repo", help="The git repository to work on.", show_default="cwd")
 ]
+JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output (JSON).")]
+
+hide_flag_types()
 
 
 def _version(value: bool) -> None:
     if value:
+        from supervisor import __version__
+
         console.print(f"supervisor {__version__}")
         raise typer.Exit()
 
@@ -60,6 +89,8 @@ def main_options(
     ] = False,
 ) -> None:
     """supervisor: dependable long-running work with AI coding CLIs."""
+    fit_to_output(console)
+    fit_to_output(err_console)
 
 
 @app.command("start-task")
@@ -89,12 +120,47 @@ def start_task(
                 "Pass --yes to start without confirming.",
             )
         preview = tasks.start_preview(description, repo, cli=cli, roles=overrides)
-        console.print(f"Dry run, nothing created yet:\n{preview}", highlight=False, markup=False)
+        console.print(
+            f"Dry run, nothing created yet:\n{preview}\n  approvals {_approval_stops(repo, cli)}",
+            highlight=False,
+            markup=False,
+        )
         typer.confirm("Start?", abort=True)
-    wf = tasks.start_task(
-        description, repo, cli=cli, roles=overrides, reporter=RichReporter(err_console)
-    )
+    else:
+        stops = _approval_stops(repo, cli)
+        if not stops.startswith("none"):
+            err_console.print(f"Approvals this run asks for: {stops}", highlight=False)
+    from supervisor.cli.reporter import RichReporter
+
+    try:
+        wf = tasks.start_task(
+            description, repo, cli=cli, roles=overrides, reporter=RichReporter(err_console)
+        )
+    except ApprovalRequired:
+        _show_pending(repo, None)
+        raise
     _finished(wf)
+
+
+def _approval_stops(repo: Path, cli: str | None) -> str:
+    from supervisor.approvals import preview_line
+    from supervisor.config import load_workflow
+
+    project = tasks.open_project(repo, {"cli": cli} if cli else None)
+    return preview_line(load_workflow(project.root, project.settings), project.root)
+
+
+def _show_pending(repo: Path, workflow_id: int | None) -> None:
+    """Before the "waits for approval" message: what the approval is about."""
+    from supervisor.approvals import pending
+
+    project = tasks.open_project(repo)
+    found = tasks.workflows(repo)
+    wf = next((w for w in reversed(found) if workflow_id in (None, w.id)), None)
+    if wf is None:
+        return
+    for line in pending(wf, project.root):
+        err_console.print(line, highlight=False, markup=False)
 
 
 @app.command("complete-task")
@@ -129,7 +195,14 @@ def resume(
     repo: RepoOption = Path(),
 ) -> None:
     """Continue a workflow from its last checkpoint (after a crash, failure or approval)."""
-    _finished(tasks.resume(workflow_id, repo, reporter=RichReporter(err_console)))
+    from supervisor.cli.reporter import RichReporter
+
+    try:
+        wf = tasks.resume(workflow_id, repo, reporter=RichReporter(err_console))
+    except ApprovalRequired:
+        _show_pending(repo, workflow_id)
+        raise
+    _finished(wf)
 
 
 @app.command()
@@ -138,7 +211,9 @@ def approve(
     repo: RepoOption = Path(),
 ) -> None:
     """Approve the step a workflow is waiting on."""
-    tasks.decide(workflow_id, repo, approve=True)
+    from supervisor.state.access import decide
+
+    decide(workflow_id, repo, approve=True)
     console.print(f"Approved. Continue with: supervisor resume {workflow_id}")
 
 
@@ -149,7 +224,9 @@ def reject(
     repo: RepoOption = Path(),
 ) -> None:
     """Reject the step a workflow is waiting on; the step runs again with your reason."""
-    tasks.decide(workflow_id, repo, approve=False, reason=reason)
+    from supervisor.state.access import decide
+
+    decide(workflow_id, repo, approve=False, reason=reason)
     console.print(f"Rejected. Re-run the step with: supervisor resume {workflow_id}")
 
 
@@ -157,13 +234,38 @@ def reject(
 def status(
     workflow_id: Annotated[int | None, typer.Argument(help="A workflow id.")] = None,
     repo: RepoOption = Path(),
+    as_json: JsonOption = False,
 ) -> None:
-    """List workflows, or show one in detail."""
+    """List workflows, or show one in detail (with what a waiting approval is about)."""
+    from supervisor.state import access
+
     if workflow_id is None:
-        console.print(workflows_table(tasks.workflows(repo)))
+        found = access.workflows(repo)
+        if as_json:
+            _json([_plain(wf) for wf in found])
+        else:
+            console.print(fit(console, workflows_table(found)))
         return
-    with tasks.reading(repo) as store:
-        console.print(workflow_detail(store, workflow_id))
+    with access.reading(repo) as store:
+        wf = store.workflow(workflow_id)
+        about: list[str] = []
+        if wf.status == "awaiting_approval":
+            from supervisor.approvals import pending
+
+            about = pending(wf, access.state_db(repo).parent.parent)
+        if as_json:
+            approval = store.latest_approval(workflow_id)
+            _json(
+                {
+                    **_plain(wf),
+                    "steps": store.steps(workflow_id),
+                    "usage": store.usage_totals(workflow_id),
+                    "approval": _plain(approval) if approval else None,
+                    "to_approve": about,
+                }
+            )
+            return
+        console.print(fit(console, workflow_detail(store, workflow_id, about)))
 
 
 @app.command()
@@ -173,7 +275,9 @@ def events(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
 ) -> None:
     """The workflow's event log."""
-    with tasks.reading(repo) as store:
+    from supervisor.state import access
+
+    with access.reading(repo) as store:
         store.workflow(workflow_id)
         log = store.events(workflow_id)
     if as_json:
@@ -181,7 +285,7 @@ def events(
             record = {**e.__dict__, "timestamp": e.timestamp.isoformat()}
             sys.stdout.write(json.dumps(record, default=str) + "\n")
         return
-    console.print(events_table(log))
+    console.print(fit(console, events_view(log, console.width)))
 
 
 roles_app = typer.Typer(help="Inspect roles: built-in, user and project.", no_args_is_help=True)
@@ -213,34 +317,57 @@ def init(
 
 
 @roles_app.command("list")
-def roles_list(repo: RepoOption = Path()) -> None:
+def roles_list(repo: RepoOption = Path(), as_json: JsonOption = False) -> None:
     """Every role and where it comes from (project shadows user shadows built-in)."""
     from supervisor.roles import list_roles
 
-    console.print(roles_table(list_roles(tasks.open_project(repo).root)))
+    files = list_roles(tasks.open_project(repo).root)
+    if as_json:
+        _json(roles_rows(files))
+    else:
+        console.print(fit(console, roles_table(files)))
 
 
 @roles_app.command("show")
 def roles_show(
-    name: Annotated[str, typer.Argument(help="The role name.")], repo: RepoOption = Path()
+    name: Annotated[str, typer.Argument(help="The role name.")],
+    repo: RepoOption = Path(),
+    as_json: JsonOption = False,
 ) -> None:
     """The resolved role, with the file each field came from."""
     from supervisor.roles import resolve_role
 
-    console.print(role_detail(resolve_role(name, tasks.open_project(repo).root)))
+    resolved = resolve_role(name, tasks.open_project(repo).root)
+    if as_json:
+        _json(
+            {
+                "role": resolved.role.model_dump(mode="json"),
+                "chain": [
+                    {"name": f.name, "layer": f.layer, "file": str(f.path)} for f in resolved.chain
+                ],
+                "provenance": resolved.provenance,
+            }
+        )
+    else:
+        console.print(fit(console, role_detail(resolved)))
 
 
 @config_app.command("show")
 def config_show(
     repo: RepoOption = Path(),
     cli: Annotated[str | None, typer.Option(help="As if given to start-task.")] = None,
+    as_json: JsonOption = False,
 ) -> None:
     """The effective configuration and which file each value came from."""
     from supervisor.config import settings_provenance
 
     overrides = {"cli": cli} if cli else None
     project = tasks.open_project(repo, overrides)
-    console.print(config_table(project.settings, settings_provenance(project.root, overrides)))
+    provenance = settings_provenance(project.root, overrides)
+    if as_json:
+        _json({"settings": project.settings.model_dump(mode="json"), "from": provenance})
+    else:
+        console.print(fit(console, config_table(project.settings, provenance)))
 
 
 @app.command()
@@ -286,16 +413,26 @@ def sandbox_build(
 
 
 @sandbox_app.command("status")
-def sandbox_status(repo: RepoOption = Path()) -> None:
+def sandbox_status(repo: RepoOption = Path(), as_json: JsonOption = False) -> None:
     """Which image gates use, built from what, when, and its size."""
-    console.print(sandbox_report(tasks.sandbox_status(repo)))
+    info = tasks.sandbox_status(repo)
+    if as_json:
+        _json(info)
+    else:
+        console.print(fit(console, sandbox_report(info)))
 
 
-@sandbox_app.command("shell")
+@sandbox_app.command(
+    "shell",
+    # `sandbox shell python -m pytest -x`: everything after the first word is the command's,
+    # options included; --repo goes before it.
+    context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True},
+)
 def sandbox_shell(
     repo: RepoOption = Path(),
     command: Annotated[
-        list[str] | None, typer.Argument(help="Run this instead of a shell.")
+        list[str] | None,
+        typer.Argument(help="Run this instead of a shell (the rest of the line, options too)."),
     ] = None,
 ) -> None:
     """A shell in the gate sandbox (no network, your checkout read-only) to debug a gate."""
@@ -319,13 +456,16 @@ def analyze_deps(
 
 
 @app.command()
-def doctor(repo: RepoOption = Path()) -> None:
-    """Check Docker, the sandbox image, each CLI and its credentials, Repomix and git."""
-    from supervisor.doctor import run_checks
+def doctor(repo: RepoOption = Path(), as_json: JsonOption = False) -> None:
+    """Check the repository, Docker, the sandbox image, each CLI and its credentials, Repomix
+    and git."""
+    from supervisor.doctor import diagnose
 
-    project = tasks.open_project(repo)
-    checks = run_checks(project.root, project.settings)
-    console.print(doctor_table(checks))
+    checks = diagnose(repo)
+    if as_json:
+        _json([c.__dict__ for c in checks])
+    else:
+        console.print(fit(console, doctor_table(checks)))
     missing = [c for c in checks if c.required and not c.ok]
     if missing:
         raise SupervisorError(
@@ -352,7 +492,7 @@ def metrics(
     if as_json:
         sys.stdout.write(json.dumps({"by_role": roles, "cli_by_task_type": clis}, indent=2) + "\n")
         return
-    console.print(metrics_tables(roles, clis))
+    console.print(fit(console, metrics_tables(roles, clis)))
 
 
 @app.command()
@@ -394,7 +534,7 @@ def main() -> None:
         sys.exit(e.exit_code)
 
 
-def _finished(wf: tasks.Workflow) -> None:
+def _finished(wf: Workflow) -> None:
     if wf.status == "completed":
         console.print(
             f"[green]✓[/green] Workflow {wf.id} completed: branch [bold]{wf.task_branch}[/bold]"

@@ -1,17 +1,22 @@
-"""How workflows, steps and events look in a terminal (rich tables)."""
+"""How workflows, steps and events look in a terminal (rich tables).
+
+Imported by every command, so it imports rich and nothing heavy: what a table needs from elsewhere
+is imported where it is drawn (see tests/test_cli_imports.py).
+"""
 
 from __future__ import annotations
 
 import json
+import os
 from typing import TYPE_CHECKING
 
 from rich.console import Group
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
 from supervisor.dag import WorkGraph
-from supervisor.workflow.engine import Reporter
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -21,7 +26,9 @@ if TYPE_CHECKING:
     from supervisor.doctor import Check
     from supervisor.initialize import InitReport
     from supervisor.roles import ResolvedRole, RoleFile
-    from supervisor.state.store import Event, Store, Workflow
+    from supervisor.state.reader import StateReader
+    from supervisor.state.records import Event, Workflow
+    from supervisor.state.store import Store
 
 STATUS_STYLE = {
     "completed": "green",
@@ -38,20 +45,54 @@ STATUS_STYLE = {
 }
 
 
-class RichReporter(Reporter):
-    """Shows step starts and streams worker output, dimmed, as it arrives."""
+PIPE_WIDTH = 1000
+"""Width for output that is not a terminal: lines as long as they need, nothing cut."""
+NARROW = 120
+MIN_OTHER = 8
+"""Columns a table leaves each non-identifier column before it folds identifiers."""
+"""Below this many columns, events print one per block instead of as a table."""
 
-    def __init__(self, console: Console) -> None:
-        self.console = console
 
-    def step(self, wf_id: int, name: str, detail: str) -> None:
-        self.console.print(f"[bold]▶ wf{wf_id} {name}[/bold]: {detail}", highlight=False)
+def fit_to_output(console: Console) -> None:
+    """A terminal keeps rich's width; a pipe or a file gets PIPE_WIDTH (rich would otherwise
+    assume 80 columns and cut identifiers like `implementer_fa…`), unless COLUMNS says."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit():
+        console.width = int(columns)
+    elif not console.is_terminal:
+        console.width = PIPE_WIDTH
+    else:
+        console.width = None  # type: ignore[assignment]  # back to the terminal's own width
 
-    def output(self, text: str) -> None:
-        self.console.print(Text(text.rstrip("\n"), style="dim"), highlight=False)
 
-    def info(self, text: str) -> None:
-        self.console.print(f"  {text}", highlight=False)
+def _id_column(table: Table, header: str, values: list[str]) -> None:
+    """A column of identifiers: kept on one line, whole, while the other columns wrap; folded
+    onto the next line (never cut with an ellipsis) when even that does not fit: see `fit`."""
+    del values  # every identifier column takes the same treatment, whatever its values
+    table.add_column(header, no_wrap=True, overflow="fold")
+
+
+def fit(console: Console, renderable: RenderableType) -> RenderableType:
+    """Let identifier columns fold where the terminal is too narrow to keep each on one line
+    (next to a few columns for the rest); rich would otherwise crop them, and the table's edge
+    with them."""
+    if isinstance(renderable, Group):
+        for part in renderable.renderables:
+            fit(console, part)
+    elif isinstance(renderable, Table):
+        ids = [c for c in renderable.columns if c.no_wrap and c.overflow == "fold"]
+        if not ids:
+            return renderable
+        widest = [
+            max([console.measure(c.header).maximum, *(console.measure(x).maximum for x in c.cells)])
+            for c in ids
+        ]
+        others = (len(renderable.columns) - len(ids)) * MIN_OTHER
+        edges = 3 * len(renderable.columns) + 1
+        if sum(widest) + others + edges > console.width:
+            for column in ids:
+                column.no_wrap = False
+    return renderable
 
 
 def _status(value: str | None) -> Text:
@@ -61,13 +102,17 @@ def _status(value: str | None) -> Text:
 
 def workflows_table(workflows: list[Workflow]) -> Table:
     table = Table(title="Workflows", title_justify="left")
-    for column in ("id", "status", "step", "branch", "task", "updated"):
+    table.add_column("id")
+    _id_column(table, "status", [wf.status for wf in workflows])
+    _id_column(table, "step", [_step_shown(wf) for wf in workflows])
+    _id_column(table, "branch", [wf.task_branch for wf in workflows])
+    for column in ("task", "updated"):
         table.add_column(column)
     for wf in workflows:
         table.add_row(
             str(wf.id),
             _status(wf.status),
-            wf.current_step or "-",
+            _step_shown(wf),
             wf.task_branch,
             wf.description[:50],
             wf.updated_at.strftime("%Y-%m-%d %H:%M:%S"),
@@ -75,14 +120,32 @@ def workflows_table(workflows: list[Workflow]) -> Table:
     return table
 
 
-def workflow_detail(store: Store, wf_id: int) -> RenderableType:
+def _step_shown(wf: Workflow) -> str:
+    """The step a workflow is at: the one whose approval it waits for, not the one after it."""
+    if wf.status == "awaiting_approval" and wf.context.get("approval_step"):
+        return f"{wf.context['approval_step']} (approval)"
+    return wf.current_step or "-"
+
+
+def workflow_detail(
+    store: Store | StateReader, wf_id: int, pending: list[str] | None = None
+) -> RenderableType:
+    """One workflow; `pending` says what a waiting approval is about (supervisor.approvals)."""
     wf = store.workflow(wf_id)
     totals = store.usage_totals(wf_id)
     head = Table.grid(padding=(0, 2))
     head.add_row("workflow", str(wf.id))
     head.add_row("task", wf.description)
     head.add_row("status", _status(wf.status))
-    head.add_row("current step", wf.current_step or "-")
+    approval = store.latest_approval(wf_id)
+    if wf.status == "awaiting_approval":
+        waiting = str(wf.context.get("approval_step") or (approval.step if approval else "?"))
+        head.add_row(
+            "current step",
+            f"{waiting}, waiting for approval (then: {wf.current_step or 'the end'})",
+        )
+    else:
+        head.add_row("current step", wf.current_step or "-")
     head.add_row(
         "branch", f"{wf.task_branch} (from {wf.base_branch or 'detached'} {wf.base_sha[:10]})"
     )
@@ -100,13 +163,22 @@ def workflow_detail(store: Store, wf_id: int) -> RenderableType:
         head.add_row(
             "waiting", Text(f"rate limited until {until:%H:%M:%S}; retries then", style="yellow")
         )
-    approval = store.latest_approval(wf_id)
     if wf.status == "awaiting_approval" and approval is not None:
         head.add_row("waiting for", f"approval of '{approval.step}' ({approval.status})")
+        head.add_row("to approve", Text("\n".join(pending or ["-"])))
+        head.add_row(
+            "decide",
+            f"supervisor approve {wf_id}  |  supervisor reject {wf_id} --reason '...'",
+        )
     steps = Table(title="Steps", title_justify="left")
-    for column in ("#", "step", "attempt", "role", "status", "started", "took"):
+    rows = store.steps(wf_id)
+    steps.add_column("#")
+    _id_column(steps, "step", [r["name"] for r in rows])
+    steps.add_column("attempt")
+    _id_column(steps, "role", [r["role"] or "(gate)" for r in rows])
+    for column in ("status", "started", "took"):
         steps.add_column(column)
-    for row in store.steps(wf_id):
+    for row in rows:
         took = ""
         if row["finished_at"] is not None:
             took = f"{(row['finished_at'] - row['started_at']).total_seconds():.1f}s"
@@ -142,14 +214,28 @@ def work_tree(task: str, work: WorkGraph) -> Tree:
     return tree
 
 
+def events_view(events: list[Event], width: int) -> RenderableType:
+    """A table on a wide terminal; one event per block below NARROW columns, where a table
+    of eight columns would squeeze each to a few letters."""
+    return events_table(events) if width >= NARROW else events_blocks(events)
+
+
+def _tokens(e: Event) -> str:
+    if e.input_tokens or e.output_tokens:
+        return f"{e.input_tokens or 0}/{e.output_tokens or 0}"
+    return ""
+
+
 def events_table(events: list[Event]) -> Table:
     table = Table(title="Events", title_justify="left")
-    for column in ("#", "time", "type", "step", "role", "status", "tokens", "details"):
+    table.add_column("#")
+    table.add_column("time")
+    _id_column(table, "type", [e.type for e in events])
+    _id_column(table, "step", [e.step or "" for e in events])
+    _id_column(table, "role", [e.role or "" for e in events])
+    for column in ("status", "tokens", "details"):
         table.add_column(column)
     for e in events:
-        tokens = ""
-        if e.input_tokens or e.output_tokens:
-            tokens = f"{e.input_tokens or 0}/{e.output_tokens or 0}"
         table.add_row(
             str(e.id),
             e.timestamp.strftime("%H:%M:%S"),
@@ -157,31 +243,77 @@ def events_table(events: list[Event]) -> Table:
             e.step or "",
             e.role or "",
             _status(e.status),
-            tokens,
+            _tokens(e),
             json.dumps(e.payload, default=str)[:120],
         )
     return table
+
+
+def events_blocks(events: list[Event]) -> RenderableType:
+    """`#12 13:55:01 implementation succeeded  implement · implementer  1200/300 tokens`, and
+    the details indented on the lines below it."""
+    blocks: list[RenderableType] = [Text("Events", style="italic")]
+    for e in events:
+        where = " · ".join(x for x in (e.step, e.role) if x)
+        tokens = _tokens(e)
+        head = Text.assemble(
+            (f"#{e.id} ", "bold"),
+            f"{e.timestamp:%H:%M:%S} ",
+            (e.type, "bold"),
+            " ",
+            _status(e.status),
+            f"  {where}" if where else "",
+            (f"  {tokens} tokens" if tokens else "", "dim"),
+        )
+        blocks.append(head)
+        if e.payload:
+            details = json.dumps(e.payload, default=str)
+            if len(details) > 300:
+                details = details[:299] + "…"
+            blocks.append(Padding(Text(details, style="dim", overflow="fold"), (0, 0, 0, 4)))
+    return Group(*blocks)
+
+
+def roles_rows(files: list[RoleFile]) -> list[dict[str, object]]:
+    """Every role file, in lookup order; `shadowed` when an earlier layer has the same name."""
+    import yaml
+
+    rows: list[dict[str, object]] = []
+    seen: set[str] = set()
+    for f in files:
+        data = yaml.safe_load(f.path.read_text()) or {}
+        data = data if isinstance(data, dict) else {}
+        rows.append(
+            {
+                "role": f.name,
+                "layer": "built-in" if f.layer == "package" else f.layer,
+                "extends": str(data.get("extends") or ""),
+                "description": str(data.get("description") or ""),
+                "file": str(f.path),
+                "shadowed": f.name in seen,
+            }
+        )
+        seen.add(f.name)
+    return rows
 
 
 def roles_table(files: list[RoleFile]) -> Table:
     table = Table(
         title="Roles (the first of a name wins: project > user > built-in)", title_justify="left"
     )
-    for column in ("role", "layer", "extends", "description", "file"):
-        table.add_column(column)
-    seen: set[str] = set()
-    import yaml
-
-    for f in files:
-        data = yaml.safe_load(f.path.read_text()) or {}
-        shadowed = f.name in seen
-        seen.add(f.name)
+    rows = roles_rows(files)
+    _id_column(table, "role", [str(r["role"]) for r in rows])
+    table.add_column("layer", no_wrap=True)
+    _id_column(table, "extends", [str(r["extends"]) for r in rows])
+    table.add_column("description")
+    table.add_column("file", overflow="fold")
+    for r in rows:
         table.add_row(
-            Text(f.name, style="dim strike" if shadowed else "bold"),
-            "built-in" if f.layer == "package" else f.layer,
-            str(data.get("extends") or ""),
-            str(data.get("description") or "")[:60],
-            _short(str(f.path)),
+            Text(str(r["role"]), style="dim strike" if r["shadowed"] else "bold"),
+            str(r["layer"]),
+            str(r["extends"]),
+            str(r["description"]),
+            _short(str(r["file"])),
         )
     return table
 
@@ -201,10 +333,11 @@ def role_detail(resolved: ResolvedRole) -> RenderableType:
 
 def config_table(settings: Settings, provenance: dict[str, str]) -> Table:
     table = Table(title="Effective configuration", title_justify="left")
-    table.add_column("key")
-    table.add_column("value")
-    table.add_column("from")
-    for key, value in _flat(settings.model_dump()).items():
+    flat = _flat(settings.model_dump())
+    _id_column(table, "key", list(flat))
+    table.add_column("value", overflow="fold")
+    table.add_column("from", overflow="fold")
+    for key, value in flat.items():
         table.add_row(key, Text(str(value)), _short(provenance.get(key, "(default)")))
     return table
 
@@ -222,6 +355,12 @@ def pack_report(pack: Pack) -> RenderableType:
     head.add_row("secret files excluded", ", ".join(pack.excluded_secret_files) or "-")
     if pack.dropped_by_repomix:
         head.add_row("dropped by Repomix", ", ".join(pack.dropped_by_repomix))
+    for cut in pack.truncated:
+        head.add_row(
+            "truncated",
+            f"{cut['section']}: {cut['omitted_lines']} line(s) past the first "
+            f"{cut['shown_lines']} left out",
+        )
     head.add_row("took", f"{pack.seconds:.2f} s")
     files = Table(title="Packed", title_justify="left")
     files.add_column("file")
@@ -289,8 +428,8 @@ def metrics_tables(
     roles: list[dict[str, object]], clis: dict[str, dict[str, dict[str, float]]]
 ) -> RenderableType:
     per_role = Table(title="Per role", title_justify="left")
+    _id_column(per_role, "role", [str(r["role"]) for r in roles])
     for column in (
-        "role",
         "runs",
         "success",
         "avg retries",
@@ -332,7 +471,9 @@ def sandbox_report(info: dict[str, object]) -> RenderableType:
     head.add_row("dependency files", ", ".join(info["dependency_files"]) or "-")  # type: ignore[arg-type]
     head.add_row("image for HEAD", str(info["wanted"] or "-"))
     images = Table(title="Project images", title_justify="left")
-    for column in ("tag", "built", "size", "from", "current"):
+    found = info["images"]
+    _id_column(images, "tag", [", ".join(i["tags"]) for i in found])  # type: ignore[attr-defined]
+    for column in ("built", "size", "from", "current"):
         images.add_column(column)
     for image in info["images"]:  # type: ignore[attr-defined]
         images.add_row(

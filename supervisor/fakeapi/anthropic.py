@@ -11,6 +11,7 @@ import json
 import uuid
 from typing import Any
 
+from supervisor.fakeapi import schema_rules
 from supervisor.fakeapi.script import Turn
 
 WORKDIR_MARKER = "Working directory: "
@@ -28,6 +29,20 @@ def side_answer(path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]] |
     """Answers for the API's endpoints that are not a model turn, or None when not ours."""
     if path.endswith(COUNT_TOKENS):
         return 200, {"input_tokens": estimate_tokens(body)}
+    return None
+
+
+def refusal(body: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
+    """The 400 the real API answers to a structured-output schema it does not accept
+    (`output_format`, or `output_config.format` in newer requests)."""
+    for field, fmt in (
+        ("output_format.schema", body.get("output_format")),
+        ("output_config.format.schema", (body.get("output_config") or {}).get("format")),
+    ):
+        if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+            message = schema_rules.anthropic_refusal(field, fmt.get("schema"))
+            if message is not None:
+                return 400, error_body(400, message)
     return None
 
 

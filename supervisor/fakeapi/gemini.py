@@ -6,6 +6,7 @@ import json
 import re
 from typing import Any
 
+from supervisor.fakeapi import schema_rules
 from supervisor.fakeapi.script import Turn
 
 WORKSPACE = re.compile(r"Workspace Directories:\**\s*\n\s*-\s*(\S+)")
@@ -71,6 +72,13 @@ def answer(turn: Turn, body: dict[str, Any]) -> tuple[str, list[bytes]]:
     usage = chunk["usageMetadata"]
     usage["totalTokenCount"] = usage["promptTokenCount"] + usage["candidatesTokenCount"]
     return "text/event-stream", [f"data: {json.dumps(chunk)}\n\n".encode()]
+
+
+def refusal(body: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
+    """The 400 the real API answers to a response schema it does not accept. Gemini CLI sends
+    `responseJsonSchema` in its own side calls (e.g. the next-speaker check)."""
+    message = schema_rules.gemini_refusal(body.get("generationConfig"))
+    return None if message is None else (400, error_body(400, message))
 
 
 def error_body(status: int, message: str) -> dict[str, Any]:

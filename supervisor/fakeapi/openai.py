@@ -13,6 +13,7 @@ import shlex
 import uuid
 from typing import Any
 
+from supervisor.fakeapi import schema_rules
 from supervisor.fakeapi.script import Turn
 
 PATH = "/v1/responses"
@@ -132,6 +133,24 @@ def answer(turn: Turn, body: dict[str, Any]) -> tuple[str, list[bytes]]:
         for name, data in events
     ]
     return "text/event-stream", chunks
+
+
+def refusal(body: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
+    """The 400 the real API answers to a strict output schema it does not accept
+    (`codex --output-schema` sends `text.format`: json_schema, strict)."""
+    fmt = (body.get("text") or {}).get("format") if isinstance(body.get("text"), dict) else None
+    if not isinstance(fmt, dict) or fmt.get("type") != "json_schema" or not fmt.get("strict"):
+        return None
+    message = schema_rules.openai_refusal(str(fmt.get("name") or ""), fmt.get("schema"))
+    if message is None:
+        return None
+    error = {
+        "message": message,
+        "type": "invalid_request_error",
+        "param": "text.format.schema",
+        "code": "invalid_json_schema",
+    }
+    return 400, {"error": error}
 
 
 def error_body(status: int, message: str) -> dict[str, Any]:

@@ -33,6 +33,7 @@ class Vendor(Protocol):
     def turn_index(self, body: dict[str, Any]) -> int: ...
     def answer(self, turn: Turn, body: dict[str, Any]) -> tuple[str, list[bytes]]: ...
     def error_body(self, status: int, message: str) -> dict[str, Any]: ...
+    def refusal(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]] | None: ...
 
 
 VENDORS: tuple[Vendor, ...] = (anthropic, openai, gemini)
@@ -41,7 +42,7 @@ VENDORS: tuple[Vendor, ...] = (anthropic, openai, gemini)
 _RUN_ID = re.compile(r"RUN: ([\w.-]+)")
 SECRET_HEADERS = frozenset({"x-api-key", "authorization", "x-goog-api-key", "proxy-authorization"})
 
-Kind = Literal["scripted", "exhausted", "unmatched", "side", "unknown", "probe"]
+Kind = Literal["scripted", "exhausted", "unmatched", "side", "unknown", "probe", "refused"]
 
 
 @dataclass
@@ -67,7 +68,9 @@ class ScriptedModelServer:
     Serves from a background thread so a test can run the CLI as a subprocess in the foreground.
     `requests` holds every POST (model turns, side calls, unknown paths), `unmatched` those a
     script could not answer, `exhausted` the turns past a conversation's end, `probes` the
-    HEAD/GET requests; each property returns a snapshot, safe to read while the CLI still calls.
+    HEAD/GET requests, `refused` those the real API would refuse (an output schema outside the
+    vendor's dialect, answered with the vendor's own 400); each property returns a snapshot, safe
+    to read while the CLI still calls.
     """
 
     def __init__(
@@ -113,6 +116,11 @@ class ScriptedModelServer:
             return [r for r in self._requests if r.kind == "exhausted"]
 
     @property
+    def refused(self) -> list[Recorded]:
+        with self._lock:
+            return [r for r in self._requests if r.kind == "refused"]
+
+    @property
     def probes(self) -> list[Recorded]:
         with self._lock:
             return list(self._probes)
@@ -121,7 +129,7 @@ class ScriptedModelServer:
         with self._lock:
             (self._probes if item.kind == "probe" else self._requests).append(item)
         # Surprises are always worth a line; the routine traffic only when asked for.
-        if self.verbose or item.kind in ("unmatched", "exhausted", "unknown"):
+        if self.verbose or item.kind in ("unmatched", "exhausted", "unknown", "refused"):
             model = item.body.get("model", "")
             run = _RUN_ID.search(json.dumps(item.body))
             sys.stderr.write(
@@ -226,6 +234,15 @@ def _handler_for(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
                     Recorded("POST", self.path, headers, body, kind="unknown", answered="404")
                 )
                 self._json(404, anthropic.error_body(404, f"unknown path {path}"))
+                return
+
+            refused = vendor.refusal(body)
+            if refused is not None:
+                status, payload = refused
+                server.record(
+                    Recorded("POST", self.path, headers, body, kind="refused", answered=str(status))
+                )
+                self._json(status, payload)
                 return
 
             side_turn = getattr(vendor, "side_turn", None)

@@ -1,17 +1,15 @@
 """Versioned schema changes, applied in order and recorded in `schema_migrations`.
 
 Each migration is plain SQL so that an old database and a new one built from empty end up with the
-same schema; a later change appends a migration, it never edits an applied one.
+same schema; a later change appends a migration, it never edits an applied one. SQLAlchemy is
+imported by the functions that apply them, so that reading LATEST_VERSION (the read-only commands
+do, supervisor.state.reader) costs nothing.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
-
-from sqlalchemy import text
-
-from supervisor.state.schema import schema_migrations
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
@@ -125,6 +123,8 @@ LATEST_VERSION = MIGRATIONS[-1][0]
 
 
 def applied_versions(conn: Connection) -> set[int]:
+    from sqlalchemy import text
+
     conn.execute(
         text(
             "CREATE TABLE IF NOT EXISTS schema_migrations ("
@@ -136,6 +136,10 @@ def applied_versions(conn: Connection) -> set[int]:
 
 def migrate(conn: Connection) -> list[int]:
     """Apply every migration not yet recorded, inside the caller's transaction."""
+    from sqlalchemy import text
+
+    from supervisor.state.schema import schema_migrations
+
     done = applied_versions(conn)
     newly: list[int] = []
     for version, name, statements in MIGRATIONS:

@@ -11,9 +11,6 @@ from __future__ import annotations
 import fcntl
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import create_engine, event, func, insert, select, text, update
@@ -23,68 +20,15 @@ from supervisor import faults
 from supervisor.errors import StateError, UnknownWorkflowError
 from supervisor.state import schema as t
 from supervisor.state.migrations import LATEST_VERSION, applied_versions, migrate
+from supervisor.state.records import Approval, Event, EventSpec, Workflow, now
 
 if TYPE_CHECKING:
+    from datetime import datetime
+    from pathlib import Path
+
     from sqlalchemy.engine import Connection, Engine
 
-
-def now() -> datetime:
-    return datetime.now(UTC)
-
-
-@dataclass(frozen=True)
-class Workflow:
-    id: int
-    description: str
-    status: str
-    current_step: str | None
-    cli: str
-    base_branch: str | None
-    base_sha: str
-    task_branch: str
-    definition: dict[str, Any]
-    context: dict[str, Any]
-    error: str | None
-    created_at: datetime
-    updated_at: datetime
-
-
-@dataclass(frozen=True)
-class Event:
-    id: int
-    workflow_id: int | None
-    step: str | None
-    type: str
-    role: str | None
-    status: str | None
-    payload: dict[str, Any]
-    input_tokens: int | None
-    output_tokens: int | None
-    cost_usd: float | None
-    timestamp: datetime
-
-
-@dataclass(frozen=True)
-class Approval:
-    id: int
-    workflow_id: int
-    step: str
-    status: str
-    reason: str | None
-
-
-@dataclass(frozen=True)
-class EventSpec:
-    """An event to append, built by the caller and written inside another state change."""
-
-    type: str
-    step: str | None = None
-    role: str | None = None
-    status: str | None = None
-    payload: dict[str, Any] | None = None
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    cost_usd: float | None = None
+__all__ = ["Approval", "Event", "EventSpec", "Store", "Workflow", "now"]
 
 
 class Store:
@@ -293,8 +237,16 @@ class Store:
     # -- steps -----------------------------------------------------------------------------
 
     def start_step(
-        self, wf_id: int, name: str, attempt: int, role: str | None, worktree: str | None
+        self,
+        wf_id: int,
+        name: str,
+        attempt: int,
+        role: str | None,
+        worktree: str | None,
+        started_at: datetime | None = None,
     ) -> int:
+        """`started_at`: when the step began, if before now (its worktree is made first, and a
+        step's time in `status` includes making it)."""
         with self._tx() as conn:
             step_id = conn.execute(
                 insert(t.steps).values(
@@ -304,7 +256,7 @@ class Store:
                     role=role,
                     status="running",
                     worktree=worktree,
-                    started_at=now(),
+                    started_at=started_at or now(),
                 )
             ).inserted_primary_key[0]
             _append(

@@ -9,7 +9,6 @@ after a crash `resume` re-runs at most the step that was interrupted, never a co
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -31,11 +30,12 @@ from supervisor.errors import (
 )
 from supervisor.gates import GateResult, run_gate
 from supervisor.parsing import parse_worker_output
+from supervisor.plan_view import plan_for_prompt
 from supervisor.recovery import Classification
 from supervisor.roles import Role, load_role
 from supervisor.sandbox.docker import LABEL_REPO, LABEL_STEP, LABEL_WORKFLOW, RunSpec, repo_label
 from supervisor.schemas import PlanOutput
-from supervisor.state.store import EventSpec
+from supervisor.state.store import EventSpec, now
 from supervisor.workers.base import adapter_for
 from supervisor.workspace import Workspace
 
@@ -421,8 +421,9 @@ class Engine:
             # from the locked interfaces when an interface step has written them.
             base = candidate if reviewing and candidate else wf.context.get("locked_sha") or tip
         attempt = self.store.count_steps(wf.id, name, role.name) + 1
+        began = now()  # the step's time includes making its worktree
         worktree = self.ws.add_worktree(f"wf{wf.id}-{name}-{role.name}-{attempt}", base)
-        step_id = self.store.start_step(wf.id, name, attempt, role.name, str(worktree))
+        step_id = self.store.start_step(wf.id, name, attempt, role.name, str(worktree), began)
         self.reporter.step(wf.id, name, f"{role.name} via {cli} (attempt {attempt})")
         try:
             outcome = self._run_worker(
@@ -496,7 +497,7 @@ class Engine:
             worktree,
             task=task,
             feedback=_feedback(wf.context).get(name, []),
-            plan=json.dumps(plan, indent=2) if plan else "",
+            plan=plan_for_prompt(plan, component),
             targets=targets,
             diff=self.ws.diff(tip, base) if base != tip else "",
             run_id=f"wf{wf.id}-{name}-{role.name}-step{step_id}",
@@ -535,7 +536,7 @@ class Engine:
                 env={**cli_settings.extra_env, **role.env, **invocation.env, **creds.env},
                 stdin_text=prompt,
                 home_files={**invocation.home_files, **creds.home_files},
-                run_files={"output_schema.json": prompts.schema_text(role.schema)},
+                run_files={"output_schema.json": prompts.schema_text(role.schema, cli)},
                 network=self.settings.sandbox.egress_network,
                 extra_hosts={route.alias: route.gateway},
                 timeout=limits.step_timeout_seconds,
@@ -853,8 +854,9 @@ class Engine:
         """Run the named gate on `commit` in a no-network sandbox, as step `name`."""
         command = self.settings.gates[gate]
         attempt = self.store.count_steps(wf.id, name) + 1
+        began = now()  # the step's time includes making its worktree
         worktree = self.ws.add_worktree(f"wf{wf.id}-{name}-{attempt}", commit)
-        step_id = self.store.start_step(wf.id, name, attempt, None, str(worktree))
+        step_id = self.store.start_step(wf.id, name, attempt, None, str(worktree), began)
         self.reporter.step(wf.id, name, f"gate `{command}` (no network)")
         try:
             image = self._image_for(wf, name, worktree)

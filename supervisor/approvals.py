@@ -1,0 +1,109 @@
+"""What a run will stop for, and what a waiting run asks a person to approve.
+
+`--yes` confirms the start, not the workflow's human approvals: a run still stops at each step
+with `human_approval: true`. The start preview lists those stops up front, and a waiting run says
+what is on the table (the plan's summary, or the candidate's diff stat) so that `approve` is an
+informed decision rather than a blind one.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from supervisor import process
+from supervisor.errors import SupervisorError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from supervisor.config import WorkflowDef
+    from supervisor.state.store import Workflow
+
+_WHAT = {"plan": "the plan", "implementation": "its changes", "review": "the review and changes"}
+
+
+def _output_of(step_role: str | None, repo: Path | None) -> str | None:
+    if not step_role:
+        return None
+    from supervisor.roles import load_role
+
+    try:
+        return load_role(step_role, repo).output
+    except SupervisorError:
+        return None
+
+
+def planned(definition: WorkflowDef, repo: Path | None) -> list[str]:
+    """One line per approval the workflow will ask for, in step order."""
+    lines = []
+    for name, step in definition.steps.items():
+        if not step.human_approval:
+            continue
+        if step.gate:
+            what = f"the '{step.gate}' gate's result"
+        elif step.roles:
+            what = "the reviews and changes"
+        elif step.action:
+            what = f"the '{step.action}'"
+        else:
+            what = _WHAT.get(_output_of(step.role, repo) or "", "its result")
+        lines.append(f"after '{name}' ({what})")
+    return lines
+
+
+def preview_line(definition: WorkflowDef, repo: Path | None) -> str:
+    stops = planned(definition, repo)
+    if not stops:
+        return "none: the run goes to the end without stopping"
+    return (
+        f"{len(stops)}: " + "; ".join(stops) + ". The run stops there until `supervisor approve` "
+        "(--yes does not approve them)"
+    )
+
+
+def pending(wf: Workflow, repo: Path) -> list[str]:
+    """What the waiting step asks a person to approve; empty when nothing waits."""
+    if wf.status != "awaiting_approval":
+        return []
+    step = str(wf.context.get("approval_step") or wf.current_step or "")
+    # The stored definition as data: `status` must not load pydantic (tests/test_cli_imports.py).
+    step_def = (wf.definition.get("steps") or {}).get(step) or {}
+    plan = wf.context.get("plan")
+    if plan and _output_of(step_def.get("role"), repo) == "plan":
+        return _plan_lines(plan)
+    return _diff_lines(wf, repo)
+
+
+def _plan_lines(plan: dict[str, object]) -> list[str]:
+    count = plan.get("estimated_components", "?")
+    lines = [f"plan: {plan.get('status', '?')}, {count} component(s)"]
+    if plan.get("summary"):
+        lines.append(f"  {str(plan['summary'])[:300]}")
+    for phase in plan.get("phases") or []:  # type: ignore[attr-defined]
+        components = phase.get("components") or []
+        lines.append(f"  phase {phase.get('id')}: {phase.get('description', '')}"[:160])
+        for comp in components:
+            files = ", ".join(comp.get("files") or [])
+            after = f" (after {', '.join(comp['depends_on'])})" if comp.get("depends_on") else ""
+            lines.append(f"    {comp.get('id')}: {files or '-'}{after}"[:160])
+    for risk in plan.get("risks") or []:  # type: ignore[attr-defined]
+        lines.append(f"  risk: {str(risk)[:150]}")
+    return lines
+
+
+def _diff_lines(wf: Workflow, repo: Path) -> list[str]:
+    """The candidate (or the task branch) against the task's base, as `git diff --stat`."""
+    head = wf.context.get("candidate") or f"refs/heads/{wf.task_branch}"
+    try:
+        stat = process.run(
+            [
+                "git", "-c", "core.hooksPath=/dev/null", "-C", str(repo), "diff", "--stat",
+                "--no-ext-diff", "--no-textconv", wf.base_sha, str(head), "--",
+            ]
+        ).stdout  # fmt: skip
+    except SupervisorError as e:
+        return [f"changes: unavailable ({e.message})"]
+    lines = [line.rstrip() for line in stat.splitlines() if line.strip()]
+    if not lines:
+        return [f"changes: none against {wf.base_sha[:10]}"]
+    return [f"changes against {wf.base_sha[:10]}:", *(f"  {line.strip()}" for line in lines)]
