@@ -15,15 +15,28 @@
 #                               FROM is rewritten in the staged copy when this is changed)
 #   SUPERVISOR_DEBIAN_MIRROR    the mirror debootstrap uses (default http://deb.debian.org/debian)
 #   SUPERVISOR_SETUP_QUIET=1    print only the steps that did work, and the total
+#   SUPERVISOR_SETUP_SKIP_VENV=1  skip step 3 (`supervisor setup` sets it: Python is installed)
+#
+# Run from a checkout, everything lands in the checkout (.venv, node_modules, .cache). Run by
+# `supervisor setup` from an installed package (this file is then supervisor/_data/scripts/, next
+# to the shipped sandbox/ and lock files, and there is no pyproject.toml), the npm tools go to
+# $SUPERVISOR_HOME/node and the caches to $SUPERVISOR_HOME/cache; nothing is written next to it.
 set -euo pipefail
 shopt -s nullglob
 cd "$(dirname "$0")/.."
 ROOT=$PWD
+if [ -f pyproject.toml ]; then
+  NODE_DIR=$ROOT; CACHE_DIR=$ROOT/.cache; SKIP_VENV=${SUPERVISOR_SETUP_SKIP_VENV:-0}
+else
+  HOME_DIR=${SUPERVISOR_HOME:-${XDG_DATA_HOME:-$HOME/.local/share}/supervisor}
+  NODE_DIR=$HOME_DIR/node; CACHE_DIR=$HOME_DIR/cache; SKIP_VENV=1
+fi
+PYTHON=${SUPERVISOR_PYTHON:-python3}
 IMAGE=${SUPERVISOR_IMAGE:-supervisor-sandbox:latest}
 BASE_IMAGE=${SUPERVISOR_BASE_IMAGE:-debian:bookworm-slim}
 MIRROR=${SUPERVISOR_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 QUIET=${SUPERVISOR_SETUP_QUIET:-0}
-CACHE=$ROOT/.cache/sandbox
+CACHE=$CACHE_DIR/sandbox
 CONTEXT=$CACHE/context
 CLIS=(@anthropic-ai/claude-code @openai/codex @google/gemini-cli)
 SETUP_T0=$EPOCHREALTIME
@@ -46,10 +59,10 @@ short_hash() { sha256sum | cut -c1-16; }
 
 # One run at a time: a second run waits, then finds everything done.
 mkdir -p "$CACHE"
-exec 9>"$ROOT/.cache/setup.lock"
+exec 9>"$CACHE_DIR/setup.lock"
 if ! flock -n 9; then
   log "another setup run is in progress; waiting for it"
-  flock -w 1800 9 || die "another setup run has held $ROOT/.cache/setup.lock for 30 minutes" \
+  flock -w 1800 9 || die "another setup run has held $CACHE_DIR/setup.lock for 30 minutes" \
     "if no other setup run is alive (pgrep -af setup.sh), delete that file and re-run"
 fi
 
@@ -61,7 +74,7 @@ command -v make >/dev/null || missing+=(make)
 { command -v dockerd >/dev/null && command -v docker >/dev/null; } || missing+=(docker.io)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
 # python3-venv is needed only to create .venv (Debian's python3 lacks ensurepip without it).
-[ -x .venv/bin/python ] || python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
+[ "$SKIP_VENV" = 1 ] || [ -x .venv/bin/python ] || python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
 command -v node >/dev/null || missing+=(nodejs)
 command -v npm >/dev/null || missing+=(npm)
 if [ ${#missing[@]} -gt 0 ]; then
@@ -97,6 +110,9 @@ done_step "Docker engine answers"
 
 # 3. Python virtualenv -----------------------------------------------------------------------
 step "3/6 (Python venv)"
+if [ "$SKIP_VENV" = 1 ]; then
+  done_step "Python environment: supervisor is installed (step skipped)"
+else
 py_hash=$(cat requirements.txt pyproject.toml | short_hash)
 if [ "$(cat .venv/.setup-stamp 2>/dev/null)" != "$py_hash" ] || [ ! -x .venv/bin/python ]; then
   did "installing Python packages into .venv"
@@ -111,17 +127,22 @@ if [ "$(cat .venv/.setup-stamp 2>/dev/null)" != "$py_hash" ] || [ ! -x .venv/bin
   echo "$py_hash" > .venv/.setup-stamp
 fi
 done_step "Python environment ready"
+fi
 
 # 4. Pinned npm tools ------------------------------------------------------------------------
 step "4/6 (npm tools)"
 npm_hash=$(short_hash < package-lock.json)
 bins_ok=1
-for b in claude codex gemini repomix; do [ -e "node_modules/.bin/$b" ] || bins_ok=0; done
-if [ "$(cat node_modules/.setup-stamp 2>/dev/null)" != "$npm_hash" ] || [ "$bins_ok" = 0 ]; then
-  did "installing Repomix and the AI CLIs from npm (npm ci)"
-  npm ci --no-audit --no-fund --loglevel=error >/dev/null || die "npm ci failed" \
+for b in claude codex gemini repomix; do [ -e "$NODE_DIR/node_modules/.bin/$b" ] || bins_ok=0; done
+if [ "$(cat "$NODE_DIR/node_modules/.setup-stamp" 2>/dev/null)" != "$npm_hash" ] || [ "$bins_ok" = 0 ]; then
+  did "installing Repomix and the AI CLIs from npm (npm ci in $NODE_DIR)"
+  if [ "$NODE_DIR" != "$ROOT" ]; then   # an installed package: npm ci with the shipped lock file
+    mkdir -p "$NODE_DIR"
+    install -m 644 package.json package-lock.json "$NODE_DIR/"
+  fi
+  (cd "$NODE_DIR" && npm ci --no-audit --no-fund --loglevel=error >/dev/null) || die "npm ci failed" \
     "check access to the npm registry (behind a TLS proxy: npm config set cafile <bundle>), then re-run"
-  echo "$npm_hash" > node_modules/.setup-stamp
+  echo "$npm_hash" > "$NODE_DIR/node_modules/.setup-stamp"
 fi
 done_step "npm tools ready"
 
@@ -195,7 +216,7 @@ if [ "$current" != "$build_hash" ]; then
   install -m 755 "$node_bin" "$CONTEXT/node"
   cp -a "$npm_dir" "$CONTEXT/npm"
   [ -z "$ca" ] || install -m 644 "$ca" "$CONTEXT/extra-ca/extra.crt"
-  staged=$(python3 sandbox/stage_node_modules.py node_modules "$CONTEXT/node_modules" "${CLIS[@]}") \
+  staged=$("$PYTHON" sandbox/stage_node_modules.py "$NODE_DIR/node_modules" "$CONTEXT/node_modules" "${CLIS[@]}") \
     || die "staging the CLIs from node_modules failed" "run npm ci (or remove node_modules/.setup-stamp) and re-run"
   log "build context staged: $staged, $(du -sh "$CONTEXT" | cut -f1) ($(secs "$t0") s)"
   t0=$EPOCHREALTIME

@@ -15,12 +15,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from supervisor.errors import ConfigError
+from supervisor.resources import CONFIG_DIR, NODE_BIN, PROMPTS_DIR, SANDBOX_DIR, data_root  # noqa: F401
 
-PACKAGE_ROOT = Path(__file__).resolve().parent.parent
-CONFIG_DIR = PACKAGE_ROOT / "config"
-PROMPTS_DIR = PACKAGE_ROOT / "prompts"
-SANDBOX_DIR = PACKAGE_ROOT / "sandbox"
-NODE_BIN = PACKAGE_ROOT / "node_modules" / ".bin"
+PACKAGE_ROOT = data_root()
 
 
 def user_dir() -> Path:

@@ -74,7 +74,7 @@ class RepomixPacker:
         if not library.is_file():
             raise ToolMissingError(
                 f"Repomix at {repomix} has no library at {library}.",
-                "Run scripts/setup.sh, which installs the pinned Repomix from npm.",
+                "Run `supervisor setup` (or scripts/setup.sh): it installs the pinned Repomix.",
             )
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the child)
         self._proc = subprocess.Popen(
@@ -107,7 +107,7 @@ class RepomixPacker:
             text = detail.decode(errors="replace").strip()[-2000:]
             raise ToolFailedError(
                 f"The Repomix packer exited ({code}): {text}",
-                "Run scripts/setup.sh to reinstall the pinned Repomix and Node.",
+                "Run `supervisor setup` (or scripts/setup.sh) to reinstall the pinned Repomix.",
             )
         return line
 

@@ -16,8 +16,8 @@ from supervisor.errors import CommandTimeoutError, ToolFailedError, ToolMissingE
 
 INSTALL_HINTS = {
     "git": "Install git (Debian: apt-get install git).",
-    "repomix": "Run scripts/setup.sh, which installs the pinned Repomix from npm.",
-    "docker": "Install Docker, or run scripts/setup.sh, which installs and starts an engine.",
+    "repomix": "Run `supervisor setup` (or scripts/setup.sh): it installs the pinned Repomix.",
+    "docker": "Install Docker, or run `supervisor setup` (or scripts/setup.sh): it starts one.",
 }
 
 

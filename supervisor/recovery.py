@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -105,7 +106,10 @@ class _PolicyFile(BaseModel):
     circuit_breaker: _Breaker = Field(default_factory=_Breaker)
 
 
+@lru_cache(maxsize=1)
 def load_policies() -> tuple[dict[str, RetryPolicy], int]:
+    """The package's retry policies, read and validated once per process (they are package
+    data, not per-project config, so they cannot change during a run)."""
     path = CONFIG_DIR / "retry_policies.yaml"
     parsed: _PolicyFile = validate(_PolicyFile, read_yaml(path), path)
     return parsed.policies, parsed.circuit_breaker.failure_threshold

