@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
     import docker
 
+    from supervisor.sandbox.credproxy import Injection
+
 WORKSPACE = "/workspace"
 RUN_DIR = "/run/supervisor"
 HOME = "/tmp/home"
@@ -114,11 +116,12 @@ class DockerSandbox:
                 "Run scripts/setup.sh, which builds it (offline too).",
             ) from e
 
-    def route(self, base_url: str) -> Route:
-        """Open the allowlisted path to one model API endpoint for worker containers."""
+    def route(self, base_url: str, injection: Injection | None = None) -> Route:
+        """Open the allowlisted path to one model API endpoint for worker containers; the
+        proxy on it adds the real credential (`injection`), which never enters a container."""
         if self._relay is None:
             self._relay = EgressRelay(ensure_network(self.client, self.egress_network))
-        return self._relay.route(base_url)
+        return self._relay.route(base_url, injection)
 
     def close(self) -> None:
         if self._relay is not None:
