@@ -30,6 +30,7 @@ import socket
 import ssl
 import threading
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
@@ -380,6 +381,7 @@ def _reply(conn: h11.Connection, sock: socket.socket, status: int, message: str)
         (b"connection", b"close"),
     ]
     with contextlib.suppress(OSError, h11.LocalProtocolError):
-        sock.sendall(conn.send(h11.Response(status_code=status, headers=headers)))
+        reason = HTTPStatus(status).phrase.encode()
+        sock.sendall(conn.send(h11.Response(status_code=status, headers=headers, reason=reason)))
         sock.sendall(conn.send(h11.Data(data=body)))
         sock.sendall(conn.send(h11.EndOfMessage()))
