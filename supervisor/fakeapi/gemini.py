@@ -9,7 +9,7 @@ from typing import Any
 from supervisor.fakeapi.script import Turn
 
 WORKSPACE = re.compile(r"Workspace Directories:\**\s*\n\s*-\s*(\S+)")
-TOOL_NAMES = {"Write": "write_file", "Read": "read_file"}
+TOOL_NAMES = {"Write": "write_file", "Read": "read_file", "Bash": "run_shell_command"}
 
 
 def handles(path: str) -> bool:
