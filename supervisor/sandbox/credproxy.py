@@ -103,6 +103,7 @@ class Upstream:
                 "Check `base_url` for this CLI in your config, and that this machine can reach "
                 "that host (DNS, firewall, proxy).",
             ) from e
+        _no_delay(sock)
         if self.scheme == "https":
             try:
                 sock = tls_context().wrap_socket(sock, server_hostname=self.host)
@@ -185,6 +186,7 @@ class CredentialProxy:
 
     def _serve(self, client: socket.socket) -> None:
         client.settimeout(IDLE_TIMEOUT)
+        _no_delay(client)
         down = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEADERS)
         up: _UpstreamConnection | None = None
         try:
@@ -346,6 +348,13 @@ class _UpstreamConnection:
     def close(self) -> None:
         with contextlib.suppress(OSError):
             self.sock.close()
+
+
+def _no_delay(sock: socket.socket) -> None:
+    """Headers and each SSE event go out as written: Nagle's algorithm would hold a small write
+    back until the previous one is acknowledged, and delayed ACKs make that up to 40 ms."""
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 def _next(conn: h11.Connection, sock: socket.socket) -> h11.Event | type[h11.PAUSED]:
