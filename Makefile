@@ -22,3 +22,4 @@ bench:
 	.venv/bin/python benchmarks/run.py
 	.venv/bin/python benchmarks/cli_speed.py
 	.venv/bin/python benchmarks/prompt_size.py
+	.venv/bin/python benchmarks/proxy_latency.py

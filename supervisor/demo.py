@@ -182,8 +182,8 @@ def write_project_config(repo: Path, base_url: str) -> None:
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text(
         "# Written by `supervisor demo`: the model API is the local scripted server.\n"
-        f"clis:\n  claude:\n    base_url: {base_url}\n"
         "gates:\n  test: make test\n"
+        f"clis:\n  claude:\n    base_url: {base_url}\n"  # last: tests append more CLIs to it
     )
 
 

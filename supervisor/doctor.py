@@ -81,6 +81,8 @@ def run_checks(repo: Path | None, settings: Settings) -> list[Check]:
     checks.append(_repomix())
     engine, client = _docker()
     checks.append(engine)
+    if client is not None:
+        checks.append(_engine_dns(client))
     versions: dict[str, str | None] = {}
     if client is not None:
         image, versions = _image(client, settings.sandbox.image)
@@ -130,6 +132,16 @@ def _docker() -> tuple[Check, object | None]:
         return Check("Docker engine", False, e.message, e.hint), None
 
 
+def _engine_dns(client: object) -> Check:
+    """Fails on an engine version known to leak DNS out of internal networks (see
+    sandbox/engine_version.py for the advisory and the condition)."""
+    from supervisor.sandbox.engine_version import dns_verdict
+
+    version = client.version().get("Version", "?")  # type: ignore[attr-defined]
+    verdict = dns_verdict(version)
+    return Check("sandbox DNS", verdict.ok, verdict.detail, verdict.hint)
+
+
 def _image(client: object, image: str) -> tuple[Check, dict[str, str | None]]:
     import docker.errors
 
@@ -169,6 +181,12 @@ def _auth(cli: str, settings: Settings, required: bool) -> Check:
         return Check(f"{cli} credentials", False, "no settings", "Add it under `clis:`.", required)
     try:
         found = credentials.collect(cli, cli_settings)
-        return Check(f"{cli} credentials", True, found.source, required=required)
+        how = (
+            "the sandbox sees a placeholder"
+            if found.injection.header
+            else "copied read-only into each run"
+        )
+        detail = f"{found.source}: {found.mode} ({how})"
+        return Check(f"{cli} credentials", True, detail, required=required)
     except SupervisorError as e:
         return Check(f"{cli} credentials", False, e.message, e.hint, required)

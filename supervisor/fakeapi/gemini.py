@@ -10,7 +10,7 @@ from supervisor.fakeapi import schema_rules
 from supervisor.fakeapi.script import Turn
 
 WORKSPACE = re.compile(r"Workspace Directories:\**\s*\n\s*-\s*(\S+)")
-TOOL_NAMES = {"Write": "write_file", "Read": "read_file"}
+TOOL_NAMES = {"Write": "write_file", "Read": "read_file", "Bash": "run_shell_command"}
 
 
 def handles(path: str) -> bool:

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Literal, Protocol
+from urllib.parse import parse_qs, urlsplit
 
 from supervisor.fakeapi import anthropic, gemini, openai
 from supervisor.fakeapi.script import Choice, Script, ScriptPlayer
@@ -60,6 +61,8 @@ class Recorded:
     at: float = field(default_factory=time.time)
     kind: Kind = "scripted"
     answered: str = ""
+    key_ok: bool | None = None
+    """With `api_key` set on the server: whether this request carried exactly that key."""
 
 
 class ScriptedModelServer:
@@ -79,9 +82,12 @@ class ScriptedModelServer:
         host: str = "127.0.0.1",
         port: int = 0,
         verbose: bool = False,
+        api_key: str | None = None,
     ) -> None:
         self.player = ScriptPlayer(script)
         self.verbose = verbose
+        # Like the real APIs: with a key set, a request without it is a 401 (any key otherwise).
+        self.api_key = api_key
         self._requests: list[Recorded] = []
         self._probes: list[Recorded] = []
         self._lock = threading.Lock()
@@ -126,6 +132,8 @@ class ScriptedModelServer:
             return list(self._probes)
 
     def record(self, item: Recorded) -> None:
+        if self.api_key is not None and item.method == "POST" and item.key_ok is None:
+            item.key_ok = True  # a POST without the key was refused (and recorded) before this
         with self._lock:
             (self._probes if item.kind == "probe" else self._requests).append(item)
         # Surprises are always worth a line; the routine traffic only when asked for.
@@ -215,6 +223,13 @@ def _handler_for(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
                 body = {"_body": body}
             path = self.path.split("?", 1)[0]
             headers = _headers(self.headers)
+            if server.api_key is not None and not self._key_ok(server.api_key):
+                vendor = next((v for v in VENDORS if v.handles(path)), anthropic)
+                server.record(
+                    Recorded("POST", self.path, headers, body, kind="unknown", key_ok=False)
+                )
+                self._json(401, vendor.error_body(401, "invalid x-api-key"))
+                return
 
             for vendor in VENDORS:
                 side = getattr(vendor, "side_answer", None)
@@ -270,6 +285,16 @@ def _handler_for(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
                 )
             )
             self._answer(vendor, choice.turn, body)
+
+        def _key_ok(self, key: str) -> bool:
+            query = parse_qs(urlsplit(self.path).query)
+            offered = [
+                self.headers.get("x-api-key"),
+                self.headers.get("x-goog-api-key"),
+                (self.headers.get("authorization") or "").removeprefix("Bearer "),
+                *query.get("key", []),
+            ]
+            return key in offered
 
         def _answer(self, vendor: Vendor, turn: Turn, body: dict[str, Any]) -> None:
             if turn.delay:

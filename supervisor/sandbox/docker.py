@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
     import docker
 
+    from supervisor.sandbox.credproxy import Injection
+
 WORKSPACE = "/workspace"
 RUN_DIR = "/run/supervisor"
 HOME = "/tmp/home"
@@ -38,8 +40,9 @@ LABEL_STEP = "supervisor.step"
 # Seeds the per-run home from the read-only copy of the login files, then runs the CLI with the
 # prompt on stdin: a prompt given as an argument would be capped by the kernel's argument limit.
 ENTRYPOINT = (
-    'mkdir -p "$HOME" && if [ -d /run/supervisor/home ]; then cp -R /run/supervisor/home/. '
-    '"$HOME/"; fi; exec "$@" < /run/supervisor/stdin'
+    'mkdir -p "$HOME" && chmod 700 "$HOME" && if [ -d /run/supervisor/home ]; then cp -R '
+    '/run/supervisor/home/. "$HOME/" && chmod -R u+w,go-rwx "$HOME"; fi; '
+    'exec "$@" < /run/supervisor/stdin'
 )
 
 
@@ -120,11 +123,12 @@ class DockerSandbox:
                 "Run scripts/setup.sh, which builds it (offline too).",
             ) from e
 
-    def route(self, base_url: str) -> Route:
-        """Open the allowlisted path to one model API endpoint for worker containers."""
+    def route(self, base_url: str, injection: Injection | None = None) -> Route:
+        """Open the allowlisted path to one model API endpoint for worker containers; the
+        proxy on it adds the real credential (`injection`), which never enters a container."""
         if self._relay is None:
             self._relay = EgressRelay(ensure_network(self.client, self.egress_network))
-        return self._relay.route(base_url)
+        return self._relay.route(base_url, injection)
 
     def close(self) -> None:
         if self._relay is not None:
@@ -137,12 +141,8 @@ class DockerSandbox:
             (run_path / "stdin").write_text(spec.stdin_text, encoding="utf-8")
             for name, text in spec.run_files.items():
                 (run_path / name).write_text(text, encoding="utf-8")
-            if spec.home_files:
-                for rel, content in spec.home_files.items():
-                    target = run_path / "home" / rel
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    target.write_bytes(content)
             _open_for_container(run_path)
+            _write_private_home(run_path / "home", spec.home_files)
             _open_for_container(spec.worktree)
             return self._run(spec, run_path)
 
@@ -277,6 +277,31 @@ def _container_user() -> str:
     """The host user's ids, or `nobody` when the host user is root (workers never run as root)."""
     uid = os.getuid()
     return f"{uid}:{os.getgid()}" if uid != 0 else "65534:65534"
+
+
+def _write_private_home(home: Path, files: dict[str, bytes]) -> None:
+    """Login files (OAuth tokens) are readable by the container's user only: 0400 files in 0700
+    directories, owned by that user when it differs from ours; never world-readable, never in
+    the worktree. The container copies them into its own tmpfs home."""
+    if not files:
+        return
+    uid, gid = (int(n) for n in _container_user().split(":"))
+    for rel, content in files.items():
+        if Path(rel).is_absolute() or ".." in Path(rel).parts:
+            raise SandboxError(
+                f"Login file '{rel}' is not a path inside the home directory.",
+                "List login_files relative to your home directory, without '..'.",
+            )
+        target = home / rel
+        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o400)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(content)
+    for root, dirs, names in os.walk(home):
+        for path in [Path(root), *(Path(root, d) for d in dirs), *(Path(root, n) for n in names)]:
+            if os.getuid() == 0:
+                os.chown(path, uid, gid, follow_symlinks=False)
+            path.chmod(0o700 if path.is_dir() else 0o400)
 
 
 def _open_for_container(path: Path) -> None:

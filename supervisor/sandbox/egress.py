@@ -1,30 +1,32 @@
-"""Egress allowlist for worker containers: an internal Docker network plus a relay on the host.
+"""Egress allowlist for worker containers: an internal Docker network plus a proxy on the host.
 
-Worker containers join a Docker network created with `internal=True`: the engine gives it no route
-out, so nothing is reachable but the bridge's own gateway address on the host. For each allowed
-model API endpoint the supervisor listens on that gateway address and relays raw TCP to the
-endpoint. The container reaches an endpoint under its own host name (mapped to the gateway in the
-container's /etc/hosts), so TLS is end-to-end and its certificate check still holds; every other
-destination has no route at all. Traffic from the network to the host itself is limited to the
-relay's ports by an iptables chain, so that services on the host are not reachable either.
+Worker containers join a Docker network created with `internal=True` and inter-container traffic
+off (`enable_icc=false`): the engine gives it no route out and no path to another worker, so
+nothing is reachable but the bridge's own gateway address on the host. For each allowed model
+API the supervisor runs a credential-adding reverse proxy on that gateway address (`credproxy.py`):
+the container speaks plain HTTP to it under a local alias, with a placeholder key, and the proxy
+opens its own TLS connection (SNI and certificate checked) to the one configured API host with the
+real key. Traffic from the network to the host itself is limited to the proxies' ports by an
+iptables chain, so that services on the host are not reachable either. DNS: the network has no
+upstream resolver (see `doctor` for the engine versions that leaked it anyway).
 """
 
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import os
 import re
 import shlex
-import socket
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from supervisor import process
 from supervisor.errors import SandboxError, SupervisorError
+from supervisor.sandbox.credproxy import CredentialProxy, Injection, Upstream
 
 if TYPE_CHECKING:
     import docker
@@ -48,16 +50,30 @@ class Network:
     bridge: str
 
 
+NETWORK_OPTIONS = {"com.docker.network.bridge.enable_icc": "false"}
+"""Worker containers cannot reach one another: one worker's container is another's attacker."""
+
+
 def ensure_network(client: docker.DockerClient, name: str) -> Network:
-    """Create the internal network if needed; its gateway IP and bridge interface on the host."""
+    """Create the internal network if needed (recreated when it exists with other options); its
+    gateway IP and bridge interface on the host."""
     import docker.errors
 
     try:
         network = client.networks.get(name)
     except docker.errors.NotFound:
+        network = None
+    if network is not None and not _as_wanted(network):
+        _remove(network, name)
+        network = None
+    if network is None:
         try:
             network = client.networks.create(
-                name, driver="bridge", internal=True, labels={NETWORK_LABEL: "1"}
+                name,
+                driver="bridge",
+                internal=True,
+                options=NETWORK_OPTIONS,
+                labels={NETWORK_LABEL: "1"},
             )
         except docker.errors.APIError as e:
             if "already exists" not in str(e):
@@ -67,10 +83,11 @@ def ensure_network(client: docker.DockerClient, name: str) -> Network:
                 ) from e
             network = client.networks.get(name)
     network.reload()
-    if not network.attrs.get("Internal"):
+    if not _as_wanted(network):
         raise SandboxError(
-            f"Docker network '{name}' exists but is not internal, so it would allow open egress.",
-            f"Remove it (`docker network rm {name}`); the supervisor recreates it as internal.",
+            f"Docker network '{name}' exists but is not internal with inter-container traffic "
+            "off, so workers could reach the outside or each other.",
+            f"Remove it (`docker network rm {name}`); the supervisor recreates it as it must be.",
         )
     configs = network.attrs.get("IPAM", {}).get("Config") or []
     gateway = next((c.get("Gateway") for c in configs if c.get("Gateway")), None)
@@ -82,6 +99,35 @@ def ensure_network(client: docker.DockerClient, name: str) -> Network:
     options = network.attrs.get("Options") or {}
     bridge = options.get("com.docker.network.bridge.name") or f"br-{network.id[:12]}"
     return Network(gateway=str(gateway), bridge=bridge)
+
+
+def _as_wanted(network: Any) -> bool:
+    options = network.attrs.get("Options") or {}
+    return bool(network.attrs.get("Internal")) and all(
+        options.get(k) == v for k, v in NETWORK_OPTIONS.items()
+    )
+
+
+def _remove(network: Any, name: str, wait: float = 60) -> None:
+    """Remove a network made by an older version; containers still attached (a worker of
+    another supervisor) are waited for a while, then named."""
+    import docker.errors
+
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            network.remove()
+            return
+        except docker.errors.NotFound:
+            return
+        except docker.errors.APIError as e:
+            if time.monotonic() > deadline:
+                raise SandboxError(
+                    f"Docker network '{name}' must be recreated with inter-container traffic "
+                    f"off, but it is in use: {e.explanation or e}",
+                    f"Stop the containers on it (`docker network inspect {name}`), then run again.",
+                ) from e
+            time.sleep(1)
 
 
 class HostFirewall:
@@ -170,108 +216,41 @@ class HostFirewall:
 
 
 class EgressRelay:
-    """TCP relays from the network's gateway address to the allowed endpoints."""
+    """Credential-adding proxies (see `credproxy.py`) on the network's gateway address, one per
+    (model API, credential): the only things a worker container can reach."""
 
     def __init__(self, network: Network) -> None:
         self.gateway = network.gateway
         self.firewall = HostFirewall(network.bridge)
-        self._listeners: dict[tuple[str, int], tuple[socket.socket, int, threading.Thread]] = {}
+        self._proxies: dict[tuple[Upstream, Injection], CredentialProxy] = {}
         self._lock = threading.Lock()
 
-    def route(self, base_url: str) -> Route:
-        parts = urlsplit(base_url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise SandboxError(
-                f"Model API URL '{base_url}' is not an http(s) URL.",
-                "Set `base_url` for the CLI in .supervisor/config.yaml to a full http(s) URL.",
-            )
-        host = parts.hostname
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        listen_port = self._listen(host, port)
-        alias = LOCAL_ALIAS if _is_loopback(host) else host
-        netloc = f"{alias}:{listen_port}"
-        url = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-        return Route(url=url, alias=alias, gateway=self.gateway)
-
-    def _listen(self, host: str, port: int) -> int:
+    def route(self, base_url: str, injection: Injection | None = None) -> Route:
+        """The base URL for the CLI in the container: plain HTTP to the proxy under the local
+        alias, same path as `base_url`. The first route to an API checks that the host is
+        reachable, so a wrong `base_url` stops here with its host named."""
+        upstream = Upstream.from_url(base_url)
+        injection = injection or Injection()
+        key = (upstream, injection)
         with self._lock:
-            if (host, port) in self._listeners:
-                return self._listeners[(host, port)][1]
-            server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                server.bind((self.gateway, port))
-            except OSError:
-                try:
-                    server.bind((self.gateway, 0))
-                except OSError as e:
-                    server.close()
-                    raise SandboxError(
-                        f"Cannot listen on the sandbox gateway {self.gateway}: {e.strerror}.",
-                        "Check that the Docker network exists and its bridge is up.",
-                    ) from e
-            server.listen(64)
-            bound = server.getsockname()[1]
-            self.firewall.allow(bound)
-            accepting = threading.Thread(
-                target=self._accept, args=(server, host, port), daemon=True, name="egress"
-            )
-            accepting.start()
-            self._listeners[(host, port)] = (server, bound, accepting)
-            return int(bound)
-
-    def _accept(self, server: socket.socket, host: str, port: int) -> None:
-        while True:
-            try:
-                client, _ = server.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._connect, args=(client, host, port), daemon=True).start()
-
-    @staticmethod
-    def _connect(client: socket.socket, host: str, port: int) -> None:
-        try:
-            upstream = socket.create_connection((host, port), timeout=30)
-        except OSError:
-            client.close()
-            return
-        upstream.settimeout(None)
-        back = threading.Thread(target=_pump, args=(upstream, client), daemon=True)
-        back.start()
-        _pump(client, upstream)
-        back.join()
-        # Closed here, once both directions are done, never inside a pump: a socket closed by one
-        # thread while the other is about to shut it down frees its descriptor number, the next
-        # accepted connection gets that number, and the late shutdown cut that connection instead
-        # (CLIs saw "fetch failed" / "stream disconnected" on a fast second request).
-        client.close()
-        upstream.close()
+            proxy = self._proxies.get(key)
+            if proxy is None:
+                upstream.connect().close()
+                proxy = CredentialProxy(upstream, injection, (self.gateway, 0), [LOCAL_ALIAS])
+                self.firewall.allow(proxy.port)
+                self._proxies[key] = proxy
+        parts = urlsplit(base_url)
+        netloc = f"{LOCAL_ALIAS}:{proxy.port}"
+        url = urlunsplit(("http", netloc, parts.path, parts.query, parts.fragment))
+        return Route(url=url, alias=LOCAL_ALIAS, gateway=self.gateway)
 
     def close(self) -> None:
         with self._lock:
-            for server, port, accepting in self._listeners.values():
-                # Shut down (wakes accept), wait, then close: see _connect on descriptor reuse.
-                with contextlib.suppress(OSError):
-                    server.shutdown(socket.SHUT_RDWR)
-                accepting.join(timeout=5)
-                server.close()
+            for proxy in self._proxies.values():
+                proxy.close()
                 with contextlib.suppress(SupervisorError):
-                    self.firewall.revoke(port)
-            self._listeners.clear()
-
-
-def _pump(source: socket.socket, sink: socket.socket) -> None:
-    """Copy one direction until it ends, then end both (which wakes the other direction's pump);
-    shutdown only, the descriptors stay open until `_connect` closes them."""
-    try:
-        while chunk := source.recv(65536):
-            sink.sendall(chunk)
-    except OSError:
-        pass
-    finally:
-        for sock in (source, sink):
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
+                    self.firewall.revoke(proxy.port)
+            self._proxies.clear()
 
 
 _OWNER = re.compile(r"supervisor pid (\d+)")
@@ -279,12 +258,3 @@ _OWNER = re.compile(r"supervisor pid (\d+)")
 
 def _alive(pid: int) -> bool:
     return Path(f"/proc/{pid}").exists()
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False

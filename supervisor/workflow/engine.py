@@ -484,7 +484,7 @@ class Engine:
         on_done: OnDone | None,
     ) -> Outcome:
         adapter = adapter_for(cli)
-        route = self.sandbox.route(cli_settings.base_url)
+        route = self.sandbox.route(cli_settings.base_url, creds.injection)  # the key stays here
         plan = wf.context.get("plan")
         task = wf.description
         if component is not None:

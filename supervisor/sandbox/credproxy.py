@@ -1,0 +1,396 @@
+"""The credential-adding reverse proxy between worker containers and the one model API.
+
+Why: an API key in a worker container's environment is readable by every command the worker runs
+(`env`, `/proc/self/environ`), by `docker inspect`, and can be exfiltrated through the model itself
+(a tool result carrying it goes into the next request). So the CLI in the sandbox is given a
+placeholder key and a plain-HTTP base URL on the sandbox network's gateway; this proxy, on the
+host, parses each HTTP/1.1 request (h11, a sans-IO parser), drops whatever credentials the sandbox
+sent, adds the real one, and forwards the request over its *own* connection (TLS with certificate
+and host-name verification for https base URLs) to the one configured API host. Nothing the
+sandbox sends decides the destination: an absolute-form target, CONNECT or a Host header naming
+anything but the proxy itself is refused, and the upstream Host is always the configured one.
+
+This also settles the server-name question of a raw TCP relay (issue 9): the old relay forwarded
+bytes to the API's IP address without looking at the TLS ClientHello, so other sites served from
+the same front end were reachable; here the sandbox never speaks TLS to anything, the proxy opens
+TLS itself with SNI and certificate checks for the configured host only.
+
+Streaming: request and response bodies are forwarded chunk by chunk as h11 yields them (SSE
+answers arrive unbuffered; multi-MB request bodies never sit in memory whole); connections are
+kept alive on both sides when both peers allow it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import socket
+import ssl
+import threading
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+import h11
+
+from supervisor.errors import SandboxError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+PLACEHOLDER = "sk-supervisor-placeholder"
+"""What the sandbox gets in place of an API key: it tells a reader of `env` exactly nothing."""
+
+AUTH_HEADERS = frozenset(
+    {b"authorization", b"x-api-key", b"x-goog-api-key", b"proxy-authorization"}
+)
+HOP_BY_HOP = frozenset(
+    {b"connection", b"keep-alive", b"proxy-connection", b"te", b"trailer", b"upgrade", b"expect"}
+)
+CONNECT_TIMEOUT = 15.0
+IDLE_TIMEOUT = 900.0  # a model may think for minutes before the first byte of a long answer
+CHUNK = 65536
+MAX_HEADERS = 256 * 1024
+
+
+@dataclass(frozen=True)
+class Injection:
+    """How the real credential goes onto each request. `header` None: the CLI authenticates
+    with its own login files, and its auth headers pass through untouched."""
+
+    header: str | None = None
+    value: str = ""
+    query_param: str | None = None
+    """Gemini accepts `key=` in the query too: when the CLI put its key there, so does the proxy."""
+
+    def __repr__(self) -> str:  # never print the value
+        return f"Injection(header={self.header!r}, query_param={self.query_param!r})"
+
+
+@dataclass(frozen=True)
+class Upstream:
+    scheme: str
+    host: str
+    port: int
+
+    @classmethod
+    def from_url(cls, base_url: str) -> Upstream:
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise SandboxError(
+                f"Model API URL '{base_url}' is not an http(s) URL.",
+                "Set `base_url` for the CLI in your config to a full http(s) URL.",
+            )
+        default = 443 if parts.scheme == "https" else 80
+        return cls(parts.scheme, parts.hostname, parts.port or default)
+
+    @property
+    def host_header(self) -> bytes:
+        default = 443 if self.scheme == "https" else 80
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return (host if self.port == default else f"{host}:{self.port}").encode()
+
+    def connect(self, timeout: float = CONNECT_TIMEOUT) -> socket.socket:
+        """A fresh connection; TLS verifies the certificate chain and the host name."""
+        try:
+            sock = socket.create_connection((self.host, self.port), timeout=timeout)
+        except OSError as e:
+            raise SandboxError(
+                f"The model API host {self.host}:{self.port} is unreachable: {e.strerror or e}.",
+                "Check `base_url` for this CLI in your config, and that this machine can reach "
+                "that host (DNS, firewall, proxy).",
+            ) from e
+        _no_delay(sock)
+        if self.scheme == "https":
+            try:
+                sock = tls_context().wrap_socket(sock, server_hostname=self.host)
+            except (OSError, ssl.SSLError) as e:
+                sock.close()
+                raise SandboxError(
+                    f"TLS to the model API host {self.host}:{self.port} failed: {e}.",
+                    "Behind a TLS-intercepting proxy set SUPERVISOR_EXTRA_CA_BUNDLE (or "
+                    "SSL_CERT_FILE) to its CA bundle; otherwise check `base_url`.",
+                ) from e
+        sock.settimeout(IDLE_TIMEOUT)
+        return sock
+
+
+def tls_context() -> ssl.SSLContext:
+    """The system trust store (OpenSSL honours SSL_CERT_FILE / SSL_CERT_DIR) plus
+    SUPERVISOR_EXTRA_CA_BUNDLE; hostname checking on, HTTP/1.1 only."""
+    context = ssl.create_default_context()
+    extra = os.environ.get("SUPERVISOR_EXTRA_CA_BUNDLE")
+    if extra:
+        context.load_verify_locations(cafile=extra)
+    context.set_alpn_protocols(["http/1.1"])
+    return context
+
+
+class CredentialProxy:
+    """Listens on `bind`; every request goes to `upstream` with `injection` applied.
+
+    `names`: the host names the sandbox may use in the Host header (the alias it was given);
+    anything else is refused, so a request cannot pretend to be for another site.
+    """
+
+    def __init__(
+        self,
+        upstream: Upstream,
+        injection: Injection,
+        bind: tuple[str, int],
+        names: Iterable[str],
+    ) -> None:
+        self.upstream = upstream
+        self.injection = injection
+        self.names = {n.lower() for n in names}
+        family = socket.AF_INET6 if ":" in bind[0] else socket.AF_INET
+        self._server = socket.socket(family, socket.SOCK_STREAM)
+        self._server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            self._server.bind(bind)
+        except OSError as e:
+            self._server.close()
+            raise SandboxError(
+                f"Cannot listen on {bind[0]}: {e.strerror}.",
+                "Check that the Docker network exists and its bridge is up.",
+            ) from e
+        self._server.listen(128)
+        self.port: int = self._server.getsockname()[1]
+        self._open: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self._accepting = threading.Thread(target=self._accept, daemon=True, name="credproxy")
+        self._accepting.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._server.accept()
+            except OSError:
+                return
+            with self._lock:
+                self._open.add(client)
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._server.shutdown(socket.SHUT_RDWR)
+        self._accepting.join(timeout=5)
+        self._server.close()
+        with self._lock:
+            for client in self._open:
+                with contextlib.suppress(OSError):
+                    client.shutdown(socket.SHUT_RDWR)
+
+    def _serve(self, client: socket.socket) -> None:
+        client.settimeout(IDLE_TIMEOUT)
+        _no_delay(client)
+        down = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEADERS)
+        up: _UpstreamConnection | None = None
+        try:
+            while True:
+                request = _next(down, client)
+                if not isinstance(request, h11.Request):
+                    return
+                refusal = self._refusal(request)
+                if refusal is not None:
+                    _drain(down, client)
+                    _reply(down, client, *refusal)
+                    return
+                if down.they_are_waiting_for_100_continue:
+                    client.sendall(down.send(h11.InformationalResponse(status_code=100)))
+                if up is None or not up.alive():
+                    if up is not None:
+                        up.close()
+                    try:
+                        up = _UpstreamConnection(self.upstream.connect())
+                    except SandboxError as e:
+                        up = None
+                        _drain(down, client)
+                        _reply(down, client, 502, f"{e.message} {e.hint}")
+                        return
+                if not self._forward(request, down, client, up):
+                    return
+                if down.our_state is h11.DONE and down.their_state is h11.DONE:
+                    down.start_next_cycle()
+                else:
+                    return
+                if up.conn.our_state is h11.DONE and up.conn.their_state is h11.DONE:
+                    up.conn.start_next_cycle()
+                else:
+                    up.close()
+                    up = None
+        except (OSError, h11.ProtocolError):
+            return
+        finally:
+            if up is not None:
+                up.close()
+            with self._lock:
+                self._open.discard(client)
+            with contextlib.suppress(OSError):
+                client.shutdown(socket.SHUT_RDWR)
+            client.close()
+
+    def _refusal(self, request: h11.Request) -> tuple[int, str] | None:
+        target = request.target
+        if request.method == b"CONNECT" or not target.startswith(b"/"):
+            return 403, (
+                "The supervisor's model API proxy forwards to its one configured host only; "
+                f"request target {target[:200].decode('latin-1')!r} refused."
+            )
+        hosts = [v for k, v in request.headers if k == b"host"]
+        host = hosts[0].decode("latin-1").lower() if len(hosts) == 1 else ""
+        name, _, port = host.rpartition(":") if not host.endswith("]") else (host, "", "")
+        if not name:
+            name, port = host, ""
+        if name not in self.names or (port and port != str(self.port)):
+            return 403, (
+                f"Host {host!r} is not this proxy; the supervisor's model API proxy forwards "
+                "to its one configured host only."
+            )
+        return None
+
+    def _forward(
+        self,
+        request: h11.Request,
+        down: h11.Connection,
+        client: socket.socket,
+        up: _UpstreamConnection,
+    ) -> bool:
+        """One exchange; False when a side broke off (the connection then closes)."""
+        target, headers = self._rewrite(request)
+        up.send(h11.Request(method=request.method, target=target, headers=headers))
+        while True:
+            event = _next(down, client)
+            if isinstance(event, h11.Data):
+                up.send(h11.Data(data=event.data))
+            elif isinstance(event, h11.EndOfMessage):
+                up.send(h11.EndOfMessage())
+                break
+            else:
+                return False
+        while True:
+            event = _next(up.conn, up.sock)
+            if isinstance(event, h11.InformationalResponse):
+                continue  # a 100 Continue is for us; the sandbox got its own
+            if isinstance(event, h11.Response):
+                kept = [(k, v) for k, v in event.headers if k not in HOP_BY_HOP]
+                kept = [(k, v) for k, v in kept if k != b"transfer-encoding"]
+                client.sendall(
+                    down.send(
+                        h11.Response(
+                            status_code=event.status_code, headers=kept, reason=event.reason
+                        )
+                    )
+                )
+            elif isinstance(event, h11.Data):
+                client.sendall(down.send(h11.Data(data=event.data)))
+            elif isinstance(event, h11.EndOfMessage):
+                client.sendall(down.send(h11.EndOfMessage()))
+                return True
+            else:
+                return False
+
+    def _rewrite(self, request: h11.Request) -> tuple[bytes, list[tuple[bytes, bytes]]]:
+        """The sandbox's credentials out, the real one in, the Host the configured one."""
+        injection = self.injection
+        path, _, query = request.target.partition(b"?")
+        target = request.target
+        in_query = False
+        if injection.header is not None:
+            pairs = parse_qsl(query.decode("latin-1"), keep_blank_values=True)
+            param = injection.query_param
+            in_query = param is not None and any(k == param for k, _ in pairs)
+            secret_names = {"key", "api_key", "access_token"}
+            kept = [(k, v) for k, v in pairs if k not in secret_names]
+            if in_query and param is not None:
+                kept.append((param, injection.value))
+            if len(kept) != len(pairs) or in_query:
+                target = path + (b"?" + urlencode(kept).encode("latin-1") if kept else b"")
+        headers: list[tuple[bytes, bytes]] = []
+        for name, value in request.headers:
+            if name in HOP_BY_HOP or name == b"host":
+                continue
+            if injection.header is not None and name in AUTH_HEADERS:
+                continue
+            headers.append((name, value))
+        headers.insert(0, (b"host", self.upstream.host_header))
+        if injection.header is not None and not in_query:
+            header = injection.header.lower()
+            value = f"Bearer {injection.value}" if header == "authorization" else injection.value
+            headers.append((header.encode(), value.encode("latin-1")))
+        return target, headers
+
+
+class _UpstreamConnection:
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.conn = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEADERS)
+
+    def send(self, event: h11.Event) -> None:
+        data = self.conn.send(event)
+        if data:
+            self.sock.sendall(data)
+
+    def alive(self) -> bool:
+        """A kept-alive connection the server closed meanwhile reads as ready (EOF); a request on
+        it would fail half-sent, so such a connection is replaced before use."""
+        if self.conn.our_state is not h11.IDLE:
+            return False
+        try:
+            readable, _, _ = select.select([self.sock], [], [], 0)
+        except (OSError, ValueError):
+            return False
+        return not readable
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+
+def _no_delay(sock: socket.socket) -> None:
+    """Headers and each SSE event go out as written: Nagle's algorithm would hold a small write
+    back until the previous one is acknowledged, and delayed ACKs make that up to 40 ms."""
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+def _next(conn: h11.Connection, sock: socket.socket) -> h11.Event | type[h11.PAUSED]:
+    while True:
+        event = conn.next_event()
+        if event is not h11.NEED_DATA:
+            return event
+        conn.receive_data(sock.recv(CHUNK))
+
+
+def _drain(conn: h11.Connection, sock: socket.socket, limit: int = 64 << 20) -> None:
+    """Read a refused request's body before answering: closing with unread data would reset
+    the connection, and the client would see that instead of the reason."""
+    if conn.they_are_waiting_for_100_continue:
+        return  # the body was never sent
+    seen = 0
+    with contextlib.suppress(OSError, h11.ProtocolError):
+        while seen < limit:
+            event = _next(conn, sock)
+            if not isinstance(event, h11.Data):
+                return
+            seen += len(event.data)
+
+
+def _reply(conn: h11.Connection, sock: socket.socket, status: int, message: str) -> None:
+    """An error answer in the shape all three vendors' SDKs read (`error.message`)."""
+    body = json.dumps(
+        {"type": "error", "error": {"type": "proxy_error", "code": status, "message": message}}
+    ).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"connection", b"close"),
+    ]
+    with contextlib.suppress(OSError, h11.LocalProtocolError):
+        reason = HTTPStatus(status).phrase.encode()
+        sock.sendall(conn.send(h11.Response(status_code=status, headers=headers, reason=reason)))
+        sock.sendall(conn.send(h11.Data(data=body)))
+        sock.sendall(conn.send(h11.EndOfMessage()))
