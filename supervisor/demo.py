@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from supervisor import process
+from supervisor.trust import trust
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -199,6 +200,8 @@ def run_demo(console: Console, err_console: Console, keep: Path | None) -> None:
     os.environ["ANTHROPIC_API_KEY"] = "demo-key-not-a-secret"
     with ScriptedModelServer(load_script(demo_script())) as server:
         write_project_config(repo, server.url)
+        # The demo wrote that model API setting itself, so it trusts it (`supervisor trust`).
+        trust(repo)
         console.print(f"[bold]Scripted model API:[/bold] {server.url}")
         console.print(f"[bold]Task:[/bold] {TASK}\n")
         wf = tasks.start_task(TASK, repo, cli="claude", reporter=RichReporter(err_console))

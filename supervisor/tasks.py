@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from supervisor import credentials, process
+from supervisor import credentials, process, trust
 from supervisor.config import Settings, WorkflowDef, load_settings, load_workflow, workflow_source
 from supervisor.doctor import clis_in_use
 from supervisor.errors import (
@@ -102,6 +102,7 @@ def start_task(
     if not description.strip():
         raise StateError("The task description is empty.", 'Describe the task: start-task "..."')
     project = open_project(path, {"cli": cli} if cli else None)
+    _require_trust(project)
     cli = project.settings.cli
     definition = load_workflow(project.root, project.settings)
     if roles:
@@ -146,8 +147,16 @@ def start_preview(
     )
 
 
+def trust_repo(path: Path) -> tuple[Path, dict[str, Any]]:
+    """`supervisor trust`: record the repository's credential-routing settings as trusted."""
+    root = find_repo_root(path)
+    load_settings(root)  # an invalid config is reported, never trusted
+    return root, trust.trust(root)
+
+
 def resume(wf_id: int, path: Path, *, reporter: Reporter | None = None) -> Workflow:
     project = open_project(path)
+    _require_trust(project)
     with repo_lock(project.state_dir), project.store() as store:
         wf = store.workflow(wf_id)
         if wf.status == "completed":
@@ -412,6 +421,13 @@ def reading(path: Path) -> Iterator[Store]:
 
 
 # -- internals -----------------------------------------------------------------------------
+
+
+def _require_trust(project: Project) -> None:
+    """Before anything is created: the repository's credential-routing settings are trusted,
+    and no CLI's login files point outside the home directory."""
+    trust.require_trusted(project.root)
+    trust.check_login_files(project.settings)
 
 
 def _drive(

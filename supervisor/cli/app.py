@@ -133,6 +133,19 @@ def resume(
 
 
 @app.command()
+def trust(repo: RepoOption = Path()) -> None:
+    """Trust this repository's settings that decide where credentials go (model API URLs,
+    credential variables, login files, extra env and flags, sandbox image), as they are now."""
+    root, trusted = tasks.trust_repo(repo)
+    if not trusted:
+        console.print(f"{root} sets nothing that decides where credentials go; nothing to trust.")
+        return
+    console.print(f"Trusted for {root} (a change to any of these needs trust again):")
+    for key, value in trusted.items():
+        console.print(f"  {key}: {json.dumps(value)}", highlight=False, markup=False)
+
+
+@app.command()
 def approve(
     workflow_id: Annotated[int, typer.Argument(help="The workflow id.")],
     repo: RepoOption = Path(),
