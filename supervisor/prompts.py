@@ -1,7 +1,9 @@
 """Rendering a role's prompt from Jinja2 templates.
 
 StrictUndefined turns a missing variable into an error instead of a silently empty prompt, and a
-project's `.supervisor/templates/` shadows the package's templates file by file.
+project's `.supervisor/templates/` shadows the package's templates file by file. The whole prompt
+is redacted (supervisor/redaction.py): the task, the feedback (gate output), the plan and the
+context alike, and the pack's redaction counts include them all.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import jinja2
 
 from supervisor.config import PROMPTS_DIR
 from supervisor.errors import ConfigError
+from supervisor.redaction import redact
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -21,6 +24,10 @@ if TYPE_CHECKING:
 
     from supervisor.context import Pack
     from supervisor.roles import Role
+
+
+# Stands for the context pack while the text around it is redacted (no rule matches it).
+PACK_SLOT = "\x00context-pack\x00"
 
 
 def environment(repo: Path | None) -> jinja2.Environment:
@@ -86,7 +93,7 @@ def compose(
         "plan": plan,
         "run_id": run_id,
     }
-    bare = render(role.template, repo, role.schema, context_pack="", **variables)
+    bare, _ = redact(render(role.template, repo, role.schema, context_pack="", **variables))
     pack = build_pack(
         worktree,
         role,
@@ -95,4 +102,11 @@ def compose(
         targets=targets,
         diff=diff,
     )
-    return render(role.template, repo, role.schema, context_pack=pack.text, **variables), pack
+    # Everything around the pack (task, feedback with gate output, plan, the role's own text) is
+    # redacted here; the pack was redacted as it was built, so it is not scanned twice.
+    slot = PACK_SLOT if pack.text else ""  # templates test `{% if context_pack %}`
+    framed = render(role.template, repo, role.schema, context_pack=slot, **variables)
+    framed, counts = redact(framed)
+    for kind, n in counts.items():
+        pack.redactions[kind] = pack.redactions.get(kind, 0) + n
+    return framed.replace(PACK_SLOT, pack.text, 1), pack

@@ -25,6 +25,7 @@ from supervisor.errors import (
     SupervisorError,
     ToolMissingError,
 )
+from supervisor.redaction import redact
 from supervisor.sandbox.docker import LABEL_REPO, DockerSandbox, RunSpec, repo_label
 from supervisor.state.store import EventSpec, Store, Workflow
 from supervisor.workers.base import adapter_for
@@ -101,6 +102,7 @@ def start_task(
 ) -> Workflow:
     if not description.strip():
         raise StateError("The task description is empty.", 'Describe the task: start-task "..."')
+    description, _ = redact(description)  # its branch name, state and prompts never hold a secret
     project = open_project(path, {"cli": cli} if cli else None)
     _require_trust(project)
     cli = project.settings.cli

@@ -31,6 +31,7 @@ from supervisor.cli.render import (
     workflows_table,
 )
 from supervisor.errors import ApprovalRequired, SupervisorError
+from supervisor.redaction import redact
 
 app = typer.Typer(
     name="supervisor",
@@ -391,7 +392,8 @@ def main() -> None:
     except SupervisorError as e:
         if os.environ.get("SUPERVISOR_DEBUG"):
             raise
-        err_console.print(f"[red]error:[/red] {e.message}", highlight=False)
+        # An error may quote worker or gate output: printed redacted, like the event log.
+        err_console.print(f"[red]error:[/red] {redact(e.message)[0]}", highlight=False)
         if e.hint:
             err_console.print(f"  fix: {e.hint}", highlight=False)
         sys.exit(e.exit_code)
