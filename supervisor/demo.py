@@ -179,12 +179,15 @@ def demo_script() -> dict[str, Any]:
 
 
 def write_project_config(repo: Path, base_url: str) -> None:
+    """Point the demo repository's claude at the scripted API, and trust that setting (as
+    `supervisor trust` would): the supervisor wrote it itself, for a repository it made."""
     config = repo / ".supervisor" / "config.yaml"
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text(
         "# Written by `supervisor demo`: the model API is the local scripted server.\n"
         f"clis:\n  claude:\n    base_url: {base_url}\n"
     )
+    trust(repo)
 
 
 def run_demo(console: Console, err_console: Console, keep: Path | None) -> None:
@@ -200,8 +203,6 @@ def run_demo(console: Console, err_console: Console, keep: Path | None) -> None:
     os.environ["ANTHROPIC_API_KEY"] = "demo-key-not-a-secret"
     with ScriptedModelServer(load_script(demo_script())) as server:
         write_project_config(repo, server.url)
-        # The demo wrote that model API setting itself, so it trusts it (`supervisor trust`).
-        trust(repo)
         console.print(f"[bold]Scripted model API:[/bold] {server.url}")
         console.print(f"[bold]Task:[/bold] {TASK}\n")
         wf = tasks.start_task(TASK, repo, cli="claude", reporter=RichReporter(err_console))

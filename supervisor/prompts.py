@@ -15,7 +15,7 @@ import jinja2
 
 from supervisor.config import PROMPTS_DIR
 from supervisor.errors import ConfigError
-from supervisor.redaction import redact
+from supervisor.redaction import marker_counts, redact
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -106,7 +106,9 @@ def compose(
     # redacted here; the pack was redacted as it was built, so it is not scanned twice.
     slot = PACK_SLOT if pack.text else ""  # templates test `{% if context_pack %}`
     framed = render(role.template, repo, role.schema, context_pack=slot, **variables)
-    framed, counts = redact(framed)
-    for kind, n in counts.items():
-        pack.redactions[kind] = pack.redactions.get(kind, 0) + n
-    return framed.replace(PACK_SLOT, pack.text, 1), pack
+    framed, _ = redact(framed)
+    prompt = framed.replace(PACK_SLOT, pack.text, 1)
+    # Counted in the prompt as sent: the task and stored feedback were redacted before (at
+    # start-task and in the state database), and still count for this prompt.
+    pack.redactions = marker_counts(prompt)
+    return prompt, pack

@@ -13,7 +13,7 @@ Four layers, in this order, so that a later layer never sees what an earlier one
    neither has (`EXTRA_PATTERNS`: Hugging Face, Stripe webhook secrets, DigitalOcean, kubeconfig
    `client-key-data`, `mysql -p<password>`). Its keyword and entropy plugins are not used: they
    flag too much ordinary code; layers 3 and 4 do that job with tighter rules.
-2. Command-line passwords (`mysql -pSECRET`, `--password=SECRET`).
+2. Command-line passwords (`mysql -p<password>`, `--password=<password>`).
 3. The password of a URL (`scheme://user:PASSWORD@host`): user and host stay, they help the reader.
 4. Values assigned to a secret-looking name (`API_TOKEN = "…"`, `password: …`, `"secret": "…"`,
    `ENCRYPTION_KEY=…`).
@@ -77,7 +77,7 @@ EXTRA_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
         re.compile(r"\bclient-key-data:[ \t]*[\"']?(?P<secret>[A-Za-z0-9+/=]{16,})"),
     ),
 ]
-# A password on a command line: `mysql -u root -pS3cret db`, `--password=S3cret`, `-p'S3cret'`.
+# A password on a command line: `mysql -u root -p<password> db`, `--password=<password>`.
 CLI_PASSWORD = re.compile(
     r"""(?x)
     (?:\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mariadb|mariadb-dump)\b[^\n]*?[ \t]-p
@@ -171,6 +171,14 @@ def redact(text: str) -> tuple[str, dict[str, int]]:
     return text, dict(counts)
 
 
+MARKER = re.compile(r"\[REDACTED:([a-z0-9_]+)\]")
+
+
+def marker_counts(text: str) -> dict[str, int]:
+    """How many values of each kind a text had redacted, wherever that happened."""
+    return dict(Counter(MARKER.findall(text)))
+
+
 def redact_value(value: Any) -> tuple[Any, dict[str, int]]:
     """`redact` applied to every string inside a JSON-like value (dict keys stay as they are)."""
     counts: Counter[str] = Counter()
@@ -257,7 +265,7 @@ def _cli_password(m: re.Match[str], marker: _Marker) -> str:
 
 def _url_password(m: re.Match[str], marker: _Marker) -> str:
     password = m.group(2)
-    if password.startswith("[REDACTED") or _is_reference(password):
+    if password.startswith("[REDACTED") or _is_reference(password) or PLACEHOLDER.match(password):
         return m.group(0)
     return m.group(1) + marker("url_password") + m.group(3)
 
@@ -285,8 +293,8 @@ def _is_not_a_literal(value: str, quoted: bool, m: re.Match[str]) -> bool:
         return True
     if quoted or not CODE.fullmatch(value):
         return False
-    # A bare word is a literal only in a `.env` line (`DB_PASSWORD=hunter2x`) or a YAML mapping
-    # (`password: hunter2x`) whose value is not a Python annotation (`password: SecretStr`).
+    # A bare word is a literal only in a `.env` line (`DB_PASSWORD=<word>`) or a YAML mapping
+    # (`password: <word>`) whose value is not a Python annotation (`password: SecretStr`).
     line_start = m.group("start") is not None
     sep = m.group("sep").strip()
     if line_start and sep == "=" and m.group("sep") == "=":
