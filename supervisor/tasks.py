@@ -135,6 +135,7 @@ def start_preview(
 ) -> str:
     """What start-task would create, for a person to confirm; creates nothing."""
     project = open_project(path, {"cli": cli} if cli else None)
+    _require_trust(project)
     definition = load_workflow(project.root, project.settings)
     if roles:
         definition = _with_roles(definition, roles, project)

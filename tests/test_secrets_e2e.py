@@ -1,7 +1,7 @@
 """No secret leaves through the supervisor: a repository seeded with one real-format example of
 every kind (in its files, in the task text and in the output of a failing test) runs through a
-whole workflow with the real `claude` CLI in the real sandbox, and no value reaches the model API,
-the state database or anything under `.supervisor/`."""
+whole workflow with each real CLI (claude, codex, gemini) in the real sandbox, and no value reaches
+the model API, the state database or anything under `.supervisor/`."""
 
 from __future__ import annotations
 
@@ -81,8 +81,9 @@ def leaks(data: str | bytes) -> list[str]:
     return [name for name, secret in SECRETS.items() if secret in text]
 
 
+@pytest.mark.parametrize("cli", ["claude", "codex", "gemini"])
 def test_no_secret_reaches_the_model_api_the_state_database_or_the_state_dir(
-    tmp_path: Path, serve: Any
+    tmp_path: Path, serve: Any, cli: str
 ) -> None:
     server = serve(
         planner(),
@@ -90,7 +91,8 @@ def test_no_secret_reaches_the_model_api_the_state_database_or_the_state_dir(
         implementer(GOOD_CALC, when="FEEDBACK FROM THE PREVIOUS ATTEMPT"),
         reviewer(),
     )
-    repo = new_repo(tmp_path, server.url)
+    clis = f"  codex: {{base_url: '{server.url}/v1'}}\n  gemini: {{base_url: '{server.url}'}}\n"
+    repo = new_repo(tmp_path, server.url, clis)
     seed(repo)
     write_workflow(
         repo,
@@ -105,7 +107,7 @@ def test_no_secret_reaches_the_model_api_the_state_database_or_the_state_dir(
         LINES
     )
 
-    wf = tasks.start_task(task, repo)
+    wf = tasks.start_task(task, repo, cli=cli)
 
     assert wf.status == "completed"
     # The failing gate's output did reach the retry, as feedback, with its secrets redacted.
