@@ -20,3 +20,4 @@ demo:
 
 bench:
 	.venv/bin/python benchmarks/run.py
+	.venv/bin/python benchmarks/redaction_fp.py
