@@ -2,17 +2,26 @@
 
 Precedence (lowest first): package `config/` < user `~/.supervisor/config.yaml` < project
 `.supervisor/config.yaml` < command-line flags. Every file is validated by a pydantic model that
-forbids unknown keys, and every error names the file (and line, for YAML syntax) and the fix.
+forbids unknown keys, and every error names the file (and line, for YAML syntax) and the fix. The
+project layer's settings that decide where credentials go are honoured only once the user trusted
+them (supervisor/trust.py).
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from supervisor.errors import ConfigError
 from supervisor.resources import CONFIG_DIR, NODE_BIN, PROMPTS_DIR, SANDBOX_DIR, data_root  # noqa: F401
@@ -54,6 +63,29 @@ class CliSettings(_Model):
     """The model for roles that name none for this CLI."""
     extra_env: dict[str, str] = Field(default_factory=dict)
     extra_flags: list[str] = Field(default_factory=list)
+
+    @field_validator("login_files")
+    @classmethod
+    def _inside_home(cls, files: list[str]) -> list[str]:
+        for rel in files:
+            problem = login_file_problem(rel)
+            if problem is not None:
+                raise ValueError(
+                    f"login file '{rel}' {problem}; login files must stay inside the home "
+                    "directory (a relative path such as .claude/.credentials.json)"
+                )
+        return files
+
+
+def login_file_problem(rel: str) -> str | None:
+    """Why a `login_files` entry is not a plain path below the home directory, or None."""
+    if not rel.strip():
+        return "is empty"
+    if rel.startswith(("/", "~", "\\")) or PurePosixPath(rel).is_absolute():
+        return "is absolute"
+    if ".." in PurePosixPath(rel.replace("\\", "/")).parts:
+        return "climbs out with '..'"
+    return None
 
 
 class SandboxSettings(_Model):

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from supervisor import process
+from supervisor.trust import trust
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -178,6 +179,8 @@ def demo_script() -> dict[str, Any]:
 
 
 def write_project_config(repo: Path, base_url: str) -> None:
+    """Point the demo repository's claude at the scripted API, and trust that setting (as
+    `supervisor trust` would): the supervisor wrote it itself, for a repository it made."""
     config = repo / ".supervisor" / "config.yaml"
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text(
@@ -185,6 +188,7 @@ def write_project_config(repo: Path, base_url: str) -> None:
         "gates:\n  test: make test\n"
         f"clis:\n  claude:\n    base_url: {base_url}\n"  # last: tests append more CLIs to it
     )
+    trust(repo)
 
 
 def run_demo(console: Console, err_console: Console, keep: Path | None) -> None:

@@ -1,7 +1,9 @@
 """Rendering a role's prompt from Jinja2 templates.
 
 StrictUndefined turns a missing variable into an error instead of a silently empty prompt, and a
-project's `.supervisor/templates/` shadows the package's templates file by file.
+project's `.supervisor/templates/` shadows the package's templates file by file. The whole prompt
+is redacted (supervisor/redaction.py): the task, the feedback (gate output), the plan and the
+context alike, and the pack's redaction counts include them all.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import jinja2
 
 from supervisor.config import PROMPTS_DIR
 from supervisor.errors import ConfigError
+from supervisor.redaction import marker_counts, redact
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -20,6 +23,10 @@ if TYPE_CHECKING:
 
     from supervisor.context import Pack
     from supervisor.roles import Role
+
+
+# Stands for the context pack while the text around it is redacted (no rule matches it).
+PACK_SLOT = "\x00context-pack\x00"
 
 
 def environment(repo: Path | None) -> jinja2.Environment:
@@ -89,7 +96,7 @@ def compose(
         "plan": plan,
         "run_id": run_id,
     }
-    bare = render(role.template, repo, role.schema, context_pack="", **variables)
+    bare, _ = redact(render(role.template, repo, role.schema, context_pack="", **variables))
     pack = build_pack(
         worktree,
         role,
@@ -98,4 +105,13 @@ def compose(
         targets=targets,
         diff=diff,
     )
-    return render(role.template, repo, role.schema, context_pack=pack.text, **variables), pack
+    # Everything around the pack (task, feedback with gate output, plan, the role's own text) is
+    # redacted here; the pack was redacted as it was built, so it is not scanned twice.
+    slot = PACK_SLOT if pack.text else ""  # templates test `{% if context_pack %}`
+    framed = render(role.template, repo, role.schema, context_pack=slot, **variables)
+    framed, _ = redact(framed)
+    prompt = framed.replace(PACK_SLOT, pack.text, 1)
+    # Counted in the prompt as sent: the task and stored feedback were redacted before (at
+    # start-task and in the state database), and still count for this prompt.
+    pack.redactions = marker_counts(prompt)
+    return prompt, pack

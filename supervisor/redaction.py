@@ -4,12 +4,19 @@ Repomix's built-in scan misses bare AWS key ids, short key bodies and many `sk-`
 a task description never goes through it, so the supervisor redacts every text itself. Each secret
 becomes `[REDACTED:<kind>]`; the counts per kind are the only trace (events never hold the value).
 
-Three layers, in this order, so that a later layer never sees what an earlier one removed:
+Four layers, in this order, so that a later layer never sees what an earlier one removed:
 
-1. Whole-token patterns whose prefix is distinctive enough to need no context (private-key blocks,
-   AWS key ids, `sk-`/`ghp_`/`xoxb-`/`AIza`/`sk_live_` keys, JWTs, bearer tokens).
-2. The password of a URL (`scheme://user:PASSWORD@host`): user and host stay, they help the reader.
-3. Values assigned to a secret-looking name (`API_TOKEN = "…"`, `password: …`, `"secret": "…"`).
+1. Whole-token patterns whose prefix is distinctive enough to need no context: private-key blocks,
+   then our own kinds (`PATTERNS`), then the maintained rule set of detect-secrets (Yelp; pinned in
+   requirements.txt): its regex plugins, each a vendor's token format (GitLab, SendGrid, Azure
+   storage keys, Telegram, Discord, Twilio, Mailchimp, Square, IBM, ...), then the few formats
+   neither has (`EXTRA_PATTERNS`: Hugging Face, Stripe webhook secrets, DigitalOcean, kubeconfig
+   `client-key-data`, `mysql -p<password>`). Its keyword and entropy plugins are not used: they
+   flag too much ordinary code; layers 3 and 4 do that job with tighter rules.
+2. Command-line passwords (`mysql -p<password>`, `--password=<password>`).
+3. The password of a URL (`scheme://user:PASSWORD@host`): user and host stay, they help the reader.
+4. Values assigned to a secret-looking name (`API_TOKEN = "…"`, `password: …`, `"secret": "…"`,
+   `ENCRYPTION_KEY=…`).
    Because names alone are weak evidence, the value must also look like a secret: 16+ characters,
    letters and digits, Shannon entropy ≥ 3.5 bits/char; or, for a *password* name only, any literal
    of 8+ characters (a human-chosen password has low entropy but is still a password).
@@ -24,11 +31,13 @@ assigned to a secret-looking name.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
 from collections.abc import Callable
 from pathlib import PurePosixPath
+from typing import Any
 
 # An unterminated block (a file cut short by a budget) is redacted up to the end of its body.
 PRIVATE_KEY = re.compile(
@@ -57,6 +66,31 @@ PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("bearer_token", re.compile(r"(?<=\bBearer )(?=[A-Za-z._~+/\-]*\d)[\w.~+/\-]{16,}=*")),
     ("basic_auth", re.compile(r"(?i)(?<=\bAuthorization: Basic )[A-Za-z0-9+/]{8,}={0,2}")),
 ]
+# Formats neither our list nor detect-secrets knows. A `secret` group marks the part to redact
+# when the match needs context around it.
+EXTRA_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
+    ("huggingface_token", re.compile(r"\bhf_[A-Za-z0-9]{30,}\b")),
+    ("stripe_webhook_secret", re.compile(r"\bwhsec_[A-Za-z0-9+/=]{24,}")),
+    ("digitalocean_token", re.compile(r"\bdo[opr]_v1_[a-f0-9]{64}\b")),
+    (
+        "kubeconfig_client_key",
+        re.compile(r"\bclient-key-data:[ \t]*[\"']?(?P<secret>[A-Za-z0-9+/=]{16,})"),
+    ),
+]
+# A password on a command line: `mysql -u root -p<password> db`, `--password=<password>`.
+CLI_PASSWORD = re.compile(
+    r"""(?x)
+    (?:\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mariadb|mariadb-dump)\b[^\n]*?[ \t]-p
+      |(?<![\w-])--password[= ])
+    (?P<quote>["']?)(?P<secret>[^\s"'`]{3,})(?P=quote)
+    """
+)
+# detect-secrets plugins left out: ours removes a private-key block whole (theirs matches its
+# header line only), our URL layer knows placeholders (`://user:<password>@`, `${PASS}`), and a
+# public IP address is not a secret.
+SKIPPED_PLUGINS = {"PrivateKeyDetector", "BasicAuthDetector", "IPPublicDetector"}
+# Their AWS plugin's key ids are caught by ours first; what it still finds is the secret key.
+KIND_ALIASES = {"aws_access_key": "aws_secret_access_key"}
 URL_PASSWORD = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s/:@]+:)([^\s/@]+)(@)")
 ASSIGNMENT = re.compile(
     r"""(?x)
@@ -70,6 +104,13 @@ ASSIGNMENT = re.compile(
 )
 # Words of a name (split on `_`, `-`, `.` and camelCase) that make it a secret's name.
 SECRET_WORDS = ("password", "passwd", "secret", "token", "apikey", "accesskey", "privatekey")
+# `<qualifier>_key` names a secret (`ENCRYPTION_KEY`, `signingKey`); `primary_key`, `cache_key`
+# and `public_key` do not.
+KEY_QUALIFIERS = {
+    "encryption", "encrypt", "decryption", "signing", "sign", "master", "hmac", "cipher", "aes",
+    "jwt", "session", "client", "license", "service", "auth", "crypto", "kms", "storage",
+    "account", "webhook", "deploy", "fernet", "app", "access", "api", "private", "secret",
+}  # fmt: skip
 NOT_SECRET_WORDS = re.compile(r"tokeni[sz]|secretary")
 PLACEHOLDER = re.compile(
     r"""(?ix)^(?:
@@ -89,10 +130,18 @@ SECRET_FILE_NAMES = {
     ".netrc",
     ".pgpass",
     ".git-credentials",
+    ".envrc",
     "credentials.json",
+    "kubeconfig",
 }
-SECRET_FILE_SUFFIXES = (".pem", ".key", ".p12", ".pfx", ".keystore", ".jks")
+SECRET_FILE_SUFFIXES = (
+    ".pem", ".key", ".p12", ".pfx", ".keystore", ".jks", ".tfvars", ".tfvars.json", ".kubeconfig",
+)  # fmt: skip
 SSH_KEY_PREFIXES = ("id_rsa", "id_ed25519", "id_ecdsa", "id_dsa")
+# `credentials*` files hold credentials, unless they are the code that handles them.
+SOURCE_SUFFIXES = (".py", ".js", ".mjs", ".ts", ".go", ".rb", ".java", ".kt", ".rs", ".cs", ".php")
+# Files that are secret by where they are: `<dir>/<name>`.
+SECRET_FILE_PLACES = {(".docker", "config.json"), (".kube", "config"), (".aws", "credentials")}
 ENV_TEMPLATES = (".example", ".sample", ".template", ".dist")
 
 # Counts one secret of the given kind and returns its marker.
@@ -114,16 +163,109 @@ def redact(text: str) -> tuple[str, dict[str, int]]:
         return f"[REDACTED:{kind}]"
 
     text = PRIVATE_KEY.sub(lambda m: marker("private_key"), text)
-    for kind, pattern in PATTERNS:
-        text = pattern.sub(lambda m, k=kind: marker(k), text)
+    for kind, pattern in rules():
+        text = pattern.sub(lambda m, k=kind: _whole_token(m, k, marker), text)
+    text = CLI_PASSWORD.sub(lambda m: _cli_password(m, marker), text)
     text = URL_PASSWORD.sub(lambda m: _url_password(m, marker), text)
     text = ASSIGNMENT.sub(lambda m: _assignment(m, marker), text)
     return text, dict(counts)
 
 
+MARKER = re.compile(r"\[REDACTED:([a-z0-9_]+)\]")
+
+
+def marker_counts(text: str) -> dict[str, int]:
+    """How many values of each kind a text had redacted, wherever that happened."""
+    return dict(Counter(MARKER.findall(text)))
+
+
+def redact_value(value: Any) -> tuple[Any, dict[str, int]]:
+    """`redact` applied to every string inside a JSON-like value (dict keys stay as they are)."""
+    counts: Counter[str] = Counter()
+
+    def walk(item: Any) -> Any:
+        if isinstance(item, str):
+            clean, found = redact(item)
+            counts.update(found)
+            return clean
+        if isinstance(item, dict):
+            return {k: walk(v) for k, v in item.items()}
+        if isinstance(item, list | tuple):
+            return [walk(v) for v in item]
+        return item
+
+    return walk(value), dict(counts)
+
+
+@functools.cache
+def rules() -> list[tuple[str, re.Pattern[str]]]:
+    """Every whole-token rule, in the order applied: ours, detect-secrets', the extra formats."""
+    return [*PATTERNS, *detect_secrets_rules(), *EXTRA_PATTERNS]
+
+
+def detect_secrets_rules() -> list[tuple[str, re.Pattern[str]]]:
+    """The regexes of detect-secrets' vendor plugins, each with its plugin's kind of secret.
+
+    Read from the installed package's own plugin modules (never a baseline's custom plugin
+    paths, which could name any file)."""
+    from detect_secrets import plugins
+    from detect_secrets.plugins.base import RegexBasedDetector
+    from detect_secrets.util.importlib import import_types_from_package
+
+    found = import_types_from_package(
+        plugins,
+        filter=lambda x: (
+            not (
+                isinstance(x, type)
+                and issubclass(x, RegexBasedDetector)
+                and x is not RegexBasedDetector
+                and x.__name__ not in SKIPPED_PLUGINS
+            )
+        ),
+    )
+    out: list[tuple[str, re.Pattern[str]]] = []
+    for plugin in sorted(set(found), key=lambda p: p.__name__):
+        kind = re.sub(r"[^a-z0-9]+", "_", plugin.secret_type.lower()).strip("_")
+        kind = KIND_ALIASES.get(kind, kind)
+        out += [(kind, regex) for regex in plugin.denylist]
+    return out
+
+
+def _whole_token(m: re.Match[str], kind: str, marker: _Marker) -> str:
+    """Replace the secret inside a match: its `secret` group, a capturing group that follows
+    some context (`://user:(password)@`), or the match less surrounding quotes and separators."""
+    start, end = m.span()
+    if "secret" in m.re.groupindex and m.group("secret"):
+        start, end = m.span("secret")
+    else:
+        for i in range(1, m.re.groups + 1):
+            if m.group(i) and m.start(i) > m.start() and len(m.group(i)) >= 6:
+                start, end = m.span(i)
+                break
+    text = m.string
+    while start < end and text[start] in SEPARATORS:
+        start += 1
+    while end > start and text[end - 1] in SEPARATORS:
+        end -= 1
+    if start == end or "REDACTED" in text[start:end]:
+        return m.group(0)
+    return text[m.start() : start] + marker(kind) + text[end : m.end()]
+
+
+SEPARATORS = " \t\r\n\"'=:"
+
+
+def _cli_password(m: re.Match[str], marker: _Marker) -> str:
+    secret = m.group("secret")
+    if secret.startswith("[REDACTED") or _is_reference(secret) or PLACEHOLDER.match(secret):
+        return m.group(0)
+    start, end = m.span("secret")
+    return m.string[m.start() : start] + marker("password") + m.string[end : m.end()]
+
+
 def _url_password(m: re.Match[str], marker: _Marker) -> str:
     password = m.group(2)
-    if password.startswith("[REDACTED") or _is_reference(password):
+    if password.startswith("[REDACTED") or _is_reference(password) or PLACEHOLDER.match(password):
         return m.group(0)
     return m.group(1) + marker("url_password") + m.group(3)
 
@@ -151,8 +293,8 @@ def _is_not_a_literal(value: str, quoted: bool, m: re.Match[str]) -> bool:
         return True
     if quoted or not CODE.fullmatch(value):
         return False
-    # A bare word is a literal only in a `.env` line (`DB_PASSWORD=hunter2x`) or a YAML mapping
-    # (`password: hunter2x`) whose value is not a Python annotation (`password: SecretStr`).
+    # A bare word is a literal only in a `.env` line (`DB_PASSWORD=<word>`) or a YAML mapping
+    # (`password: <word>`) whose value is not a Python annotation (`password: SecretStr`).
     line_start = m.group("start") is not None
     sep = m.group("sep").strip()
     if line_start and sep == "=" and m.group("sep") == "=":
@@ -198,6 +340,8 @@ def is_secret_name(words: list[str]) -> bool:
     if "auth" in words or "authorization" in words:
         return True
     joined = "".join(words)
+    if len(words) > 1 and words[-1] == "key" and KEY_QUALIFIERS.intersection(words[:-1]):
+        return True
     return any(w in joined for w in SECRET_WORDS) and "tokens" not in words
 
 
@@ -212,10 +356,16 @@ def is_secret_file(path: str) -> bool:
     name = pure.name.lower()
     if name == ".env" or name.startswith(".env."):
         return not name.endswith(ENV_TEMPLATES)
-    if name == "credentials" and pure.parent.name == ".aws":
+    if (pure.parent.name.lower(), name) in SECRET_FILE_PLACES:
+        return True
+    if name.startswith("credentials") and not name.endswith(SOURCE_SUFFIXES):
+        return True
+    # `id_*` without an extension is an SSH key (`id_rsa`, `id_ed25519_sk`); `id_rsa.pub` is not
+    # secret, and `id_utils.py` is code.
+    if name.startswith("id_") and "." not in name:
         return True
     return (
         name in SECRET_FILE_NAMES
         or name.endswith(SECRET_FILE_SUFFIXES)
-        or name.startswith(SSH_KEY_PREFIXES)
+        or (name.startswith(SSH_KEY_PREFIXES) and not name.endswith(".pub"))
     )

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from supervisor import credentials, process
+from supervisor import credentials, process, trust
 from supervisor.config import Settings, WorkflowDef, load_settings, load_workflow, workflow_source
 from supervisor.doctor import clis_in_use
 from supervisor.errors import (
@@ -25,6 +25,7 @@ from supervisor.errors import (
     SupervisorError,
     ToolMissingError,
 )
+from supervisor.redaction import redact
 from supervisor.sandbox.docker import LABEL_REPO, DockerSandbox, RunSpec, repo_label
 from supervisor.state.access import decide  # noqa: F401 (re-exported: tasks.decide)
 from supervisor.state.store import EventSpec, Store, Workflow
@@ -103,7 +104,9 @@ def start_task(
 ) -> Workflow:
     if not description.strip():
         raise StateError("The task description is empty.", 'Describe the task: start-task "..."')
+    description, _ = redact(description)  # its branch name, state and prompts never hold a secret
     project = open_project(path, {"cli": cli} if cli else None)
+    _require_trust(project)
     cli = project.settings.cli
     definition, skipped = _definition(project, roles, no_gate)
     with repo_lock(project.state_dir):
@@ -146,6 +149,7 @@ def start_preview(
 ) -> str:
     """What start-task would create, for a person to confirm; creates nothing."""
     project = open_project(path, {"cli": cli} if cli else None)
+    _require_trust(project)
     definition, skipped = _definition(project, roles, no_gate)
     ws = project.workspace
     steps = " → ".join(definition.steps)
@@ -157,6 +161,22 @@ def start_preview(
         f"  CLIs      {', '.join(clis_in_use(definition, project.settings, project.root))}"
         + (f"\n  gates     none (--no-gate leaves out: {', '.join(skipped)})" if no_gate else "")
     )
+
+
+def approval_stops(
+    path: Path,
+    *,
+    cli: str | None = None,
+    roles: dict[str, str] | None = None,
+    no_gate: bool = False,
+) -> str:
+    """Every human approval the run will stop at, said before it starts (`--yes` approves none)."""
+    from supervisor.approvals import preview_line
+
+    project = open_project(path, {"cli": cli} if cli else None)
+    _require_trust(project)
+    definition, _ = _definition(project, roles, no_gate)
+    return preview_line(definition, project.root)
 
 
 def _definition(
@@ -176,8 +196,16 @@ def _definition(
     return definition, skipped
 
 
+def trust_repo(path: Path) -> tuple[Path, dict[str, Any]]:
+    """`supervisor trust`: record the repository's credential-routing settings as trusted."""
+    root = find_repo_root(path)
+    load_settings(root)  # an invalid config is reported, never trusted
+    return root, trust.trust(root)
+
+
 def resume(wf_id: int, path: Path, *, reporter: Reporter | None = None) -> Workflow:
     project = open_project(path)
+    _require_trust(project)
     with repo_lock(project.state_dir), project.store() as store:
         wf = store.workflow(wf_id)
         if wf.status == "completed":
@@ -433,6 +461,13 @@ def reading(path: Path) -> Iterator[Store]:
 
 
 # -- internals -----------------------------------------------------------------------------
+
+
+def _require_trust(project: Project) -> None:
+    """Before anything is created: the repository's credential-routing settings are trusted,
+    and no CLI's login files point outside the home directory."""
+    trust.require_trusted(project.root)
+    trust.check_login_files(project.settings)
 
 
 def _drive(

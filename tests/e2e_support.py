@@ -15,6 +15,7 @@ from supervisor.demo import (
     read_turn,
     write_project_config,
 )
+from supervisor.trust import trust
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -51,11 +52,14 @@ def require_sandbox() -> None:
 
 
 def new_repo(tmp_path: Path, base_url: str, extra_config: str = "") -> Path:
+    """A demo repository whose config points the CLIs at the scripted API, trusted by the test's
+    own user directory (as the user would with `supervisor trust`)."""
     repo = make_demo_repo(tmp_path / "repo")
     write_project_config(repo, base_url)
     if extra_config:
         with (repo / ".supervisor" / "config.yaml").open("a") as handle:
             handle.write(extra_config)
+    trust(repo)
     return repo
 
 

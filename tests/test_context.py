@@ -148,6 +148,24 @@ def test_planted_secrets_of_every_kind_never_reach_the_prompt(repo: Path) -> Non
     assert all(secret not in str(pack.summary()) for secret in SECRETS.values())
 
 
+def test_the_task_feedback_and_plan_are_redacted_and_counted_in_the_prompt(repo: Path) -> None:
+    prompt, pack = prompts.compose(
+        role(50_000),
+        repo,
+        repo,
+        task=f"Deploy with GH_TOKEN={SECRETS['github_token']}",
+        feedback=[f"FAILED test_db: could not connect as {SECRETS['slack_token']}"],
+        plan=f'{{"notes": "AWS key {SECRETS["aws_access_key_id"]}"}}',
+        targets=["app/main.py"],
+        diff="",
+    )
+    for kind in ("github_token", "slack_token", "aws_access_key_id"):
+        assert SECRETS[kind] not in prompt
+        assert f"[REDACTED:{kind}]" in prompt
+        assert pack.redactions[kind] >= 1
+    assert "FAILED test_db: could not connect as" in prompt  # the rest of the feedback stays
+
+
 def test_a_budget_too_small_for_the_task_itself_is_refused(repo: Path) -> None:
     with pytest.raises(ConfigError, match="leaving nothing for context") as info:
         build_pack(repo, role(50), repo=repo, prompt_tokens=400, targets=[])

@@ -14,6 +14,7 @@ from supervisor.config import StepDef, WorkflowDef
 from supervisor.demo import make_demo_repo
 from supervisor.errors import ConfigError
 from supervisor.preflight import without_gates
+from supervisor.trust import trust
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -101,6 +102,7 @@ def test_no_gate_runs_without_gates_and_the_events_say_so(
     (repo / ".supervisor" / "config.yaml").write_text(
         f"clis:\n  claude: {{base_url: '{server.url}'}}\n"
     )
+    trust(repo)  # the scripted API is where this test's credentials go
     preview = tasks.start_preview("Implement add and multiply", repo, no_gate=True)
     assert "gates     none (--no-gate leaves out: test)" in preview
 

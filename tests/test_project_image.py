@@ -16,6 +16,7 @@ from supervisor.errors import SandboxError
 from supervisor.fakeapi import ScriptedModelServer, load_script
 from supervisor.gates import run_gate
 from supervisor.sandbox.docker import DockerSandbox
+from supervisor.trust import trust
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -225,6 +226,7 @@ def test_a_task_that_edits_the_dependencies_rebuilds_once_before_its_gate(
     with ScriptedModelServer(script) as server:
         config = repo / ".supervisor" / "config.yaml"
         config.write_text(config.read_text() + f"clis:\n  claude: {{base_url: '{server.url}'}}\n")
+        trust(repo)
         (repo / ".supervisor" / "workflow.yaml").write_text(
             "workflow:\n  initial_step: implement\n  steps:\n"
             "    implement: {role: implementer, next: test}\n"

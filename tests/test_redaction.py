@@ -3,8 +3,18 @@
 from __future__ import annotations
 
 import pytest
+from secret_samples import SAMPLES
 
-from supervisor.redaction import entropy, is_secret_file, redact
+from supervisor.redaction import (
+    EXTRA_PATTERNS,
+    PATTERNS,
+    detect_secrets_rules,
+    entropy,
+    is_secret_file,
+    redact,
+    redact_value,
+    rules,
+)
 
 # kind -> (line as it would appear in a file, the secret that must not survive).
 PLANTED: dict[str, tuple[str, str]] = {
@@ -250,4 +260,78 @@ def test_entropy_separates_keys_from_words() -> None:
     ],
 )
 def test_secret_files_are_recognised_by_name(path: str, secret: bool) -> None:
+    assert is_secret_file(path) is secret
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+def test_every_kind_the_issue_names_is_removed_and_counted(name: str) -> None:
+    kind, line, secret = SAMPLES[name]
+    redacted, counts = redact(f"before\n{line}\nafter\n")
+    assert secret not in redacted
+    assert counts == {kind: 1}
+    assert redacted.startswith("before\n") and redacted.endswith("\nafter\n")
+
+
+def test_the_rule_set_is_detect_secrets_plus_ours() -> None:
+    kinds = {kind for kind, _ in detect_secrets_rules()}
+    assert {"gitlab_token", "sendgrid_api_key", "telegram_bot_token"} <= kinds
+    assert len(rules()) == len(PATTERNS) + len(detect_secrets_rules()) + len(EXTRA_PATTERNS)
+
+
+def test_redact_value_cleans_every_string_of_a_payload() -> None:
+    _, line, secret = SAMPLES["gitlab"]
+    payload = {"output_tail": f"FAILED\n{line}", "nested": [{"error": line}], "n": 3, "ok": None}
+    clean, counts = redact_value(payload)
+    assert secret not in repr(clean)
+    assert clean["n"] == 3 and clean["ok"] is None
+    assert counts == {"gitlab_token": 2}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "from huggingface_hub import hf_hub_download",
+        "Create a GitLab token (it starts with glpat-) and paste it here.",
+        "mysql -u root -p shop",
+        "mysql -h db -P 3306 -u app shop",
+        "mysqldump --password=$DB_PASSWORD shop",
+        'mysql --password="${MYSQL_PWD}" shop',
+        'cache_key = "user_profile_settings_v2"',
+        "primary_key = Column(Integer, primary_key=True)",
+        'public_key = "ssh-ed25519-placeholder"',
+        "ENCRYPTION_KEY = os.environ['ENCRYPTION_KEY']",
+        "    client-key-data: ${CLIENT_KEY_DATA}",
+        "def whsec_header(): ...",
+        "release notes for do_v1_migration",
+    ],
+)
+def test_new_kinds_leave_look_alikes_alone(text: str) -> None:
+    assert redact(text) == (text, {})
+
+
+@pytest.mark.parametrize(
+    ("path", "secret"),
+    [
+        (".envrc", True),
+        ("infra/prod.tfvars", True),
+        ("infra/prod.auto.tfvars.json", True),
+        ("certs/server.pem", True),
+        ("certs/client.p12", True),
+        ("home/.ssh/id_ed25519_sk", True),
+        ("home/.ssh/id_rsa.pub", False),
+        ("src/id_utils.py", False),
+        (".npmrc", True),
+        (".pypirc", True),
+        (".netrc", True),
+        ("home/.docker/config.json", True),
+        ("config.json", False),
+        ("credentials", True),
+        ("deploy/credentials.yaml", True),
+        ("supervisor/credentials.py", False),
+        ("home/.kube/config", True),
+        ("clusters/staging.kubeconfig", True),
+        ("kubeconfig", True),
+    ],
+)
+def test_secret_bearing_files_are_recognised(path: str, secret: bool) -> None:
     assert is_secret_file(path) is secret

@@ -152,3 +152,29 @@ def test_an_unknown_workflow_id_names_the_fix(tmp_path: Path) -> None:
     ):
         store.workflow(42)
     assert "supervisor status" in info.value.hint
+
+
+def test_nothing_secret_is_stored_whatever_the_caller_passes(tmp_path: Path) -> None:
+    from secret_samples import SAMPLES
+
+    _, line, secret = SAMPLES["sendgrid"]
+    path = tmp_path / "state.db"
+    with Store(path) as store:
+        wf = store.create_workflow(
+            description=f"Rotate {line}",
+            cli="claude",
+            base_branch="main",
+            base_sha="a" * 40,
+            branch_for_id=lambda i: f"ai/{i}-rotate",
+            definition={"initial_step": "plan", "steps": {}},
+            first_step="plan",
+        )
+        step = store.start_step(wf.id, "test", 1, None, None)
+        gate = EventSpec("gate", step="test", payload={"output_tail": f"FAIL\n{line}"})
+        store.finish_step(step, "failed", error=f"gate failed: {line}", event=gate)
+        store.advance(wf.id, step="test", next_step="plan", context={"feedback": {"plan": [line]}})
+        store.set_status(wf.id, "failed", error=line, event=EventSpec("workflow_failed"))
+        stored = store.workflow(wf.id)
+        assert "[REDACTED:sendgrid_api_key]" in stored.description
+        assert "[REDACTED:sendgrid_api_key]" in store.events(wf.id)[-2].payload["output_tail"]
+    assert secret.encode() not in b"".join(p.read_bytes() for p in tmp_path.glob("state.db*"))

@@ -39,6 +39,7 @@ from supervisor.cli.render import (
     workflows_table,
 )
 from supervisor.errors import ApprovalRequired, SupervisorError
+from supervisor.redaction import redact
 
 if TYPE_CHECKING:
     from supervisor.state.records import Workflow
@@ -124,14 +125,15 @@ def start_task(
                 "Pass --yes to start without confirming.",
             )
         preview = tasks.start_preview(description, repo, cli=cli, roles=overrides, no_gate=no_gate)
+        stops = tasks.approval_stops(repo, cli=cli, roles=overrides, no_gate=no_gate)
         console.print(
-            f"Dry run, nothing created yet:\n{preview}\n  approvals {_approval_stops(repo, cli)}",
+            f"Dry run, nothing created yet:\n{preview}\n  approvals {stops}",
             highlight=False,
             markup=False,
         )
         typer.confirm("Start?", abort=True)
     else:
-        stops = _approval_stops(repo, cli)
+        stops = tasks.approval_stops(repo, cli=cli, roles=overrides, no_gate=no_gate)
         if not stops.startswith("none"):
             err_console.print(f"Approvals this run asks for: {stops}", highlight=False)
     from supervisor.cli.reporter import RichReporter
@@ -149,14 +151,6 @@ def start_task(
         _show_pending(repo, None)
         raise
     _finished(wf)
-
-
-def _approval_stops(repo: Path, cli: str | None) -> str:
-    from supervisor.approvals import preview_line
-    from supervisor.config import load_workflow
-
-    project = tasks.open_project(repo, {"cli": cli} if cli else None)
-    return preview_line(load_workflow(project.root, project.settings), project.root)
 
 
 def _show_pending(repo: Path, workflow_id: int | None) -> None:
@@ -212,6 +206,19 @@ def resume(
         _show_pending(repo, workflow_id)
         raise
     _finished(wf)
+
+
+@app.command()
+def trust(repo: RepoOption = Path()) -> None:
+    """Trust this repository's settings that decide where credentials go (model API URLs,
+    credential variables, login files, extra env and flags, sandbox image), as they are now."""
+    root, trusted = tasks.trust_repo(repo)
+    if not trusted:
+        console.print(f"{root} sets nothing that decides where credentials go; nothing to trust.")
+        return
+    console.print(f"Trusted for {root} (a change to any of these needs trust again):")
+    for key, value in trusted.items():
+        console.print(f"  {key}: {json.dumps(value)}", highlight=False, markup=False)
 
 
 @app.command()
@@ -546,7 +553,8 @@ def main() -> None:
     except SupervisorError as e:
         if os.environ.get("SUPERVISOR_DEBUG"):
             raise
-        err_console.print(f"[red]error:[/red] {e.message}", highlight=False)
+        # An error may quote worker or gate output: printed redacted, like the event log.
+        err_console.print(f"[red]error:[/red] {redact(e.message)[0]}", highlight=False)
         if e.hint:
             err_console.print(f"  fix: {e.hint}", highlight=False)
         sys.exit(e.exit_code)

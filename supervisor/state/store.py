@@ -1,5 +1,9 @@
 """The state database: one SQLite file per repository, one transaction per state change.
 
+Nothing secret is stored: every free text written here (a task's description, errors, a
+workflow's context with its feedback and gate output, step outputs, event payloads) goes through
+`_clean`, the supervisor's redaction, on its way in.
+
 Crash safety rests on two habits: every method that changes state does it in a single
 transaction (so a kill leaves either the old state or the new one), and the engine advances
 `current_step` in the same transaction that records the step's result
@@ -18,6 +22,7 @@ from sqlalchemy.exc import DatabaseError
 
 from supervisor import faults
 from supervisor.errors import StateError, UnknownWorkflowError
+from supervisor.redaction import redact_value
 from supervisor.state import schema as t
 from supervisor.state.migrations import LATEST_VERSION, applied_versions, migrate
 from supervisor.state.records import Approval, Event, EventSpec, Workflow, now
@@ -94,6 +99,7 @@ class Store:
         """Insert a workflow; `branch_for_id(id)` names its task branch in the same transaction."""
         with self._tx() as conn:
             stamp = now()
+            description = _clean(description)
             wf_id = conn.execute(
                 insert(t.workflows).values(
                     description=description,
@@ -140,7 +146,7 @@ class Store:
             conn.execute(
                 update(t.workflows)
                 .where(t.workflows.c.id == wf_id)
-                .values(status=status, error=error, updated_at=now())
+                .values(status=status, error=_clean(error), updated_at=now())
             )
             if event is not None:
                 _append(conn, wf_id, event)
@@ -162,7 +168,7 @@ class Store:
                 .values(
                     status=status,
                     current_step=current_step,
-                    context=context,
+                    context=_clean(context),
                     error=None,
                     updated_at=now(),
                 )
@@ -209,9 +215,9 @@ class Store:
                 .where(t.workflows.c.id == wf_id)
                 .values(
                     current_step=next_step,
-                    context=context,
+                    context=_clean(context),
                     status=status,
-                    error=error,
+                    error=_clean(error),
                     updated_at=stamp,
                 )
             )
@@ -291,7 +297,9 @@ class Store:
             conn.execute(
                 update(t.steps)
                 .where(t.steps.c.id == step_id)
-                .values(status=status, output=output, error=error, finished_at=now())
+                .values(
+                    status=status, output=_clean(output), error=_clean(error), finished_at=now()
+                )
             )
             wf_id = conn.execute(
                 select(t.steps.c.workflow_id).where(t.steps.c.id == step_id)
@@ -300,7 +308,7 @@ class Store:
                 conn.execute(
                     update(t.workflows)
                     .where(t.workflows.c.id == wf_id)
-                    .values(context=workflow_context, updated_at=now())
+                    .values(context=_clean(workflow_context), updated_at=now())
                 )
             if event is not None:
                 _append(conn, wf_id, event)
@@ -397,7 +405,7 @@ class Store:
             result = conn.execute(
                 update(t.approvals)
                 .where(t.approvals.c.id == approval_id, t.approvals.c.status == "pending")
-                .values(status=decision, reason=reason, decided_at=now())
+                .values(status=decision, reason=_clean(reason), decided_at=now())
             )
             if result.rowcount != 1:
                 raise StateError(
@@ -440,13 +448,18 @@ def _append(conn: Connection, wf_id: int | None, spec: EventSpec) -> None:
             type=spec.type,
             role=spec.role,
             status=spec.status,
-            payload=spec.payload or {},
+            payload=_clean(spec.payload or {}),
             input_tokens=spec.input_tokens,
             output_tokens=spec.output_tokens,
             cost_usd=spec.cost_usd,
             timestamp=now(),
         )
     )
+
+
+def _clean(value: Any) -> Any:
+    """The value with every secret in its strings redacted (None stays None)."""
+    return redact_value(value)[0]
 
 
 @contextmanager
