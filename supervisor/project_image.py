@@ -48,6 +48,9 @@ RUN apt-get update && apt-get install -y --no-install-recommends python3-pip pyt
  && rm -rf /var/lib/apt/lists/*
 RUN python3 -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH VIRTUAL_ENV=/opt/venv PYTHONPATH=/workspace:/workspace/src
+# Wheels only (PIP_ONLY_BINARY): building a source distribution runs its setup code during the
+# build, which has network access. Remove the line if a dependency has no wheel for this platform.
+ENV PIP_ONLY_BINARY=:all:
 RUN cd /deps && set -e; \
     for f in requirements*.txt; do [ -f "$f" ] && pip install --no-cache-dir -r "$f"; done; \
     if [ -f pyproject.toml ]; then python3 -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb')).get('project', {}); print('\n'.join(p.get('dependencies', []) + [r for g in p.get('optional-dependencies', {}).values() for r in g]))" > /tmp/project-requirements.txt && pip install --no-cache-dir -r /tmp/project-requirements.txt; fi; \
@@ -56,8 +59,10 @@ RUN cd /deps && set -e; \
 
 NODE = r"""
 # Node: node_modules at the file system root, where Node's lookup from /workspace finds it.
+# --ignore-scripts: packages' install scripts would run during the build, with network access.
 RUN cd /deps && if [ -f package-lock.json ] || [ -f npm-shrinkwrap.json ]; \
-    then npm ci --no-audit --no-fund; else npm install --no-audit --no-fund; fi \
+    then npm ci --no-audit --no-fund --ignore-scripts; \
+    else npm install --no-audit --no-fund --ignore-scripts; fi \
  && mv node_modules /node_modules
 ENV PATH=/node_modules/.bin:$PATH
 """
@@ -115,7 +120,17 @@ def write_dockerfile(repo: Path, detection: Detection, base_image: str) -> tuple
 
 
 def dependency_files(tree: Path) -> list[Path]:
-    return sorted(p for p in tree.iterdir() if p.is_file() and DEPENDENCY_FILES.match(p.name))
+    """The dependency files at the top of `tree`; a symbolic link among them is refused (its
+    target could be any file of the host, and it would be copied into the build)."""
+    found = sorted(p for p in tree.iterdir() if DEPENDENCY_FILES.match(p.name))
+    for path in found:
+        if path.is_symlink():
+            raise SandboxError(
+                f"The dependency file {path.name} is a symbolic link (to {path.readlink()}); "
+                "dependency files are read as plain files only.",
+                f"Replace {path.name} by a regular file with the dependencies in it.",
+            )
+    return [p for p in found if p.is_file()]
 
 
 @dataclass(frozen=True)

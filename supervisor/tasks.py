@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from supervisor import credentials, process
+from supervisor import credentials, process, protected
 from supervisor.config import Settings, WorkflowDef, load_settings, load_workflow, workflow_source
 from supervisor.doctor import clis_in_use
 from supervisor.errors import (
@@ -98,7 +98,9 @@ def start_task(
     cli: str | None = None,
     roles: dict[str, str] | None = None,
     reporter: Reporter | None = None,
+    allow_protected: list[str] | None = None,
 ) -> Workflow:
+    """`allow_protected`: protected paths (gitignore patterns) this task's workers may change."""
     if not description.strip():
         raise StateError("The task description is empty.", 'Describe the task: start-task "..."')
     project = open_project(path, {"cli": cli} if cli else None)
@@ -122,6 +124,7 @@ def start_task(
                 branch_for_id=lambda i: f"ai/{i}-{ws.slugify(description)}",
                 definition=definition.model_dump(),
                 first_step=definition.initial_step,
+                **protected.pinned_start(project.settings, allow_protected),
             )
             ws.create_task_branch(wf.id, description, base=base_sha)
             return _drive(project, store, sandbox, wf.id, reporter)

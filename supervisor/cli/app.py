@@ -72,6 +72,13 @@ def start_task(
         typer.Option("--role", help="STEP=ROLE: run a workflow step with another role."),
     ] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Start without confirming.")] = False,
+    allow_protected: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-protected",
+            help="PATTERN: a protected path (gate harness, config) this task may change.",
+        ),
+    ] = None,
 ) -> None:
     """Create the task branch and run the workflow on it."""
     overrides = {}
@@ -92,7 +99,12 @@ def start_task(
         console.print(f"Dry run, nothing created yet:\n{preview}", highlight=False, markup=False)
         typer.confirm("Start?", abort=True)
     wf = tasks.start_task(
-        description, repo, cli=cli, roles=overrides, reporter=RichReporter(err_console)
+        description,
+        repo,
+        cli=cli,
+        roles=overrides,
+        reporter=RichReporter(err_console),
+        allow_protected=allow_protected,
     )
     _finished(wf)
 

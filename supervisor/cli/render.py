@@ -103,6 +103,11 @@ def workflow_detail(store: Store, wf_id: int) -> RenderableType:
     approval = store.latest_approval(wf_id)
     if wf.status == "awaiting_approval" and approval is not None:
         head.add_row("waiting for", f"approval of '{approval.step}' ({approval.status})")
+        from supervisor.dependency_review import pending_request
+
+        request = pending_request(wf, approval)
+        if request:
+            head.add_row("dependencies", f"changed by '{request['producer']}': {request['diff']}")
     steps = Table(title="Steps", title_justify="left")
     for column in ("#", "step", "attempt", "role", "status", "started", "took"):
         steps.add_column(column)
