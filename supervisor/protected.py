@@ -49,7 +49,23 @@ DEFAULT_PROTECTED: tuple[str, ...] = (
     "sitecustomize.py",
     "usercustomize.py",
     "pyproject.toml#tool.pytest",
+    # A module of the repository that shadows the test runner itself (the working directory and
+    # /workspace come first on the gate's import path).
+    "unittest.py",
+    "unittest/**",
+    "pytest.py",
+    "pytest/**",
+    "_pytest/**",
+    # Node and Rust: what `npm test` / `cargo test` run, and how.
     "package.json#scripts",
+    "package.json#jest",
+    ".npmrc",
+    ".yarnrc",
+    ".yarnrc.yml",
+    "jest.config.*",
+    "vitest.config.*",
+    ".mocharc*",
+    ".cargo/**",
     # CI, the supervisor's own configuration, and Repomix's.
     ".github/**",
     ".gitlab-ci.yml",

@@ -150,8 +150,9 @@ def test_a_worker_that_keeps_rigging_the_makefile_fails_the_task_with_the_branch
         ),
         (".supervisor/config.yaml", "gates:\n  test: 'true'\n"),
         ("tests/conftest.py", "collect_ignore_glob = ['*']\n"),
+        ("unittest/__init__.py", "def main(*args, **kwargs):\n    print('OK')\n"),
     ],
-    ids=["conftest", "supervisor-config", "nested-conftest"],
+    ids=["conftest", "supervisor-config", "nested-conftest", "shadowed-unittest"],
 )
 def test_edits_to_test_configuration_or_supervisor_config_are_refused_with_feedback(
     tmp_path: Path, serve: Any, path: str, content: str

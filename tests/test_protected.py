@@ -99,6 +99,11 @@ def test_a_rewritten_makefile_is_protected_but_code_is_not(repo: Path) -> None:
         ".supervisor/roles/implementer.yaml",
         "repomix.config.json",
         ".repomixignore",
+        "unittest/__init__.py",
+        "src/pytest.py",
+        ".npmrc",
+        "jest.config.js",
+        ".cargo/config.toml",
     ],
 )
 def test_every_default_harness_file_is_protected_at_any_depth(repo: Path, path: str) -> None:
