@@ -60,21 +60,26 @@ def await_approval(
     diff = dependency_diff(before, after)
     with _LOCK:
         current = engine.store.workflow(wf.id)
-        producer = _producer(engine, wf.id) or name
+        # The workflow-level step (a component's gate runs inside its fan-out step), and where a
+        # rejection goes: both must be steps of the definition.
+        waiting = current.current_step or name
+        producer = _producer(engine, wf.id)
+        if producer not in current.definition.get("steps", {}):
+            producer = waiting
         if current.status != "awaiting_approval":
             ctx = dict(current.context)
             ctx["approval_step"] = producer
             ctx[REQUEST_KEY] = {
                 "hash": wanted.content_hash,
                 "files": changed,
-                "step": name,
+                "step": waiting,
                 "producer": producer,
                 "diff": diff,
             }
             engine.store.advance(
                 wf.id,
                 step=producer,
-                next_step=name,
+                next_step=waiting,
                 context=ctx,
                 status="awaiting_approval",
                 checkpoint_status="awaiting_approval",

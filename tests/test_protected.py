@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from supervisor import protected
 from supervisor.config import load_settings
-from supervisor.dependency_review import dependency_diff
+from supervisor.dependency_review import dependency_diff, pending_request
 from supervisor.errors import SandboxError
 from supervisor.project_image import dependency_files
 from supervisor.protected import Pinned, changed_protected, part_of, pin, pinned
@@ -195,3 +195,22 @@ def test_the_dependency_diff_shows_each_changed_file() -> None:
     assert "+evil==6.6.6" in diff
     assert "a/requirements.txt" in diff
     assert "package.json" not in diff
+
+
+def _waiting(context: dict[str, Any], current_step: str, approval_step: str) -> tuple[Any, Any]:
+    from datetime import UTC, datetime
+
+    from supervisor.state.store import Approval, Workflow
+
+    stamp = datetime.now(UTC)
+    wf = Workflow(1, "t", "awaiting_approval", current_step, "claude", "main", "0" * 40,
+                  "ai/1-t", {}, context, None, stamp, stamp)  # fmt: skip
+    return wf, Approval(1, 1, approval_step, "pending", None)
+
+
+def test_a_pending_dependency_approval_is_told_apart_from_a_step_approval() -> None:
+    request = {"step": "test", "producer": "implement", "diff": "+six\n", "files": [], "hash": "h"}
+    assert pending_request(*_waiting({"dependency_request": request}, "test", "implement"))
+    # A later human_approval step of the same workflow is not about the old dependency change.
+    assert pending_request(*_waiting({"dependency_request": request}, "review", "plan")) is None
+    assert pending_request(*_waiting({}, "test", "implement")) is None
