@@ -36,9 +36,8 @@ DEFAULT_PROTECTED: tuple[str, ...] = (
     "GNUmakefile",
     "makefile",
     "*.mk",
-    "justfile",
-    "Justfile",
-    ".justfile",
+    "[Jj][Uu][Ss][Tt][Ff][Ii][Ll][Ee]",  # `just` finds its file in any letter case
+    ".[Jj][Uu][Ss][Tt][Ff][Ii][Ll][Ee]",
     # Test-runner configuration and start-up hooks a gate's interpreter loads by itself.
     "conftest.py",
     "pytest.ini",

@@ -92,6 +92,8 @@ def test_a_rewritten_makefile_is_protected_but_code_is_not(repo: Path) -> None:
         "sitecustomize.py",
         "build/test.mk",
         "justfile",
+        "JustFile",
+        ".justfile",
         ".github/workflows/ci.yml",
         ".gitlab-ci.yml",
         ".circleci/config.yml",
