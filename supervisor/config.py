@@ -91,6 +91,16 @@ def login_file_problem(rel: str) -> str | None:
 class SandboxSettings(_Model):
     image: str = "supervisor-sandbox:latest"
     egress_network: str = "supervisor-egress"
+    dependency_changes: Literal["approve", "allow"] = "approve"
+    """A worker's change to dependency files rebuilds the project image (with network) only after
+    `supervisor approve` (`approve`), or at once (`allow`)."""
+
+
+class ProtectedPaths(_Model):
+    """Changes to the package's list of paths workers may not change (supervisor/protected.py)."""
+
+    add: list[str] = Field(default_factory=list)
+    remove: list[str] = Field(default_factory=list)
 
 
 class TemplateChoice(_Model):
@@ -111,6 +121,7 @@ class Settings(_Model):
     gates: dict[str, str] = Field(default_factory=dict)
     clis: dict[str, CliSettings] = Field(default_factory=dict)
     limits: Limits = Field(default_factory=Limits)
+    protected_paths: ProtectedPaths = Field(default_factory=ProtectedPaths)
 
 
 class StepDef(_Model):

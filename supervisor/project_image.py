@@ -78,21 +78,27 @@ ENV PATH=/opt/venv/bin:$PATH VIRTUAL_ENV=/opt/venv PYTHONPATH=/workspace:/worksp
 # requirements files) and the versions its lock and constraints files pin, read as data
 # (supervisor/python_deps.py). The venv is writable to everyone: gates run on a throw-away
 # container layer, where tools write caches and bytecode next to the packages.
+# Wheels only (PIP_ONLY_BINARY): building a source distribution runs its setup code during the
+# build, which has network access. Remove the line if a dependency has no wheel for this platform.
+ENV PIP_ONLY_BINARY=:all:
 RUN cd /deps && pip install --no-cache-dir -r supervisor-requirements.txt \
       -c supervisor-constraints.txt pytest \
  && chmod -R a+rwX /opt/venv
 """,
 )
 
+# Install scripts off (--ignore-scripts): packages' own code would run during the build, which has
+# network access.
 NODE_INSTALL = {
     "npm": "if [ -f package-lock.json ] || [ -f npm-shrinkwrap.json ]; "
-    "then npm ci --no-audit --no-fund; else npm install --no-audit --no-fund; fi",
-    "pnpm": "pnpm install --frozen-lockfile --config.store-dir=/tmp/pnpm-store "
+    "then npm ci --no-audit --no-fund --ignore-scripts; "
+    "else npm install --no-audit --no-fund --ignore-scripts; fi",
+    "pnpm": "pnpm install --frozen-lockfile --ignore-scripts --config.store-dir=/tmp/pnpm-store "
     "--config.package-import-method=copy && rm -rf /tmp/pnpm-store",
-    "yarn1": "yarn install --frozen-lockfile --non-interactive --cache-folder /tmp/yarn-cache "
-    "&& rm -rf /tmp/yarn-cache",
+    "yarn1": "yarn install --frozen-lockfile --non-interactive --ignore-scripts "
+    "--cache-folder /tmp/yarn-cache && rm -rf /tmp/yarn-cache",
     "yarn": "YARN_NODE_LINKER=node-modules YARN_ENABLE_GLOBAL_CACHE=false "
-    "yarn install --immutable && rm -rf .yarn/cache",
+    "YARN_ENABLE_SCRIPTS=false yarn install --immutable && rm -rf .yarn/cache",
 }
 
 RUST = (
@@ -187,7 +193,17 @@ def write_dockerfile(repo: Path, detection: Detection, base_image: str) -> tuple
 
 
 def dependency_files(tree: Path) -> list[Path]:
-    return sorted(p for p in tree.iterdir() if p.is_file() and DEPENDENCY_FILES.match(p.name))
+    """The dependency files at the top of `tree`; a symbolic link among them is refused (its
+    target could be any file of the host, and it would be copied into the build)."""
+    found = sorted(p for p in tree.iterdir() if DEPENDENCY_FILES.match(p.name))
+    for path in found:
+        if path.is_symlink():
+            raise SandboxError(
+                f"The dependency file {path.name} is a symbolic link (to {path.readlink()}); "
+                "dependency files are read as plain files only.",
+                f"Replace {path.name} by a regular file with the dependencies in it.",
+            )
+    return [p for p in found if p.is_file()]
 
 
 @dataclass(frozen=True)

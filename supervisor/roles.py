@@ -66,6 +66,8 @@ class RoleSpec(_Model):
     allowed_tools: list[str] | None = None
     context: RoleContextSpec | None = None
     gates: list[RoleGate] | None = None
+    allow_paths: list[str] | None = None
+    """Protected paths (gitignore patterns) this role may change, e.g. `tests/**`."""
 
 
 class RoleContext(_Model):
@@ -94,6 +96,7 @@ class Role(_Model):
     allowed_tools: list[str] = Field(default_factory=list)
     context: RoleContext = Field(default_factory=RoleContext)
     gates: list[RoleGate] = Field(default_factory=list)
+    allow_paths: list[str] = Field(default_factory=list)
 
     @property
     def schema(self) -> type[BaseModel]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from supervisor import credentials, process, trust
+from supervisor import credentials, process, protected, trust
 from supervisor.config import Settings, WorkflowDef, load_settings, load_workflow, workflow_source
 from supervisor.doctor import clis_in_use
 from supervisor.errors import (
@@ -101,7 +101,9 @@ def start_task(
     roles: dict[str, str] | None = None,
     reporter: Reporter | None = None,
     no_gate: bool = False,
+    allow_protected: list[str] | None = None,
 ) -> Workflow:
+    """`allow_protected`: protected paths (gitignore patterns) this task's workers may change."""
     if not description.strip():
         raise StateError("The task description is empty.", 'Describe the task: start-task "..."')
     description, _ = redact(description)  # its branch name, state and prompts never hold a secret
@@ -125,6 +127,7 @@ def start_task(
                 branch_for_id=lambda i: f"ai/{i}-{ws.slugify(description)}",
                 definition=definition.model_dump(),
                 first_step=definition.initial_step,
+                **protected.pinned_start(project.settings, allow_protected),
             )
             if no_gate:
                 store.add_event(

@@ -225,7 +225,11 @@ def test_a_task_that_edits_the_dependencies_rebuilds_once_before_its_gate(
     script = load_script({"conversations": [worker, reviewer()]})
     with ScriptedModelServer(script) as server:
         config = repo / ".supervisor" / "config.yaml"
-        config.write_text(config.read_text() + f"clis:\n  claude: {{base_url: '{server.url}'}}\n")
+        config.write_text(
+            config.read_text()
+            + f"clis:\n  claude: {{base_url: '{server.url}'}}\n"
+            + "sandbox: {dependency_changes: allow}\n"  # pre-approved (test_attacks_harness)
+        )
         trust(repo)
         (repo / ".supervisor" / "workflow.yaml").write_text(
             "workflow:\n  initial_step: implement\n  steps:\n"

@@ -108,6 +108,13 @@ def start_task(
         bool,
         typer.Option("--no-gate", help="Run without the workflow's gates (recorded in events)."),
     ] = False,
+    allow_protected: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-protected",
+            help="PATTERN: a protected path (gate harness, config) this task may change.",
+        ),
+    ] = None,
 ) -> None:
     """Create the task branch and run the workflow on it."""
     overrides = {}
@@ -146,6 +153,7 @@ def start_task(
             roles=overrides,
             reporter=RichReporter(err_console),
             no_gate=no_gate,
+            allow_protected=allow_protected,
         )
     except ApprovalRequired:
         _show_pending(repo, None)

@@ -170,6 +170,11 @@ def workflow_detail(
             "decide",
             f"supervisor approve {wf_id}  |  supervisor reject {wf_id} --reason '...'",
         )
+        from supervisor.dependency_review import pending_request
+
+        request = pending_request(wf, approval)
+        if request:
+            head.add_row("dependencies", f"changed by '{request['producer']}': {request['diff']}")
     steps = Table(title="Steps", title_justify="left")
     rows = store.steps(wf_id)
     steps.add_column("#")

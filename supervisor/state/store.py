@@ -95,6 +95,8 @@ class Store:
         branch_for_id: Any,
         definition: dict[str, Any],
         first_step: str,
+        context: dict[str, Any] | None = None,
+        events: list[EventSpec] = (),  # type: ignore[assignment]
     ) -> Workflow:
         """Insert a workflow; `branch_for_id(id)` names its task branch in the same transaction."""
         with self._tx() as conn:
@@ -110,7 +112,7 @@ class Store:
                     base_sha=base_sha,
                     task_branch="",
                     definition=definition,
-                    context={},
+                    context=context or {},
                     created_at=stamp,
                     updated_at=stamp,
                 )
@@ -122,6 +124,8 @@ class Store:
             )
             started = EventSpec("workflow_started", payload={"description": description})
             _append(conn, wf_id, started)
+            for spec in events:
+                _append(conn, wf_id, spec)
         return self.workflow(wf_id)
 
     def workflow(self, wf_id: int) -> Workflow:

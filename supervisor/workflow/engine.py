@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from supervisor import credentials, interfaces, prompts, recovery
+from supervisor import credentials, interfaces, prompts, protected, recovery
 from supervisor.config import Settings, StepDef, WorkflowDef
 from supervisor.dag import WorkGraph
 from supervisor.errors import (
@@ -768,6 +768,12 @@ class Engine:
             )
             reject(problem, "interface_changed", locked=frozen)
             return Outcome("failed", feedback=problem, events=events, context={"trees": seen})
+        pins = protected.pinned(wf.context, self.settings)
+        guarded = protected.changed_protected(self.repo, pins, role.allow_paths, base, sha, changed)
+        if guarded:
+            problem = protected.feedback(guarded)
+            reject(problem, "protected_path_changed", protected=guarded)
+            return Outcome("failed", feedback=problem, events=events, context={"trees": seen})
         failed_gate = self._role_gates(wf, name, role, sha)
         if failed_gate is not None:
             gate, result = failed_gate
@@ -855,7 +861,7 @@ class Engine:
 
     def _gate_on(self, wf: Workflow, name: str, gate: str, commit: str) -> Outcome:
         """Run the named gate on `commit` in a no-network sandbox, as step `name`."""
-        command = self.settings.gates[gate]
+        command = protected.pinned(wf.context, self.settings).gates[gate]
         attempt = self.store.count_steps(wf.id, name) + 1
         began = now()  # the step's time includes making its worktree
         worktree = self.ws.add_worktree(f"wf{wf.id}-{name}-{attempt}", commit)
@@ -944,6 +950,9 @@ class Engine:
         if wanted is None:
             return None
         if not project_image.exists(self.sandbox.client, wanted.tag):
+            from supervisor import dependency_review
+
+            dependency_review.await_approval(self, wf, name, worktree, wanted)
             files = ", ".join(wanted.files) or "no dependency files"
             why = (
                 f"the dependency files ({files}) changed since the project image was built"

@@ -1,0 +1,178 @@
+"""Dependency changes by a worker wait for a person before they get a network.
+
+Building the project image installs packages with network access (it is the one build step that
+has it), and a package's install hooks run whatever its author chose. When the dependency files
+of a candidate differ from those the task started with, the worker chose what gets installed, so
+the rebuild waits: the workflow stops in `awaiting_approval` with the dependency diff in its
+events and in `supervisor status`, and nothing is built until `supervisor approve`. A rejection
+sends the change back to the step that made it, with the reason as feedback. A project that
+trusts its workers' dependency edits sets `sandbox: {dependency_changes: allow}`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import threading
+from typing import TYPE_CHECKING, Any
+
+from supervisor import process, protected
+from supervisor.errors import ApprovalRequired
+from supervisor.project_image import DEPENDENCY_FILES
+from supervisor.state.store import EventSpec
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from supervisor.project_image import ProjectImage
+    from supervisor.state.store import Approval, Workflow
+    from supervisor.workflow.engine import Engine
+
+REQUEST_KEY = "dependency_request"
+MAX_DIFF = 20_000
+_LOCK = threading.Lock()  # parallel reviewers may reach the same rebuild at once
+
+
+class DependencyApprovalRequired(ApprovalRequired):
+    """A worker changed the dependency files; the rebuild waits for a person."""
+
+
+def await_approval(
+    engine: Engine, wf: Workflow, name: str, worktree: Path, wanted: ProjectImage
+) -> None:
+    """Return when the image for `worktree`'s dependency files may be built; otherwise record
+    the wait, close this step's run, and raise DependencyApprovalRequired."""
+    before = base_dependencies(engine.repo, wf.base_sha)
+    after = {f: (worktree / f).read_text(errors="replace") for f in wanted.files}
+    if before == after:
+        return  # the dependencies the user's own commit named
+    if protected.pinned(wf.context, engine.settings).dependency_changes == "allow":
+        return
+    request = wf.context.get(REQUEST_KEY) or {}
+    approval = engine.store.latest_approval(wf.id)
+    if (
+        request.get("hash") == wanted.content_hash
+        and approval is not None
+        and approval.status == "approved"
+        and approval.step == request.get("producer")
+    ):
+        return
+    changed = sorted(f for f in set(before) | set(after) if before.get(f) != after.get(f))
+    diff = dependency_diff(before, after)
+    with _LOCK:
+        current = engine.store.workflow(wf.id)
+        # The workflow-level step (a component's gate runs inside its fan-out step), and where a
+        # rejection goes: both must be steps of the definition.
+        waiting = current.current_step or name
+        producer = _producer(engine, wf.id)
+        if producer not in current.definition.get("steps", {}):
+            producer = waiting
+        if current.status != "awaiting_approval":
+            ctx = dict(current.context)
+            ctx["approval_step"] = producer
+            ctx[REQUEST_KEY] = {
+                "hash": wanted.content_hash,
+                "files": changed,
+                "step": waiting,
+                "producer": producer,
+                "diff": diff,
+            }
+            engine.store.advance(
+                wf.id,
+                step=producer,
+                next_step=waiting,
+                context=ctx,
+                status="awaiting_approval",
+                checkpoint_status="awaiting_approval",
+                request_approval=True,
+                events=[
+                    EventSpec(
+                        "dependency_approval_requested",
+                        step=name,
+                        status="pending",
+                        payload={
+                            "files": changed,
+                            "changed_by": producer,
+                            "image": wanted.tag,
+                            "diff": diff,
+                        },
+                    )
+                ],
+            )
+        _close_run(engine, wf.id, worktree)
+    engine.reporter.info(f"dependency change by '{producer}' waits for approval:\n{diff}")
+    raise DependencyApprovalRequired(
+        f"Workflow {wf.id} waits for approval of a dependency change by step '{producer}' "
+        f"({', '.join(changed)}): building it installs packages with network access, so nothing "
+        "is built before a person has read the diff.",
+        f"Read the diff (`supervisor status {wf.id}`), then `supervisor approve {wf.id}` to build "
+        f"it, or `supervisor reject {wf.id} --reason \"...\"` to send it back to '{producer}'; "
+        f"then `supervisor resume {wf.id}`.",
+    )
+
+
+def pending_request(wf: Workflow, approval: Approval | None) -> dict[str, Any] | None:
+    """The dependency change a waiting workflow's pending approval is about, if it is one."""
+    request = wf.context.get(REQUEST_KEY)
+    if (
+        wf.status == "awaiting_approval"
+        and request
+        and approval is not None
+        and approval.status == "pending"
+        and approval.step == request.get("producer")
+        and wf.current_step == request.get("step")
+    ):
+        return request  # type: ignore[no-any-return]
+    return None
+
+
+def base_dependencies(repo: Path, commit: str) -> dict[str, str]:
+    """The top-level dependency files of `commit`, read as git blobs."""
+    listing = process.run(["git", "-C", str(repo), "ls-tree", "--name-only", commit]).stdout
+    found: dict[str, str] = {}
+    for entry in listing.splitlines():
+        if DEPENDENCY_FILES.match(entry):
+            blob = process.run(
+                ["git", "-C", str(repo), "cat-file", "blob", f"{commit}:{entry}"], check=False
+            )
+            if blob.returncode == 0:
+                found[entry] = blob.stdout
+    return found
+
+
+def dependency_diff(before: dict[str, str], after: dict[str, str]) -> str:
+    lines: list[str] = []
+    for name in sorted(set(before) | set(after)):
+        old, new = before.get(name), after.get(name)
+        if old == new:
+            continue
+        lines += difflib.unified_diff(
+            (old or "").splitlines(keepends=True),
+            (new or "").splitlines(keepends=True),
+            fromfile=f"a/{name}" if old is not None else "/dev/null",
+            tofile=f"b/{name}" if new is not None else "/dev/null",
+        )
+    text = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+    if len(text) > MAX_DIFF:
+        text = text[:MAX_DIFF] + "\n[... diff truncated ...]\n"
+    return text
+
+
+def _producer(engine: Engine, wf_id: int) -> str | None:
+    """The step whose implementation made the current candidate: where a rejection goes."""
+    done = [
+        e
+        for e in engine.store.events(wf_id)
+        if e.type == "implementation" and e.status == "succeeded"
+    ]
+    return done[-1].step if done else None
+
+
+def _close_run(engine: Engine, wf_id: int, worktree: Path) -> None:
+    """The step that asked for the image stops here: its row closed as waiting (it runs again
+    after the decision), its worktree gone."""
+    for row in engine.store.steps(wf_id):
+        if row["status"] == "running" and row["worktree"] == str(worktree):
+            engine.store.finish_step(
+                row["id"], "waiting", error="waits for approval of a dependency change"
+            )
+    engine.ws.remove_worktree(worktree)
