@@ -8,7 +8,7 @@ informed decision rather than a blind one.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from supervisor import process
 from supervisor.errors import SupervisorError
@@ -17,7 +17,11 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from supervisor.config import WorkflowDef
-    from supervisor.state.store import Workflow
+    from supervisor.state.store import Approval, Workflow
+
+REQUEST_KEY = "dependency_request"
+"""Where a dependency change waiting for approval is kept in the workflow's context
+(supervisor/dependency_review.py); read here so that `status` stays light."""
 
 _WHAT = {"plan": "the plan", "implementation": "its changes", "review": "the review and changes"}
 
@@ -107,3 +111,18 @@ def _diff_lines(wf: Workflow, repo: Path) -> list[str]:
     if not lines:
         return [f"changes: none against {wf.base_sha[:10]}"]
     return [f"changes against {wf.base_sha[:10]}:", *(f"  {line.strip()}" for line in lines)]
+
+
+def pending_request(wf: Workflow, approval: Approval | None) -> dict[str, Any] | None:
+    """The dependency change a waiting workflow's pending approval is about, if it is one."""
+    request = wf.context.get(REQUEST_KEY)
+    if (
+        wf.status == "awaiting_approval"
+        and request
+        and approval is not None
+        and approval.status == "pending"
+        and approval.step == request.get("producer")
+        and wf.current_step == request.get("step")
+    ):
+        return request  # type: ignore[no-any-return]
+    return None

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import difflib
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from supervisor import process, protected
+from supervisor.approvals import REQUEST_KEY, pending_request  # noqa: F401 (re-exported)
 from supervisor.errors import ApprovalRequired
 from supervisor.project_image import DEPENDENCY_FILES
 from supervisor.state.store import EventSpec
@@ -24,10 +25,9 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from supervisor.project_image import ProjectImage
-    from supervisor.state.store import Approval, Workflow
+    from supervisor.state.store import Workflow
     from supervisor.workflow.engine import Engine
 
-REQUEST_KEY = "dependency_request"
 MAX_DIFF = 20_000
 _LOCK = threading.Lock()  # parallel reviewers may reach the same rebuild at once
 
@@ -108,21 +108,6 @@ def await_approval(
         f"it, or `supervisor reject {wf.id} --reason \"...\"` to send it back to '{producer}'; "
         f"then `supervisor resume {wf.id}`.",
     )
-
-
-def pending_request(wf: Workflow, approval: Approval | None) -> dict[str, Any] | None:
-    """The dependency change a waiting workflow's pending approval is about, if it is one."""
-    request = wf.context.get(REQUEST_KEY)
-    if (
-        wf.status == "awaiting_approval"
-        and request
-        and approval is not None
-        and approval.status == "pending"
-        and approval.step == request.get("producer")
-        and wf.current_step == request.get("step")
-    ):
-        return request  # type: ignore[no-any-return]
-    return None
 
 
 def base_dependencies(repo: Path, commit: str) -> dict[str, str]:

@@ -170,7 +170,7 @@ def workflow_detail(
             "decide",
             f"supervisor approve {wf_id}  |  supervisor reject {wf_id} --reason '...'",
         )
-        from supervisor.dependency_review import pending_request
+        from supervisor.approvals import pending_request
 
         request = pending_request(wf, approval)
         if request:
