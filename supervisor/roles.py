@@ -66,6 +66,9 @@ class RoleSpec(_Model):
     allowed_tools: list[str] | None = None
     context: RoleContextSpec | None = None
     gates: list[RoleGate] | None = None
+    may_change_nothing: bool | None = None
+    """An implementing role whose honest answer may be "nothing to change" (a test engineer who
+    finds the tests sufficient): an empty change then passes, recorded as such."""
 
 
 class RoleContext(_Model):
@@ -94,6 +97,7 @@ class Role(_Model):
     allowed_tools: list[str] = Field(default_factory=list)
     context: RoleContext = Field(default_factory=RoleContext)
     gates: list[RoleGate] = Field(default_factory=list)
+    may_change_nothing: bool = False
 
     @property
     def schema(self) -> type[BaseModel]:

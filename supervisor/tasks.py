@@ -466,9 +466,12 @@ def _prepare_resume(store: Store, wf: Workflow) -> None:
         # A fresh set of retries, and a closed breaker, for the step that failed: a human chose
         # to resume, presumably after fixing the cause. (A crash leaves the status `running`, so
         # a kill and resume keeps the breaker's count.)
-        for counter in ("attempts", "transient", "breaker"):
+        for counter in ("transient", "breaker"):
             ctx.setdefault(counter, {}).pop(wf.current_step, None)
-        ctx.pop("trees", None)
+        # Every step's retry count starts afresh: a resume at a gate must leave the step its
+        # failure goes back to some attempts.
+        for memory in ("attempts", "trees", "noops"):
+            ctx.pop(memory, None)
         store.update_workflow(
             wf.id,
             status="running",
