@@ -67,12 +67,20 @@ def workflows_table(workflows: list[Workflow]) -> Table:
         table.add_row(
             str(wf.id),
             _status(wf.status),
-            wf.current_step or "-",
+            shown_step(wf),
             wf.task_branch,
             wf.description[:50],
             wf.updated_at.strftime("%Y-%m-%d %H:%M:%S"),
         )
     return table
+
+
+def shown_step(wf: Workflow) -> str:
+    """The step the workflow stands at: while it waits for an approval, the step whose result
+    waits (the database already points at the next one)."""
+    if wf.status == "awaiting_approval" and wf.context.get("approval_step"):
+        return f"{wf.context['approval_step']} (awaiting approval)"
+    return wf.current_step or "-"
 
 
 def workflow_detail(store: Store, wf_id: int) -> RenderableType:
@@ -82,7 +90,7 @@ def workflow_detail(store: Store, wf_id: int) -> RenderableType:
     head.add_row("workflow", str(wf.id))
     head.add_row("task", wf.description)
     head.add_row("status", _status(wf.status))
-    head.add_row("current step", wf.current_step or "-")
+    head.add_row("current step", shown_step(wf))
     head.add_row(
         "branch", f"{wf.task_branch} (from {wf.base_branch or 'detached'} {wf.base_sha[:10]})"
     )
@@ -100,6 +108,16 @@ def workflow_detail(store: Store, wf_id: int) -> RenderableType:
         head.add_row(
             "waiting", Text(f"rate limited until {until:%H:%M:%S}; retries then", style="yellow")
         )
+    for cid, entry in (wf.context.get("components") or {}).items():
+        if entry.get("status") == "waiting":
+            from datetime import datetime
+
+            until = entry.get("until")
+            when = f"until {datetime.fromtimestamp(float(until)):%H:%M:%S}" if until else "to retry"
+            head.add_row(
+                "waiting",
+                Text(f"component {cid} waits {when}: {entry.get('reason', '')[:120]}", "yellow"),
+            )
     approval = store.latest_approval(wf_id)
     if wf.status == "awaiting_approval" and approval is not None:
         head.add_row("waiting for", f"approval of '{approval.step}' ({approval.status})")

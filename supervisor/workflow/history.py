@@ -14,12 +14,14 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from supervisor.errors import GitError, MergeConflictError
 from supervisor.workspace import IDENTITY, _git
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from supervisor.config import WorkflowDef
+    from supervisor.workspace import Workspace
 
 
 def attempt_ref(wf_id: int, step: str, step_id: int) -> str:
@@ -85,3 +87,65 @@ def commit_tree(repo: Path, tree: str, parent: str, message: str) -> str:
 def refs_under(repo: Path, prefix: str) -> list[str]:
     out = _git(repo, "for-each-ref", "--format=%(refname)", prefix).stdout
     return [line for line in out.splitlines() if line]
+
+
+def merged_tree(repo: Path, base: str, other: str, merge_base: str | None = None) -> str:
+    """The tree of merging `other` into `base` (objects only); a conflict changes nothing."""
+    args = ["merge-tree", "--write-tree", "--name-only", "--no-messages"]
+    if merge_base is not None:
+        args.append(f"--merge-base={merge_base}")
+    result = _git(repo, *args, base, other, check=False)
+    lines = result.stdout.splitlines()
+    if result.returncode == 1:
+        raise MergeConflictError(
+            f"Applying {other[:12]} onto {base[:12]} conflicts in: {', '.join(lines[1:])}.",
+            "Nothing was changed; merge by hand (git merge), or choose --merge.",
+            files=lines[1:],
+        )
+    if result.returncode != 0 or not lines:
+        raise GitError(
+            f"git merge-tree failed: {result.stderr.strip()[-400:]}",
+            "Check that git is 2.38 or newer (git --version).",
+        )
+    return lines[0]
+
+
+def squashed(repo: Path, base_tip: str, task_tip: str, message: str) -> str:
+    """One commit on `base_tip` holding everything the task branch did."""
+    return commit_tree(repo, merged_tree(repo, base_tip, task_tip), base_tip, message)
+
+
+def rebased(repo: Path, base_tip: str, task_base: str, task_tip: str) -> str:
+    """The task branch's commits replayed one by one onto `base_tip`, messages kept."""
+    commits = _git(
+        repo, "rev-list", "--reverse", "--first-parent", f"{task_base}..{task_tip}"
+    ).stdout.split()
+    onto = base_tip
+    for commit in commits:
+        parent = _git(repo, "rev-parse", f"{commit}^").stdout.strip()
+        tree = merged_tree(repo, onto, commit, merge_base=parent)
+        message = _git(repo, "log", "-1", "--format=%B", commit).stdout
+        onto = commit_tree(repo, tree, onto, message)
+    return onto
+
+
+def land(ws: Workspace, branch: str, new: str, old: str) -> None:
+    """Move `branch` from `old` to its descendant `new`, through the user's checkout (a
+    fast-forward merge) when it is checked out there, refusing over uncommitted changes."""
+    if ws.current_branch() == branch:
+        if not ws.is_clean():
+            raise GitError(
+                f"{branch} is checked out with uncommitted changes; landing the task now would "
+                "mix them with the task's.",
+                "Commit or stash your changes, then run complete-task again.",
+            )
+        _git(ws.repo, "merge", "--ff-only", new)
+    else:
+        ws.set_ref(f"refs/heads/{branch}", new, old)
+
+
+def default_mode(ctx: dict[str, Any]) -> str:
+    """Squash a single-component task (one readable commit), merge a larger one."""
+    phases = (ctx.get("plan") or {}).get("phases", [])
+    components = [c for phase in phases for c in phase.get("components", [])]
+    return "squash" if len(components) <= 1 else "merge"
