@@ -50,8 +50,9 @@ def gate_problem_error(
 ) -> StepFailedError:
     return StepFailedError(
         f"The '{gate}' gate (`{command}`) fails again on the unchanged candidate (tree "
-        f"{tree[:12]}), and the worker found nothing to change: this is a problem with the gate "
-        f"or its environment, not with the code. Its output:\n{output[-2000:]}",
+        f"{tree[:12]}), and the worker, given its output, changed nothing: this is a gate "
+        "problem (its command or its environment), or one the worker cannot fix, not a "
+        f"retry's worth. Its output:\n{output[-2000:]}",
         f"Check the gate command and what it needs (`supervisor config show`, gates.{gate}), "
         f"fix it, then `supervisor resume {wf_id}` re-runs the gate on the current candidate "
         "first.",
