@@ -11,15 +11,17 @@ it, and the commit action refuses a tree that has not passed every gate the work
 
 from __future__ import annotations
 
+import os
 import re
+import tempfile
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from supervisor import process
 from supervisor.errors import GitError, MergeConflictError
 from supervisor.workspace import IDENTITY, _git
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from supervisor.config import WorkflowDef
     from supervisor.workspace import Workspace
 
@@ -89,12 +91,11 @@ def refs_under(repo: Path, prefix: str) -> list[str]:
     return [line for line in out.splitlines() if line]
 
 
-def merged_tree(repo: Path, base: str, other: str, merge_base: str | None = None) -> str:
+def merged_tree(repo: Path, base: str, other: str) -> str:
     """The tree of merging `other` into `base` (objects only); a conflict changes nothing."""
-    args = ["merge-tree", "--write-tree", "--name-only", "--no-messages"]
-    if merge_base is not None:
-        args.append(f"--merge-base={merge_base}")
-    result = _git(repo, *args, base, other, check=False)
+    result = _git(
+        repo, "merge-tree", "--write-tree", "--name-only", "--no-messages", base, other, check=False
+    )
     lines = result.stdout.splitlines()
     if result.returncode == 1:
         raise MergeConflictError(
@@ -110,6 +111,32 @@ def merged_tree(repo: Path, base: str, other: str, merge_base: str | None = None
     return lines[0]
 
 
+def replayed_tree(repo: Path, onto: str, parent: str, commit: str) -> str:
+    """`onto`'s tree with the change `parent..commit` applied, in a throw-away index."""
+    patch = _git(
+        repo, "diff", "--binary", "--no-color", "--no-ext-diff", "--no-textconv", parent, commit
+    ).stdout
+    with tempfile.TemporaryDirectory(prefix="supervisor-index-") as tmp:
+        env = {**os.environ, "GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        git = ["git", "-c", "safe.directory=*", "-C", str(repo)]
+        process.run([*git, "read-tree", onto], env=env)
+        if patch:
+            applied = process.run(
+                [*git, "apply", "--cached", "--whitespace=nowarn"],
+                input_text=patch,
+                env=env,
+                check=False,
+            )
+            if applied.returncode != 0:
+                raise MergeConflictError(
+                    f"Replaying {commit[:12]} onto {onto[:12]} conflicts: "
+                    f"{(applied.stderr or applied.stdout).strip()[-600:]}",
+                    "Nothing was changed; choose --merge or --squash, or rebase by hand.",
+                    files=[],
+                )
+        return process.run([*git, "write-tree"], env=env).stdout.strip()
+
+
 def squashed(repo: Path, base_tip: str, task_tip: str, message: str) -> str:
     """One commit on `base_tip` holding everything the task branch did."""
     return commit_tree(repo, merged_tree(repo, base_tip, task_tip), base_tip, message)
@@ -123,7 +150,7 @@ def rebased(repo: Path, base_tip: str, task_base: str, task_tip: str) -> str:
     onto = base_tip
     for commit in commits:
         parent = _git(repo, "rev-parse", f"{commit}^").stdout.strip()
-        tree = merged_tree(repo, onto, commit, merge_base=parent)
+        tree = replayed_tree(repo, onto, parent, commit)
         message = _git(repo, "log", "-1", "--format=%B", commit).stdout
         onto = commit_tree(repo, tree, onto, message)
     return onto
