@@ -643,9 +643,11 @@ class Engine:
         data = output.model_dump()
         payload = {**base_payload, "output": data}
         if role.output == "implementation":
+            # A component's commit lands on its branch in the fan-out (on_done set); a fix-up
+            # named after its component works on the candidate like any plain step.
             ref = (
                 candidate_ref(wf.id)
-                if component is None
+                if component is None or on_done is None
                 else f"refs/heads/{component_branch(wf.task_branch, component.id)}"
             )
             return self._after_implementation(
