@@ -32,6 +32,7 @@ PROGRESS = {
     "merged": "complete",
     "failed": "failed",
     "conflict": "failed",
+    "waiting": "waiting",
 }
 
 
@@ -188,7 +189,7 @@ def rollup(statuses: list[str]) -> str:
         return "complete"
     if any(s == "failed" for s in statuses):
         return "failed"
-    if any(s in ACTIVE or s in ("in_progress", "complete") for s in statuses):
+    if any(s in ACTIVE or s in ("in_progress", "complete", "waiting") for s in statuses):
         return "in_progress"
     return "pending"
 

@@ -68,6 +68,9 @@ class RoleSpec(_Model):
     gates: list[RoleGate] | None = None
     allow_paths: list[str] | None = None
     """Protected paths (gitignore patterns) this role may change, e.g. `tests/**`."""
+    may_change_nothing: bool | None = None
+    """An implementing role whose honest answer may be "nothing to change" (a test engineer who
+    finds the tests sufficient): an empty change then passes, recorded as such."""
 
 
 class RoleContext(_Model):
@@ -97,6 +100,7 @@ class Role(_Model):
     context: RoleContext = Field(default_factory=RoleContext)
     gates: list[RoleGate] = Field(default_factory=list)
     allow_paths: list[str] = Field(default_factory=list)
+    may_change_nothing: bool = False
 
     @property
     def schema(self) -> type[BaseModel]:

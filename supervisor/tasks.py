@@ -260,19 +260,40 @@ def completion_preview(wf_id: int, path: Path) -> CompletionPreview:
     return CompletionPreview(wf, wf.base_branch, ws.log(base_tip, tip), stat)
 
 
-def complete_task(wf_id: int, path: Path) -> str:
-    """Merge a completed task's branch into the branch it started from; the new tip."""
+def complete_task(wf_id: int, path: Path, mode: str | None = None) -> str:
+    """Land a completed task's branch on the branch it started from; the new tip. `mode`:
+    squash (one commit), merge (a merge commit) or rebase (its commits replayed); by default
+    squash for a single-component task, merge otherwise."""
+    from supervisor.workflow import history
+
     preview = completion_preview(wf_id, path)
     project = open_project(path)
     with repo_lock(project.state_dir), project.store() as store:
         wf = preview.workflow
-        new = project.workspace.merge_into(
-            preview.base_branch, wf.task_branch, f"Merge {wf.task_branch}: {wf.description[:60]}"
-        )
+        mode = mode or history.default_mode(wf.context)
+        ws = project.workspace
+        if mode == "merge":
+            new = ws.merge_into(
+                preview.base_branch,
+                wf.task_branch,
+                f"Merge {wf.task_branch}: {wf.description[:60]}",
+            )
+        else:
+            base_tip = ws.branch_tip(preview.base_branch)
+            tip = ws.branch_tip(wf.task_branch)
+            if mode == "squash":
+                body = "\n".join(f"  {line}" for line in ws.log(base_tip, tip))
+                message = f"{wf.description.strip()[:72]}\n\nSquashed {wf.task_branch}:\n{body}\n"
+                new = history.squashed(project.root, base_tip, tip, message)
+            else:
+                new = history.rebased(project.root, base_tip, wf.base_sha, tip)
+            history.land(ws, preview.base_branch, new, base_tip)
         store.add_event(
             wf.id,
             EventSpec(
-                "task_merged", status="merged", payload={"into": preview.base_branch, "sha": new}
+                "task_merged",
+                status="merged",
+                payload={"into": preview.base_branch, "sha": new, "mode": mode},
             ),
         )
     return new
@@ -525,9 +546,12 @@ def _prepare_resume(store: Store, wf: Workflow) -> None:
         # A fresh set of retries, and a closed breaker, for the step that failed: a human chose
         # to resume, presumably after fixing the cause. (A crash leaves the status `running`, so
         # a kill and resume keeps the breaker's count.)
-        for counter in ("attempts", "transient", "breaker"):
+        for counter in ("transient", "breaker"):
             ctx.setdefault(counter, {}).pop(wf.current_step, None)
-        ctx.pop("trees", None)
+        # Every step's retry count starts afresh: a resume at a gate must leave the step its
+        # failure goes back to some attempts.
+        for memory in ("attempts", "trees", "noops"):
+            ctx.pop(memory, None)
         store.update_workflow(
             wf.id,
             status="running",

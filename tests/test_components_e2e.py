@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -295,3 +297,60 @@ def test_interfaces_are_compiled_then_read_only_for_every_component(
     sent = [json.dumps(r.body) for r in server.requests]
     assert any("do not compile" in body for body in sent if "ROLE: tech_lead" in body)
     assert any("read-only" in body for body in sent if "'square'" in body)
+
+
+def test_a_rate_limited_component_waits_while_the_others_go_on_and_resume_continues_it(
+    tmp_path: Path, serve: Any
+) -> None:
+    # The reset time reaches the supervisor through the CLI's error text, as with the real API.
+    message = "rate limited, try again in 30 seconds"
+    limited = {"error": {"status": 429, "message": message, "retry_after": 30}}
+    server = serve(
+        planner(plan(component("square", ["square.py"]), component("circle", ["circle.py"]))),
+        {"when": "one component of the plan: 'square'", "turns": [limited]},
+        builds("square", ("square.py", SQUARE)),
+        builds("circle", ("circle.py", CIRCLE)),
+        reviewer(),
+    )
+    repo = repo_for(tmp_path, server.url)
+    run = subprocess.Popen(
+        [sys.executable, "-m", "supervisor", "start-task", TASK, "--yes", "--repo", str(repo)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while not (tasks.workflows(repo) and tasks.workflows(repo)[0].status == "rate_limited"):
+            assert run.poll() is None, "the supervisor ended instead of waiting"
+            assert time.monotonic() < deadline, "the rate limit never became a waiting state"
+            time.sleep(0.5)
+        wf = tasks.workflows(repo)[0]
+        components = wf.context["components"]
+        assert components["circle"]["status"] == "merged"  # the other component went on
+        assert components["square"]["status"] == "waiting"
+        shown = subprocess.run(
+            [sys.executable, "-m", "supervisor", "status", str(wf.id), "--repo", str(repo)],
+            env={**os.environ, "COLUMNS": "200"},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        text = " ".join(shown.stdout.split())
+        assert "rate limited until" in text
+        assert "component square waits until" in text
+    finally:
+        run.send_signal(signal.SIGKILL)
+        run.wait()
+
+    done = tasks.resume(wf.id, repo)  # waits out the rest of the reset, then runs square only
+
+    assert done.status == "completed"
+    assert git(repo, "show", f"{done.task_branch}:square.py") == SQUARE
+    assert git(repo, "show", f"{done.task_branch}:circle.py") == CIRCLE
+    log = events(repo, done.id)
+    assert [e.payload["component"] for e in log if e.type == "component_waiting"] == ["square"]
+    assert [e.status for e in log if e.type == "retry_scheduled"] == ["wait"]
+    with tasks.reading(repo) as store:
+        runs = [s["name"] for s in store.steps(done.id)]
+    assert runs.count("implement/circle") == 1 and runs.count("implement/square") == 2

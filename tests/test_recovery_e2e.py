@@ -108,8 +108,10 @@ def test_parallel_reviewers_must_all_approve_and_their_issues_are_merged(
 def test_a_retry_that_reproduces_an_earlier_attempt_stops_as_a_loop(
     tmp_path: Path, serve: Any
 ) -> None:
+    other_bug = BAD_CALC.replace("a + b\n\n\ndef multiply", "a - b\n\n\ndef multiply")
     server = serve(
         implementer(BAD_CALC),
+        implementer(other_bug, when="FEEDBACK FROM THE PREVIOUS ATTEMPT"),
         implementer(BAD_CALC, when="FEEDBACK FROM THE PREVIOUS ATTEMPT"),
         reviewer(),
     )
@@ -128,9 +130,10 @@ def test_a_retry_that_reproduces_an_earlier_attempt_stops_as_a_loop(
         assert wf.status == "failed"
         events = store.events(wf.id)
         assert [e.type for e in events].count("loop_detected") == 1
-        # Two attempts, not five; a retry after a dropped connection is not an attempt of its own.
+        # Three attempts (each a fix on the last), not six; a retry after a dropped connection
+        # is not an attempt of its own.
         dropped = [e for e in events if e.type == "retry_scheduled" and e.status == "retry_same"]
-        assert store.count_steps(wf.id, "implement") - len(dropped) == 2
+        assert store.count_steps(wf.id, "implement") - len(dropped) == 3
 
 
 def test_the_circuit_breaker_opens_and_keeps_its_count_in_the_state_database(

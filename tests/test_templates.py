@@ -8,6 +8,8 @@ import pytest
 
 from supervisor.config import load_settings, load_workflow
 from supervisor.errors import ConfigError
+from supervisor.roles import load_role
+from supervisor.workflow.history import required_gates
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -44,6 +46,24 @@ def test_every_shipped_template_is_valid(repo: Path, template: str) -> None:
     assert order(definition)[-1] == "commit"
 
 
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_every_step_that_changes_code_is_followed_by_every_gate_before_the_commit(
+    repo: Path, template: str
+) -> None:
+    """The commit takes only a tree that passed every gate as it is: on the happy path, each
+    implementing step (planners and reviewers change nothing) has every gate after it."""
+    configure(repo, f"workflow: {{template: {template}}}\n")
+    definition = load_workflow(repo, load_settings(repo))
+    path = order(definition)
+    required = set(required_gates(definition))
+    assert required, "every shipped template gates its work"
+    for i, name in enumerate(path):
+        step = definition.steps[name]
+        if step.role and load_role(step.role, repo).output == "implementation":
+            later = {definition.steps[n].gate for n in path[i + 1 :] if definition.steps[n].gate}
+            assert required <= later, f"{template}: '{name}' is not followed by {required - later}"
+
+
 def test_templates_inherit_through_extends(repo: Path) -> None:
     configure(repo, "workflow: {template: security_critical}\n")
     definition = load_workflow(repo, load_settings(repo))
@@ -53,6 +73,7 @@ def test_templates_inherit_through_extends(repo: Path) -> None:
         "implement",
         "test",
         "tests_review",
+        "tests_test",
         "lint",
         "security_review",
         "second_security_review",

@@ -179,11 +179,24 @@ def complete_task(
     workflow_id: Annotated[int, typer.Argument(help="The workflow id.")],
     repo: RepoOption = Path(),
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Merge without confirming.")] = False,
+    squash: Annotated[bool, typer.Option("--squash", help="Land it as one commit.")] = False,
+    merge: Annotated[bool, typer.Option("--merge", help="Land it with a merge commit.")] = False,
+    rebase: Annotated[bool, typer.Option("--rebase", help="Replay its commits.")] = False,
 ) -> None:
-    """Merge a completed task's branch into the branch it started from, after a preview."""
+    """Land a completed task's branch on the branch it started from, after a preview (squash
+    by default for a single-component task, merge otherwise)."""
+    from supervisor.workflow.history import default_mode
+
+    chosen = [m for m, on in (("squash", squash), ("merge", merge), ("rebase", rebase)) if on]
+    if len(chosen) > 1:
+        raise SupervisorError(
+            f"complete-task got {', '.join('--' + m for m in chosen)}; they exclude each other.",
+            "Pass one of --squash, --merge or --rebase (or none for the default).",
+        )
     preview = tasks.completion_preview(workflow_id, repo)
+    mode = chosen[0] if chosen else default_mode(preview.workflow.context)
     console.print(
-        f"Merge [bold]{preview.workflow.task_branch}[/bold] into "
+        f"{mode.capitalize()} [bold]{preview.workflow.task_branch}[/bold] into "
         f"[bold]{preview.base_branch}[/bold]: {len(preview.commits)} commit(s)"
     )
     for line in preview.commits:
@@ -196,8 +209,32 @@ def complete_task(
                 "Pass --yes to merge without confirming.",
             )
         typer.confirm("Merge?", abort=True)
-    new = tasks.complete_task(workflow_id, repo)
-    console.print(f"[green]✓[/green] {preview.base_branch} now at {new[:12]}")
+    new = tasks.complete_task(workflow_id, repo, mode)
+    console.print(f"[green]✓[/green] {preview.base_branch} now at {new[:12]} ({mode})")
+
+
+@app.command()
+def abandon(
+    workflow_id: Annotated[int, typer.Argument(help="The workflow id.")],
+    repo: RepoOption = Path(),
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Remove without confirming.")] = False,
+) -> None:
+    """Remove a task's branch, component branches, refs and worktrees, after a preview."""
+    from supervisor import abandon as abandoning
+
+    plan = abandoning.preview(workflow_id, repo)
+    console.print(f"Abandon workflow {workflow_id} ({plan.workflow.status}); this removes:")
+    for item in plan.items():
+        console.print(f"  {item}", highlight=False, markup=False)
+    if not yes:
+        if not sys.stdin.isatty():
+            raise SupervisorError(
+                "abandon needs confirmation, and there is no terminal.",
+                "Pass --yes to remove without confirming.",
+            )
+        typer.confirm("Remove?", abort=True)
+    abandoning.abandon(workflow_id, repo)
+    console.print(f"[green]✓[/green] workflow {workflow_id} abandoned")
 
 
 @app.command()

@@ -104,7 +104,7 @@ def workflows_table(workflows: list[Workflow]) -> Table:
     table = Table(title="Workflows", title_justify="left")
     table.add_column("id")
     _id_column(table, "status", [wf.status for wf in workflows])
-    _id_column(table, "step", [_step_shown(wf) for wf in workflows])
+    _id_column(table, "step", [shown_step(wf) for wf in workflows])
     _id_column(table, "branch", [wf.task_branch for wf in workflows])
     for column in ("task", "updated"):
         table.add_column(column)
@@ -112,7 +112,7 @@ def workflows_table(workflows: list[Workflow]) -> Table:
         table.add_row(
             str(wf.id),
             _status(wf.status),
-            _step_shown(wf),
+            shown_step(wf),
             wf.task_branch,
             wf.description[:50],
             wf.updated_at.strftime("%Y-%m-%d %H:%M:%S"),
@@ -120,10 +120,11 @@ def workflows_table(workflows: list[Workflow]) -> Table:
     return table
 
 
-def _step_shown(wf: Workflow) -> str:
-    """The step a workflow is at: the one whose approval it waits for, not the one after it."""
+def shown_step(wf: Workflow) -> str:
+    """The step the workflow stands at: while it waits for an approval, the step whose result
+    waits (the database already points at the next one)."""
     if wf.status == "awaiting_approval" and wf.context.get("approval_step"):
-        return f"{wf.context['approval_step']} (approval)"
+        return f"{wf.context['approval_step']} (awaiting approval)"
     return wf.current_step or "-"
 
 
@@ -145,7 +146,7 @@ def workflow_detail(
             f"{waiting}, waiting for approval (then: {wf.current_step or 'the end'})",
         )
     else:
-        head.add_row("current step", wf.current_step or "-")
+        head.add_row("current step", shown_step(wf))
     head.add_row(
         "branch", f"{wf.task_branch} (from {wf.base_branch or 'detached'} {wf.base_sha[:10]})"
     )
@@ -163,6 +164,16 @@ def workflow_detail(
         head.add_row(
             "waiting", Text(f"rate limited until {until:%H:%M:%S}; retries then", style="yellow")
         )
+    for cid, entry in (wf.context.get("components") or {}).items():
+        if entry.get("status") == "waiting":
+            from datetime import datetime
+
+            until = entry.get("until")
+            when = f"until {datetime.fromtimestamp(float(until)):%H:%M:%S}" if until else "to retry"
+            head.add_row(
+                "waiting",
+                Text(f"component {cid} waits {when}: {entry.get('reason', '')[:120]}", "yellow"),
+            )
     if wf.status == "awaiting_approval" and approval is not None:
         head.add_row("waiting for", f"approval of '{approval.step}' ({approval.status})")
         head.add_row("to approve", Text("\n".join(pending or ["-"])))

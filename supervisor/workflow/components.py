@@ -49,6 +49,7 @@ class ComponentFanOut:
         self.state: dict[str, dict[str, Any]] = self.ctx.setdefault("components", {})
         self.lock = threading.Lock()
         self.errors: dict[str, SupervisorError] = {}
+        self.waiting: dict[str, recovery.Classification] = {}
 
     def run(self) -> Outcome:
         plan = self.ctx.get("plan")
@@ -61,9 +62,20 @@ class ComponentFanOut:
             # Every component is in and a later gate or review sent work back: that is one
             # worker's fix on the integrated result, not a second round of components. (All
             # merged without feedback is a crash after the last merge: nothing is left to run.)
-            return self.engine._worker(self.wf, self.name, role, base=self.ctx.get("candidate"))
+            # With one component the fix-up is that component's next attempt, under its name.
+            if len(work.components) == 1:
+                (comp,) = work.components.values()
+                step_name = f"{self.name}/{comp.id}"
+                feedback = dict(self.ctx.get("feedback", {}))
+                feedback[step_name] = feedback.get(self.name, [])
+                view = replace(self.wf, context={**self.ctx, "feedback": feedback})
+                return self.engine._worker(view, step_name, role, component=comp)
+            return self.engine._worker(self.wf, self.name, role)
         for cid, comp in work.components.items():
             entry = self.state.setdefault(cid, {"status": "pending", "attempts": 0})
+            if entry["status"] == "waiting":  # a rate limit or network error: its turn again
+                entry["status"] = "pending"
+                entry.pop("until", None)
             if entry["status"] in ("running", "failed", "conflict"):
                 entry["status"] = "pending"  # interrupted, or failed before this resume
                 if entry.pop("error", None) is not None:
@@ -75,6 +87,7 @@ class ComponentFanOut:
                 )
         integrated = (
             self.ctx.get("integrated")
+            or self.ctx.get("candidate")
             or self.ctx.get("locked_sha")
             or self.engine.ws.branch_tip(self.wf.task_branch)
         )
@@ -104,24 +117,18 @@ class ComponentFanOut:
     # -- in a worker thread ----------------------------------------------------------------
 
     def _build(self, comp: Component, base: str) -> Outcome:
-        """The component's worker (retried in place on a transient error), then its gates."""
-        policy = recovery.policy(self.step.retry_policy or self.engine.settings.retry_policy)
+        """The component's worker, then its gates. A transient error (rate limit, network) is
+        not retried here: the component waits, and the engine's one recovery policy runs the
+        step again for it once the others are done (see `_outcome`)."""
         step_name = f"{self.name}/{comp.id}"
-        for attempt in range(1, policy.max_attempts + 1):
-            outcome = self.engine._worker(
-                self._view(),
-                step_name,
-                self.step.role or "",
-                base=base,
-                component=comp,
-                on_done=self._implemented(comp.id),
-            )
-            why = outcome.transient
-            if why is None or attempt == policy.max_attempts:
-                break
-            delay = why.wait_seconds if why.wait_seconds is not None else policy.delay(attempt)
-            self.engine.reporter.info(f"{why.category}: retrying '{step_name}' in {delay:.1f} s")
-            time.sleep(delay)
+        outcome = self.engine._worker(
+            self._view(),
+            step_name,
+            self.step.role or "",
+            base=base,
+            component=comp,
+            on_done=self._implemented(comp.id),
+        )
         trees = outcome.context.get("trees", {}).get(step_name)
         if outcome.result != "passed":
             if trees is not None:
@@ -189,13 +196,28 @@ class ComponentFanOut:
             ws.delete_ref(f"refs/heads/{branch}")
             self.engine.reporter.info(f"component {comp.id} merged ({merged[:12]})")
             return merged
-        attempts = self.state[comp.id].get("attempts", 0) + 1
-        problem = outcome.feedback or getattr(outcome.transient, "reason", None) or outcome.result
-        if outcome.escalate is not None or outcome.transient is not None:
-            error = outcome.escalate or StepFailedError(
-                f"Component '{comp.id}' kept failing: {problem[:600]}",
-                "Check the model API and the CLI (`supervisor doctor`).",
+        if outcome.transient is not None and outcome.escalate is None:
+            why = outcome.transient
+            comp.status = "waiting"  # the others go on; the engine's recovery policy resumes it
+            self.waiting[comp.id] = why
+            until = time.time() + (why.wait_seconds or 0.0)
+            self._save(
+                comp.id,
+                status="waiting",
+                until=until if why.wait_seconds is not None else None,
+                reason=why.reason[:400],
+                event=EventSpec(
+                    "component_waiting",
+                    step=self.name,
+                    status=str(why.category),
+                    payload={"component": comp.id, "reason": why.reason[:1000]},
+                ),
             )
+            return integrated
+        attempts = self.state[comp.id].get("attempts", 0) + 1
+        problem = outcome.feedback or outcome.result
+        if outcome.escalate is not None:
+            error = outcome.escalate
         elif attempts > self.step.max_retries:
             error = StepFailedError(
                 f"Component '{comp.id}' failed {attempts} times (limit "
@@ -225,6 +247,13 @@ class ComponentFanOut:
     def _outcome(self, work: WorkGraph, integrated: str) -> Outcome:
         with self.lock:
             ctx = copy.deepcopy(self.ctx)
+        if not self.errors and self.waiting:
+            # The longest wait decides; the engine records the waiting state (`status` shows it
+            # with its reset time) and runs this step again, for the waiting components only.
+            why = max(self.waiting.values(), key=lambda w: w.wait_seconds or 0.0)
+            ids = ", ".join(self.waiting)
+            why = replace(why, reason=f"component(s) {ids}: {why.reason}")
+            return Outcome("failed", context=ctx, transient=why)
         if not self.errors:
             for cid in work.components:
                 ctx.get("feedback", {}).pop(f"{self.name}/{cid}", None)

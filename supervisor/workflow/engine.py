@@ -9,6 +9,8 @@ after a crash `resume` re-runs at most the step that was interrupted, never a co
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -37,6 +39,7 @@ from supervisor.sandbox.docker import LABEL_REPO, LABEL_STEP, LABEL_WORKFLOW, Ru
 from supervisor.schemas import PlanOutput
 from supervisor.state.store import EventSpec, now
 from supervisor.workers.base import adapter_for
+from supervisor.workflow import gate_problems, history
 from supervisor.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -67,6 +70,8 @@ class Outcome:
     escalate: SupervisorError | None = None
     transient: Classification | None = None
     """Set when the step should simply run again (after a delay): network, crash, rate limit."""
+    resume_at: str | None = None
+    """With `escalate`: the step a later `resume` starts at (a gate, to re-check it first)."""
 
 
 class LineSplitter:
@@ -196,7 +201,12 @@ class Engine:
         if transient is not None:
             return Outcome("failed", events=events, transient=transient)
         if all(o.result == "passed" for o in outcomes):
-            return Outcome("passed", events=events)
+            reviewed: dict[str, list[str]] = {}
+            for o in outcomes:
+                for tree, names in o.context.get("reviewed", {}).items():
+                    reviewed.setdefault(tree, [])
+                    reviewed[tree] += [n for n in names if n not in reviewed[tree]]
+            return Outcome("passed", events=events, context={"reviewed": reviewed})
         merged = "\n\n".join(
             f"Reviewer {role}: {o.feedback or o.result}"
             for role, o in zip(roles, outcomes, strict=True)
@@ -211,7 +221,7 @@ class Engine:
         ctx.update(outcome.context)
         events = list(outcome.events)
         if outcome.escalate is not None:
-            self._fail(wf, name, ctx, events, outcome.escalate)
+            self._fail(wf, name, ctx, events, outcome.escalate, resume_at=outcome.resume_at)
         breaker = ctx.setdefault("breaker", {})
         if outcome.result != "passed":
             breaker[name] = breaker.get(name, 0) + 1
@@ -270,7 +280,9 @@ class Engine:
                 f"(see `supervisor events {wf.id}`), then `supervisor resume {wf.id}` tries "
                 "again.",
             )
-            self._fail(wf, name, ctx, events, error, resume_at=target)
+            # After a gate failure, `resume` re-runs that gate on the candidate first: the cause
+            # may have been the gate's configuration, fixed meanwhile.
+            self._fail(wf, name, ctx, events, error, resume_at=name if step.gate else target)
         events.append(
             EventSpec(
                 "retry",
@@ -416,13 +428,14 @@ class Engine:
             creds = credentials.collect(cli, cli_settings)
         except CredentialsError as e:
             return Outcome("failed", escalate=e)
-        reviewing = role.output == "review"
         candidate = wf.context.get("candidate")
         tip = self.ws.branch_tip(wf.task_branch)
         if base is None:
-            # Reviewers judge the candidate; implementers start afresh from the task branch, or
-            # from the locked interfaces when an interface step has written them.
-            base = candidate if reviewing and candidate else wf.context.get("locked_sha") or tip
+            # Every step works on the integrated result so far: reviewers judge it, implementers
+            # build on it (a fix-up after a gate or a review keeps what already passed). Only
+            # before any candidate exists does a step start from the locked interfaces or the
+            # task branch.
+            base = candidate or wf.context.get("locked_sha") or tip
         attempt = self.store.count_steps(wf.id, name, role.name) + 1
         began = now()  # the step's time includes making its worktree
         worktree = self.ws.add_worktree(f"wf{wf.id}-{name}-{role.name}-{attempt}", base)
@@ -635,9 +648,11 @@ class Engine:
         data = output.model_dump()
         payload = {**base_payload, "output": data}
         if role.output == "implementation":
+            # A component's commit lands on its branch in the fan-out (on_done set); a fix-up
+            # named after its component works on the candidate like any plain step.
             ref = (
                 candidate_ref(wf.id)
-                if component is None
+                if component is None or on_done is None
                 else f"refs/heads/{component_branch(wf.task_branch, component.id)}"
             )
             return self._after_implementation(
@@ -655,7 +670,8 @@ class Engine:
                 ),
             )
             if verdict == "APPROVED":
-                return Outcome("passed", events=events)
+                reviewed = history.record_review(wf.context, self.ws.tree_hash(base), [role.name])
+                return Outcome("passed", events=events, context={"reviewed": reviewed})
             issues = (
                 "\n".join(
                     f"- [{i['severity']}] {i.get('file') or ''} {i['description']}"
@@ -724,6 +740,16 @@ class Engine:
             )
             self.store.finish_step(step_id, "failed", output=data, error=problem, event=event)
 
+        if sha is not None:
+            # Every attempt stays inspectable, whatever its gates say later.
+            self.ws.set_ref(history.attempt_ref(wf.id, name, step_id), sha, None)
+        noop_context: dict[str, Any] = {}
+        if sha is None and data["status"] != "FAILED":
+            unchanged, noop_context = self._unchanged(
+                wf, name, role, base, step_id, data, payload, usage, on_done
+            )
+            if unchanged is not None:
+                return replace(unchanged, events=[*events, *unchanged.events])
         if sha is None or data["status"] == "FAILED":
             problem = (
                 "The worker changed no files"
@@ -733,7 +759,7 @@ class Engine:
             if sha is None and claimed:
                 problem += f", although it claimed to have written {', '.join(claimed)}"
             reject(problem)
-            return Outcome("failed", feedback=problem + ".", events=events)
+            return Outcome("failed", feedback=problem + ".", events=events, context=noop_context)
         # Semantic loop: a retry that reproduces an earlier attempt's content will fail the same
         # way, however often it is fed back.
         tree = self.ws.tree_hash(sha)
@@ -817,6 +843,80 @@ class Engine:
             "passed", events=events, context={"candidate": sha, "trees": seen}, git_sha=sha
         )
 
+    def _unchanged(
+        self,
+        wf: Workflow,
+        name: str,
+        role: Role,
+        base: str,
+        step_id: int,
+        data: dict[str, Any],
+        payload: dict[str, Any],
+        usage: dict[str, Any],
+        on_done: OnDone | None,
+    ) -> tuple[Outcome | None, dict[str, Any]]:
+        """A worker that changed no file: a valid result when its role may change nothing; a
+        gate problem when the gate that sent the work back fails again on the same tree; a loop
+        when it gives the same answer again. (None, extra context) fails it as usual."""
+        claimed = sorted(set(data["files_created"]) | set(data["files_modified"]))
+
+        def finish(status: str, kind: str, event_status: str, error: str | None = None) -> None:
+            self.store.finish_step(
+                step_id,
+                status,
+                output=data,
+                error=error,
+                event=EventSpec(
+                    kind,
+                    name,
+                    role.name,
+                    event_status,
+                    payload={**payload, "changed_files": []},
+                    **usage,
+                ),
+            )
+
+        if role.may_change_nothing and not claimed and on_done is None:
+            finish("succeeded", "implementation", "unchanged")
+            self.reporter.info(f"{role.name} changed nothing, which its role allows")
+            return Outcome("passed"), {}
+        failure = wf.context.get("gate_failure") or {}
+        tree = self.ws.tree_hash(base)
+        if failure.get("to") == name.split("/")[0] and failure.get("tree") == tree:
+            again = self._gate_on(wf, failure["step"], failure["gate"], base)
+            if again.escalate is None and again.result == "passed":
+                finish("succeeded", "implementation", "unchanged")
+                return Outcome("passed", context=again.context), {}
+            finish("failed", "implementation", "failed", "the gate fails on the unchanged tree")
+            error = again.escalate or gate_problems.gate_problem_error(
+                failure["gate"],
+                self.settings.gates.get(failure["gate"], ""),
+                tree,
+                again.context.get("gate_failure", {}).get("output", again.feedback or ""),
+                wf.id,
+            )
+            return (
+                Outcome("failed", escalate=error, context=again.context, resume_at=failure["step"]),
+                {},
+            )
+        answer = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+        seen = {k: list(v) for k, v in wf.context.get("noops", {}).items()}
+        earlier = seen.setdefault(name, [])
+        if answer in earlier:
+            finish("failed", "loop_detected", "failed", "same answer, no change, again")
+            return Outcome(
+                "failed",
+                escalate=StepFailedError(
+                    f"Step '{name}' gave the same answer as its attempt "
+                    f"{earlier.index(answer) + 1} and again changed no file: the feedback is not "
+                    "changing the result, so retrying again would loop.",
+                    f"Read the feedback in `supervisor events {wf.id}`, change the task, role or "
+                    f"model, then `supervisor resume {wf.id}`.",
+                ),
+            ), {}
+        earlier.append(answer)
+        return None, {"noops": seen}
+
     def _role_gates(
         self, wf: Workflow, name: str, role: Role, sha: str
     ) -> tuple[Any, GateResult] | None:
@@ -857,7 +957,11 @@ class Engine:
 
     def _gate(self, wf: Workflow, name: str, step: StepDef) -> Outcome:
         commit = wf.context.get("candidate") or self.ws.branch_tip(wf.task_branch)
-        return self._gate_on(wf, name, step.gate or "", commit)
+        outcome = self._gate_on(wf, name, step.gate or "", commit)
+        failure = outcome.context.get("gate_failure")
+        if failure is not None:  # the step the work goes back to, for _unchanged
+            failure["to"] = step.on_fail or name
+        return outcome
 
     def _gate_on(self, wf: Workflow, name: str, gate: str, commit: str) -> Outcome:
         """Run the named gate on `commit` in a no-network sandbox, as step `name`."""
@@ -916,26 +1020,66 @@ class Engine:
                 },
             ),
         )
+        tree = self.ws.tree_hash(commit)
         if result.passed:
-            return Outcome("passed", git_sha=commit)
-        return Outcome("failed", feedback=result.feedback())
+            passed = history.record_gate_pass(wf.context, gate, tree)
+            return Outcome("passed", git_sha=commit, context={"gates_passed": passed})
+        missing = gate_problems.missing_command(result)
+        if missing is not None:
+            return Outcome(
+                "failed",
+                escalate=gate_problems.missing_command_error(
+                    gate, command, missing, result.output, wf.id
+                ),
+            )
+        failure = {"step": name, "gate": gate, "tree": tree, "output": result.output[-4000:]}
+        return Outcome("failed", feedback=result.feedback(), context={"gate_failure": failure})
 
     def _commit(self, wf: Workflow) -> Outcome:
+        """One commit of the candidate's tree on the task branch tip, and only a tree that passed
+        every gate the workflow defines: nothing a worker committed on the way (a failed
+        attempt, a component commit, a merge) becomes reachable from the branch."""
         candidate = wf.context.get("candidate")
         if not candidate:
             return Outcome("passed", events=[EventSpec("commit", status="nothing_to_commit")])
-        self.ws.fast_forward_branch(wf.task_branch, candidate)
+        tree = self.ws.tree_hash(candidate)
+        tip = self.ws.branch_tip(wf.task_branch)
+        missing = history.missing_gates(wf.context, WorkflowDef.model_validate(wf.definition), tree)
+        if missing and self.ws.tree_hash(tip) != tree:
+            return Outcome(
+                "failed",
+                escalate=StepFailedError(
+                    f"Refusing to commit tree {tree[:12]} to {wf.task_branch}: the "
+                    f"{', '.join(missing)} gate(s) never passed on that exact tree (a step "
+                    "changed it after the gates ran).",
+                    "Put a gate step after every step that changes the code (see the shipped "
+                    "templates in config/workflow_templates/), then `supervisor resume "
+                    f"{wf.id}`.",
+                ),
+            )
+        new = tip
+        if self.ws.tree_hash(tip) != tree:  # else a crash came after the commit: done already
+            message = history.commit_message(wf.description, wf.id, wf.context, tree)
+            new = history.commit_tree(self.repo, tree, tip, message)
+            self.ws.fast_forward_branch(wf.task_branch, new)
+        self.ws.set_ref(history.attempt_ref(wf.id, "committed", 0), candidate, None)
         self.ws.delete_ref(candidate_ref(wf.id))
-        self.reporter.info(f"{wf.task_branch} now at {candidate[:12]}")
+        self.reporter.info(f"{wf.task_branch} now at {new[:12]}")
         return Outcome(
             "passed",
-            git_sha=candidate,
+            git_sha=new,
             context={"candidate": None},
             events=[
                 EventSpec(
                     "commit",
                     status="committed",
-                    payload={"branch": wf.task_branch, "sha": candidate},
+                    payload={
+                        "branch": wf.task_branch,
+                        "sha": new,
+                        "tree": tree,
+                        "candidate": candidate,
+                        "gates": wf.context.get("gates_passed", {}).get(tree, []),
+                    },
                 )
             ],
         )

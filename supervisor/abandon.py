@@ -1,0 +1,86 @@
+"""`supervisor abandon <id>`: clear away what a task left in the repository.
+
+A failed, waiting or finished task keeps its branch, its component branches, the refs under
+`refs/supervisor/wf<id>/` (candidate, attempts) and possibly worktrees. Abandoning removes them
+all, after a preview, and marks the workflow `abandoned`; never while a supervisor runs in the
+repository (the run lock says so), and never a branch the user has checked out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from supervisor.errors import GitError
+from supervisor.state.store import EventSpec
+from supervisor.workflow.history import refs_under
+from supervisor.workflow.lock import repo_lock
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from supervisor.state.store import Workflow
+
+
+@dataclass
+class Abandonment:
+    workflow: Workflow
+    branches: list[str] = field(default_factory=list)
+    refs: list[str] = field(default_factory=list)
+    worktrees: list[Path] = field(default_factory=list)
+
+    def items(self) -> list[str]:
+        found = [f"branch {b}" for b in self.branches]
+        found += [f"ref {r}" for r in self.refs]
+        found += [f"worktree {w}" for w in self.worktrees]
+        return found or ["(nothing left in git; the workflow is only marked abandoned)"]
+
+
+def preview(wf_id: int, path: Path) -> Abandonment:
+    from supervisor.tasks import open_project
+
+    project = open_project(path)
+    with project.store() as store:
+        wf = store.workflow(wf_id)
+    ws = project.workspace
+    branches = [
+        ref.removeprefix("refs/heads/")
+        for ref in refs_under(project.root, "refs/heads/")
+        if ref == f"refs/heads/{wf.task_branch}" or ref.startswith(f"refs/heads/{wf.task_branch}--")
+    ]
+    if ws.current_branch() in branches:
+        raise GitError(
+            f"{ws.current_branch()} is checked out in your working tree; abandoning would delete "
+            "the branch under you.",
+            "Switch to another branch (git switch main), then abandon again.",
+        )
+    refs = refs_under(project.root, f"refs/supervisor/wf{wf_id}/")
+    worktrees = (
+        sorted(p for p in ws.worktrees_dir.iterdir() if p.name.startswith(f"wf{wf_id}-"))
+        if ws.worktrees_dir.exists()
+        else []
+    )
+    return Abandonment(wf, branches, refs, worktrees)
+
+
+def abandon(wf_id: int, path: Path) -> Abandonment:
+    """Remove what `preview` lists; refused (WorkflowBusyError) while a supervisor runs here."""
+    from supervisor.tasks import open_project
+
+    project = open_project(path)
+    with repo_lock(project.state_dir), project.store() as store:
+        plan = preview(wf_id, path)
+        ws = project.workspace
+        for worktree in plan.worktrees:
+            ws.remove_worktree(worktree)
+        for ref in [*plan.refs, *(f"refs/heads/{b}" for b in plan.branches)]:
+            ws.delete_ref(ref)
+        wf = store.workflow(wf_id)
+        store.update_workflow(
+            wf_id,
+            status="abandoned",
+            current_step=None,
+            context=wf.context,
+            events=[EventSpec("abandoned", status="abandoned", payload={"removed": plan.items()})],
+        )
+    return plan
