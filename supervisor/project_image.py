@@ -16,11 +16,13 @@ import re
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from supervisor.errors import SandboxError
+from supervisor.packer import read_regular
+from supervisor.treedata import CommitFiles
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -114,8 +116,24 @@ def write_dockerfile(repo: Path, detection: Detection, base_image: str) -> tuple
     return path, True
 
 
-def dependency_files(tree: Path) -> list[Path]:
-    return sorted(p for p in tree.iterdir() if p.is_file() and DEPENDENCY_FILES.match(p.name))
+def dependency_files(tree: Path | CommitFiles) -> dict[str, bytes]:
+    """The top-level dependency files of a commit (as blobs) or a directory, by name.
+
+    A dependency file that is a symlink is refused: it could name any file on the host."""
+    if isinstance(tree, Path):
+        names = sorted(p.name for p in tree.iterdir() if DEPENDENCY_FILES.match(p.name))
+        links = [n for n in names if (tree / n).is_symlink()]
+        found = read_regular(tree, names)
+    else:
+        names = [p for p in [*tree.files(), *tree.symlinks()] if DEPENDENCY_FILES.match(p)]
+        links = [n for n in names if n in tree.symlinks()]
+        found = tree.read_many(sorted(names))
+    if links:
+        raise SandboxError(
+            f"Dependency files that are symlinks are refused: {', '.join(links)}.",
+            "Commit the dependency file itself, not a link to it.",
+        )
+    return dict(sorted(found.items()))
 
 
 @dataclass(frozen=True)
@@ -123,20 +141,22 @@ class ProjectImage:
     tag: str
     content_hash: str
     files: list[str]
+    contents: dict[str, bytes] = field(default_factory=dict, compare=False, repr=False)
 
 
-def image_for(repo: Path, tree: Path, base_id: str) -> ProjectImage | None:
-    """The image tag for the dependency files in `tree` (a worktree); None without a Dockerfile."""
+def image_for(repo: Path, tree: Path | CommitFiles, base_id: str) -> ProjectImage | None:
+    """The image tag for the dependency files in `tree` (a commit's blobs, or a directory);
+    None without a Dockerfile."""
     dockerfile = repo / DOCKERFILE
     if not dockerfile.is_file():
         return None
     digest = hashlib.sha256(dockerfile.read_bytes() + base_id.encode())
     files = dependency_files(tree)
-    for path in files:
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    for name, data in files.items():
+        digest.update(name.encode() + b"\0" + data)
     content = digest.hexdigest()[:16]
     project = hashlib.sha256(str(repo.resolve()).encode()).hexdigest()[:12]
-    return ProjectImage(f"supervisor-project-{project}:{content}", content, [p.name for p in files])
+    return ProjectImage(f"supervisor-project-{project}:{content}", content, list(files), files)
 
 
 def exists(client: docker.DockerClient, tag: str) -> bool:
@@ -152,7 +172,7 @@ def exists(client: docker.DockerClient, tag: str) -> bool:
 def build(
     client: docker.DockerClient,
     repo: Path,
-    tree: Path,
+    tree: Path | CommitFiles,
     image: ProjectImage,
     *,
     no_cache: bool = False,
@@ -167,8 +187,9 @@ def build(
         shutil.copy(repo / DOCKERFILE, context / "Dockerfile")
         (context / "deps").mkdir()
         (context / "extra-ca").mkdir()
+        contents = image.contents or dependency_files(tree)
         for name in image.files:
-            shutil.copy(tree / name, context / "deps" / name)
+            (context / "deps" / name).write_bytes(contents[name])
         bundle = os.environ.get("SUPERVISOR_EXTRA_CA_BUNDLE") or os.environ.get("SSL_CERT_FILE")
         if bundle and Path(bundle).is_file():
             shutil.copy(bundle, context / "extra-ca" / "extra.crt")

@@ -137,7 +137,7 @@ class DockerSandbox:
                     target.parent.mkdir(parents=True, exist_ok=True)
                     target.write_bytes(content)
             _open_for_container(run_path)
-            _open_for_container(spec.worktree)
+            _own_for_container(spec.worktree)
             return self._run(spec, run_path)
 
     def _run(self, spec: RunSpec, run_path: Path) -> RunResult:
@@ -153,6 +153,7 @@ class DockerSandbox:
                 environment={"HOME": HOME, "PYTHONDONTWRITEBYTECODE": "1", **spec.env},
                 volumes={
                     str(spec.worktree): {"bind": WORKSPACE, "mode": "rw"},
+                    **_git_file_read_only(spec.worktree),
                     str(run_path): {"bind": RUN_DIR, "mode": "ro"},
                 },
                 network_mode="none" if spec.network == "none" else None,
@@ -271,6 +272,30 @@ def _container_user() -> str:
     """The host user's ids, or `nobody` when the host user is root (workers never run as root)."""
     uid = os.getuid()
     return f"{uid}:{os.getgid()}" if uid != 0 else "65534:65534"
+
+
+def _own_for_container(worktree: Path) -> None:
+    """When the container runs as `nobody`, give it the worktree (ownership, not world access);
+    its `.git` file stays the host's, and is mounted read-only besides."""
+    if os.getuid() != 0:
+        return
+    uid, gid = (int(n) for n in _container_user().split(":"))
+    for root, dirs, files in os.walk(worktree):  # os.walk does not descend into symlinks
+        for name in [*dirs, *files]:
+            if root == str(worktree) and name == ".git":
+                continue
+            with contextlib.suppress(OSError):
+                os.lchown(Path(root, name), uid, gid)
+    os.lchown(worktree, uid, gid)
+
+
+def _git_file_read_only(worktree: Path) -> dict[str, dict[str, str]]:
+    """A worktree's `.git` file, mounted over itself read-only: the worker can neither rewrite
+    nor replace it (the host checks it anyway before reading the worktree)."""
+    dot_git = worktree / ".git"
+    if dot_git.is_symlink() or not dot_git.is_file():
+        return {}
+    return {str(dot_git): {"bind": f"{WORKSPACE}/.git", "mode": "ro"}}
 
 
 def _open_for_container(path: Path) -> None:
