@@ -6,6 +6,7 @@ worktree, as the container would, and each must come to nothing on the host.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from typing import TYPE_CHECKING
@@ -63,7 +64,7 @@ def test_a_worktree_is_written_from_blobs_with_modes_and_symlinks_and_no_eol_con
     tree = ws.add_worktree("wf1-implement-1", ws.head_commit())
     assert (tree / "notes.txt").read_bytes() == b"a\nb\n"  # stored bytes, not eol=crlf
     assert os.access(tree / "run.sh", os.X_OK)
-    assert os.readlink(tree / "guide") == "docs/guide.md"
+    assert str((tree / "guide").readlink()) == "docs/guide.md"
     assert ws.snapshot(tree, "nothing changed") is None
 
 
@@ -124,9 +125,7 @@ def test_a_rewritten_dot_git_refuses_the_candidate_and_nothing_of_it_runs(
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
 
 
-def test_a_dot_git_directory_in_place_of_the_file_is_tampering(
-    repo: Path, ws: Workspace
-) -> None:
+def test_a_dot_git_directory_in_place_of_the_file_is_tampering(repo: Path, ws: Workspace) -> None:
     tree = ws.add_worktree("wf1-implement-1", ws.head_commit())
     (tree / ".git").unlink()
     subprocess.run(["git", "init", "-q", str(tree)], check=True)
@@ -218,9 +217,9 @@ def test_a_dependency_file_that_is_a_symlink_is_refused(repo: Path, ws: Workspac
     (repo / "requirements.txt").symlink_to("/etc/passwd")
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "linked deps")
-    with pytest.raises(SandboxError, match="requirements.txt"):
+    with pytest.raises(SandboxError, match=r"requirements\.txt"):
         dependency_files(CommitFiles(ws.git_dir, ws.head_commit()))
-    with pytest.raises(SandboxError, match="requirements.txt"):
+    with pytest.raises(SandboxError, match=r"requirements\.txt"):
         dependency_files(repo)
 
 
@@ -231,10 +230,11 @@ def test_repomix_ignores_a_repository_config_instruction_file_and_ignore_files(
     secret.write_text("HOST-ONLY-9f3a\n")
     project = tmp_path / "project"
     project.mkdir()
-    (project / "repomix.config.json").write_text(
-        '{"output": {"instructionFilePath": "%s"}, "ignore": {"customPatterns": ["a.py"]}}'
-        % secret
-    )
+    config = {
+        "output": {"instructionFilePath": str(secret)},
+        "ignore": {"customPatterns": ["a.py"]},
+    }
+    (project / "repomix.config.json").write_text(json.dumps(config))
     (project / ".repomixignore").write_text("a.py\n")
     (project / "a.py").write_text("A = 1\n")
     output = packer.pack(project, ["a.py", ".repomixignore", "repomix.config.json"])
