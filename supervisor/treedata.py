@@ -117,10 +117,15 @@ def read_blobs(git_dir: Path, shas: list[str]) -> dict[str, bytes]:
     return blobs
 
 
+Stamp = tuple[int, int, int]
+"""(inode, size, mtime in ns) of a file as written from a blob: unchanged, its blob is reused."""
+
+
 def materialize(
     git_dir: Path, commit: str, dest: Path, *, symlinks: bool = True, paths: set[str] | None = None
-) -> None:
-    """Write `commit`'s files under `dest` exactly as stored (no filters, no eol conversion).
+) -> dict[str, Stamp]:
+    """Write `commit`'s files under `dest` exactly as stored (no filters, no eol conversion);
+    the stamps of the regular files written.
 
     `symlinks=False` leaves symlinks out entirely: what the host itself reads must be regular
     files it wrote."""
@@ -128,17 +133,32 @@ def materialize(
     if paths is not None:
         entries = {p: e for p, e in entries.items() if p in paths}
     blobs = read_blobs(git_dir, [e.sha for e in entries.values() if e.mode != GITLINK])
+    made = {str(dest)}
+    stamps: dict[str, Stamp] = {}
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
     for path, entry in sorted(entries.items()):
-        target = dest / path
-        target.parent.mkdir(parents=True, exist_ok=True)
+        target = os.path.join(dest, path)  # noqa: PTH118 (thousands of files: plain strings)
+        parent = os.path.dirname(target)  # noqa: PTH120
+        if parent not in made:
+            os.makedirs(parent, exist_ok=True)  # noqa: PTH103
+            made.add(parent)
         if entry.mode == GITLINK:
-            target.mkdir(exist_ok=True)
+            os.makedirs(target, exist_ok=True)  # noqa: PTH103
+            made.add(target)
         elif entry.mode == SYMLINK:
             if symlinks:
-                target.symlink_to(os.fsdecode(blobs[entry.sha]))
+                os.symlink(os.fsdecode(blobs[entry.sha]), target)  # noqa: PTH211
         else:
-            target.write_bytes(blobs[entry.sha])
-            target.chmod(0o755 if entry.mode == EXECUTABLE else 0o644)
+            fd = os.open(target, flags, 0o755 if entry.mode == EXECUTABLE else 0o644)
+            try:
+                data = memoryview(blobs[entry.sha])
+                while data:
+                    data = data[os.write(fd, data) :]
+                info = os.fstat(fd)
+                stamps[path] = (info.st_ino, info.st_size, info.st_mtime_ns)
+            finally:
+                os.close(fd)
+    return stamps
 
 
 class CommitFiles:
@@ -209,14 +229,20 @@ def escapes(path: str, target: str, links: dict[str, str]) -> bool:
 
 
 def snapshot_tree(
-    git_dir: Path, worktree: Path, base: str, limits: SnapshotLimits = SnapshotLimits()
+    git_dir: Path,
+    worktree: Path,
+    base: str,
+    limits: SnapshotLimits = SnapshotLimits(),
+    stamps: dict[str, Stamp] | None = None,
 ) -> str:
     """The tree of what `worktree` holds now, built from the file system as data.
 
     Paths come from the base tree plus git's list of untracked, not-ignored files (so .gitignore
     is honoured as patterns); each is lstat-ed with every parent checked to be a real directory,
-    so nothing is read through a symlink. Raises CandidateRefusedError for a tree over the limits
-    or with a new symlink that points outside the repository."""
+    so nothing is read through a symlink. A file whose stamp is still the one `materialize`
+    recorded keeps its base blob (git's own index does the same); the rest is hashed. Raises
+    CandidateRefusedError for a tree over the limits or with a new symlink that points outside
+    the repository."""
     base_entries = list_tree(git_dir, base)
     with tempfile.TemporaryDirectory(prefix="supervisor-snap-") as tmp:
         listing = git_bytes(
@@ -231,7 +257,7 @@ def snapshot_tree(
         paths = set(base_entries) | {
             os.fsdecode(p) for p in listing.split(b"\0") if p and not p.endswith(b"/")
         }
-        entries, regular, links, total = _scan(worktree, sorted(paths), base_entries)
+        entries, regular, links, total = _scan(worktree, sorted(paths), base_entries, stamps or {})
         added = sorted(set(entries) - set(base_entries))
         if total > limits.max_bytes:
             raise CandidateRefusedError(
@@ -297,7 +323,7 @@ def _targets(git_dir: Path, links: dict[str, str]) -> dict[str, bytes]:
 
 
 def _scan(
-    worktree: Path, paths: list[str], base: dict[str, Entry]
+    worktree: Path, paths: list[str], base: dict[str, Entry], stamps: dict[str, Stamp]
 ) -> tuple[dict[str, Entry], list[str], dict[str, str], int]:
     """lstat every candidate path: (entries, regular files to hash, symlinks, total bytes)."""
     entries: dict[str, Entry] = {}
@@ -318,9 +344,13 @@ def _scan(
                 entries[path] = Entry(SYMLINK, "")
             elif stat.S_ISREG(info.st_mode):
                 mode = EXECUTABLE if info.st_mode & stat.S_IXUSR else REGULAR
+                total += info.st_size
+                stamp = (info.st_ino, info.st_size, info.st_mtime_ns)
+                if path in base and base[path].mode == mode and stamps.get(path) == stamp:
+                    entries[path] = base[path]
+                    continue
                 entries[path] = Entry(mode, "")
                 regular.append(path)
-                total += info.st_size
             elif stat.S_ISDIR(info.st_mode) and base.get(path, Entry("", "")).mode == GITLINK:
                 entries[path] = base[path]  # a submodule stays what the base says
     return entries, regular, links, total

@@ -80,6 +80,7 @@ class Workspace:
         self.worktrees_dir = self.state_dir / "worktrees"
         common = _git(repo, "rev-parse", "--git-common-dir").stdout.strip()
         self.git_dir = (repo / common).resolve()
+        self._stamps: dict[str, dict[str, treedata.Stamp]] = {}
         self._exclude_state_dir()
 
     # -- reading ---------------------------------------------------------------------------
@@ -270,7 +271,7 @@ class Workspace:
         _git(
             self.repo, "worktree", "add", "--detach", "--no-checkout", "--force", str(path), commit
         )
-        treedata.materialize(self.git_dir, commit, path)
+        self._stamps[str(path)] = treedata.materialize(self.git_dir, commit, path)
         return path
 
     def remove_worktree(self, path: Path) -> None:
@@ -280,6 +281,7 @@ class Workspace:
     def _remove_worktree(self, path: Path) -> None:
         """rmtree (which unlinks symlinks, never follows them) and let git forget the admin dir;
         `git worktree remove` would read the worktree's `.git`, which its worker could rewrite."""
+        self._stamps.pop(str(path), None)
         if path.is_symlink():
             path.unlink()
         elif path.exists():
@@ -312,7 +314,11 @@ class Workspace:
         worktree is read) or the content breaks a limit or has a symlink out of the repository."""
         base = self._checked_base(worktree)
         tree = treedata.snapshot_tree(
-            self.git_dir, worktree, base, limits or treedata.SnapshotLimits()
+            self.git_dir,
+            worktree,
+            base,
+            limits or treedata.SnapshotLimits(),
+            self._stamps.get(str(worktree)),
         )
         if tree == self.tree_hash(base):
             return None

@@ -240,3 +240,13 @@ def test_repomix_ignores_a_repository_config_instruction_file_and_ignore_files(
     output = packer.pack(project, ["a.py", ".repomixignore", "repomix.config.json"])
     assert "HOST-ONLY-9f3a" not in output
     assert "A = 1" in output
+
+
+def test_a_same_size_edit_is_seen_although_unchanged_files_keep_their_blobs(
+    repo: Path, ws: Workspace
+) -> None:
+    tree = ws.add_worktree("wf1-implement-1", ws.head_commit())
+    (tree / "app.py").write_text("print('v9')\n")  # as long as print('v1')
+    sha = ws.snapshot(tree, "same size")
+    assert sha is not None
+    assert ws.changed_files(ws.head_commit(), sha) == ["app.py"]
