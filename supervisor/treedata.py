@@ -133,31 +133,43 @@ def materialize(
     if paths is not None:
         entries = {p: e for p, e in entries.items() if p in paths}
     blobs = read_blobs(git_dir, [e.sha for e in entries.values() if e.mode != GITLINK])
-    made = {str(dest)}
     stamps: dict[str, Stamp] = {}
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-    for path, entry in sorted(entries.items()):
-        target = os.path.join(dest, path)  # noqa: PTH118 (thousands of files: plain strings)
-        parent = os.path.dirname(target)  # noqa: PTH120
-        if parent not in made:
-            os.makedirs(parent, exist_ok=True)  # noqa: PTH103
-            made.add(parent)
-        if entry.mode == GITLINK:
-            os.makedirs(target, exist_ok=True)  # noqa: PTH103
-            made.add(target)
-        elif entry.mode == SYMLINK:
-            if symlinks:
-                os.symlink(os.fsdecode(blobs[entry.sha]), target)  # noqa: PTH211
-        else:
-            fd = os.open(target, flags, 0o755 if entry.mode == EXECUTABLE else 0o644)
-            try:
-                data = memoryview(blobs[entry.sha])
-                while data:
-                    data = data[os.write(fd, data) :]
-                info = os.fstat(fd)
-                stamps[path] = (info.st_ino, info.st_size, info.st_mtime_ns)
-            finally:
-                os.close(fd)
+    # Directory descriptors, so each file is created by name in its parent (as git does) rather
+    # than by resolving its whole path again: thousands of files per worktree.
+    dirs = {"": os.open(dest, os.O_RDONLY | os.O_DIRECTORY)}
+
+    def directory(rel: str) -> int:
+        if rel not in dirs:
+            parent, _, name = rel.rpartition("/")
+            fd = directory(parent)
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(name, 0o755, dir_fd=fd)
+            dirs[rel] = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+        return dirs[rel]
+
+    try:
+        for path, entry in sorted(entries.items()):
+            parent, _, name = path.rpartition("/")
+            at = directory(parent)
+            if entry.mode == GITLINK:
+                directory(path)
+            elif entry.mode == SYMLINK:
+                if symlinks:
+                    os.symlink(os.fsdecode(blobs[entry.sha]), name, dir_fd=at)
+            else:
+                fd = os.open(name, flags, 0o755 if entry.mode == EXECUTABLE else 0o644, dir_fd=at)
+                try:
+                    data = memoryview(blobs[entry.sha])
+                    while data:
+                        data = data[os.write(fd, data) :]
+                    info = os.fstat(fd)
+                    stamps[path] = (info.st_ino, info.st_size, info.st_mtime_ns)
+                finally:
+                    os.close(fd)
+    finally:
+        for fd in dirs.values():
+            os.close(fd)
     return stamps
 
 
