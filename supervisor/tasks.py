@@ -79,6 +79,7 @@ def open_sandbox(project: Project, clis: list[str]) -> DockerSandbox:
             ],
             worktree=_empty_dir(project),
             timeout=60,
+            labels={LABEL_REPO: repo_label(project.root)},  # found by clean-up if killed
         )
     )
     absent = probe.stdout.split()

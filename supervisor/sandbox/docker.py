@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import shutil
 import tempfile
 import threading
 import time
@@ -33,6 +34,8 @@ HOME = "/tmp/home"
 LABEL_REPO = "supervisor.repo"
 LABEL_WORKFLOW = "supervisor.workflow"
 LABEL_STEP = "supervisor.step"
+# A run folder's name carries its repository's label, so the next start finds a crashed run's.
+RUN_PREFIX = "supervisor-run-"
 
 # Seeds the per-run home from the read-only copy of the login files, then runs the CLI with the
 # prompt on stdin: a prompt given as an argument would be capped by the kernel's argument limit.
@@ -126,7 +129,8 @@ class DockerSandbox:
             self._relay = None
 
     def run(self, spec: RunSpec) -> RunResult:
-        with tempfile.TemporaryDirectory(prefix="supervisor-run-") as run_dir:
+        label = spec.labels.get(LABEL_REPO, "none")
+        with tempfile.TemporaryDirectory(prefix=f"{RUN_PREFIX}{label}-") as run_dir:
             run_path = Path(run_dir)
             (run_path / "stdin").write_text(spec.stdin_text, encoding="utf-8")
             for name, text in spec.run_files.items():
@@ -136,7 +140,7 @@ class DockerSandbox:
                     target = run_path / "home" / rel
                     target.parent.mkdir(parents=True, exist_ok=True)
                     target.write_bytes(content)
-            _open_for_container(run_path)
+            _private_for_container(run_path)
             _own_for_container(spec.worktree)
             return self._run(spec, run_path)
 
@@ -239,7 +243,18 @@ class DockerSandbox:
         for container in self.client.containers.list(all=True, filters=filters):
             remove_container(container)
             removed.append(container.id)
+        if LABEL_REPO in labels:
+            remove_stale_run_dirs(labels[LABEL_REPO])
         return removed
+
+
+def remove_stale_run_dirs(label: str) -> list[Path]:
+    """Run folders (prompt, schema, login files) a crashed run of this repository left behind."""
+    found = sorted(Path(tempfile.gettempdir()).glob(f"{RUN_PREFIX}{label}-*"))
+    for path in found:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+    return found
 
 
 def remove_container(container: Any) -> None:
@@ -298,19 +313,18 @@ def _git_file_read_only(worktree: Path) -> dict[str, dict[str, str]]:
     return {str(dot_git): {"bind": f"{WORKSPACE}/.git", "mode": "ro"}}
 
 
-def _open_for_container(path: Path) -> None:
-    """When the container runs as `nobody`, it needs write access to a root-owned worktree."""
-    if os.getuid() != 0:
-        return
-    for root, dirs, files in os.walk(path):
+def _private_for_container(run_path: Path) -> None:
+    """The run folder holds the prompt and login files: 0700/0600, and owned by the container's
+    user when that is not ours (ownership, never world access)."""
+    uid, gid = (int(n) for n in _container_user().split(":"))
+    for root, dirs, files in os.walk(run_path):
         for name in dirs:
-            _add_mode(Path(root, name), 0o777)
+            Path(root, name).chmod(0o700)
         for name in files:
-            _add_mode(Path(root, name), 0o666)
-    _add_mode(path, 0o777)
-
-
-def _add_mode(path: Path, bits: int) -> None:
-    with contextlib.suppress(OSError):
-        if not path.is_symlink():
-            path.chmod(path.stat().st_mode | bits)
+            Path(root, name).chmod(0o600)
+        if os.getuid() == 0:
+            for name in [*dirs, *files]:
+                os.lchown(Path(root, name), uid, gid)
+    run_path.chmod(0o700)
+    if os.getuid() == 0:
+        os.lchown(run_path, uid, gid)
