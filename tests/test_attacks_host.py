@@ -18,6 +18,7 @@ from test_workflow_e2e import TASK, file_on_branch, leftovers, prompts
 
 from supervisor import tasks
 from supervisor.demo import fenced, implementation, read_turn
+from supervisor.errors import ConfigError
 from supervisor.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -226,4 +227,19 @@ def test_an_oversized_file_a_hardlink_and_a_fork_flood_stay_in_the_sandbox(
     assert "big.bin" not in files and "hardlink" not in files
     assert file_on_branch(repo, wf.task_branch, "calc.py") == GOOD_CALC
     assert Workspace(repo).user_checkout_fingerprint() == before
+    assert leftovers(repo) == ([], [])
+
+
+def test_a_prompt_over_max_prompt_bytes_is_never_sent(tmp_path: Path, serve: Any) -> None:
+    server = serve(planner(), implementer(GOOD), reviewer())
+    repo = new_repo(tmp_path, server.url, "limits:\n  max_prompt_bytes: 2000\n")
+
+    with pytest.raises(ConfigError, match="max_prompt_bytes") as refused:
+        tasks.start_task(TASK, repo)
+
+    assert "was not sent" in refused.value.message
+    assert "token_budget" in refused.value.hint
+    assert server.requests == []
+    wf = tasks.workflows(repo)[0]
+    assert len(events(repo, wf.id, "prompt_too_large")) == 1
     assert leftovers(repo) == ([], [])
