@@ -1,6 +1,6 @@
 """Benchmarks of the supervisor's own overhead per worker step, on the real parts.
 
-    .venv/bin/python benchmarks/run.py [--repeat 5]
+    .venv/bin/python benchmarks/run.py [--repeat 5] [--step-only]
 
 Prints the median of each part of a step (worktree, Repomix packing, container run, parsing and the
 database write), the bare floor measured in the same run (`docker run` of a no-op plus `git worktree
@@ -32,6 +32,7 @@ from supervisor.parsing import parse_worker_output  # noqa: E402
 from supervisor.sandbox.docker import DockerSandbox, RunSpec  # noqa: E402
 from supervisor.schemas import ImplementationOutput  # noqa: E402
 from supervisor.state.store import EventSpec, Store  # noqa: E402
+from supervisor.treedata import CommitFiles  # noqa: E402
 from supervisor.workspace import Workspace  # noqa: E402
 
 IMAGE = "supervisor-sandbox:latest"
@@ -65,6 +66,12 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=1000, help="files in the benchmark repo")
     parser.add_argument("--components", type=int, default=6, help="independent components (N)")
     parser.add_argument("--workers", type=int, default=3, help="components at once (K)")
+    parser.add_argument(
+        "--step-only",
+        action="store_true",
+        help="only the per-step overhead and the worker step (a 10-file repo for the big pack; "
+        "no event log or parallel components)",
+    )
     args = parser.parse_args()
     console = Console(width=130)
     rows: list[tuple[str, float, str]] = []
@@ -92,7 +99,18 @@ def main() -> None:
         five = [f"pkg/mod{i}.py" for i in range(5)]
 
         def pack_five() -> None:
-            build_pack(floor_tree, implementer, repo=None, prompt_tokens=600, targets=five)
+            # As the engine does: the step's commit, read as blobs (the worktree is never read).
+            files = CommitFiles(ws.git_dir, head)
+            build_pack(files, implementer, repo=None, prompt_tokens=600, targets=five)
+
+        def snapshot_one_change() -> float:
+            tree = ws.add_worktree(f"bench-snap-{next(counter)}", head)
+            (tree / "pkg" / "mod1.py").write_text("changed\n")
+            started = time.perf_counter()
+            ws.snapshot(tree, "bench")
+            seconds = time.perf_counter() - started
+            ws.remove_worktree(tree)
+            return seconds
 
         answer = (
             '```json\n{"status": "SUCCESS", "files_created": [], "files_modified": ["calc.py"],'
@@ -119,6 +137,7 @@ def main() -> None:
         noop_s = timed(docker_noop, args.repeat)
         pack_s = timed(pack_five, args.repeat)
         parse_s = timed(parse_and_record, args.repeat)
+        snap_s = statistics.median(snapshot_one_change() for _ in range(args.repeat))
         floor = worktree_s + noop_s
         rows += [
             ("git worktree add + remove", worktree_s, f"{args.files}-file repo"),
@@ -126,14 +145,16 @@ def main() -> None:
             ("bare floor: worktree + no-op container", floor, ""),
             ("context pack of 5 target files (strategy, tiktoken, Repomix, redaction)", pack_s, ""),
             ("parse + validate + 3 state transactions", parse_s, ""),
+            ("candidate snapshot from the worktree as data (1 file changed)", snap_s, ""),
             (
                 "supervisor overhead per step (sum of the above)",
-                floor + pack_s + parse_s,
-                f"{(floor + pack_s + parse_s) / floor:.2f} x floor",
+                floor + pack_s + parse_s + snap_s,
+                f"{(floor + pack_s + parse_s + snap_s) / floor:.2f} x floor",
             ),
         ]
 
-        big = make_repo(base, 10_000)
+        big_files = 10 if args.step_only else 10_000
+        big = make_repo(base, big_files)
         packs = []
 
         def pack_big() -> None:
@@ -143,7 +164,7 @@ def main() -> None:
         last = packs[-1]
         rows.append(
             (
-                "pack 5 target files in a 10,000-file repo (strategy implementer_targeted)",
+                f"pack 5 target files in a {big_files:,}-file repo (strategy implementer_targeted)",
                 big_s,
                 f"{last.prompt_tokens}+{last.tokens} of {last.budget} tokens, "
                 f"{len(last.files)} files, {len(last.pruned)} pruned",
@@ -182,6 +203,9 @@ def main() -> None:
         ]
         sandbox.close()
         store.close()
+        if args.step_only:
+            print_rows(console, rows, args.repeat)
+            return
 
         # `status` on a long event log: 100,000 events in one workflow's history.
         from sqlalchemy import insert
@@ -236,7 +260,11 @@ def main() -> None:
 
         rows += parallel_rows(base, args.components, args.workers)
 
-    table = Table(title=f"supervisor step overhead (median of {args.repeat})")
+    print_rows(console, rows, args.repeat)
+
+
+def print_rows(console: Console, rows: list[tuple[str, float, str]], repeat: int) -> None:
+    table = Table(title=f"supervisor step overhead (median of {repeat})")
     table.add_column("measure")
     table.add_column("seconds", justify="right")
     table.add_column("note")

@@ -47,6 +47,8 @@ class Limits(_Model):
     gate_memory: str = "2g"
     gate_cpus: float = Field(1.0, gt=0)
     max_prompt_bytes: int = Field(600_000, gt=0)
+    max_worktree_mb: float = Field(200, gt=0)
+    max_files_added: int = Field(2000, gt=0)
     max_parallel_components: int = Field(3, ge=1)
 
 

@@ -6,6 +6,9 @@ The supervisor decides what a role sees: its context strategy lists sections in 
 files never leave the host, and when the whole exceeds the budget the lowest-priority items go
 first, each one recorded. The selected files are packed by the pinned Repomix, kept running
 (supervisor/packer.py); its own secret scan may still drop a file, which is recorded too.
+
+A worker's worktree is never read by path: the engine passes the commit the step starts from
+(`CommitFiles`), whose files are blobs; symlinks are not files here and are never followed.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from supervisor import packer, process, tokens
+from supervisor import packer, process, tokens, treedata
 from supervisor.config import CONFIG_DIR, read_yaml, validate
 from supervisor.errors import ConfigError
 from supervisor.imports import resolve_imports
@@ -111,8 +114,26 @@ def load_strategy(name: str, repo: Path | None) -> Strategy:
     )
 
 
+class DirFiles:
+    """A directory the user owns (their checkout, for a preview): its tracked files, read only
+    when they are regular files reached through real directories."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def files(self) -> list[str]:
+        out = process.run(["git", *treedata.SAFE_CONFIG, "-C", str(self.root), "ls-files", "-z"])
+        return [f for f in out.stdout.split("\0") if f]
+
+    def read_many(self, paths: list[str]) -> dict[str, bytes]:
+        return packer.read_regular(self.root, paths)
+
+
+Source = DirFiles | treedata.CommitFiles
+
+
 def build_pack(
-    worktree: Path,
+    worktree: Path | Source,
     role: Role,
     *,
     repo: Path | None,
@@ -131,17 +152,18 @@ def build_pack(
             f"task) takes {prompt_tokens} tokens, leaving nothing for context.",
             f"Raise context.token_budget for '{role.name}' or shorten the task description.",
         )
-    files = _repo_files(worktree)
+    source = DirFiles(worktree) if isinstance(worktree, Path) else worktree
+    files = source.files()
     excluded = sorted(f for f in files if is_secret_file(f))
     usable = {f for f in files if not is_secret_file(f) and not _matches_any(f, spec.exclude)}
-    items = _gather(worktree, strategy, spec, usable, targets or [], diff)
+    items = _gather(source, strategy, spec, usable, targets or [], diff)
     available = budget - prompt_tokens
     pruned: list[dict[str, Any]] = []
     for _ in range(4):
         while sum(i.tokens for i in items) > available and items:
             item = items.pop()
             pruned.append({"section": item.section, "path": item.path, "tokens": item.tokens})
-        text, packed, dropped = _render(worktree, items)
+        text, packed, dropped = _render(source, items)
         text, counts = redact(text)
         used = tokens.count(text)
         if used <= available or not items:
@@ -169,7 +191,7 @@ def build_pack(
 
 
 def _gather(
-    worktree: Path, strategy: Strategy, spec: Any, usable: set[str], targets: list[str], diff: str
+    source: Source, strategy: Strategy, spec: Any, usable: set[str], targets: list[str], diff: str
 ) -> list[Item]:
     chosen: list[Item] = []
     seen: set[str] = set()
@@ -178,7 +200,7 @@ def _gather(
         if path in seen or path not in usable:
             return
         seen.add(path)
-        text = _read(worktree / path)
+        text = _read(source, path)
         if text is None:
             return
         clean, _ = redact(text)
@@ -193,7 +215,7 @@ def _gather(
                 add_file("target", path)
         elif section.kind == "imports":
             for path in targets:
-                for imported in resolve_imports(worktree, path, usable):
+                for imported in resolve_imports(lambda p: _read(source, p), path, usable):
                     add_file("imports", imported)
         elif section.kind == "diff" and diff.strip():
             # Kept raw: the whole pack is redacted (and counted) once, after rendering.
@@ -224,12 +246,12 @@ def _tree(files: list[str]) -> tuple[str, int]:
     return listing, omitted
 
 
-def _render(worktree: Path, items: list[Item]) -> tuple[str, list[str], list[str]]:
+def _render(source: Source, items: list[Item]) -> tuple[str, list[str], list[str]]:
     paths = [i.path for i in items if i.path is not None]
     parts: list[str] = []
     packed: list[str] = []
     if paths:
-        output = packer.pack(worktree, paths)
+        output = packer.pack_contents(source.read_many(paths))
         parts.append(output.strip())
         packed = FILE_PATH.findall(output)
     for item in items:
@@ -241,17 +263,9 @@ def _render(worktree: Path, items: list[Item]) -> tuple[str, list[str], list[str
     return "\n\n".join(p for p in parts if p), packed, dropped
 
 
-def _repo_files(worktree: Path) -> list[str]:
-    out = process.run(["git", "-c", "safe.directory=*", "-C", str(worktree), "ls-files", "-z"])
-    return [f for f in out.stdout.split("\0") if f]
-
-
-def _read(path: Path) -> str | None:
-    try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            return None
-        data = path.read_bytes()
-    except OSError:
+def _read(source: Source, path: str) -> str | None:
+    data = source.read_many([path]).get(path)
+    if data is None or len(data) > MAX_FILE_BYTES:
         return None
     if b"\0" in data[:8192]:
         return None  # binary

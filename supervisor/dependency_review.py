@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from supervisor import process, protected
@@ -22,8 +23,6 @@ from supervisor.project_image import DEPENDENCY_FILES
 from supervisor.state.store import EventSpec
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from supervisor.project_image import ProjectImage
     from supervisor.state.store import Workflow
     from supervisor.workflow.engine import Engine
@@ -37,12 +36,13 @@ class DependencyApprovalRequired(ApprovalRequired):
 
 
 def await_approval(
-    engine: Engine, wf: Workflow, name: str, worktree: Path, wanted: ProjectImage
+    engine: Engine, wf: Workflow, name: str, source: object, wanted: ProjectImage
 ) -> None:
-    """Return when the image for `worktree`'s dependency files may be built; otherwise record
-    the wait, close this step's run, and raise DependencyApprovalRequired."""
+    """Return when the image for the candidate's dependency files (`wanted`, read as blobs;
+    `source` is the worktree or commit it was computed from) may be built; otherwise record the
+    wait, close this step's run, and raise DependencyApprovalRequired."""
     before = base_dependencies(engine.repo, wf.base_sha)
-    after = {f: (worktree / f).read_text(errors="replace") for f in wanted.files}
+    after = {f: wanted.contents.get(f, b"").decode(errors="replace") for f in wanted.files}
     if before == after:
         return  # the dependencies the user's own commit named
     if protected.pinned(wf.context, engine.settings).dependency_changes == "allow":
@@ -98,7 +98,7 @@ def await_approval(
                     )
                 ],
             )
-        _close_run(engine, wf.id, worktree)
+        _close_run(engine, wf.id, name)
     engine.reporter.info(f"dependency change by '{producer}' waits for approval:\n{diff}")
     raise DependencyApprovalRequired(
         f"Workflow {wf.id} waits for approval of a dependency change by step '{producer}' "
@@ -152,12 +152,13 @@ def _producer(engine: Engine, wf_id: int) -> str | None:
     return done[-1].step if done else None
 
 
-def _close_run(engine: Engine, wf_id: int, worktree: Path) -> None:
-    """The step that asked for the image stops here: its row closed as waiting (it runs again
-    after the decision), its worktree gone."""
+def _close_run(engine: Engine, wf_id: int, name: str) -> None:
+    """The step that asked for the image stops here: its running row closed as waiting (it runs
+    again after the decision), its worktree gone."""
     for row in engine.store.steps(wf_id):
-        if row["status"] == "running" and row["worktree"] == str(worktree):
+        if row["status"] == "running" and row["name"] == name:
             engine.store.finish_step(
                 row["id"], "waiting", error="waits for approval of a dependency change"
             )
-    engine.ws.remove_worktree(worktree)
+            if row["worktree"]:
+                engine.ws.remove_worktree(Path(row["worktree"]))

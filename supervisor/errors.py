@@ -38,6 +38,15 @@ class GitError(SupervisorError, RuntimeError):
     """A git command failed."""
 
 
+class CandidateRefusedError(GitError):
+    """A worker's worktree cannot become a candidate (tampered git metadata, a symlink out of the
+    repository, over a size limit); `kind` names the event the step fails with."""
+
+    def __init__(self, message: str, hint: str | None = None, *, kind: str) -> None:
+        super().__init__(message, hint)
+        self.kind = kind
+
+
 class MergeConflictError(GitError):
     """Two lines of work changed the same lines; both are kept, nothing is half-merged."""
 

@@ -10,10 +10,12 @@ from __future__ import annotations
 import ast
 import posixpath
 import re
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pathlib import Path
+    from collections.abc import Callable
+
 
 JS_SUFFIXES = (".ts", ".tsx", ".js", ".jsx", ".mjs", ".cjs")
 JS_IMPORT = re.compile(
@@ -23,8 +25,11 @@ JS_IMPORT = re.compile(
 PYTHON_ROOTS = ("", "src/", "lib/")
 
 
-def resolve_imports(root: Path, path: str, files: set[str]) -> list[str]:
-    """Repository files imported by `path` (relative to `root`), in the order they appear."""
+def resolve_imports(
+    root: Path | Callable[[str], str | None], path: str, files: set[str]
+) -> list[str]:
+    """Repository files imported by `path`, in the order they appear; `root` is a directory or
+    a reader of a file's text by relative path (a candidate's blobs)."""
     if path.endswith(".py"):
         found = _python(root, path, files)
     elif path.endswith(JS_SUFFIXES):
@@ -38,9 +43,15 @@ def resolve_imports(root: Path, path: str, files: set[str]) -> list[str]:
     return seen
 
 
-def _python(root: Path, path: str, files: set[str]) -> list[str]:
+def _text(root: Path | Callable[[str], str | None], path: str) -> str | None:
+    if isinstance(root, Path):
+        return (root / path).read_text(encoding="utf-8", errors="replace")
+    return root(path)
+
+
+def _python(root: Path | Callable[[str], str | None], path: str, files: set[str]) -> list[str]:
     try:
-        tree = ast.parse((root / path).read_text(encoding="utf-8", errors="replace"))
+        tree = ast.parse(_text(root, path) or "")
     except (SyntaxError, ValueError, OSError):
         return []
     package = posixpath.dirname(path)
@@ -78,9 +89,9 @@ def _python_module(
     return []
 
 
-def _javascript(root: Path, path: str, files: set[str]) -> list[str]:
+def _javascript(root: Path | Callable[[str], str | None], path: str, files: set[str]) -> list[str]:
     try:
-        text = (root / path).read_text(encoding="utf-8", errors="replace")
+        text = _text(root, path) or ""
     except OSError:
         return []
     found = []

@@ -1,9 +1,12 @@
 // A long-lived Repomix: loading Repomix takes Node ~0.75 s, longer than packing a step's files,
 // so the supervisor keeps one of these per process and sends it one JSON request per line.
-// Request:  {"cwd": "/abs/worktree", "paths": ["rel/a.py", ...], "output": "/abs/tmp/file.xml"}
+// Request:  {"cwd": "/abs/tmp/dir", "paths": ["rel/a.py", ...], "output": "/abs/tmp/file.xml"}
 // Response: {"ok": true, "output": "..."} or {"ok": false, "error": "..."}, one line each.
 // Options mirror the CLI call it replaces: `repomix --stdin --stdout --style xml
-// --no-file-summary --no-directory-structure`, including the worktree's own repomix.config.json.
+// --no-file-summary --no-directory-structure`, and are the supervisor's only: no repomix config
+// file (the worktree's or a global one) is loaded, so no instruction file, include list or
+// ignore setting a worker wrote applies; `cwd` is a host directory of regular files the
+// supervisor wrote from blobs (supervisor/packer.py), so nothing is read through a symlink.
 import { readFile, rm } from "node:fs/promises";
 import path from "node:path";
 import readline from "node:readline";
@@ -31,14 +34,18 @@ const SKIP_METRICS = {
 };
 
 async function packOnce({ cwd, paths, output }) {
-  const fileConfig = await repomix.loadFileConfig(cwd, null, {});
   const cliConfig = repomix.buildCliConfig({
     style: "xml",
     fileSummary: false,
     directoryStructure: false,
     output,
   });
-  const config = repomix.mergeConfigs(cwd, fileConfig, cliConfig);
+  const config = repomix.mergeConfigs(cwd, {}, cliConfig);
+  config.output.instructionFilePath = undefined;
+  config.ignore.useGitignore = false;
+  config.ignore.useDotIgnore = false;
+  config.ignore.customPatterns = [];
+  config.include = [];
   config.output.stdout = false;
   config.output.copyToClipboard = false;
   const files = [...new Set(paths.map((p) => path.resolve(cwd, p)))];

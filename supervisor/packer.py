@@ -8,6 +8,10 @@ with the same options and the same output as `repomix --stdin --stdout --style x
 
 The child reads requests from our pipe, so it ends on EOF when this process exits or is killed:
 a SIGKILLed supervisor leaves no packer behind.
+
+Repomix never reads a worktree: each pack is written into a fresh host directory as regular files
+(from blobs, or from lstat-checked regular files), with the supervisor's options only, so a
+worker's symlink, repomix.config.json or `.repomixignore` has no effect.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import contextlib
 import json
 import os
 import selectors
+import stat
 import subprocess
 import tempfile
 import threading
@@ -29,6 +34,8 @@ from supervisor.errors import CommandTimeoutError, ToolFailedError, ToolMissingE
 
 SCRIPT = Path(__file__).with_name("packer.mjs")
 TIMEOUT_SECONDS = 300
+# Repomix reads `.repomixignore` files among the packed ones whatever its options say.
+NEVER_PACKED = frozenset({".repomixignore"})
 
 
 class RepomixPacker:
@@ -38,12 +45,24 @@ class RepomixPacker:
         self._lock = threading.Lock()
 
     def pack(self, cwd: Path, paths: list[str], timeout: float = TIMEOUT_SECONDS) -> str:
-        """Repomix's XML for `paths` (relative to `cwd`); files its secret scan drops are left
-        out, as with the CLI."""
+        """Repomix's XML for the regular files among `paths` (relative to `cwd`; a symlink, or a
+        path through one, is left out); files its secret scan drops are left out, as with the
+        CLI."""
+        return self.pack_contents(read_regular(cwd, paths), timeout)
+
+    def pack_contents(self, files: dict[str, bytes], timeout: float = TIMEOUT_SECONDS) -> str:
+        """Repomix's XML for `files` (relative path -> content), in the order given."""
         with self._lock:
             proc = self._running()
             with tempfile.TemporaryDirectory(prefix="supervisor-pack-") as tmp:
-                request = {"cwd": str(cwd), "paths": paths, "output": str(Path(tmp, "pack.xml"))}
+                root = Path(tmp, "files")
+                paths = [p for p in files if _packable(p)]
+                for rel in paths:
+                    target = root / rel
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_bytes(files[rel])
+                root.mkdir(exist_ok=True)
+                request = {"cwd": str(root), "paths": paths, "output": str(Path(tmp, "pack.xml"))}
                 try:
                     assert proc.stdin is not None
                     proc.stdin.write(json.dumps(request) + "\n")
@@ -55,7 +74,7 @@ class RepomixPacker:
         reply = json.loads(line)
         if not reply.get("ok"):
             raise ToolFailedError(
-                f"Repomix could not pack {len(paths)} file(s) in {cwd}: {reply.get('error')}",
+                f"Repomix could not pack {len(files)} file(s): {reply.get('error')}",
                 "Run `node_modules/.bin/repomix --stdin --stdout` in that directory to see the "
                 "same error, and fix or exclude the file it names (context.exclude in the role).",
             )
@@ -129,9 +148,46 @@ class RepomixPacker:
         self._stderr = None
 
 
+def _packable(rel: str) -> bool:
+    parts = rel.split("/")
+    return (
+        bool(rel)
+        and not rel.startswith("/")
+        and ".." not in parts
+        and parts[-1] not in (NEVER_PACKED)
+    )
+
+
+def read_regular(root: Path, paths: list[str]) -> dict[str, bytes]:
+    """The bytes of each path under `root` that is a regular file reached through real
+    directories only: nothing is read through a symlink."""
+    found: dict[str, bytes] = {}
+    for rel in paths:
+        if not _packable(rel):
+            continue
+        parts = rel.split("/")
+        try:
+            if any(
+                not stat.S_ISDIR(os.lstat(root.joinpath(*parts[:i])).st_mode)
+                for i in range(1, len(parts))
+            ):
+                continue
+            fd = os.open(root / rel, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        with os.fdopen(fd, "rb") as handle:
+            if stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                found[rel] = handle.read()
+    return found
+
+
 _PACKER = RepomixPacker()
 atexit.register(_PACKER.close)
 
 
 def pack(cwd: Path, paths: list[str]) -> str:
     return _PACKER.pack(cwd, paths)
+
+
+def pack_contents(files: dict[str, bytes]) -> str:
+    return _PACKER.pack_contents(files)

@@ -18,14 +18,16 @@ import re
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from supervisor.errors import SandboxError
+from supervisor.packer import read_regular
+from supervisor.treedata import CommitFiles, materialize
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     import docker
 
@@ -192,18 +194,25 @@ def write_dockerfile(repo: Path, detection: Detection, base_image: str) -> tuple
     return path, True
 
 
-def dependency_files(tree: Path) -> list[Path]:
-    """The dependency files at the top of `tree`; a symbolic link among them is refused (its
-    target could be any file of the host, and it would be copied into the build)."""
-    found = sorted(p for p in tree.iterdir() if DEPENDENCY_FILES.match(p.name))
-    for path in found:
-        if path.is_symlink():
-            raise SandboxError(
-                f"The dependency file {path.name} is a symbolic link (to {path.readlink()}); "
-                "dependency files are read as plain files only.",
-                f"Replace {path.name} by a regular file with the dependencies in it.",
-            )
-    return [p for p in found if p.is_file()]
+def dependency_files(tree: Path | CommitFiles) -> dict[str, bytes]:
+    """The top-level dependency files of a commit (as blobs) or a directory, by name.
+
+    A dependency file that is a symlink is refused: it could name any file on the host."""
+    if isinstance(tree, Path):
+        names = sorted(p.name for p in tree.iterdir() if DEPENDENCY_FILES.match(p.name))
+        links = {n: str((tree / n).readlink()) for n in names if (tree / n).is_symlink()}
+        found = read_regular(tree, names)
+    else:
+        names = [p for p in [*tree.files(), *tree.symlinks()] if DEPENDENCY_FILES.match(p)]
+        links = {n: tree.link_target(n) for n in names if n in tree.symlinks()}
+        found = tree.read_many(sorted(names))
+    if links:
+        named = ", ".join(f"{name} (-> {target})" for name, target in sorted(links.items()))
+        raise SandboxError(
+            f"Dependency files that are symlinks are refused: {named}.",
+            "Commit the dependency file itself, not a link to it.",
+        )
+    return dict(sorted(found.items()))
 
 
 @dataclass(frozen=True)
@@ -215,10 +224,12 @@ class ProjectImage:
     python_constraints: str = ""
     packages: tuple[str, ...] = ()
     """The project's top-level Python packages, imported by the build's smoke test."""
+    contents: dict[str, bytes] = field(default_factory=dict, compare=False, repr=False)
 
 
-def image_for(repo: Path, tree: Path, base_id: str) -> ProjectImage | None:
-    """The image tag for the dependency files in `tree` (a worktree); None without a Dockerfile."""
+def image_for(repo: Path, tree: Path | CommitFiles, base_id: str) -> ProjectImage | None:
+    """The image tag for the dependency files in `tree` (a commit's blobs, or a directory);
+    None without a Dockerfile."""
     from supervisor import python_deps
 
     dockerfile = repo / DOCKERFILE
@@ -226,9 +237,11 @@ def image_for(repo: Path, tree: Path, base_id: str) -> ProjectImage | None:
         return None
     digest = hashlib.sha256(dockerfile.read_bytes() + base_id.encode())
     files = dependency_files(tree)
-    for path in files:
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    declared = python_deps.read(tree)
+    for name, data in files.items():
+        digest.update(name.encode() + b"\0" + data)
+    with _declaring_files(tree) as folder:
+        declared = python_deps.read(folder)
+        packages = top_level_packages(folder)
     requirements, constraints = declared.requirements_text(), declared.constraints_text()
     digest.update(b"\0" + requirements.encode() + b"\0" + constraints.encode())
     content = digest.hexdigest()[:16]
@@ -236,11 +249,32 @@ def image_for(repo: Path, tree: Path, base_id: str) -> ProjectImage | None:
     return ProjectImage(
         f"supervisor-project-{project}:{content}",
         content,
-        [p.name for p in files],
+        list(files),
         requirements,
         constraints,
-        top_level_packages(tree),
+        packages,
+        files,
     )
+
+
+@contextlib.contextmanager
+def _declaring_files(tree: Path | CommitFiles) -> Iterator[Path]:
+    """A directory holding what declares the Python dependencies and packages: `tree` itself, or
+    for a commit, its top-level files, `requirements/` and the packages' `__init__.py` written as
+    regular files from the blobs (never a symlink: python_deps then reads plain host files)."""
+    if isinstance(tree, Path):
+        yield tree
+        return
+    wanted = {
+        p
+        for p in tree.files()
+        if "/" not in p
+        or p.startswith("requirements/")
+        or (p.endswith("/__init__.py") and p.count("/") <= 2)
+    }
+    with tempfile.TemporaryDirectory(prefix="supervisor-deps-") as tmp:
+        materialize(tree.git_dir, tree.commit, Path(tmp), symlinks=False, paths=wanted)
+        yield Path(tmp)
 
 
 def top_level_packages(tree: Path) -> tuple[str, ...]:
@@ -275,7 +309,7 @@ def exists(client: docker.DockerClient, tag: str) -> bool:
 def build(
     client: docker.DockerClient,
     repo: Path,
-    tree: Path,
+    tree: Path | CommitFiles,
     image: ProjectImage,
     *,
     no_cache: bool = False,
@@ -290,8 +324,9 @@ def build(
         shutil.copy(repo / DOCKERFILE, context / "Dockerfile")
         (context / "deps").mkdir()
         (context / "extra-ca").mkdir()
+        contents = image.contents or dependency_files(tree)
         for name in image.files:
-            shutil.copy(tree / name, context / "deps" / name)
+            (context / "deps" / name).write_bytes(contents[name])
         (context / "deps" / REQUIREMENTS).write_text(image.python_requirements)
         (context / "deps" / CONSTRAINTS).write_text(image.python_constraints)
         bundle = os.environ.get("SUPERVISOR_EXTRA_CA_BUNDLE") or os.environ.get("SSL_CERT_FILE")

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from pydantic import BaseModel
 
-    from supervisor.context import Pack
+    from supervisor.context import Pack, Source
     from supervisor.roles import Role
 
 
@@ -76,7 +76,7 @@ def render(template: str, repo: Path | None, schema: type[BaseModel], **variable
 def compose(
     role: Role,
     repo: Path | None,
-    worktree: Path,
+    worktree: Path | Source,
     *,
     task: str,
     feedback: list[str],

@@ -81,6 +81,7 @@ def open_sandbox(project: Project, clis: list[str]) -> DockerSandbox:
             ],
             worktree=_empty_dir(project),
             timeout=60,
+            labels={LABEL_REPO: repo_label(project.root)},  # found by clean-up if killed
         )
     )
     absent = probe.stdout.split()
@@ -305,6 +306,7 @@ def analyze_deps(wf_id: int, path: Path) -> list[tuple[str, str, str]]:
     from supervisor.dag import WorkGraph, suggest_dependencies
     from supervisor.imports import resolve_imports
     from supervisor.schemas import PlanOutput
+    from supervisor.treedata import CommitFiles
 
     project = open_project(path)
     with project.store() as store:
@@ -316,17 +318,19 @@ def analyze_deps(wf_id: int, path: Path) -> list[tuple[str, str, str]]:
         )
     work = WorkGraph.from_plan(PlanOutput.model_validate(wf.context["plan"]))
     ws = project.workspace
-    tree = ws.add_worktree(f"analyze-{wf_id}-{os.getpid()}", ws.branch_tip(wf.task_branch))
-    try:
-        files = set(process.run(["git", "-C", str(tree), "ls-files"]).stdout.split())
-        imports = {
-            f: resolve_imports(tree, f, files)
-            for c in work.components.values()
-            for f in c.files
-            if f in files
-        }
-    finally:
-        ws.remove_worktree(tree)
+    tree = CommitFiles(ws.git_dir, ws.branch_tip(wf.task_branch))  # blobs, not a checkout
+    files = set(tree.files())
+
+    def text(path: str) -> str | None:
+        data = tree.read(path)
+        return None if data is None else data.decode("utf-8", errors="replace")
+
+    imports = {
+        f: resolve_imports(text, f, files)
+        for c in work.components.values()
+        for f in c.files
+        if f in files
+    }
     return suggest_dependencies(work, imports)
 
 

@@ -3,19 +3,31 @@
 The user's checkout (current branch, index, working tree, untracked files) is never touched:
 branches are created with `git branch`, refs move with `git update-ref` and its old-value check,
 and workers only ever see a detached worktree under `.supervisor/worktrees/`.
+
+A worktree belongs to its worker, so the host never runs git in it: worktrees are filled from
+blobs, candidates are built from the file system as data and removed without reading their `.git`
+(supervisor/treedata.py); every git call runs with hooks, fsmonitor and the untracked cache off.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import re
 import shutil
+import stat
 import threading
 from pathlib import Path
 
-from supervisor import process
-from supervisor.errors import GitError, MergeConflictError, RepoError, ToolFailedError
+from supervisor import process, treedata
+from supervisor.errors import (
+    CandidateRefusedError,
+    GitError,
+    MergeConflictError,
+    RepoError,
+    ToolFailedError,
+)
 
 STATE_DIR = ".supervisor"
 ZERO_SHA = "0" * 40
@@ -26,10 +38,10 @@ IDENTITY = ["-c", "user.name=supervisor", "-c", "user.email=supervisor@localhost
 
 
 def _git(cwd: Path, *args: str, check: bool = True, timeout: float = 120) -> process.Completed:
-    """git with `safe.directory=*`: worktree files may belong to the container's user."""
+    """git in the user's own repository (never in a worker's worktree), hooks and fsmonitor off."""
     try:
         return process.run(
-            ["git", "-c", "safe.directory=*", "-C", str(cwd), *args],
+            ["git", *treedata.SAFE_CONFIG, "-C", str(cwd), *args],
             check=check,
             timeout=timeout,
         )
@@ -66,6 +78,9 @@ class Workspace:
         self.repo = repo
         self.state_dir = repo / STATE_DIR
         self.worktrees_dir = self.state_dir / "worktrees"
+        common = _git(repo, "rev-parse", "--git-common-dir").stdout.strip()
+        self.git_dir = (repo / common).resolve()
+        self._stamps: dict[str, dict[str, treedata.Stamp]] = {}
         self._exclude_state_dir()
 
     # -- reading ---------------------------------------------------------------------------
@@ -252,7 +267,11 @@ class Workspace:
         if path.exists() or self._registered(path):
             self._remove_worktree(path)
         self.worktrees_dir.mkdir(parents=True, exist_ok=True)
-        _git(self.repo, "worktree", "add", "--detach", "--force", str(path), commit)
+        # No checkout: git would apply the tree's .gitattributes (filters, eol) while writing it.
+        _git(
+            self.repo, "worktree", "add", "--detach", "--no-checkout", "--force", str(path), commit
+        )
+        self._stamps[str(path)] = treedata.materialize(self.git_dir, commit, path)
         return path
 
     def remove_worktree(self, path: Path) -> None:
@@ -260,9 +279,13 @@ class Workspace:
             self._remove_worktree(path)
 
     def _remove_worktree(self, path: Path) -> None:
-        _git(self.repo, "worktree", "remove", "--force", "--force", str(path), check=False)
-        if path.exists():
-            shutil.rmtree(path, ignore_errors=True)
+        """rmtree (which unlinks symlinks, never follows them) and let git forget the admin dir;
+        `git worktree remove` would read the worktree's `.git`, which its worker could rewrite."""
+        self._stamps.pop(str(path), None)
+        if path.is_symlink():
+            path.unlink()
+        elif path.exists():
+            shutil.rmtree(path, onerror=_make_removable)
         _git(self.repo, "worktree", "prune", check=False)
 
     def remove_stale_worktrees(self, keep: frozenset[str] = frozenset()) -> list[str]:
@@ -278,16 +301,68 @@ class Workspace:
         return removed
 
     def snapshot(
-        self, worktree: Path, message: str, author: str = "supervisor <supervisor@localhost>"
+        self,
+        worktree: Path,
+        message: str,
+        author: str = "supervisor <supervisor@localhost>",
+        limits: treedata.SnapshotLimits | None = None,
     ) -> str | None:
-        """Commit everything the worker left in the worktree (respecting .gitignore)."""
-        _git(worktree, "add", "-A")
-        if _git(worktree, "diff", "--cached", "--quiet", check=False).returncode == 0:
-            return None
-        _git(
-            worktree, *IDENTITY, "commit", "-q", "--no-verify", f"--author={author}", "-m", message
+        """Commit everything the worker left in the worktree (respecting .gitignore) as a child
+        of the commit it started from; None when nothing changed.
+
+        Raises CandidateRefusedError when the worker touched its `.git` (then nothing of the
+        worktree is read) or the content breaks a limit or has a symlink out of the repository."""
+        base = self._checked_base(worktree)
+        tree = treedata.snapshot_tree(
+            self.git_dir,
+            worktree,
+            base,
+            limits or treedata.SnapshotLimits(),
+            self._stamps.get(str(worktree)),
         )
-        return _git(worktree, "rev-parse", "HEAD").stdout.strip()
+        if tree == self.tree_hash(base):
+            return None
+        name, _, email = author.partition(" <")
+        env = {
+            "GIT_AUTHOR_NAME": name,
+            "GIT_AUTHOR_EMAIL": email.rstrip(">"),
+            "GIT_COMMITTER_NAME": "supervisor",
+            "GIT_COMMITTER_EMAIL": "supervisor@localhost",
+        }
+        out = treedata.git_bytes(
+            self.git_dir, "commit-tree", tree, "-p", base, "-m", message, env=env
+        )
+        return out.decode().strip()
+
+    def _checked_base(self, worktree: Path) -> str:
+        """The commit `worktree` was made from, read from its admin dir in the main repository
+        (which no container sees), after checking that the worktree's `.git` is still the file
+        git wrote."""
+        admin = self._admin_dir(worktree)
+        dot_git = worktree / ".git"
+        try:
+            info = os.lstat(dot_git)
+            intact = stat.S_ISREG(info.st_mode) and dot_git.read_text().strip() == (
+                f"gitdir: {admin}"
+            )
+        except (OSError, UnicodeDecodeError):
+            intact = False
+        if admin is None or not intact:
+            raise CandidateRefusedError(
+                f"The worker changed the git metadata of its worktree ({dot_git}); nothing of "
+                "it was read or run.",
+                "Workers must not touch `.git`: leave it as it is and let the supervisor commit.",
+                kind="git_metadata_tampered",
+            )
+        return (admin / "HEAD").read_text().strip()
+
+    def _admin_dir(self, worktree: Path) -> Path | None:
+        expected = str(Path(os.path.realpath(worktree)) / ".git")
+        for gitdir in (self.git_dir / "worktrees").glob("*/gitdir"):
+            with contextlib.suppress(OSError):
+                if gitdir.read_text().strip() == expected:
+                    return gitdir.parent
+        return None
 
     def user_checkout_fingerprint(self) -> str:
         """A hash of everything a user could lose: HEAD, index, working tree, untracked files."""
@@ -333,6 +408,18 @@ class Workspace:
                 exclude.parent.mkdir(parents=True, exist_ok=True)
                 sep = "" if not existing or existing.endswith("\n") else "\n"
                 exclude.write_text(existing + sep + "\n".join(missing) + "\n")
+
+
+def _make_removable(function: object, path: str, excinfo: object) -> None:
+    """A worker may leave directories without write permission; open them and retry once."""
+    target = Path(path)
+    with contextlib.suppress(OSError):
+        target.parent.chmod(0o700)
+        if target.is_dir() and not target.is_symlink():
+            target.chmod(0o700)
+            shutil.rmtree(target, ignore_errors=True)
+        else:
+            target.unlink()
 
 
 def _paths_in_status_entry(entry: str) -> list[str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import shutil
 import tempfile
 import threading
 import time
@@ -36,6 +37,8 @@ HOME = "/tmp/home"
 LABEL_REPO = "supervisor.repo"
 LABEL_WORKFLOW = "supervisor.workflow"
 LABEL_STEP = "supervisor.step"
+# A run folder's name carries its repository's label, so the next start finds a crashed run's.
+RUN_PREFIX = "supervisor-run-"
 
 # Seeds the per-run home from the read-only copy of the login files, then runs the CLI with the
 # prompt on stdin: a prompt given as an argument would be capped by the kernel's argument limit.
@@ -136,14 +139,15 @@ class DockerSandbox:
             self._relay = None
 
     def run(self, spec: RunSpec) -> RunResult:
-        with tempfile.TemporaryDirectory(prefix="supervisor-run-") as run_dir:
+        label = spec.labels.get(LABEL_REPO, "none")
+        with tempfile.TemporaryDirectory(prefix=f"{RUN_PREFIX}{label}-") as run_dir:
             run_path = Path(run_dir)
             (run_path / "stdin").write_text(spec.stdin_text, encoding="utf-8")
             for name, text in spec.run_files.items():
                 (run_path / name).write_text(text, encoding="utf-8")
-            _open_for_container(run_path)
+            _private_for_container(run_path)
             _write_private_home(run_path / "home", spec.home_files)
-            _open_for_container(spec.worktree)
+            _own_for_container(spec.worktree)
             return self._run(spec, run_path)
 
     def _run(self, spec: RunSpec, run_path: Path) -> RunResult:
@@ -159,6 +163,7 @@ class DockerSandbox:
                 environment={"HOME": HOME, "PYTHONDONTWRITEBYTECODE": "1", **spec.env},
                 volumes={
                     str(spec.worktree): {"bind": WORKSPACE, "mode": "rw"},
+                    **_git_file_read_only(spec.worktree),
                     str(run_path): {"bind": RUN_DIR, "mode": "ro"},
                 },
                 network_mode="none" if spec.network == "none" else None,
@@ -244,7 +249,18 @@ class DockerSandbox:
         for container in self.client.containers.list(all=True, filters=filters):
             remove_container(container)
             removed.append(container.id)
+        if LABEL_REPO in labels:
+            remove_stale_run_dirs(labels[LABEL_REPO])
         return removed
+
+
+def remove_stale_run_dirs(label: str) -> list[Path]:
+    """Run folders (prompt, schema, login files) a crashed run of this repository left behind."""
+    found = sorted(Path(tempfile.gettempdir()).glob(f"{RUN_PREFIX}{label}-*"))
+    for path in found:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+    return found
 
 
 def remove_container(container: Any) -> None:
@@ -304,19 +320,42 @@ def _write_private_home(home: Path, files: dict[str, bytes]) -> None:
             path.chmod(0o700 if path.is_dir() else 0o400)
 
 
-def _open_for_container(path: Path) -> None:
-    """When the container runs as `nobody`, it needs write access to a root-owned worktree."""
+def _own_for_container(worktree: Path) -> None:
+    """When the container runs as `nobody`, give it the worktree (ownership, not world access);
+    its `.git` file stays the host's, and is mounted read-only besides."""
     if os.getuid() != 0:
         return
-    for root, dirs, files in os.walk(path):
+    uid, gid = (int(n) for n in _container_user().split(":"))
+    for root, dirs, files in os.walk(worktree):  # os.walk does not descend into symlinks
+        for name in [*dirs, *files]:
+            if root == str(worktree) and name == ".git":
+                continue
+            with contextlib.suppress(OSError):
+                os.lchown(Path(root, name), uid, gid)
+    os.lchown(worktree, uid, gid)
+
+
+def _git_file_read_only(worktree: Path) -> dict[str, dict[str, str]]:
+    """A worktree's `.git` file, mounted over itself read-only: the worker can neither rewrite
+    nor replace it (the host checks it anyway before reading the worktree)."""
+    dot_git = worktree / ".git"
+    if dot_git.is_symlink() or not dot_git.is_file():
+        return {}
+    return {str(dot_git): {"bind": f"{WORKSPACE}/.git", "mode": "ro"}}
+
+
+def _private_for_container(run_path: Path) -> None:
+    """The run folder holds the prompt and login files: 0700/0600, and owned by the container's
+    user when that is not ours (ownership, never world access)."""
+    uid, gid = (int(n) for n in _container_user().split(":"))
+    for root, dirs, files in os.walk(run_path):
         for name in dirs:
-            _add_mode(Path(root, name), 0o777)
+            Path(root, name).chmod(0o700)
         for name in files:
-            _add_mode(Path(root, name), 0o666)
-    _add_mode(path, 0o777)
-
-
-def _add_mode(path: Path, bits: int) -> None:
-    with contextlib.suppress(OSError):
-        if not path.is_symlink():
-            path.chmod(path.stat().st_mode | bits)
+            Path(root, name).chmod(0o600)
+        if os.getuid() == 0:
+            for name in [*dirs, *files]:
+                os.lchown(Path(root, name), uid, gid)
+    run_path.chmod(0o700)
+    if os.getuid() == 0:
+        os.lchown(run_path, uid, gid)

@@ -22,6 +22,7 @@ from supervisor.config import Settings, StepDef, WorkflowDef
 from supervisor.dag import WorkGraph
 from supervisor.errors import (
     ApprovalRequired,
+    CandidateRefusedError,
     CommandTimeoutError,
     ConfigError,
     CredentialsError,
@@ -38,6 +39,7 @@ from supervisor.roles import Role, load_role
 from supervisor.sandbox.docker import LABEL_REPO, LABEL_STEP, LABEL_WORKFLOW, RunSpec, repo_label
 from supervisor.schemas import PlanOutput
 from supervisor.state.store import EventSpec, now
+from supervisor.treedata import CommitFiles, SnapshotLimits
 from supervisor.workers.base import adapter_for
 from supervisor.workflow import gate_problems, history
 from supervisor.workspace import Workspace
@@ -507,10 +509,11 @@ class Engine:
             targets = self.ws.changed_files(tip, base)
         else:
             targets = _plan_files(plan)
+        files = CommitFiles(self.ws.git_dir, base)  # what the worktree holds, read as blobs
         prompt, pack = prompts.compose(
             role,
             self.repo,
-            worktree,
+            files,
             task=task,
             feedback=_feedback(wf.context).get(name, []),
             plan=plan_for_prompt(plan, component),
@@ -530,6 +533,27 @@ class Engine:
         )
         limits = self.settings.limits
         events: list[EventSpec] = []
+        prompt_bytes = len(prompt.encode())
+        if prompt_bytes > limits.max_prompt_bytes:
+            error = ConfigError(
+                f"The prompt for '{name}' ({role.name}) is {prompt_bytes} bytes, over "
+                f"limits.max_prompt_bytes ({limits.max_prompt_bytes}); it was not sent.",
+                f"Lower context.token_budget for '{role.name}', shorten the task, or raise "
+                "limits.max_prompt_bytes.",
+            )
+            self.store.finish_step(
+                step_id,
+                "failed",
+                error=error.message,
+                event=EventSpec(
+                    "prompt_too_large",
+                    step=name,
+                    role=role.name,
+                    status="failed",
+                    payload={"prompt_bytes": prompt_bytes, **_err(error)},
+                ),
+            )
+            return Outcome("failed", escalate=error)
         self.store.add_event(
             wf.id,
             EventSpec(
@@ -543,7 +567,7 @@ class Engine:
                 },
             ),
         )
-        image = self._image_for(wf, name, worktree)
+        image = self._image_for(wf, name, files)
         run = self.sandbox.run(
             RunSpec(
                 argv=invocation.argv,
@@ -724,7 +748,17 @@ class Engine:
         on_done: OnDone | None = None,
     ) -> Outcome:
         """Trust the worktree, not the worker's claims: what changed is what git sees."""
-        sha = self.ws.snapshot(worktree, f"{name}: {wf.description[:60]}")
+        limits = self.settings.limits
+        try:
+            sha = self.ws.snapshot(
+                worktree,
+                f"{name}: {wf.description[:60]}",
+                limits=SnapshotLimits(limits.max_worktree_mb * 2**20, limits.max_files_added),
+            )
+        except CandidateRefusedError as e:
+            event = EventSpec(e.kind, name, role.name, "failed", payload={**payload, **_err(e)})
+            self.store.finish_step(step_id, "failed", output=data, error=e.message, event=event)
+            return Outcome("failed", feedback=f"{e.message} {e.hint}", events=events)
         changed = self.ws.changed_files(base, sha) if sha else []
         claimed = sorted(set(data["files_created"]) | set(data["files_modified"]))
         payload = {
@@ -972,7 +1006,7 @@ class Engine:
         step_id = self.store.start_step(wf.id, name, attempt, None, str(worktree), began)
         self.reporter.step(wf.id, name, f"gate `{command}` (no network)")
         try:
-            image = self._image_for(wf, name, worktree)
+            image = self._image_for(wf, name, CommitFiles(self.ws.git_dir, commit))
         except SandboxError as e:
             self.ws.remove_worktree(worktree)
             self.store.finish_step(
@@ -1084,7 +1118,7 @@ class Engine:
             ],
         )
 
-    def _image_for(self, wf: Workflow, name: str, worktree: Path) -> str | None:
+    def _image_for(self, wf: Workflow, name: str, worktree: Path | CommitFiles) -> str | None:
         """The project image for this worktree's dependency files, built first if they changed
         (the build may use the network; the gate that follows never does)."""
         from supervisor import project_image

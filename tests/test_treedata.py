@@ -1,0 +1,252 @@
+"""Candidates as data: what a worker leaves in its worktree is read, never interpreted or followed.
+
+Real git in temporary repositories; the attacks a worker could plant are written straight into the
+worktree, as the container would, and each must come to nothing on the host.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from typing import TYPE_CHECKING
+
+import pytest
+
+from supervisor import packer
+from supervisor.context import DirFiles
+from supervisor.errors import CandidateRefusedError, SandboxError
+from supervisor.project_image import dependency_files
+from supervisor.treedata import CommitFiles, SnapshotLimits, escapes
+from supervisor.workspace import Workspace
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    path = tmp_path / "repo"
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    (path / "app.py").write_text("print('v1')\n")
+    (path / "run.sh").write_text("#!/bin/sh\n")
+    (path / "run.sh").chmod(0o755)
+    (path / "docs").mkdir()
+    (path / "docs" / "guide.md").write_text("guide\n")
+    (path / "guide").symlink_to("docs/guide.md")
+    (path / ".gitattributes").write_text("*.txt text eol=crlf\n")
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "first")
+    return path
+
+
+@pytest.fixture
+def ws(repo: Path) -> Workspace:
+    return Workspace(repo)
+
+
+def test_a_worktree_is_written_from_blobs_with_modes_and_symlinks_and_no_eol_conversion(
+    repo: Path, ws: Workspace, tmp_path: Path
+) -> None:
+    (repo / "notes.txt").write_bytes(b"a\nb\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "notes")
+    tree = ws.add_worktree("wf1-implement-1", ws.head_commit())
+    assert (tree / "notes.txt").read_bytes() == b"a\nb\n"  # stored bytes, not eol=crlf
+    assert os.access(tree / "run.sh", os.X_OK)
+    assert str((tree / "guide").readlink()) == "docs/guide.md"
+    assert ws.snapshot(tree, "nothing changed") is None
+
+
+def test_a_snapshot_records_symlinks_as_links_and_the_exec_bit_from_stat(
+    repo: Path, ws: Workspace
+) -> None:
+    tree = ws.add_worktree("wf1-implement-1", ws.head_commit())
+    (tree / "tool.py").write_text("print(1)\n")
+    (tree / "tool.py").chmod(0o755)
+    (tree / "readme").symlink_to("docs/guide.md")
+    sha = ws.snapshot(tree, "links")
+    assert sha is not None
+    listing = git(repo, "ls-tree", sha)
+    assert "100755 blob" in next(line for line in listing.splitlines() if "tool.py" in line)
+    assert "120000 blob" in next(line for line in listing.splitlines() if "\treadme" in line)
+    assert git(repo, "cat-file", "-p", f"{sha}:readme") == "docs/guide.md"
+
+
+def test_gitattributes_filters_written_by_a_worker_never_run_on_the_host(
+    repo: Path, ws: Workspace, tmp_path: Path
+) -> None:
+    marker = tmp_path / "filter-ran"
+    git(repo, "config", "filter.evil.clean", f"touch {marker}; cat")  # a filter the user has
+    tree = ws.add_worktree("wf1-implement-1", ws.head_commit())
+    (tree / ".gitattributes").write_text("* filter=evil\n*.py text eol=crlf\n")
+    (tree / "app.py").write_bytes(b"print('v2')\n")
+    sha = ws.snapshot(tree, "filtered?")
+    assert sha is not None
+    assert not marker.exists()
+    assert git(repo, "cat-file", "-p", f"{sha}:app.py") == "print('v2')\n"
+
+
+def test_a_rewritten_dot_git_refuses_the_candidate_and_nothing_of_it_runs(
+    repo: Path, ws: Workspace, tmp_path: Path
+) -> None:
+    marker = tmp_path / "fsmonitor-ran"
+    tree = ws.add_worktree("wf1-implement-1", ws.head_commit())
+    evil = tree / ".evilgit"
+    subprocess.run(["git", "init", "-q", "--bare", str(evil)], check=True)
+    hook = f"#!/bin/sh\ntouch {marker}\n"
+    (evil / "hooks" / "post-commit").write_text(hook)
+    (evil / "hooks" / "post-commit").chmod(0o755)
+    with (evil / "config").open("a") as handle:
+        handle.write(
+            f"[core]\n\tbare = false\n\tfsmonitor = touch {marker}\n\thooksPath = hooks\n"
+            f'\tsshCommand = touch {marker}\n[includeIf "gitdir:/"]\n\tpath = /etc/passwd\n'
+        )
+    (tree / ".git").unlink()
+    (tree / ".git").write_text("gitdir: .evilgit\n")
+    (tree / "app.py").write_text("print('evil')\n")
+    with pytest.raises(CandidateRefusedError) as refused:
+        ws.snapshot(tree, "tampered")
+    assert refused.value.kind == "git_metadata_tampered"
+    assert not marker.exists()
+    ws.remove_worktree(tree)
+    assert not tree.exists()
+    assert not marker.exists()
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+
+
+def test_a_dot_git_directory_in_place_of_the_file_is_tampering(repo: Path, ws: Workspace) -> None:
+    tree = ws.add_worktree("wf1-implement-1", ws.head_commit())
+    (tree / ".git").unlink()
+    subprocess.run(["git", "init", "-q", str(tree)], check=True)
+    with pytest.raises(CandidateRefusedError, match="git metadata"):
+        ws.snapshot(tree, "tampered")
+
+
+def test_a_symlink_out_of_the_repository_is_refused_by_name(repo: Path, ws: Workspace) -> None:
+    tree = ws.add_worktree("wf1-implement-1", ws.head_commit())
+    (tree / "leak").symlink_to("/etc/passwd")
+    (tree / "docs" / "up").symlink_to("../..")
+    with pytest.raises(CandidateRefusedError) as refused:
+        ws.snapshot(tree, "leaky")
+    assert refused.value.kind == "symlink_escape"
+    assert "leak -> /etc/passwd" in refused.value.message
+    assert "docs/up -> ../.." in refused.value.message
+
+
+def test_a_directory_replaced_by_a_symlink_is_never_read_through(
+    repo: Path, ws: Workspace, tmp_path: Path
+) -> None:
+    outside = tmp_path / "host"
+    outside.mkdir()
+    (outside / "guide.md").write_text("HOST SECRET\n")
+    tree = ws.add_worktree("wf1-implement-1", ws.head_commit())
+    for child in (tree / "docs").iterdir():
+        child.unlink()
+    (tree / "docs").rmdir()
+    (tree / "docs").symlink_to(outside)
+    with pytest.raises(CandidateRefusedError, match="docs ->"):
+        ws.snapshot(tree, "swapped")
+    assert "HOST SECRET" not in git(repo, "log", "--all", "-p")
+
+
+def test_symlink_escape_follows_the_trees_own_links() -> None:
+    links = {"a": "b/..", "b": "c", "c/d": "../.."}
+    assert escapes("x/y", "../../etc", {})
+    assert not escapes("x/y", "../z", {})
+    assert escapes("a/l", "../../x", {"a": "."})  # `a` -> `.` so a/.. is already outside
+    assert escapes("c/d", "../..", links)
+    assert not escapes("docs/l", "guide.md", links)
+    assert escapes("loop", "loop/x", {"loop": "loop/x"})
+
+
+def test_the_size_quota_and_the_cap_on_added_files(repo: Path, ws: Workspace) -> None:
+    tree = ws.add_worktree("wf1-implement-1", ws.head_commit())
+    (tree / "big.bin").write_bytes(b"\0" * 3_000_000)
+    with pytest.raises(CandidateRefusedError, match="over the limit of 2 MB") as big:
+        ws.snapshot(tree, "big", limits=SnapshotLimits(max_bytes=2 * 2**20))
+    assert big.value.kind == "worktree_too_large"
+    (tree / "big.bin").unlink()
+    for i in range(5):
+        (tree / f"f{i}.py").write_text("x\n")
+    with pytest.raises(CandidateRefusedError, match="added 5 files") as many:
+        ws.snapshot(tree, "many", limits=SnapshotLimits(max_files_added=4))
+    assert many.value.kind == "too_many_files"
+    assert ws.snapshot(tree, "ok", limits=SnapshotLimits(max_files_added=5)) is not None
+
+
+def test_a_hardlink_inside_the_worktree_is_committed_as_plain_content(
+    repo: Path, ws: Workspace
+) -> None:
+    tree = ws.add_worktree("wf1-implement-1", ws.head_commit())
+    os.link(tree / "app.py", tree / "copy.py")
+    sha = ws.snapshot(tree, "hardlink")
+    assert sha is not None
+    assert git(repo, "cat-file", "-p", f"{sha}:copy.py") == "print('v1')\n"
+
+
+def test_commit_files_read_blobs_and_never_follow_symlinks(repo: Path, ws: Workspace) -> None:
+    files = CommitFiles(ws.git_dir, ws.head_commit())
+    assert "guide" not in files.files()
+    assert files.symlinks() == ["guide"]
+    assert files.read("guide") is None
+    assert files.read("docs/guide.md") == b"guide\n"
+
+
+def test_the_host_readers_skip_symlinks_in_a_directory(tmp_path: Path) -> None:
+    (tmp_path / "real.txt").write_text("fine\n")
+    (tmp_path / "leak").symlink_to("/etc/passwd")
+    (tmp_path / "sub").symlink_to("/etc")
+    assert packer.read_regular(tmp_path, ["real.txt", "leak", "sub/passwd"]) == {
+        "real.txt": b"fine\n"
+    }
+    assert DirFiles(tmp_path).read_many(["leak"]) == {}
+
+
+def test_a_dependency_file_that_is_a_symlink_is_refused(repo: Path, ws: Workspace) -> None:
+    (repo / "requirements.txt").symlink_to("/etc/passwd")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "linked deps")
+    with pytest.raises(SandboxError, match=r"requirements\.txt"):
+        dependency_files(CommitFiles(ws.git_dir, ws.head_commit()))
+    with pytest.raises(SandboxError, match=r"requirements\.txt"):
+        dependency_files(repo)
+
+
+def test_repomix_ignores_a_repository_config_instruction_file_and_ignore_files(
+    tmp_path: Path,
+) -> None:
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("HOST-ONLY-9f3a\n")
+    project = tmp_path / "project"
+    project.mkdir()
+    config = {
+        "output": {"instructionFilePath": str(secret)},
+        "ignore": {"customPatterns": ["a.py"]},
+    }
+    (project / "repomix.config.json").write_text(json.dumps(config))
+    (project / ".repomixignore").write_text("a.py\n")
+    (project / "a.py").write_text("A = 1\n")
+    output = packer.pack(project, ["a.py", ".repomixignore", "repomix.config.json"])
+    assert "HOST-ONLY-9f3a" not in output
+    assert "A = 1" in output
+
+
+def test_a_same_size_edit_is_seen_although_unchanged_files_keep_their_blobs(
+    repo: Path, ws: Workspace
+) -> None:
+    tree = ws.add_worktree("wf1-implement-1", ws.head_commit())
+    (tree / "app.py").write_text("print('v9')\n")  # as long as print('v1')
+    sha = ws.snapshot(tree, "same size")
+    assert sha is not None
+    assert ws.changed_files(ws.head_commit(), sha) == ["app.py"]
