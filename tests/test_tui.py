@@ -9,13 +9,10 @@ import subprocess
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from textual.widgets import DataTable, Input
 
-pytest.importorskip("textual")
-
-from textual.widgets import DataTable, Input  # noqa: E402
-
-from supervisor.state.store import EventSpec, Store  # noqa: E402
-from supervisor.tui.app import ApprovalScreen, SupervisorTui  # noqa: E402
+from supervisor.state.store import EventSpec, Store
+from supervisor.tui.app import ApprovalScreen, SupervisorTui
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -71,11 +68,10 @@ def make_repo(root: Path) -> tuple[Path, int]:
             ],
             "security_concerns": [],
         }
+        payload = {"output": review}
         store.add_event(
             wf.id,
-            EventSpec(
-                "review", step="review", role="reviewer", status="APPROVED", payload={"output": review}
-            ),
+            EventSpec("review", step="review", role="reviewer", status="APPROVED", payload=payload),
         )
         store.advance(
             wf.id,
