@@ -206,7 +206,9 @@ class SupervisorTui(App[None]):
         self.repo, self.db, self.interval = repo, db, interval
         self.monitor = Monitor(db)
         self.statuses: dict[int, str] = {}
+        self.cells: dict[int, tuple[object, ...]] = {}  # what each row shows, to redraw changes only
         self.selected: int | None = None
+        self.shown: tuple[int | None, object] = (None, None)  # the detail drawn, and as of when
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -261,17 +263,23 @@ class SupervisorTui(App[None]):
             if before is not None and before != wf.status and wf.status in BELL_ON:
                 changed = True
             self.statuses[wf.id] = wf.status
-            if key in table.rows:
-                for column, cell in zip(table.columns, cells, strict=True):
-                    table.update_cell(key, column, cell)
-            else:
+            shown = self.cells.get(wf.id)
+            if shown is None:
                 table.add_row(*cells, key=key)
+            elif shown != cells:
+                for column, cell, old in zip(table.columns, cells, shown, strict=True):
+                    if cell != old:
+                        table.update_cell(key, column, cell)
+            self.cells[wf.id] = cells
         if changed:
             self.bell()
         if self.selected is None and rows:
             self.selected = rows[-1].workflow.id
             table.move_cursor(row=len(rows) - 1)
-        self._show_selected()
+        stamp = next((r.workflow.updated_at for r in rows if r.workflow.id == self.selected), None)
+        if self.selected in self.monitor.changed or (self.selected, stamp) != self.shown:
+            self.shown = (self.selected, stamp)
+            self._show_selected()
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.row_key.value is not None:

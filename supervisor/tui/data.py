@@ -66,6 +66,9 @@ class Monitor:
     db: Path
     usage: dict[int, Usage] = field(default_factory=dict)
     last_event: int = 0
+    changed: set[int | None] = field(default_factory=set)  # workflows with new events
+    stamps: dict[int, str] = field(default_factory=dict)  # updated_at as stored, per workflow
+    known: dict[int, Workflow] = field(default_factory=dict)
 
     def _reader(self) -> StateReader | None:
         reader = StateReader.open(self.db)
@@ -82,7 +85,7 @@ class Monitor:
         if reader is None:
             return []
         with reader:
-            found = reader.workflows()
+            found = self._workflows(reader)
             self._add_usage(reader.conn)
         now = datetime.now(UTC).replace(tzinfo=None)
         return [
@@ -96,14 +99,36 @@ class Monitor:
             for wf in found
         ]
 
+    def _workflows(self, reader: StateReader) -> list[Workflow]:
+        """Every workflow, decoding (JSON context and definition) only those updated since the
+        last refresh."""
+        from supervisor.state.records import Workflow
+
+        stamps = reader.conn.execute("SELECT id, updated_at FROM workflows ORDER BY id").fetchall()
+        stale = [i for i, stamp in stamps if self.stamps.get(i) != stamp]
+        for start in range(0, len(stale), 500):
+            chunk = stale[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for row in reader._rows(f"SELECT * FROM workflows WHERE id IN ({marks})", *chunk):
+                self.known[row["id"]] = Workflow(**row)
+        self.stamps = dict(stamps)
+        return [self.known[i] for i, _ in stamps if i in self.known]
+
     def _add_usage(self, conn: sqlite3.Connection) -> None:
+        """Add the events since the last refresh. `NOT INDEXED` keeps SQLite on the rowid range
+        (a few new rows) rather than walking the per-workflow index over every event."""
+        self.changed = set()
+        top = conn.execute("SELECT max(id) FROM events").fetchone()[0] or 0
+        if top <= self.last_event:
+            return
         rows = conn.execute(
             "SELECT workflow_id, coalesce(sum(input_tokens), 0) + coalesce(sum(output_tokens), 0),"
-            " coalesce(sum(cost_usd), 0.0), max(id) FROM events WHERE id > ? "
+            " coalesce(sum(cost_usd), 0.0), max(id) FROM events NOT INDEXED WHERE id > ? "
             "GROUP BY workflow_id",
             (self.last_event,),
         ).fetchall()
         for wf_id, tokens, cost, top in rows:
+            self.changed.add(wf_id)
             if wf_id is not None:
                 entry = self.usage.setdefault(wf_id, Usage())
                 entry.tokens += int(tokens)
