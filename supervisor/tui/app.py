@@ -206,7 +206,7 @@ class SupervisorTui(App[None]):
         self.repo, self.db, self.interval = repo, db, interval
         self.monitor = Monitor(db)
         self.statuses: dict[int, str] = {}
-        self.cells: dict[int, tuple[object, ...]] = {}  # what each row shows, to redraw changes only
+        self.cells: dict[int, tuple[object, ...]] = {}  # what each row shows
         self.selected: int | None = None
         self.shown: tuple[int | None, object] = (None, None)  # the detail drawn, and as of when
 
