@@ -85,11 +85,11 @@ class ApprovalScreen(Screen[None]):
                 Syntax(item.diff or "(no changes)", "diff", line_numbers=False, word_wrap=False)
             )
         with Horizontal(id="buttons"):
-            yield Button("[A]pprove", id="approve", variant="success")
-            yield Button("[R]eject", id="reject", variant="error")
-            yield Button("[D]iff", id="toggle_diff")
-            yield Button("[C]omment", id="comment")
-            yield Button("[S]kip", id="skip")
+            yield Button(Text("[A]pprove"), id="approve", variant="success")
+            yield Button(Text("[R]eject"), id="reject", variant="error")
+            yield Button(Text("[D]iff"), id="toggle_diff")
+            yield Button(Text("[C]omment"), id="comment")
+            yield Button(Text("[S]kip"), id="skip")
         yield Footer()
 
     def _head(self) -> Table:
