@@ -23,3 +23,4 @@ bench:
 	.venv/bin/python benchmarks/cli_speed.py
 	.venv/bin/python benchmarks/prompt_size.py
 	.venv/bin/python benchmarks/proxy_latency.py
+	.venv/bin/python benchmarks/tui_speed.py
