@@ -5,6 +5,7 @@ the same code as `supervisor approve` / `reject`."""
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +23,11 @@ SIZE = (140, 45)
 
 def git(root: Path, *args: str) -> str:
     base = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
-    return subprocess.run([*base, *args], check=True, capture_output=True, text=True).stdout
+    stamp = "2026-01-01T00:00:00Z"  # fixed commit ids: the snapshots show them
+    env = {**os.environ, "GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp}
+    return subprocess.run(
+        [*base, *args], check=True, capture_output=True, text=True, env=env
+    ).stdout
 
 
 def make_repo(root: Path) -> tuple[Path, int]:
@@ -209,3 +214,13 @@ def test_a_workflow_that_is_not_waiting_opens_no_approval_screen(repo: tuple[Pat
             return isinstance(app.screen, ApprovalScreen)
 
     assert asyncio.run(scenario()) is False
+
+
+def test_snapshot_of_the_approval_screen(repo: tuple[Path, int], snap_compare: Any) -> None:
+    root, _ = repo
+    assert snap_compare(tui(root), terminal_size=SIZE, press=["o"])
+
+
+def test_snapshot_of_the_rejection_reason_dialog(repo: tuple[Path, int], snap_compare: Any) -> None:
+    root, _ = repo
+    assert snap_compare(tui(root), terminal_size=SIZE, press=["o", "r", *"too broad"])
