@@ -27,6 +27,7 @@ from e2e_support import (
     reviewer,
     write_workflow,
 )
+from test_notify import Receiver
 
 from supervisor import tasks
 from supervisor.errors import ApprovalRequired
@@ -90,8 +91,13 @@ def wait_for(what: Callable[[], Any], timeout: float, describe: Callable[[], str
 
 
 def test_approving_in_the_tui_lets_resume_finish_the_task(tmp_path: Path, serve: Any) -> None:
+    """And the user's webhook hears that the task waits, then that it completed."""
     server = serve(planner(), implementer(GOOD_CALC), reviewer())
     repo = new_repo(tmp_path, server.url)
+    hook = Receiver()
+    user = tmp_path / "user"
+    user.mkdir(exist_ok=True)
+    (user / "config.yaml").write_text(f"notifications:\n  webhook: {hook.url}\n")
     write_workflow(
         repo,
         "workflow:\n  initial_step: plan\n  steps:\n"
@@ -127,3 +133,8 @@ def test_approving_in_the_tui_lets_resume_finish_the_task(tmp_path: Path, serve:
 
     done = tasks.resume(wf.id, repo)
     assert done.status == "completed"
+    hook.server.shutdown()
+    assert [(b["event"], b["workflow"]["id"]) for b in hook.bodies] == [
+        ("approval", wf.id),
+        ("completed", wf.id),
+    ]
