@@ -224,3 +224,27 @@ def test_snapshot_of_the_approval_screen(repo: tuple[Path, int], snap_compare: A
 def test_snapshot_of_the_rejection_reason_dialog(repo: tuple[Path, int], snap_compare: Any) -> None:
     root, _ = repo
     assert snap_compare(tui(root), terminal_size=SIZE, press=["o", "r", *"too broad"])
+
+
+def test_the_bell_rings_when_a_workflow_starts_waiting(repo: tuple[Path, int]) -> None:
+    """A workflow another process moves to a waiting state rings the terminal bell once."""
+    root, _ = repo
+    rings: list[int] = []
+
+    class Counted(SupervisorTui):
+        def bell(self) -> None:
+            rings.append(1)
+
+    async def scenario() -> None:
+        app = Counted(root, root / ".supervisor" / "state.db", interval=60)
+        async with app.run_test(size=SIZE) as pilot:
+            app.refresh_state()
+            assert rings == []  # what was already waiting at start does not ring
+            with Store(root / ".supervisor" / "state.db") as store:
+                store.set_status(1, "rate_limited")
+            app.refresh_state()
+            app.refresh_state()
+            await pilot.pause()
+
+    asyncio.run(scenario())
+    assert rings == [1]
