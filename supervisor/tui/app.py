@@ -105,9 +105,9 @@ class ApprovalScreen(Screen[None]):
 
     def _files(self) -> Table:
         table = Table(title="Changed files", title_justify="left", expand=True)
-        table.add_column("+", style="green", justify="right")
-        table.add_column("-", style="red", justify="right")
-        table.add_column("file")
+        table.add_column("+", style="green", justify="right", width=6)
+        table.add_column("-", style="red", justify="right", width=6)
+        table.add_column("file", ratio=1)
         for added, deleted, path in self.item.files:
             table.add_row(added, deleted, path)
         if not self.item.files:
