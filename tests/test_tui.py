@@ -248,3 +248,25 @@ def test_the_bell_rings_when_a_workflow_starts_waiting(repo: tuple[Path, int]) -
 
     asyncio.run(scenario())
     assert rings == [1]
+
+
+def test_a_task_description_is_shown_as_written_not_as_markup(repo: tuple[Path, int]) -> None:
+    root, _ = repo
+    with Store(root / ".supervisor" / "state.db") as store:
+        store.create_workflow(
+            description="fix [red]auth[/red] in [link=http://x]login",
+            cli="claude",
+            base_branch="main",
+            base_sha="a" * 40,
+            branch_for_id=lambda i: f"ai/{i}-fix",
+            definition={},
+            first_step="implement",
+        )
+
+    async def scenario() -> str:
+        app = tui(root)
+        async with app.run_test(size=SIZE):
+            table = app.query_one("#workflows", DataTable)
+            return str(table.get_row(list(table.rows)[-1])[-1])
+
+    assert asyncio.run(scenario()) == "fix [red]auth[/red] in [link=http://x]login"

@@ -250,14 +250,14 @@ class SupervisorTui(App[None]):
         for row in rows:
             wf = row.workflow
             key = str(wf.id)
-            cells = (
-                str(wf.id),
+            cells = (  # Text, not str: DataTable reads a str as markup
+                Text(str(wf.id)),
                 _status(wf.status),
-                row.step,
-                row.elapsed,
-                f"{row.tokens:,}",
-                f"${row.cost:.4f}",
-                wf.description[:60],
+                Text(row.step),
+                Text(row.elapsed),
+                Text(f"{row.tokens:,}"),
+                Text(f"${row.cost:.4f}"),
+                Text(wf.description[:60]),
             )
             before = self.statuses.get(wf.id)
             if before is not None and before != wf.status and wf.status in BELL_ON:
