@@ -95,12 +95,13 @@ class ApprovalScreen(Screen[None]):
     def _head(self) -> Table:
         wf = self.item.workflow
         grid = Table.grid(padding=(0, 2))
-        grid.add_row("workflow", f"{wf.id}  {wf.task_branch}")
-        grid.add_row("task", wf.description)
-        grid.add_row("approve", f"step '{self.item.step}' (then: {wf.current_step or 'the end'})")
+        grid.add_row("workflow", Text(f"{wf.id}  {wf.task_branch}"))
+        grid.add_row("task", Text(wf.description))
+        then = wf.current_step or "the end"
+        grid.add_row("approve", Text(f"step '{self.item.step}' (then: {then})"))
         grid.add_row("about", Text("\n".join(self.item.about) or "-"))
         if self.comment:
-            grid.add_row("comment", self.comment)
+            grid.add_row("comment", Text(self.comment))
         return grid
 
     def _files(self) -> Table:
@@ -109,7 +110,7 @@ class ApprovalScreen(Screen[None]):
         table.add_column("-", style="red", justify="right", width=6)
         table.add_column("file", ratio=1)
         for added, deleted, path in self.item.files:
-            table.add_row(added, deleted, path)
+            table.add_row(added, deleted, Text(path))
         if not self.item.files:
             table.add_row("", "", "(none)")
         return table
@@ -171,7 +172,7 @@ class ApprovalScreen(Screen[None]):
         try:
             app.decide(wf_id, approve=approve, reason=reason)
         except SupervisorError as e:
-            self.notify(f"{e.message} {e.hint or ''}", severity="error")
+            self.notify(f"{e.message} {e.hint or ''}", severity="error", markup=False)
             return
         word = "Approved" if approve else "Rejected"
         app.notify(f"{word} workflow {wf_id}. Continue with: supervisor resume {wf_id}")
@@ -309,7 +310,7 @@ class SupervisorTui(App[None]):
         try:
             item = to_approve(self.db, self.repo, self.selected)
         except SupervisorError as e:
-            self.notify(e.message, severity="error")
+            self.notify(e.message, severity="error", markup=False)
             return
         self.push_screen(ApprovalScreen(item))
 
@@ -322,7 +323,10 @@ def _tree_view(detail: Detail) -> Table | Text:
         steps.add_column(column)
     for row in detail.steps[-15:]:
         steps.add_row(
-            row["name"], str(row["attempt"]), row["role"] or "(gate)", _status(row["status"])
+            Text(row["name"]),
+            str(row["attempt"]),
+            Text(row["role"] or "(gate)"),
+            _status(row["status"]),
         )
     if work is None:
         return steps
