@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 from textual.app import App, ComposeResult
@@ -74,6 +73,8 @@ class ApprovalScreen(Screen[None]):
         self.comment: str | None = None
 
     def compose(self) -> ComposeResult:
+        from rich.syntax import Syntax  # Pygments: loaded when a diff is first shown, not at start
+
         item = self.item
         yield Header()
         with VerticalScroll(id="summary"):
