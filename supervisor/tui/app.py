@@ -284,7 +284,7 @@ class SupervisorTui(App[None]):
             self._show_selected()
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if event.row_key.value is not None:
+        if event.row_key.value is not None and int(event.row_key.value) != self.selected:
             self.selected = int(event.row_key.value)
             self._show_selected()
 
