@@ -71,6 +71,7 @@ step "1/6 (system packages)"
 missing=()
 command -v git >/dev/null || missing+=(git)
 command -v make >/dev/null || missing+=(make)
+command -v tmux >/dev/null || missing+=(tmux)  # tests/test_tui_tmux.py: the TUI in a real terminal
 { command -v dockerd >/dev/null && command -v docker >/dev/null; } || missing+=(docker.io)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
 # python3-venv is needed only to create .venv (Debian's python3 lacks ensurepip without it).

@@ -115,6 +115,17 @@ class TemplateChoice(_Model):
     disable: list[str] = Field(default_factory=list)
 
 
+class NotificationSettings(_Model):
+    """Who hears that a task waits, failed or finished (supervisor/notify.py). `webhook` routes
+    data off the machine, so it is honoured only from the user's own config."""
+
+    webhook: str | None = None
+    events: list[Literal["approval", "rate_limited", "failed", "completed"]] = Field(
+        default_factory=lambda: ["approval", "rate_limited", "failed", "completed"]
+    )
+    desktop: bool = False
+
+
 class Settings(_Model):
     cli: str = "claude"
     workflow: TemplateChoice = Field(default_factory=TemplateChoice)
@@ -124,6 +135,7 @@ class Settings(_Model):
     clis: dict[str, CliSettings] = Field(default_factory=dict)
     limits: Limits = Field(default_factory=Limits)
     protected_paths: ProtectedPaths = Field(default_factory=ProtectedPaths)
+    notifications: NotificationSettings = Field(default_factory=NotificationSettings)
 
 
 class StepDef(_Model):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from supervisor import credentials, process, protected, trust
+from supervisor import credentials, notify, process, protected, trust
 from supervisor.config import Settings, WorkflowDef, load_settings, load_workflow, workflow_source
 from supervisor.doctor import clis_in_use
 from supervisor.errors import (
@@ -499,6 +499,31 @@ def _require_trust(project: Project) -> None:
 
 
 def _drive(
+    project: Project, store: Store, sandbox: DockerSandbox, wf_id: int, reporter: Reporter | None
+) -> Workflow:
+    """Run the engine, and tell the user (supervisor/notify.py) when the run ends waiting for
+    them, failed or completed."""
+    notifier = notify.Notifier.from_config(project.root)
+    try:
+        with notify.RateLimitWatch(notifier, project.state_dir / "state.db", wf_id):
+            wf = _run_engine(project, store, sandbox, wf_id, reporter)
+    except SupervisorError as e:
+        event = "approval" if isinstance(e, ApprovalRequired) else "failed"
+        notifier.notify(event, store.workflow(wf_id), e.message)
+        _notice_problems(notifier, reporter)
+        raise
+    if wf.status in ("completed", "failed"):
+        notifier.notify(wf.status, wf, wf.error or "")
+    _notice_problems(notifier, reporter)
+    return wf
+
+
+def _notice_problems(notifier: notify.Notifier, reporter: Reporter | None) -> None:
+    for problem in notifier.problems if reporter else []:
+        reporter.info(f"notification not sent: {problem}")  # type: ignore[union-attr]
+
+
+def _run_engine(
     project: Project, store: Store, sandbox: DockerSandbox, wf_id: int, reporter: Reporter | None
 ) -> Workflow:
     engine = Engine(project.root, project.settings, store, project.workspace, sandbox, reporter)

@@ -1,10 +1,11 @@
 """The commands a person runs to look or decide import only what they use.
 
 `status`, `events`, `approve` and `reject` run to completion in a fresh interpreter, on a real
-repository and state database, and then the modules it loaded are checked: none of Docker, networkx,
-tiktoken, Jinja2, the engine, the workers or the sandbox; and for the read-only commands not
-SQLAlchemy (they read with sqlite3) nor pydantic (which typer >= 0.29 imports for every argument;
-see requirements.txt). What it costs in seconds is measured in benchmarks/cli_speed.py.
+repository and state database, and then the modules it loaded are checked: none of Docker,
+networkx, tiktoken, Jinja2, Textual (only `supervisor tui` needs it), the engine, the workers or
+the sandbox; and for the read-only commands not SQLAlchemy (they read with sqlite3) nor pydantic
+(which typer >= 0.29 imports for every argument; see requirements.txt). What it costs in seconds
+is measured in benchmarks/cli_speed.py.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from supervisor.state.store import EventSpec, Store
 if TYPE_CHECKING:
     from pathlib import Path
 
-NEVER = ("docker", "networkx", "tiktoken", "jinja2", "supervisor.workflow.engine")
+NEVER = ("docker", "networkx", "tiktoken", "jinja2", "textual", "supervisor.workflow.engine")
 NEVER_PREFIXES = ("supervisor.workers", "supervisor.sandbox", "supervisor.workflow")
 NOT_FOR_READING = ("sqlalchemy", "pydantic", "yaml")
 

@@ -296,10 +296,19 @@ def status(
     workflow_id: Annotated[int | None, typer.Argument(help="A workflow id.")] = None,
     repo: RepoOption = Path(),
     as_json: JsonOption = False,
+    watch: Annotated[
+        bool, typer.Option("--watch", "-w", help="Redraw until Ctrl-C or the workflow ends.")
+    ] = False,
+    interval: Annotated[float, typer.Option(help="Seconds between redraws (--watch).")] = 2.0,
 ) -> None:
     """List workflows, or show one in detail (with what a waiting approval is about)."""
     from supervisor.state import access
 
+    if watch:
+        from supervisor.cli.watch import watch as watching
+
+        watching(console, repo, workflow_id, max(0.1, interval))
+        return
     if workflow_id is None:
         found = access.workflows(repo)
         if as_json:
@@ -327,6 +336,17 @@ def status(
             )
             return
         console.print(fit(console, workflow_detail(store, workflow_id, about)))
+
+
+@app.command()
+def tui(
+    repo: RepoOption = Path(),
+    interval: Annotated[float, typer.Option(help="Seconds between refreshes.")] = 1.0,
+) -> None:
+    """Watch this repository's workflows and approve or reject with the change in view."""
+    from supervisor.tui.app import run
+
+    run(repo, max(0.1, interval))
 
 
 @app.command()

@@ -1,0 +1,1 @@
+"""The approval and monitoring TUI (`supervisor tui`); Textual is imported only in app.py."""

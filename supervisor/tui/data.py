@@ -1,0 +1,253 @@
+"""What the TUI shows, read from the state database and git without Textual.
+
+The TUI must never block a running task, so it only reads: the database through the read-only
+sqlite3 reader (supervisor.state.reader), git with hooks and external diff/textconv drivers off and
+the candidate read as data (blobs through `git diff`), never a worktree's files. Refreshing is
+incremental: usage totals are summed once, then only events newer than the last one seen are
+added, so a refresh costs the same with 100 events as with 100,000.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from supervisor import process
+from supervisor.errors import SupervisorError
+from supervisor.state.reader import StateReader
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from supervisor.state.records import Event, Workflow
+
+GIT = ["git", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"]
+WAITING = ("awaiting_approval", "rate_limited")
+
+
+@dataclass
+class Row:
+    """One line of the workflow list."""
+
+    workflow: Workflow
+    step: str
+    elapsed: str
+    tokens: int
+    cost: float
+
+
+@dataclass
+class Usage:
+    tokens: int = 0
+    cost: float = 0.0
+
+
+def elapsed(wf: Workflow, now: datetime | None = None) -> str:
+    """Time since the task started; a finished one stops at its last update."""
+    end = wf.updated_at if wf.status in ("completed", "failed") else None
+    stop = end or (now or datetime.now(UTC).replace(tzinfo=None))
+    seconds = max(0, int((stop - wf.created_at).total_seconds()))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+
+
+def step_shown(wf: Workflow) -> str:
+    if wf.status == "awaiting_approval" and wf.context.get("approval_step"):
+        return f"{wf.context['approval_step']} (approval)"
+    return wf.current_step or "-"
+
+
+@dataclass
+class Monitor:
+    """The state database of one repository, read again on every refresh."""
+
+    db: Path
+    usage: dict[int, Usage] = field(default_factory=dict)
+    last_event: int = 0
+    changed: set[int | None] = field(default_factory=set)  # workflows with new events
+    stamps: dict[int, str] = field(default_factory=dict)  # updated_at as stored, per workflow
+    known: dict[int, Workflow] = field(default_factory=dict)
+
+    def _reader(self) -> StateReader | None:
+        reader = StateReader.open(self.db)
+        if reader is None and self.db.is_file():
+            # An older schema: let the store migrate it once (what `status` would do).
+            from supervisor.state.store import Store
+
+            Store(self.db).close()
+            reader = StateReader.open(self.db)
+        return reader
+
+    def rows(self) -> list[Row]:
+        reader = self._reader()
+        if reader is None:
+            return []
+        with reader:
+            found = self._workflows(reader)
+            self._add_usage(reader.conn)
+        now = datetime.now(UTC).replace(tzinfo=None)
+        return [
+            Row(
+                wf,
+                step_shown(wf),
+                elapsed(wf, now),
+                self.usage.get(wf.id, Usage()).tokens,
+                self.usage.get(wf.id, Usage()).cost,
+            )
+            for wf in found
+        ]
+
+    def _workflows(self, reader: StateReader) -> list[Workflow]:
+        """Every workflow, decoding (JSON context and definition) only those updated since the
+        last refresh."""
+        from supervisor.state.records import Workflow
+
+        stamps = reader.conn.execute("SELECT id, updated_at FROM workflows ORDER BY id").fetchall()
+        stale = [i for i, stamp in stamps if self.stamps.get(i) != stamp]
+        for start in range(0, len(stale), 500):
+            chunk = stale[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for row in reader._rows(f"SELECT * FROM workflows WHERE id IN ({marks})", *chunk):
+                self.known[row["id"]] = Workflow(**row)
+        self.stamps = dict(stamps)
+        return [self.known[i] for i, _ in stamps if i in self.known]
+
+    def _add_usage(self, conn: sqlite3.Connection) -> None:
+        """Add the events since the last refresh. `NOT INDEXED` keeps SQLite on the rowid range
+        (a few new rows) rather than walking the per-workflow index over every event."""
+        self.changed = set()
+        top = conn.execute("SELECT max(id) FROM events").fetchone()[0] or 0
+        if top <= self.last_event:
+            return
+        rows = conn.execute(
+            "SELECT workflow_id, coalesce(sum(input_tokens), 0) + coalesce(sum(output_tokens), 0),"
+            " coalesce(sum(cost_usd), 0.0), max(id) FROM events NOT INDEXED WHERE id > ? "
+            "GROUP BY workflow_id",
+            (self.last_event,),
+        ).fetchall()
+        for wf_id, tokens, cost, top in rows:
+            self.changed.add(wf_id)
+            if wf_id is not None:
+                entry = self.usage.setdefault(wf_id, Usage())
+                entry.tokens += int(tokens)
+                entry.cost += float(cost)
+            self.last_event = max(self.last_event, int(top))
+
+    def detail(self, wf_id: int, events: int = 30) -> Detail | None:
+        reader = self._reader()
+        if reader is None:
+            return None
+        with reader:
+            wf = reader.workflow(wf_id)
+            recent = reader.conn.execute(
+                "SELECT id FROM events WHERE workflow_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?",
+                (wf_id, events - 1),
+            ).fetchone()
+            log = reader.events(wf_id, after_id=recent[0] - 1 if recent else 0)
+            steps = reader.steps(wf_id)
+            approval = reader.latest_approval(wf_id)
+        return Detail(wf, log, steps, approval.step if approval else None)
+
+
+@dataclass
+class Detail:
+    workflow: Workflow
+    events: list[Event]
+    steps: list[dict[str, Any]]
+    approval_step: str | None
+
+
+@dataclass
+class Review:
+    reviewer: str
+    verdict: str
+    summary: str
+    issues: list[dict[str, Any]]
+    security: list[str]
+
+
+@dataclass
+class ToApprove:
+    """Everything the approval screen shows about one waiting workflow."""
+
+    workflow: Workflow
+    step: str
+    about: list[str]
+    files: list[tuple[str, str, str]]  # (added, deleted, path); "-" for binary files
+    reviews: list[Review]
+    diff: str
+
+
+def to_approve(db: Path, repo: Path, wf_id: int) -> ToApprove:
+    from supervisor.approvals import pending
+
+    with StateReader.open(db) or _missing(db) as reader:
+        wf = reader.workflow(wf_id)
+        approval = reader.latest_approval(wf_id)
+        reviews = [
+            _review(e) for e in reader.events(wf_id) if e.type == "review" and e.status is not None
+        ]
+    step = str(wf.context.get("approval_step") or (approval.step if approval else "?"))
+    head = str(wf.context.get("candidate") or f"refs/heads/{wf.task_branch}")
+    return ToApprove(
+        wf,
+        step,
+        pending(wf, repo),
+        changed_files(repo, wf.base_sha, head),
+        _latest_per_reviewer(reviews),
+        diff_text(repo, wf.base_sha, head),
+    )
+
+
+def _missing(db: Path) -> StateReader:
+    raise SupervisorError(
+        f"No readable state database at {db}.",
+        "Run `supervisor status` once (it creates or migrates it), or start a task first.",
+    )
+
+
+def _review(e: Event) -> Review:
+    out = (e.payload or {}).get("output") or {}
+    return Review(
+        e.role or e.step or "?",
+        e.status or "?",
+        str(out.get("summary") or ""),
+        list(out.get("issues") or []),
+        [str(c) for c in out.get("security_concerns") or []],
+    )
+
+
+def _latest_per_reviewer(reviews: list[Review]) -> list[Review]:
+    latest: dict[str, Review] = {}
+    for review in reviews:
+        latest[review.reviewer] = review
+    return list(latest.values())
+
+
+def _git(repo: Path, *args: str) -> str:
+    return process.run([*GIT, "-C", str(repo), *args]).stdout
+
+
+def changed_files(repo: Path, base: str, head: str) -> list[tuple[str, str, str]]:
+    try:
+        out = _git(repo, "diff", "--numstat", "--no-ext-diff", "--no-textconv", base, head, "--")
+    except SupervisorError:
+        return []
+    found = []
+    for line in out.splitlines():
+        parts = line.split("\t", 2)
+        if len(parts) == 3:
+            found.append((parts[0], parts[1], parts[2]))
+    return found
+
+
+def diff_text(repo: Path, base: str, head: str, limit: int = 400_000) -> str:
+    try:
+        out = _git(repo, "diff", "--no-ext-diff", "--no-textconv", "--no-color", base, head, "--")
+    except SupervisorError as e:
+        return f"(diff unavailable: {e.message})"
+    if len(out) > limit:
+        return out[:limit] + f"\n... ({len(out) - limit} more characters not shown)\n"
+    return out

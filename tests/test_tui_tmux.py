@@ -1,0 +1,140 @@
+"""`supervisor tui` in a real terminal (tmux): a person approves a waiting task with a key press,
+and `supervisor resume` carries the task on to the end.
+
+The waiting task comes from the real pipeline (the real `claude` binary in the real sandbox against
+the scripted model API), stopped at a `human_approval` step as tests/test_workflow_e2e.py does. The
+TUI runs as its own process, as a person would start it in another terminal.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from e2e_support import (
+    GOOD_CALC,
+    implementer,
+    missing,
+    new_repo,
+    planner,
+    require_sandbox,
+    reviewer,
+    write_workflow,
+)
+from test_notify import Receiver
+
+from supervisor import tasks
+from supervisor.errors import ApprovalRequired
+from supervisor.state.store import Store
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture(autouse=True)
+def real_parts(api_keys: None) -> None:
+    require_sandbox()
+    if shutil.which("tmux") is None:
+        missing("tmux not installed (scripts/setup.sh installs it)")
+
+
+class Terminal:
+    """A tmux session on its own server socket, so nothing of the user's tmux is touched."""
+
+    def __init__(self, command: list[str], cwd: Path) -> None:
+        self.socket = f"supervisor-test-{uuid.uuid4().hex[:8]}"
+        self.tmux = ["tmux", "-L", self.socket, "-f", "/dev/null"]
+        env_args = [f"{k}={v}" for k, v in os.environ.items() if k.startswith("SUPERVISOR_")]
+        subprocess.run(
+            [
+                *self.tmux, "new-session", "-d", "-s", "t", "-x", "140", "-y", "45",
+                "-c", str(cwd), "env", "TERM=xterm-256color", *env_args, *command,
+            ],
+            check=True,
+        )  # fmt: skip
+
+    def screen(self) -> str:
+        done = subprocess.run(
+            [*self.tmux, "capture-pane", "-p", "-t", "t"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        return done.stdout
+
+    def keys(self, *keys: str) -> None:
+        for key in keys:
+            subprocess.run([*self.tmux, "send-keys", "-t", "t", key], check=True)
+            time.sleep(0.3)
+
+    def close(self) -> None:
+        subprocess.run([*self.tmux, "kill-server"], check=False, capture_output=True)
+
+
+def wait_for(what: Callable[[], Any], timeout: float, describe: Callable[[], str]) -> Any:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        found = what()
+        if found:
+            return found
+        time.sleep(0.25)
+    raise AssertionError(f"timed out; screen:\n{describe()}")
+
+
+def test_approving_in_the_tui_lets_resume_finish_the_task(tmp_path: Path, serve: Any) -> None:
+    """And the user's webhook hears that the task waits, then that it completed."""
+    server = serve(planner(), implementer(GOOD_CALC), reviewer())
+    repo = new_repo(tmp_path, server.url)
+    hook = Receiver()
+    user = tmp_path / "user"
+    user.mkdir(exist_ok=True)
+    (user / "config.yaml").write_text(f"notifications:\n  webhook: {hook.url}\n")
+    write_workflow(
+        repo,
+        "workflow:\n  initial_step: plan\n  steps:\n"
+        "    plan: {role: planner, next: implement, human_approval: true}\n"
+        "    implement: {role: implementer, next: test}\n"
+        "    test: {gate: test, next: review, on_fail: implement}\n"
+        "    review: {role: reviewer, next: commit, on_reject: implement}\n"
+        "    commit: {action: commit}\n",
+    )
+    with pytest.raises(ApprovalRequired):
+        tasks.start_task("Implement add and multiply", repo)
+    wf = tasks.workflows(repo)[0]
+    db = repo / ".supervisor" / "state.db"
+
+    term = Terminal([sys.executable, "-m", "supervisor", "tui", "--repo", str(repo)], repo)
+    try:
+        wait_for(lambda: "awaiting_approval" in term.screen(), 60, term.screen)
+        term.keys("o")
+        wait_for(lambda: "[A]pprove" in term.screen(), 30, term.screen)
+        assert "plan: COMPLETE" in term.screen()  # what is being approved: the plan
+        term.keys("a")
+
+        def decided() -> str | None:
+            with Store(db) as store:
+                approval = store.latest_approval(wf.id)
+            return approval.status if approval and approval.status != "pending" else None
+
+        assert wait_for(decided, 30, term.screen) == "approved"
+        wait_for(lambda: f"supervisor resume {wf.id}" in term.screen(), 15, term.screen)
+        term.keys("q")
+    finally:
+        term.close()
+
+    done = tasks.resume(wf.id, repo)
+    assert done.status == "completed"
+    hook.server.shutdown()
+    assert [(b["event"], b["workflow"]["id"]) for b in hook.bodies] == [
+        ("approval", wf.id),
+        ("completed", wf.id),
+    ]
