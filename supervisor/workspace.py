@@ -258,35 +258,46 @@ class Workspace:
     # -- worktrees -------------------------------------------------------------------------
 
     def add_worktree(self, name: str, commit: str) -> Path:
-        """A detached worktree of `commit`; `name` may hold `/` (a component step's name)."""
-        with _WORKTREE_LOCK:  # parallel steps: git's worktree bookkeeping is not concurrent
-            return self._add_worktree(name.replace("/", "-"), commit)
+        """A detached worktree of `commit`; `name` may hold `/` (a component step's name).
 
-    def _add_worktree(self, name: str, commit: str) -> Path:
-        path = self.worktrees_dir / name
-        if path.exists() or self._registered(path):
-            self._remove_worktree(path)
+        Only git's own bookkeeping (`worktree add --no-checkout`, `prune`) runs under the
+        process-wide lock; the files are written from blobs outside it, so parallel components
+        fill their worktrees at the same time however big the repository is."""
+        path = self.worktrees_dir / name.replace("/", "-")
+        with _WORKTREE_LOCK:
+            registered = self._registered(path)
+        if registered or path.exists() or path.is_symlink():
+            self.remove_worktree(path)
         self.worktrees_dir.mkdir(parents=True, exist_ok=True)
-        # No checkout: git would apply the tree's .gitattributes (filters, eol) while writing it.
-        _git(
-            self.repo, "worktree", "add", "--detach", "--no-checkout", "--force", str(path), commit
-        )
-        self._stamps[str(path)] = treedata.materialize(self.git_dir, commit, path)
+        with _WORKTREE_LOCK:  # git's worktree bookkeeping (admin dir names) is not concurrent
+            # No checkout: git would apply the tree's .gitattributes (filters, eol) while
+            # writing it.
+            _git(
+                self.repo,
+                "worktree",
+                "add",
+                "--detach",
+                "--no-checkout",
+                "--force",
+                str(path),
+                commit,
+            )
+        try:
+            stamps = _populate(self.git_dir, commit, path)
+        except BaseException:
+            self.remove_worktree(path)
+            raise
+        self._stamps[str(path)] = stamps
         return path
 
     def remove_worktree(self, path: Path) -> None:
-        with _WORKTREE_LOCK:
-            self._remove_worktree(path)
-
-    def _remove_worktree(self, path: Path) -> None:
-        """rmtree (which unlinks symlinks, never follows them) and let git forget the admin dir;
-        `git worktree remove` would read the worktree's `.git`, which its worker could rewrite."""
+        """rmtree (which unlinks symlinks, never follows them) outside the lock, then let git
+        forget the admin dir under it; `git worktree remove` would read the worktree's `.git`,
+        which its worker could rewrite."""
         self._stamps.pop(str(path), None)
-        if path.is_symlink():
-            path.unlink()
-        elif path.exists():
-            shutil.rmtree(path, onerror=_make_removable)
-        _git(self.repo, "worktree", "prune", check=False)
+        _delete_tree(path)
+        with _WORKTREE_LOCK:
+            _git(self.repo, "worktree", "prune", check=False)
 
     def remove_stale_worktrees(self, keep: frozenset[str] = frozenset()) -> list[str]:
         removed: list[str] = []
@@ -408,6 +419,19 @@ class Workspace:
                 exclude.parent.mkdir(parents=True, exist_ok=True)
                 sep = "" if not existing or existing.endswith("\n") else "\n"
                 exclude.write_text(existing + sep + "\n".join(missing) + "\n")
+
+
+def _populate(git_dir: Path, commit: str, path: Path) -> dict[str, treedata.Stamp]:
+    """Write a new worktree's files (outside the worktree lock): its own step's work alone."""
+    return treedata.materialize(git_dir, commit, path)
+
+
+def _delete_tree(path: Path) -> None:
+    """Delete a worktree's directory (outside the worktree lock), never following a symlink."""
+    if path.is_symlink():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path, onerror=_make_removable)
 
 
 def _make_removable(function: object, path: str, excinfo: object) -> None:

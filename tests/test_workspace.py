@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 import pytest
 
 from supervisor.errors import GitError, RepoError
 from supervisor.workspace import Workspace, find_repo_root
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 
 def git(repo: Path, *args: str) -> str:
@@ -219,3 +216,132 @@ def test_merging_into_the_checked_out_branch_refuses_a_dirty_checkout(repo: Path
     git(repo, "checkout", "--", "app.py")
     new = ws.merge_into("main", branch, "Merge")
     assert ws.head_commit() == new and (repo / "feature.py").read_text() == "f = 1\n"
+
+
+def many_files(repo: Path, count: int) -> str:
+    """A commit with `count` files in nested directories, one of them executable."""
+    for i in range(count):
+        target = repo / "pkg" / f"d{i % 10}" / f"m{i}.py"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(f"v = {i}\n")
+    (repo / "run.sh").write_text("#!/bin/sh\n")
+    (repo / "run.sh").chmod(0o755)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "many")
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+def admin_dirs(repo: Path) -> list[str]:
+    admin = repo / ".git" / "worktrees"
+    return sorted(p.name for p in admin.iterdir()) if admin.exists() else []
+
+
+def test_a_worktree_is_filled_outside_the_lock_so_another_is_created_meanwhile(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One step's checkout (thousands of files in a big repository) must not hold up another's:
+    while the first worktree's files are being written, a second is created and removed."""
+    import threading
+
+    from supervisor import workspace as workspace_module
+
+    head = many_files(repo, 50)
+    ws = Workspace(repo)
+    real_populate = workspace_module._populate
+    first_populating = threading.Event()
+    second_done = threading.Event()
+    seen: dict[str, bool] = {}
+
+    def populate_waiting_for_the_second(git_dir: Path, commit: str, path: Path) -> object:
+        if path.name == "wf1-implement-c1-1":
+            first_populating.set()
+            seen["second finished meanwhile"] = second_done.wait(timeout=20)
+        return real_populate(git_dir, commit, path)
+
+    monkeypatch.setattr(workspace_module, "_populate", populate_waiting_for_the_second)
+    results: dict[str, Path] = {}
+    first = threading.Thread(
+        target=lambda: results.update(one=ws.add_worktree("wf1-implement/c1-1", head))
+    )
+    first.start()
+    assert first_populating.wait(timeout=20)
+    second = ws.add_worktree("wf1-implement/c2-1", head)
+    assert (second / "pkg" / "d3" / "m13.py").read_text() == "v = 13\n"
+    ws.remove_worktree(second)
+    second_done.set()
+    first.join(timeout=30)
+    assert seen == {"second finished meanwhile": True}
+    assert (results["one"] / "pkg" / "d7" / "m47.py").read_text() == "v = 47\n"
+
+
+def test_a_worktree_is_deleted_outside_the_lock_so_another_is_created_meanwhile(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    from supervisor import workspace as workspace_module
+
+    head = many_files(repo, 20)
+    ws = Workspace(repo)
+    old = ws.add_worktree("wf1-implement-c1-1", head)
+    real_delete = workspace_module._delete_tree
+    deleting = threading.Event()
+    created = threading.Event()
+    seen: dict[str, bool] = {}
+
+    def delete_waiting_for_a_creation(path: Path) -> None:
+        if path == old:
+            deleting.set()
+            seen["created meanwhile"] = created.wait(timeout=20)
+        real_delete(path)
+
+    monkeypatch.setattr(workspace_module, "_delete_tree", delete_waiting_for_a_creation)
+    remover = threading.Thread(target=ws.remove_worktree, args=(old,))
+    remover.start()
+    assert deleting.wait(timeout=20)
+    new = ws.add_worktree("wf1-implement-c2-1", head)
+    created.set()
+    remover.join(timeout=30)
+    assert seen == {"created meanwhile": True}
+    assert not old.exists()
+    assert admin_dirs(repo) == ["wf1-implement-c2-1"]
+    assert (new / "pkg" / "d0" / "m10.py").read_text() == "v = 10\n"
+
+
+def test_parallel_worktrees_are_exact_detached_and_leave_nothing_behind(repo: Path) -> None:
+    """Eight worktrees of two different commits, created and removed from eight threads at
+    once: each holds exactly its commit's files (content, executable bit), sits on a detached
+    HEAD at that commit, and removal leaves no directory, admin dir or registration."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    first = git(repo, "rev-parse", "HEAD").strip()
+    second = many_files(repo, 200)
+    ws = Workspace(repo)
+    before = ws.user_checkout_fingerprint()
+    commits = {f"wf1-implement/c{i}-1": (first, second)[i % 2] for i in range(8)}
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        made = pool.map(ws.add_worktree, commits, commits.values())
+        trees = dict(zip(commits, made, strict=True))
+    for name, tree in trees.items():
+        commit = commits[name]
+        expected = git(repo, "ls-tree", "-r", "--name-only", commit).split()
+        on_disk = sorted(
+            str(p.relative_to(tree)) for p in tree.rglob("*") if p.is_file() and p.name != ".git"
+        )
+        assert on_disk == sorted(expected)
+        for rel in expected[:: max(1, len(expected) // 20)]:
+            assert (tree / rel).read_text() == git(repo, "show", f"{commit}:{rel}")
+        assert (tree / "app.py").read_text() == "print('v1')\n"
+        if commit == second:
+            assert os.access(tree / "run.sh", os.X_OK)
+            assert not os.access(tree / "pkg" / "d1" / "m1.py", os.X_OK)
+        admin = Path((tree / ".git").read_text().split("gitdir: ")[1].strip())
+        assert (admin / "HEAD").read_text().strip() == commit  # detached: a commit, not a ref
+        assert ws.snapshot(tree, "unchanged") is None
+    assert len(admin_dirs(repo)) == 8
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(ws.remove_worktree, trees.values()))
+    assert list(ws.worktrees_dir.iterdir()) == []
+    assert admin_dirs(repo) == []
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+    assert ws.user_checkout_fingerprint() == before
