@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import stat
+import tempfile
 import threading
 from pathlib import Path
 
@@ -32,8 +33,10 @@ from supervisor.errors import (
 STATE_DIR = ".supervisor"
 ZERO_SHA = "0" * 40
 # What the supervisor writes while it runs, as opposed to the configuration a team commits.
-STATE_ENTRIES = ("state.db*", "*.lock", "worktrees/", "probe/", "init.json")
+STATE_ENTRIES = ("state.db*", "*.lock", "worktrees/", "trash/", "probe/", "init.json")
 _WORKTREE_LOCK = threading.RLock()
+_DELETIONS: set[threading.Thread] = set()  # removed worktrees still being deleted
+_DELETIONS_LOCK = threading.Lock()
 IDENTITY = ["-c", "user.name=supervisor", "-c", "user.email=supervisor@localhost"]
 
 
@@ -78,6 +81,7 @@ class Workspace:
         self.repo = repo
         self.state_dir = repo / STATE_DIR
         self.worktrees_dir = self.state_dir / "worktrees"
+        self.trash_dir = self.state_dir / "trash"
         common = _git(repo, "rev-parse", "--git-common-dir").stdout.strip()
         self.git_dir = (repo / common).resolve()
         self._stamps: dict[str, dict[str, treedata.Stamp]] = {}
@@ -291,13 +295,21 @@ class Workspace:
         return path
 
     def remove_worktree(self, path: Path) -> None:
-        """rmtree (which unlinks symlinks, never follows them) outside the lock, then let git
-        forget the admin dir under it; `git worktree remove` would read the worktree's `.git`,
-        which its worker could rewrite."""
+        """Move the worktree out of the way, let git forget its admin dir, and delete its files
+        in the background (a 10,000-file tree takes seconds that its component's slot should not
+        wait for). Nothing in it is read or followed: `git worktree remove` would read the
+        worktree's `.git`, which its worker could rewrite; a rename moves a symlink itself, and
+        rmtree unlinks symlinks. Deletions left by a crash go with `remove_stale_worktrees`."""
         self._stamps.pop(str(path), None)
-        _delete_tree(path)
+        moved: Path | None = None
+        if path.is_symlink() or path.exists():
+            self.trash_dir.mkdir(parents=True, exist_ok=True)
+            moved = Path(tempfile.mkdtemp(prefix=f"{path.name}-", dir=self.trash_dir))
+            path.rename(moved / path.name)
         with _WORKTREE_LOCK:
             _git(self.repo, "worktree", "prune", check=False)
+        if moved is not None:
+            _delete_in_background(moved)
 
     def remove_stale_worktrees(self, keep: frozenset[str] = frozenset()) -> list[str]:
         removed: list[str] = []
@@ -308,6 +320,8 @@ class Workspace:
         for name in sorted(names - set(keep)):
             self.remove_worktree(self.worktrees_dir / name)
             removed.append(name)
+        wait_for_deletions()
+        _delete_tree(self.trash_dir)  # what a killed run had not deleted yet
         _git(self.repo, "worktree", "prune", check=False)
         return removed
 
@@ -424,6 +438,31 @@ class Workspace:
 def _populate(git_dir: Path, commit: str, path: Path) -> dict[str, treedata.Stamp]:
     """Write a new worktree's files (outside the worktree lock): its own step's work alone."""
     return treedata.materialize(git_dir, commit, path)
+
+
+def _delete_in_background(path: Path) -> None:
+    """Delete `path` in a thread the interpreter waits for at exit (not a daemon), so a finished
+    run leaves no trash behind; a killed one leaves it for the next start."""
+
+    def delete() -> None:
+        try:
+            _delete_tree(path)
+        finally:
+            with _DELETIONS_LOCK:
+                _DELETIONS.discard(threading.current_thread())
+
+    thread = threading.Thread(target=delete, name="worktree-deletion")
+    with _DELETIONS_LOCK:
+        _DELETIONS.add(thread)
+    thread.start()
+
+
+def wait_for_deletions(timeout: float | None = None) -> None:
+    """Wait until the removed worktrees' files are gone."""
+    with _DELETIONS_LOCK:
+        pending = list(_DELETIONS)
+    for thread in pending:
+        thread.join(timeout)
 
 
 def _delete_tree(path: Path) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from supervisor.errors import GitError, RepoError
-from supervisor.workspace import Workspace, find_repo_root
+from supervisor.workspace import Workspace, find_repo_root, wait_for_deletions
 
 
 def git(repo: Path, *args: str) -> str:
@@ -274,9 +274,11 @@ def test_a_worktree_is_filled_outside_the_lock_so_another_is_created_meanwhile(
     assert (results["one"] / "pkg" / "d7" / "m47.py").read_text() == "v = 47\n"
 
 
-def test_a_worktree_is_deleted_outside_the_lock_so_another_is_created_meanwhile(
+def test_a_removal_returns_at_once_and_the_files_are_deleted_in_the_background(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A finished component's slot does not wait for its 10,000 files to be deleted: the
+    worktree is moved aside and forgotten by git at once, its files go in the background."""
     import threading
 
     from supervisor import workspace as workspace_module
@@ -285,27 +287,34 @@ def test_a_worktree_is_deleted_outside_the_lock_so_another_is_created_meanwhile(
     ws = Workspace(repo)
     old = ws.add_worktree("wf1-implement-c1-1", head)
     real_delete = workspace_module._delete_tree
-    deleting = threading.Event()
-    created = threading.Event()
-    seen: dict[str, bool] = {}
+    release = threading.Event()
 
-    def delete_waiting_for_a_creation(path: Path) -> None:
-        if path == old:
-            deleting.set()
-            seen["created meanwhile"] = created.wait(timeout=20)
+    def delete_when_released(path: Path) -> None:
+        release.wait(timeout=20)
         real_delete(path)
 
-    monkeypatch.setattr(workspace_module, "_delete_tree", delete_waiting_for_a_creation)
-    remover = threading.Thread(target=ws.remove_worktree, args=(old,))
-    remover.start()
-    assert deleting.wait(timeout=20)
-    new = ws.add_worktree("wf1-implement-c2-1", head)
-    created.set()
-    remover.join(timeout=30)
-    assert seen == {"created meanwhile": True}
+    monkeypatch.setattr(workspace_module, "_delete_tree", delete_when_released)
+    ws.remove_worktree(old)
     assert not old.exists()
-    assert admin_dirs(repo) == ["wf1-implement-c2-1"]
-    assert (new / "pkg" / "d0" / "m10.py").read_text() == "v = 10\n"
+    assert admin_dirs(repo) == []
+    assert len(list(ws.trash_dir.iterdir())) == 1  # still being deleted
+    again = ws.add_worktree("wf1-implement-c1-1", head)  # the name is free at once
+    assert (again / "pkg" / "d0" / "m10.py").read_text() == "v = 10\n"
+    release.set()
+    workspace_module.wait_for_deletions(timeout=30)
+    assert list(ws.trash_dir.iterdir()) == []
+    assert git(repo, "status", "--porcelain") == ""  # the trash is excluded like the worktrees
+
+
+def test_files_a_killed_run_left_to_delete_go_with_the_stale_worktrees(repo: Path) -> None:
+    ws = Workspace(repo)
+    left = ws.trash_dir / "wf1-implement-c1-1-x" / "wf1-implement-c1-1"
+    (left / "pkg").mkdir(parents=True)
+    (left / "pkg" / "half.py").write_text("partial")
+    (left / "pkg" / "link").symlink_to(repo / "app.py")
+    Workspace(repo).remove_stale_worktrees()
+    assert not ws.trash_dir.exists()
+    assert (repo / "app.py").read_text() == "print('v1')\n"  # the link was not followed
 
 
 def test_parallel_worktrees_are_exact_detached_and_leave_nothing_behind(repo: Path) -> None:
@@ -341,7 +350,9 @@ def test_parallel_worktrees_are_exact_detached_and_leave_nothing_behind(repo: Pa
     assert len(admin_dirs(repo)) == 8
     with ThreadPoolExecutor(max_workers=8) as pool:
         list(pool.map(ws.remove_worktree, trees.values()))
+    wait_for_deletions(timeout=60)
     assert list(ws.worktrees_dir.iterdir()) == []
+    assert list(ws.trash_dir.iterdir()) == []
     assert admin_dirs(repo) == []
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
     assert ws.user_checkout_fingerprint() == before
