@@ -302,7 +302,9 @@ class Workspace:
         rmtree unlinks symlinks. Deletions left by a crash go with `remove_stale_worktrees`."""
         self._stamps.pop(str(path), None)
         moved: Path | None = None
-        if path.is_symlink() or path.exists():
+        if self.trash_dir.is_symlink():  # never create or delete anything where it points
+            _delete_tree(path)
+        elif path.is_symlink() or path.exists():
             self.trash_dir.mkdir(parents=True, exist_ok=True)
             moved = Path(tempfile.mkdtemp(prefix=f"{path.name}-", dir=self.trash_dir))
             path.rename(moved / path.name)

@@ -356,3 +356,22 @@ def test_parallel_worktrees_are_exact_detached_and_leave_nothing_behind(repo: Pa
     assert admin_dirs(repo) == []
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
     assert ws.user_checkout_fingerprint() == before
+
+
+def test_a_trash_folder_that_is_a_symlink_is_never_written_through(
+    repo: Path, tmp_path: Path
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "precious.txt").write_text("keep\n")
+    ws = Workspace(repo)
+    ws.state_dir.mkdir(exist_ok=True)
+    ws.trash_dir.symlink_to(elsewhere)
+    tree = ws.add_worktree("wf1-implement-1", ws.head_commit())
+    ws.remove_worktree(tree)
+    wait_for_deletions(timeout=30)
+    assert not tree.exists()
+    assert [p.name for p in elsewhere.iterdir()] == ["precious.txt"]
+    ws.remove_stale_worktrees()
+    assert not ws.trash_dir.is_symlink()
+    assert (elsewhere / "precious.txt").read_text() == "keep\n"
