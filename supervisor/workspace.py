@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import stat
+import tempfile
 import threading
 from pathlib import Path
 
@@ -32,8 +33,10 @@ from supervisor.errors import (
 STATE_DIR = ".supervisor"
 ZERO_SHA = "0" * 40
 # What the supervisor writes while it runs, as opposed to the configuration a team commits.
-STATE_ENTRIES = ("state.db*", "*.lock", "worktrees/", "probe/", "init.json")
+STATE_ENTRIES = ("state.db*", "*.lock", "worktrees/", "trash/", "probe/", "init.json")
 _WORKTREE_LOCK = threading.RLock()
+_DELETIONS: set[threading.Thread] = set()  # removed worktrees still being deleted
+_DELETIONS_LOCK = threading.Lock()
 IDENTITY = ["-c", "user.name=supervisor", "-c", "user.email=supervisor@localhost"]
 
 
@@ -78,6 +81,7 @@ class Workspace:
         self.repo = repo
         self.state_dir = repo / STATE_DIR
         self.worktrees_dir = self.state_dir / "worktrees"
+        self.trash_dir = self.state_dir / "trash"
         common = _git(repo, "rev-parse", "--git-common-dir").stdout.strip()
         self.git_dir = (repo / common).resolve()
         self._stamps: dict[str, dict[str, treedata.Stamp]] = {}
@@ -258,35 +262,56 @@ class Workspace:
     # -- worktrees -------------------------------------------------------------------------
 
     def add_worktree(self, name: str, commit: str) -> Path:
-        """A detached worktree of `commit`; `name` may hold `/` (a component step's name)."""
-        with _WORKTREE_LOCK:  # parallel steps: git's worktree bookkeeping is not concurrent
-            return self._add_worktree(name.replace("/", "-"), commit)
+        """A detached worktree of `commit`; `name` may hold `/` (a component step's name).
 
-    def _add_worktree(self, name: str, commit: str) -> Path:
-        path = self.worktrees_dir / name
-        if path.exists() or self._registered(path):
-            self._remove_worktree(path)
+        Only git's own bookkeeping (`worktree add --no-checkout`, `prune`) runs under the
+        process-wide lock; the files are written from blobs outside it, so parallel components
+        fill their worktrees at the same time however big the repository is."""
+        path = self.worktrees_dir / name.replace("/", "-")
+        with _WORKTREE_LOCK:
+            registered = self._registered(path)
+        if registered or path.exists() or path.is_symlink():
+            self.remove_worktree(path)
         self.worktrees_dir.mkdir(parents=True, exist_ok=True)
-        # No checkout: git would apply the tree's .gitattributes (filters, eol) while writing it.
-        _git(
-            self.repo, "worktree", "add", "--detach", "--no-checkout", "--force", str(path), commit
-        )
-        self._stamps[str(path)] = treedata.materialize(self.git_dir, commit, path)
+        with _WORKTREE_LOCK:  # git's worktree bookkeeping (admin dir names) is not concurrent
+            # No checkout: git would apply the tree's .gitattributes (filters, eol) while
+            # writing it.
+            _git(
+                self.repo,
+                "worktree",
+                "add",
+                "--detach",
+                "--no-checkout",
+                "--force",
+                str(path),
+                commit,
+            )
+        try:
+            stamps = _populate(self.git_dir, commit, path)
+        except BaseException:
+            self.remove_worktree(path)
+            raise
+        self._stamps[str(path)] = stamps
         return path
 
     def remove_worktree(self, path: Path) -> None:
-        with _WORKTREE_LOCK:
-            self._remove_worktree(path)
-
-    def _remove_worktree(self, path: Path) -> None:
-        """rmtree (which unlinks symlinks, never follows them) and let git forget the admin dir;
-        `git worktree remove` would read the worktree's `.git`, which its worker could rewrite."""
+        """Move the worktree out of the way, let git forget its admin dir, and delete its files
+        in the background (a 10,000-file tree takes seconds that its component's slot should not
+        wait for). Nothing in it is read or followed: `git worktree remove` would read the
+        worktree's `.git`, which its worker could rewrite; a rename moves a symlink itself, and
+        rmtree unlinks symlinks. Deletions left by a crash go with `remove_stale_worktrees`."""
         self._stamps.pop(str(path), None)
-        if path.is_symlink():
-            path.unlink()
-        elif path.exists():
-            shutil.rmtree(path, onerror=_make_removable)
-        _git(self.repo, "worktree", "prune", check=False)
+        moved: Path | None = None
+        if self.trash_dir.is_symlink():  # never create or delete anything where it points
+            _delete_tree(path)
+        elif path.is_symlink() or path.exists():
+            self.trash_dir.mkdir(parents=True, exist_ok=True)
+            moved = Path(tempfile.mkdtemp(prefix=f"{path.name}-", dir=self.trash_dir))
+            path.rename(moved / path.name)
+        with _WORKTREE_LOCK:
+            _git(self.repo, "worktree", "prune", check=False)
+        if moved is not None:
+            _delete_in_background(moved)
 
     def remove_stale_worktrees(self, keep: frozenset[str] = frozenset()) -> list[str]:
         removed: list[str] = []
@@ -297,6 +322,8 @@ class Workspace:
         for name in sorted(names - set(keep)):
             self.remove_worktree(self.worktrees_dir / name)
             removed.append(name)
+        wait_for_deletions()
+        _delete_tree(self.trash_dir)  # what a killed run had not deleted yet
         _git(self.repo, "worktree", "prune", check=False)
         return removed
 
@@ -408,6 +435,44 @@ class Workspace:
                 exclude.parent.mkdir(parents=True, exist_ok=True)
                 sep = "" if not existing or existing.endswith("\n") else "\n"
                 exclude.write_text(existing + sep + "\n".join(missing) + "\n")
+
+
+def _populate(git_dir: Path, commit: str, path: Path) -> dict[str, treedata.Stamp]:
+    """Write a new worktree's files (outside the worktree lock): its own step's work alone."""
+    return treedata.materialize(git_dir, commit, path)
+
+
+def _delete_in_background(path: Path) -> None:
+    """Delete `path` in a thread the interpreter waits for at exit (not a daemon), so a finished
+    run leaves no trash behind; a killed one leaves it for the next start."""
+
+    def delete() -> None:
+        try:
+            _delete_tree(path)
+        finally:
+            with _DELETIONS_LOCK:
+                _DELETIONS.discard(threading.current_thread())
+
+    thread = threading.Thread(target=delete, name="worktree-deletion")
+    with _DELETIONS_LOCK:
+        _DELETIONS.add(thread)
+    thread.start()
+
+
+def wait_for_deletions(timeout: float | None = None) -> None:
+    """Wait until the removed worktrees' files are gone."""
+    with _DELETIONS_LOCK:
+        pending = list(_DELETIONS)
+    for thread in pending:
+        thread.join(timeout)
+
+
+def _delete_tree(path: Path) -> None:
+    """Delete a worktree's directory (outside the worktree lock), never following a symlink."""
+    if path.is_symlink():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path, onerror=_make_removable)
 
 
 def _make_removable(function: object, path: str, excinfo: object) -> None:

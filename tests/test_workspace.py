@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 import pytest
 
 from supervisor.errors import GitError, RepoError
-from supervisor.workspace import Workspace, find_repo_root
-
-if TYPE_CHECKING:
-    from pathlib import Path
+from supervisor.workspace import Workspace, find_repo_root, wait_for_deletions
 
 
 def git(repo: Path, *args: str) -> str:
@@ -219,3 +216,162 @@ def test_merging_into_the_checked_out_branch_refuses_a_dirty_checkout(repo: Path
     git(repo, "checkout", "--", "app.py")
     new = ws.merge_into("main", branch, "Merge")
     assert ws.head_commit() == new and (repo / "feature.py").read_text() == "f = 1\n"
+
+
+def many_files(repo: Path, count: int) -> str:
+    """A commit with `count` files in nested directories, one of them executable."""
+    for i in range(count):
+        target = repo / "pkg" / f"d{i % 10}" / f"m{i}.py"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(f"v = {i}\n")
+    (repo / "run.sh").write_text("#!/bin/sh\n")
+    (repo / "run.sh").chmod(0o755)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "many")
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+def admin_dirs(repo: Path) -> list[str]:
+    admin = repo / ".git" / "worktrees"
+    return sorted(p.name for p in admin.iterdir()) if admin.exists() else []
+
+
+def test_a_worktree_is_filled_outside_the_lock_so_another_is_created_meanwhile(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One step's checkout (thousands of files in a big repository) must not hold up another's:
+    while the first worktree's files are being written, a second is created and removed."""
+    import threading
+
+    from supervisor import workspace as workspace_module
+
+    head = many_files(repo, 50)
+    ws = Workspace(repo)
+    real_populate = workspace_module._populate
+    first_populating = threading.Event()
+    second_done = threading.Event()
+    seen: dict[str, bool] = {}
+
+    def populate_waiting_for_the_second(git_dir: Path, commit: str, path: Path) -> object:
+        if path.name == "wf1-implement-c1-1":
+            first_populating.set()
+            seen["second finished meanwhile"] = second_done.wait(timeout=20)
+        return real_populate(git_dir, commit, path)
+
+    monkeypatch.setattr(workspace_module, "_populate", populate_waiting_for_the_second)
+    results: dict[str, Path] = {}
+    first = threading.Thread(
+        target=lambda: results.update(one=ws.add_worktree("wf1-implement/c1-1", head))
+    )
+    first.start()
+    assert first_populating.wait(timeout=20)
+    second = ws.add_worktree("wf1-implement/c2-1", head)
+    assert (second / "pkg" / "d3" / "m13.py").read_text() == "v = 13\n"
+    ws.remove_worktree(second)
+    second_done.set()
+    first.join(timeout=30)
+    assert seen == {"second finished meanwhile": True}
+    assert (results["one"] / "pkg" / "d7" / "m47.py").read_text() == "v = 47\n"
+
+
+def test_a_removal_returns_at_once_and_the_files_are_deleted_in_the_background(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A finished component's slot does not wait for its 10,000 files to be deleted: the
+    worktree is moved aside and forgotten by git at once, its files go in the background."""
+    import threading
+
+    from supervisor import workspace as workspace_module
+
+    head = many_files(repo, 20)
+    ws = Workspace(repo)
+    old = ws.add_worktree("wf1-implement-c1-1", head)
+    real_delete = workspace_module._delete_tree
+    release = threading.Event()
+
+    def delete_when_released(path: Path) -> None:
+        release.wait(timeout=20)
+        real_delete(path)
+
+    monkeypatch.setattr(workspace_module, "_delete_tree", delete_when_released)
+    ws.remove_worktree(old)
+    assert not old.exists()
+    assert admin_dirs(repo) == []
+    assert len(list(ws.trash_dir.iterdir())) == 1  # still being deleted
+    again = ws.add_worktree("wf1-implement-c1-1", head)  # the name is free at once
+    assert (again / "pkg" / "d0" / "m10.py").read_text() == "v = 10\n"
+    release.set()
+    workspace_module.wait_for_deletions(timeout=30)
+    assert list(ws.trash_dir.iterdir()) == []
+    assert git(repo, "status", "--porcelain") == ""  # the trash is excluded like the worktrees
+
+
+def test_files_a_killed_run_left_to_delete_go_with_the_stale_worktrees(repo: Path) -> None:
+    ws = Workspace(repo)
+    left = ws.trash_dir / "wf1-implement-c1-1-x" / "wf1-implement-c1-1"
+    (left / "pkg").mkdir(parents=True)
+    (left / "pkg" / "half.py").write_text("partial")
+    (left / "pkg" / "link").symlink_to(repo / "app.py")
+    Workspace(repo).remove_stale_worktrees()
+    assert not ws.trash_dir.exists()
+    assert (repo / "app.py").read_text() == "print('v1')\n"  # the link was not followed
+
+
+def test_parallel_worktrees_are_exact_detached_and_leave_nothing_behind(repo: Path) -> None:
+    """Eight worktrees of two different commits, created and removed from eight threads at
+    once: each holds exactly its commit's files (content, executable bit), sits on a detached
+    HEAD at that commit, and removal leaves no directory, admin dir or registration."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    first = git(repo, "rev-parse", "HEAD").strip()
+    second = many_files(repo, 200)
+    ws = Workspace(repo)
+    before = ws.user_checkout_fingerprint()
+    commits = {f"wf1-implement/c{i}-1": (first, second)[i % 2] for i in range(8)}
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        made = pool.map(ws.add_worktree, commits, commits.values())
+        trees = dict(zip(commits, made, strict=True))
+    for name, tree in trees.items():
+        commit = commits[name]
+        expected = git(repo, "ls-tree", "-r", "--name-only", commit).split()
+        on_disk = sorted(
+            str(p.relative_to(tree)) for p in tree.rglob("*") if p.is_file() and p.name != ".git"
+        )
+        assert on_disk == sorted(expected)
+        for rel in expected[:: max(1, len(expected) // 20)]:
+            assert (tree / rel).read_text() == git(repo, "show", f"{commit}:{rel}")
+        assert (tree / "app.py").read_text() == "print('v1')\n"
+        if commit == second:
+            assert os.access(tree / "run.sh", os.X_OK)
+            assert not os.access(tree / "pkg" / "d1" / "m1.py", os.X_OK)
+        admin = Path((tree / ".git").read_text().split("gitdir: ")[1].strip())
+        assert (admin / "HEAD").read_text().strip() == commit  # detached: a commit, not a ref
+        assert ws.snapshot(tree, "unchanged") is None
+    assert len(admin_dirs(repo)) == 8
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(ws.remove_worktree, trees.values()))
+    wait_for_deletions(timeout=60)
+    assert list(ws.worktrees_dir.iterdir()) == []
+    assert list(ws.trash_dir.iterdir()) == []
+    assert admin_dirs(repo) == []
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+    assert ws.user_checkout_fingerprint() == before
+
+
+def test_a_trash_folder_that_is_a_symlink_is_never_written_through(
+    repo: Path, tmp_path: Path
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "precious.txt").write_text("keep\n")
+    ws = Workspace(repo)
+    ws.state_dir.mkdir(exist_ok=True)
+    ws.trash_dir.symlink_to(elsewhere)
+    tree = ws.add_worktree("wf1-implement-1", ws.head_commit())
+    ws.remove_worktree(tree)
+    wait_for_deletions(timeout=30)
+    assert not tree.exists()
+    assert [p.name for p in elsewhere.iterdir()] == ["precious.txt"]
+    ws.remove_stale_worktrees()
+    assert not ws.trash_dir.is_symlink()
+    assert (elsewhere / "precious.txt").read_text() == "keep\n"

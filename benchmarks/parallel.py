@@ -1,0 +1,144 @@
+"""Makespan of N independent components on K workers, for several repository sizes, and for
+several checkouts of the supervisor in the same run (a change's before/after on one machine):
+
+    git worktree add /tmp/before <old-commit> && ln -s $PWD/node_modules /tmp/before/
+    .venv/bin/python benchmarks/parallel.py /tmp/before . --files 200,10000 --workers 2,4,8
+
+Each component is one implementer step with the real `claude` in the real sandbox against the
+scripted model API, whose first answer takes `--delay` seconds (the stand-in for the model).
+The makespan runs from the first component step's start to the last component's merge; the
+ideal is ceil(N/K) x the median component step time of the same run. Configurations alternate
+between the checkouts so that both see the same machine load; the load average is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def one(checkout: Path, files: int, k: int, n: int, delay: float) -> dict[str, float]:
+    """One run, importing the supervisor from `checkout` (runs in its own process)."""
+    sys.path.insert(0, str(checkout))
+    os.chdir(checkout)
+    from supervisor import process, tasks
+    from supervisor.demo import fenced, make_demo_repo, write_project_config
+    from supervisor.fakeapi import ScriptedModelServer, load_script
+
+    ids = [f"c{i}" for i in range(n)]
+    plan = {
+        "status": "COMPLETE",
+        "phases": [
+            {
+                "id": "p1",
+                "description": "parts",
+                "components": [{"id": c, "description": c, "files": [f"{c}.py"]} for c in ids],
+            }
+        ],
+        "estimated_components": n,
+    }
+    report = {"status": "SUCCESS", "summary": "done", "files_created": []}
+    conversations: list[dict[str, object]] = [
+        {"when": "ROLE: planner", "repeat": True, "turns": [{"text": fenced(plan)}]}
+    ]
+    for c in ids:
+        write = {"name": "Write", "input": {"file_path": f"{c}.py", "content": f"{c} = 1\n"}}
+        conversations.append(
+            {
+                "when": f"one component of the plan: '{c}'",
+                "repeat": True,
+                "turns": [{"tool_use": write, "delay": delay}, {"text": fenced(report)}],
+            }
+        )
+    workflow = (
+        "workflow:\n  initial_step: plan\n  steps:\n"
+        "    plan: {role: planner, next: implement}\n"
+        "    implement: {role: implementer, for_each: component, next: commit}\n"
+        "    commit: {action: commit}\n"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp)
+        os.environ.setdefault("ANTHROPIC_API_KEY", "bench-key")
+        os.environ["SUPERVISOR_USER_DIR"] = str(base / "user")
+        repo = make_demo_repo(base / "repo")
+        for i in range(files):
+            target = repo / "pkg" / f"d{i % 100}" / f"mod{i}.py"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(f"def f{i}(x):\n    return x + {i}\n")
+        git = ["git", "-C", str(repo), "-c", "user.name=b", "-c", "user.email=b@b"]
+        process.run([*git, "add", "-A"])
+        process.run([*git, "commit", "-qm", "many files"])
+        with ScriptedModelServer(load_script({"conversations": conversations})) as server:
+            write_project_config(repo, server.url)
+            with (repo / ".supervisor" / "config.yaml").open("a") as handle:
+                handle.write(f"limits:\n  max_parallel_components: {k}\n")
+            (repo / ".supervisor" / "workflow.yaml").write_text(workflow)
+            done = tasks.start_task("Build the parts", repo)
+        with tasks.reading(repo) as st:
+            steps = [s for s in st.steps(done.id) if s["name"].startswith("implement/")]
+            merged = [e for e in st.events(done.id) if e.type == "component_merged"]
+    step = statistics.median((s["finished_at"] - s["started_at"]).total_seconds() for s in steps)
+    makespan = (merged[-1].timestamp - min(s["started_at"] for s in steps)).total_seconds()
+    return {"makespan": makespan, "step": step, "merged": len(merged), "status": done.status}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("checkouts", nargs="+", type=Path)
+    parser.add_argument("--files", default="200,10000")
+    parser.add_argument("--workers", default="2,4,8")
+    parser.add_argument("--components", type=int, default=20)
+    parser.add_argument("--delay", type=float, default=3.0)
+    parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        result = one(
+            args.checkouts[0].resolve(),
+            int(args.files),
+            int(args.workers),
+            args.components,
+            args.delay,
+        )
+        print(json.dumps(result))
+        return
+    n = args.components
+    print(f"{n} components, model step delay {args.delay} s; ratio = makespan / ideal")
+    print("files  K  checkout                      makespan  step   ideal  ratio  load(1m)")
+    for files in [int(f) for f in args.files.split(",")]:
+        for k in [int(w) for w in args.workers.split(",")]:
+            for checkout in args.checkouts:
+                load = os.getloadavg()[0]
+                started = time.perf_counter()
+                sizes = ["--files", str(files), "--workers", str(k), "--components", str(n)]
+                sizes += ["--delay", str(args.delay)]
+                out = subprocess.run(
+                    [sys.executable, __file__, str(checkout), "--one", *sizes],
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                )
+                if out.returncode != 0:
+                    print(f"{files:>5} {k:>2}  {checkout!s:<28}  failed: {out.stderr[-600:]}")
+                    continue
+                r = json.loads(out.stdout.strip().splitlines()[-1])
+                ideal = math.ceil(n / k) * r["step"]
+                load = max(load, os.getloadavg()[0])
+                print(
+                    f"{files:>5} {k:>2}  {checkout!s:<28} {r['makespan']:>8.1f} "
+                    f"{r['step']:>5.1f} {ideal:>6.1f} {r['makespan'] / ideal:>6.2f}  {load:>5.1f}"
+                    f"   ({r['merged']} merged, {r['status']}, "
+                    f"{time.perf_counter() - started:.0f} s whole)",
+                    flush=True,
+                )
+
+
+if __name__ == "__main__":
+    main()
