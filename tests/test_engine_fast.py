@@ -536,6 +536,28 @@ def test_two_components_that_write_the_same_file_conflict_and_the_loser_keeps_it
     assert p.git("rev-parse", wf.task_branch) == p.git("rev-parse", wf.base_sha)
 
 
+def test_a_rate_limited_component_waits_while_the_other_merges_then_runs_once_more(
+    project: Callable[..., Project],
+) -> None:
+    p = project(
+        FAN_OUT,
+        {"test": "test -f slow.txt && test -f quick.txt"},
+        ("ROLE: planner", plans(component("slow", "slow.txt"), component("quick", "quick.txt"))),
+        ("'slow'", api_error("429 rate limit exceeded, retry after 0.2 seconds", 429)),
+        ("'quick'", writes({"quick.txt": "q\n"})),
+        ("'slow'", writes({"slow.txt": "s\n"})),
+    )
+    wf = p.start()
+
+    assert wf.status == "completed"
+    (waiting,) = p.events("component_waiting")
+    assert waiting.payload["component"] == "slow"
+    assert [e.payload["component"] for e in p.events("component_merged")] == ["quick", "slow"]
+    components = [c.step for _, c in p.script.calls if c.role == "implementer"]
+    assert sorted(components) == ["implement/quick", "implement/slow", "implement/slow"]
+    assert {"slow.txt", "quick.txt"} <= set(p.git("ls-tree", "--name-only", wf.task_branch).split())
+
+
 # -- resume after a failure ----------------------------------------------------------------------
 
 
