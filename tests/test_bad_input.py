@@ -113,6 +113,7 @@ def test_docker_unreachable(tmp_path: Path) -> None:
     assert_nothing_written(repo, before)
 
 
+@pytest.mark.docker
 def test_the_sandbox_image_missing(tmp_path: Path) -> None:
     require_sandbox()
     repo = new_repo(tmp_path, "http://127.0.0.1:9", "sandbox: {image: 'supervisor-absent:nope'}\n")
@@ -122,6 +123,7 @@ def test_the_sandbox_image_missing(tmp_path: Path) -> None:
     assert_nothing_written(repo, before)
 
 
+@pytest.mark.docker
 def test_the_claude_binary_missing_from_the_image(tmp_path: Path) -> None:
     require_sandbox()
     # The base image is real and runs, but has no AI CLI in it.
@@ -141,6 +143,7 @@ def test_a_second_start_while_a_task_runs(tmp_path: Path) -> None:
     assert_nothing_written(repo, before)
 
 
+@pytest.mark.docker
 @pytest.mark.parametrize("command", [["resume", "99"], ["approve", "99"], ["status", "99"]])
 def test_an_unknown_workflow_id(tmp_path: Path, command: list[str]) -> None:
     require_sandbox()

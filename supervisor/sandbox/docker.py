@@ -126,6 +126,9 @@ class DockerSandbox:
                 "Run scripts/setup.sh, which builds it (offline too).",
             ) from e
 
+    def base_image_id(self) -> str:
+        return str(self.client.images.get(self.image).id)
+
     def route(self, base_url: str, injection: Injection | None = None) -> Route:
         """Open the allowlisted path to one model API endpoint for worker containers; the
         proxy on it adds the real credential (`injection`), which never enters a container."""

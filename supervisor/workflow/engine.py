@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from supervisor.dag import Component
-    from supervisor.sandbox.docker import DockerSandbox
+    from supervisor.sandbox.base import Sandbox
     from supervisor.state.store import Store, Workflow
 
 
@@ -109,7 +109,7 @@ class Engine:
         settings: Settings,
         store: Store,
         workspace: Workspace,
-        sandbox: DockerSandbox,
+        sandbox: Sandbox,
         reporter: Reporter | None = None,
     ) -> None:
         self.repo = repo
@@ -1123,8 +1123,7 @@ class Engine:
         (the build may use the network; the gate that follows never does)."""
         from supervisor import project_image
 
-        base = self.sandbox.client.images.get(self.sandbox.image)
-        wanted = project_image.image_for(self.repo, worktree, base.id)
+        wanted = project_image.image_for(self.repo, worktree, self.sandbox.base_image_id())
         if wanted is None:
             return None
         if not project_image.exists(self.sandbox.client, wanted.tag):

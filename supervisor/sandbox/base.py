@@ -1,0 +1,21 @@
+"""What the engine needs from a sandbox: DockerSandbox in use, a stand-in in fast specs."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from supervisor.sandbox.credproxy import Injection
+    from supervisor.sandbox.docker import RunResult, RunSpec
+    from supervisor.sandbox.egress import Route
+
+
+class Sandbox(Protocol):
+    image: str
+    client: Any
+    """The Docker client, for project images; only DockerSandbox has one."""
+
+    def run(self, spec: RunSpec) -> RunResult: ...
+    def route(self, base_url: str, injection: Injection | None = None) -> Route: ...
+    def base_image_id(self) -> str: ...
+    def close(self) -> None: ...
