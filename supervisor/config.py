@@ -42,6 +42,9 @@ class Limits(_Model):
     gate_cpus: float = Field(1.0, gt=0)
     max_prompt_bytes: int = Field(600_000, gt=0)
     max_parallel_components: int = Field(3, ge=1)
+    component_scope: Literal["feedback", "replan", "allow"] = "feedback"
+    """A component that changes another's files: sent back with feedback, the plan sent back to
+    its planner, or allowed (see supervisor.workflow.ownership)."""
 
 
 class CliSettings(_Model):
