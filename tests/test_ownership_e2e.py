@@ -136,3 +136,35 @@ def test_resume_after_a_conflict_keeps_the_branch_and_hands_the_conflict_to_the_
     assert merged["circle"]["resolves_conflict"]["commit"] == kept_commit
     assert merged["circle"]["branch"] == f"{kept}--2"  # the resolution had a branch of its own
     assert branches(repo) == sorted(["main", done.task_branch, kept])
+
+
+def test_with_component_scope_replan_the_plan_goes_back_to_its_planner_naming_the_files(
+    tmp_path: Path, serve: Any
+) -> None:
+    both = SQUARE + "SIDE = 2\n"
+    server = serve(
+        planner(plan(component("square", ["square.py"]), component("circle", ["circle.py"]))),
+        builds("square", ("square.py", SQUARE), delay=4.0),
+        builds("circle", ("circle.py", CIRCLE), ("square.py", "SIDE = 2\n")),
+        # the planner, told who changed whose file, gives square.py to circle as well
+        planner(
+            plan(component("circle", ["circle.py", "square.py"])),
+            when="component 'circle' changed square.py, which the plan gives to square",
+        ),
+        builds("circle", ("circle.py", CIRCLE), ("square.py", both), reads=("square.py",)),
+        reviewer(),
+    )
+    repo = repo_for(tmp_path, server.url, "limits:\n  component_scope: replan\n")
+
+    wf = tasks.start_task(TASK, repo)
+
+    assert wf.status == "completed"
+    assert git(repo, "show", f"{wf.task_branch}:square.py") == both  # square's work kept
+    assert git(repo, "show", f"{wf.task_branch}:circle.py") == CIRCLE
+    log = events(repo, wf.id)
+    replans = [e for e in log if e.type == "replan_requested"]
+    assert [(e.payload["to"], e.payload["files"]) for e in replans] == [
+        ("plan", {"circle": {"square.py": ["square"]}})
+    ]
+    retries = [e for e in log if e.type == "retry" and e.payload["from_step"] == "implement"]
+    assert [e.step for e in retries] == ["plan"]
