@@ -58,6 +58,8 @@ class ComponentFanOut:
         self.scope = engine.settings.limits.component_scope
         self.claims: dict[str, str] = self.ctx.setdefault("claims", {})
         self.work: WorkGraph | None = None
+        self.kept: list[str] = self.ctx.setdefault("kept_branches", [])
+        """Every branch the user was told is kept, for the whole workflow (a new plan too)."""
 
     def run(self) -> Outcome:
         plan = self.ctx.get("plan")
@@ -87,6 +89,10 @@ class ComponentFanOut:
                 entry.pop("until", None)
             if entry["status"] in ("failed", "conflict"):
                 self._keep_and_resume(cid, entry)
+            if entry["status"] != "merged" and self._branch(cid) in self.kept:
+                entry["branch"] = ownership.fresh_branch(
+                    self.engine.ws, component_branch(self.wf.task_branch, cid), self.kept
+                )
             if entry["status"] in ("running", "failed", "conflict"):
                 entry["status"] = "pending"  # interrupted, or failed before this resume
                 if entry.pop("error", None) is not None:
@@ -325,6 +331,7 @@ class ComponentFanOut:
             for cid in self.errors
             if self.engine.ws.branch_exists(self._branch(cid))
         ]
+        ctx["kept_branches"] = [*self.kept, *(b for b in kept if b not in self.kept)]
         problems = "; ".join(f"{cid}: {e.message}" for cid, e in self.errors.items())
         blocked = f" {', '.join(waiting)} did not start (they wait for it)." if waiting else ""
         merged = sum(c.status == "complete" for c in work.components.values())
@@ -350,21 +357,20 @@ class ComponentFanOut:
     def _drop_branch(self, cid: str) -> None:
         """A merged component's branch goes (its work is in the candidate); a kept one never."""
         branch = self._branch(cid)
-        if branch not in self.state.get(cid, {}).get("kept", []):
+        if branch not in self.kept:
             self.engine.ws.delete_ref(f"refs/heads/{branch}")
 
     def _keep_and_resume(self, cid: str, entry: dict[str, Any]) -> None:
         """Before a failed or conflicting component runs again: its branch, which the failure
-        message named as kept, is left alone for good, and the next attempt gets a new one. After
-        a conflict, the event names the step that resolves it (the conflict itself is in that
-        step's feedback since the conflict)."""
+        message named as kept, is left alone for good and the next attempt gets a new one.
+        After a conflict, the event names the step that resolves it (the conflict itself is in
+        that step's feedback since the conflict)."""
         branch = self._branch(cid)
-        kept: list[str] = entry.setdefault("kept", [])
-        if self.engine.ws.branch_exists(branch):
-            if branch not in kept:
-                kept.append(branch)
+        if self.engine.ws.branch_exists(branch) and branch not in self.kept:
+            self.kept.append(branch)
+        if branch in self.kept:
             entry["branch"] = ownership.fresh_branch(
-                self.engine.ws, component_branch(self.wf.task_branch, cid), kept
+                self.engine.ws, component_branch(self.wf.task_branch, cid), self.kept
             )
         conflict = entry.get("conflict")
         if conflict is not None:

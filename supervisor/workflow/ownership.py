@@ -26,8 +26,9 @@ What happens to a component that strays is `limits.component_scope`:
 - `allow`: no check (the file lists only guide scheduling); the merge may then conflict.
 
 A merge conflict keeps the component's branch, and the user is told so. Nothing the user was told
-is kept is ever moved or deleted: a later attempt of that component (after `resume`) commits to a
-new branch (`<component branch>--2`, ...), and the kept one is left as it is. The resumed attempt
+is kept is ever moved or deleted, for the rest of the workflow (the context's `kept_branches`
+outlives a new plan): a later attempt of that component (after `resume`) commits to a new branch
+(`<component branch>--2`, ...), and the kept one is left as it is. The resumed attempt
 starts from the integrated work with the conflict as feedback: both sides' diffs of the
 conflicting files since their merge base.
 """
