@@ -108,12 +108,19 @@ class Workspace:
     def is_ancestor(self, a: str, b: str) -> bool:
         return _git(self.repo, "merge-base", "--is-ancestor", a, b, check=False).returncode == 0
 
+    def merge_base(self, a: str, b: str) -> str | None:
+        out = _git(self.repo, "merge-base", a, b, check=False)
+        return (out.stdout.strip() or None) if out.returncode == 0 else None
+
     def changed_files(self, base: str, head: str) -> list[str]:
         out = _git(self.repo, "diff", "--name-only", "--no-renames", base, head).stdout
         return sorted(line for line in out.splitlines() if line)
 
-    def diff(self, base: str, head: str, max_bytes: int = 200_000) -> str:
-        text = _git(self.repo, "diff", "--no-color", "--stat", "--patch", base, head).stdout
+    def diff(
+        self, base: str, head: str, max_bytes: int = 200_000, paths: list[str] | None = None
+    ) -> str:
+        only = ["--", *paths] if paths else []
+        text = _git(self.repo, "diff", "--no-color", "--stat", "--patch", base, head, *only).stdout
         if len(text) > max_bytes:
             return text[:max_bytes] + f"\n[... diff truncated at {max_bytes} bytes ...]\n"
         return text

@@ -161,13 +161,15 @@ def test_a_merge_conflict_stops_with_the_files_and_keeps_the_component_branch(
     tmp_path: Path, serve: Any
 ) -> None:
     # `circle` declares only circle.py but also rewrites square.py: the plan said the two could
-    # run at once, and git finds they could not.
+    # run at once, and git finds they could not. (Ownership is not checked here, so the change
+    # reaches the merge; tests/test_ownership_e2e.py has the default, checked, case.)
     server = serve(
         planner(plan(component("square", ["square.py"]), component("circle", ["circle.py"]))),
         builds("square", ("square.py", SQUARE)),
         builds("circle", ("circle.py", CIRCLE), ("square.py", "SIDE = 2\n"), delay=3.0),
     )
-    repo = repo_for(tmp_path, server.url)
+    repo = new_repo(tmp_path, server.url, GATES + "limits:\n  component_scope: allow\n")
+    write_workflow(repo, WORKFLOW)
 
     with pytest.raises(StepFailedError) as failure:
         tasks.start_task(TASK, repo)

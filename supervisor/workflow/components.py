@@ -10,8 +10,10 @@ workflow's later test, review and commit steps judge.
 
 Each move is saved in the workflow's context at once (one transaction), so after a crash `resume`
 re-runs only components whose worker had not finished: an implemented one goes straight to its
-gates, a gated one straight to its merge. A failed or conflicting component's branch is kept;
-only a merged component's branch is deleted, its work being in the candidate by then.
+gates, a gated one straight to its merge. A failed or conflicting component's branch is kept, and
+never moved or deleted afterwards (its next attempt gets a branch of its own); only a merged
+component's branch is deleted, its work being in the candidate by then. What a component may
+change, and what a conflict tells its next attempt, is supervisor.workflow.ownership.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from supervisor.dag import PROGRESS, WorkGraph
 from supervisor.errors import MergeConflictError, StepFailedError, SupervisorError
 from supervisor.schemas import PlanOutput
 from supervisor.state.store import EventSpec
+from supervisor.workflow import ownership
 from supervisor.workflow.engine import OnDone, Outcome, candidate_ref, component_branch
 
 if TYPE_CHECKING:
@@ -50,10 +53,18 @@ class ComponentFanOut:
         self.lock = threading.Lock()
         self.errors: dict[str, SupervisorError] = {}
         self.waiting: dict[str, recovery.Classification] = {}
+        self.strays: dict[str, dict[str, list[str]]] = {}
+        """Components that changed others' files, under `component_scope: replan`."""
+        self.scope = engine.settings.limits.component_scope
+        self.claims: dict[str, str] = self.ctx.setdefault("claims", {})
+        self.work: WorkGraph | None = None
+        self.kept: list[str] = self.ctx.setdefault("kept_branches", [])
+        """Every branch the user was told is kept, for the whole workflow (a new plan too)."""
 
     def run(self) -> Outcome:
         plan = self.ctx.get("plan")
         work = WorkGraph.from_plan(PlanOutput.model_validate(plan)) if plan else None
+        self.work = work
         role = self.step.role or ""
         if work is None or not work.components:
             return self.engine._worker(self.wf, self.name, role)
@@ -76,15 +87,19 @@ class ComponentFanOut:
             if entry["status"] == "waiting":  # a rate limit or network error: its turn again
                 entry["status"] = "pending"
                 entry.pop("until", None)
+            if entry["status"] in ("failed", "conflict"):
+                self._keep_and_resume(cid, entry)
+            if entry["status"] != "merged" and self._branch(cid) in self.kept:
+                entry["branch"] = ownership.fresh_branch(
+                    self.engine.ws, component_branch(self.wf.task_branch, cid), self.kept
+                )
             if entry["status"] in ("running", "failed", "conflict"):
                 entry["status"] = "pending"  # interrupted, or failed before this resume
                 if entry.pop("error", None) is not None:
                     entry["attempts"] = 0
             comp.status = PROGRESS[entry["status"]]
             if entry["status"] == "merged":  # a crash may have come between merge and clean-up
-                self.engine.ws.delete_ref(
-                    f"refs/heads/{component_branch(self.wf.task_branch, cid)}"
-                )
+                self._drop_branch(cid)
         integrated = (
             self.ctx.get("integrated")
             or self.ctx.get("candidate")
@@ -101,7 +116,7 @@ class ComponentFanOut:
                 if entry["status"] in ("implemented", "gated")
             }
             while True:
-                if not self.errors:
+                if not self.errors and not self.strays:
                     for comp in work.batch(limit):
                         comp.status = "running"
                         self._save(comp.id, status="running")
@@ -127,7 +142,8 @@ class ComponentFanOut:
             self.step.role or "",
             base=base,
             component=comp,
-            on_done=self._implemented(comp.id),
+            on_done=self._implemented(comp.id, base),
+            branch=self._branch(comp.id),
         )
         trees = outcome.context.get("trees", {}).get(step_name)
         if outcome.result != "passed":
@@ -136,10 +152,10 @@ class ComponentFanOut:
             return outcome
         return self._gate_and_hand_over(comp.id)
 
-    def _implemented(self, cid: str) -> OnDone:
+    def _implemented(self, cid: str, base: str) -> OnDone:
         def record(sha: str, trees: list[str], finish: Callable[[dict[str, Any]], None]) -> None:
             with self.lock:  # the step's end and the component's progress: one transaction
-                self.state[cid].update(status="implemented", sha=sha)
+                self.state[cid].update(status="implemented", sha=sha, base=base)
                 self.ctx.setdefault("trees", {})[f"{self.name}/{cid}"] = trees
                 finish(self.ctx)
 
@@ -149,6 +165,9 @@ class ComponentFanOut:
         entry = self.state[cid]
         sha = entry["sha"]
         if entry["status"] == "implemented":
+            strayed = self._out_of_scope(cid)
+            if strayed is not None:
+                return strayed
             for gate in self.step.gates:
                 result = self.engine._gate_on(self._view(), f"{self.name}/{cid}/{gate}", gate, sha)
                 if result.result != "passed":
@@ -161,39 +180,62 @@ class ComponentFanOut:
     def _settle(self, comp: Component, outcome: Outcome, integrated: str) -> str:
         """Merge a finished component, or count its failure; returns the integration commit."""
         ws = self.engine.ws
-        branch = component_branch(self.wf.task_branch, comp.id)
+        branch = self._branch(comp.id)
         if outcome.result == "passed" and outcome.git_sha:
             try:
                 merged = ws.merge_commits(integrated, outcome.git_sha, f"Merge component {comp.id}")
             except MergeConflictError as e:
                 comp.status = "failed"
                 self.errors[comp.id] = e
+                self._release(comp.id)
                 self._save(
                     comp.id,
                     status="conflict",
                     error=e.message,
+                    conflict={
+                        "commit": outcome.git_sha,
+                        "branch": branch,
+                        "files": e.files,
+                        "into": integrated,
+                    },
+                    # what a resumed attempt is told: both sides of the conflicting files
+                    feedback=ownership.conflict_feedback(
+                        ws, comp.id, branch, outcome.git_sha, integrated, e.files
+                    ),
                     event=EventSpec(
                         "component_conflict",
                         step=self.name,
                         status="conflict",
-                        payload={"component": comp.id, "branch": branch, "files": e.files},
+                        payload={
+                            "component": comp.id,
+                            "branch": branch,
+                            "commit": outcome.git_sha,
+                            "files": e.files,
+                        },
                     ),
                 )
                 return integrated
             ws.set_ref(candidate_ref(self.wf.id), merged, None)
             comp.status = "complete"
+            payload: dict[str, Any] = {
+                "component": comp.id,
+                "commit": outcome.git_sha,
+                "into": merged,
+                "branch": branch,
+            }
+            with self.lock:
+                resolved = self.state[comp.id].pop("conflict", None)
+            if resolved is not None:
+                payload["resolves_conflict"] = resolved
             self._save(
                 comp.id,
                 status="merged",
                 integrated=merged,
                 event=EventSpec(
-                    "component_merged",
-                    step=self.name,
-                    status="merged",
-                    payload={"component": comp.id, "commit": outcome.git_sha, "into": merged},
+                    "component_merged", step=self.name, status="merged", payload=payload
                 ),
             )
-            ws.delete_ref(f"refs/heads/{branch}")
+            self._drop_branch(comp.id)
             self.engine.reporter.info(f"component {comp.id} merged ({merged[:12]})")
             return merged
         if outcome.transient is not None and outcome.escalate is None:
@@ -214,6 +256,12 @@ class ComponentFanOut:
                 ),
             )
             return integrated
+        strays = outcome.context.get("out_of_scope")
+        if strays and self.scope == "replan" and self.ctx.get("planned_by"):
+            comp.status = "pending"  # the plan goes back to its planner once the others are done
+            self.strays[comp.id] = strays
+            self._save(comp.id, status="pending")
+            return integrated
         attempts = self.state[comp.id].get("attempts", 0) + 1
         problem = outcome.feedback or outcome.result
         if outcome.escalate is not None:
@@ -230,6 +278,7 @@ class ComponentFanOut:
             return integrated
         comp.status = "failed"
         self.errors[comp.id] = error
+        self._release(comp.id)
         self._save(
             comp.id,
             status="failed",
@@ -257,14 +306,32 @@ class ComponentFanOut:
         if not self.errors:
             for cid in work.components:
                 ctx.get("feedback", {}).pop(f"{self.name}/{cid}", None)
+        if not self.errors and self.strays:
+            planner = str(self.ctx["planned_by"])
+            return Outcome(
+                "rejected",
+                context=ctx,
+                feedback=ownership.replan_feedback(self.strays),
+                goto=planner,
+                events=[
+                    EventSpec(
+                        "replan_requested",
+                        step=self.name,
+                        status="out_of_scope",
+                        payload={"to": planner, "files": self.strays},
+                    )
+                ],
+            )
+        if not self.errors:
             ctx["candidate"] = integrated
             return Outcome("passed", git_sha=integrated, context=ctx)
         waiting = [c.id for c in work.components.values() if c.status == "pending"]
         kept = [
-            component_branch(self.wf.task_branch, cid)
+            self._branch(cid)
             for cid in self.errors
-            if self.engine.ws.branch_exists(component_branch(self.wf.task_branch, cid))
+            if self.engine.ws.branch_exists(self._branch(cid))
         ]
+        ctx["kept_branches"] = [*self.kept, *(b for b in kept if b not in self.kept)]
         problems = "; ".join(f"{cid}: {e.message}" for cid, e in self.errors.items())
         blocked = f" {', '.join(waiting)} did not start (they wait for it)." if waiting else ""
         merged = sum(c.status == "complete" for c in work.components.values())
@@ -279,6 +346,85 @@ class ComponentFanOut:
                 f"resume {self.wf.id}` runs only the unfinished components.",
             ),
         )
+
+    # -- branches and ownership ------------------------------------------------------------
+
+    def _branch(self, cid: str) -> str:
+        """Where the component's next commit goes: its own branch, or a fresh one once the user
+        was told that one is kept."""
+        return self.state.get(cid, {}).get("branch") or component_branch(self.wf.task_branch, cid)
+
+    def _drop_branch(self, cid: str) -> None:
+        """A merged component's branch goes (its work is in the candidate); a kept one never."""
+        branch = self._branch(cid)
+        if branch not in self.kept:
+            self.engine.ws.delete_ref(f"refs/heads/{branch}")
+
+    def _keep_and_resume(self, cid: str, entry: dict[str, Any]) -> None:
+        """Before a failed or conflicting component runs again: its branch, which the failure
+        message named as kept, is left alone for good and the next attempt gets a new one.
+        After a conflict, the event names the step that resolves it (the conflict itself is in
+        that step's feedback since the conflict)."""
+        branch = self._branch(cid)
+        if self.engine.ws.branch_exists(branch) and branch not in self.kept:
+            self.kept.append(branch)
+        if branch in self.kept:
+            entry["branch"] = ownership.fresh_branch(
+                self.engine.ws, component_branch(self.wf.task_branch, cid), self.kept
+            )
+        conflict = entry.get("conflict")
+        if conflict is not None:
+            self.engine.store.add_event(
+                self.wf.id,
+                EventSpec(
+                    "component_conflict_resolving",
+                    step=f"{self.name}/{cid}",
+                    status="resuming",
+                    payload={
+                        "component": cid,
+                        "resolved_by": f"{self.name}/{cid}",
+                        "kept_branch": conflict["branch"],
+                        "kept_commit": conflict["commit"],
+                        "files": conflict["files"],
+                        "next_branch": self._branch(cid),
+                    },
+                ),
+            )
+
+    def _out_of_scope(self, cid: str) -> Outcome | None:
+        """None when the component kept to its files (it then claims the undeclared ones it
+        changed); else a failure whose feedback names each file and its owner."""
+        if self.scope == "allow" or self.work is None:
+            return None
+        entry = self.state[cid]
+        changed = self.engine.ws.changed_files(
+            entry.get("base") or f"{entry['sha']}^", entry["sha"]
+        )
+        with self.lock:
+            strays, new = ownership.check(cid, changed, self.work, self.claims)
+            if not strays:
+                for path in new:
+                    self.claims[path] = cid
+                return None
+            own = [*self.work.components[cid].files]
+            own += [p for p, owner in self.claims.items() if owner == cid]
+        self._save(
+            cid,
+            event=EventSpec(
+                "component_out_of_scope",
+                step=f"{self.name}/{cid}",
+                status=self.scope,
+                payload={"component": cid, "commit": entry["sha"], "files": strays},
+            ),
+        )
+        feedback = ownership.scope_feedback(cid, strays, own)
+        return Outcome("failed", feedback=feedback, context={"out_of_scope": strays})
+
+    def _release(self, cid: str) -> None:
+        """A component that finally failed gives up the undeclared files it claimed."""
+        with self.lock:
+            for path in [p for p, owner in self.claims.items() if owner == cid]:
+                del self.claims[path]
 
     # -- the shared context ----------------------------------------------------------------
 

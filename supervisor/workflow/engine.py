@@ -74,6 +74,8 @@ class Outcome:
     """Set when the step should simply run again (after a delay): network, crash, rate limit."""
     resume_at: str | None = None
     """With `escalate`: the step a later `resume` starts at (a gate, to re-check it first)."""
+    goto: str | None = None
+    """With a failure or rejection: the step the work goes back to, instead of on_fail/on_reject."""
 
 
 class LineSplitter:
@@ -265,7 +267,9 @@ class Engine:
             return
         # A failure or a rejection: go back to the step that can fix it, with feedback.
         target = name
-        if outcome.result == "failed" and step.on_fail:
+        if outcome.goto is not None:
+            target = outcome.goto
+        elif outcome.result == "failed" and step.on_fail:
             target = step.on_fail
         elif outcome.result == "rejected" and step.on_reject:
             target = step.on_reject
@@ -412,10 +416,11 @@ class Engine:
         base: str | None = None,
         component: Component | None = None,
         on_done: OnDone | None = None,
+        branch: str | None = None,
     ) -> Outcome:
         """One fresh worker run; `base` overrides where its worktree starts, `component` narrows
-        its task to one planned component (whose commit then lands on the component's branch),
-        `on_done` records a successful implementation (see OnDone)."""
+        its task to one planned component (whose commit then lands on the component's branch, or
+        on `branch`), `on_done` records a successful implementation (see OnDone)."""
         role = load_role(role_name, self.repo)
         cli = role.cli or wf.cli
         cli_settings = self.settings.clis.get(cli)
@@ -457,6 +462,7 @@ class Engine:
                 step_id,
                 component,
                 on_done,
+                branch,
             )
         except (SandboxError, CommandTimeoutError) as e:
             # A hung worker (idle or time limit) is ended by the sandbox and retried; a sandbox
@@ -497,6 +503,7 @@ class Engine:
         step_id: int,
         component: Component | None,
         on_done: OnDone | None,
+        branch: str | None = None,
     ) -> Outcome:
         adapter = adapter_for(cli)
         route = self.sandbox.route(cli_settings.base_url, creds.injection)  # the key stays here
@@ -677,7 +684,7 @@ class Engine:
             ref = (
                 candidate_ref(wf.id)
                 if component is None or on_done is None
-                else f"refs/heads/{component_branch(wf.task_branch, component.id)}"
+                else f"refs/heads/{branch or component_branch(wf.task_branch, component.id)}"
             )
             return self._after_implementation(
                 wf, name, role, worktree, base, step_id, data, payload, usage, events, ref, on_done
@@ -729,7 +736,15 @@ class Engine:
             return Outcome("failed", events=events, feedback=f"{e.message} {e.hint}")
         # A new plan starts its components afresh (a re-plan after a rejection, say).
         return Outcome(
-            "passed", events=events, context={"plan": data, "components": {}, "integrated": None}
+            "passed",
+            events=events,
+            context={
+                "plan": data,
+                "components": {},
+                "integrated": None,
+                "claims": {},
+                "planned_by": name,
+            },
         )
 
     def _after_implementation(
