@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from supervisor import credentials, notify, process, protected, trust
+from supervisor.approvals import REQUEST_KEY
 from supervisor.config import Settings, WorkflowDef, load_settings, load_workflow, workflow_source
 from supervisor.doctor import clis_in_use
 from supervisor.errors import (
@@ -225,7 +226,7 @@ def resume(wf_id: int, path: Path, *, reporter: Reporter | None = None) -> Workf
                 f"The workflow ({workflow_source(project.root, project.settings)}) changed "
                 "since this task started; the task keeps the definition it started with."
             )
-        _prepare_resume(store, wf)
+        _prepare_resume(store, wf, project.settings)
         if not project.workspace.branch_exists(wf.task_branch):
             project.workspace.create_task_branch(wf.id, wf.description, base=wf.base_sha)
         return _drive(project, store, sandbox, wf_id, reporter)
@@ -550,7 +551,20 @@ def _run_engine(
         sandbox.close()
 
 
-def _prepare_resume(store: Store, wf: Workflow) -> None:
+def _repin_gates(ctx: dict[str, Any], settings: Settings) -> list[EventSpec]:
+    """A person resuming a failed task may have fixed a gate command in their own
+    configuration: the pinned gates follow it. This reads the user's checkout and config, never
+    a candidate, so a worker still cannot define its own check."""
+    pins = ctx.get(protected.PINNED_KEY)
+    now = dict(settings.gates)
+    if not pins or pins.get("gates") == now:
+        return []
+    ctx[protected.PINNED_KEY] = {**pins, "gates": now}
+    payload = {"gates": now, "before": pins.get("gates"), "reason": "resume after a failure"}
+    return [EventSpec("checks_pinned", status="repinned", payload=payload)]
+
+
+def _prepare_resume(store: Store, wf: Workflow, settings: Settings) -> None:
     ctx = dict(wf.context)
     if wf.status == "awaiting_approval":
         approval = store.latest_approval(wf.id)
@@ -568,6 +582,11 @@ def _prepare_resume(store: Store, wf: Workflow) -> None:
             ctx.setdefault("feedback", {}).setdefault(step, []).append(
                 f"A human reviewer rejected the previous result of this step: {reason}"
             )
+            if (ctx.get(REQUEST_KEY) or {}).get("producer") == step:
+                # A rejected dependency change is not built on: the step starts over from the
+                # last state that needed no approval (the rejected candidate stays in refs).
+                ctx.pop(REQUEST_KEY, None)
+                ctx["candidate"] = None
         store.update_workflow(
             wf.id, status="running", current_step=step, context=ctx, events=events
         )
@@ -581,12 +600,10 @@ def _prepare_resume(store: Store, wf: Workflow) -> None:
         # failure goes back to some attempts.
         for memory in ("attempts", "trees", "noops"):
             ctx.pop(memory, None)
+        events = [EventSpec("resumed", step=wf.current_step, status=wf.status)]
+        events += _repin_gates(ctx, settings)
         store.update_workflow(
-            wf.id,
-            status="running",
-            current_step=wf.current_step,
-            context=ctx,
-            events=[EventSpec("resumed", step=wf.current_step, status=wf.status)],
+            wf.id, status="running", current_step=wf.current_step, context=ctx, events=events
         )
     else:  # running (after a crash) or rate_limited: carry on where it stood
         store.add_event(wf.id, EventSpec("resumed", step=wf.current_step, status=wf.status))

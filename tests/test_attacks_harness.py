@@ -31,6 +31,7 @@ from supervisor.demo import CALC_STUB, MAKEFILE
 from supervisor.dependency_review import DependencyApprovalRequired
 from supervisor.errors import StepFailedError
 from supervisor.fakeapi import ScriptedModelServer, load_script
+from supervisor.trust import trust
 from supervisor.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -297,6 +298,7 @@ def python_project(tmp_path: Path, url: str) -> Path:
     supervisor(repo, "init", "--yes", check=True)
     config = repo / ".supervisor" / "config.yaml"
     config.write_text(config.read_text() + f"clis:\n  claude: {{base_url: '{url}'}}\n")
+    trust(repo)  # the scripted API is where this test's credentials go
     write_workflow(repo, DEP_WORKFLOW)
     tasks.sandbox_build(repo)
     return repo

@@ -161,7 +161,13 @@ def test_repomix_config_and_symlinks_never_bring_host_files_into_a_prompt(
         attacker(second, when=FEEDBACK),
         reviewer(),
     )
-    repo = new_repo(tmp_path, server.url)
+    # Repomix's config files are protected paths too (tests/test_attacks_harness.py); here they
+    # are let through, to show that the packer itself ignores them.
+    repo = new_repo(
+        tmp_path,
+        server.url,
+        "protected_paths:\n  remove: [repomix.config.json, .repomixignore]\n",
+    )
     before = Workspace(repo).user_checkout_fingerprint()
 
     wf = tasks.start_task(TASK, repo)

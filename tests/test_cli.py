@@ -212,7 +212,7 @@ def test_the_start_preview_lists_every_approval_the_enterprise_template_asks_for
 def test_a_waiting_plan_approval_shows_the_plan(repo: Path) -> None:
     wf_id = waiting_workflow(repo, step="plan", next_step="implement", context={"plan": PLAN})
     shown = run("status", wf_id, "--repo", repo).stdout
-    assert "plan, waiting for approval (then: implement)" in shown
+    assert "plan (awaiting approval); then: implement" in shown
     assert "Add multiply next to add." in shown
     assert "calc: calc.py" in shown
     assert f"supervisor approve {wf_id}" in shown
@@ -227,7 +227,7 @@ def test_a_waiting_change_approval_shows_the_candidates_diff_stat(repo: Path) ->
         repo, step="implement", next_step="review", context={"plan": PLAN, "candidate": candidate}
     )
     shown = run("status", wf_id, "--repo", repo).stdout
-    assert "implement, waiting for approval (then: review)" in shown
+    assert "implement (awaiting approval); then: review" in shown
     assert "calc.py |" in shown and "1 file changed" in shown
 
 

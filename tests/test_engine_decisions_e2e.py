@@ -5,6 +5,7 @@ an answer, when a repeated answer is a loop, and how a task is cleared away."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from typing import TYPE_CHECKING, Any
@@ -83,7 +84,7 @@ def prompts_with(server: Any, marker: str) -> int:
 def set_gate(repo: Path, command: str) -> None:
     """The project's test gate, as a user would edit it (replacing an earlier setting)."""
     config = repo / ".supervisor" / "config.yaml"
-    text = config.read_text().split("gates:\n")[0]
+    text = re.sub(r"gates:\n  test: .*\n", "", config.read_text())
     config.write_text(text + f'gates:\n  test: "{command}"\n')
 
 

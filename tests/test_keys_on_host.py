@@ -78,6 +78,8 @@ class ContainerEnvs:
         while not self._stop.wait(0.2):
             try:
                 for container in client.containers.list(filters={"label": self.label}):
+                    if container.attrs["HostConfig"]["NetworkMode"] == "none":
+                        continue  # a gate: no network, no key of any kind
                     self.envs[container.id] = container.attrs["Config"]["Env"]
             except docker.errors.DockerException:
                 continue

@@ -143,7 +143,7 @@ def workflow_detail(
         waiting = str(wf.context.get("approval_step") or (approval.step if approval else "?"))
         head.add_row(
             "current step",
-            f"{waiting}, waiting for approval (then: {wf.current_step or 'the end'})",
+            f"{waiting} (awaiting approval); then: {wf.current_step or 'the end'}",
         )
     else:
         head.add_row("current step", shown_step(wf))

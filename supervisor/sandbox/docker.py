@@ -325,17 +325,22 @@ def _write_private_home(home: Path, files: dict[str, bytes]) -> None:
 
 def _own_for_container(worktree: Path) -> None:
     """When the container runs as `nobody`, give it the worktree (ownership, not world access);
-    its `.git` file stays the host's, and is mounted read-only besides."""
+    its `.git` file stays the host's, and is mounted read-only besides. A directory with a `.git`
+    directory is a repository's own checkout (only tests and tools mount one): its root and its
+    `.git` keep their owner, or git would no longer trust the repository."""
     if os.getuid() != 0:
         return
     uid, gid = (int(n) for n in _container_user().split(":"))
     for root, dirs, files in os.walk(worktree):  # os.walk does not descend into symlinks
+        if root == str(worktree) and ".git" in dirs:
+            dirs.remove(".git")
         for name in [*dirs, *files]:
             if root == str(worktree) and name == ".git":
                 continue
             with contextlib.suppress(OSError):
                 os.lchown(Path(root, name), uid, gid)
-    os.lchown(worktree, uid, gid)
+    if not (worktree / ".git").is_dir():
+        os.lchown(worktree, uid, gid)
 
 
 def _git_file_read_only(worktree: Path) -> dict[str, dict[str, str]]:
