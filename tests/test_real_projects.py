@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -105,7 +106,13 @@ def sandbox() -> Iterator[DockerSandbox]:
 
 
 def gate(sandbox: DockerSandbox, repo: Path, command: str, image: str) -> Any:
-    return run_gate(sandbox, "test", command, repo, Limits(), {"supervisor.test": "1"}, image=image)
+    """The gate on a copy of the checkout, as the engine runs it on a worktree: a sandbox gets
+    ownership of what it mounts, and a repository's own root and .git must keep their owner."""
+    with tempfile.TemporaryDirectory(prefix="gate-") as tmp:
+        tree = Path(tmp) / "tree"
+        shutil.copytree(repo, tree, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+        labels = {"supervisor.test": "1"}
+        return run_gate(sandbox, "test", command, tree, Limits(), labels, image=image)
 
 
 def configured_gates(repo: Path) -> dict[str, str]:
