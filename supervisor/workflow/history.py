@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from supervisor import process
 from supervisor.errors import GitError, MergeConflictError
+from supervisor.treedata import SAFE_CONFIG
 from supervisor.workspace import IDENTITY, _git
 
 if TYPE_CHECKING:
@@ -118,7 +119,7 @@ def replayed_tree(repo: Path, onto: str, parent: str, commit: str) -> str:
     ).stdout
     with tempfile.TemporaryDirectory(prefix="supervisor-index-") as tmp:
         env = {**os.environ, "GIT_INDEX_FILE": str(Path(tmp) / "index")}
-        git = ["git", "-c", "safe.directory=*", "-C", str(repo)]
+        git = ["git", *SAFE_CONFIG, "-C", str(repo)]
         process.run([*git, "read-tree", onto], env=env)
         if patch:
             applied = process.run(
