@@ -1,4 +1,4 @@
-"""Loading and validating the YAML configuration: defaults, limits, roles and the workflow.
+"""Loading and validating the YAML configuration: defaults, limits and the settings cascade.
 
 Precedence (lowest first): package `config/` < user `~/.supervisor/config.yaml` < project
 `.supervisor/config.yaml` < command-line flags. Every file is validated by a pydantic model that
@@ -272,84 +272,6 @@ def _flatten(data: dict[str, Any], prefix: str = "") -> list[str]:
         else:
             keys.append(f"{prefix}{key}")
     return keys
-
-
-def workflow_source(repo: Path | None, settings: Settings) -> str:
-    if repo is not None and (repo / ".supervisor" / "workflow.yaml").is_file():
-        return str(repo / ".supervisor" / "workflow.yaml")
-    return f"workflow template '{settings.workflow.template}'"
-
-
-def load_workflow(repo: Path | None, settings: Settings, *, gates: bool = True) -> WorkflowDef:
-    """The project's own workflow.yaml, or its chosen template with its adjustments.
-
-    `gates=False` leaves the gate commands unchecked, for `start-task --no-gate`, which removes
-    the gate steps (supervisor/preflight.py)."""
-    from supervisor.workflow import templates
-
-    custom = repo / ".supervisor" / "workflow.yaml" if repo is not None else None
-    source = workflow_source(repo, settings)
-    if custom is not None and custom.is_file():
-        definition: WorkflowDef = validate(WorkflowDef, _mapping(custom).get("workflow"), custom)
-    else:
-        definition = validate(WorkflowDef, templates.build(settings.workflow, repo), source)
-    check_workflow(definition, source, repo, settings, gates=gates)
-    templates.check_graph(definition, source)
-    return definition
-
-
-def check_workflow(
-    definition: WorkflowDef,
-    source: Path | str,
-    repo: Path | None,
-    settings: Settings,
-    *,
-    gates: bool = True,
-) -> None:
-    """Reject a definition that would fail mid-task: dangling names, unknown roles and gates."""
-    steps = definition.steps
-    if definition.initial_step not in steps:
-        raise ConfigError(
-            f"{source}: initial_step '{definition.initial_step}' is not one of the steps "
-            f"({', '.join(steps)}).",
-            "Name an existing step as initial_step.",
-        )
-    for name, step in steps.items():
-        for field in ("next", "on_fail", "on_reject"):
-            target = getattr(step, field)
-            if target is not None and target not in steps:
-                raise ConfigError(
-                    f"{source}: step '{name}' has {field}: '{target}', which is not a step.",
-                    f"Use one of: {', '.join(steps)}.",
-                )
-        from supervisor.roles import load_role
-
-        for role_name in [step.role] if step.role else step.roles or []:
-            role = load_role(role_name, repo)
-            if (step.for_each or step.interfaces) and role.output != "implementation":
-                raise ConfigError(
-                    f"{source}: step '{name}' needs a role that writes files, but '{role_name}' "
-                    "does not implement (its output is not `implementation`).",
-                    "Use an implementer role for a `for_each` or `interfaces` step.",
-                )
-            if step.roles and role.output != "review":
-                raise ConfigError(
-                    f"{source}: step '{name}' runs roles in parallel, but '{role_name}' is not a "
-                    "reviewer (its output is not `review`).",
-                    "Only review roles can run in parallel within one step.",
-                )
-        if step.retry_policy is not None:
-            from supervisor.recovery import policy
-
-            policy(step.retry_policy)
-        for gate in ([step.gate] if step.gate else step.gates) if gates else []:
-            if gate not in settings.gates:
-                raise ConfigError(
-                    f"{source}: step '{name}' runs gate '{gate}', but no command is configured "
-                    "for it.",
-                    f'Add `gates: {{{gate}: "<command>"}}` to .supervisor/config.yaml (`supervisor '
-                    "init` proposes the commands it detects), or run `start-task --no-gate`.",
-                )
 
 
 def _mapping(path: Path) -> dict[str, Any]:

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from supervisor import credentials, process
-from supervisor.config import NODE_BIN, Settings, WorkflowDef, load_workflow
+from supervisor.config import NODE_BIN, Settings, WorkflowDef
 from supervisor.errors import SupervisorError
+from supervisor.workflow.loading import load_workflow
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from supervisor import credentials, notify, process, protected, trust
 from supervisor.approvals import REQUEST_KEY
-from supervisor.config import Settings, WorkflowDef, load_settings, load_workflow, workflow_source
+from supervisor.config import Settings, WorkflowDef, load_settings
 from supervisor.doctor import clis_in_use
 from supervisor.errors import (
     ApprovalRequired,
@@ -30,8 +30,9 @@ from supervisor.redaction import redact
 from supervisor.sandbox.docker import LABEL_REPO, DockerSandbox, RunSpec, repo_label
 from supervisor.state.access import decide  # noqa: F401 (re-exported: tasks.decide)
 from supervisor.state.store import EventSpec, Store, Workflow
-from supervisor.workers.base import adapter_for
+from supervisor.workers import adapter_for
 from supervisor.workflow.engine import Engine, Reporter
+from supervisor.workflow.loading import load_workflow, workflow_source
 from supervisor.workflow.lock import repo_lock
 from supervisor.workspace import Workspace, find_repo_root
 
@@ -624,7 +625,7 @@ def _clean_leftovers(
 
 def _with_roles(definition: WorkflowDef, roles: dict[str, str], project: Project) -> WorkflowDef:
     """`--role STEP=ROLE`: the highest layer of the cascade, for this task only."""
-    from supervisor.config import check_workflow
+    from supervisor.workflow.loading import check_workflow
 
     steps = dict(definition.steps)
     for step, role in roles.items():

@@ -16,9 +16,10 @@ from typer.testing import CliRunner
 
 from supervisor import approvals, tasks
 from supervisor.cli.app import app
-from supervisor.config import load_settings, load_workflow
+from supervisor.config import load_settings
 from supervisor.demo import make_demo_repo
 from supervisor.state.store import EventSpec
+from supervisor.workflow.loading import load_workflow
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -6,10 +6,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from supervisor.config import load_settings, load_workflow
+from supervisor.config import load_settings
 from supervisor.errors import ConfigError
 from supervisor.roles import load_role
 from supervisor.workflow.history import required_gates
+from supervisor.workflow.loading import load_workflow
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -25,7 +25,7 @@ from supervisor.demo import fenced, implementation
 from supervisor.errors import CredentialsError
 from supervisor.fakeapi import ScriptedModelServer
 from supervisor.sandbox.docker import DockerSandbox, RunSpec
-from supervisor.workers.base import adapter_for
+from supervisor.workers import adapter_for
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -69,24 +69,6 @@ class WorkerAdapter(ABC):
         return line
 
 
-def adapter_for(cli: str) -> WorkerAdapter:
-    from supervisor.errors import ConfigError
-    from supervisor.workers.claude import ClaudeAdapter
-    from supervisor.workers.codex import CodexAdapter
-    from supervisor.workers.gemini import GeminiAdapter
-
-    adapters: dict[str, type[WorkerAdapter]] = {
-        a.name: a for a in (ClaudeAdapter, CodexAdapter, GeminiAdapter)
-    }
-    try:
-        return adapters[cli]()
-    except KeyError:
-        raise ConfigError(
-            f"Unknown CLI '{cli}'. Known: {', '.join(adapters)}.",
-            "Set `cli:` in the role or .supervisor/config.yaml to one of those.",
-        ) from None
-
-
 def classify_message(text: str, status: int | None = None) -> str:
     """An error kind from what a CLI said, for the CLIs that only say it in words."""
     lowered = text.lower()

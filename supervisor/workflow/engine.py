@@ -40,7 +40,7 @@ from supervisor.sandbox.docker import LABEL_REPO, LABEL_STEP, LABEL_WORKFLOW, Ru
 from supervisor.schemas import PlanOutput
 from supervisor.state.store import EventSpec, now
 from supervisor.treedata import CommitFiles, SnapshotLimits
-from supervisor.workers.base import adapter_for
+from supervisor.workers import adapter_for
 from supervisor.workflow import gate_problems, history
 from supervisor.workspace import Workspace
 
