@@ -15,6 +15,7 @@ test-fast:
 lint:
 	.venv/bin/ruff check supervisor tests benchmarks
 	.venv/bin/ruff format --check supervisor tests benchmarks
+	.venv/bin/mypy  # --strict on the package: pyproject.toml [tool.mypy]
 
 fix:
 	.venv/bin/ruff check --fix supervisor tests benchmarks

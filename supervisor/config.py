@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar, get_args
 
 import yaml
 from pydantic import (
@@ -27,6 +27,7 @@ from supervisor.errors import ConfigError
 from supervisor.resources import CONFIG_DIR, NODE_BIN, PROMPTS_DIR, SANDBOX_DIR, data_root  # noqa: F401
 
 PACKAGE_ROOT = data_root()
+M = TypeVar("M", bound=BaseModel)
 
 
 def user_dir() -> Path:
@@ -118,14 +119,15 @@ class TemplateChoice(_Model):
     disable: list[str] = Field(default_factory=list)
 
 
+NotifyEvent = Literal["approval", "rate_limited", "failed", "completed"]
+
+
 class NotificationSettings(_Model):
     """Who hears that a task waits, failed or finished (supervisor/notify.py). `webhook` routes
     data off the machine, so it is honoured only from the user's own config."""
 
     webhook: str | None = None
-    events: list[Literal["approval", "rate_limited", "failed", "completed"]] = Field(
-        default_factory=lambda: ["approval", "rate_limited", "failed", "completed"]
-    )
+    events: list[NotifyEvent] = Field(default_factory=lambda: list(get_args(NotifyEvent)))
     desktop: bool = False
 
 
@@ -204,7 +206,7 @@ def read_yaml(path: Path) -> Any:
         ) from e
 
 
-def validate(model: type[_Model], data: Any, source: Path | str) -> Any:
+def validate(model: type[M], data: Any, source: Path | str) -> M:
     try:
         return model.model_validate(data if data is not None else {})
     except ValidationError as e:
@@ -250,7 +252,7 @@ def load_settings(repo: Path | None, overrides: dict[str, Any] | None = None) ->
     layers = config_layers(repo, overrides)
     for _, layer in layers:
         data = deep_merge(data, layer)
-    return validate(Settings, data, " < ".join(name for name, _ in layers))  # type: ignore[no-any-return]
+    return validate(Settings, data, " < ".join(name for name, _ in layers))
 
 
 def settings_provenance(

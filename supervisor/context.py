@@ -22,10 +22,11 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from supervisor import packer, process, tokens, treedata
-from supervisor.config import CONFIG_DIR, read_yaml, validate
+from supervisor.config import read_yaml, validate
 from supervisor.errors import ConfigError
 from supervisor.imports import resolve_imports
 from supervisor.redaction import is_secret_file, redact
+from supervisor.resources import CONFIG_DIR
 
 if TYPE_CHECKING:
     from supervisor.roles import Role
@@ -106,7 +107,7 @@ def load_strategy(name: str, repo: Path | None) -> Strategy:
     for directory in places:
         path = directory / f"{name}.yaml"
         if path.is_file():
-            return validate(Strategy, read_yaml(path), path)  # type: ignore[no-any-return]
+            return validate(Strategy, read_yaml(path), path)
     raise ConfigError(
         f"Unknown context strategy '{name}' (looked in {', '.join(str(p) for p in places)}).",
         "Use one of the files in config/context_strategies/, or add yours to "

@@ -19,6 +19,7 @@ from supervisor.errors import ConfigError
 
 if TYPE_CHECKING:
     import networkx as nx
+    from networkx import DiGraph
 
     from supervisor.schemas import PlanOutput
 
@@ -57,7 +58,7 @@ def _networkx() -> Any:
 class WorkGraph:
     phases: list[str]
     components: dict[str, Component]
-    _graph: nx.DiGraph | None = field(default=None, repr=False, compare=False)
+    _graph: nx.DiGraph[str] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_plan(cls, plan: PlanOutput) -> WorkGraph:
@@ -94,15 +95,15 @@ class WorkGraph:
         return cls(phases, components)
 
     @property
-    def graph(self) -> nx.DiGraph:
+    def graph(self) -> nx.DiGraph[str]:
         """Explicit depends_on edges plus phase sequencing, built on first use."""
         if self._graph is None:
             self._graph = self._build()
         return self._graph
 
-    def _build(self) -> nx.DiGraph:
+    def _build(self) -> DiGraph[str]:
         nx = _networkx()
-        g = nx.DiGraph()
+        g: DiGraph[str] = nx.DiGraph()
         for comp in self.components.values():
             g.add_node(comp.id)
         for comp in self.components.values():

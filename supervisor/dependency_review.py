@@ -64,7 +64,7 @@ def await_approval(
         # rejection goes: both must be steps of the definition.
         waiting = current.current_step or name
         producer = _producer(engine, wf.id)
-        if producer not in current.definition.get("steps", {}):
+        if producer is None or producer not in current.definition.get("steps", {}):
             producer = waiting
         if current.status != "awaiting_approval":
             ctx = dict(current.context)

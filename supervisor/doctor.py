@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from supervisor import credentials, process
-from supervisor.config import NODE_BIN, Settings, WorkflowDef
+from supervisor.config import Settings, WorkflowDef
 from supervisor.errors import SupervisorError
+from supervisor.resources import NODE_BIN
 from supervisor.workflow.loading import load_workflow
 
 if TYPE_CHECKING:

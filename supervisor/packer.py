@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import IO
 
 from supervisor import process
-from supervisor.config import NODE_BIN
 from supervisor.errors import CommandTimeoutError, ToolFailedError, ToolMissingError
+from supervisor.resources import NODE_BIN
 
 SCRIPT = Path(__file__).with_name("packer.mjs")
 TIMEOUT_SECONDS = 300

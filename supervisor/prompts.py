@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import jinja2
 
-from supervisor.config import PROMPTS_DIR
 from supervisor.errors import ConfigError
 from supervisor.redaction import marker_counts, redact
+from supervisor.resources import PROMPTS_DIR
 
 if TYPE_CHECKING:
     from pathlib import Path

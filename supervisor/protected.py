@@ -125,7 +125,7 @@ def pinned(context: dict[str, Any], settings: Settings) -> Pinned:
     return Pinned.model_validate(data) if data else pin(settings)
 
 
-def _spec(patterns: list[str]) -> pathspec.PathSpec:
+def _spec(patterns: list[str]) -> pathspec.GitIgnoreSpec:
     return pathspec.GitIgnoreSpec.from_lines(patterns)
 
 

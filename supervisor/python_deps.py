@@ -119,6 +119,7 @@ def _setup_py(path: Path, deps: PythonDeps) -> None:
     except (SyntaxError, ValueError):
         return
     bound: dict[str, ast.expr] = {}
+    node: ast.AST
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             target = node.targets[0]

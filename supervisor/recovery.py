@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from supervisor.config import CONFIG_DIR, read_yaml, validate
+from supervisor.config import read_yaml, validate
 from supervisor.errors import CommandTimeoutError, ConfigError, ParsingError, SandboxError
+from supervisor.resources import CONFIG_DIR
 
 if TYPE_CHECKING:
     from supervisor.workers.base import WorkerResult

@@ -164,7 +164,7 @@ def redact(text: str) -> tuple[str, dict[str, int]]:
 
     text = PRIVATE_KEY.sub(lambda m: marker("private_key"), text)
     for kind, pattern in rules():
-        text = pattern.sub(lambda m, k=kind: _whole_token(m, k, marker), text)
+        text = pattern.sub(lambda m, k=kind: _whole_token(m, k, marker), text)  # type: ignore[misc]
     text = CLI_PASSWORD.sub(lambda m: _cli_password(m, marker), text)
     text = URL_PASSWORD.sub(lambda m: _url_password(m, marker), text)
     text = ASSIGNMENT.sub(lambda m: _assignment(m, marker), text)

@@ -15,8 +15,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from supervisor.config import CONFIG_DIR, read_yaml, user_dir, validate
+from supervisor.config import read_yaml, user_dir, validate
 from supervisor.errors import ConfigError
+from supervisor.resources import CONFIG_DIR
 from supervisor.schemas import OUTPUT_SCHEMAS
 
 SCHEMA_PATH = CONFIG_DIR / "role_schema.json"
@@ -103,7 +104,7 @@ class Role(_Model):
     may_change_nothing: bool = False
 
     @property
-    def schema(self) -> type[BaseModel]:
+    def schema(self) -> type[BaseModel]:  # type: ignore[override]  # not pydantic v1's schema()
         return OUTPUT_SCHEMAS[self.output]
 
     def model_for(self, cli: str, cli_default: str | None, forced: str | None = None) -> str:

@@ -111,7 +111,7 @@ def openai_strict(schema: JsonSchema) -> JsonSchema:
 
 def _nullable(prop: JsonSchema) -> JsonSchema:
     """`prop` or null, with its annotations kept on the outside where a model reads them."""
-    outer = {k: prop[k] for k in ("title", "description") if k in prop}
+    outer: JsonSchema = {k: prop[k] for k in ("title", "description") if k in prop}
     inner = {k: v for k, v in prop.items() if k not in outer}
     return {**outer, "anyOf": [inner, {"type": "null"}]}
 

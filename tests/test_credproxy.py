@@ -236,6 +236,29 @@ def test_a_body_of_several_megabytes_arrives_whole(
     assert json.loads(answer) == {"length": len(body), "sha256": hashlib.sha256(body).hexdigest()}
 
 
+def test_a_client_that_waits_for_100_continue_gets_it_and_then_its_answer(
+    api: RecordingApi, proxies: list[CredentialProxy]
+) -> None:
+    """curl sends `Expect: 100-continue` before a large body and holds the body back until the
+    proxy answers `100 Continue` (or a second passes)."""
+    proxy = proxy_for(f"http://127.0.0.1:{api.port}", Injection("x-api-key", REAL))
+    proxies.append(proxy)
+    with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as sock:
+        sock.sendall(
+            f"POST /v1/messages HTTP/1.1\r\nhost: {ALIAS}:{proxy.port}\r\n"
+            f"x-api-key: {PLACEHOLDER}\r\nexpect: 100-continue\r\ncontent-length: 2\r\n"
+            "connection: close\r\n\r\n".encode()
+        )
+        interim = sock.recv(65536)
+        assert interim.startswith(b"HTTP/1.1 100 "), interim[:200]
+        sock.sendall(b"{}")
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
+    assert api.seen[-1][2]["x-api-key"] == REAL
+
+
 def test_requests_on_one_connection_are_kept_alive(
     api: RecordingApi, proxies: list[CredentialProxy]
 ) -> None:

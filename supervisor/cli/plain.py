@@ -20,7 +20,7 @@ def _no_flag_type(self: TyperOption, ctx: Any) -> str | None:
 def hide_flag_types() -> None:
     """A no-op on the pinned typer 0.28, which shows no type for a flag (tests/test_cli.py)."""
     if _display_type is not None:
-        TyperOption.display_type_rich = _no_flag_type  # type: ignore[method-assign]
+        TyperOption.display_type_rich = _no_flag_type  # type: ignore[attr-defined]
 
 
 def json_out(data: object) -> None:

@@ -425,7 +425,7 @@ def _flat(data: dict[str, object], prefix: str = "") -> dict[str, object]:
     out: dict[str, object] = {}
     for key, value in data.items():
         if isinstance(value, dict) and value:
-            out.update(_flat(value, f"{prefix}{key}."))  # type: ignore[arg-type]
+            out.update(_flat(value, f"{prefix}{key}."))
         else:
             out[f"{prefix}{key}"] = value
     return out
@@ -466,7 +466,7 @@ def metrics_tables(
             str(r["role"]),
             str(r["runs"]),
             f"{float(r['success_rate']):.0%}",  # type: ignore[arg-type]
-            f"{float(r['avg_retries']):.1f}",
+            f"{float(r['avg_retries']):.1f}",  # type: ignore[arg-type]
             f"{float(r['avg_duration_s']):.1f}s",  # type: ignore[arg-type]
             f"{r['input_tokens']}/{r['output_tokens']}",
             f"${float(r['cost_usd']):.4f}",  # type: ignore[arg-type]

@@ -58,7 +58,7 @@ def answer(turn: Turn, body: dict[str, Any]) -> tuple[str, list[bytes]]:
         parts: list[dict[str, Any]] = [{"functionCall": {"name": name, "args": args}}]
     else:
         parts = [{"text": turn.text or ""}]
-    chunk = {
+    chunk: dict[str, Any] = {
         "candidates": [
             {"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}
         ],

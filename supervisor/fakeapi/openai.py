@@ -110,7 +110,7 @@ def answer(turn: Turn, body: dict[str, Any]) -> tuple[str, list[bytes]]:
     """Content type and body chunks of a successful answer."""
     item = _tool_item(turn, body) if turn.tool_use is not None else _message_item(turn.text or "")
     response_id = f"resp_{uuid.uuid4().hex[:24]}"
-    usage = {
+    usage: dict[str, Any] = {
         "input_tokens": max(1, len(json.dumps(body)) // 4),
         "input_tokens_details": {"cached_tokens": 0},
         "output_tokens": max(1, len(json.dumps(item)) // 4),
@@ -118,7 +118,12 @@ def answer(turn: Turn, body: dict[str, Any]) -> tuple[str, list[bytes]]:
         "total_tokens": 0,
     }
     usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
-    base = {"id": response_id, "object": "response", "model": body.get("model"), "output": []}
+    base: dict[str, Any] = {
+        "id": response_id,
+        "object": "response",
+        "model": body.get("model"),
+        "output": [],
+    }
     events: list[tuple[str, dict[str, Any]]] = [
         ("response.created", {"response": {**base, "status": "in_progress"}}),
         ("response.output_item.added", {"output_index": 0, "item": item}),

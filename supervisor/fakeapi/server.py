@@ -15,7 +15,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 from urllib.parse import parse_qs, urlsplit
 
 from supervisor.fakeapi import anthropic, gemini, openai
@@ -101,7 +101,7 @@ class ScriptedModelServer:
 
     @property
     def url(self) -> str:
-        host, port = self._httpd.server_address[:2]
+        host, port = cast("tuple[str, int]", self._httpd.server_address[:2])
         if ":" in str(host):
             host = f"[{host}]"
         return f"http://{host}:{port}"
@@ -224,13 +224,14 @@ def _handler_for(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
             path = self.path.split("?", 1)[0]
             headers = _headers(self.headers)
             if server.api_key is not None and not self._key_ok(server.api_key):
-                vendor = next((v for v in VENDORS if v.handles(path)), anthropic)
+                claimed = next((v for v in VENDORS if v.handles(path)), anthropic)
                 server.record(
                     Recorded("POST", self.path, headers, body, kind="unknown", key_ok=False)
                 )
-                self._json(401, vendor.error_body(401, "invalid x-api-key"))
+                self._json(401, claimed.error_body(401, "invalid x-api-key"))
                 return
 
+            vendor: Vendor | None
             for vendor in VENDORS:
                 side = getattr(vendor, "side_answer", None)
                 found = side(path, body) if side else None

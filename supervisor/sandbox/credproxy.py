@@ -31,7 +31,7 @@ import ssl
 import threading
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import h11
@@ -200,7 +200,9 @@ class CredentialProxy:
                     _reply(down, client, *refusal)
                     return
                 if down.they_are_waiting_for_100_continue:
-                    client.sendall(down.send(h11.InformationalResponse(status_code=100)))
+                    client.sendall(
+                        down.send(h11.InformationalResponse(status_code=100, headers=[]))
+                    )
                 if up is None or not up.alive():
                     if up is not None:
                         up.close()
@@ -319,8 +321,8 @@ class CredentialProxy:
         headers.insert(0, (b"host", self.upstream.host_header))
         if injection.header is not None and not in_query:
             header = injection.header.lower()
-            value = f"Bearer {injection.value}" if header == "authorization" else injection.value
-            headers.append((header.encode(), value.encode("latin-1")))
+            secret = f"Bearer {injection.value}" if header == "authorization" else injection.value
+            headers.append((header.encode(), secret.encode("latin-1")))
         return target, headers
 
 
@@ -361,7 +363,7 @@ def _next(conn: h11.Connection, sock: socket.socket) -> h11.Event | type[h11.PAU
     while True:
         event = conn.next_event()
         if event is not h11.NEED_DATA:
-            return event
+            return cast("h11.Event | type[h11.PAUSED]", event)
         conn.receive_data(sock.recv(CHUNK))
 
 

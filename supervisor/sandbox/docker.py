@@ -18,7 +18,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from supervisor.errors import CommandTimeoutError, SandboxError
 from supervisor.parsing import strip_ansi
@@ -195,7 +195,7 @@ class DockerSandbox:
             ) from e
         try:
             if spec.on_start is not None:
-                spec.on_start(container.id)
+                spec.on_start(cast(str, container.id))
             container.start()
             exit_code = self._wait(container, spec, started)
             stdout = container.logs(stdout=True, stderr=False).decode("utf-8", "replace")
@@ -207,7 +207,7 @@ class DockerSandbox:
             stdout=strip_ansi(stdout),
             stderr=strip_ansi(stderr),
             duration=time.monotonic() - started,
-            container_id=container.id,
+            container_id=cast(str, container.id),
         )
 
     def _wait(self, container: Any, spec: RunSpec, started: float) -> int:
@@ -247,11 +247,13 @@ class DockerSandbox:
 
     def remove_stale(self, labels: dict[str, str]) -> list[str]:
         """Remove containers left by a crashed run (matched by labels)."""
-        filters = {"label": [f"{k}={v}" for k, v in labels.items()]}
-        removed = []
+        filters: dict[str, str | list[str] | bool] = {
+            "label": [f"{k}={v}" for k, v in labels.items()]
+        }
+        removed: list[str] = []
         for container in self.client.containers.list(all=True, filters=filters):
             remove_container(container)
-            removed.append(container.id)
+            removed.append(cast(str, container.id))
         if LABEL_REPO in labels:
             remove_stale_run_dirs(labels[LABEL_REPO])
         return removed

@@ -21,7 +21,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from supervisor import process
@@ -97,7 +97,7 @@ def ensure_network(client: docker.DockerClient, name: str) -> Network:
             f"Remove it (`docker network rm {name}`) so that it is recreated.",
         )
     options = network.attrs.get("Options") or {}
-    bridge = options.get("com.docker.network.bridge.name") or f"br-{network.id[:12]}"
+    bridge = options.get("com.docker.network.bridge.name") or f"br-{cast(str, network.id)[:12]}"
     return Network(gateway=str(gateway), bridge=bridge)
 
 

@@ -102,7 +102,7 @@ class Store:
         with self._tx() as conn:
             stamp = now()
             description = _clean(description)
-            wf_id = conn.execute(
+            wf_id = conn.execute(  # type: ignore[index]  # an insert has its key
                 insert(t.workflows).values(
                     description=description,
                     status="running",
@@ -258,7 +258,7 @@ class Store:
         """`started_at`: when the step began, if before now (its worktree is made first, and a
         step's time in `status` includes making it)."""
         with self._tx() as conn:
-            step_id = conn.execute(
+            step_id = conn.execute(  # type: ignore[index]  # an insert has its key
                 insert(t.steps).values(
                     workflow_id=wf_id,
                     name=name,
@@ -434,7 +434,7 @@ class Store:
 
     def integrity_ok(self) -> bool:
         with self.engine.connect() as conn:
-            return conn.execute(text("PRAGMA integrity_check")).scalar_one() == "ok"
+            return bool(conn.execute(text("PRAGMA integrity_check")).scalar_one() == "ok")
 
     def iter_tables(self) -> Iterator[str]:
         with self.engine.connect() as conn:

@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Any
 import networkx as nx
 
 from supervisor.config import (
-    CONFIG_DIR,
     TemplateChoice,
     WorkflowDef,
     deep_merge,
     read_yaml,
 )
 from supervisor.errors import ConfigError
+from supervisor.resources import CONFIG_DIR
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -131,7 +131,7 @@ def build(choice: TemplateChoice, repo: Path | None) -> dict[str, Any]:
 
 def check_graph(definition: WorkflowDef, source: str) -> None:
     """Every step reachable from the start; no loop that could run forever."""
-    graph = nx.DiGraph()
+    graph: nx.DiGraph[str] = nx.DiGraph()
     graph.add_nodes_from(definition.steps)
     for name, step in definition.steps.items():
         for edge in ("next", "on_fail", "on_reject"):
@@ -145,7 +145,9 @@ def check_graph(definition: WorkflowDef, source: str) -> None:
             f"{source}: step(s) {', '.join(unreachable)} can never run (nothing leads to them).",
             "Point a `next`, `on_fail` or `on_reject` at them, or remove them.",
         )
-    forward = nx.DiGraph([(a, b) for a, b, d in graph.edges(data=True) if d["kind"] == "next"])
+    forward: nx.DiGraph[str] = nx.DiGraph(
+        [(a, b) for a, b, d in graph.edges(data=True) if d["kind"] == "next"]
+    )
     for cycle in nx.simple_cycles(forward):
         raise ConfigError(
             f"{source}: the steps loop through `next` with no retry bound: "
