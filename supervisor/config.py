@@ -24,7 +24,14 @@ from pydantic import (
 )
 
 from supervisor.errors import ConfigError
-from supervisor.resources import CONFIG_DIR, NODE_BIN, PROMPTS_DIR, SANDBOX_DIR, data_root  # noqa: F401
+
+# The package's directories, re-exported (`X as X`, so that mypy --strict sees them as exported)
+# for the modules that read them from here; supervisor.resources is where they are found.
+from supervisor.resources import CONFIG_DIR as CONFIG_DIR
+from supervisor.resources import NODE_BIN as NODE_BIN
+from supervisor.resources import PROMPTS_DIR as PROMPTS_DIR
+from supervisor.resources import SANDBOX_DIR as SANDBOX_DIR
+from supervisor.resources import data_root
 
 PACKAGE_ROOT = data_root()
 M = TypeVar("M", bound=BaseModel)
