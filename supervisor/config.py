@@ -34,7 +34,7 @@ from supervisor.resources import SANDBOX_DIR as SANDBOX_DIR
 from supervisor.resources import data_root
 
 PACKAGE_ROOT = data_root()
-M = TypeVar("M", bound=BaseModel)
+ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
 def user_dir() -> Path:
@@ -213,7 +213,7 @@ def read_yaml(path: Path) -> Any:
         ) from e
 
 
-def validate(model: type[M], data: Any, source: Path | str) -> M:
+def validate(model: type[ModelT], data: Any, source: Path | str) -> ModelT:
     try:
         return model.model_validate(data if data is not None else {})
     except ValidationError as e:
