@@ -563,6 +563,45 @@ def test_a_rate_limited_component_waits_while_the_other_merges_then_runs_once_mo
     assert {"slow.txt", "quick.txt"} <= set(p.git("ls-tree", "--name-only", wf.task_branch).split())
 
 
+def test_a_fix_up_after_a_later_gate_keeps_its_components_name_and_attempt_count(
+    project: Callable[..., Project],
+) -> None:
+    p = project(
+        FAN_OUT,
+        {"test": "grep -q right b.txt || { echo 'b.txt is wrong'; exit 1; }"},
+        ("ROLE: planner", plans(component("a", "a.txt"), component("b", "b.txt"))),
+        ("'a'", writes({"a.txt": "a\n"})),
+        ("'b'", writes({"b.txt": "wrong\n"})),
+        ("b.txt is wrong", writes({"b.txt": "right\n"})),
+    )
+    wf = p.start()
+
+    assert wf.status == "completed"
+    assert p.on_branch("b.txt") == "right\n" and p.on_branch("a.txt") == "a\n"
+    runs = [(s["name"], s["attempt"]) for s in p.steps() if s["role"] == "implementer"]
+    # The gate's output names b.txt: the fix-up is b's second attempt, not a new `implement` #1.
+    assert sorted(runs) == [("implement/a", 1), ("implement/b", 1), ("implement/b", 2)]
+    (retry,) = p.events("retry")
+    assert retry.payload["attempt"] == 2
+
+
+def test_a_fix_up_that_concerns_every_component_counts_on_from_their_attempts(
+    project: Callable[..., Project],
+) -> None:
+    p = project(
+        FAN_OUT,
+        {"test": "test -f fixed.txt || { echo 'the whole thing is wrong'; exit 1; }"},
+        ("ROLE: planner", plans(component("a", "a.txt"), component("b", "b.txt"))),
+        ("'a'", writes({"a.txt": "a\n"})),
+        ("'b'", writes({"b.txt": "b\n"})),
+        ("the whole thing is wrong", writes({"fixed.txt": "yes\n"})),
+    )
+    assert p.start().status == "completed"
+
+    runs = [(s["name"], s["attempt"]) for s in p.steps() if s["role"] == "implementer"]
+    assert sorted(runs) == [("implement/a", 1), ("implement/a+b", 2), ("implement/b", 1)]
+
+
 # -- resume after a failure ----------------------------------------------------------------------
 
 

@@ -22,6 +22,7 @@ from supervisor import recovery
 from supervisor.config import Settings, StepDef, WorkflowDef
 from supervisor.errors import ApprovalRequired, StepFailedError, SupervisorError
 from supervisor.state.store import EventSpec, StepRecord
+from supervisor.workflow import retries
 from supervisor.workflow.steps import registry as steps
 from supervisor.workflow.steps.base import (
     LineSplitter,
@@ -154,14 +155,13 @@ class Engine:
             target = step.on_fail
         elif outcome.result == "rejected" and step.on_reject:
             target = step.on_reject
-        attempts = ctx.setdefault("attempts", {})
-        attempts[target] = attempts.get(target, 0) + 1
         limit = definition.steps[target].max_retries
-        if outcome.feedback:
-            feedback_of(ctx).setdefault(target, []).append(outcome.feedback)
-        if attempts[target] > limit:
+        counted = retries.with_feedback(
+            ctx.setdefault("attempts", {}), target, limit, feedback_of(ctx), outcome.feedback
+        )
+        if counted.exhausted:
             error = StepFailedError(
-                f"Step '{target}' of workflow {wf.id} failed {attempts[target]} times (limit "
+                f"Step '{target}' of workflow {wf.id} failed {counted.failures} times (limit "
                 f"{limit}); last problem: {(outcome.feedback or outcome.result)[:800]}",
                 f"The task branch {wf.task_branch} keeps its last good state. Fix the cause "
                 f"(see `supervisor events {wf.id}`), then `supervisor resume {wf.id}` tries "
@@ -176,7 +176,11 @@ class Engine:
                 "retry",
                 step=target,
                 status=outcome.result,
-                payload={"from_step": name, "attempt": attempts[target] + 1, "limit": limit + 1},
+                payload={
+                    "from_step": name,
+                    "attempt": counted.next_attempt,
+                    "limit": limit + 1,
+                },
             )
         )
         self.store.transition(
@@ -226,17 +230,20 @@ class Engine:
         records: list[StepRecord] = (),  # type: ignore[assignment]
     ) -> None:
         """Run the same step again after the policy's backoff, or the rate limit's reset."""
-        policy = recovery.policy(step.retry_policy or self.settings.retry_policy)
-        transient = ctx.setdefault("transient", {})
-        transient[name] = transient.get(name, 0) + 1
-        if transient[name] >= policy.max_attempts:
+        again = retries.same_again(
+            ctx.setdefault("transient", {}),
+            name,
+            step.retry_policy or self.settings.retry_policy,
+            why,
+        )
+        if again.exhausted:
             self._fail(
                 wf,
                 name,
                 ctx,
                 events,
                 StepFailedError(
-                    f"Step '{name}' failed {transient[name]} times in a row ({why.category}): "
+                    f"Step '{name}' failed {again.failures} times in a row ({why.category}): "
                     f"{why.reason[:600]}",
                     "Check the model API and the CLI (`supervisor doctor`), then "
                     f"`supervisor resume {wf.id}`.",
@@ -244,11 +251,9 @@ class Engine:
                 None,
                 records,
             )
-        delay = why.wait_seconds if why.wait_seconds is not None else policy.delay(transient[name])
-        waiting = why.action == recovery.Action.WAIT
-        until = time.time() + delay
+        delay, waiting = again.delay, again.waiting
         if waiting:
-            ctx["waiting_until"] = until
+            ctx["waiting_until"] = time.time() + delay
         events.append(
             EventSpec(
                 "retry_scheduled",
@@ -258,8 +263,8 @@ class Engine:
                     "category": str(why.category),
                     "reason": why.reason[:1000],
                     "delay_s": round(delay, 2),
-                    "attempt": transient[name] + 1,
-                    "max_attempts": policy.max_attempts,
+                    "attempt": again.failures + 1,
+                    "max_attempts": again.max_attempts,
                 },
             )
         )

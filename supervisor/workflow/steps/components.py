@@ -19,6 +19,7 @@ change, and what a conflict tells its next attempt, is supervisor.workflow.owner
 from __future__ import annotations
 
 import copy
+import re
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -30,7 +31,7 @@ from supervisor.dag import PROGRESS, WorkGraph
 from supervisor.errors import MergeConflictError, StepFailedError, SupervisorError
 from supervisor.schemas import PlanOutput
 from supervisor.state.store import EventSpec
-from supervisor.workflow import ownership
+from supervisor.workflow import ownership, retries
 from supervisor.workflow.steps.base import Outcome, StepContext, candidate_ref, component_branch
 from supervisor.workflow.steps.gate import gate_on
 from supervisor.workflow.steps.worker import run_worker
@@ -72,15 +73,7 @@ class ComponentFanOut:
             # Every component is in and a later gate or review sent work back: that is one
             # worker's fix on the integrated result, not a second round of components. (All
             # merged without feedback is a crash after the last merge: nothing is left to run.)
-            # With one component the fix-up is that component's next attempt, under its name.
-            if len(work.components) == 1:
-                (comp,) = work.components.values()
-                step_name = f"{self.name}/{comp.id}"
-                feedback = dict(self.ctx.get("feedback", {}))
-                feedback[step_name] = feedback.get(self.name, [])
-                view = replace(self.wf, context={**self.ctx, "feedback": feedback})
-                return run_worker(self.c, view, step_name, role, component=comp)
-            return run_worker(self.c, self.wf, self.name, role)
+            return self._fix_up(work, role)
         for cid, comp in work.components.items():
             entry = self.state.setdefault(cid, {"status": "pending", "attempts": 0})
             if entry["status"] == "waiting":  # a rate limit or network error: its turn again
@@ -127,6 +120,31 @@ class ComponentFanOut:
                     cid = running.pop(future)
                     integrated = self._settle(work.components[cid], future.result(), integrated)
         return self._outcome(work, integrated)
+
+    def _fix_up(self, work: WorkGraph, role: str) -> Outcome:
+        """The fix-up after a later gate or review sent the integrated result back. It is the
+        next attempt of the component it concerns, under that component's name and attempt
+        count: the only one, or the one whose files the latest feedback names. When the feedback
+        names several or none, it is a fix of them all (`implement/a+b`), its attempts counted
+        on from theirs."""
+        feedback = self.ctx.get("feedback", {}).get(self.name, [])
+        comps = list(work.components.values())
+        if len(comps) > 1:
+            named = [c for c in comps if _names_a_file(feedback[-1] if feedback else "", c.files)]
+            comps = named if len(named) == 1 else comps
+        step_name = f"{self.name}/{'+'.join(c.id for c in comps)}"
+        attempt = None
+        if len(comps) > 1:
+            earlier = max(
+                self.c.store.count_steps(self.wf.id, f"{self.name}/{c.id}") for c in comps
+            )
+            attempt = earlier + self.c.store.count_steps(self.wf.id, step_name) + 1
+        view = replace(
+            self.wf,
+            context={**self.ctx, "feedback": {**self.ctx["feedback"], step_name: feedback}},
+        )
+        component = comps[0] if len(comps) == 1 else None
+        return run_worker(self.c, view, step_name, role, component=component, attempt=attempt)
 
     # -- in a worker thread ----------------------------------------------------------------
 
@@ -264,11 +282,14 @@ class ComponentFanOut:
             self.strays[comp.id] = strays
             self._save(comp.id, status="pending")
             return integrated
-        attempts = self.state[comp.id].get("attempts", 0) + 1
+        counted = retries.FeedbackRetry.after(
+            self.state[comp.id].get("attempts", 0), self.step.max_retries
+        )
+        attempts = counted.failures
         problem = outcome.feedback or outcome.result
         if outcome.escalate is not None:
             error = outcome.escalate
-        elif attempts > self.step.max_retries:
+        elif counted.exhausted:
             error = StepFailedError(
                 f"Component '{comp.id}' failed {attempts} times (limit "
                 f"{self.step.max_retries + 1}); last problem: {problem[:600]}",
@@ -462,3 +483,8 @@ class ComponentFanOut:
                 [event] if event is not None else [],
                 records or [],
             )
+
+
+def _names_a_file(text: str, files: list[str]) -> bool:
+    """Whether `text` (a gate's output, a review) names one of `files` as a whole path."""
+    return any(re.search(rf"(?<![\w./-]){re.escape(f)}(?![\w/-])", text) for f in files if f)
