@@ -6,6 +6,8 @@ ground on the real parts; these pin the engine's decisions down one by one."""
 from __future__ import annotations
 
 import ast
+import json
+import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -640,6 +642,41 @@ def test_resume_after_a_failure_reruns_only_the_failed_part_and_completes(
     assert [e.status for e in p.events("gate")] == ["failed", "failed", "failed", "passed"]
     assert p.on_branch("answer.txt") == "right 2\n"
     assert len(p.events("resumed")) == 1
+
+
+def test_a_workflow_stored_by_the_previous_version_resumes_and_is_stored_typed_after(
+    project: Callable[..., Project],
+) -> None:
+    answer_now = {"text": "wrong"}
+    counter = iter(range(100))
+
+    def implementer(call: WorkerCall) -> str:
+        return writes({"answer.txt": f"{answer_now['text']} {next(counter)}\n"})(call)
+
+    p = project(
+        IMPLEMENT_TEST_COMMIT.replace("max_retries: 3", "max_retries: 1"),
+        GATE,
+        {"when": "ROLE: implementer", "repeat": True, "do": implementer},
+    )
+    with pytest.raises(StepFailedError):
+        p.start()
+    # Rewrite the row as the supervisor before the typed state wrote it: the same keys, no
+    # version, a reset candidate stored as null.
+    database = p.root / ".supervisor" / "state.db"
+    with sqlite3.connect(database) as conn:
+        (stored,) = conn.execute("SELECT context FROM workflows WHERE id = 1").fetchone()
+        old = {k: v for k, v in json.loads(stored).items() if k != "version"}
+        old.setdefault("integrated", None)
+        conn.execute("UPDATE workflows SET context = ? WHERE id = 1", (json.dumps(old),))
+    assert "version" not in p.workflow().context
+
+    answer_now["text"] = "right"
+    wf = p.resume()
+
+    assert wf.status == "completed"
+    assert p.on_branch("answer.txt") == "right 2\n"
+    assert wf.context["version"] == 1
+    assert wf.context["pinned"] == old["pinned"]  # carried over as it was
 
 
 # -- the stand-in stays a test double ------------------------------------------------------------

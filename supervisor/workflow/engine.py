@@ -23,6 +23,7 @@ from supervisor.config import Settings, StepDef, WorkflowDef
 from supervisor.errors import ApprovalRequired, StepFailedError, SupervisorError
 from supervisor.state.store import EventSpec, StepRecord
 from supervisor.workflow import retries
+from supervisor.workflow.state import WorkflowState
 from supervisor.workflow.steps import registry as steps
 from supervisor.workflow.steps.base import (
     LineSplitter,
@@ -32,7 +33,6 @@ from supervisor.workflow.steps.base import (
     candidate_ref,
     component_branch,
     err,
-    feedback_of,
     message,
 )
 
@@ -102,12 +102,13 @@ class Engine:
     def _transition(
         self, wf: Workflow, definition: WorkflowDef, name: str, step: StepDef, outcome: Outcome
     ) -> None:
-        ctx = dict(wf.context)
-        ctx.update(outcome.context)
+        state = WorkflowState.load(wf.context).merged(outcome.context)
         events = list(outcome.events)
         if outcome.escalate is not None:
-            self._fail(wf, name, ctx, events, outcome.escalate, outcome.resume_at, outcome.records)
-        breaker = ctx.setdefault("breaker", {})
+            self._fail(
+                wf, name, state, events, outcome.escalate, outcome.resume_at, outcome.records
+            )
+        breaker = state.breaker
         if outcome.result != "passed":
             breaker[name] = breaker.get(name, 0) + 1
             _, threshold = recovery.load_policies()
@@ -119,19 +120,19 @@ class Engine:
                     f"Look at `supervisor events {wf.id}`, fix the cause, then `supervisor "
                     f"resume {wf.id}` (a resume after a failure closes the breaker).",
                 )
-                self._fail(wf, name, ctx, events, outcome.escalate, None, outcome.records)
+                self._fail(wf, name, state, events, outcome.escalate, None, outcome.records)
         if outcome.transient is not None:
-            self._retry_same(wf, name, step, ctx, events, outcome.transient, outcome.records)
+            self._retry_same(wf, name, step, state, events, outcome.transient, outcome.records)
             return
         if outcome.result == "passed":
             breaker.pop(name, None)
-            ctx.get("transient", {}).pop(name, None)
-            feedback_of(ctx).pop(name, None)
+            state.transient.pop(name, None)
+            state.feedback.pop(name, None)
             next_step = step.next
             status = "running" if next_step is not None else "completed"
             if step.human_approval:
                 status = "awaiting_approval"
-                ctx["approval_step"] = name
+                state.approval_step = name
                 events.append(EventSpec("approval_requested", step=name, status="pending"))
             if status == "completed":
                 events.append(EventSpec("workflow_completed", status="completed"))
@@ -140,7 +141,7 @@ class Engine:
                 step=name,
                 next_step=next_step,
                 records=outcome.records,
-                context=ctx,
+                context=state.dump(),
                 status=status,
                 git_sha=outcome.git_sha,
                 events=events,
@@ -157,7 +158,7 @@ class Engine:
             target = step.on_reject
         limit = definition.steps[target].max_retries
         counted = retries.with_feedback(
-            ctx.setdefault("attempts", {}), target, limit, feedback_of(ctx), outcome.feedback
+            state.attempts, target, limit, state.feedback, outcome.feedback
         )
         if counted.exhausted:
             error = StepFailedError(
@@ -170,7 +171,7 @@ class Engine:
             # After a gate failure, `resume` re-runs that gate on the candidate first: the cause
             # may have been the gate's configuration, fixed meanwhile.
             at = name if step.gate else target
-            self._fail(wf, name, ctx, events, error, at, outcome.records)
+            self._fail(wf, name, state, events, error, at, outcome.records)
         events.append(
             EventSpec(
                 "retry",
@@ -188,7 +189,7 @@ class Engine:
             step=name,
             next_step=target,
             records=outcome.records,
-            context=ctx,
+            context=state.dump(),
             checkpoint_status=outcome.result,
             events=events,
         )
@@ -197,7 +198,7 @@ class Engine:
         self,
         wf: Workflow,
         name: str,
-        ctx: dict[str, Any],
+        state: WorkflowState,
         events: list[EventSpec],
         error: SupervisorError,
         resume_at: str | None = None,
@@ -211,7 +212,7 @@ class Engine:
             records=records,
             step=name,
             next_step=at,
-            context=ctx,
+            context=state.dump(),
             status="failed",
             checkpoint_status="failed",
             events=events,
@@ -224,14 +225,14 @@ class Engine:
         wf: Workflow,
         name: str,
         step: StepDef,
-        ctx: dict[str, Any],
+        state: WorkflowState,
         events: list[EventSpec],
         why: Classification,
         records: list[StepRecord] = (),  # type: ignore[assignment]
     ) -> None:
         """Run the same step again after the policy's backoff, or the rate limit's reset."""
         again = retries.same_again(
-            ctx.setdefault("transient", {}),
+            state.transient,
             name,
             step.retry_policy or self.settings.retry_policy,
             why,
@@ -240,7 +241,7 @@ class Engine:
             self._fail(
                 wf,
                 name,
-                ctx,
+                state,
                 events,
                 StepFailedError(
                     f"Step '{name}' failed {again.failures} times in a row ({why.category}): "
@@ -253,7 +254,7 @@ class Engine:
             )
         delay, waiting = again.delay, again.waiting
         if waiting:
-            ctx["waiting_until"] = time.time() + delay
+            state.waiting_until = time.time() + delay
         events.append(
             EventSpec(
                 "retry_scheduled",
@@ -273,7 +274,7 @@ class Engine:
             records=records,
             step=name,
             next_step=name,
-            context=ctx,
+            context=state.dump(),
             status="rate_limited" if waiting else "running",
             checkpoint_status=str(why.category),
             events=events,
@@ -289,13 +290,13 @@ class Engine:
         """A rate limit is a waiting state, not a failure: sleep to the reset, then run again."""
         until = float(wf.context.get("waiting_until") or 0)
         time.sleep(max(0.0, until - time.time()))
-        ctx = dict(wf.context)
-        ctx.pop("waiting_until", None)
+        state = WorkflowState.load(wf.context)
+        state.waiting_until = None
         self.store.update_workflow(
             wf.id,
             status="running",
             current_step=wf.current_step,
-            context=ctx,
+            context=state.dump(),
             events=[EventSpec("rate_limit_over", step=wf.current_step)],
         )
 
@@ -308,7 +309,8 @@ class Engine:
         records: list[StepRecord],
     ) -> None:
         """Progress inside a running step (the component fan-out's moves), one transaction."""
-        self.store.checkpoint(wf_id, step=step, context=context, events=events, records=records)
+        valid = WorkflowState.load(context).dump()
+        self.store.checkpoint(wf_id, step=step, context=valid, events=events, records=records)
 
 
 def _pending_step(wf: Workflow) -> str:
