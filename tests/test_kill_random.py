@@ -62,10 +62,14 @@ def new_repo(root: Path) -> Path:
     return repo
 
 
-def drive(repo: Path, log: Path, what: str, kill_after: float | None = None) -> bool:
-    """Run the driver; True when it was killed before it finished."""
+def drive(
+    repo: Path, log: Path, what: str, kill_after: float | None = None, kill_at: str = ""
+) -> bool:
+    """Run the driver; True when it was killed before it finished (after `kill_after` seconds,
+    or by itself at the fault-injection point `kill_at`, see supervisor.faults)."""
     proc = subprocess.Popen(
         [sys.executable, str(DRIVER), str(repo), str(log), what],
+        env={**os.environ, "SUPERVISOR_KILL_AT": kill_at},
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -78,6 +82,8 @@ def drive(repo: Path, log: Path, what: str, kill_after: float | None = None) -> 
             raise
         proc.kill()
         proc.communicate()
+        return True
+    if kill_at and proc.returncode == -9:
         return True
     assert kill_after is not None or proc.returncode == 0, err[-3000:]
     return False
@@ -133,9 +139,8 @@ def check(repo: Path, log: Path, baseline: dict[str, Any]) -> tuple[int, list[st
     return extra, problems
 
 
-def test_a_supervisor_killed_at_random_moments_resumes_to_the_same_tree_repeating_nothing(
-    tmp_path: Path, api_keys: None
-) -> None:
+def baseline_of(tmp_path: Path) -> tuple[dict[str, Any], float]:
+    """The uninterrupted run's tree, invocation count and refs, and how long it took."""
     base = new_repo(tmp_path / "base")
     began = time.monotonic()
     drive(base, tmp_path / "base.log", "start")
@@ -148,7 +153,38 @@ def test_a_supervisor_killed_at_random_moments_resumes_to_the_same_tree_repeatin
         "refs": lasting_refs(base),
     }
     assert baseline["calls"] == 4  # planner, two components, reviewer
+    return baseline, length
 
+
+AFTER_COMMIT = [
+    "plan",  # the plan, its step's end and the move to implement: one transaction
+    "implementation#2",  # the second component implemented, its gate not yet run
+    "gate#3",  # the test gate step and the move to review
+    "review",  # the review and the move to commit
+    "commit",  # the commit step and the workflow's completion
+]
+
+
+@pytest.mark.parametrize("kill_at", AFTER_COMMIT)
+def test_a_kill_right_after_a_step_commits_never_runs_that_step_again(
+    tmp_path: Path, api_keys: None, kill_at: str
+) -> None:
+    baseline, _ = baseline_of(tmp_path)
+    repo, log = new_repo(tmp_path / "killed"), tmp_path / "killed.log"
+
+    assert drive(repo, log, "start", kill_at=kill_at), f"never reached {kill_at}"
+    finish(repo, log)
+
+    extra, problems = check(repo, log, baseline)
+    assert problems == []
+    assert extra == 0  # the kill came after a commit: no worker had work in flight
+
+
+def test_a_supervisor_killed_at_random_moments_resumes_to_the_same_tree_repeating_nothing(
+    tmp_path: Path, api_keys: None
+) -> None:
+    began = time.monotonic()
+    baseline, length = baseline_of(tmp_path)
     figures = {"runs": 0, "kills": 0, "extra_invocations": 0, "failures": 0, "seconds": 0.0}
     failures: dict[int, list[str]] = {}
     for seed in range(SEEDS):
