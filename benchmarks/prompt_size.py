@@ -28,7 +28,7 @@ from supervisor.demo import make_demo_repo  # noqa: E402
 from supervisor.plan_view import plan_for_prompt  # noqa: E402
 from supervisor.roles import load_role  # noqa: E402
 from supervisor.schemas import PlanOutput  # noqa: E402
-from supervisor.workflow.engine import _component_task  # noqa: E402
+from supervisor.workflow.steps.worker import component_task as _component_task  # noqa: E402
 
 TASK = "Build the inventory service: items, stock levels, orders and their HTTP API."
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from supervisor.schemas import PlanOutput
 
 ACTIVE = {"implementing", "testing", "review", "running"}
-# A component's recorded progress (supervisor.workflow.components) as the graph counts it.
+# A component's recorded progress (supervisor.workflow.steps.components) as the graph counts it.
 PROGRESS = {
     "pending": "pending",
     "running": "running",

@@ -25,7 +25,7 @@ from supervisor.state.store import EventSpec
 if TYPE_CHECKING:
     from supervisor.project_image import ProjectImage
     from supervisor.state.store import Workflow
-    from supervisor.workflow.engine import Engine
+    from supervisor.workflow.steps.base import StepContext
 
 MAX_DIFF = 20_000
 _LOCK = threading.Lock()  # parallel reviewers may reach the same rebuild at once
@@ -36,7 +36,7 @@ class DependencyApprovalRequired(ApprovalRequired):
 
 
 def await_approval(
-    engine: Engine, wf: Workflow, name: str, source: object, wanted: ProjectImage
+    engine: StepContext, wf: Workflow, name: str, source: object, wanted: ProjectImage
 ) -> None:
     """Return when the image for the candidate's dependency files (`wanted`, read as blobs;
     `source` is the worktree or commit it was computed from) may be built; otherwise record the
@@ -142,7 +142,7 @@ def dependency_diff(before: dict[str, str], after: dict[str, str]) -> str:
     return text
 
 
-def _producer(engine: Engine, wf_id: int) -> str | None:
+def _producer(engine: StepContext, wf_id: int) -> str | None:
     """The step whose implementation made the current candidate: where a rejection goes."""
     done = [
         e
@@ -152,7 +152,7 @@ def _producer(engine: Engine, wf_id: int) -> str | None:
     return done[-1].step if done else None
 
 
-def _close_run(engine: Engine, wf_id: int, name: str) -> None:
+def _close_run(engine: StepContext, wf_id: int, name: str) -> None:
     """The step that asked for the image stops here: its running row closed as waiting (it runs
     again after the decision), its worktree gone."""
     for row in engine.store.steps(wf_id):

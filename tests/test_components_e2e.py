@@ -189,6 +189,7 @@ def test_a_merge_conflict_stops_with_the_files_and_keeps_the_component_branch(
 WORKER_STEPS = ("plan", "implement/square", "implement/circle", "implement/total", "review")
 KILL_POINTS = [
     "plan:during",  # inside the write that records the plan
+    "plan",  # right after the plan and the move to implement commit (one transaction)
     "step_started#3:during",  # as the second parallel component starts
     "context_packed#3",  # inside a component's step, before its CLI runs
     "implementation#1",  # a component done and recorded, its gate not yet run
@@ -197,7 +198,9 @@ KILL_POINTS = [
     "component_merged#2",  # between two merges
     "component_merged#3",  # after the last merge, before the step is recorded done
     "review:during",  # inside the write that records the review
+    "review",  # right after the review and the move to commit commit
     "commit:during",  # the task branch moved, the database not yet
+    "commit",  # right after the commit step and the workflow's completion commit
     "workflow_completed:during",  # the very last write
 ]
 

@@ -6,6 +6,8 @@ ground on the real parts; these pin the engine's decisions down one by one."""
 from __future__ import annotations
 
 import ast
+import json
+import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -563,6 +565,45 @@ def test_a_rate_limited_component_waits_while_the_other_merges_then_runs_once_mo
     assert {"slow.txt", "quick.txt"} <= set(p.git("ls-tree", "--name-only", wf.task_branch).split())
 
 
+def test_a_fix_up_after_a_later_gate_keeps_its_components_name_and_attempt_count(
+    project: Callable[..., Project],
+) -> None:
+    p = project(
+        FAN_OUT,
+        {"test": "grep -q right b.txt || { echo 'b.txt is wrong'; exit 1; }"},
+        ("ROLE: planner", plans(component("a", "a.txt"), component("b", "b.txt"))),
+        ("'a'", writes({"a.txt": "a\n"})),
+        ("'b'", writes({"b.txt": "wrong\n"})),
+        ("b.txt is wrong", writes({"b.txt": "right\n"})),
+    )
+    wf = p.start()
+
+    assert wf.status == "completed"
+    assert p.on_branch("b.txt") == "right\n" and p.on_branch("a.txt") == "a\n"
+    runs = [(s["name"], s["attempt"]) for s in p.steps() if s["role"] == "implementer"]
+    # The gate's output names b.txt: the fix-up is b's second attempt, not a new `implement` #1.
+    assert sorted(runs) == [("implement/a", 1), ("implement/b", 1), ("implement/b", 2)]
+    (retry,) = p.events("retry")
+    assert retry.payload["attempt"] == 2
+
+
+def test_a_fix_up_that_concerns_every_component_counts_on_from_their_attempts(
+    project: Callable[..., Project],
+) -> None:
+    p = project(
+        FAN_OUT,
+        {"test": "test -f fixed.txt || { echo 'the whole thing is wrong'; exit 1; }"},
+        ("ROLE: planner", plans(component("a", "a.txt"), component("b", "b.txt"))),
+        ("'a'", writes({"a.txt": "a\n"})),
+        ("'b'", writes({"b.txt": "b\n"})),
+        ("the whole thing is wrong", writes({"fixed.txt": "yes\n"})),
+    )
+    assert p.start().status == "completed"
+
+    runs = [(s["name"], s["attempt"]) for s in p.steps() if s["role"] == "implementer"]
+    assert sorted(runs) == [("implement/a", 1), ("implement/a+b", 2), ("implement/b", 1)]
+
+
 # -- resume after a failure ----------------------------------------------------------------------
 
 
@@ -601,6 +642,41 @@ def test_resume_after_a_failure_reruns_only_the_failed_part_and_completes(
     assert [e.status for e in p.events("gate")] == ["failed", "failed", "failed", "passed"]
     assert p.on_branch("answer.txt") == "right 2\n"
     assert len(p.events("resumed")) == 1
+
+
+def test_a_workflow_stored_by_the_previous_version_resumes_and_is_stored_typed_after(
+    project: Callable[..., Project],
+) -> None:
+    answer_now = {"text": "wrong"}
+    counter = iter(range(100))
+
+    def implementer(call: WorkerCall) -> str:
+        return writes({"answer.txt": f"{answer_now['text']} {next(counter)}\n"})(call)
+
+    p = project(
+        IMPLEMENT_TEST_COMMIT.replace("max_retries: 3", "max_retries: 1"),
+        GATE,
+        {"when": "ROLE: implementer", "repeat": True, "do": implementer},
+    )
+    with pytest.raises(StepFailedError):
+        p.start()
+    # Rewrite the row as the supervisor before the typed state wrote it: the same keys, no
+    # version, a reset candidate stored as null.
+    database = p.root / ".supervisor" / "state.db"
+    with sqlite3.connect(database) as conn:
+        (stored,) = conn.execute("SELECT context FROM workflows WHERE id = 1").fetchone()
+        old = {k: v for k, v in json.loads(stored).items() if k != "version"}
+        old.setdefault("integrated", None)
+        conn.execute("UPDATE workflows SET context = ? WHERE id = 1", (json.dumps(old),))
+    assert "version" not in p.workflow().context
+
+    answer_now["text"] = "right"
+    wf = p.resume()
+
+    assert wf.status == "completed"
+    assert p.on_branch("answer.txt") == "right 2\n"
+    assert wf.context["version"] == 1
+    assert wf.context["pinned"] == old["pinned"]  # carried over as it was
 
 
 # -- the stand-in stays a test double ------------------------------------------------------------

@@ -68,3 +68,16 @@ class EventSpec:
     input_tokens: int | None = None
     output_tokens: int | None = None
     cost_usd: float | None = None
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """A finished step run, not yet written: it commits in the same transaction as the workflow's
+    move (Store.transition), so a crash never keeps a step done while the workflow forgets it."""
+
+    step_id: int
+    status: str
+    output: dict[str, Any] | None = None
+    error: str | None = None
+    event: EventSpec | None = None
+    invocation: dict[str, Any] | None = None

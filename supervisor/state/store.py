@@ -25,7 +25,7 @@ from supervisor.errors import StateError, UnknownWorkflowError
 from supervisor.redaction import redact_value
 from supervisor.state import schema as t
 from supervisor.state.migrations import LATEST_VERSION, applied_versions, migrate
-from supervisor.state.records import Approval, Event, EventSpec, Workflow, now
+from supervisor.state.records import Approval, Event, EventSpec, StepRecord, Workflow, now
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
     from sqlalchemy.engine import Connection, Engine
 
-__all__ = ["Approval", "Event", "EventSpec", "Store", "Workflow", "now"]
+__all__ = ["Approval", "Event", "EventSpec", "StepRecord", "Store", "Workflow", "now"]
 
 
 class Store:
@@ -211,9 +211,42 @@ class Store:
         request_approval: bool = False,
         error: str | None = None,
     ) -> None:
-        """Record a step's outcome and move the workflow on, all in one transaction."""
+        """Move the workflow on without a step run to record (approvals, dependency waits)."""
+        self.transition(
+            wf_id,
+            step=step,
+            next_step=next_step,
+            context=context,
+            status=status,
+            checkpoint_status=checkpoint_status,
+            git_sha=git_sha,
+            events=events,
+            request_approval=request_approval,
+            error=error,
+        )
+
+    def transition(
+        self,
+        wf_id: int,
+        *,
+        step: str,
+        next_step: str | None,
+        context: dict[str, Any],
+        records: list[StepRecord] = (),  # type: ignore[assignment]
+        status: str = "running",
+        checkpoint_status: str = "completed",
+        git_sha: str | None = None,
+        events: list[EventSpec] = (),  # type: ignore[assignment]
+        request_approval: bool = False,
+        error: str | None = None,
+    ) -> None:
+        """Record the step runs that finished, their events, the step's outcome and the
+        workflow's move to `next_step`, all in one transaction: a crash is either before the
+        whole transition (the step runs again) or after it (it never does)."""
         with self._tx() as conn:
             stamp = now()
+            for record in records:
+                _finish(conn, record)
             conn.execute(
                 update(t.workflows)
                 .where(t.workflows.c.id == wf_id)
@@ -295,27 +328,43 @@ class Store:
     ) -> None:
         """`workflow_context`: the workflow's new context, saved in the same transaction (so that
         a step can never be recorded done while the workflow forgets what it produced)."""
+        record = StepRecord(step_id, status, output, error, event, invocation)
         with self._tx() as conn:
-            if invocation is not None:
-                conn.execute(insert(t.invocations).values(**invocation, timestamp=now()))
-            conn.execute(
-                update(t.steps)
-                .where(t.steps.c.id == step_id)
-                .values(
-                    status=status, output=_clean(output), error=_clean(error), finished_at=now()
-                )
-            )
-            wf_id = conn.execute(
-                select(t.steps.c.workflow_id).where(t.steps.c.id == step_id)
-            ).scalar_one()
+            wf_id = _finish(conn, record)
             if workflow_context is not None:
                 conn.execute(
                     update(t.workflows)
                     .where(t.workflows.c.id == wf_id)
                     .values(context=_clean(workflow_context), updated_at=now())
                 )
-            if event is not None:
-                _append(conn, wf_id, event)
+
+    def checkpoint(
+        self,
+        wf_id: int,
+        *,
+        step: str,
+        context: dict[str, Any],
+        events: list[EventSpec] = (),  # type: ignore[assignment]
+        records: list[StepRecord] = (),  # type: ignore[assignment]
+    ) -> None:
+        """Progress inside a running step (a component implemented, gated, merged): the finished
+        step runs, the workflow's context and the events, in one transaction."""
+        with self._tx() as conn:
+            for record in records:
+                _finish(conn, record)
+            conn.execute(
+                update(t.workflows)
+                .where(t.workflows.c.id == wf_id)
+                .values(
+                    status="running",
+                    current_step=step,
+                    context=_clean(context),
+                    error=None,
+                    updated_at=now(),
+                )
+            )
+            for spec in events:
+                _append(conn, wf_id, spec)
 
     def running_steps(self, wf_id: int) -> list[dict[str, Any]]:
         with self.engine.connect() as conn:
@@ -441,6 +490,30 @@ class Store:
             yield from conn.execute(
                 text("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")
             ).scalars()
+
+
+def _finish(conn: Connection, record: StepRecord) -> int:
+    """Close one step run (its result, metrics row and event); returns its workflow's id."""
+    if record.invocation is not None:
+        conn.execute(insert(t.invocations).values(**record.invocation, timestamp=now()))
+    conn.execute(
+        update(t.steps)
+        .where(t.steps.c.id == record.step_id)
+        .values(
+            status=record.status,
+            output=_clean(record.output),
+            error=_clean(record.error),
+            finished_at=now(),
+        )
+    )
+    wf_id = int(
+        conn.execute(
+            select(t.steps.c.workflow_id).where(t.steps.c.id == record.step_id)
+        ).scalar_one()
+    )
+    if record.event is not None:
+        _append(conn, wf_id, record.event)
+    return wf_id
 
 
 def _append(conn: Connection, wf_id: int | None, spec: EventSpec) -> None:

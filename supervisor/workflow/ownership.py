@@ -1,10 +1,10 @@
 """Which component may change which file, and what a merge conflict leaves behind.
 
-Why: the fan-out (supervisor.workflow.components) runs components side by side on the strength of
-the plan's file lists. A worker that strays outside its list breaks the promise the schedule was
-built on: it may be merged first, and the component that owns the file then loses. So what a
-worker changed (as git sees it, not as the worker tells it) is checked against ownership when its
-worker finishes, before its gates and its merge.
+Why: the fan-out (supervisor.workflow.steps.components) runs components side by side on the
+strength of the plan's file lists. A worker that strays outside its list breaks the promise
+the schedule was built on: it may be merged first, and the component that owns the file then
+loses. So what a worker changed (as git sees it, not as the worker tells it) is checked against
+ownership when its worker finishes, before its gates and its merge.
 
 The ownership rule:
 

@@ -19,6 +19,7 @@ change, and what a conflict tells its next attempt, is supervisor.workflow.owner
 from __future__ import annotations
 
 import copy
+import re
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -30,21 +31,20 @@ from supervisor.dag import PROGRESS, WorkGraph
 from supervisor.errors import MergeConflictError, StepFailedError, SupervisorError
 from supervisor.schemas import PlanOutput
 from supervisor.state.store import EventSpec
-from supervisor.workflow import ownership
-from supervisor.workflow.engine import OnDone, Outcome, candidate_ref, component_branch
+from supervisor.workflow import ownership, retries
+from supervisor.workflow.steps.base import Outcome, StepContext, candidate_ref, component_branch
+from supervisor.workflow.steps.gate import gate_on
+from supervisor.workflow.steps.worker import run_worker
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from supervisor.config import StepDef
     from supervisor.dag import Component
-    from supervisor.state.store import Workflow
-    from supervisor.workflow.engine import Engine
+    from supervisor.state.store import StepRecord, Workflow
 
 
 class ComponentFanOut:
-    def __init__(self, engine: Engine, wf: Workflow, name: str, step: StepDef) -> None:
-        self.engine = engine
+    def __init__(self, c: StepContext, wf: Workflow, name: str, step: StepDef) -> None:
+        self.c = c
         self.wf = wf
         self.name = name
         self.step = step
@@ -55,7 +55,7 @@ class ComponentFanOut:
         self.waiting: dict[str, recovery.Classification] = {}
         self.strays: dict[str, dict[str, list[str]]] = {}
         """Components that changed others' files, under `component_scope: replan`."""
-        self.scope = engine.settings.limits.component_scope
+        self.scope = c.settings.limits.component_scope
         self.claims: dict[str, str] = self.ctx.setdefault("claims", {})
         self.work: WorkGraph | None = None
         self.kept: list[str] = self.ctx.setdefault("kept_branches", [])
@@ -67,21 +67,13 @@ class ComponentFanOut:
         self.work = work
         role = self.step.role or ""
         if work is None or not work.components:
-            return self.engine._worker(self.wf, self.name, role)
+            return run_worker(self.c, self.wf, self.name, role)
         merged = all(self.state.get(c, {}).get("status") == "merged" for c in work.components)
         if merged and self.ctx.get("feedback", {}).get(self.name):
             # Every component is in and a later gate or review sent work back: that is one
             # worker's fix on the integrated result, not a second round of components. (All
             # merged without feedback is a crash after the last merge: nothing is left to run.)
-            # With one component the fix-up is that component's next attempt, under its name.
-            if len(work.components) == 1:
-                (comp,) = work.components.values()
-                step_name = f"{self.name}/{comp.id}"
-                feedback = dict(self.ctx.get("feedback", {}))
-                feedback[step_name] = feedback.get(self.name, [])
-                view = replace(self.wf, context={**self.ctx, "feedback": feedback})
-                return self.engine._worker(view, step_name, role, component=comp)
-            return self.engine._worker(self.wf, self.name, role)
+            return self._fix_up(work, role)
         for cid, comp in work.components.items():
             entry = self.state.setdefault(cid, {"status": "pending", "attempts": 0})
             if entry["status"] == "waiting":  # a rate limit or network error: its turn again
@@ -91,7 +83,7 @@ class ComponentFanOut:
                 self._keep_and_resume(cid, entry)
             if entry["status"] != "merged" and self._branch(cid) in self.kept:
                 entry["branch"] = ownership.fresh_branch(
-                    self.engine.ws, component_branch(self.wf.task_branch, cid), self.kept
+                    self.c.ws, component_branch(self.wf.task_branch, cid), self.kept
                 )
             if entry["status"] in ("running", "failed", "conflict"):
                 entry["status"] = "pending"  # interrupted, or failed before this resume
@@ -104,11 +96,11 @@ class ComponentFanOut:
             self.ctx.get("integrated")
             or self.ctx.get("candidate")
             or self.ctx.get("locked_sha")
-            or self.engine.ws.branch_tip(self.wf.task_branch)
+            or self.c.ws.branch_tip(self.wf.task_branch)
         )
         self.ctx["integrated"] = integrated
         order = {cid: i for i, cid in enumerate(work.merge_order())}
-        limit = self.engine.settings.limits.max_parallel_components
+        limit = self.c.settings.limits.max_parallel_components
         with ThreadPoolExecutor(max_workers=limit, thread_name_prefix="component") as pool:
             running: dict[Future[Outcome], str] = {
                 pool.submit(self._gate_and_hand_over, cid): cid
@@ -129,6 +121,31 @@ class ComponentFanOut:
                     integrated = self._settle(work.components[cid], future.result(), integrated)
         return self._outcome(work, integrated)
 
+    def _fix_up(self, work: WorkGraph, role: str) -> Outcome:
+        """The fix-up after a later gate or review sent the integrated result back. It is the
+        next attempt of the component it concerns, under that component's name and attempt
+        count: the only one, or the one whose files the latest feedback names. When the feedback
+        names several or none, it is a fix of them all (`implement/a+b`), its attempts counted
+        on from theirs."""
+        feedback = self.ctx.get("feedback", {}).get(self.name, [])
+        comps = list(work.components.values())
+        if len(comps) > 1:
+            named = [c for c in comps if _names_a_file(feedback[-1] if feedback else "", c.files)]
+            comps = named if len(named) == 1 else comps
+        step_name = f"{self.name}/{'+'.join(c.id for c in comps)}"
+        attempt = None
+        if len(comps) > 1:
+            earlier = max(
+                self.c.store.count_steps(self.wf.id, f"{self.name}/{c.id}") for c in comps
+            )
+            attempt = earlier + self.c.store.count_steps(self.wf.id, step_name) + 1
+        view = replace(
+            self.wf,
+            context={**self.ctx, "feedback": {**self.ctx["feedback"], step_name: feedback}},
+        )
+        component = comps[0] if len(comps) == 1 else None
+        return run_worker(self.c, view, step_name, role, component=component, attempt=attempt)
+
     # -- in a worker thread ----------------------------------------------------------------
 
     def _build(self, comp: Component, base: str) -> Outcome:
@@ -136,30 +153,32 @@ class ComponentFanOut:
         not retried here: the component waits, and the engine's one recovery policy runs the
         step again for it once the others are done (see `_outcome`)."""
         step_name = f"{self.name}/{comp.id}"
-        outcome = self.engine._worker(
+        outcome = run_worker(
+            self.c,
             self._view(),
             step_name,
             self.step.role or "",
             base=base,
             component=comp,
-            on_done=self._implemented(comp.id, base),
             branch=self._branch(comp.id),
         )
         trees = outcome.context.get("trees", {}).get(step_name)
-        if outcome.result != "passed":
-            if trees is not None:
-                self._save(comp.id, trees=trees)
-            return outcome
+        if outcome.result != "passed" or outcome.git_sha is None:
+            # The step run's end (and the loop memory) is recorded at once, in one transaction.
+            self._save(comp.id, trees=trees, records=outcome.records)
+            if outcome.result != "passed":
+                return replace(outcome, records=[])
+        else:
+            # The step's end and the component's progress: one transaction.
+            self._save(
+                comp.id,
+                status="implemented",
+                sha=outcome.git_sha,
+                base=base,
+                trees=trees,
+                records=outcome.records,
+            )
         return self._gate_and_hand_over(comp.id)
-
-    def _implemented(self, cid: str, base: str) -> OnDone:
-        def record(sha: str, trees: list[str], finish: Callable[[dict[str, Any]], None]) -> None:
-            with self.lock:  # the step's end and the component's progress: one transaction
-                self.state[cid].update(status="implemented", sha=sha, base=base)
-                self.ctx.setdefault("trees", {})[f"{self.name}/{cid}"] = trees
-                finish(self.ctx)
-
-        return record
 
     def _gate_and_hand_over(self, cid: str) -> Outcome:
         entry = self.state[cid]
@@ -169,9 +188,10 @@ class ComponentFanOut:
             if strayed is not None:
                 return strayed
             for gate in self.step.gates:
-                result = self.engine._gate_on(self._view(), f"{self.name}/{cid}/{gate}", gate, sha)
+                result = gate_on(self.c, self._view(), f"{self.name}/{cid}/{gate}", gate, sha)
+                self._save(cid, records=result.records)
                 if result.result != "passed":
-                    return result
+                    return replace(result, records=[])
             self._save(cid, status="gated")
         return Outcome("passed", git_sha=sha)
 
@@ -179,7 +199,7 @@ class ComponentFanOut:
 
     def _settle(self, comp: Component, outcome: Outcome, integrated: str) -> str:
         """Merge a finished component, or count its failure; returns the integration commit."""
-        ws = self.engine.ws
+        ws = self.c.ws
         branch = self._branch(comp.id)
         if outcome.result == "passed" and outcome.git_sha:
             try:
@@ -236,7 +256,7 @@ class ComponentFanOut:
                 ),
             )
             self._drop_branch(comp.id)
-            self.engine.reporter.info(f"component {comp.id} merged ({merged[:12]})")
+            self.c.reporter.info(f"component {comp.id} merged ({merged[:12]})")
             return merged
         if outcome.transient is not None and outcome.escalate is None:
             why = outcome.transient
@@ -262,11 +282,14 @@ class ComponentFanOut:
             self.strays[comp.id] = strays
             self._save(comp.id, status="pending")
             return integrated
-        attempts = self.state[comp.id].get("attempts", 0) + 1
+        counted = retries.FeedbackRetry.after(
+            self.state[comp.id].get("attempts", 0), self.step.max_retries
+        )
+        attempts = counted.failures
         problem = outcome.feedback or outcome.result
         if outcome.escalate is not None:
             error = outcome.escalate
-        elif attempts > self.step.max_retries:
+        elif counted.exhausted:
             error = StepFailedError(
                 f"Component '{comp.id}' failed {attempts} times (limit "
                 f"{self.step.max_retries + 1}); last problem: {problem[:600]}",
@@ -327,9 +350,7 @@ class ComponentFanOut:
             return Outcome("passed", git_sha=integrated, context=ctx)
         waiting = [c.id for c in work.components.values() if c.status == "pending"]
         kept = [
-            self._branch(cid)
-            for cid in self.errors
-            if self.engine.ws.branch_exists(self._branch(cid))
+            self._branch(cid) for cid in self.errors if self.c.ws.branch_exists(self._branch(cid))
         ]
         ctx["kept_branches"] = [*self.kept, *(b for b in kept if b not in self.kept)]
         problems = "; ".join(f"{cid}: {e.message}" for cid, e in self.errors.items())
@@ -358,7 +379,7 @@ class ComponentFanOut:
         """A merged component's branch goes (its work is in the candidate); a kept one never."""
         branch = self._branch(cid)
         if branch not in self.kept:
-            self.engine.ws.delete_ref(f"refs/heads/{branch}")
+            self.c.ws.delete_ref(f"refs/heads/{branch}")
 
     def _keep_and_resume(self, cid: str, entry: dict[str, Any]) -> None:
         """Before a failed or conflicting component runs again: its branch, which the failure
@@ -366,15 +387,15 @@ class ComponentFanOut:
         After a conflict, the event names the step that resolves it (the conflict itself is in
         that step's feedback since the conflict)."""
         branch = self._branch(cid)
-        if self.engine.ws.branch_exists(branch) and branch not in self.kept:
+        if self.c.ws.branch_exists(branch) and branch not in self.kept:
             self.kept.append(branch)
         if branch in self.kept:
             entry["branch"] = ownership.fresh_branch(
-                self.engine.ws, component_branch(self.wf.task_branch, cid), self.kept
+                self.c.ws, component_branch(self.wf.task_branch, cid), self.kept
             )
         conflict = entry.get("conflict")
         if conflict is not None:
-            self.engine.store.add_event(
+            self.c.store.add_event(
                 self.wf.id,
                 EventSpec(
                     "component_conflict_resolving",
@@ -397,9 +418,7 @@ class ComponentFanOut:
         if self.scope == "allow" or self.work is None:
             return None
         entry = self.state[cid]
-        changed = self.engine.ws.changed_files(
-            entry.get("base") or f"{entry['sha']}^", entry["sha"]
-        )
+        changed = self.c.ws.changed_files(entry.get("base") or f"{entry['sha']}^", entry["sha"])
         with self.lock:
             strays, new = ownership.check(cid, changed, self.work, self.claims)
             if not strays:
@@ -441,9 +460,11 @@ class ComponentFanOut:
         integrated: str | None = None,
         feedback: str | None = None,
         trees: list[str] | None = None,
+        records: list[StepRecord] | None = None,
         **fields: Any,
     ) -> None:
-        """Record one component's move in the workflow's context, in one transaction."""
+        """Record one component's move in the workflow's context, in one transaction (with the
+        step runs that finished with it), through the engine's writer."""
         with self.lock:
             self.state[cid].update(fields)
             if integrated is not None:
@@ -455,10 +476,15 @@ class ComponentFanOut:
                 )
             if trees is not None:
                 self.ctx.setdefault("trees", {})[f"{self.name}/{cid}"] = trees
-            self.engine.store.update_workflow(
+            self.c.checkpoint(
                 self.wf.id,
-                status="running",
-                current_step=self.name,
-                context=self.ctx,
-                events=[event] if event is not None else [],
+                self.name,
+                self.ctx,
+                [event] if event is not None else [],
+                records or [],
             )
+
+
+def _names_a_file(text: str, files: list[str]) -> bool:
+    """Whether `text` (a gate's output, a review) names one of `files` as a whole path."""
+    return any(re.search(rf"(?<![\w./-]){re.escape(f)}(?![\w/-])", text) for f in files if f)

@@ -1,0 +1,98 @@
+"""The workflow's progress as one typed, versioned model, stored as JSON in `workflows.context`.
+
+Why: the progress (plan, components, retry counts, breaker, feedback, candidate, waits) used to be
+an untyped dict that several modules changed; a misspelt key or a wrong shape went unnoticed
+until a resume read it. The engine now loads it through `WorkflowState.load` (which migrates what
+older versions wrote) and writes only what `dump` gives, so every stored context is valid and
+carries its version. The JSON layout is unchanged apart from the `version` key: a key left at its
+default is not stored, and readers (the CLI, the TUI, the sqlite3 reader) keep using `.get`.
+
+Versions: 0 is every context written before this module (no `version` key); 1 is the same keys,
+validated, with `version: 1`. A context from a newer supervisor is refused (StateError).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from supervisor.errors import StateError
+
+VERSION = 1
+
+
+class WorkflowState(BaseModel):
+    """Everything the engine remembers between steps; other keys (added by a newer module, or by
+    a helper such as the dependency review) are kept as they are."""
+
+    model_config = ConfigDict(extra="allow")
+
+    version: int = VERSION
+    # the plan and its components
+    plan: dict[str, Any] | None = None
+    planned_by: str | None = None
+    components: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    integrated: str | None = None
+    claims: dict[str, str] = Field(default_factory=dict)
+    kept_branches: list[str] = Field(default_factory=list)
+    # the work under judgement, and what judged it
+    candidate: str | None = None
+    gates_passed: dict[str, list[str]] = Field(default_factory=dict)
+    reviewed: dict[str, list[str]] = Field(default_factory=dict)
+    gate_failure: dict[str, Any] | None = None
+    locked_files: list[str] = Field(default_factory=list)
+    locked_by: str | None = None
+    locked_sha: str | None = None
+    # retries, loops and the breaker
+    feedback: dict[str, list[str]] = Field(default_factory=dict)
+    attempts: dict[str, int] = Field(default_factory=dict)
+    transient: dict[str, int] = Field(default_factory=dict)
+    breaker: dict[str, int] = Field(default_factory=dict)
+    trees: dict[str, list[str]] = Field(default_factory=dict)
+    noops: dict[str, list[str]] = Field(default_factory=dict)
+    # waits for a person or a clock
+    approval_step: str | None = None
+    waiting_until: float | None = None
+    pinned: dict[str, Any] | None = None
+    dependency_request: dict[str, Any] | None = None
+
+    @classmethod
+    def load(cls, context: Mapping[str, Any]) -> WorkflowState:
+        """The stored context, migrated to this version and validated."""
+        data = migrate(dict(context))
+        try:
+            return cls.model_validate(data)
+        except ValidationError as e:
+            raise StateError(
+                f"The workflow's stored progress is not valid: {e.errors()[0]['loc']}: "
+                f"{e.errors()[0]['msg']}",
+                "The state database was changed by hand or by another program; restore it "
+                "from a backup or start the task again.",
+            ) from e
+
+    def merged(self, changes: Mapping[str, Any]) -> WorkflowState:
+        """A copy with `changes` (a step's Outcome.context) applied, validated again."""
+        return WorkflowState.load({**self.dump(), **changes})
+
+    def dump(self) -> dict[str, Any]:
+        """The JSON to store: keys at their default are left out, the version always in."""
+        data = self.model_dump(mode="json", exclude_defaults=True)
+        data["version"] = VERSION
+        return data
+
+
+def migrate(context: dict[str, Any]) -> dict[str, Any]:
+    """Bring a stored context up to VERSION, one version at a time."""
+    version = int(context.get("version", 0))
+    if version > VERSION:
+        raise StateError(
+            f"The workflow's progress was written by a newer supervisor (version {version}, "
+            f"this one knows up to {VERSION}).",
+            "Upgrade supervisor (pip install -U supervisor) before resuming this task.",
+        )
+    if version == 0:
+        # Version 0 is today's layout without a version key; the keys mean the same.
+        context = {**context, "version": 1}
+    return context

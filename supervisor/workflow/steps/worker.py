@@ -1,0 +1,380 @@
+"""The worker step: one fresh AI CLI run in a sandbox, from prompt to a parsed answer.
+
+It composes the prompt (task, plan, feedback, packed context), runs the CLI in a container with
+the credentials injected by the egress proxy, classifies a failed run for the engine's recovery
+policy, and hands a parsed answer to the result handler for its role's output kind
+(supervisor.workflow.steps.results). It writes no workflow progress: the finished step run goes
+back in the Outcome's records for the engine to commit with its transition.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from supervisor import credentials, prompts, recovery
+from supervisor.errors import (
+    CommandTimeoutError,
+    ConfigError,
+    CredentialsError,
+    ParsingError,
+    SandboxError,
+    SupervisorError,
+)
+from supervisor.parsing import parse_worker_output
+from supervisor.plan_view import plan_for_prompt
+from supervisor.roles import Role, load_role
+from supervisor.sandbox.docker import RunSpec
+from supervisor.state.store import EventSpec, StepRecord, now
+from supervisor.treedata import CommitFiles
+from supervisor.workers.base import adapter_for
+from supervisor.workflow.steps import results
+from supervisor.workflow.steps.base import (
+    LineSplitter,
+    Outcome,
+    StepContext,
+    candidate_ref,
+    err,
+    feedback_of,
+    message,
+)
+from supervisor.workflow.steps.images import image_for
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from supervisor.dag import Component
+    from supervisor.state.store import Workflow
+
+
+def run_worker(
+    c: StepContext,
+    wf: Workflow,
+    name: str,
+    role_name: str,
+    *,
+    base: str | None = None,
+    component: Component | None = None,
+    branch: str | None = None,
+    attempt: int | None = None,
+) -> Outcome:
+    """One fresh worker run; `base` overrides where its worktree starts, `component` narrows its
+    task to one planned component, `branch` (set by the component fan-out) is where its commit
+    lands instead of the candidate, `attempt` overrides the attempt number (a fix-up that
+    continues a component's count)."""
+    role = load_role(role_name, c.repo)
+    cli = role.cli or wf.cli
+    cli_settings = c.settings.clis.get(cli)
+    if cli_settings is None:
+        return Outcome(
+            "failed",
+            escalate=SupervisorError(
+                f"No settings for the '{cli}' CLI.", "Add it under `clis:` in the config."
+            ),
+        )
+    try:
+        creds = credentials.collect(cli, cli_settings)
+    except CredentialsError as e:
+        return Outcome("failed", escalate=e)
+    candidate = wf.context.get("candidate")
+    tip = c.ws.branch_tip(wf.task_branch)
+    if base is None:
+        # Every step works on the integrated result so far: reviewers judge it, implementers
+        # build on it (a fix-up after a gate or a review keeps what already passed). Only
+        # before any candidate exists does a step start from the locked interfaces or the
+        # task branch.
+        base = candidate or wf.context.get("locked_sha") or tip
+    if attempt is None:
+        attempt = c.store.count_steps(wf.id, name, role.name) + 1
+    began = now()  # the step's time includes making its worktree
+    worktree = c.ws.add_worktree(f"wf{wf.id}-{name}-{role.name}-{attempt}", base)
+    step_id = c.store.start_step(wf.id, name, attempt, role.name, str(worktree), began)
+    c.reporter.step(wf.id, name, f"{role.name} via {cli} (attempt {attempt})")
+    run = _Run(c, wf, name, role, cli, step_id)
+    try:
+        outcome = run.invoke(cli_settings, creds, worktree, base, tip, component, branch)
+    except (SandboxError, CommandTimeoutError) as e:
+        # A hung worker (idle or time limit) is ended by the sandbox and retried; a sandbox
+        # that cannot run at all (or ran out of memory) goes to a human.
+        why = recovery.classify_exception(e)
+        escalate = e if why.action == recovery.Action.ESCALATE else None
+        record = StepRecord(
+            step_id,
+            "failed",
+            error=message(e),
+            event=EventSpec(
+                "worker_failed",
+                step=name,
+                role=role.name,
+                status="failed",
+                payload={**err(e), "category": str(why.category)},
+            ),
+            invocation=run.invocation("", False, 0.0, {}, str(why.category)),
+        )
+        outcome = Outcome(
+            "failed", escalate=escalate, transient=None if escalate else why, records=[record]
+        )
+    finally:
+        c.ws.remove_worktree(worktree)
+    return outcome
+
+
+class _Run:
+    """One worker run's fixed facts, so the helpers below take only what varies."""
+
+    def __init__(
+        self, c: StepContext, wf: Workflow, name: str, role: Role, cli: str, step_id: int
+    ) -> None:
+        self.c = c
+        self.wf = wf
+        self.name = name
+        self.role = role
+        self.cli = cli
+        self.step_id = step_id
+
+    def invocation(
+        self,
+        model: str,
+        success: bool,
+        duration: float,
+        usage: dict[str, Any],
+        category: str | None,
+    ) -> dict[str, Any]:
+        """One metrics row per worker run: what ran, how it went, what it cost."""
+        return {
+            "workflow_id": self.wf.id,
+            "step": self.name,
+            "role": self.role.name,
+            "cli": self.cli,
+            "model": model,
+            "task_type": self.role.output,
+            "success": success,
+            "retries": self.c.store.count_steps(self.wf.id, self.name, self.role.name) - 1,
+            "duration_s": round(duration, 3),
+            "input_tokens": int(usage.get("input_tokens") or 0),
+            "output_tokens": int(usage.get("output_tokens") or 0),
+            "cost_usd": float(usage.get("cost_usd") or 0.0),
+            "error_category": category,
+        }
+
+    def invoke(
+        self,
+        cli_settings: Any,
+        creds: credentials.Credentials,
+        worktree: Path,
+        base: str,
+        tip: str,
+        component: Component | None,
+        branch: str | None,
+    ) -> Outcome:
+        c, wf, name, role, cli, step_id = (
+            self.c,
+            self.wf,
+            self.name,
+            self.role,
+            self.cli,
+            self.step_id,
+        )
+        adapter = adapter_for(cli)
+        route = c.sandbox.route(cli_settings.base_url, creds.injection)  # the key stays here
+        plan = wf.context.get("plan")
+        task = wf.description
+        if component is not None:
+            targets = component.files
+            task += component_task(component)
+        elif base != tip:
+            targets = c.ws.changed_files(tip, base)
+        else:
+            targets = plan_files(plan)
+        files = CommitFiles(c.ws.git_dir, base)  # what the worktree holds, read as blobs
+        prompt, pack = prompts.compose(
+            role,
+            c.repo,
+            files,
+            task=task,
+            feedback=feedback_of(wf.context).get(name, []),
+            plan=plan_for_prompt(plan, component),
+            targets=targets,
+            diff=c.ws.diff(tip, base) if base != tip else "",
+            run_id=f"wf{wf.id}-{name}-{role.name}-step{step_id}",
+        )
+        model = role.model_for(cli, cli_settings.default_model, cli_settings.model)
+        schema_file = "/run/supervisor/output_schema.json" if adapter.supports_json_schema else None
+        invocation = adapter.build(
+            model=model,
+            base_url=route.url,
+            workdir="/workspace",
+            extra_flags=[*cli_settings.extra_flags, *role.flags],
+            api_key_env=next(iter(creds.env), None),
+            schema_path=schema_file,
+        )
+        limits = c.settings.limits
+        prompt_bytes = len(prompt.encode())
+        if prompt_bytes > limits.max_prompt_bytes:
+            error = ConfigError(
+                f"The prompt for '{name}' ({role.name}) is {prompt_bytes} bytes, over "
+                f"limits.max_prompt_bytes ({limits.max_prompt_bytes}); it was not sent.",
+                f"Lower context.token_budget for '{role.name}', shorten the task, or raise "
+                "limits.max_prompt_bytes.",
+            )
+            record = StepRecord(
+                step_id,
+                "failed",
+                error=error.message,
+                event=EventSpec(
+                    "prompt_too_large",
+                    step=name,
+                    role=role.name,
+                    status="failed",
+                    payload={"prompt_bytes": prompt_bytes, **err(error)},
+                ),
+            )
+            return Outcome("failed", escalate=error, records=[record])
+        c.store.add_event(
+            wf.id,
+            EventSpec(
+                "context_packed",
+                step=name,
+                role=role.name,
+                payload={
+                    **pack.summary(),
+                    "prompt_bytes": len(prompt.encode()),
+                    "credentials": creds.source,
+                },
+            ),
+        )
+        image = image_for(c, wf, name, files)
+        run = c.sandbox.run(
+            RunSpec(
+                argv=invocation.argv,
+                worktree=worktree,
+                image=image,
+                env={**cli_settings.extra_env, **role.env, **invocation.env, **creds.env},
+                stdin_text=prompt,
+                home_files={**invocation.home_files, **creds.home_files},
+                run_files={"output_schema.json": prompts.schema_text(role.schema, cli)},
+                network=c.settings.sandbox.egress_network,
+                extra_hosts={route.alias: route.gateway},
+                timeout=limits.step_timeout_seconds,
+                memory=limits.worker_memory,
+                cpus=limits.worker_cpus,
+                idle_timeout=limits.idle_timeout_seconds,
+                labels=c.labels(wf.id, name),
+                on_output=LineSplitter(adapter.progress, c.reporter.output),
+                on_start=lambda cid: c.store.set_step_container(step_id, cid),
+            )
+        )
+        result = adapter.parse_output(run.stdout, run.stderr, run.exit_code)
+        c.reporter.info(
+            f"{cli} finished in {run.duration:.1f} s: exit {run.exit_code}, "
+            f"{result.num_turns or 0} turns, {result.input_tokens} in / {result.output_tokens} "
+            f"out tokens, ${result.cost_usd:.4f}"
+        )
+        usage = {
+            "input_tokens": result.input_tokens,
+            "output_tokens": result.output_tokens,
+            "cost_usd": result.cost_usd,
+        }
+        base_payload = {
+            "exit_code": run.exit_code,
+            "duration_s": round(run.duration, 3),
+            "session_id": result.session_id,
+            "num_turns": result.num_turns,
+        }
+        if not result.ok:
+            error_text = f"The {cli} worker failed ({result.error_kind}): {result.error}"
+            why = recovery.classify_worker(result)
+            escalate = None
+            if why.action == recovery.Action.ESCALATE:
+                escalate = CredentialsError(
+                    error_text, credentials.LOGIN_HINTS.get(cli, "Check the CLI's credentials.")
+                )
+            record = StepRecord(
+                step_id,
+                "failed",
+                error=error_text,
+                event=EventSpec(
+                    "worker_failed",
+                    step=name,
+                    role=role.name,
+                    status="failed",
+                    payload={
+                        **base_payload,
+                        "error": error_text,
+                        "category": str(why.category),
+                        "action": str(why.action),
+                        "retry_after": result.retry_after,
+                    },
+                    **usage,
+                ),
+                invocation=self.invocation(model, False, run.duration, usage, str(why.category)),
+            )
+            if why.action == recovery.Action.RETRY_WITH_FEEDBACK:
+                return Outcome("failed", feedback=error_text, records=[record])
+            return Outcome(
+                "failed",
+                escalate=escalate,
+                transient=None if escalate else why,
+                records=[record],
+            )
+        try:
+            output = parse_worker_output(result.text, role.schema)
+        except ParsingError as e:
+            status = "rejected" if role.output == "review" else "failed"
+            why = recovery.classify_exception(e)
+            record = StepRecord(
+                step_id,
+                status,
+                error=e.message,
+                invocation=self.invocation(model, False, run.duration, usage, str(why.category)),
+                event=EventSpec(
+                    "output_invalid",
+                    step=name,
+                    role=role.name,
+                    status=status,
+                    payload={
+                        **base_payload,
+                        "error": e.message,
+                        "answer_tail": result.text[-2000:],
+                    },
+                    **usage,
+                ),
+            )
+            return Outcome("failed", feedback=e.message, records=[record])
+        done = results.Answer(
+            c=c,
+            wf=wf,
+            name=name,
+            role=role,
+            step_id=step_id,
+            data=output.model_dump(),
+            payload={**base_payload},
+            usage=usage,
+            invocation=self.invocation(model, True, run.duration, usage, None),
+        )
+        done.payload["output"] = done.data
+        if role.output == "implementation":
+            # A component's commit lands on its branch in the fan-out (branch set); a fix-up
+            # named after its component works on the candidate like any plain step.
+            ref = f"refs/heads/{branch}" if branch is not None else candidate_ref(wf.id)
+            return results.implementation(done, worktree, base, ref, in_fan_out=branch is not None)
+        if role.output == "review":
+            return results.review(done, base)
+        return results.plan(done)
+
+
+def component_task(component: Component) -> str:
+    files = ", ".join(component.files) or "(the plan names none)"
+    return (
+        f"\n\nYour part of this task is one component of the plan: '{component.id}' (phase "
+        f"{component.phase}): {component.description}\nIts files: {files}\nOther workers build "
+        "the other components at the same time: change only what this component needs."
+    )
+
+
+def plan_files(plan: dict[str, Any] | None) -> list[str]:
+    """The files the plan's components name: the implementer's targets."""
+    files: list[str] = []
+    for phase in (plan or {}).get("phases", []):
+        for component in phase.get("components", []):
+            files += [f for f in component.get("files", []) if f not in files]
+    return files

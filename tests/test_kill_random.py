@@ -1,0 +1,208 @@
+"""A supervisor SIGKILLed at uniformly random moments loses nothing and repeats no finished step.
+
+Each seed runs the same task (plan, two components with their gate, a test gate, a review, the
+commit) in its own repository as a separate process on the stand-in sandbox, kills it after a
+random delay drawn from the length of an uninterrupted run, then resumes it to the end. Every
+run must end at the uninterrupted run's tree with no step that had succeeded run again, at most
+one extra worker invocation per interrupted worker step, an intact database and nothing left
+behind (worktrees, the candidate ref, component branches). The fixed kill points, on the real
+sandbox, are in tests/test_components_e2e.py.
+
+SUPERVISOR_KILL_SEEDS sets the number of seeds (default 6, about 1-2 minutes);
+SUPERVISOR_KILL_REPORT names a JSON file for the figures (runs, kills, extra invocations).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from supervisor import tasks
+from supervisor.demo import make_demo_repo
+from supervisor.process import run as run_process
+from supervisor.trust import trust
+
+pytestmark = pytest.mark.slow
+
+DRIVER = Path(__file__).parent / "kill_driver.py"
+SEEDS = int(os.environ.get("SUPERVISOR_KILL_SEEDS", "6"))
+WORKFLOW = """workflow:
+  initial_step: plan
+  steps:
+    plan: {role: planner, next: implement}
+    implement: {role: implementer, for_each: component, gates: [check], next: test,
+                max_retries: 1}
+    test: {gate: test, next: review, on_fail: implement}
+    review: {role: reviewer, next: commit, on_reject: implement}
+    commit: {action: commit}
+"""
+CONFIG = """clis:
+  claude:
+    base_url: http://127.0.0.1:9
+gates:
+  check: "ls a.txt b.txt 2>/dev/null | grep -q txt"
+  test: "test -f a.txt && test -f b.txt"
+"""
+
+
+def new_repo(root: Path) -> Path:
+    repo = make_demo_repo(root)
+    (repo / ".supervisor").mkdir(parents=True, exist_ok=True)
+    (repo / ".supervisor" / "config.yaml").write_text(CONFIG)
+    (repo / ".supervisor" / "workflow.yaml").write_text(WORKFLOW)
+    trust(repo)  # the base URL is this test's own (nothing listens there: no container)
+    return repo
+
+
+def drive(
+    repo: Path, log: Path, what: str, kill_after: float | None = None, kill_at: str = ""
+) -> bool:
+    """Run the driver; True when it was killed before it finished (after `kill_after` seconds,
+    or by itself at the fault-injection point `kill_at`, see supervisor.faults)."""
+    proc = subprocess.Popen(
+        [sys.executable, str(DRIVER), str(repo), str(log), what],
+        env={**os.environ, "SUPERVISOR_KILL_AT": kill_at},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _, err = proc.communicate(timeout=kill_after if kill_after is not None else 300)
+    except subprocess.TimeoutExpired:
+        if kill_after is None:
+            raise
+        proc.kill()
+        proc.communicate()
+        return True
+    if kill_at and proc.returncode == -9:
+        return True
+    assert kill_after is not None or proc.returncode == 0, err[-3000:]
+    return False
+
+
+def git(repo: Path, *args: str) -> str:
+    return run_process(["git", "-C", str(repo), *args]).stdout  # type: ignore[no-any-return]
+
+
+def lasting_refs(repo: Path) -> set[str]:
+    """Every ref but the kept attempts (whose names carry step ids, which re-runs change)."""
+    refs = git(repo, "for-each-ref", "--format=%(refname)").split()
+    return {r for r in refs if "/attempts/" not in r}
+
+
+def finish(repo: Path, log: Path) -> None:
+    """Resume (or start afresh, if the kill came before the workflow existed) to the end."""
+    with tasks.reading(repo) as store:
+        started = bool(store.workflows())
+    drive(repo, log, "resume" if started else "start")
+
+
+def check(repo: Path, log: Path, baseline: dict[str, Any]) -> tuple[int, list[str]]:
+    """(extra worker invocations, problems) of one killed-and-resumed run."""
+    problems: list[str] = []
+    with tasks.reading(repo) as store:
+        (wf,) = store.workflows()
+        steps = store.steps(wf.id)
+        if not store.integrity_ok():
+            problems.append("integrity_check failed")
+    if wf.status != "completed":
+        problems.append(f"status {wf.status}")
+    tree = git(repo, "rev-parse", f"{wf.task_branch}^{{tree}}").strip()
+    if tree != baseline["tree"]:
+        problems.append(f"tree {tree} != {baseline['tree']}")
+    for name in {s["name"] for s in steps}:
+        runs = [s["status"] for s in steps if s["name"] == name]
+        if runs.count("succeeded") != 1 or not set(runs) <= {"succeeded", "interrupted"}:
+            problems.append(f"step {name} ran {runs}")  # a finished step ran again
+    calls = log.read_text().splitlines() if log.exists() else []
+    extra = len(calls) - baseline["calls"]
+    interrupted = sum(1 for s in steps if s["role"] and s["status"] == "interrupted")
+    if extra > interrupted:
+        problems.append(f"{extra} extra invocations for {interrupted} interrupted worker steps")
+    worktrees = repo / ".supervisor" / "worktrees"
+    if worktrees.exists() and list(worktrees.iterdir()):
+        problems.append(f"worktrees left: {sorted(p.name for p in worktrees.iterdir())}")
+    listed = git(repo, "worktree", "list", "--porcelain").splitlines()
+    if sum(line.startswith("worktree ") for line in listed) != 1:
+        problems.append("git still lists extra worktrees")
+    if lasting_refs(repo) != baseline["refs"]:
+        problems.append(f"refs {sorted(lasting_refs(repo) ^ baseline['refs'])}")
+    return extra, problems
+
+
+def baseline_of(tmp_path: Path) -> tuple[dict[str, Any], float]:
+    """The uninterrupted run's tree, invocation count and refs, and how long it took."""
+    base = new_repo(tmp_path / "base")
+    began = time.monotonic()
+    drive(base, tmp_path / "base.log", "start")
+    length = time.monotonic() - began
+    with tasks.reading(base) as store:
+        (wf,) = store.workflows()
+    baseline = {
+        "tree": git(base, "rev-parse", f"{wf.task_branch}^{{tree}}").strip(),
+        "calls": len((tmp_path / "base.log").read_text().splitlines()),
+        "refs": lasting_refs(base),
+    }
+    assert baseline["calls"] == 4  # planner, two components, reviewer
+    return baseline, length
+
+
+AFTER_COMMIT = [
+    "plan",  # the plan, its step's end and the move to implement: one transaction
+    "implementation#2",  # the second component implemented, its gate not yet run
+    "gate#3",  # the test gate step and the move to review
+    "review",  # the review and the move to commit
+    "commit",  # the commit step and the workflow's completion
+]
+
+
+@pytest.mark.parametrize("kill_at", AFTER_COMMIT)
+def test_a_kill_right_after_a_step_commits_never_runs_that_step_again(
+    tmp_path: Path, api_keys: None, kill_at: str
+) -> None:
+    baseline, _ = baseline_of(tmp_path)
+    repo, log = new_repo(tmp_path / "killed"), tmp_path / "killed.log"
+
+    assert drive(repo, log, "start", kill_at=kill_at), f"never reached {kill_at}"
+    finish(repo, log)
+
+    extra, problems = check(repo, log, baseline)
+    assert problems == []
+    assert extra == 0  # the kill came after a commit: no worker had work in flight
+
+
+def test_a_supervisor_killed_at_random_moments_resumes_to_the_same_tree_repeating_nothing(
+    tmp_path: Path, api_keys: None
+) -> None:
+    began = time.monotonic()
+    baseline, length = baseline_of(tmp_path)
+    figures = {"runs": 0, "kills": 0, "extra_invocations": 0, "failures": 0, "seconds": 0.0}
+    failures: dict[int, list[str]] = {}
+    for seed in range(SEEDS):
+        repo, log = new_repo(tmp_path / f"seed{seed}"), tmp_path / f"seed{seed}.log"
+        killed = drive(repo, log, "start", kill_after=random.Random(seed).uniform(0, length))
+        finish(repo, log)
+        extra, problems = check(repo, log, baseline)
+        figures["runs"] += 1
+        figures["kills"] += killed
+        figures["extra_invocations"] += extra
+        if problems:
+            failures[seed] = problems
+    figures["failures"] = len(failures)
+    figures["seconds"] = round(time.monotonic() - began, 1)
+    figures["uninterrupted_run_s"] = round(length, 2)
+    report = os.environ.get("SUPERVISOR_KILL_REPORT")
+    if report:
+        Path(report).write_text(json.dumps(figures, indent=2))
+    print(f"randomized kills: {figures}")
+    assert failures == {}
+    assert figures["kills"] >= SEEDS // 2  # the delays are drawn from the run's own length
