@@ -2,8 +2,8 @@
 
 A failed, waiting or finished task keeps its branch, its component branches, the refs under
 `refs/supervisor/wf<id>/` (candidate, attempts) and possibly worktrees. Abandoning removes them
-all, after a preview, and marks the workflow `abandoned`; never while a supervisor runs in the
-repository (the run lock says so), and never a branch the user has checked out.
+all, after a preview, and marks the workflow `abandoned`; never while a supervisor runs the task
+(its task lock says so), and never a branch the user has checked out.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from supervisor.errors import GitError
+from supervisor.locks import task_lock
 from supervisor.state.store import EventSpec
 from supervisor.workflow.history import refs_under
-from supervisor.workflow.lock import repo_lock
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -37,7 +37,7 @@ class Abandonment:
 
 
 def preview(wf_id: int, path: Path) -> Abandonment:
-    from supervisor.tasks import open_project
+    from supervisor.project import open_project
 
     project = open_project(path)
     with project.store() as store:
@@ -64,11 +64,11 @@ def preview(wf_id: int, path: Path) -> Abandonment:
 
 
 def abandon(wf_id: int, path: Path) -> Abandonment:
-    """Remove what `preview` lists; refused (WorkflowBusyError) while a supervisor runs here."""
-    from supervisor.tasks import open_project
+    """Remove what `preview` lists; refused (WorkflowBusyError) while a supervisor runs it."""
+    from supervisor.project import open_project
 
     project = open_project(path)
-    with repo_lock(project.state_dir), project.store() as store:
+    with task_lock(project.state_dir, wf_id), project.store() as store:
         plan = preview(wf_id, path)
         ws = project.workspace
         for worktree in plan.worktrees:

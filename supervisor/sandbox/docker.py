@@ -142,7 +142,7 @@ class DockerSandbox:
             self._relay = None
 
     def run(self, spec: RunSpec) -> RunResult:
-        label = spec.labels.get(LABEL_REPO, "none")
+        label = run_dir_label(spec.labels)
         with tempfile.TemporaryDirectory(prefix=f"{RUN_PREFIX}{label}-") as run_dir:
             run_path = Path(run_dir)
             (run_path / "stdin").write_text(spec.stdin_text, encoding="utf-8")
@@ -246,15 +246,22 @@ class DockerSandbox:
             time.sleep(0.1)
 
     def remove_stale(self, labels: dict[str, str]) -> list[str]:
-        """Remove containers left by a crashed run (matched by labels)."""
+        """Remove containers left by a crashed run (matched by labels), and their run folders:
+        with a workflow label, only that task's (other tasks may be running meanwhile)."""
         filters = {"label": [f"{k}={v}" for k, v in labels.items()]}
         removed = []
         for container in self.client.containers.list(all=True, filters=filters):
             remove_container(container)
             removed.append(container.id)
         if LABEL_REPO in labels:
-            remove_stale_run_dirs(labels[LABEL_REPO])
+            remove_stale_run_dirs(run_dir_label(labels))
         return removed
+
+
+def run_dir_label(labels: dict[str, str]) -> str:
+    """What a run folder's name says about its owner: the repository, and the task if any."""
+    label = labels.get(LABEL_REPO, "none")
+    return f"{label}-wf{labels[LABEL_WORKFLOW]}" if LABEL_WORKFLOW in labels else label
 
 
 def remove_stale_run_dirs(label: str) -> list[Path]:
