@@ -200,3 +200,36 @@ def test_clean_up_removes_only_the_tasks_own_run_folders() -> None:
         for path in made.values():
             if path.exists():
                 path.rmdir()
+
+
+WRITER = """
+import sys
+from pathlib import Path
+from supervisor.state.store import EventSpec, Store
+with Store(Path(sys.argv[1])) as store:
+    wf = store.create_workflow(
+        description="writer", cli="claude", base_branch="main", base_sha="0" * 40,
+        branch_for_id=lambda i: f"ai/{i}-writer", definition={}, first_step="implement",
+    )
+    for n in range(150):
+        store.add_event(wf.id, EventSpec("note", status=str(n)))
+        store.update_workflow(wf.id, status="running", current_step=f"s{n}", context={"n": n})
+        store.interrupt_running_steps(wf.id)  # a read, then a write, in one transaction
+"""
+
+
+def test_tasks_writing_the_state_database_at_once_lose_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "state.db"
+    writers = [
+        subprocess.Popen([sys.executable, "-c", WRITER, str(db)], stderr=subprocess.PIPE, text=True)
+        for _ in range(3)
+    ]
+    errors = [w.communicate(timeout=300)[1] for w in writers]
+    assert [w.returncode for w in writers] == [0, 0, 0], errors
+    with Store(db) as store:
+        assert store.integrity_ok()
+        for wf in store.workflows():
+            assert wf.context == {"n": 149} and wf.current_step == "s149"
+            assert [e.status for e in store.events(wf.id) if e.type == "note"] == [
+                str(n) for n in range(150)
+            ]
