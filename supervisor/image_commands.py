@@ -40,6 +40,28 @@ def head_tree(project: Project) -> Iterator[Path]:
         project.workspace.remove_worktree(tree)
 
 
+def remove_dead_head_trees(project: Project) -> list[str]:
+    """The HEAD worktrees of image commands whose process is gone (killed mid-build)."""
+    removed = []
+    found = project.workspace.worktrees_dir
+    for tree in sorted(found.glob("sandbox-*")) if found.is_dir() else []:
+        pid = tree.name.removeprefix("sandbox-")
+        if pid.isdigit() and not _alive(int(pid)):
+            project.workspace.remove_worktree(tree)
+            removed.append(tree.name)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def sandbox_build(
     path: Path, *, no_cache: bool = False, on_output: Any = None
 ) -> tuple[str, float | None]:

@@ -25,7 +25,7 @@ from supervisor.errors import (
     StepFailedError,
     SupervisorError,
 )
-from supervisor.locks import task_lock
+from supervisor.locks import critical_section, task_lock
 from supervisor.project import (  # noqa: F401 (open_project, reading, workflows: re-exported)
     Project,
     definition_changed,
@@ -83,6 +83,7 @@ def start_task(
         )
         with task_lock(project.state_dir, wf.id):
             _clean_leftovers(project, store, sandbox, wf.id)  # of a reused id (a new database)
+            image_commands.remove_dead_head_trees(project)
             if no_gate:
                 store.add_event(
                     wf.id,
@@ -161,7 +162,11 @@ def complete_task(wf_id: int, path: Path, mode: str | None = None) -> str:
 
     preview = completion_preview(wf_id, path)
     project = open_project(path)
-    with task_lock(project.state_dir, wf_id), project.store() as store:
+    with (
+        task_lock(project.state_dir, wf_id),
+        critical_section(project.state_dir, "land"),  # two tasks landing on one base branch
+        project.store() as store,
+    ):
         wf = preview.workflow
         mode = mode or history.default_mode(wf.context)
         ws = project.workspace

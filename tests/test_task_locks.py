@@ -233,3 +233,17 @@ def test_tasks_writing_the_state_database_at_once_lose_nothing(tmp_path: Path) -
             assert [e.status for e in store.events(wf.id) if e.type == "note"] == [
                 str(n) for n in range(150)
             ]
+
+
+def test_a_killed_image_commands_head_tree_goes_but_a_live_ones_stays(tmp_path: Path) -> None:
+    from supervisor.image_commands import remove_dead_head_trees
+    from supervisor.project import open_project
+
+    project = open_project(new_repo(tmp_path, "http://127.0.0.1:9"))
+    ws = project.workspace
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    ws.add_worktree(f"sandbox-{dead.pid}", ws.head_commit())
+    live = ws.add_worktree(f"sandbox-{os.getpid()}", ws.head_commit())
+    assert remove_dead_head_trees(project) == [f"sandbox-{dead.pid}"]
+    assert [p.name for p in ws.worktrees_dir.iterdir()] == [live.name]
