@@ -8,6 +8,7 @@ all, after a preview, and marks the workflow `abandoned`; never while a supervis
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -19,6 +20,7 @@ from supervisor.workflow.history import refs_under
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from supervisor.project import Project
     from supervisor.state.store import Workflow
 
 
@@ -75,6 +77,7 @@ def abandon(wf_id: int, path: Path) -> Abandonment:
             ws.remove_worktree(worktree)
         for ref in [*plan.refs, *(f"refs/heads/{b}" for b in plan.branches)]:
             ws.delete_ref(ref)
+        _remove_containers(project, wf_id)
         wf = store.workflow(wf_id)
         store.update_workflow(
             wf_id,
@@ -84,3 +87,15 @@ def abandon(wf_id: int, path: Path) -> Abandonment:
             events=[EventSpec("abandoned", status="abandoned", payload={"removed": plan.items()})],
         )
     return plan
+
+
+def _remove_containers(project: Project, wf_id: int) -> None:
+    """The containers and run folders a killed run of this task left (its resume would have
+    removed them; no other task's). Without a Docker engine there is nothing to remove."""
+    from supervisor.errors import SandboxError
+    from supervisor.sandbox.docker import LABEL_REPO, LABEL_WORKFLOW, DockerSandbox, repo_label
+
+    with contextlib.suppress(SandboxError):
+        settings = project.settings.sandbox
+        sandbox = DockerSandbox(settings.image, settings.egress_network)
+        sandbox.remove_stale({LABEL_REPO: repo_label(project.root), LABEL_WORKFLOW: str(wf_id)})

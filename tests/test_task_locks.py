@@ -4,6 +4,7 @@ no Docker (a refused resume stops before the sandbox is opened)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -24,6 +25,7 @@ from supervisor.sandbox.docker import (
     LABEL_WORKFLOW,
     RUN_PREFIX,
     remove_stale_run_dirs,
+    repo_label,
     run_dir_label,
 )
 from supervisor.state.store import Store
@@ -247,3 +249,32 @@ def test_a_killed_image_commands_head_tree_goes_but_a_live_ones_stays(tmp_path: 
     live = ws.add_worktree(f"sandbox-{os.getpid()}", ws.head_commit())
     assert remove_dead_head_trees(project) == [f"sandbox-{dead.pid}"]
     assert [p.name for p in ws.worktrees_dir.iterdir()] == [live.name]
+
+
+@pytest.mark.docker
+def test_abandon_removes_the_killed_tasks_containers_and_no_other_tasks(tmp_path: Path) -> None:
+    import docker
+    from e2e_support import IMAGE, require_sandbox
+
+    require_sandbox()
+    repo = repo_with_tasks(tmp_path, 2)
+    client = docker.from_env()
+    label = repo_label(repo)
+    left = {
+        n: client.containers.run(
+            IMAGE,
+            ["sleep", "120"],
+            detach=True,
+            network_mode="none",
+            labels={LABEL_REPO: label, LABEL_WORKFLOW: str(n)},
+        )
+        for n in (1, 2)
+    }
+    try:
+        abandon.abandon(1, repo)
+        running = client.containers.list(all=True, filters={"label": f"{LABEL_REPO}={label}"})
+        assert [c.id for c in running] == [left[2].id]  # task 2 may be running: untouched
+    finally:
+        for container in left.values():
+            with contextlib.suppress(docker.errors.NotFound):
+                container.remove(force=True)
