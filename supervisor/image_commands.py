@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from supervisor import project_image
 from supervisor.errors import SandboxError
-from supervisor.locks import critical_section
+from supervisor.locks import critical_section, process_alive
 from supervisor.project import Project, open_project
 from supervisor.sandbox.docker import DockerSandbox
 
@@ -46,20 +46,10 @@ def remove_dead_head_trees(project: Project) -> list[str]:
     found = project.workspace.worktrees_dir
     for tree in sorted(found.glob("sandbox-*")) if found.is_dir() else []:
         pid = tree.name.removeprefix("sandbox-")
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not process_alive(int(pid)):
             project.workspace.remove_worktree(tree)
             removed.append(tree.name)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def sandbox_build(

@@ -8,6 +8,7 @@ leaves nothing behind. The task lifecycle (start, resume, complete) is superviso
 from __future__ import annotations
 
 import contextlib
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +16,8 @@ from supervisor import credentials, trust
 from supervisor.config import Settings, WorkflowDef, load_settings, load_workflow, workflow_source
 from supervisor.doctor import clis_in_use
 from supervisor.errors import ConfigError, SandboxError, SupervisorError, ToolMissingError
-from supervisor.sandbox.docker import LABEL_REPO, DockerSandbox, RunSpec, repo_label
+from supervisor.locks import process_alive
+from supervisor.sandbox.docker import LABEL_PROBE, LABEL_REPO, DockerSandbox, RunSpec, repo_label
 from supervisor.state.store import Store, Workflow
 from supervisor.workers.base import adapter_for
 from supervisor.workspace import Workspace, find_repo_root
@@ -68,7 +70,7 @@ def open_sandbox(project: Project, clis: list[str]) -> DockerSandbox:
             ],
             worktree=_empty_dir(project),
             timeout=60,
-            labels={LABEL_REPO: repo_label(project.root)},
+            labels={LABEL_REPO: repo_label(project.root), LABEL_PROBE: str(os.getpid())},
         )
     )
     absent = probe.stdout.split()
@@ -79,6 +81,23 @@ def open_sandbox(project: Project, clis: list[str]) -> DockerSandbox:
             "Rebuild the image with scripts/setup.sh (it installs the pinned CLIs).",
         )
     return sandbox
+
+
+def remove_dead_probes(project: Project, sandbox: DockerSandbox) -> list[str]:
+    """Probe containers (and run folders) of supervisors killed during their preflight; a live
+    supervisor's probe, another task starting meanwhile, is left alone."""
+    client = getattr(sandbox, "client", None)  # a stand-in sandbox has no engine
+    if client is None:
+        return []
+    repo = repo_label(project.root)
+    found = client.containers.list(
+        all=True, filters={"label": [f"{LABEL_REPO}={repo}", LABEL_PROBE]}
+    )
+    dead = {c.labels.get(LABEL_PROBE, "") for c in found}
+    removed: list[str] = []
+    for pid in sorted(p for p in dead if p.isdigit() and not process_alive(int(p))):
+        removed += sandbox.remove_stale({LABEL_REPO: repo, LABEL_PROBE: pid})
+    return removed
 
 
 def require_trust(project: Project) -> None:

@@ -32,6 +32,7 @@ from supervisor.project import (  # noqa: F401 (open_project, reading, workflows
     open_project,
     open_sandbox,
     reading,
+    remove_dead_probes,
     require_trust,
     task_definition,
     workflows,
@@ -84,6 +85,7 @@ def start_task(
         with task_lock(project.state_dir, wf.id):
             _clean_leftovers(project, store, sandbox, wf.id)  # of a reused id (a new database)
             image_commands.remove_dead_head_trees(project)
+            remove_dead_probes(project, sandbox)
             if no_gate:
                 store.add_event(
                     wf.id,

@@ -278,3 +278,32 @@ def test_abandon_removes_the_killed_tasks_containers_and_no_other_tasks(tmp_path
         for container in left.values():
             with contextlib.suppress(docker.errors.NotFound):
                 container.remove(force=True)
+
+
+@pytest.mark.docker
+def test_a_killed_starts_probe_container_goes_but_a_starting_ones_stays(tmp_path: Path) -> None:
+    import docker
+    from e2e_support import IMAGE, require_sandbox
+
+    from supervisor.project import open_project, remove_dead_probes
+    from supervisor.sandbox.docker import LABEL_PROBE, DockerSandbox
+
+    require_sandbox()
+    project = open_project(new_repo(tmp_path, "http://127.0.0.1:9"))
+    client = docker.from_env()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    probes = {
+        pid: client.containers.create(
+            IMAGE, ["true"], labels={LABEL_REPO: repo_label(project.root), LABEL_PROBE: str(pid)}
+        )
+        for pid in (dead.pid, os.getpid())
+    }
+    try:
+        sandbox = DockerSandbox(IMAGE, project.settings.sandbox.egress_network, client)
+        assert remove_dead_probes(project, sandbox) == [probes[dead.pid].id]
+        probes[os.getpid()].reload()  # still there: its supervisor is alive
+    finally:
+        for container in probes.values():
+            with contextlib.suppress(docker.errors.NotFound):
+                container.remove(force=True)

@@ -37,6 +37,7 @@ HOME = "/tmp/home"
 LABEL_REPO = "supervisor.repo"
 LABEL_WORKFLOW = "supervisor.workflow"
 LABEL_STEP = "supervisor.step"
+LABEL_PROBE = "supervisor.probe"  # the pid of the supervisor whose preflight probe it is
 # A run folder's name carries its repository's label, so the next start finds a crashed run's.
 RUN_PREFIX = "supervisor-run-"
 
@@ -261,7 +262,9 @@ class DockerSandbox:
 def run_dir_label(labels: dict[str, str]) -> str:
     """What a run folder's name says about its owner: the repository, and the task if any."""
     label = labels.get(LABEL_REPO, "none")
-    return f"{label}-wf{labels[LABEL_WORKFLOW]}" if LABEL_WORKFLOW in labels else label
+    if LABEL_WORKFLOW in labels:
+        return f"{label}-wf{labels[LABEL_WORKFLOW]}"
+    return f"{label}-probe{labels[LABEL_PROBE]}" if LABEL_PROBE in labels else label
 
 
 def remove_stale_run_dirs(label: str) -> list[Path]:
