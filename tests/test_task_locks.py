@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -307,3 +308,42 @@ def test_a_killed_starts_probe_container_goes_but_a_starting_ones_stays(tmp_path
         for container in probes.values():
             with contextlib.suppress(docker.errors.NotFound):
                 container.remove(force=True)
+
+
+FIREWALL = """
+import sys
+from supervisor.sandbox.egress import HostFirewall
+print(HostFirewall(sys.argv[1]).warning or "ok", flush=True)
+"""
+
+
+def test_supervisors_starting_at_once_set_up_the_host_firewall_once(tmp_path: Path) -> None:
+    """Tasks starting side by side share the sandbox network's iptables chain: none of them may
+    fail on another's half-made chain (that would leave host services open to its workers)."""
+    import shutil
+
+    from e2e_support import missing
+
+    if os.getuid() != 0 or shutil.which("iptables") is None:
+        missing("the host firewall needs root and iptables")
+    bridge = f"mt{os.getpid():x}{int(time.time()) % 4096:x}"
+    chain = f"SUPERVISOR-{bridge[-12:]}".upper()
+    iptables = ["iptables", "-w", "5"]
+    try:
+        starts = [
+            subprocess.Popen(
+                [sys.executable, "-c", FIREWALL, bridge], stdout=subprocess.PIPE, text=True
+            )
+            for _ in range(4)
+        ]
+        assert [p.communicate(timeout=120)[0].strip() for p in starts] == ["ok"] * 4
+        rules = subprocess.run([*iptables, "-S", chain], capture_output=True, text=True).stdout
+        assert rules.count("-j DROP") == 1 and rules.count("ESTABLISHED") == 1
+        jumps = subprocess.run([*iptables, "-S", "INPUT"], capture_output=True, text=True).stdout
+        assert jumps.count(f"-i {bridge} -j {chain}") == 1
+    finally:
+        jump = [*iptables, "-D", "INPUT", "-i", bridge, "-j", chain]
+        while subprocess.run(jump, capture_output=True, check=False).returncode == 0:
+            pass
+        subprocess.run([*iptables, "-F", chain], check=False)
+        subprocess.run([*iptables, "-X", chain], check=False)
