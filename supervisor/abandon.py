@@ -2,23 +2,25 @@
 
 A failed, waiting or finished task keeps its branch, its component branches, the refs under
 `refs/supervisor/wf<id>/` (candidate, attempts) and possibly worktrees. Abandoning removes them
-all, after a preview, and marks the workflow `abandoned`; never while a supervisor runs in the
-repository (the run lock says so), and never a branch the user has checked out.
+all, after a preview, and marks the workflow `abandoned`; never while a supervisor runs the task
+(its task lock says so), and never a branch the user has checked out.
 """
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from supervisor.errors import GitError
+from supervisor.locks import task_lock
 from supervisor.state.store import EventSpec
 from supervisor.workflow.history import refs_under
-from supervisor.workflow.lock import repo_lock
 
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from supervisor.project import Project
     from supervisor.state.store import Workflow
 
 
@@ -37,7 +39,7 @@ class Abandonment:
 
 
 def preview(wf_id: int, path: Path) -> Abandonment:
-    from supervisor.tasks import open_project
+    from supervisor.project import open_project
 
     project = open_project(path)
     with project.store() as store:
@@ -64,17 +66,18 @@ def preview(wf_id: int, path: Path) -> Abandonment:
 
 
 def abandon(wf_id: int, path: Path) -> Abandonment:
-    """Remove what `preview` lists; refused (WorkflowBusyError) while a supervisor runs here."""
-    from supervisor.tasks import open_project
+    """Remove what `preview` lists; refused (WorkflowBusyError) while a supervisor runs it."""
+    from supervisor.project import open_project
 
     project = open_project(path)
-    with repo_lock(project.state_dir), project.store() as store:
+    with task_lock(project.state_dir, wf_id), project.store() as store:
         plan = preview(wf_id, path)
         ws = project.workspace
         for worktree in plan.worktrees:
             ws.remove_worktree(worktree)
         for ref in [*plan.refs, *(f"refs/heads/{b}" for b in plan.branches)]:
             ws.delete_ref(ref)
+        _remove_containers(project, wf_id)
         wf = store.workflow(wf_id)
         store.update_workflow(
             wf_id,
@@ -84,3 +87,15 @@ def abandon(wf_id: int, path: Path) -> Abandonment:
             events=[EventSpec("abandoned", status="abandoned", payload={"removed": plan.items()})],
         )
     return plan
+
+
+def _remove_containers(project: Project, wf_id: int) -> None:
+    """The containers and run folders a killed run of this task left (its resume would have
+    removed them; no other task's). Without a Docker engine there is nothing to remove."""
+    from supervisor.errors import SandboxError
+    from supervisor.sandbox.docker import LABEL_REPO, LABEL_WORKFLOW, DockerSandbox, repo_label
+
+    with contextlib.suppress(SandboxError):
+        settings = project.settings.sandbox
+        sandbox = DockerSandbox(settings.image, settings.egress_network)
+        sandbox.remove_stale({LABEL_REPO: repo_label(project.root), LABEL_WORKFLOW: str(wf_id)})

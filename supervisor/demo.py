@@ -192,7 +192,7 @@ def write_project_config(repo: Path, base_url: str) -> None:
 
 
 def run_demo(console: Console, err_console: Console, keep: Path | None) -> None:
-    from supervisor import tasks
+    from supervisor import project, tasks
     from supervisor.cli.render import workflow_detail
     from supervisor.cli.reporter import RichReporter
     from supervisor.fakeapi import ScriptedModelServer, load_script
@@ -210,7 +210,7 @@ def run_demo(console: Console, err_console: Console, keep: Path | None) -> None:
         wf = tasks.start_task(TASK, repo, cli="claude", reporter=RichReporter(err_console))
         requests = len(server.requests)
     elapsed = time.monotonic() - started
-    with tasks.reading(repo) as store:
+    with project.reading(repo) as store:
         console.print(workflow_detail(store, wf.id))
     log = process.run(["git", "-C", str(repo), "log", "--oneline", wf.task_branch]).stdout
     console.print(f"\n[bold]{wf.task_branch}[/bold]:\n{log}")

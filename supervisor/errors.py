@@ -103,7 +103,7 @@ class StateError(SupervisorError):
 
 
 class WorkflowBusyError(StateError):
-    """Another supervisor process is already running a task in this repository."""
+    """Another supervisor process is running this task (its task lock is held)."""
 
 
 class UnknownWorkflowError(StateError, KeyError):

@@ -53,16 +53,21 @@ def check_gates(
 ) -> dict[str, GateCheck]:
     """Each gate's result on HEAD in the project image; every gate unverified (not passed) with
     the reason when the image cannot be built or Docker is not there."""
-    from supervisor import tasks
+    from supervisor import image_commands
+    from supervisor import project as projects
     from supervisor.gates import run_gate
     from supervisor.sandbox.docker import DockerSandbox, repo_label
 
     if not gates:
         return {}
     try:
-        project = tasks.open_project(repo)
+        project = projects.open_project(repo)
         dockerfile = project.root / ".supervisor" / "sandbox" / "Dockerfile"
-        tag = tasks.sandbox_build(repo, on_output=on_output)[0] if dockerfile.is_file() else None
+        tag = (
+            image_commands.sandbox_build(repo, on_output=on_output)[0]
+            if dockerfile.is_file()
+            else None
+        )
         sandbox = DockerSandbox(
             project.settings.sandbox.image, project.settings.sandbox.egress_network
         )
@@ -72,7 +77,7 @@ def check_gates(
     results: dict[str, GateCheck] = {}
     labels = {"supervisor.repo": repo_label(project.root), "supervisor.init-check": "1"}
     try:
-        with tasks.head_tree(project) as tree:
+        with image_commands.head_tree(project) as tree:
             for name, command in gates.items():
                 try:
                     result = run_gate(

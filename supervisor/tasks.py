@@ -1,99 +1,51 @@
-"""What the commands do: start, resume, approve and reject tasks, and read their state.
+"""The task lifecycle: start, resume, complete. Several tasks run at once in one repository.
 
-The CLI layer only parses arguments and calls these. Everything that can fail before a task exists
-(repository, configuration, Docker, image, CLI binary, credentials, a task already running) is
-checked first, so a refused start leaves nothing behind.
+Each task is held by its own lock (supervisor/locks.py) for as long as a supervisor runs
+it, so `resume` of a task still running is refused while other tasks start, run, crash and resume
+beside it. What tasks share is guarded only where they share it: the state database (short
+transactions), git's bookkeeping (`Workspace.git_section`) and the project image build. Clean-up
+after a crash touches the task's own containers, worktrees and run folders, never another's.
+
+The CLI layer only parses arguments and calls these; opening the project and the checks before a
+task exists are supervisor/project.py, the image commands supervisor/image_commands.py.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from supervisor import credentials, notify, process, protected, trust
+from supervisor import image_commands, notify, process, protected
 from supervisor.approvals import REQUEST_KEY
-from supervisor.config import Settings, WorkflowDef, load_settings
+from supervisor.config import Settings, WorkflowDef
 from supervisor.doctor import clis_in_use
 from supervisor.errors import (
     ApprovalRequired,
-    ConfigError,
-    SandboxError,
     StateError,
     StepFailedError,
     SupervisorError,
-    ToolMissingError,
+)
+from supervisor.locks import critical_section, task_lock
+from supervisor.project import (  # noqa: F401 (open_project, reading, workflows: re-exported)
+    Project,
+    definition_changed,
+    open_project,
+    open_sandbox,
+    reading,
+    remove_dead_probes,
+    require_trust,
+    task_definition,
+    workflows,
 )
 from supervisor.redaction import redact
-from supervisor.sandbox.docker import LABEL_REPO, DockerSandbox, RunSpec, repo_label
+from supervisor.sandbox.docker import LABEL_REPO, LABEL_WORKFLOW, DockerSandbox, repo_label
 from supervisor.state.access import decide  # noqa: F401 (re-exported: tasks.decide)
 from supervisor.state.store import EventSpec, Store, Workflow
-from supervisor.workers import adapter_for
 from supervisor.workflow.engine import Engine, Reporter
-from supervisor.workflow.loading import load_workflow, workflow_source
-from supervisor.workflow.lock import repo_lock
-from supervisor.workspace import Workspace, find_repo_root
+from supervisor.workflow.loading import workflow_source
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-
-    from supervisor.context import Pack
-
-STATE_DIR = ".supervisor"
-
-
-@dataclass
-class Project:
-    """A repository the supervisor works on, with its settings and state."""
-
-    root: Path
-    settings: Settings
-    workspace: Workspace
-
-    @property
-    def state_dir(self) -> Path:
-        return self.root / STATE_DIR
-
-    def store(self) -> Store:
-        return Store(self.state_dir / "state.db")
-
-
-def open_project(path: Path, overrides: dict[str, Any] | None = None) -> Project:
-    root = find_repo_root(path)
-    return Project(root, load_settings(root, overrides), Workspace(root))
-
-
-def open_sandbox(project: Project, clis: list[str]) -> DockerSandbox:
-    """Engine up, image built, every CLI the workflow uses inside it with credentials present;
-    or a clear error, before anything is created."""
-    for cli in clis:
-        adapter_for(cli)
-        credentials.collect(cli, _cli_settings(project.settings, cli))
-    sandbox = DockerSandbox(project.settings.sandbox.image, project.settings.sandbox.egress_network)
-    sandbox.check_image()
-    binaries = [adapter_for(cli).binary for cli in clis]
-    probe = sandbox.run(
-        RunSpec(
-            argv=[
-                "sh",
-                "-c",
-                "; ".join(f"command -v {b} >/dev/null || echo {b}" for b in binaries),
-            ],
-            worktree=_empty_dir(project),
-            timeout=60,
-            labels={LABEL_REPO: repo_label(project.root)},  # found by clean-up if killed
-        )
-    )
-    absent = probe.stdout.split()
-    if probe.exit_code != 0 or absent:
-        raise ToolMissingError(
-            f"The {', '.join(repr(b) for b in absent) or 'required'} CLI is not installed in the "
-            f"sandbox image '{project.settings.sandbox.image}'.",
-            "Rebuild the image with scripts/setup.sh (it installs the pinned CLIs).",
-        )
-    return sandbox
+    from pathlib import Path
 
 
 def start_task(
@@ -106,32 +58,35 @@ def start_task(
     no_gate: bool = False,
     allow_protected: list[str] | None = None,
 ) -> Workflow:
-    """`allow_protected`: protected paths (gitignore patterns) this task's workers may change."""
+    """`allow_protected`: protected paths (gitignore patterns) this task's workers may change.
+    Other tasks running in the repository do not stop this one from starting."""
     if not description.strip():
         raise StateError("The task description is empty.", 'Describe the task: start-task "..."')
     description, _ = redact(description)  # its branch name, state and prompts never hold a secret
     project = open_project(path, {"cli": cli} if cli else None)
-    _require_trust(project)
+    require_trust(project)
     cli = project.settings.cli
-    definition, skipped = _definition(project, roles, no_gate)
-    with repo_lock(project.state_dir):
-        sandbox = open_sandbox(project, clis_in_use(definition, project.settings, project.root))
-        if (project.root / ".supervisor" / "sandbox" / "Dockerfile").is_file():
-            sandbox_build(project.root)  # a broken project image stops the task before it starts
-        with project.store() as store:
-            _clean_leftovers(project, store, sandbox)
-            base_sha = project.workspace.head_commit()
-            ws = project.workspace
-            wf = store.create_workflow(
-                description=description,
-                cli=cli,
-                base_branch=ws.current_branch(),
-                base_sha=base_sha,
-                branch_for_id=lambda i: f"ai/{i}-{ws.slugify(description)}",
-                definition=definition.model_dump(),
-                first_step=definition.initial_step,
-                **protected.pinned_start(project.settings, allow_protected),
-            )
+    definition, skipped = task_definition(project, roles, no_gate)
+    sandbox = open_sandbox(project, clis_in_use(definition, project.settings, project.root))
+    if (project.root / ".supervisor" / "sandbox" / "Dockerfile").is_file():
+        image_commands.sandbox_build(project.root)  # a broken image stops the task before it starts
+    with project.store() as store:
+        base_sha = project.workspace.head_commit()
+        ws = project.workspace
+        wf = store.create_workflow(
+            description=description,
+            cli=cli,
+            base_branch=ws.current_branch(),
+            base_sha=base_sha,
+            branch_for_id=lambda i: f"ai/{i}-{ws.slugify(description)}",
+            definition=definition.model_dump(),
+            first_step=definition.initial_step,
+            **protected.pinned_start(project.settings, allow_protected),
+        )
+        with task_lock(project.state_dir, wf.id):
+            _clean_leftovers(project, store, sandbox, wf.id)  # of a reused id (a new database)
+            image_commands.remove_dead_head_trees(project)
+            remove_dead_probes(project, sandbox)
             if no_gate:
                 store.add_event(
                     wf.id,
@@ -145,92 +100,31 @@ def start_task(
             return _drive(project, store, sandbox, wf.id, reporter)
 
 
-def start_preview(
-    description: str,
-    path: Path,
-    *,
-    cli: str | None = None,
-    roles: dict[str, str] | None = None,
-    no_gate: bool = False,
-) -> str:
-    """What start-task would create, for a person to confirm; creates nothing."""
-    project = open_project(path, {"cli": cli} if cli else None)
-    _require_trust(project)
-    definition, skipped = _definition(project, roles, no_gate)
-    ws = project.workspace
-    steps = " → ".join(definition.steps)
-    return (
-        f"  branch    ai/<id>-{ws.slugify(description)}\n"
-        f"  from      {ws.current_branch() or 'detached HEAD'} at {ws.head_commit()[:12]} "
-        "(your checkout and uncommitted changes are not touched)\n"
-        f"  workflow  {workflow_source(project.root, project.settings)}: {steps}\n"
-        f"  CLIs      {', '.join(clis_in_use(definition, project.settings, project.root))}"
-        + (f"\n  gates     none (--no-gate leaves out: {', '.join(skipped)})" if no_gate else "")
-    )
-
-
-def approval_stops(
-    path: Path,
-    *,
-    cli: str | None = None,
-    roles: dict[str, str] | None = None,
-    no_gate: bool = False,
-) -> str:
-    """Every human approval the run will stop at, said before it starts (`--yes` approves none)."""
-    from supervisor.approvals import preview_line
-
-    project = open_project(path, {"cli": cli} if cli else None)
-    _require_trust(project)
-    definition, _ = _definition(project, roles, no_gate)
-    return preview_line(definition, project.root)
-
-
-def _definition(
-    project: Project, roles: dict[str, str] | None, no_gate: bool
-) -> tuple[WorkflowDef, list[str]]:
-    """The workflow to run, its gate commands checked (or, with --no-gate, its gates removed):
-    a gate without a command stops the task here, before anything exists."""
-    from supervisor import preflight
-
-    definition = load_workflow(project.root, project.settings, gates=False)
-    skipped: list[str] = []
-    if no_gate:
-        definition, skipped = preflight.without_gates(definition)
-    preflight.check_gates(definition, project.settings, project.root)
-    if roles:
-        definition = _with_roles(definition, roles, project)
-    return definition, skipped
-
-
-def trust_repo(path: Path) -> tuple[Path, dict[str, Any]]:
-    """`supervisor trust`: record the repository's credential-routing settings as trusted."""
-    root = find_repo_root(path)
-    load_settings(root)  # an invalid config is reported, never trusted
-    return root, trust.trust(root)
-
-
 def resume(wf_id: int, path: Path, *, reporter: Reporter | None = None) -> Workflow:
+    """Continue task `wf_id`; refused (WorkflowBusyError) while a live supervisor runs it."""
     project = open_project(path)
-    _require_trust(project)
-    with repo_lock(project.state_dir), project.store() as store:
-        wf = store.workflow(wf_id)
-        if wf.status == "completed":
-            return wf
-        definition = WorkflowDef.model_validate(wf.definition)
-        settings = project.settings.model_copy(update={"cli": wf.cli})
-        sandbox = open_sandbox(project, clis_in_use(definition, settings, project.root))
-        interrupted = _clean_leftovers(project, store, sandbox, wf_id)
-        if interrupted and reporter:
-            reporter.info(f"Interrupted step(s) {', '.join(interrupted)} will run again.")
-        if reporter and _definition_changed(project, wf):
-            reporter.info(
-                f"The workflow ({workflow_source(project.root, project.settings)}) changed "
-                "since this task started; the task keeps the definition it started with."
-            )
-        _prepare_resume(store, wf, project.settings)
-        if not project.workspace.branch_exists(wf.task_branch):
-            project.workspace.create_task_branch(wf.id, wf.description, base=wf.base_sha)
-        return _drive(project, store, sandbox, wf_id, reporter)
+    require_trust(project)
+    with project.store() as store:
+        store.workflow(wf_id)  # an unknown id is reported before any lock file is made
+        with task_lock(project.state_dir, wf_id):
+            wf = store.workflow(wf_id)
+            if wf.status == "completed":
+                return wf
+            definition = WorkflowDef.model_validate(wf.definition)
+            settings = project.settings.model_copy(update={"cli": wf.cli})
+            sandbox = open_sandbox(project, clis_in_use(definition, settings, project.root))
+            interrupted = _clean_leftovers(project, store, sandbox, wf_id)
+            if interrupted and reporter:
+                reporter.info(f"Interrupted step(s) {', '.join(interrupted)} will run again.")
+            if reporter and definition_changed(project, wf):
+                reporter.info(
+                    f"The workflow ({workflow_source(project.root, project.settings)}) changed "
+                    "since this task started; the task keeps the definition it started with."
+                )
+            _prepare_resume(store, wf, project.settings)
+            if not project.workspace.branch_exists(wf.task_branch):
+                project.workspace.create_task_branch(wf.id, wf.description, base=wf.base_sha)
+            return _drive(project, store, sandbox, wf_id, reporter)
 
 
 @dataclass
@@ -271,7 +165,11 @@ def complete_task(wf_id: int, path: Path, mode: str | None = None) -> str:
 
     preview = completion_preview(wf_id, path)
     project = open_project(path)
-    with repo_lock(project.state_dir), project.store() as store:
+    with (
+        task_lock(project.state_dir, wf_id),
+        critical_section(project.state_dir, "land"),  # two tasks landing on one base branch
+        project.store() as store,
+    ):
         wf = preview.workflow
         mode = mode or history.default_mode(wf.context)
         ws = project.workspace
@@ -336,168 +234,7 @@ def analyze_deps(wf_id: int, path: Path) -> list[tuple[str, str, str]]:
     return suggest_dependencies(work, imports)
 
 
-def workflows(path: Path) -> list[Workflow]:
-    project = open_project(path)
-    if not (project.state_dir / "state.db").exists():
-        return []
-    with project.store() as store:
-        return store.workflows()
-
-
-def context_preview(path: Path, role_name: str, targets: list[str], task: str) -> tuple[str, Pack]:
-    """What a role would be sent, packed from the checkout as it is; nothing runs."""
-    from supervisor import prompts
-    from supervisor.roles import load_role
-
-    project = open_project(path)
-    role = load_role(role_name, project.root)
-    diff = project.workspace.working_diff()
-    targets = targets or project.workspace.working_changes()
-    return prompts.compose(
-        role,
-        project.root,
-        project.root,
-        task=task,
-        feedback=[],
-        plan="",
-        targets=targets,
-        diff=diff,
-    )
-
-
-def sandbox_init(path: Path) -> tuple[Path, bool]:
-    from supervisor import project_image
-    from supervisor.detect import detect
-
-    project = open_project(path)
-    return project_image.write_dockerfile(
-        project.root, detect(project.root), project.settings.sandbox.image
-    )
-
-
-@contextlib.contextmanager
-def head_tree(project: Project) -> Iterator[Path]:
-    """A throwaway worktree of HEAD: what a new task would start from."""
-    tree = project.workspace.add_worktree(f"sandbox-{os.getpid()}", project.workspace.head_commit())
-    try:
-        yield tree
-    finally:
-        project.workspace.remove_worktree(tree)
-
-
-def sandbox_build(
-    path: Path, *, no_cache: bool = False, on_output: Any = None
-) -> tuple[str, float | None]:
-    """Build the project image for HEAD's dependency files; (tag, seconds or None if reused)."""
-    from supervisor import project_image
-    from supervisor.sandbox.docker import connect
-
-    project = open_project(path)
-    client = connect()
-    sandbox = DockerSandbox(
-        project.settings.sandbox.image, project.settings.sandbox.egress_network, client
-    )
-    sandbox.check_image()
-    base = client.images.get(project.settings.sandbox.image)
-    with head_tree(project) as tree:
-        image = project_image.image_for(project.root, tree, base.id)
-        if image is None:
-            raise SandboxError(
-                f"There is no {project_image.DOCKERFILE} in this repository.",
-                "Run `supervisor sandbox init` (or `supervisor init`) to write one.",
-            )
-        if project_image.exists(client, image.tag) and not no_cache:
-            return image.tag, None
-        seconds = project_image.build(
-            client, project.root, tree, image, no_cache=no_cache, on_output=on_output
-        )
-        # The smoke test: the project's packages import offline, or the build fails naming
-        # the missing module (and the image is dropped, so the next build tries again).
-        for note in project_image.smoke_test(client, project.root, tree, image):
-            if on_output is not None:
-                on_output(f"smoke test: {note}\n")
-        return image.tag, seconds
-
-
-def sandbox_status(path: Path) -> dict[str, Any]:
-    from supervisor import project_image
-    from supervisor.sandbox.docker import connect
-
-    project = open_project(path)
-    client = connect()
-    base = client.images.get(project.settings.sandbox.image)
-    with head_tree(project) as tree:
-        wanted = project_image.image_for(project.root, tree, base.id)
-    images = []
-    for found in project_image.project_images(client, project.root):
-        labels = found.labels or {}
-        images.append(
-            {
-                "tags": found.tags,
-                "created": found.attrs.get("Created", "")[:19],
-                "size_mb": round(found.attrs.get("Size", 0) / 1e6),
-                "files": labels.get("supervisor.dependency-files", ""),
-                "current": wanted is not None and wanted.tag in found.tags,
-            }
-        )
-    return {
-        "base_image": f"{project.settings.sandbox.image} ({base.short_id})",
-        "dockerfile": str(project.root / project_image.DOCKERFILE) if wanted is not None else None,
-        "wanted": wanted.tag if wanted else None,
-        "dependency_files": wanted.files if wanted else [],
-        "images": images,
-    }
-
-
-def sandbox_shell_argv(path: Path, command: list[str] | None) -> list[str]:
-    """`docker run` for an interactive shell in the gate sandbox, on a copy of HEAD."""
-    from supervisor import process
-
-    project = open_project(path)
-    tag, _ = (
-        sandbox_build(path)
-        if (project.root / ".supervisor/sandbox/Dockerfile").is_file()
-        else (project.settings.sandbox.image, None)
-    )
-    return [
-        process.find_program("docker"),
-        "run",
-        "--rm",
-        "-i",
-        *(["-t"] if not command else []),
-        "--network",
-        "none",
-        "--read-only",
-        "--tmpfs",
-        "/tmp:rw,exec",
-        "--user",
-        "65534:65534",
-        "-e",
-        "HOME=/tmp",
-        "-v",
-        f"{project.root}:/workspace:ro",
-        "-w",
-        "/workspace",
-        tag,
-        *(command or ["bash"]),
-    ]
-
-
-@contextlib.contextmanager
-def reading(path: Path) -> Iterator[Store]:
-    project = open_project(path)
-    with project.store() as store:
-        yield store
-
-
 # -- internals -----------------------------------------------------------------------------
-
-
-def _require_trust(project: Project) -> None:
-    """Before anything is created: the repository's credential-routing settings are trusted,
-    and no CLI's login files point outside the home directory."""
-    trust.require_trusted(project.root)
-    trust.check_login_files(project.settings)
 
 
 def _drive(
@@ -611,54 +348,10 @@ def _prepare_resume(store: Store, wf: Workflow, settings: Settings) -> None:
 
 
 def _clean_leftovers(
-    project: Project, store: Store, sandbox: DockerSandbox, wf_id: int | None = None
+    project: Project, store: Store, sandbox: DockerSandbox, wf_id: int
 ) -> list[str]:
-    """What a crash leaves: containers, worktrees, and steps still marked running."""
-    sandbox.remove_stale({LABEL_REPO: repo_label(project.root)})
-    project.workspace.remove_stale_worktrees()
-    interrupted: list[str] = []
-    for wf in store.workflows():
-        if wf_id is None or wf.id == wf_id:
-            interrupted += store.interrupt_running_steps(wf.id)
-    return interrupted
-
-
-def _with_roles(definition: WorkflowDef, roles: dict[str, str], project: Project) -> WorkflowDef:
-    """`--role STEP=ROLE`: the highest layer of the cascade, for this task only."""
-    from supervisor.workflow.loading import check_workflow
-
-    steps = dict(definition.steps)
-    for step, role in roles.items():
-        if step not in steps or steps[step].role is None:
-            workers = ", ".join(n for n, s in steps.items() if s.role)
-            raise ConfigError(
-                f"--role {step}={role}: '{step}' is not a worker step of the workflow.",
-                f"Name one of: {workers}.",
-            )
-        steps[step] = steps[step].model_copy(update={"role": role})
-    changed = definition.model_copy(update={"steps": steps})
-    check_workflow(changed, "--role", project.root, project.settings)
-    return changed
-
-
-def _definition_changed(project: Project, wf: Workflow) -> bool:
-    try:
-        current = load_workflow(project.root, project.settings)
-    except SupervisorError:
-        return True
-    return current.model_dump() != WorkflowDef.model_validate(wf.definition).model_dump()
-
-
-def _cli_settings(settings: Settings, cli: str) -> Any:
-    try:
-        return settings.clis[cli]
-    except KeyError:
-        raise SandboxError(
-            f"No settings for the '{cli}' CLI.", "Add it under `clis:` in the config."
-        ) from None
-
-
-def _empty_dir(project: Project) -> Path:
-    probe = project.state_dir / "probe"
-    probe.mkdir(parents=True, exist_ok=True)
-    return probe
+    """What a crash of task `wf_id` left: its containers, run folders and worktrees, and its
+    steps still marked running. Other tasks' are theirs: they may be running right now."""
+    sandbox.remove_stale({LABEL_REPO: repo_label(project.root), LABEL_WORKFLOW: str(wf_id)})
+    project.workspace.remove_stale_worktrees(prefix=f"wf{wf_id}-")
+    return store.interrupt_running_steps(wf_id)

@@ -20,6 +20,7 @@ import stat
 import tempfile
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from supervisor import process, treedata
 from supervisor.errors import (
@@ -29,14 +30,19 @@ from supervisor.errors import (
     RepoError,
     ToolFailedError,
 )
+from supervisor.locks import critical_section
 
 STATE_DIR = ".supervisor"
 ZERO_SHA = "0" * 40
 # What the supervisor writes while it runs, as opposed to the configuration a team commits.
-STATE_ENTRIES = ("state.db*", "*.lock", "worktrees/", "trash/", "probe/", "init.json")
+STATE_ENTRIES = ("state.db*", "*.lock", "locks/", "worktrees/", "trash/", "probe/", "init.json")
 _WORKTREE_LOCK = threading.RLock()
+_HELD: dict[Path, int] = {}  # how deep this process is in each repository's git section
 _DELETIONS: set[threading.Thread] = set()  # removed worktrees still being deleted
 _DELETIONS_LOCK = threading.Lock()
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
 IDENTITY = ["-c", "user.name=supervisor", "-c", "user.email=supervisor@localhost"]
 
 
@@ -229,7 +235,8 @@ class Workspace:
                 f"Branch {branch} already exists.",
                 f"Delete or rename it (git branch -m {branch} {branch}-old), then retry.",
             )
-        _git(self.repo, "branch", "--no-track", branch, base_sha)
+        with self.git_section():
+            _git(self.repo, "branch", "--no-track", branch, base_sha)
         return branch, base_sha
 
     def set_ref(self, ref: str, new: str, expected_old: str | None) -> None:
@@ -237,7 +244,8 @@ class Workspace:
         args = ["update-ref", ref, new]
         if expected_old is not None:
             args.append(expected_old or ZERO_SHA)
-        result = _git(self.repo, *args, check=False)
+        with self.git_section():
+            result = _git(self.repo, *args, check=False)
         if result.returncode != 0:
             raise GitError(
                 f"Could not move {ref} to {new[:12]}: {result.stderr.strip()}",
@@ -246,7 +254,8 @@ class Workspace:
             )
 
     def delete_ref(self, ref: str) -> None:
-        _git(self.repo, "update-ref", "-d", ref, check=False)
+        with self.git_section():
+            _git(self.repo, "update-ref", "-d", ref, check=False)
 
     def fast_forward_branch(self, branch: str, new: str) -> None:
         """Move a branch forward to `new`; idempotent, and never behind the user's back."""
@@ -271,16 +280,17 @@ class Workspace:
     def add_worktree(self, name: str, commit: str) -> Path:
         """A detached worktree of `commit`; `name` may hold `/` (a component step's name).
 
-        Only git's own bookkeeping (`worktree add --no-checkout`, `prune`) runs under the
-        process-wide lock; the files are written from blobs outside it, so parallel components
-        fill their worktrees at the same time however big the repository is."""
+        Only git's own bookkeeping (`worktree add --no-checkout`, `prune`) runs in the
+        repository's git section (`git_section`); the files are written from blobs outside it,
+        so parallel components and tasks fill their worktrees at the same time however big the
+        repository is."""
         path = self.worktrees_dir / name.replace("/", "-")
-        with _WORKTREE_LOCK:
+        with self.git_section():
             registered = self._registered(path)
         if registered or path.exists() or path.is_symlink():
             self.remove_worktree(path)
         self.worktrees_dir.mkdir(parents=True, exist_ok=True)
-        with _WORKTREE_LOCK:  # git's worktree bookkeeping (admin dir names) is not concurrent
+        with self.git_section():  # git's worktree bookkeeping (admin dir names) is not concurrent
             # No checkout: git would apply the tree's .gitattributes (filters, eol) while
             # writing it.
             _git(
@@ -315,24 +325,52 @@ class Workspace:
             self.trash_dir.mkdir(parents=True, exist_ok=True)
             moved = Path(tempfile.mkdtemp(prefix=f"{path.name}-", dir=self.trash_dir))
             path.rename(moved / path.name)
-        with _WORKTREE_LOCK:
+        with self.git_section():
             _git(self.repo, "worktree", "prune", check=False)
         if moved is not None:
             _delete_in_background(moved)
 
-    def remove_stale_worktrees(self, keep: frozenset[str] = frozenset()) -> list[str]:
+    def remove_stale_worktrees(
+        self, keep: frozenset[str] = frozenset(), prefix: str = ""
+    ) -> list[str]:
+        """Remove the worktrees (and their trash) whose names start with `prefix`: a task's own
+        (`wf<id>-`), so that the worktrees of other tasks running meanwhile are left alone."""
         removed: list[str] = []
         names = (
             {p.name for p in self.worktrees_dir.iterdir()} if self.worktrees_dir.exists() else set()
         )
-        names |= {p.name for p in self._registered_paths() if p.parent == self.worktrees_dir}
-        for name in sorted(names - set(keep)):
+        with self.git_section():
+            names |= {p.name for p in self._registered_paths() if p.parent == self.worktrees_dir}
+        for name in sorted(n for n in names - set(keep) if n.startswith(prefix)):
             self.remove_worktree(self.worktrees_dir / name)
             removed.append(name)
         wait_for_deletions()
-        _delete_tree(self.trash_dir)  # what a killed run had not deleted yet
-        _git(self.repo, "worktree", "prune", check=False)
+        if not prefix:
+            _delete_tree(self.trash_dir)  # what a killed run had not deleted yet
+        elif self.trash_dir.is_dir() and not self.trash_dir.is_symlink():
+            for entry in self.trash_dir.iterdir():
+                if entry.name.startswith(prefix):
+                    _delete_tree(entry)
+        with self.git_section():
+            _git(self.repo, "worktree", "prune", check=False)
         return removed
+
+    @contextlib.contextmanager
+    def git_section(self) -> Iterator[None]:
+        """git's own bookkeeping (worktree admin dirs, ref and packed-refs updates), one thread
+        and one process at a time: parallel components and other tasks running in the same
+        repository wait for each other here, and only here. Re-entrant within a thread."""
+        with _WORKTREE_LOCK:
+            depth = _HELD.get(self.state_dir, 0)
+            _HELD[self.state_dir] = depth + 1
+            try:
+                if depth:
+                    yield
+                else:
+                    with critical_section(self.state_dir, "git"):
+                        yield
+            finally:
+                _HELD[self.state_dir] = depth
 
     def snapshot(
         self,

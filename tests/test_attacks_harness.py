@@ -26,7 +26,7 @@ from e2e_support import (
     write_workflow,
 )
 
-from supervisor import tasks
+from supervisor import image_commands, tasks
 from supervisor.demo import CALC_STUB, MAKEFILE
 from supervisor.dependency_review import DependencyApprovalRequired
 from supervisor.errors import StepFailedError
@@ -300,7 +300,7 @@ def python_project(tmp_path: Path, url: str) -> Path:
     config.write_text(config.read_text() + f"clis:\n  claude: {{base_url: '{url}'}}\n")
     trust(repo)  # the scripted API is where this test's credentials go
     write_workflow(repo, DEP_WORKFLOW)
-    tasks.sandbox_build(repo)
+    image_commands.sandbox_build(repo)
     return repo
 
 

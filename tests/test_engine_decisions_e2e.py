@@ -25,7 +25,7 @@ from e2e_support import (
 from supervisor import abandon, tasks
 from supervisor.demo import PLAN, fenced
 from supervisor.errors import ApprovalRequired, ConfigError, StepFailedError, WorkflowBusyError
-from supervisor.workflow.lock import repo_lock
+from supervisor.locks import task_lock
 from supervisor.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -254,8 +254,8 @@ def test_the_same_empty_answer_twice_stops_as_a_loop_and_abandon_removes_the_tas
     ws = Workspace(repo)
     assert ws.branch_exists(wf.task_branch)
 
-    with repo_lock(repo / ".supervisor"), pytest.raises(WorkflowBusyError):
-        abandon.abandon(wf.id, repo)  # refused while a supervisor runs in the repository
+    with task_lock(repo / ".supervisor", wf.id), pytest.raises(WorkflowBusyError):
+        abandon.abandon(wf.id, repo)  # refused while a supervisor runs the task
     refused = cli(repo, "abandon", str(wf.id))  # no terminal, no --yes: preview only
     assert refused.returncode != 0
     assert wf.task_branch in refused.stdout

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from e2e_support import GOOD_CALC, implementer, planner, require_sandbox, reviewer
 
-from supervisor import tasks
+from supervisor import project, tasks
 from supervisor.config import StepDef, WorkflowDef
 from supervisor.demo import make_demo_repo
 from supervisor.errors import ConfigError
@@ -103,7 +103,7 @@ def test_no_gate_runs_without_gates_and_the_events_say_so(
         f"clis:\n  claude: {{base_url: '{server.url}'}}\n"
     )
     trust(repo)  # the scripted API is where this test's credentials go
-    preview = tasks.start_preview("Implement add and multiply", repo, no_gate=True)
+    preview = project.start_preview("Implement add and multiply", repo, no_gate=True)
     assert "gates     none (--no-gate leaves out: test)" in preview
 
     wf = tasks.start_task("Implement add and multiply", repo, no_gate=True)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from e2e_support import fenced, implementation, require_sandbox, reviewer
 
-from supervisor import tasks
+from supervisor import image_commands, tasks
 from supervisor.errors import SandboxError
 from supervisor.fakeapi import ScriptedModelServer, load_script
 from supervisor.gates import run_gate
@@ -114,11 +114,11 @@ def test_a_python_project_with_a_pypi_dependency_passes_its_gate_offline(
     tmp_path: Path, sandbox: DockerSandbox
 ) -> None:
     repo = python_project(tmp_path / "py")
-    path, written = tasks.sandbox_init(repo)
+    path, written = image_commands.sandbox_init(repo)
     assert written and "FROM supervisor-sandbox:latest" in path.read_text()
-    tag, seconds = tasks.sandbox_build(repo)
+    tag, seconds = image_commands.sandbox_build(repo)
     assert seconds is not None  # built
-    assert tasks.sandbox_build(repo) == (tag, None)  # unchanged: reused, no rebuild
+    assert image_commands.sandbox_build(repo) == (tag, None)  # unchanged: reused, no rebuild
     result = gate(sandbox, repo, "python3 -m pytest -q -p no:cacheprovider", tag)
     assert result.passed, result.output
     assert "1 passed" in result.output
@@ -142,8 +142,8 @@ def test_a_node_project_with_an_npm_dependency_passes_its_gate_offline(
         "dependencies": {"is-number": "7.0.0"},
     }
     repo = git_repo(tmp_path / "node", {"package.json": json.dumps(package), "test.js": NODE_TEST})
-    tasks.sandbox_init(repo)
-    tag, _ = tasks.sandbox_build(repo)
+    image_commands.sandbox_init(repo)
+    tag, _ = image_commands.sandbox_build(repo)
     result = gate(sandbox, repo, "npm test", tag)
     assert result.passed, result.output
     assert "node tests passed" in result.output
@@ -155,7 +155,7 @@ def test_a_dependency_that_cannot_install_is_a_clear_error_and_nothing_starts(
     repo = python_project(tmp_path / "py")
     (repo / "requirements.txt").write_text("no-such-package-supervisor-test==9.9.9\n")
     commit(repo, "bad dependency")
-    tasks.sandbox_init(repo)
+    image_commands.sandbox_init(repo)
     (repo / ".supervisor" / "config.yaml").write_text("gates: {test: python3 -m pytest -q}\n")
     with pytest.raises(SandboxError, match="Building the project sandbox image failed") as info:
         tasks.start_task("anything", repo)
@@ -173,19 +173,19 @@ def test_a_dependency_that_cannot_install_is_a_clear_error_and_nothing_starts(
 
 def test_a_broken_dockerfile_names_the_file(tmp_path: Path) -> None:
     repo = python_project(tmp_path / "py")
-    path, _ = tasks.sandbox_init(repo)
+    path, _ = image_commands.sandbox_init(repo)
     path.write_text(path.read_text() + "\nRUN exit 3\n")  # the user's edit broke it
-    _, written = tasks.sandbox_init(repo)
+    _, written = image_commands.sandbox_init(repo)
     assert not written  # an edited file is never overwritten
     with pytest.raises(SandboxError) as info:
-        tasks.sandbox_build(repo)
+        image_commands.sandbox_build(repo)
     assert str(path) in info.value.hint
 
 
 def test_an_unknown_stack_asks_for_a_dockerfile(tmp_path: Path) -> None:
     repo = git_repo(tmp_path / "docs", {"README.md": "# only words\n"})
     with pytest.raises(SandboxError, match="No known stack") as info:
-        tasks.sandbox_init(repo)
+        image_commands.sandbox_init(repo)
     assert "FROM supervisor-sandbox:latest" in info.value.hint
 
 
@@ -200,7 +200,7 @@ def test_a_task_that_edits_the_dependencies_rebuilds_once_before_its_gate(
         check=True,
         capture_output=True,
     )
-    tasks.sandbox_build(repo)
+    image_commands.sandbox_build(repo)
     requirements = "python-dateutil==2.9.0.post0\nsix==1.16.0\n"
     worker = {
         "when": "ROLE: implementer",

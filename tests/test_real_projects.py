@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from e2e_support import require_sandbox
 
-from supervisor import interfaces, tasks
+from supervisor import image_commands, interfaces, tasks
 from supervisor.config import Limits
 from supervisor.errors import SandboxError, ToolMissingError
 from supervisor.gate_check import check_gates
@@ -74,7 +74,7 @@ def built(repo: Path, name: str) -> tuple[str, InitReport]:
     started = time.monotonic()
     report = initialize(repo, check=check_gates)
     BUILD_SECONDS[name] = round(time.monotonic() - started, 1)
-    tag, seconds = tasks.sandbox_build(repo)
+    tag, seconds = image_commands.sandbox_build(repo)
     assert seconds is None  # init built it; unchanged, so reused
     return tag, report
 
@@ -139,9 +139,9 @@ def test_a_dependency_missing_from_setup_py_fails_the_build_naming_the_module(
     setup = repo / "setup.py"
     setup.write_text(setup.read_text().replace('["text-unidecode>=1.3"]', "[]"))
     commit_all(repo, "forget the dependency")
-    tasks.sandbox_init(repo)
+    image_commands.sandbox_init(repo)
     with pytest.raises(SandboxError, match="lacks the module 'text_unidecode'") as info:
-        tasks.sandbox_build(repo)
+        image_commands.sandbox_build(repo)
     assert "import slugger" in info.value.message
     assert "install_requires" in info.value.hint
     import docker

@@ -5,7 +5,7 @@ nowhere else. Set SUPERVISOR_DEBUG=1 to see the traceback instead.
 
 A command imports what it uses when it runs: `status`, `events`, `approve` and `reject` never
 import Docker, networkx, the engine or the workers (tests/test_cli_imports.py), so a person does
-not wait for them. `tasks` below is the `supervisor.tasks` module, imported on first use.
+not wait for them. `tasks`, `projects` and `images` below are modules imported on first use.
 """
 
 from __future__ import annotations
@@ -45,17 +45,22 @@ if TYPE_CHECKING:
     from supervisor.state.records import Workflow
 
 
-class _Tasks:
-    """`supervisor.tasks`, imported on first use: it imports Docker, the engine and the workers,
-    which only the commands that run or inspect a sandbox need."""
+class _Lazy:
+    """A module imported on first use: `supervisor.tasks` imports Docker, the engine and the
+    workers, which only the commands that run or inspect a sandbox need."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
 
     def __getattr__(self, name: str) -> Any:
-        from supervisor import tasks as module
+        import importlib
 
-        return getattr(module, name)
+        return getattr(importlib.import_module(self._name), name)
 
 
-tasks = _Tasks()
+tasks = _Lazy("supervisor.tasks")  # the task lifecycle: start, resume, complete
+projects = _Lazy("supervisor.project")  # opening a repository, preflight, previews
+images = _Lazy("supervisor.image_commands")  # `supervisor sandbox ...`
 
 app = typer.Typer(
     name="supervisor",
@@ -131,8 +136,10 @@ def start_task(
                 "start-task needs confirmation, and there is no terminal to ask.",
                 "Pass --yes to start without confirming.",
             )
-        preview = tasks.start_preview(description, repo, cli=cli, roles=overrides, no_gate=no_gate)
-        stops = tasks.approval_stops(repo, cli=cli, roles=overrides, no_gate=no_gate)
+        preview = projects.start_preview(
+            description, repo, cli=cli, roles=overrides, no_gate=no_gate
+        )
+        stops = projects.approval_stops(repo, cli=cli, roles=overrides, no_gate=no_gate)
         console.print(
             f"Dry run, nothing created yet:\n{preview}\n  approvals {stops}",
             highlight=False,
@@ -140,7 +147,7 @@ def start_task(
         )
         typer.confirm("Start?", abort=True)
     else:
-        stops = tasks.approval_stops(repo, cli=cli, roles=overrides, no_gate=no_gate)
+        stops = projects.approval_stops(repo, cli=cli, roles=overrides, no_gate=no_gate)
         if not stops.startswith("none"):
             err_console.print(f"Approvals this run asks for: {stops}", highlight=False)
     from supervisor.cli.reporter import RichReporter
@@ -165,7 +172,7 @@ def _show_pending(repo: Path, workflow_id: int | None) -> None:
     """Before the "waits for approval" message: what the approval is about."""
     from supervisor.approvals import pending
 
-    project = tasks.open_project(repo)
+    project = projects.open_project(repo)
     found = tasks.workflows(repo)
     wf = next((w for w in reversed(found) if workflow_id in (None, w.id)), None)
     if wf is None:
@@ -257,7 +264,7 @@ def resume(
 def trust(repo: RepoOption = Path()) -> None:
     """Trust this repository's settings that decide where credentials go (model API URLs,
     credential variables, login files, extra env and flags, sandbox image), as they are now."""
-    root, trusted = tasks.trust_repo(repo)
+    root, trusted = projects.trust_repo(repo)
     if not trusted:
         console.print(f"{root} sets nothing that decides where credentials go; nothing to trust.")
         return
@@ -311,10 +318,11 @@ def status(
         return
     if workflow_id is None:
         found = access.workflows(repo)
+        pids = access.supervisors(repo, found)
         if as_json:
-            _json([_plain(wf) for wf in found])
+            _json([{**_plain(wf), "supervisor_pid": pids.get(wf.id)} for wf in found])
         else:
-            console.print(fit(console, workflows_table(found)))
+            console.print(fit(console, workflows_table(found, pids)))
         return
     with access.reading(repo) as store:
         wf = store.workflow(workflow_id)
@@ -390,7 +398,7 @@ def init(
     """Detect the project, choose role packs, and write .supervisor/."""
     from supervisor.initialize import PACK_TITLES, initialize, pack_roles
 
-    root = tasks.open_project(repo).root
+    root = projects.open_project(repo).root
 
     def choose(pack: str, suggested: bool) -> bool:
         if yes or not sys.stdin.isatty():
@@ -411,7 +419,7 @@ def roles_list(repo: RepoOption = Path(), as_json: JsonOption = False) -> None:
     """Every role and where it comes from (project shadows user shadows built-in)."""
     from supervisor.roles import list_roles
 
-    files = list_roles(tasks.open_project(repo).root)
+    files = list_roles(projects.open_project(repo).root)
     if as_json:
         _json(roles_rows(files))
     else:
@@ -427,7 +435,7 @@ def roles_show(
     """The resolved role, with the file each field came from."""
     from supervisor.roles import resolve_role
 
-    resolved = resolve_role(name, tasks.open_project(repo).root)
+    resolved = resolve_role(name, projects.open_project(repo).root)
     if as_json:
         _json(
             {
@@ -452,7 +460,7 @@ def config_show(
     from supervisor.config import settings_provenance
 
     overrides = {"cli": cli} if cli else None
-    project = tasks.open_project(repo, overrides)
+    project = projects.open_project(repo, overrides)
     provenance = settings_provenance(project.root, overrides)
     if as_json:
         _json({"settings": project.settings.model_dump(mode="json"), "from": provenance})
@@ -471,7 +479,7 @@ def context(
     show: Annotated[bool, typer.Option("--show", help="Print the whole prompt too.")] = False,
 ) -> None:
     """Dry run: what the role would be sent, its token count, what was pruned or redacted."""
-    prompt, pack = tasks.context_preview(repo, role, target or [], task)
+    prompt, pack = projects.context_preview(repo, role, target or [], task)
     if show:
         console.print(prompt, markup=False, highlight=False)
     console.print(pack_report(pack))
@@ -484,7 +492,7 @@ app.add_typer(sandbox_app, name="sandbox")
 @sandbox_app.command("init")
 def sandbox_init(repo: RepoOption = Path()) -> None:
     """Write .supervisor/sandbox/Dockerfile for the detected stack (never over an edited one)."""
-    path, written = tasks.sandbox_init(repo)
+    path, written = images.sandbox_init(repo)
     console.print(f"{'Wrote' if written else 'Left alone (exists)'}: {path}")
 
 
@@ -494,7 +502,7 @@ def sandbox_build(
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Rebuild every layer.")] = False,
 ) -> None:
     """Build the project image (dependencies installed now, with network)."""
-    tag, seconds = tasks.sandbox_build(
+    tag, seconds = images.sandbox_build(
         repo,
         no_cache=no_cache,
         on_output=lambda t: err_console.print(t.rstrip(), style="dim", markup=False),
@@ -505,7 +513,7 @@ def sandbox_build(
 @sandbox_app.command("status")
 def sandbox_status(repo: RepoOption = Path(), as_json: JsonOption = False) -> None:
     """Which image gates use, built from what, when, and its size."""
-    info = tasks.sandbox_status(repo)
+    info = images.sandbox_status(repo)
     if as_json:
         _json(info)
     else:
@@ -526,7 +534,7 @@ def sandbox_shell(
     ] = None,
 ) -> None:
     """A shell in the gate sandbox (no network, your checkout read-only) to debug a gate."""
-    argv = tasks.sandbox_shell_argv(repo, command)
+    argv = images.sandbox_shell_argv(repo, command)
     os.execvp(argv[0], argv)
 
 

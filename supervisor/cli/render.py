@@ -95,15 +95,25 @@ def fit(console: Console, renderable: RenderableType) -> RenderableType:
     return renderable
 
 
-def _status(value: str | None) -> Text:
+def _status(value: str | None, shown: str | None = None) -> Text:
     value = value or ""
-    return Text(value, style=STATUS_STYLE.get(value, ""))
+    return Text(shown or value, style=STATUS_STYLE.get(value, ""))
 
 
-def workflows_table(workflows: list[Workflow]) -> Table:
+def _shown_status(wf: Workflow, supervisors: dict[int, int | None] | None) -> str:
+    """A running task that no supervisor runs any more (killed) says so: resume continues it."""
+    if supervisors is not None and wf.id in supervisors and supervisors[wf.id] is None:
+        return f"{wf.status} (no supervisor)"
+    return wf.status
+
+
+def workflows_table(
+    workflows: list[Workflow], supervisors: dict[int, int | None] | None = None
+) -> Table:
+    """`supervisors`: the pid running each running task (None: no supervisor runs it)."""
     table = Table(title="Workflows", title_justify="left")
     table.add_column("id")
-    _id_column(table, "status", [wf.status for wf in workflows])
+    _id_column(table, "status", [_shown_status(wf, supervisors) for wf in workflows])
     _id_column(table, "step", [shown_step(wf) for wf in workflows])
     _id_column(table, "branch", [wf.task_branch for wf in workflows])
     for column in ("task", "updated"):
@@ -111,7 +121,7 @@ def workflows_table(workflows: list[Workflow]) -> Table:
     for wf in workflows:
         table.add_row(
             str(wf.id),
-            _status(wf.status),
+            _status(wf.status, _shown_status(wf, supervisors)),
             shown_step(wf),
             wf.task_branch,
             wf.description[:50],

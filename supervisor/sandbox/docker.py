@@ -37,6 +37,7 @@ HOME = "/tmp/home"
 LABEL_REPO = "supervisor.repo"
 LABEL_WORKFLOW = "supervisor.workflow"
 LABEL_STEP = "supervisor.step"
+LABEL_PROBE = "supervisor.probe"  # the pid of the supervisor whose preflight probe it is
 # A run folder's name carries its repository's label, so the next start finds a crashed run's.
 RUN_PREFIX = "supervisor-run-"
 
@@ -142,7 +143,7 @@ class DockerSandbox:
             self._relay = None
 
     def run(self, spec: RunSpec) -> RunResult:
-        label = spec.labels.get(LABEL_REPO, "none")
+        label = run_dir_label(spec.labels)
         with tempfile.TemporaryDirectory(prefix=f"{RUN_PREFIX}{label}-") as run_dir:
             run_path = Path(run_dir)
             (run_path / "stdin").write_text(spec.stdin_text, encoding="utf-8")
@@ -246,7 +247,8 @@ class DockerSandbox:
             time.sleep(0.1)
 
     def remove_stale(self, labels: dict[str, str]) -> list[str]:
-        """Remove containers left by a crashed run (matched by labels)."""
+        """Remove containers left by a crashed run (matched by labels), and their run folders:
+        with a workflow label, only that task's (other tasks may be running meanwhile)."""
         filters: dict[str, str | list[str] | bool] = {
             "label": [f"{k}={v}" for k, v in labels.items()]
         }
@@ -255,8 +257,16 @@ class DockerSandbox:
             remove_container(container)
             removed.append(cast(str, container.id))
         if LABEL_REPO in labels:
-            remove_stale_run_dirs(labels[LABEL_REPO])
+            remove_stale_run_dirs(run_dir_label(labels))
         return removed
+
+
+def run_dir_label(labels: dict[str, str]) -> str:
+    """What a run folder's name says about its owner: the repository, and the task if any."""
+    label = labels.get(LABEL_REPO, "none")
+    if LABEL_WORKFLOW in labels:
+        return f"{label}-wf{labels[LABEL_WORKFLOW]}"
+    return f"{label}-probe{labels[LABEL_PROBE]}" if LABEL_PROBE in labels else label
 
 
 def remove_stale_run_dirs(label: str) -> list[Path]:

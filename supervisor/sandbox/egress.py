@@ -29,6 +29,8 @@ from supervisor.errors import SandboxError, SupervisorError
 from supervisor.sandbox.credproxy import CredentialProxy, Injection, Upstream
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     import docker
 
 LOCAL_ALIAS = "model-api.supervisor.internal"
@@ -130,6 +132,22 @@ def _remove(network: Any, name: str, wait: float = 60) -> None:
             time.sleep(1)
 
 
+@contextlib.contextmanager
+def _host_lock(name: str) -> Iterator[None]:
+    """An exclusive `flock` shared by every supervisor process on the host (never follows a
+    symlink planted at its path)."""
+    import fcntl
+    import tempfile
+
+    path = Path(tempfile.gettempdir()) / name
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 class HostFirewall:
     """An iptables chain that lets the sandbox network reach the host on the relay ports only.
 
@@ -178,6 +196,12 @@ class HostFirewall:
         ]
 
     def _setup(self) -> None:
+        """Check-then-create, so one host-wide lock: supervisors starting at the same time (tasks
+        side by side) must neither fail on each other's chain nor add its rules twice."""
+        with _host_lock("supervisor-firewall.lock"):
+            self._create()
+
+    def _create(self) -> None:
         if self._iptables("-n", "-L", self.chain, check=False).returncode != 0:
             self._iptables("-N", self.chain)
             self._iptables(

@@ -43,6 +43,15 @@ def workflows(path: Path) -> list[Workflow]:
         return state.workflows()
 
 
+def supervisors(path: Path, found: list[Workflow]) -> dict[int, int | None]:
+    """For each running workflow, the pid of the supervisor running it, or None when none does
+    (it crashed or was killed: `supervisor resume <id>` continues it, beside other tasks)."""
+    from supervisor.locks import task_holder
+
+    state_dir = state_db(path).parent
+    return {wf.id: task_holder(state_dir, wf.id) for wf in found if wf.status == "running"}
+
+
 def decide(wf_id: int, path: Path, *, approve: bool, reason: str | None = None) -> Workflow:
     """Record a human decision on the pending approval; `resume` acts on it."""
     from supervisor.state.store import Store

@@ -26,7 +26,7 @@ from supervisor.roles import Role, load_role
 from supervisor.sandbox.docker import RunSpec
 from supervisor.state.store import EventSpec, StepRecord, now
 from supervisor.treedata import CommitFiles
-from supervisor.workers.base import adapter_for
+from supervisor.workers import adapter_for
 from supervisor.workflow.steps import results
 from supervisor.workflow.steps.base import (
     LineSplitter,

@@ -1,0 +1,149 @@
+"""`supervisor sandbox init|build|status|shell`: the project image commands.
+
+They work on a throwaway worktree of HEAD (what a new task would start from) and leave to
+supervisor/project_image.py what the image is made of and how it is built.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import TYPE_CHECKING, Any, cast
+
+from supervisor import project_image
+from supervisor.errors import SandboxError
+from supervisor.locks import critical_section, process_alive
+from supervisor.project import Project, open_project
+from supervisor.sandbox.docker import DockerSandbox
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+
+def sandbox_init(path: Path) -> tuple[Path, bool]:
+    from supervisor.detect import detect
+
+    project = open_project(path)
+    return project_image.write_dockerfile(
+        project.root, detect(project.root), project.settings.sandbox.image
+    )
+
+
+@contextlib.contextmanager
+def head_tree(project: Project) -> Iterator[Path]:
+    """A throwaway worktree of HEAD: what a new task would start from."""
+    tree = project.workspace.add_worktree(f"sandbox-{os.getpid()}", project.workspace.head_commit())
+    try:
+        yield tree
+    finally:
+        project.workspace.remove_worktree(tree)
+
+
+def remove_dead_head_trees(project: Project) -> list[str]:
+    """The HEAD worktrees of image commands whose process is gone (killed mid-build)."""
+    removed = []
+    found = project.workspace.worktrees_dir
+    for tree in sorted(found.glob("sandbox-*")) if found.is_dir() else []:
+        pid = tree.name.removeprefix("sandbox-")
+        if pid.isdigit() and not process_alive(int(pid)):
+            project.workspace.remove_worktree(tree)
+            removed.append(tree.name)
+    return removed
+
+
+def sandbox_build(
+    path: Path, *, no_cache: bool = False, on_output: Any = None
+) -> tuple[str, float | None]:
+    """Build the project image for HEAD's dependency files; (tag, seconds or None if reused).
+    Tasks starting at the same time build it once: the second waits, then reuses it."""
+    from supervisor.sandbox.docker import connect
+
+    project = open_project(path)
+    client = connect()
+    sandbox = DockerSandbox(
+        project.settings.sandbox.image, project.settings.sandbox.egress_network, client
+    )
+    sandbox.check_image()
+    base = client.images.get(project.settings.sandbox.image)
+    with head_tree(project) as tree, critical_section(project.state_dir, "image"):
+        image = project_image.image_for(project.root, tree, cast(str, base.id))
+        if image is None:
+            raise SandboxError(
+                f"There is no {project_image.DOCKERFILE} in this repository.",
+                "Run `supervisor sandbox init` (or `supervisor init`) to write one.",
+            )
+        if project_image.exists(client, image.tag) and not no_cache:
+            return image.tag, None
+        seconds = project_image.build(
+            client, project.root, tree, image, no_cache=no_cache, on_output=on_output
+        )
+        # The smoke test: the project's packages import offline, or the build fails naming
+        # the missing module (and the image is dropped, so the next build tries again).
+        for note in project_image.smoke_test(client, project.root, tree, image):
+            if on_output is not None:
+                on_output(f"smoke test: {note}\n")
+        return image.tag, seconds
+
+
+def sandbox_status(path: Path) -> dict[str, Any]:
+    from supervisor.sandbox.docker import connect
+
+    project = open_project(path)
+    client = connect()
+    base = client.images.get(project.settings.sandbox.image)
+    with head_tree(project) as tree:
+        wanted = project_image.image_for(project.root, tree, cast(str, base.id))
+    images = []
+    for found in project_image.project_images(client, project.root):
+        labels = found.labels or {}
+        images.append(
+            {
+                "tags": found.tags,
+                "created": found.attrs.get("Created", "")[:19],
+                "size_mb": round(found.attrs.get("Size", 0) / 1e6),
+                "files": labels.get("supervisor.dependency-files", ""),
+                "current": wanted is not None and wanted.tag in found.tags,
+            }
+        )
+    return {
+        "base_image": f"{project.settings.sandbox.image} ({base.short_id})",
+        "dockerfile": str(project.root / project_image.DOCKERFILE) if wanted is not None else None,
+        "wanted": wanted.tag if wanted else None,
+        "dependency_files": wanted.files if wanted else [],
+        "images": images,
+    }
+
+
+def sandbox_shell_argv(path: Path, command: list[str] | None) -> list[str]:
+    """`docker run` for an interactive shell in the gate sandbox, on a copy of HEAD."""
+    from supervisor import process
+
+    project = open_project(path)
+    tag, _ = (
+        sandbox_build(path)
+        if (project.root / ".supervisor/sandbox/Dockerfile").is_file()
+        else (project.settings.sandbox.image, None)
+    )
+    return [
+        process.find_program("docker"),
+        "run",
+        "--rm",
+        "-i",
+        *(["-t"] if not command else []),
+        "--network",
+        "none",
+        "--read-only",
+        "--tmpfs",
+        "/tmp:rw,exec",
+        "--user",
+        "65534:65534",
+        "-e",
+        "HOME=/tmp",
+        "-v",
+        f"{project.root}:/workspace:ro",
+        "-w",
+        "/workspace",
+        tag,
+        *(command or ["bash"]),
+    ]

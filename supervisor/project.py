@@ -1,0 +1,253 @@
+"""Opening a repository and the checks before a task exists (preflight), and what reads it.
+
+Everything that can fail before a task exists (repository, configuration, trust, Docker, image,
+CLI binary, credentials, a gate without a command) is checked here first, so a refused start
+leaves nothing behind. The task lifecycle (start, resume, complete) is supervisor/tasks.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from supervisor import credentials, trust
+from supervisor.config import Settings, WorkflowDef, load_settings
+from supervisor.doctor import clis_in_use
+from supervisor.errors import ConfigError, SandboxError, SupervisorError, ToolMissingError
+from supervisor.locks import process_alive
+from supervisor.sandbox.docker import LABEL_PROBE, LABEL_REPO, DockerSandbox, RunSpec, repo_label
+from supervisor.state.store import Store, Workflow
+from supervisor.workers import adapter_for
+from supervisor.workflow.loading import load_workflow, workflow_source
+from supervisor.workspace import Workspace, find_repo_root
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+    from supervisor.context import Pack
+
+STATE_DIR = ".supervisor"
+
+
+@dataclass
+class Project:
+    """A repository the supervisor works on, with its settings and state."""
+
+    root: Path
+    settings: Settings
+    workspace: Workspace
+
+    @property
+    def state_dir(self) -> Path:
+        return self.root / STATE_DIR
+
+    def store(self) -> Store:
+        return Store(self.state_dir / "state.db")
+
+
+def open_project(path: Path, overrides: dict[str, Any] | None = None) -> Project:
+    root = find_repo_root(path)
+    return Project(root, load_settings(root, overrides), Workspace(root))
+
+
+def open_sandbox(project: Project, clis: list[str]) -> DockerSandbox:
+    """Engine up, image built, every CLI the workflow uses inside it with credentials present;
+    or a clear error, before anything is created."""
+    for cli in clis:
+        adapter_for(cli)
+        credentials.collect(cli, _cli_settings(project.settings, cli))
+    sandbox = DockerSandbox(project.settings.sandbox.image, project.settings.sandbox.egress_network)
+    sandbox.check_image()
+    binaries = [adapter_for(cli).binary for cli in clis]
+    probe = sandbox.run(
+        RunSpec(
+            argv=[
+                "sh",
+                "-c",
+                "; ".join(f"command -v {b} >/dev/null || echo {b}" for b in binaries),
+            ],
+            worktree=_empty_dir(project),
+            timeout=60,
+            labels={LABEL_REPO: repo_label(project.root), LABEL_PROBE: str(os.getpid())},
+        )
+    )
+    absent = probe.stdout.split()
+    if probe.exit_code != 0 or absent:
+        raise ToolMissingError(
+            f"The {', '.join(repr(b) for b in absent) or 'required'} CLI is not installed in the "
+            f"sandbox image '{project.settings.sandbox.image}'.",
+            "Rebuild the image with scripts/setup.sh (it installs the pinned CLIs).",
+        )
+    return sandbox
+
+
+def remove_dead_probes(project: Project, sandbox: DockerSandbox) -> list[str]:
+    """Probe containers (and run folders) of supervisors killed during their preflight; a live
+    supervisor's probe, another task starting meanwhile, is left alone."""
+    client = getattr(sandbox, "client", None)  # a stand-in sandbox has no engine
+    if client is None:
+        return []
+    repo = repo_label(project.root)
+    found = client.containers.list(
+        all=True, filters={"label": [f"{LABEL_REPO}={repo}", LABEL_PROBE]}
+    )
+    dead = {c.labels.get(LABEL_PROBE, "") for c in found}
+    removed: list[str] = []
+    for pid in sorted(p for p in dead if p.isdigit() and not process_alive(int(p))):
+        removed += sandbox.remove_stale({LABEL_REPO: repo, LABEL_PROBE: pid})
+    return removed
+
+
+def require_trust(project: Project) -> None:
+    """Before anything is created: the repository's credential-routing settings are trusted,
+    and no CLI's login files point outside the home directory."""
+    trust.require_trusted(project.root)
+    trust.check_login_files(project.settings)
+
+
+def task_definition(
+    project: Project, roles: dict[str, str] | None, no_gate: bool
+) -> tuple[WorkflowDef, list[str]]:
+    """The workflow to run, its gate commands checked (or, with --no-gate, its gates removed):
+    a gate without a command stops the task here, before anything exists."""
+    from supervisor import preflight
+
+    definition = load_workflow(project.root, project.settings, gates=False)
+    skipped: list[str] = []
+    if no_gate:
+        definition, skipped = preflight.without_gates(definition)
+    preflight.check_gates(definition, project.settings, project.root)
+    if roles:
+        definition = _with_roles(definition, roles, project)
+    return definition, skipped
+
+
+def definition_changed(project: Project, wf: Workflow) -> bool:
+    """Whether the workflow the repository defines now differs from the one `wf` started with."""
+    try:
+        current = load_workflow(project.root, project.settings)
+    except SupervisorError:
+        return True
+    return current.model_dump() != WorkflowDef.model_validate(wf.definition).model_dump()
+
+
+def start_preview(
+    description: str,
+    path: Path,
+    *,
+    cli: str | None = None,
+    roles: dict[str, str] | None = None,
+    no_gate: bool = False,
+) -> str:
+    """What start-task would create, for a person to confirm; creates nothing."""
+    project = open_project(path, {"cli": cli} if cli else None)
+    require_trust(project)
+    definition, skipped = task_definition(project, roles, no_gate)
+    ws = project.workspace
+    steps = " → ".join(definition.steps)
+    return (
+        f"  branch    ai/<id>-{ws.slugify(description)}\n"
+        f"  from      {ws.current_branch() or 'detached HEAD'} at {ws.head_commit()[:12]} "
+        "(your checkout and uncommitted changes are not touched)\n"
+        f"  workflow  {workflow_source(project.root, project.settings)}: {steps}\n"
+        f"  CLIs      {', '.join(clis_in_use(definition, project.settings, project.root))}"
+        + (f"\n  gates     none (--no-gate leaves out: {', '.join(skipped)})" if no_gate else "")
+    )
+
+
+def approval_stops(
+    path: Path,
+    *,
+    cli: str | None = None,
+    roles: dict[str, str] | None = None,
+    no_gate: bool = False,
+) -> str:
+    """Every human approval the run will stop at, said before it starts (`--yes` approves none)."""
+    from supervisor.approvals import preview_line
+
+    project = open_project(path, {"cli": cli} if cli else None)
+    require_trust(project)
+    definition, _ = task_definition(project, roles, no_gate)
+    return preview_line(definition, project.root)
+
+
+def trust_repo(path: Path) -> tuple[Path, dict[str, Any]]:
+    """`supervisor trust`: record the repository's credential-routing settings as trusted."""
+    root = find_repo_root(path)
+    load_settings(root)  # an invalid config is reported, never trusted
+    return root, trust.trust(root)
+
+
+def workflows(path: Path) -> list[Workflow]:
+    project = open_project(path)
+    if not (project.state_dir / "state.db").exists():
+        return []
+    with project.store() as store:
+        return store.workflows()
+
+
+@contextlib.contextmanager
+def reading(path: Path) -> Iterator[Store]:
+    project = open_project(path)
+    with project.store() as store:
+        yield store
+
+
+def context_preview(path: Path, role_name: str, targets: list[str], task: str) -> tuple[str, Pack]:
+    """What a role would be sent, packed from the checkout as it is; nothing runs."""
+    from supervisor import prompts
+    from supervisor.roles import load_role
+
+    project = open_project(path)
+    role = load_role(role_name, project.root)
+    diff = project.workspace.working_diff()
+    targets = targets or project.workspace.working_changes()
+    return prompts.compose(
+        role,
+        project.root,
+        project.root,
+        task=task,
+        feedback=[],
+        plan="",
+        targets=targets,
+        diff=diff,
+    )
+
+
+# -- internals -----------------------------------------------------------------------------
+
+
+def _with_roles(definition: WorkflowDef, roles: dict[str, str], project: Project) -> WorkflowDef:
+    """`--role STEP=ROLE`: the highest layer of the cascade, for this task only."""
+    from supervisor.workflow.loading import check_workflow
+
+    steps = dict(definition.steps)
+    for step, role in roles.items():
+        if step not in steps or steps[step].role is None:
+            workers = ", ".join(n for n, s in steps.items() if s.role)
+            raise ConfigError(
+                f"--role {step}={role}: '{step}' is not a worker step of the workflow.",
+                f"Name one of: {workers}.",
+            )
+        steps[step] = steps[step].model_copy(update={"role": role})
+    changed = definition.model_copy(update={"steps": steps})
+    check_workflow(changed, "--role", project.root, project.settings)
+    return changed
+
+
+def _cli_settings(settings: Settings, cli: str) -> Any:
+    try:
+        return settings.clis[cli]
+    except KeyError:
+        raise SandboxError(
+            f"No settings for the '{cli}' CLI.", "Add it under `clis:` in the config."
+        ) from None
+
+
+def _empty_dir(project: Project) -> Path:
+    probe = project.state_dir / "probe"
+    probe.mkdir(parents=True, exist_ok=True)
+    return probe
