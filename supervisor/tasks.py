@@ -27,6 +27,7 @@ from supervisor.errors import (
     ToolMissingError,
 )
 from supervisor.redaction import redact
+from supervisor.sandbox import adopt
 from supervisor.sandbox.docker import LABEL_REPO, DockerSandbox, RunSpec, repo_label
 from supervisor.state.access import decide  # noqa: F401 (re-exported: tasks.decide)
 from supervisor.state.store import EventSpec, Store, Workflow
@@ -548,6 +549,7 @@ def _run_engine(
             )
         raise
     finally:
+        adopt.release(sandbox, store, project.workspace)  # any the engine did not reach
         sandbox.close()
 
 
@@ -612,13 +614,16 @@ def _prepare_resume(store: Store, wf: Workflow, settings: Settings) -> None:
 def _clean_leftovers(
     project: Project, store: Store, sandbox: DockerSandbox, wf_id: int | None = None
 ) -> list[str]:
-    """What a crash leaves: containers, worktrees, and steps still marked running."""
+    """What a crash leaves: containers, worktrees, and steps still marked running; on resume,
+    but for the workers of `wf_id` still running or done, kept for the engine to adopt."""
+    if wf_id is not None:
+        adopt.find(sandbox, store, project.root, wf_id)
     sandbox.remove_stale({LABEL_REPO: repo_label(project.root)})
-    project.workspace.remove_stale_worktrees()
+    project.workspace.remove_stale_worktrees(keep=adopt.kept_worktrees(sandbox))
     interrupted: list[str] = []
     for wf in store.workflows():
         if wf_id is None or wf.id == wf_id:
-            interrupted += store.interrupt_running_steps(wf.id)
+            interrupted += store.interrupt_running_steps(wf.id, keep=adopt.kept_steps(sandbox))
     return interrupted
 
 

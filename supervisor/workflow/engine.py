@@ -36,6 +36,7 @@ from supervisor.parsing import parse_worker_output
 from supervisor.plan_view import plan_for_prompt
 from supervisor.recovery import Classification
 from supervisor.roles import Role, load_role
+from supervisor.sandbox import adopt
 from supervisor.sandbox.docker import LABEL_REPO, LABEL_STEP, LABEL_WORKFLOW, RunSpec, repo_label
 from supervisor.schemas import PlanOutput
 from supervisor.state.store import EventSpec, now
@@ -443,10 +444,15 @@ class Engine:
             # before any candidate exists does a step start from the locked interfaces or the
             # task branch.
             base = candidate or wf.context.get("locked_sha") or tip
-        attempt = self.store.count_steps(wf.id, name, role.name) + 1
-        began = now()  # the step's time includes making its worktree
-        worktree = self.ws.add_worktree(f"wf{wf.id}-{name}-{role.name}-{attempt}", base)
-        step_id = self.store.start_step(wf.id, name, attempt, role.name, str(worktree), began)
+        adopted = adopt.claim(self.sandbox, wf.id, name, role.name, base)  # a killed run's
+        if adopted is not None:
+            attempt, worktree, step_id = adopted.attempt, adopted.worktree, adopted.step_id
+            self.store.add_event(wf.id, adopt.event(adopted))
+        else:
+            attempt = self.store.count_steps(wf.id, name, role.name) + 1
+            began = now()  # the step's time includes making its worktree
+            worktree = self.ws.add_worktree(f"wf{wf.id}-{name}-{role.name}-{attempt}", base)
+            step_id = self.store.start_step(wf.id, name, attempt, role.name, str(worktree), began)
         self.reporter.step(wf.id, name, f"{role.name} via {cli} (attempt {attempt})")
         try:
             outcome = self._run_worker(
@@ -506,7 +512,7 @@ class Engine:
         branch: str | None = None,
     ) -> Outcome:
         adapter = adapter_for(cli)
-        route = self.sandbox.route(cli_settings.base_url, creds.injection)  # the key stays here
+        route = adopt.route(self.sandbox, step_id, cli_settings.base_url, creds.injection)
         plan = wf.context.get("plan")
         task = wf.description
         if component is not None:
@@ -575,7 +581,9 @@ class Engine:
             ),
         )
         image = self._image_for(wf, name, files)
-        run = self.sandbox.run(
+        run = adopt.run(  # the container a killed run left for this step, or a new one
+            self.sandbox,
+            step_id,
             RunSpec(
                 argv=invocation.argv,
                 worktree=worktree,
@@ -590,10 +598,12 @@ class Engine:
                 memory=limits.worker_memory,
                 cpus=limits.worker_cpus,
                 idle_timeout=limits.idle_timeout_seconds,
-                labels=self._labels(wf.id, name),
+                labels=adopt.worker_labels(
+                    self._labels(wf.id, name), step_id, role.name, base, route
+                ),
                 on_output=LineSplitter(adapter.progress, self.reporter.output),
                 on_start=lambda cid: self.store.set_step_container(step_id, cid),
-            )
+            ),
         )
         result = adapter.parse_output(run.stdout, run.stderr, run.exit_code)
         self.reporter.info(
