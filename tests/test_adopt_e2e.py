@@ -1,0 +1,183 @@
+"""A supervisor SIGKILLed while workers run loses none of their work: `resume` adopts their
+containers (still running, or done while it was down) instead of re-running them. Real parts:
+the real `claude` in the real sandbox against the scripted API, a real SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from e2e_support import new_repo, planner, require_sandbox, write_workflow
+
+from supervisor import tasks
+from supervisor.demo import fenced
+from supervisor.sandbox.docker import LABEL_REPO, LABEL_STEP, repo_label
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from supervisor.fakeapi import ScriptedModelServer
+
+pytestmark = pytest.mark.docker
+TASK = "Build the shapes package"
+WORKFLOW = """workflow:
+  initial_step: plan
+  steps:
+    plan: {role: planner, next: implement}
+    implement: {role: implementer, for_each: component, gates: [compile], next: commit,
+                max_retries: 1}
+    commit: {action: commit}
+"""
+GATES = 'gates:\n  compile: "python3 -m py_compile *.py"\n'
+FILES = {
+    "square": ("square.py", "def area(side):\n    return side * side\n"),
+    "circle": ("circle.py", "def area(r):\n    return 3.14159 * r * r\n"),
+}
+WORK_SECONDS = 12
+"""How long each worker works (a shell command between two model turns): the kill lands inside."""
+
+
+@pytest.fixture(autouse=True)
+def real_parts(api_keys: None) -> None:
+    require_sandbox()
+
+
+def marker(cid: str) -> str:
+    return f"one component of the plan: '{cid}'"
+
+
+def script() -> list[dict[str, Any]]:
+    components = [
+        {"id": cid, "description": f"the {cid} module", "files": [path], "depends_on": []}
+        for cid, (path, _) in FILES.items()
+    ]
+    plan = {
+        "status": "COMPLETE",
+        "phases": [{"id": "p1", "description": "shapes", "components": components}],
+        "estimated_components": len(components),
+    }
+    workers = []
+    for cid, (path, content) in FILES.items():
+        report = {"status": "SUCCESS", "summary": cid, "files_created": [path]}
+        turns = [
+            {"tool_use": {"name": "Bash", "input": {"command": f"sleep {WORK_SECONDS}"}}},
+            {"tool_use": {"name": "Write", "input": {"file_path": path, "content": content}}},
+            {"text": "Done.\n" + fenced(report)},
+        ]
+        workers.append({"when": marker(cid), "turns": turns, "repeat": True})
+    return [planner(fenced(plan)), *workers]
+
+
+def invocations(server: ScriptedModelServer, cid: str) -> int:
+    """Worker runs of a component as the model API saw them: conversations opened."""
+    return sum(
+        1
+        for r in server.requests
+        if r.kind == "scripted" and r.turn == 0 and marker(cid) in json.dumps(r.body)
+    )
+
+
+def worker_containers(repo: Path) -> dict[str, Any]:
+    import docker
+
+    client = docker.from_env()
+    found = client.containers.list(filters={"label": f"{LABEL_REPO}={repo_label(repo)}"})
+    return {c.labels.get(LABEL_STEP, ""): c for c in found}
+
+
+def start_and_kill_while_both_work(repo: Path, server: ScriptedModelServer) -> None:
+    """`start-task` in a child process, SIGKILLed once both workers are inside their work."""
+    child = subprocess.Popen(
+        [sys.executable, "-m", "supervisor", "start-task", TASK, "--yes", "--repo", str(repo)],
+        env=os.environ.copy(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 240
+    while not all(invocations(server, cid) for cid in FILES):
+        if child.poll() is not None or time.monotonic() > deadline:
+            child.kill()
+            _, err = child.communicate()
+            pytest.fail(f"the workers never started: {err.decode()[-2000:]}")
+        time.sleep(0.2)
+    time.sleep(1)
+    assert set(worker_containers(repo)) >= {f"implement/{cid}" for cid in FILES}
+    child.send_signal(signal.SIGKILL)
+    child.communicate()
+    assert child.returncode == -signal.SIGKILL
+
+
+def assert_done_and_clean(repo: Path, wf: Any) -> None:
+    assert wf.status == "completed"
+    for path, content in FILES.values():
+        shown = subprocess.run(
+            ["git", "-C", str(repo), "show", f"{wf.task_branch}:{path}"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert shown.stdout == content
+    with tasks.reading(repo) as store:
+        assert store.integrity_ok()
+        assert not [s for s in store.steps(wf.id) if s["status"] == "running"]
+    assert worker_containers(repo) == {}
+    import docker
+
+    left = docker.from_env().containers.list(
+        all=True, filters={"label": f"{LABEL_REPO}={repo_label(repo)}"}
+    )
+    assert left == []
+    worktrees = repo / ".supervisor" / "worktrees"
+    assert not worktrees.exists() or list(worktrees.iterdir()) == []
+
+
+def test_workers_running_when_the_supervisor_is_killed_are_adopted_not_rerun(
+    tmp_path: Path, serve: Any
+) -> None:
+    server = serve(*script())
+    repo = new_repo(tmp_path, server.url, GATES)
+    write_workflow(repo, WORKFLOW)
+    start_and_kill_while_both_work(repo, server)
+
+    wf = tasks.workflows(repo)[0]
+    done = tasks.resume(wf.id, repo)
+
+    assert_done_and_clean(repo, done)
+    assert {cid: invocations(server, cid) for cid in FILES} == {"square": 1, "circle": 1}
+    with tasks.reading(repo) as store:
+        steps = store.steps(done.id)
+        adopted = [e.step for e in store.events(done.id) if e.type == "worker_adopted"]
+    assert sorted(adopted) == ["implement/circle", "implement/square"]
+    for cid in FILES:
+        runs = [s["status"] for s in steps if s["name"] == f"implement/{cid}"]
+        assert runs == ["succeeded"]  # one step, one container: the one started before the kill
+
+
+def test_a_worker_whose_container_died_with_the_supervisor_is_run_again_and_only_it(
+    tmp_path: Path, serve: Any
+) -> None:
+    server = serve(*script())
+    repo = new_repo(tmp_path, server.url, GATES)
+    write_workflow(repo, WORKFLOW)
+    start_and_kill_while_both_work(repo, server)
+    worker_containers(repo)["implement/circle"].kill()
+
+    wf = tasks.workflows(repo)[0]
+    done = tasks.resume(wf.id, repo)
+
+    assert_done_and_clean(repo, done)
+    assert {cid: invocations(server, cid) for cid in FILES} == {"square": 1, "circle": 2}
+    with tasks.reading(repo) as store:
+        steps = store.steps(done.id)
+    assert [s["status"] for s in steps if s["name"] == "implement/square"] == ["succeeded"]
+    assert [s["status"] for s in steps if s["name"] == "implement/circle"] == [
+        "failed",
+        "succeeded",
+    ]
