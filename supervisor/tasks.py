@@ -222,6 +222,9 @@ def resume(wf_id: int, path: Path, *, reporter: Reporter | None = None) -> Workf
         interrupted = _clean_leftovers(project, store, sandbox, wf_id)
         if interrupted and reporter:
             reporter.info(f"Interrupted step(s) {', '.join(interrupted)} will run again.")
+        if sandbox.adoptable and reporter:
+            names = ", ".join(sorted(a.step for a in sandbox.adoptable.values()))
+            reporter.info(f"Worker(s) of {names} outlived the last run: adopted, not run again.")
         if reporter and _definition_changed(project, wf):
             reporter.info(
                 f"The workflow ({workflow_source(project.root, project.settings)}) changed "

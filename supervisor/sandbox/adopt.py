@@ -49,8 +49,10 @@ LABEL_STEP_ID = "supervisor.step_id"
 LABEL_ROLE = "supervisor.role"
 LABEL_BASE = "supervisor.base"
 LABEL_PORT = "supervisor.route_port"
-ADOPTABLE = ("created", "running", "exited")
-"""Container states worth waiting for or reading; `dead`, `paused`, `restarting` are not."""
+ADOPTABLE = ("running", "exited")
+"""Container states worth waiting for or reading. Not `created`: the kill came between recording
+the container and starting it, so there is no work to save (it is removed and the step re-run);
+nor `dead`, `paused`, `restarting`."""
 
 
 @dataclass(frozen=True)
@@ -146,7 +148,7 @@ def find(sandbox: Any, store: Store, repo: Path, wf_id: int) -> dict[int, Adopti
                 running,
                 _run_dir(container.attrs, label),
             )
-            if adoption is not None:
+            if adoption is not None and adoption.worktree.is_dir():
                 found[adoption.step_id] = adoption
     sandbox.adoptable = found
     return found

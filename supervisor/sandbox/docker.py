@@ -227,7 +227,8 @@ class DockerSandbox:
         try:
             if start:
                 container.start()
-            exit_code = self._wait(container, spec, started)
+            # An adopted container's output so far was shown by the run that started it.
+            exit_code = self._wait(container, spec, started, since=None if start else time.time())
             stdout = container.logs(stdout=True, stderr=False).decode("utf-8", "replace")
             stderr = container.logs(stdout=False, stderr=True).decode("utf-8", "replace")
         finally:
@@ -240,13 +241,15 @@ class DockerSandbox:
             container_id=container.id,
         )
 
-    def _wait(self, container: Any, spec: RunSpec, started: float) -> int:
+    def _wait(
+        self, container: Any, spec: RunSpec, started: float, since: float | None = None
+    ) -> int:
         """Stream output while waiting; end the container at the time or idle limit. The engine
         tells when the container exits (`container.wait()`, one blocking request, bounded by the
         nearer limit); no polling."""
         last_output = [time.monotonic()]
         streamer = threading.Thread(
-            target=_stream, args=(container, spec.on_output, last_output), daemon=True
+            target=_stream, args=(container, spec.on_output, last_output, since), daemon=True
         )
         streamer.start()
         while True:
@@ -330,11 +333,16 @@ def _kill(container: Any) -> None:
         container.kill()
 
 
-def _stream(container: Any, sink: Callable[[str], None] | None, last: list[float]) -> None:
+def _stream(
+    container: Any,
+    sink: Callable[[str], None] | None,
+    last: list[float],
+    since: float | None = None,
+) -> None:
     import docker.errors
 
     try:
-        for chunk in container.logs(stream=True, follow=True):
+        for chunk in container.logs(stream=True, follow=True, since=since):
             last[0] = time.monotonic()
             if sink is not None:
                 sink(strip_ansi(chunk.decode("utf-8", "replace")))
