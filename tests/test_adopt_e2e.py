@@ -13,11 +13,12 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from e2e_support import new_repo, planner, require_sandbox, write_workflow
+from e2e_support import IMAGE, new_repo, planner, require_sandbox, write_workflow
 
 from supervisor import tasks
 from supervisor.demo import fenced
-from supervisor.sandbox.docker import LABEL_REPO, LABEL_STEP, repo_label
+from supervisor.errors import CommandTimeoutError
+from supervisor.sandbox.docker import LABEL_REPO, LABEL_STEP, DockerSandbox, RunSpec, repo_label
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -181,3 +182,32 @@ def test_a_worker_whose_container_died_with_the_supervisor_is_run_again_and_only
         "failed",
         "succeeded",
     ]
+
+
+def left_running(sandbox: DockerSandbox, command: str) -> str:
+    """A container as a killed supervisor leaves it: started, nobody watching."""
+    container = sandbox.client.containers.run(IMAGE, ["sh", "-c", command], detach=True)
+    return str(container.id)
+
+
+def test_an_adopted_container_is_read_when_done_and_ended_at_its_time_limit_from_its_start(
+    tmp_path: Path,
+) -> None:
+    import docker.errors
+
+    sandbox = DockerSandbox(IMAGE, "supervisor-egress")
+    finished = left_running(sandbox, "echo the answer; sleep 1")
+    result = sandbox.adopt(finished, RunSpec(argv=[], worktree=tmp_path, timeout=60))
+    assert (result.exit_code, result.stdout) == (0, "the answer\n")
+
+    hung = left_running(sandbox, "sleep 60")
+    time.sleep(3)  # the time it ran before the supervisor came back counts
+    began = time.monotonic()
+    with pytest.raises(CommandTimeoutError, match="time limit of 5 s"):
+        sandbox.adopt(hung, RunSpec(argv=[], worktree=tmp_path, timeout=5))
+    assert time.monotonic() - began < 4.5
+    for container_id in (finished, hung):
+        with pytest.raises(docker.errors.NotFound):
+            sandbox.client.containers.get(container_id)
+    gone = sandbox.adopt(finished, RunSpec(argv=[], worktree=tmp_path))
+    assert gone.exit_code != 0  # a container removed meanwhile is that step's failure
