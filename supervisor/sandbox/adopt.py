@@ -28,6 +28,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from supervisor.errors import CommandTimeoutError, SupervisorError
 from supervisor.sandbox.docker import (
     LABEL_REPO,
     LABEL_STEP,
@@ -44,6 +45,18 @@ if TYPE_CHECKING:
     from supervisor.sandbox.egress import Route
     from supervisor.state.store import EventSpec, Store
     from supervisor.workspace import Workspace
+
+
+class AdoptionLost(SupervisorError):
+    """An adopted container did not finish cleanly (non-zero exit, gone, past its time limit).
+
+    Most often the crash itself is the cause: the worker's model API proxy died with the
+    supervisor and the CLI gave up before `resume` reopened it. So the step counts as
+    interrupted, like any step a crash cut short, and runs afresh in a new worktree; it spends no
+    retry and moves no breaker (a real fault shows again on the fresh run and is counted then)."""
+
+    default_hint = "Nothing to do: the step runs again."
+
 
 LABEL_STEP_ID = "supervisor.step_id"
 LABEL_ROLE = "supervisor.role"
@@ -211,9 +224,30 @@ def run(sandbox: Any, step_id: int, spec: RunSpec) -> RunResult:
         return result
     try:
         result = sandbox.adopt(adoption.container_id, spec)
+    except CommandTimeoutError as e:
+        raise AdoptionLost(f"The adopted worker of '{adoption.step}': {e.message}") from e
     finally:
         _remove_run_dir(adoption.run_dir)
+    if result.exit_code != 0:
+        tail = (result.stderr or result.stdout).strip()[-300:]
+        raise AdoptionLost(
+            f"The adopted worker of '{adoption.step}' ended with exit {result.exit_code}: {tail}"
+        )
     return result
+
+
+def interrupted(store: Store, step_id: int, step: str, role: str, error: AdoptionLost) -> None:
+    """Record an adopted step that did not finish cleanly as interrupted (see AdoptionLost)."""
+    from supervisor.state.store import EventSpec
+
+    event = EventSpec(
+        "step_interrupted",
+        step=step,
+        role=role,
+        status="interrupted",
+        payload={"error": error.message, "adopted": True},
+    )
+    store.finish_step(step_id, "interrupted", error=error.message, event=event)
 
 
 def release(sandbox: Any, store: Store, workspace: Workspace) -> list[str]:

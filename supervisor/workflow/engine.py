@@ -454,6 +454,7 @@ class Engine:
             worktree = self.ws.add_worktree(f"wf{wf.id}-{name}-{role.name}-{attempt}", base)
             step_id = self.store.start_step(wf.id, name, attempt, role.name, str(worktree), began)
         self.reporter.step(wf.id, name, f"{role.name} via {cli} (attempt {attempt})")
+        outcome: Outcome | None
         try:
             outcome = self._run_worker(
                 wf,
@@ -470,6 +471,9 @@ class Engine:
                 on_done,
                 branch,
             )
+        except adopt.AdoptionLost as e:  # cut short by the crash: run afresh, as if interrupted
+            adopt.interrupted(self.store, step_id, name, role.name, e)
+            outcome = None
         except (SandboxError, CommandTimeoutError) as e:
             # A hung worker (idle or time limit) is ended by the sandbox and retried; a sandbox
             # that cannot run at all (or ran out of memory) goes to a human.
@@ -493,6 +497,10 @@ class Engine:
             )
         finally:
             self.ws.remove_worktree(worktree)
+        if outcome is None:
+            return self._worker(
+                wf, name, role_name, base=base, component=component, on_done=on_done, branch=branch
+            )
         return outcome
 
     def _run_worker(
