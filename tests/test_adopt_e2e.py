@@ -53,7 +53,9 @@ def marker(cid: str) -> str:
     return f"one component of the plan: '{cid}'"
 
 
-def script() -> list[dict[str, Any]]:
+def script(thinking: bool = False) -> list[dict[str, Any]]:
+    """Each worker works for WORK_SECONDS: in a shell command between two model turns, or
+    (`thinking`) waiting on the model's answer, the request open through the proxy."""
     components = [
         {"id": cid, "description": f"the {cid} module", "files": [path], "depends_on": []}
         for cid, (path, _) in FILES.items()
@@ -66,21 +68,24 @@ def script() -> list[dict[str, Any]]:
     workers = []
     for cid, (path, content) in FILES.items():
         report = {"status": "SUCCESS", "summary": cid, "files_created": [path]}
+        work = "true" if thinking else f"sleep {WORK_SECONDS}"
+        write = {"name": "Write", "input": {"file_path": path, "content": content}}
         turns = [
-            {"tool_use": {"name": "Bash", "input": {"command": f"sleep {WORK_SECONDS}"}}},
-            {"tool_use": {"name": "Write", "input": {"file_path": path, "content": content}}},
+            {"tool_use": {"name": "Bash", "input": {"command": work}}},
+            {"delay": WORK_SECONDS if thinking else 0, "tool_use": write},
             {"text": "Done.\n" + fenced(report)},
         ]
         workers.append({"when": marker(cid), "turns": turns, "repeat": True})
     return [planner(fenced(plan)), *workers]
 
 
-def invocations(server: ScriptedModelServer, cid: str) -> int:
-    """Worker runs of a component as the model API saw them: conversations opened."""
+def invocations(server: ScriptedModelServer, cid: str, turn: int = 0) -> int:
+    """Worker runs of a component as the model API saw them: conversations opened (or, with
+    `turn`, that reached that turn)."""
     return sum(
         1
         for r in server.requests
-        if r.kind == "scripted" and r.turn == 0 and marker(cid) in json.dumps(r.body)
+        if r.kind == "scripted" and r.turn == turn and marker(cid) in json.dumps(r.body)
     )
 
 
@@ -92,7 +97,9 @@ def worker_containers(repo: Path) -> dict[str, Any]:
     return {c.labels.get(LABEL_STEP, ""): c for c in found}
 
 
-def start_and_kill_while_both_work(repo: Path, server: ScriptedModelServer) -> None:
+def start_and_kill_while_both_work(
+    repo: Path, server: ScriptedModelServer, thinking: bool = False
+) -> None:
     """`start-task` in a child process, SIGKILLed once both workers are inside their work."""
     child = subprocess.Popen(
         [sys.executable, "-m", "supervisor", "start-task", TASK, "--yes", "--repo", str(repo)],
@@ -102,7 +109,7 @@ def start_and_kill_while_both_work(repo: Path, server: ScriptedModelServer) -> N
         stderr=subprocess.PIPE,
     )
     deadline = time.monotonic() + 240
-    while not all(invocations(server, cid) for cid in FILES):
+    while not all(invocations(server, cid, 1 if thinking else 0) for cid in FILES):
         if child.poll() is not None or time.monotonic() > deadline:
             child.kill()
             _, err = child.communicate()
@@ -212,3 +219,26 @@ def test_an_adopted_container_is_read_when_done_and_ended_at_its_time_limit_from
             sandbox.client.containers.get(container_id)
     gone = sandbox.adopt(finished, RunSpec(argv=[], worktree=tmp_path))
     assert gone.exit_code != 0  # a container removed meanwhile is that step's failure
+
+
+def test_a_worker_whose_model_call_the_kill_cut_runs_again_as_interrupted(
+    tmp_path: Path, serve: Any
+) -> None:
+    # The model API proxy lives in the supervisor: the kill resets the open request, and the
+    # CLI, whose own retries are off, gives up. Its step is interrupted, not failed: at most one
+    # extra run per worker in flight, no retry spent.
+    server = serve(*script(thinking=True))
+    repo = new_repo(tmp_path, server.url, GATES)
+    write_workflow(repo, WORKFLOW)
+    start_and_kill_while_both_work(repo, server, thinking=True)
+
+    wf = tasks.workflows(repo)[0]
+    done = tasks.resume(wf.id, repo)
+
+    assert_done_and_clean(repo, done)
+    assert all(invocations(server, cid) <= 2 for cid in FILES)
+    with tasks.reading(repo) as store:
+        steps = store.steps(done.id)
+    for cid in FILES:
+        runs = [s["status"] for s in steps if s["name"] == f"implement/{cid}"]
+        assert runs in (["succeeded"], ["interrupted", "succeeded"])
