@@ -222,8 +222,8 @@ def resume(wf_id: int, path: Path, *, reporter: Reporter | None = None) -> Workf
         interrupted = _clean_leftovers(project, store, sandbox, wf_id)
         if interrupted and reporter:
             reporter.info(f"Interrupted step(s) {', '.join(interrupted)} will run again.")
-        if sandbox.adoptable and reporter:
-            names = ", ".join(sorted(a.step for a in sandbox.adoptable.values()))
+        if adopt.pending(sandbox) and reporter:
+            names = ", ".join(adopt.pending(sandbox))
             reporter.info(f"Worker(s) of {names} outlived the last run: adopted, not run again.")
         if reporter and _definition_changed(project, wf):
             reporter.info(

@@ -167,6 +167,11 @@ def find(sandbox: Any, store: Store, repo: Path, wf_id: int) -> dict[int, Adopti
     return found
 
 
+def pending(sandbox: Any) -> list[str]:
+    """The steps whose containers wait to be adopted."""
+    return sorted(a.step for a in getattr(sandbox, "adoptable", {}).values())
+
+
 def kept_worktrees(sandbox: Any) -> frozenset[str]:
     return frozenset(a.worktree.name for a in getattr(sandbox, "adoptable", {}).values())
 
