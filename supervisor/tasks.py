@@ -38,6 +38,7 @@ from supervisor.project import (  # noqa: F401 (open_project, reading, workflows
     workflows,
 )
 from supervisor.redaction import redact
+from supervisor.sandbox import adopt
 from supervisor.sandbox.docker import LABEL_REPO, LABEL_WORKFLOW, DockerSandbox, repo_label
 from supervisor.state.access import decide  # noqa: F401 (re-exported: tasks.decide)
 from supervisor.state.store import EventSpec, Store, Workflow
@@ -113,9 +114,14 @@ def resume(wf_id: int, path: Path, *, reporter: Reporter | None = None) -> Workf
             definition = WorkflowDef.model_validate(wf.definition)
             settings = project.settings.model_copy(update={"cli": wf.cli})
             sandbox = open_sandbox(project, clis_in_use(definition, settings, project.root))
-            interrupted = _clean_leftovers(project, store, sandbox, wf_id)
+            interrupted = _clean_leftovers(project, store, sandbox, wf_id, adopting=True)
             if interrupted and reporter:
                 reporter.info(f"Interrupted step(s) {', '.join(interrupted)} will run again.")
+            if adopt.pending(sandbox) and reporter:
+                names = ", ".join(adopt.pending(sandbox))
+                reporter.info(
+                    f"Worker(s) of {names} outlived the last run: adopted, not run again."
+                )
             if reporter and definition_changed(project, wf):
                 reporter.info(
                     f"The workflow ({workflow_source(project.root, project.settings)}) changed "
@@ -286,6 +292,7 @@ def _run_engine(
             )
         raise
     finally:
+        adopt.release(sandbox, store, project.workspace)  # any the engine did not reach
         sandbox.close()
 
 
@@ -348,10 +355,16 @@ def _prepare_resume(store: Store, wf: Workflow, settings: Settings) -> None:
 
 
 def _clean_leftovers(
-    project: Project, store: Store, sandbox: DockerSandbox, wf_id: int
+    project: Project, store: Store, sandbox: DockerSandbox, wf_id: int, *, adopting: bool = False
 ) -> list[str]:
     """What a crash of task `wf_id` left: its containers, run folders and worktrees, and its
-    steps still marked running. Other tasks' are theirs: they may be running right now."""
+    steps still marked running. Other tasks' are theirs: they may be running right now. On
+    resume (`adopting`), the task's workers still running or done are kept for the engine to
+    adopt."""
+    if adopting:
+        adopt.find(sandbox, store, project.root, wf_id)
     sandbox.remove_stale({LABEL_REPO: repo_label(project.root), LABEL_WORKFLOW: str(wf_id)})
-    project.workspace.remove_stale_worktrees(prefix=f"wf{wf_id}-")
-    return store.interrupt_running_steps(wf_id)
+    project.workspace.remove_stale_worktrees(
+        prefix=f"wf{wf_id}-", keep=adopt.kept_worktrees(sandbox)
+    )
+    return store.interrupt_running_steps(wf_id, keep=adopt.kept_steps(sandbox))

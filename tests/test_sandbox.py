@@ -206,6 +206,24 @@ def test_a_container_past_its_time_limit_is_ended_and_removed(
         sandbox.client.containers.get(started[0])
 
 
+def test_the_idle_limit_ends_a_silent_container_and_spares_one_that_keeps_talking(
+    sandbox: DockerSandbox, tmp_path: Path
+) -> None:
+    # The wait on the engine is bounded by the nearer limit, then re-armed while output flows.
+    talking = sandbox.run(
+        RunSpec(
+            argv=["sh", "-c", "for i in 1 2 3 4 5; do echo $i; sleep 1; done"],
+            worktree=tmp_path,
+            idle_timeout=3,
+            timeout=60,
+        )
+    )
+    assert talking.exit_code == 0
+    assert talking.stdout.split() == ["1", "2", "3", "4", "5"]
+    with pytest.raises(CommandTimeoutError, match="printed nothing for 2 s"):
+        sandbox.run(RunSpec(argv=["sleep", "60"], worktree=tmp_path, idle_timeout=2, timeout=60))
+
+
 def test_output_streams_while_the_container_runs(sandbox: DockerSandbox, tmp_path: Path) -> None:
     chunks: list[str] = []
     result = sandbox.run(

@@ -115,6 +115,10 @@ class DockerSandbox:
         self.egress_network = egress_network
         self.client = client or connect()
         self._relay: EgressRelay | None = None
+        # Worker containers a killed supervisor left running, by step id (see adopt.py): found
+        # by `resume`, then taken over by the engine's worker step.
+        self.adoptable: dict[int, Any] = {}
+        self.adopting: dict[int, Any] = {}
 
     def check_image(self) -> None:
         import docker.errors
@@ -130,12 +134,15 @@ class DockerSandbox:
     def base_image_id(self) -> str:
         return str(self.client.images.get(self.image).id)
 
-    def route(self, base_url: str, injection: Injection | None = None) -> Route:
+    def route(
+        self, base_url: str, injection: Injection | None = None, port: int | None = None
+    ) -> Route:
         """Open the allowlisted path to one model API endpoint for worker containers; the
-        proxy on it adds the real credential (`injection`), which never enters a container."""
+        proxy on it adds the real credential (`injection`), which never enters a container.
+        `port`: the one an adopted container was given (its proxy died with the last run)."""
         if self._relay is None:
             self._relay = EgressRelay(ensure_network(self.client, self.egress_network))
-        return self._relay.route(base_url, injection)
+        return self._relay.route(base_url, injection, port)
 
     def close(self) -> None:
         if self._relay is not None:
@@ -194,11 +201,35 @@ class DockerSandbox:
                 f"Docker refused to create the container: {e.explanation or e}",
                 "Check `docker info` and the sandbox settings in .supervisor/config.yaml.",
             ) from e
-        try:
-            if spec.on_start is not None:
+        if spec.on_start is not None:
+            try:
                 spec.on_start(cast(str, container.id))
-            container.start()
-            exit_code = self._wait(container, spec, started)
+            except BaseException:
+                remove_container(container)
+                raise
+        return self._finish(container, spec, started, start=True)
+
+    def adopt(self, container_id: str, spec: RunSpec) -> RunResult:
+        """Take over a container a killed supervisor left (see adopt.py): wait for it within
+        `spec.timeout` counted from its own start, then read it as if this process had run it."""
+        import docker.errors
+
+        from supervisor.sandbox.adopt import started_at
+
+        try:
+            container = self.client.containers.get(container_id)
+        except docker.errors.NotFound:
+            return RunResult(-1, "", "The adopted container is gone.", 0.0, container_id)
+        began = started_at(container.attrs)
+        elapsed = 0.0 if began is None else max(0.0, time.time() - began)
+        return self._finish(container, spec, time.monotonic() - elapsed, start=False)
+
+    def _finish(self, container: Any, spec: RunSpec, started: float, *, start: bool) -> RunResult:
+        try:
+            if start:
+                container.start()
+            # An adopted container's output so far was shown by the run that started it.
+            exit_code = self._wait(container, spec, started, since=None if start else time.time())
             stdout = container.logs(stdout=True, stderr=False).decode("utf-8", "replace")
             stderr = container.logs(stdout=False, stderr=True).decode("utf-8", "replace")
         finally:
@@ -211,24 +242,31 @@ class DockerSandbox:
             container_id=cast(str, container.id),
         )
 
-    def _wait(self, container: Any, spec: RunSpec, started: float) -> int:
-        """Stream output while waiting; end the container at the time or idle limit."""
+    def _wait(
+        self, container: Any, spec: RunSpec, started: float, since: float | None = None
+    ) -> int:
+        """Stream output while waiting; end the container at the time or idle limit. The engine
+        tells when the container exits (`container.wait()`, one blocking request, bounded by the
+        nearer limit); no polling."""
         last_output = [time.monotonic()]
         streamer = threading.Thread(
-            target=_stream, args=(container, spec.on_output, last_output), daemon=True
+            target=_stream, args=(container, spec.on_output, last_output, since), daemon=True
         )
         streamer.start()
         while True:
-            container.reload()
-            if container.status in ("exited", "dead"):
-                state = container.attrs.get("State", {})
+            limit = started + spec.timeout
+            if spec.idle_timeout is not None:
+                limit = min(limit, last_output[0] + spec.idle_timeout)
+            exited = _wait_exit(container, max(limit - time.monotonic(), 0.0) + 0.05)
+            if exited is not None:
                 streamer.join(timeout=5)
-                if state.get("OOMKilled"):
+                container.reload()
+                if container.attrs.get("State", {}).get("OOMKilled"):
                     raise SandboxError(
                         f"The container ran out of memory (limit {spec.memory}).",
                         "Raise worker_memory/gate_memory under limits: in the config.",
                     )
-                return int(state.get("ExitCode", -1))
+                return exited
             now = time.monotonic()
             if now - started > spec.timeout:
                 _kill(container)
@@ -244,20 +282,23 @@ class DockerSandbox:
                     "hung.",
                     "Raise idle_timeout_seconds under limits: if the CLI is just slow.",
                 )
-            time.sleep(0.1)
 
     def remove_stale(self, labels: dict[str, str]) -> list[str]:
         """Remove containers left by a crashed run (matched by labels), and their run folders:
-        with a workflow label, only that task's (other tasks may be running meanwhile)."""
+        with a workflow label, only that task's (other tasks may be running meanwhile); but for
+        those kept for adoption (`adoptable`) and their run folders."""
         filters: dict[str, str | list[str] | bool] = {
             "label": [f"{k}={v}" for k, v in labels.items()]
         }
+        kept = {a.container_id for a in self.adoptable.values()}
         removed: list[str] = []
         for container in self.client.containers.list(all=True, filters=filters):
-            remove_container(container)
-            removed.append(cast(str, container.id))
+            if container.id not in kept:
+                remove_container(container)
+                removed.append(cast(str, container.id))
         if LABEL_REPO in labels:
-            remove_stale_run_dirs(run_dir_label(labels))
+            keep = {a.run_dir for a in self.adoptable.values() if a.run_dir}
+            remove_stale_run_dirs(run_dir_label(labels), keep)
         return removed
 
 
@@ -269,9 +310,10 @@ def run_dir_label(labels: dict[str, str]) -> str:
     return f"{label}-probe{labels[LABEL_PROBE]}" if LABEL_PROBE in labels else label
 
 
-def remove_stale_run_dirs(label: str) -> list[Path]:
+def remove_stale_run_dirs(label: str, keep: set[Path] | None = None) -> list[Path]:
     """Run folders (prompt, schema, login files) a crashed run of this repository left behind."""
     found = sorted(Path(tempfile.gettempdir()).glob(f"{RUN_PREFIX}{label}-*"))
+    found = [p for p in found if p not in (keep or set())]
     for path in found:
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path, ignore_errors=True)
@@ -285,6 +327,17 @@ def remove_container(container: Any) -> None:
         container.remove(force=True)
 
 
+def _wait_exit(container: Any, timeout: float) -> int | None:
+    """The container's exit code once it exits, or None if it still runs after `timeout` s."""
+    import requests.exceptions
+
+    try:
+        status = container.wait(timeout=timeout)
+    except (requests.exceptions.Timeout, requests.exceptions.ConnectionError):
+        return None
+    return int(status.get("StatusCode", -1))
+
+
 def _kill(container: Any) -> None:
     import docker.errors
 
@@ -292,11 +345,16 @@ def _kill(container: Any) -> None:
         container.kill()
 
 
-def _stream(container: Any, sink: Callable[[str], None] | None, last: list[float]) -> None:
+def _stream(
+    container: Any,
+    sink: Callable[[str], None] | None,
+    last: list[float],
+    since: float | None = None,
+) -> None:
     import docker.errors
 
     try:
-        for chunk in container.logs(stream=True, follow=True):
+        for chunk in container.logs(stream=True, follow=True, since=since):
             last[0] = time.monotonic()
             if sink is not None:
                 sink(strip_ansi(chunk.decode("utf-8", "replace")))

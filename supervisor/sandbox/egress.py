@@ -247,22 +247,34 @@ class EgressRelay:
         self.gateway = network.gateway
         self.firewall = HostFirewall(network.bridge)
         self._proxies: dict[tuple[Upstream, Injection], CredentialProxy] = {}
+        self._pinned: dict[tuple[Upstream, Injection, int], CredentialProxy] = {}
         self._lock = threading.Lock()
 
-    def route(self, base_url: str, injection: Injection | None = None) -> Route:
+    def route(
+        self, base_url: str, injection: Injection | None = None, port: int | None = None
+    ) -> Route:
         """The base URL for the CLI in the container: plain HTTP to the proxy under the local
         alias, same path as `base_url`. The first route to an API checks that the host is
-        reachable, so a wrong `base_url` stops here with its host named."""
+        reachable, so a wrong `base_url` stops here with its host named. `port`: a container
+        adopted from a killed run still sends to the port it was given, so its proxy is
+        reopened there (SandboxError if that port is taken)."""
         upstream = Upstream.from_url(base_url)
         injection = injection or Injection()
         key = (upstream, injection)
         with self._lock:
             proxy = self._proxies.get(key)
+            if proxy is not None and port is not None and proxy.port != port:
+                proxy = self._pinned.get((upstream, injection, port))
             if proxy is None:
                 upstream.connect().close()
-                proxy = CredentialProxy(upstream, injection, (self.gateway, 0), [LOCAL_ALIAS])
+                proxy = CredentialProxy(
+                    upstream, injection, (self.gateway, port or 0), [LOCAL_ALIAS]
+                )
                 self.firewall.allow(proxy.port)
-                self._proxies[key] = proxy
+                if port is None or key not in self._proxies:
+                    self._proxies[key] = proxy
+                else:
+                    self._pinned[(upstream, injection, port)] = proxy
         parts = urlsplit(base_url)
         netloc = f"{LOCAL_ALIAS}:{proxy.port}"
         url = urlunsplit(("http", netloc, parts.path, parts.query, parts.fragment))
@@ -270,11 +282,12 @@ class EgressRelay:
 
     def close(self) -> None:
         with self._lock:
-            for proxy in self._proxies.values():
+            for proxy in [*self._proxies.values(), *self._pinned.values()]:
                 proxy.close()
                 with contextlib.suppress(SupervisorError):
                     self.firewall.revoke(proxy.port)
             self._proxies.clear()
+            self._pinned.clear()
 
 
 _OWNER = re.compile(r"supervisor pid (\d+)")

@@ -13,7 +13,7 @@ transaction (so a kill leaves either the old state or the new one), and the engi
 from __future__ import annotations
 
 import fcntl
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -180,12 +180,15 @@ class Store:
             for spec in events:
                 _append(conn, wf_id, spec)
 
-    def interrupt_running_steps(self, wf_id: int) -> list[str]:
-        """Mark steps a crash left 'running' as interrupted; the engine re-runs the current one."""
+    def interrupt_running_steps(self, wf_id: int, keep: Collection[int] = ()) -> list[str]:
+        """Mark steps a crash left 'running' as interrupted; the engine re-runs the current one.
+        `keep`: steps whose container is adopted (see sandbox/adopt.py) stay running."""
         with self._tx() as conn:
             rows = conn.execute(
                 select(t.steps.c.id, t.steps.c.name).where(
-                    t.steps.c.workflow_id == wf_id, t.steps.c.status == "running"
+                    t.steps.c.workflow_id == wf_id,
+                    t.steps.c.status == "running",
+                    t.steps.c.id.not_in(list(keep)),
                 )
             ).all()
             for step_id, name in rows:

@@ -23,6 +23,7 @@ from supervisor.errors import (
 from supervisor.parsing import parse_worker_output
 from supervisor.plan_view import plan_for_prompt
 from supervisor.roles import Role, load_role
+from supervisor.sandbox import adopt
 from supervisor.sandbox.docker import RunSpec
 from supervisor.state.store import EventSpec, StepRecord, now
 from supervisor.treedata import CommitFiles
@@ -83,15 +84,25 @@ def run_worker(
         # before any candidate exists does a step start from the locked interfaces or the
         # task branch.
         base = candidate or wf.context.get("locked_sha") or tip
-    if attempt is None:
-        attempt = c.store.count_steps(wf.id, name, role.name) + 1
-    began = now()  # the step's time includes making its worktree
-    worktree = c.ws.add_worktree(f"wf{wf.id}-{name}-{role.name}-{attempt}", base)
-    step_id = c.store.start_step(wf.id, name, attempt, role.name, str(worktree), began)
+    asked_attempt = attempt
+    adopted = adopt.claim(c.sandbox, wf.id, name, role.name, base)  # a killed run's container
+    if adopted is not None:
+        attempt, worktree, step_id = adopted.attempt, adopted.worktree, adopted.step_id
+        c.store.add_event(wf.id, adopt.event(adopted))
+    else:
+        if attempt is None:
+            attempt = c.store.count_steps(wf.id, name, role.name) + 1
+        began = now()  # the step's time includes making its worktree
+        worktree = c.ws.add_worktree(f"wf{wf.id}-{name}-{role.name}-{attempt}", base)
+        step_id = c.store.start_step(wf.id, name, attempt, role.name, str(worktree), began)
     c.reporter.step(wf.id, name, f"{role.name} via {cli} (attempt {attempt})")
     run = _Run(c, wf, name, role, cli, step_id)
+    outcome: Outcome | None
     try:
         outcome = run.invoke(cli_settings, creds, worktree, base, tip, component, branch)
+    except adopt.AdoptionLost as e:  # cut short by the crash: run afresh, as if interrupted
+        adopt.interrupted(c.store, step_id, name, role.name, e)
+        outcome = None
     except (SandboxError, CommandTimeoutError) as e:
         # A hung worker (idle or time limit) is ended by the sandbox and retried; a sandbox
         # that cannot run at all (or ran out of memory) goes to a human.
@@ -115,6 +126,17 @@ def run_worker(
         )
     finally:
         c.ws.remove_worktree(worktree)
+    if outcome is None:
+        return run_worker(
+            c,
+            wf,
+            name,
+            role_name,
+            base=base,
+            component=component,
+            branch=branch,
+            attempt=asked_attempt,
+        )
     return outcome
 
 
@@ -175,7 +197,7 @@ class _Run:
             self.step_id,
         )
         adapter = adapter_for(cli)
-        route = c.sandbox.route(cli_settings.base_url, creds.injection)  # the key stays here
+        route = adopt.route(c.sandbox, self.step_id, cli_settings.base_url, creds.injection)
         plan = wf.context.get("plan")
         task = wf.description
         if component is not None:
@@ -243,7 +265,9 @@ class _Run:
             ),
         )
         image = image_for(c, wf, name, files)
-        run = c.sandbox.run(
+        run = adopt.run(  # the container a killed run left for this step, or a new one
+            c.sandbox,
+            self.step_id,
             RunSpec(
                 argv=invocation.argv,
                 worktree=worktree,
@@ -258,10 +282,12 @@ class _Run:
                 memory=limits.worker_memory,
                 cpus=limits.worker_cpus,
                 idle_timeout=limits.idle_timeout_seconds,
-                labels=c.labels(wf.id, name),
+                labels=adopt.worker_labels(
+                    c.labels(wf.id, name), self.step_id, role.name, base, route
+                ),
                 on_output=LineSplitter(adapter.progress, c.reporter.output),
                 on_start=lambda cid: c.store.set_step_container(step_id, cid),
-            )
+            ),
         )
         result = adapter.parse_output(run.stdout, run.stderr, run.exit_code)
         c.reporter.info(

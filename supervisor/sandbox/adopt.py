@@ -1,0 +1,315 @@
+"""Adopting worker containers that outlived a killed supervisor.
+
+Why: a worker container is run by the Docker engine, not by the supervisor: a SIGKILLed
+supervisor leaves it running, its answer kept in the engine's log of its stdout and its changes in
+its worktree (a bind mount of a host folder). Killing and re-running it on `resume` would throw
+that work away and pay for the model calls again. So `resume` looks for the containers of the
+steps the crash left `running`, keeps them (and their worktrees and run folders) out of the
+clean-up, and the engine's worker step, on reaching the same step, waits for the container
+instead of starting a new one (`run`), then goes on exactly as if it had seen it finish.
+
+A container is adopted only when everything matches, from labels the supervisor set when it
+created the container (a worker cannot change its own labels): the repository, the workflow, the
+step's row in the database (which must still be `running` and name this very container), the
+step's name and role, and the commit its worktree started from (the engine must want the same
+base now, or the work would land on the wrong tree). Anything else is removed as before. While
+the supervisor was down the worker could not reach the model API (its proxy ran in the dead
+process); the proxy is reopened on the port the container was given (`route`), and the CLI's own
+retries carry it over the gap.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from supervisor.errors import CommandTimeoutError, SupervisorError
+from supervisor.sandbox.docker import (
+    LABEL_REPO,
+    LABEL_STEP,
+    LABEL_WORKFLOW,
+    RUN_DIR,
+    RUN_PREFIX,
+    repo_label,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from supervisor.sandbox.docker import RunResult, RunSpec
+    from supervisor.sandbox.egress import Route
+    from supervisor.state.store import EventSpec, Store
+    from supervisor.workspace import Workspace
+
+
+class AdoptionLost(SupervisorError):
+    """An adopted container did not finish cleanly (non-zero exit, gone, past its time limit).
+
+    Most often the crash itself is the cause: the worker's model API proxy died with the
+    supervisor and the CLI gave up before `resume` reopened it. So the step counts as
+    interrupted, like any step a crash cut short, and runs afresh in a new worktree; it spends no
+    retry and moves no breaker (a real fault shows again on the fresh run and is counted then)."""
+
+    default_hint = "Nothing to do: the step runs again."
+
+
+LABEL_STEP_ID = "supervisor.step_id"
+LABEL_ROLE = "supervisor.role"
+LABEL_BASE = "supervisor.base"
+LABEL_PORT = "supervisor.route_port"
+ADOPTABLE = ("running", "exited")
+"""Container states worth waiting for or reading. Not `created`: the kill came between recording
+the container and starting it, so there is no work to save (it is removed and the step re-run);
+nor `dead`, `paused`, `restarting`."""
+
+
+@dataclass(frozen=True)
+class Adoption:
+    """A worker container of an interrupted step, kept for the engine to take over."""
+
+    container_id: str
+    workflow_id: int
+    step_id: int
+    step: str
+    role: str
+    attempt: int
+    base: str
+    port: int | None
+    worktree: Path
+    run_dir: Path | None
+
+
+def worker_labels(
+    labels: dict[str, str], step_id: int, role: str, base: str, route: Route
+) -> dict[str, str]:
+    """The labels that let a later `resume` match a worker container to its step."""
+    port = route.url.rsplit(":", 1)[-1].split("/", 1)[0]
+    extra = {LABEL_STEP_ID: str(step_id), LABEL_ROLE: role, LABEL_BASE: base}
+    if port.isdigit():
+        extra[LABEL_PORT] = port
+    return {**labels, **extra}
+
+
+def match(
+    container_id: str,
+    labels: dict[str, str],
+    state: str,
+    repo: str,
+    wf_id: int,
+    running_steps: Iterable[dict[str, Any]],
+    run_dir: Path | None = None,
+) -> Adoption | None:
+    """The adoption a container offers, or None. Pure: labels and state against the step rows
+    the crash left `running` (`store.steps` rows)."""
+    if state not in ADOPTABLE:
+        return None
+    if labels.get(LABEL_REPO) != repo or labels.get(LABEL_WORKFLOW) != str(wf_id):
+        return None
+    step_id = labels.get(LABEL_STEP_ID, "")
+    base = labels.get(LABEL_BASE, "")
+    if not step_id.isdigit() or not base:
+        return None
+    port = labels.get(LABEL_PORT, "")
+    for row in running_steps:
+        if (
+            row["id"] == int(step_id)
+            and row["workflow_id"] == wf_id
+            and row["status"] == "running"
+            and row["container_id"] == container_id
+            and row["name"] == labels.get(LABEL_STEP)
+            and row["role"] == labels.get(LABEL_ROLE)
+            and row["worktree"]
+        ):
+            return Adoption(
+                container_id=container_id,
+                workflow_id=wf_id,
+                step_id=row["id"],
+                step=row["name"],
+                role=row["role"],
+                attempt=int(row["attempt"]),
+                base=base,
+                port=int(port) if port.isdigit() else None,
+                worktree=Path(row["worktree"]),
+                run_dir=run_dir,
+            )
+    return None
+
+
+def find(sandbox: Any, store: Store, repo: Path, wf_id: int) -> dict[int, Adoption]:
+    """Record on `sandbox` (as `adoptable`, by step id) the containers of `wf_id`'s interrupted
+    worker steps; the clean-up then leaves them, their worktrees and their run folders alone."""
+    client = getattr(sandbox, "client", None)
+    if client is None:
+        return {}
+    label = repo_label(repo)
+    running = [s for s in store.steps(wf_id) if s["status"] == "running"]
+    found: dict[int, Adoption] = {}
+    if running:
+        filters = {"label": [f"{LABEL_REPO}={label}", f"{LABEL_WORKFLOW}={wf_id}"]}
+        for container in client.containers.list(all=True, filters=filters):
+            adoption = match(
+                container.id,
+                container.labels,
+                container.status,
+                label,
+                wf_id,
+                running,
+                _run_dir(container.attrs, label),
+            )
+            if adoption is not None and adoption.worktree.is_dir():
+                found[adoption.step_id] = adoption
+    sandbox.adoptable = found
+    return found
+
+
+def pending(sandbox: Any) -> list[str]:
+    """The steps whose containers wait to be adopted."""
+    return sorted(a.step for a in getattr(sandbox, "adoptable", {}).values())
+
+
+def kept_worktrees(sandbox: Any) -> frozenset[str]:
+    return frozenset(a.worktree.name for a in getattr(sandbox, "adoptable", {}).values())
+
+
+def kept_steps(sandbox: Any) -> set[int]:
+    return set(getattr(sandbox, "adoptable", {}))
+
+
+def claim(sandbox: Any, wf_id: int, step: str, role: str, base: str) -> Adoption | None:
+    """The engine's worker step asks before it makes a worktree: a match is taken out of the
+    pool (and its step goes on with that row, worktree and container)."""
+    pool: dict[int, Adoption] = getattr(sandbox, "adoptable", {})
+    for step_id, adoption in list(pool.items()):
+        if (adoption.workflow_id, adoption.step, adoption.role) == (wf_id, step, role):
+            if adoption.base != base:
+                # Built on another tree than the step wants now: ended here (it would only
+                # spend), its step marked interrupted by `release`, and the step runs afresh.
+                _remove(sandbox, adoption.container_id)
+                return None
+            pool.pop(step_id)
+            sandbox.adopting[step_id] = adoption
+            return adoption
+    return None
+
+
+def event(adoption: Adoption) -> EventSpec:
+    """What the events say when a step takes over its container from a killed run."""
+    from supervisor.state.store import EventSpec
+
+    return EventSpec(
+        "worker_adopted",
+        step=adoption.step,
+        role=adoption.role,
+        payload={"container": adoption.container_id[:12], "attempt": adoption.attempt},
+    )
+
+
+def route(sandbox: Any, step_id: int, base_url: str, injection: Any) -> Route:
+    """The step's route to the model API: for an adopted container, on the port it was given."""
+    adoption = getattr(sandbox, "adopting", {}).get(step_id)
+    if adoption is not None and adoption.port is not None:
+        from supervisor.errors import SandboxError
+
+        with contextlib.suppress(SandboxError):  # port taken: the container fails, and retries
+            result: Route = sandbox.route(base_url, injection, port=adoption.port)
+            return result
+    return cast("Route", sandbox.route(base_url, injection))
+
+
+def run(sandbox: Any, step_id: int, spec: RunSpec) -> RunResult:
+    """Adopt the step's container if it has one, else start a new one."""
+    adoption = getattr(sandbox, "adopting", {}).pop(step_id, None)
+    if adoption is None:
+        result: RunResult = sandbox.run(spec)
+        return result
+    try:
+        result = sandbox.adopt(adoption.container_id, spec)
+    except CommandTimeoutError as e:
+        raise AdoptionLost(f"The adopted worker of '{adoption.step}': {e.message}") from e
+    finally:
+        _remove_run_dir(adoption.run_dir)
+    if result.exit_code != 0:
+        tail = (result.stderr or result.stdout).strip()[-300:]
+        raise AdoptionLost(
+            f"The adopted worker of '{adoption.step}' ended with exit {result.exit_code}: {tail}"
+        )
+    return result
+
+
+def interrupted(store: Store, step_id: int, step: str, role: str, error: AdoptionLost) -> None:
+    """Record an adopted step that did not finish cleanly as interrupted (see AdoptionLost)."""
+    from supervisor.state.store import EventSpec
+
+    event = EventSpec(
+        "step_interrupted",
+        step=step,
+        role=role,
+        status="interrupted",
+        payload={"error": error.message, "adopted": True},
+    )
+    store.finish_step(step_id, "interrupted", error=error.message, event=event)
+
+
+def release(sandbox: Any, store: Store, workspace: Workspace) -> list[str]:
+    """Adoptions the engine never reached (it went another way): removed like any leftover,
+    their steps marked interrupted. Returns the step names."""
+    left = {**getattr(sandbox, "adoptable", {}), **getattr(sandbox, "adopting", {})}
+    for pool in ("adoptable", "adopting"):
+        getattr(sandbox, pool, {}).clear()
+    names: list[str] = []
+    for adoption in left.values():
+        _remove(sandbox, adoption.container_id)
+        _remove_run_dir(adoption.run_dir)
+        workspace.remove_worktree(adoption.worktree)
+        names.append(adoption.step)
+    if left:
+        wf_ids = {a.workflow_id for a in left.values()}
+        for wf_id in wf_ids:
+            store.interrupt_running_steps(wf_id)
+    return names
+
+
+def started_at(attrs: dict[str, Any]) -> float | None:
+    """The container's start as a Unix time (Docker's RFC 3339 with nanoseconds), or None."""
+    text = str((attrs.get("State") or {}).get("StartedAt") or "")
+    if not text or text.startswith("0001-"):
+        return None
+    head, _, frac = text.rstrip("Z").partition(".")
+    zone = "+00:00"
+    for sign in ("+", "-"):
+        if sign in frac:
+            frac, _, rest = frac.partition(sign)
+            zone = sign + rest
+    stamp = datetime.fromisoformat(f"{head}.{(frac or '0')[:6].ljust(6, '0')}{zone}")
+    return stamp.timestamp()
+
+
+def _remove(sandbox: Any, container_id: str) -> None:
+    import docker.errors
+
+    from supervisor.sandbox.docker import remove_container
+
+    with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+        remove_container(sandbox.client.containers.get(container_id))
+
+
+def _run_dir(attrs: dict[str, Any], label: str) -> Path | None:
+    """The container's run folder (prompt, schema, login files), if it is one of ours."""
+    for mount in attrs.get("Mounts") or []:
+        if mount.get("Destination") == RUN_DIR:
+            source = Path(str(mount.get("Source") or ""))
+            if source.parent == Path(tempfile.gettempdir()) and source.name.startswith(
+                f"{RUN_PREFIX}{label}-"
+            ):
+                return source
+    return None
+
+
+def _remove_run_dir(path: Path | None) -> None:
+    if path is not None and path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
