@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from supervisor.sandbox import adopt
+from supervisor.sandbox import docker as docker_sandbox
 from supervisor.sandbox.docker import LABEL_REPO, LABEL_STEP, LABEL_WORKFLOW, RUN_DIR, RUN_PREFIX
 from supervisor.sandbox.egress import Route
 from supervisor.state.store import Store
@@ -91,11 +92,13 @@ def test_anything_that_does_not_match_exactly_is_not_adopted(
 
 
 def test_the_container_s_start_is_read_from_docker_s_nanosecond_timestamps() -> None:
-    at = adopt.started_at({"State": {"StartedAt": "2026-11-23T17:01:38.123456789Z"}})
+    at = docker_sandbox.started_at({"State": {"StartedAt": "2026-11-23T17:01:38.123456789Z"}})
     assert at == datetime(2026, 11, 23, 17, 1, 38, 123456, tzinfo=UTC).timestamp()
-    offset = adopt.started_at({"State": {"StartedAt": "2026-11-23T18:01:38.5+01:00"}})
+    offset = docker_sandbox.started_at({"State": {"StartedAt": "2026-11-23T18:01:38.5+01:00"}})
     assert offset == datetime(2026, 11, 23, 17, 1, 38, 500000, tzinfo=UTC).timestamp()
-    assert adopt.started_at({"State": {"StartedAt": "0001-01-01T00:00:00Z"}}) is None  # never ran
+    assert (
+        docker_sandbox.started_at({"State": {"StartedAt": "0001-01-01T00:00:00Z"}}) is None
+    )  # never ran
 
 
 def test_only_this_repository_s_run_folder_is_kept_for_an_adopted_container() -> None:

@@ -24,7 +24,6 @@ import contextlib
 import shutil
 import tempfile
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -272,21 +271,6 @@ def release(sandbox: Any, store: Store, workspace: Workspace) -> list[str]:
         for wf_id in wf_ids:
             store.interrupt_running_steps(wf_id)
     return names
-
-
-def started_at(attrs: dict[str, Any]) -> float | None:
-    """The container's start as a Unix time (Docker's RFC 3339 with nanoseconds), or None."""
-    text = str((attrs.get("State") or {}).get("StartedAt") or "")
-    if not text or text.startswith("0001-"):
-        return None
-    head, _, frac = text.rstrip("Z").partition(".")
-    zone = "+00:00"
-    for sign in ("+", "-"):
-        if sign in frac:
-            frac, _, rest = frac.partition(sign)
-            zone = sign + rest
-    stamp = datetime.fromisoformat(f"{head}.{(frac or '0')[:6].ljust(6, '0')}{zone}")
-    return stamp.timestamp()
 
 
 def _remove(sandbox: Any, container_id: str) -> None:

@@ -17,6 +17,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -213,8 +214,6 @@ class DockerSandbox:
         """Take over a container a killed supervisor left (see adopt.py): wait for it within
         `spec.timeout` counted from its own start, then read it as if this process had run it."""
         import docker.errors
-
-        from supervisor.sandbox.adopt import started_at
 
         try:
             container = self.client.containers.get(container_id)
@@ -437,3 +436,18 @@ def _private_for_container(run_path: Path) -> None:
     run_path.chmod(0o700)
     if os.getuid() == 0:
         os.lchown(run_path, uid, gid)
+
+
+def started_at(attrs: dict[str, Any]) -> float | None:
+    """The container's start as a Unix time (Docker's RFC 3339 with nanoseconds), or None."""
+    text = str((attrs.get("State") or {}).get("StartedAt") or "")
+    if not text or text.startswith("0001-"):
+        return None
+    head, _, frac = text.rstrip("Z").partition(".")
+    zone = "+00:00"
+    for sign in ("+", "-"):
+        if sign in frac:
+            frac, _, rest = frac.partition(sign)
+            zone = sign + rest
+    stamp = datetime.fromisoformat(f"{head}.{(frac or '0')[:6].ljust(6, '0')}{zone}")
+    return stamp.timestamp()
