@@ -605,6 +605,14 @@ def _prepare_resume(store: Store, wf: Workflow, settings: Settings) -> None:
         store.update_workflow(
             wf.id, status="running", current_step=wf.current_step, context=ctx, events=events
         )
+    elif wf.status == "budget_exceeded":
+        from supervisor import budgets
+
+        ctx = budgets.resume_check(wf)  # still over: stays paused, says so
+        events = [EventSpec("resumed", step=wf.current_step, status=wf.status)]
+        store.update_workflow(
+            wf.id, status="running", current_step=wf.current_step, context=ctx, events=events
+        )
     else:  # running (after a crash) or rate_limited: carry on where it stood
         store.add_event(wf.id, EventSpec("resumed", step=wf.current_step, status=wf.status))
 

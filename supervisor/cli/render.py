@@ -155,6 +155,11 @@ def workflow_detail(
         f"{totals['input_tokens']} in / {totals['output_tokens']} out tokens, "
         f"${totals['cost_usd']:.4f}",
     )
+    from supervisor.budgets import status_line
+
+    budget = status_line(wf, totals)
+    if budget:
+        head.add_row("budget", Text(budget, style="yellow" if "paused" in budget else ""))
     if wf.error:
         head.add_row("error", Text(wf.error, style="red"))
     if wf.status == "rate_limited" and wf.context.get("waiting_until"):

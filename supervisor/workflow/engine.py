@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from supervisor import credentials, interfaces, prompts, protected, recovery
+from supervisor import budgets, credentials, interfaces, prompts, protected, recovery, risk
 from supervisor.config import Settings, StepDef, WorkflowDef
 from supervisor.dag import WorkGraph
 from supervisor.errors import (
@@ -127,6 +127,8 @@ class Engine:
         """Run until the workflow completes, fails, or waits for a human."""
         while True:
             wf = self.store.workflow(wf_id)
+            if wf.status == "awaiting_approval" and risk.timed_wait(self, wf):
+                continue  # a notify_and_timeout approval: decided, or timed out
             if wf.status == "awaiting_approval":
                 raise ApprovalRequired(
                     f"Workflow {wf_id} waits for approval of step '{_pending_step(wf)}'.",
@@ -141,6 +143,8 @@ class Engine:
             definition = WorkflowDef.model_validate(wf.definition)
             name = wf.current_step
             step = definition.steps[name]
+            budgets.check(self, wf, name)  # past its budget, the task waits (budget_exceeded)
+            wf = self.store.workflow(wf_id)
             outcome = self._execute(wf, name, step)
             self._transition(wf, definition, name, step, outcome)
 
@@ -248,7 +252,12 @@ class Engine:
             _feedback(ctx).pop(name, None)
             next_step = step.next
             status = "running" if next_step is not None else "completed"
-            if step.human_approval:
+            ask = step.human_approval
+            if next_step and definition.steps[next_step].action == "commit":
+                # The approval policy judges what is about to be committed (supervisor/risk.py).
+                stops, assessed = risk.assess(self, wf, name, ctx)
+                ask, events = ask or stops, [*events, assessed]
+            if ask:
                 status = "awaiting_approval"
                 ctx["approval_step"] = name
                 events.append(EventSpec("approval_requested", step=name, status="pending"))
@@ -262,7 +271,7 @@ class Engine:
                 status=status,
                 git_sha=outcome.git_sha,
                 events=events,
-                request_approval=step.human_approval,
+                request_approval=ask,
             )
             return
         # A failure or a rejection: go back to the step that can fix it, with feedback.
@@ -534,7 +543,11 @@ class Engine:
             model=model,
             base_url=route.url,
             workdir="/workspace",
-            extra_flags=[*cli_settings.extra_flags, *role.flags],
+            extra_flags=[
+                *cli_settings.extra_flags,
+                *role.flags,
+                *budgets.cli_flags(adapter.budget_flag, budgets.remaining_usd(self, wf, name)),
+            ],
             api_key_env=next(iter(creds.env), None),
             schema_path=schema_file,
         )
@@ -606,6 +619,7 @@ class Engine:
             "output_tokens": result.output_tokens,
             "cost_usd": result.cost_usd,
         }
+        usage["cost_usd"] = budgets.priced(self.settings, model, usage)  # where none reported
         base_payload = {
             "exit_code": run.exit_code,
             "duration_s": round(run.duration, 3),
