@@ -179,6 +179,8 @@ def workflow_detail(
                 "waiting",
                 Text(f"component {cid} waits {when}: {entry.get('reason', '')[:120]}", "yellow"),
             )
+    if wf.status == "budget_exceeded":
+        head.add_row("waiting for", Text("\n".join(pending or ["a budget extension"]), "yellow"))
     if wf.status == "awaiting_approval" and approval is not None:
         head.add_row("waiting for", f"approval of '{approval.step}' ({approval.status})")
         head.add_row("to approve", Text("\n".join(pending or ["-"])))
