@@ -62,6 +62,22 @@ def assess(engine: Engine, wf: Workflow, name: str, ctx: dict[str, Any]) -> tupl
     return decision.action != "auto_approve", event
 
 
+def times_out(wf: Workflow) -> bool:
+    """Whether the workflow waits on a `notify_and_timeout` approval (the engine waits it out)."""
+    judged = wf.context.get(CONTEXT_KEY) or {}
+    return judged.get("action") == "notify_and_timeout" and judged.get("step") == wf.context.get(
+        "approval_step"
+    )
+
+
+def summary(wf: Workflow) -> str:
+    """` (risk high: why; why)` for the message that says a workflow waits; empty if unjudged."""
+    judged = wf.context.get(CONTEXT_KEY) or {}
+    if judged.get("step") != wf.context.get("approval_step") or not judged.get("level"):
+        return ""
+    return f" (risk {judged['level']}: {'; '.join(judged.get('reasons', []))})"[:600]
+
+
 def timed_wait(engine: Engine, wf: Workflow) -> bool:
     """For a `notify_and_timeout` approval: notify, wait for a decision or the timeout, record
     the timeout's approval, and apply the decision as `resume` would. False when the waiting

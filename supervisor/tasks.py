@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from supervisor import credentials, notify, process, protected, trust
+from supervisor import approval_policy, credentials, notify, process, protected, risk, trust
 from supervisor.approvals import REQUEST_KEY
 from supervisor.config import Settings, WorkflowDef, load_settings, load_workflow, workflow_source
 from supervisor.doctor import clis_in_use
@@ -113,6 +113,7 @@ def start_task(
     _require_trust(project)
     cli = project.settings.cli
     definition, skipped = _definition(project, roles, no_gate)
+    approval_policy.load(project.root)  # a bad policy file stops the task before it starts
     with repo_lock(project.state_dir):
         sandbox = open_sandbox(project, clis_in_use(definition, project.settings, project.root))
         if (project.root / ".supervisor" / "sandbox" / "Dockerfile").is_file():
@@ -568,6 +569,8 @@ def _prepare_resume(store: Store, wf: Workflow, settings: Settings) -> None:
     ctx = dict(wf.context)
     if wf.status == "awaiting_approval":
         approval = store.latest_approval(wf.id)
+        if approval is not None and approval.status == "pending" and risk.times_out(wf):
+            return  # the engine waits out the rest of the policy's timeout (supervisor/risk.py)
         if approval is None or approval.status == "pending":
             raise ApprovalRequired(
                 f"Workflow {wf.id} waits for approval of step '{ctx.get('approval_step')}'.",

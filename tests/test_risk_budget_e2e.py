@@ -63,7 +63,7 @@ def writes_auth_code() -> dict[str, Any]:
                     "name": "Write",
                     "input": {"file_path": "calc.py", "content": GOOD_CALC},
                 }
-            },  # noqa: E501
+            },
             {
                 "tool_use": {
                     "name": "Write",

@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+import time
 from typing import TYPE_CHECKING
 
 import pytest
@@ -60,7 +62,10 @@ def test_a_candidate_touching_auth_waits_for_approval_with_its_level_and_reasons
 ) -> None:
     p = auth_change(project)
 
-    with pytest.raises(ApprovalRequired, match="waits for approval of step 'review'"):
+    with pytest.raises(
+        ApprovalRequired,
+        match=r"waits for approval of step 'review' \(risk high: sensitive paths: auth",
+    ):
         p.start()
 
     wf = p.workflow()
@@ -148,6 +153,58 @@ def test_notify_and_timeout_goes_on_by_itself_when_nobody_rejects(
     assert wf.status == "completed"
     [decided] = p.events("approval_decided")
     assert (decided.status, decided.payload["approver"]) == ("approved", "timeout")
+
+
+def test_a_rejection_within_the_timeout_sends_the_work_back_instead(
+    project: Callable[..., Project],
+) -> None:
+    p = project(
+        IMPLEMENT_REVIEW_COMMIT,
+        None,
+        ("ROLE: implementer", writes({"auth/login.py": "def login(user):\n    return False\n"})),
+        ("ROLE: reviewer", reviews("APPROVED")),
+        ("ROLE: reviewer", reviews("APPROVED")),
+    )
+    (p.root / ".supervisor" / "approval_policy.yaml").write_text(
+        "levels:\n  high:\n    action: notify_and_timeout\n    timeout_minutes: 0.05\n"
+        "    when_any: [{sensitive: [auth]}]\n"
+    )
+    rejected = threading.Event()
+
+    def reject_while_waiting() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not rejected.is_set():
+            found = tasks.workflows(p.root)
+            if found and found[0].status == "awaiting_approval":
+                tasks.decide(1, p.root, approve=False, reason="log the login attempts")
+                rejected.set()
+            time.sleep(0.1)
+
+    person = threading.Thread(target=reject_while_waiting)
+    person.start()
+    wf = p.start()
+    person.join()
+
+    assert rejected.is_set()
+    assert wf.status == "completed"
+    decided = [(e.status, e.payload.get("approver")) for e in p.events("approval_decided")]
+    assert decided[0][0] == "rejected"
+    assert decided[1] == ("approved", "timeout")  # the second round went on by itself
+    assert "log the login attempts" in p.script.prompts("reviewer")[1]
+
+
+def test_a_bad_policy_file_stops_start_task_before_anything_is_created(
+    project: Callable[..., Project],
+) -> None:
+    p = auth_change(project, "levels:\n  urgent: {action: require_approval}\n")
+
+    started = cli(p.root, "start-task", "anything", "--yes")
+
+    assert started.returncode == 2
+    assert "unknown level 'urgent'" in started.stderr
+    assert "The levels are critical, high, medium, low" in started.stderr
+    with tasks.reading(p.root) as store:
+        assert store.workflows() == []
 
 
 # -- budgets -------------------------------------------------------------------------------

@@ -131,7 +131,8 @@ class Engine:
                 continue  # a notify_and_timeout approval: decided, or timed out
             if wf.status == "awaiting_approval":
                 raise ApprovalRequired(
-                    f"Workflow {wf_id} waits for approval of step '{_pending_step(wf)}'.",
+                    f"Workflow {wf_id} waits for approval of step '{_pending_step(wf)}'"
+                    f"{risk.summary(wf)}.",
                     f"Approve with `supervisor approve {wf_id}` or reject with `supervisor reject "
                     f'{wf_id} --reason "..."`, then run `supervisor resume {wf_id}`.',
                 )
