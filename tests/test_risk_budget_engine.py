@@ -18,6 +18,7 @@ from test_engine_fast import Project, reviews, writes
 from supervisor import tasks
 from supervisor.budgets import BudgetExceeded
 from supervisor.errors import ApprovalRequired, StateError
+from supervisor.tui.data import to_approve
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -78,6 +79,12 @@ def test_a_candidate_touching_auth_waits_for_approval_with_its_level_and_reasons
     shown = cli(p.root, "status", "1")
     assert "risk: high (needs one approval)" in shown.stdout
     assert "why: sensitive paths: auth (auth/login.py)" in shown.stdout
+
+    screen = to_approve(p.root / ".supervisor" / "state.db", p.root, 1)  # the TUI's screen
+    assert screen.about[:2] == [
+        "risk: high (needs one approval)",
+        "  why: sensitive paths: auth (auth/login.py)",
+    ]
 
     approved = cli(p.root, "approve", "1", "--as", "lead@example.com")
     assert approved.returncode == 0, approved.stderr
