@@ -36,9 +36,12 @@ TS_SUFFIXES = (".ts", ".tsx", ".mts", ".cts", ".js", ".jsx", ".mjs", ".cjs")
 POLL_SECONDS = 1.0
 
 
-def assess(engine: Engine, wf: Workflow, name: str, ctx: dict[str, Any]) -> tuple[bool, EventSpec]:
+def assess(
+    engine: Engine, wf: Workflow, name: str, ctx: dict[str, Any], human: bool = False
+) -> tuple[bool, EventSpec]:
     """Judge the candidate about to be committed; (whether the run must wait for a person, the
-    event recording why). The decision is written into `ctx` under "risk"."""
+    event recording why). The decision is written into `ctx` under "risk". `human`: the step is
+    marked `human_approval`, so nothing less than one person's approval will do."""
     candidate = ctx.get("candidate")
     tip = engine.ws.branch_tip(wf.task_branch)
     policy = approval_policy.load(engine.repo)
@@ -46,6 +49,9 @@ def assess(engine: Engine, wf: Workflow, name: str, ctx: dict[str, Any]) -> tupl
         gather(engine.repo, tip, candidate, engine.store.events(wf.id)) if candidate else Facts()
     )
     decision = approval_policy.evaluate(policy, facts)
+    if human and not decision.stops:
+        decision.action = "require_approval"
+        decision.reasons.append(f"step '{name}' is marked human_approval")
     record = {**decision.as_context(), "step": name, "approved_by": []}
     if decision.action == "notify_and_timeout":
         record["proceed_at"] = time.time() + decision.timeout_minutes * 60

@@ -111,6 +111,25 @@ def test_a_low_risk_candidate_is_committed_without_stopping_and_its_level_record
     assert p.events("approval_requested") == []
 
 
+def test_a_step_marked_human_approval_still_waits_whatever_the_policy_would_allow(
+    project: Callable[..., Project],
+) -> None:
+    p = project(
+        IMPLEMENT_REVIEW_COMMIT.replace("next: commit,", "next: commit, human_approval: true,"),
+        None,
+        ("ROLE: implementer", writes({"answer.txt": "right\n"})),
+        ("ROLE: reviewer", reviews("APPROVED")),
+    )
+    (p.root / ".supervisor" / "approval_policy.yaml").write_text(
+        "levels:\n  low: {action: notify_and_timeout, timeout_minutes: 0.001}\n"
+    )
+    with pytest.raises(ApprovalRequired):
+        p.start()
+    [assessed] = p.events("risk_assessed")
+    assert (assessed.status, assessed.payload["action"]) == ("low", "require_approval")
+    assert "step 'review' is marked human_approval" in assessed.payload["reasons"]
+
+
 MULTI = """levels:
   high:
     when_any: [{sensitive: [auth]}]

@@ -256,7 +256,7 @@ class Engine:
             ask = step.human_approval
             if next_step and definition.steps[next_step].action == "commit":
                 # The approval policy judges what is about to be committed (supervisor/risk.py).
-                stops, assessed = risk.assess(self, wf, name, ctx)
+                stops, assessed = risk.assess(self, wf, name, ctx, step.human_approval)
                 ask, events = ask or stops, [*events, assessed]
             if ask:
                 status = "awaiting_approval"
