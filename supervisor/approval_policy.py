@@ -232,7 +232,7 @@ def _bad(source: str, problem: str, hint: str) -> None:
 
 def evaluate(policy: Policy, facts: Facts) -> Decision:
     """The first level, highest first, whose conditions fire; low (or auto) when none does."""
-    matchers = {name: _matcher(globs) for name, globs in policy.groups.items()}
+    matchers = _Groups(policy.groups, [f.path for f in facts.files])
     for level in policy.levels:
         fired_any = [r for c in level.when_any if (r := _fires(c, facts, matchers))]
         fired_all = [_fires(c, facts, matchers) for c in level.when_all]
@@ -252,13 +252,25 @@ def evaluate(policy: Policy, facts: Facts) -> Decision:
     return Decision("low", "auto_approve", ["no level of the policy fired"])
 
 
-def _matcher(globs: tuple[str, ...]) -> Any:
-    import pathspec
+class _Groups:
+    """Which changed paths each sensitive group matches, computed once per group and evaluation
+    (a group is usually named by more than one level)."""
 
-    return pathspec.GitIgnoreSpec.from_lines(globs)
+    def __init__(self, groups: dict[str, tuple[str, ...]], paths: list[str]) -> None:
+        self.groups = groups
+        self.paths = paths
+        self.found: dict[str, list[str]] = {}
+
+    def __getitem__(self, group: str) -> list[str]:
+        if group not in self.found:
+            import pathspec
+
+            spec = pathspec.GitIgnoreSpec.from_lines(self.groups[group])
+            self.found[group] = [p for p in self.paths if spec.match_file(p)]
+        return self.found[group]
 
 
-def _fires(condition: tuple[str, Any], facts: Facts, matchers: dict[str, Any]) -> str | None:
+def _fires(condition: tuple[str, Any], facts: Facts, matchers: _Groups) -> str | None:
     """The reason the condition fires, in words, or None."""
     name, value = condition
     count = len(facts.files)
@@ -273,7 +285,7 @@ def _fires(condition: tuple[str, Any], facts: Facts, matchers: dict[str, Any]) -
     if name == "sensitive":
         hits = []
         for group in value:
-            paths = [f.path for f in facts.files if matchers[group].match_file(f.path)]
+            paths = matchers[group]
             if paths:
                 hits.append(f"{group} ({_some(paths)})")
         return f"sensitive paths: {'; '.join(hits)}" if hits else None
