@@ -317,3 +317,9 @@ def test_extend_refuses_a_workflow_that_is_not_paused_on_its_budget(
     with pytest.raises(StateError, match="not paused on its budget"):
         tasks.decide(1, p.root, approve=True, extend_usd=2.0)
     assert p.workflow().status == "awaiting_approval"
+
+    rejected = cli(p.root, "reject", "1", "--reason", "no tokens in auth", "--as", "a@b.c")
+    assert rejected.returncode == 0, rejected.stderr
+    assert "risk: high (needs one approval)" in rejected.stdout
+    [decided] = p.events("approval_decided")
+    assert (decided.status, decided.payload["approver"]) == ("rejected", "a@b.c")

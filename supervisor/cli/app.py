@@ -286,7 +286,7 @@ def approve(
     ] = None,
 ) -> None:
     """Approve the step a workflow is waiting on, or raise the budget it stopped at."""
-    from supervisor.approval_policy import describe
+    from supervisor.approvals import risk_lines
     from supervisor.state.access import decide
 
     wf = decide(
@@ -303,7 +303,7 @@ def approve(
         )
         return
     risk = wf.context.get("risk") or {}
-    for line in describe(risk) if risk.get("step") == wf.context.get("approval_step") else []:
+    for line in risk_lines(wf, str(wf.context.get("approval_step") or "")):
         console.print(line, highlight=False, markup=False)
     if wf.status == "awaiting_approval" and risk.get("action") == "require_multi_approval":
         given = risk.get("approved_by") or []
@@ -324,9 +324,12 @@ def reject(
     who: AsOption = None,
 ) -> None:
     """Reject the step a workflow is waiting on; the step runs again with your reason."""
+    from supervisor.approvals import risk_lines
     from supervisor.state.access import decide
 
-    decide(workflow_id, repo, approve=False, reason=reason, approver=who)
+    wf = decide(workflow_id, repo, approve=False, reason=reason, approver=who)
+    for line in risk_lines(wf, str(wf.context.get("approval_step") or "")):
+        console.print(line, highlight=False, markup=False)
     console.print(f"Rejected. Re-run the step with: supervisor resume {workflow_id}")
 
 
