@@ -67,9 +67,36 @@ def preview_line(definition: WorkflowDef, repo: Path | None) -> str:
 
 def pending(wf: Workflow, repo: Path) -> list[str]:
     """What the waiting step asks a person to approve; empty when nothing waits."""
+    if wf.status == "budget_exceeded":
+        return budget_lines(wf)
     if wf.status != "awaiting_approval":
         return []
     step = str(wf.context.get("approval_step") or wf.current_step or "")
+    return risk_lines(wf, step) + _about(wf, repo, step)
+
+
+def risk_lines(wf: Workflow, step: str) -> list[str]:
+    """The approval policy's level and reasons, when the waiting approval is the one it judged."""
+    from supervisor.approval_policy import describe
+
+    risk = wf.context.get("risk") or {}
+    return describe(risk) if risk.get("step") == step else []
+
+
+def budget_lines(wf: Workflow) -> list[str]:
+    from supervisor.budgets import EXCEEDED, describe_spend
+
+    figures = wf.context.get(EXCEEDED) or {}
+    if not figures:
+        return []
+    what = "the task" if figures["scope"] == "task" else f"step '{figures['step']}'"
+    return [
+        f"budget: {what} spent {describe_spend(figures['spent'], figures['limit'])}",
+        f"  `supervisor approve {wf.id} --extend <dollars>` raises it; then resume",
+    ]
+
+
+def _about(wf: Workflow, repo: Path, step: str) -> list[str]:
     # The stored definition as data: `status` must not load pydantic (tests/test_cli_imports.py).
     step_def = (wf.definition.get("steps") or {}).get(step) or {}
     plan = wf.context.get("plan")

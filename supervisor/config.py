@@ -138,6 +138,25 @@ class NotificationSettings(_Model):
     desktop: bool = False
 
 
+class Budget(_Model):
+    usd: float | None = Field(None, gt=0)
+    tokens: int | None = Field(None, gt=0)
+
+
+class Price(_Model):
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+
+
+class BudgetSettings(_Model):
+    """Spend limits per task and per step (supervisor/budgets.py), and the prices of models whose
+    CLI reports tokens but no cost, in dollars per million tokens."""
+
+    task: Budget = Field(default_factory=Budget)
+    step: Budget = Field(default_factory=Budget)
+    prices: dict[str, Price] = Field(default_factory=dict)
+
+
 class Settings(_Model):
     cli: str = "claude"
     workflow: TemplateChoice = Field(default_factory=TemplateChoice)
@@ -148,6 +167,7 @@ class Settings(_Model):
     limits: Limits = Field(default_factory=Limits)
     protected_paths: ProtectedPaths = Field(default_factory=ProtectedPaths)
     notifications: NotificationSettings = Field(default_factory=NotificationSettings)
+    budgets: BudgetSettings = Field(default_factory=BudgetSettings)
 
 
 class StepDef(_Model):

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from supervisor import image_commands, notify, process, protected
+from supervisor import approval_policy, image_commands, notify, process, protected, risk
 from supervisor.approvals import REQUEST_KEY
 from supervisor.config import Settings, WorkflowDef
 from supervisor.doctor import clis_in_use
@@ -68,6 +68,7 @@ def start_task(
     require_trust(project)
     cli = project.settings.cli
     definition, skipped = task_definition(project, roles, no_gate)
+    approval_policy.load(project.root)  # a bad policy file stops the task before it starts
     sandbox = open_sandbox(project, clis_in_use(definition, project.settings, project.root))
     if (project.root / ".supervisor" / "sandbox" / "Dockerfile").is_file():
         image_commands.sandbox_build(project.root)  # a broken image stops the task before it starts
@@ -313,6 +314,8 @@ def _prepare_resume(store: Store, wf: Workflow, settings: Settings) -> None:
     ctx = dict(wf.context)
     if wf.status == "awaiting_approval":
         approval = store.latest_approval(wf.id)
+        if approval is not None and approval.status == "pending" and risk.times_out(wf):
+            return  # the engine waits out the rest of the policy's timeout (supervisor/risk.py)
         if approval is None or approval.status == "pending":
             raise ApprovalRequired(
                 f"Workflow {wf.id} waits for approval of step '{ctx.get('approval_step')}'.",
@@ -347,6 +350,14 @@ def _prepare_resume(store: Store, wf: Workflow, settings: Settings) -> None:
             ctx.pop(memory, None)
         events = [EventSpec("resumed", step=wf.current_step, status=wf.status)]
         events += _repin_gates(ctx, settings)
+        store.update_workflow(
+            wf.id, status="running", current_step=wf.current_step, context=ctx, events=events
+        )
+    elif wf.status == "budget_exceeded":
+        from supervisor import budgets
+
+        ctx = budgets.resume_check(wf)  # still over: stays paused, says so
+        events = [EventSpec("resumed", step=wf.current_step, status=wf.status)]
         store.update_workflow(
             wf.id, status="running", current_step=wf.current_step, context=ctx, events=events
         )

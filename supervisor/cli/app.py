@@ -273,15 +273,53 @@ def trust(repo: RepoOption = Path()) -> None:
         console.print(f"  {key}: {json.dumps(value)}", highlight=False, markup=False)
 
 
+AsOption = Annotated[
+    str | None,
+    typer.Option("--as", help="Who decides (default: git user.email).", show_default=False),
+]
+
+
 @app.command()
 def approve(
     workflow_id: Annotated[int, typer.Argument(help="The workflow id.")],
     repo: RepoOption = Path(),
+    who: AsOption = None,
+    extend: Annotated[
+        float | None,
+        typer.Option("--extend", help="Raise a paused workflow's budget by these dollars."),
+    ] = None,
+    extend_tokens: Annotated[
+        int | None, typer.Option("--extend-tokens", help="Raise it by these tokens.")
+    ] = None,
 ) -> None:
-    """Approve the step a workflow is waiting on."""
+    """Approve the step a workflow is waiting on, or raise the budget it stopped at."""
+    from supervisor.approvals import risk_lines
     from supervisor.state.access import decide
 
-    decide(workflow_id, repo, approve=True)
+    wf = decide(
+        workflow_id,
+        repo,
+        approve=True,
+        approver=who,
+        extend_usd=extend,
+        extend_tokens=extend_tokens,
+    )
+    if extend is not None or extend_tokens is not None:
+        console.print(
+            f"Budget raised. Continue with: supervisor resume {workflow_id}", highlight=False
+        )
+        return
+    risk = wf.context.get("risk") or {}
+    for line in risk_lines(wf, str(wf.context.get("approval_step") or "")):
+        console.print(line, highlight=False, markup=False)
+    if wf.status == "awaiting_approval" and risk.get("action") == "require_multi_approval":
+        given = risk.get("approved_by") or []
+        console.print(
+            f"Approval {len(given)} of {risk.get('approvers', 2)} recorded; it waits for "
+            f"{int(risk.get('approvers', 2)) - len(given)} more distinct approver(s).",
+            highlight=False,
+        )
+        return
     console.print(f"Approved. Continue with: supervisor resume {workflow_id}")
 
 
@@ -290,11 +328,15 @@ def reject(
     workflow_id: Annotated[int, typer.Argument(help="The workflow id.")],
     reason: Annotated[str, typer.Option("--reason", help="Why; it is fed back to the step.")],
     repo: RepoOption = Path(),
+    who: AsOption = None,
 ) -> None:
     """Reject the step a workflow is waiting on; the step runs again with your reason."""
+    from supervisor.approvals import risk_lines
     from supervisor.state.access import decide
 
-    decide(workflow_id, repo, approve=False, reason=reason)
+    wf = decide(workflow_id, repo, approve=False, reason=reason, approver=who)
+    for line in risk_lines(wf, str(wf.context.get("approval_step") or "")):
+        console.print(line, highlight=False, markup=False)
     console.print(f"Rejected. Re-run the step with: supervisor resume {workflow_id}")
 
 
@@ -327,7 +369,7 @@ def status(
     with access.reading(repo) as store:
         wf = store.workflow(workflow_id)
         about: list[str] = []
-        if wf.status == "awaiting_approval":
+        if wf.status in ("awaiting_approval", "budget_exceeded"):
             from supervisor.approvals import pending
 
             about = pending(wf, access.state_db(repo).parent.parent)
@@ -586,11 +628,17 @@ def metrics(
 
     with tasks.reading(repo) as store:
         rows = store.invocations(m.since(last))
+        from supervisor.budgets import spend_rows
+
+        budgets = spend_rows(store)
     roles, clis = m.by_role(rows), m.cli_by_task(rows)
     if as_json:
-        sys.stdout.write(json.dumps({"by_role": roles, "cli_by_task_type": clis}, indent=2) + "\n")
+        data = {"by_role": roles, "cli_by_task_type": clis, "budgets": budgets}
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
         return
     console.print(fit(console, metrics_tables(roles, clis)))
+    for row in budgets:
+        console.print(f"workflow {row['workflow']} ({row['status']}): {row['line']}")
 
 
 @app.command()

@@ -165,6 +165,11 @@ def workflow_detail(
         f"{totals['input_tokens']} in / {totals['output_tokens']} out tokens, "
         f"${totals['cost_usd']:.4f}",
     )
+    from supervisor.budgets import status_line
+
+    budget = status_line(wf, totals)
+    if budget:
+        head.add_row("budget", Text(budget, style="yellow" if "paused" in budget else ""))
     if wf.error:
         head.add_row("error", Text(wf.error, style="red"))
     if wf.status == "rate_limited" and wf.context.get("waiting_until"):
@@ -184,6 +189,8 @@ def workflow_detail(
                 "waiting",
                 Text(f"component {cid} waits {when}: {entry.get('reason', '')[:120]}", "yellow"),
             )
+    if wf.status == "budget_exceeded":
+        head.add_row("waiting for", Text("\n".join(pending or ["a budget extension"]), "yellow"))
     if wf.status == "awaiting_approval" and approval is not None:
         head.add_row("waiting for", f"approval of '{approval.step}' ({approval.status})")
         head.add_row("to approve", Text("\n".join(pending or ["-"])))

@@ -52,17 +52,93 @@ def supervisors(path: Path, found: list[Workflow]) -> dict[int, int | None]:
     return {wf.id: task_holder(state_dir, wf.id) for wf in found if wf.status == "running"}
 
 
-def decide(wf_id: int, path: Path, *, approve: bool, reason: str | None = None) -> Workflow:
-    """Record a human decision on the pending approval; `resume` acts on it."""
-    from supervisor.state.store import Store
+def decide(
+    wf_id: int,
+    path: Path,
+    *,
+    approve: bool,
+    reason: str | None = None,
+    approver: str | None = None,
+    extend_usd: float | None = None,
+    extend_tokens: int | None = None,
+) -> Workflow:
+    """Record a human decision on the pending approval (`resume` acts on it), or raise the
+    budget of a workflow paused on it. The approver is `approver` or git's user.email; an
+    approval that the policy gives to several people (supervisor/approval_policy.py) is decided
+    by the last of them, and one person's second approval is refused."""
+    from supervisor.state.store import EventSpec, Store
 
     with Store(state_db(path)) as store:
         wf = store.workflow(wf_id)
+        if wf.status == "budget_exceeded" or extend_usd or extend_tokens:
+            from supervisor import budgets
+
+            if not approve:
+                raise StateError(
+                    f"Workflow {wf_id} waits on its budget, not on an approval to reject.",
+                    f"Raise it (`supervisor approve {wf_id} --extend 2.00`) or `supervisor "
+                    f"abandon {wf_id}`.",
+                )
+            ctx = budgets.extend(wf, extend_usd, extend_tokens)
+            store.update_workflow(
+                wf_id,
+                status=wf.status,
+                current_step=wf.current_step,
+                context=ctx,
+                events=[
+                    EventSpec(
+                        "budget_extended",
+                        step=wf.current_step,
+                        payload={"usd": extend_usd, "tokens": extend_tokens, "by": approver},
+                    )
+                ],
+            )
+            return store.workflow(wf_id)
         approval = store.latest_approval(wf_id)
         if wf.status != "awaiting_approval" or approval is None or approval.status != "pending":
             raise StateError(
                 f"Workflow {wf_id} is not waiting for approval (status: {wf.status}).",
                 f"Run `supervisor status {wf_id}` to see where it stands.",
             )
-        store.decide_approval(approval.id, "approved" if approve else "rejected", reason)
+        who = approver or git_email(find_repo_root(path))
+        if not approve:
+            store.decide_approval(approval.id, "rejected", reason, approver=who)
+            return store.workflow(wf_id)
+        risk = wf.context.get("risk") or {}
+        required = 1
+        if risk.get("step") == approval.step and risk.get("action") == "require_multi_approval":
+            required = int(risk.get("approvers") or 2)
+            allowed = risk.get("approvers_from") or []
+            if allowed and who not in allowed:
+                raise StateError(
+                    f"{who} is not one of the approvers the policy names for this "
+                    f"{risk.get('level')}-risk change ({', '.join(allowed)}).",
+                    "Ask one of them, or approve as yourself with `--as <email>` if you are.",
+                )
+        store.vote_approval(approval.id, who, required)
+        if reason:
+            store.add_event(
+                wf_id,
+                EventSpec(
+                    "approval_comment", approval.step, payload={"approver": who, "comment": reason}
+                ),
+            )
         return store.workflow(wf_id)
+
+
+def git_email(repo: Path) -> str:
+    """Who approves: git's user.email for this repository (the user's own config), else the
+    login name on this host, so that every approval names someone."""
+    import getpass
+    import socket
+
+    from supervisor import process, treedata
+    from supervisor.errors import SupervisorError
+
+    try:
+        email = process.run(
+            ["git", *treedata.SAFE_CONFIG, "-C", str(repo), "config", "user.email"], check=False
+        ).stdout.strip()
+    except SupervisorError:
+        email = ""
+    return email or f"{getpass.getuser()}@{socket.gethostname()}"

@@ -420,14 +420,20 @@ class Store:
         with self.engine.connect() as conn:
             return [Event(**r._mapping) for r in conn.execute(query).all()]
 
-    def usage_totals(self, wf_id: int) -> dict[str, float]:
+    def usage_totals(self, wf_id: int, step: str | None = None) -> dict[str, float]:
+        """What the workflow's workers spent; with `step`, that step's (its components too)."""
+        where = [t.events.c.workflow_id == wf_id]
+        if step is not None:
+            where.append(
+                (t.events.c.step == step) | t.events.c.step.startswith(f"{step}/", autoescape=True)
+            )
         with self.engine.connect() as conn:
             row = conn.execute(
                 select(
                     func.coalesce(func.sum(t.events.c.input_tokens), 0),
                     func.coalesce(func.sum(t.events.c.output_tokens), 0),
                     func.coalesce(func.sum(t.events.c.cost_usd), 0.0),
-                ).where(t.events.c.workflow_id == wf_id)
+                ).where(*where)
             ).one()
         return {"input_tokens": row[0], "output_tokens": row[1], "cost_usd": float(row[2])}
 
@@ -455,7 +461,9 @@ class Store:
         m = row._mapping
         return Approval(m["id"], m["workflow_id"], m["step"], m["status"], m["reason"])
 
-    def decide_approval(self, approval_id: int, decision: str, reason: str | None) -> None:
+    def decide_approval(
+        self, approval_id: int, decision: str, reason: str | None, approver: str | None = None
+    ) -> None:
         """Record a human decision; only a pending approval can be decided (checked in SQL)."""
         with self._tx() as conn:
             result = conn.execute(
@@ -480,9 +488,64 @@ class Store:
                     "approval_decided",
                     step=row[1],
                     status=decision,
-                    payload={"reason": reason} if reason else {},
+                    payload={
+                        **({"reason": reason} if reason else {}),
+                        **({"approver": approver} if approver else {}),
+                    },
                 ),
             )
+
+    def vote_approval(self, approval_id: int, approver: str, required: int) -> list[str]:
+        """One person's approval of a pending approval that needs `required` distinct people
+        (supervisor/approval_policy.py); the approval is decided with the last one. Every vote
+        is an `approval_vote` event; all in one transaction. The approvers so far."""
+        with self._tx() as conn:
+            row = conn.execute(
+                select(t.approvals.c.workflow_id, t.approvals.c.step, t.approvals.c.status).where(
+                    t.approvals.c.id == approval_id
+                )
+            ).one()
+            if row[2] != "pending":
+                raise StateError(
+                    "That approval was already decided.",
+                    "Run `supervisor status <id>` to see where the workflow stands.",
+                )
+            votes = conn.execute(
+                select(t.events.c.payload).where(
+                    t.events.c.workflow_id == row[0], t.events.c.type == "approval_vote"
+                )
+            ).all()
+            given = [v[0]["approver"] for v in votes if v[0].get("approval") == approval_id]
+            if approver in given:
+                raise StateError(
+                    f"{approver} already approved this (approvals so far: {', '.join(given)}); "
+                    f"it needs {required} distinct approvers.",
+                    "Ask another approver (`supervisor approve <id> --as <their email>`).",
+                )
+            given.append(approver)
+            context = conn.execute(
+                select(t.workflows.c.context).where(t.workflows.c.id == row[0])
+            ).scalar_one()
+            if isinstance(context.get("risk"), dict):
+                context = {**context, "risk": {**context["risk"], "approved_by": given}}
+                conn.execute(
+                    update(t.workflows).where(t.workflows.c.id == row[0]).values(context=context)
+                )
+            payload = {"approval": approval_id, "approver": approver, "required": required}
+            _append(conn, row[0], EventSpec("approval_vote", step=row[1], payload=payload))
+            if len(given) >= required:
+                conn.execute(
+                    update(t.approvals)
+                    .where(t.approvals.c.id == approval_id)
+                    .values(status="approved", reason=None, decided_at=now())
+                )
+                decided = {"approvers": given}
+                _append(
+                    conn,
+                    row[0],
+                    EventSpec("approval_decided", step=row[1], status="approved", payload=decided),
+                )
+        return given
 
     def integrity_ok(self) -> bool:
         with self.engine.connect() as conn:

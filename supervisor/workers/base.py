@@ -45,6 +45,8 @@ class WorkerAdapter(ABC):
     name: ClassVar[str]
     binary: ClassVar[str]
     supports_json_schema: ClassVar[bool] = False
+    budget_flag: ClassVar[str | None] = None
+    """The CLI's own spend limit flag, given the dollars a run may still spend (budgets.py)."""
 
     @abstractmethod
     def build(

@@ -25,6 +25,7 @@ from supervisor.workers.base import (
 class ClaudeAdapter(WorkerAdapter):
     name = "claude"
     binary = "claude"
+    budget_flag = "--max-budget-usd"
 
     def build(
         self,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from supervisor import recovery
+from supervisor import budgets, recovery, risk
 from supervisor.config import Settings, StepDef, WorkflowDef
 from supervisor.errors import ApprovalRequired, StepFailedError, SupervisorError
 from supervisor.state.store import EventSpec, StepRecord
@@ -80,9 +80,12 @@ class Engine:
         """Run until the workflow completes, fails, or waits for a human."""
         while True:
             wf = self.store.workflow(wf_id)
+            if wf.status == "awaiting_approval" and risk.timed_wait(self, wf):
+                continue  # a notify_and_timeout approval: decided, or timed out
             if wf.status == "awaiting_approval":
                 raise ApprovalRequired(
-                    f"Workflow {wf_id} waits for approval of step '{_pending_step(wf)}'.",
+                    f"Workflow {wf_id} waits for approval of step '{_pending_step(wf)}'"
+                    f"{risk.summary(wf)}.",
                     f"Approve with `supervisor approve {wf_id}` or reject with `supervisor reject "
                     f'{wf_id} --reason "..."`, then run `supervisor resume {wf_id}`.',
                 )
@@ -94,6 +97,8 @@ class Engine:
             definition = WorkflowDef.model_validate(wf.definition)
             name = wf.current_step
             step = definition.steps[name]
+            budgets.check(self, wf, name)  # past its budget, the task waits (budget_exceeded)
+            wf = self.store.workflow(wf_id)
             outcome = steps.run(self.steps, wf, name, step)
             self._transition(wf, definition, name, step, outcome)
 
@@ -130,7 +135,14 @@ class Engine:
             state.feedback.pop(name, None)
             next_step = step.next
             status = "running" if next_step is not None else "completed"
-            if step.human_approval:
+            ask = step.human_approval
+            if next_step and definition.steps[next_step].action == "commit":
+                # The approval policy judges what is about to be committed (supervisor/risk.py).
+                judged = state.dump()
+                stops, assessed = risk.assess(self, wf, name, judged, step.human_approval)
+                state = WorkflowState.load(judged)
+                ask, events = ask or stops, [*events, assessed]
+            if ask:
                 status = "awaiting_approval"
                 state.approval_step = name
                 events.append(EventSpec("approval_requested", step=name, status="pending"))
@@ -145,7 +157,7 @@ class Engine:
                 status=status,
                 git_sha=outcome.git_sha,
                 events=events,
-                request_approval=step.human_approval,
+                request_approval=ask,
             )
             return
         # A failure or a rejection: go back to the step that can fix it, with feedback.

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from supervisor import credentials, prompts, recovery
+from supervisor import budgets, credentials, prompts, recovery
 from supervisor.errors import (
     CommandTimeoutError,
     ConfigError,
@@ -225,7 +225,11 @@ class _Run:
             model=model,
             base_url=route.url,
             workdir="/workspace",
-            extra_flags=[*cli_settings.extra_flags, *role.flags],
+            extra_flags=[
+                *cli_settings.extra_flags,
+                *role.flags,
+                *budgets.cli_flags(adapter.budget_flag, budgets.remaining_usd(c.store, wf, name)),
+            ],
             api_key_env=next(iter(creds.env), None),
             schema_path=schema_file,
         )
@@ -300,6 +304,7 @@ class _Run:
             "output_tokens": result.output_tokens,
             "cost_usd": result.cost_usd,
         }
+        usage["cost_usd"] = budgets.priced(c.settings, model, usage)  # where none reported
         base_payload = {
             "exit_code": run.exit_code,
             "duration_s": round(run.duration, 3),

@@ -1,0 +1,284 @@
+"""The engine's side of the approval policy: the candidate's facts, and the wait it decides.
+
+Before the `commit` step the engine asks `assess` whether the candidate may go on. The facts are
+read the way the host reads every candidate: as git data (numstat, name-status, blobs), never by
+checking it out or running anything from it; Python files are parsed with `ast`, never imported.
+What the gates and reviewers said comes from the event log. The decision (level, action, every
+condition that fired) goes into the workflow's context and a `risk_assessed` event, which is what
+`approve`, `status` and the TUI show.
+
+`notify_and_timeout` waits in the running process: the approval is requested as usual, a
+notification goes out, and if nobody rejects (or approves) within the timeout the engine records
+the approval itself, by "timeout", and goes on.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import time
+from typing import TYPE_CHECKING, Any
+
+from supervisor import approval_policy, notify, process, treedata
+from supervisor.approval_policy import Facts, FileChange
+from supervisor.errors import SupervisorError
+from supervisor.state.store import EventSpec
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from supervisor.state.store import Workflow
+    from supervisor.workflow.engine import Engine
+
+CONTEXT_KEY = "risk"
+MAX_PARSE_BYTES = 1_000_000
+TS_SUFFIXES = (".ts", ".tsx", ".mts", ".cts", ".js", ".jsx", ".mjs", ".cjs")
+POLL_SECONDS = 1.0
+
+
+def assess(
+    engine: Engine, wf: Workflow, name: str, ctx: dict[str, Any], human: bool = False
+) -> tuple[bool, EventSpec]:
+    """Judge the candidate about to be committed; (whether the run must wait for a person, the
+    event recording why). The decision is written into `ctx` under "risk". `human`: the step is
+    marked `human_approval`, so nothing less than one person's approval will do."""
+    candidate = ctx.get("candidate")
+    tip = engine.ws.branch_tip(wf.task_branch)
+    policy = approval_policy.load(engine.repo)
+    facts = (
+        gather(engine.repo, tip, candidate, engine.store.events(wf.id)) if candidate else Facts()
+    )
+    decision = approval_policy.evaluate(policy, facts)
+    if human and not decision.stops:
+        decision.action = "require_approval"
+        decision.reasons.append(f"step '{name}' is marked human_approval")
+    record = {**decision.as_context(), "step": name, "approved_by": []}
+    if decision.action == "notify_and_timeout":
+        record["proceed_at"] = time.time() + decision.timeout_minutes * 60
+    ctx[CONTEXT_KEY] = record
+    payload = {
+        **decision.as_context(),
+        "files": len(facts.files),
+        "lines": facts.lines,
+        "policy": policy.source,
+    }
+    event = EventSpec("risk_assessed", step=name, status=decision.level, payload=payload)
+    for line in approval_policy.describe(record):
+        engine.reporter.info(line)
+    return decision.action != "auto_approve", event
+
+
+def times_out(wf: Workflow) -> bool:
+    """Whether the workflow waits on a `notify_and_timeout` approval (the engine waits it out)."""
+    judged = wf.context.get(CONTEXT_KEY) or {}
+    return judged.get("action") == "notify_and_timeout" and judged.get("step") == wf.context.get(
+        "approval_step"
+    )
+
+
+def summary(wf: Workflow) -> str:
+    """` (risk high: why; why)` for the message that says a workflow waits; empty if unjudged."""
+    judged = wf.context.get(CONTEXT_KEY) or {}
+    if judged.get("step") != wf.context.get("approval_step") or not judged.get("level"):
+        return ""
+    return f" (risk {judged['level']}: {'; '.join(judged.get('reasons', []))})"[:600]
+
+
+def timed_wait(engine: Engine, wf: Workflow) -> bool:
+    """For a `notify_and_timeout` approval: notify, wait for a decision or the timeout, record
+    the timeout's approval, and apply the decision as `resume` would. False when the waiting
+    approval is not one that times out (the caller stops for a person as usual)."""
+    risk = wf.context.get(CONTEXT_KEY) or {}
+    approval = engine.store.latest_approval(wf.id)
+    if (
+        risk.get("action") != "notify_and_timeout"
+        or approval is None
+        or approval.step != risk.get("step")
+    ):
+        return False
+    if approval.status == "pending":
+        until = float(risk.get("proceed_at") or 0)
+        minutes = max(0.0, (until - time.time()) / 60)
+        message = (
+            f"Workflow {wf.id} goes on in {minutes:.0f} min unless rejected "
+            f"(`supervisor reject {wf.id} --reason ...`): " + "; ".join(risk.get("reasons", []))
+        )
+        engine.reporter.info(message)
+        notify.Notifier.from_config(engine.repo).notify("approval", wf, message)
+        while time.time() < until:
+            time.sleep(min(POLL_SECONDS, max(0.0, until - time.time())))
+            approval = engine.store.latest_approval(wf.id)
+            if approval is None or approval.status != "pending":
+                break
+        if approval is not None and approval.status == "pending":
+            # A person deciding at the last moment wins: theirs is then the decision recorded.
+            with contextlib.suppress(SupervisorError):
+                engine.store.decide_approval(
+                    approval.id, "approved", "no rejection within the timeout", approver="timeout"
+                )
+    from supervisor.tasks import _prepare_resume
+
+    _prepare_resume(engine.store, engine.store.workflow(wf.id), engine.settings)
+    return True
+
+
+# -- facts ---------------------------------------------------------------------------------
+
+
+def gather(repo: Path, base: str, head: str, events: list[Any]) -> Facts:
+    files = changed(repo, base, head)
+    return Facts(
+        files=files,
+        api_changes=api_changes(repo, base, head, files),
+        fixed_gates=fixed_gates(events),
+        security_concerns=security_concerns(events),
+    )
+
+
+def _git(repo: Path, *args: str) -> str:
+    return process.run(["git", *treedata.SAFE_CONFIG, "-C", str(repo), *args]).stdout
+
+
+def changed(repo: Path, base: str, head: str) -> list[FileChange]:
+    """Every file the candidate changes, with its +/- lines and whether it was deleted."""
+    flags = ["--no-renames", "--no-ext-diff", "--no-textconv", "-z"]
+    statuses: dict[str, str] = {}
+    parts = _git(repo, "diff", "--name-status", *flags, base, head, "--").split("\0")
+    for status, path in zip(parts[0::2], parts[1::2], strict=False):
+        if path:
+            statuses[path] = status[:1]
+    counts: dict[str, tuple[int, int]] = {}
+    for record in _git(repo, "diff", "--numstat", *flags, base, head, "--").split("\0"):
+        fields = record.split("\t")
+        if len(fields) == 3:
+            added, deleted, path = fields
+            counts[path] = (
+                int(added) if added.isdigit() else 0,
+                int(deleted) if deleted.isdigit() else 0,
+            )
+    return [
+        FileChange(path, *counts.get(path, (0, 0)), status=statuses[path])
+        for path in sorted(statuses)
+    ]
+
+
+def _blob(repo: Path, commit: str, path: str) -> str | None:
+    try:
+        text = _git(repo, "cat-file", "blob", f"{commit}:{path}")
+    except SupervisorError:
+        return None
+    return text if len(text) <= MAX_PARSE_BYTES else None
+
+
+def api_changes(repo: Path, base: str, head: str, files: list[FileChange]) -> list[str]:
+    """Exported symbols the candidate removes or whose signature it changes."""
+    found: list[str] = []
+    for change in files:
+        if change.status == "A":
+            continue  # a new file removes nothing
+        is_py = change.path.endswith(".py")
+        if not is_py and not change.path.endswith(TS_SUFFIXES):
+            continue
+        before = _blob(repo, base, change.path)
+        after = "" if change.status == "D" else _blob(repo, head, change.path)
+        if before is None or after is None:
+            continue
+        found += [f"{change.path}: {line}" for line in api_diff(before, after, python=is_py)]
+    return found
+
+
+def api_diff(before: str, after: str, *, python: bool) -> list[str]:
+    """What of `before`'s public API `after` removes or changes, one line each."""
+    if not python:
+        old, new = _ts_exports(before), set(_ts_exports(after))
+        return [f"`{line}` removed or changed" for line in old if line not in new]
+    old_api, new_api = python_api(before), python_api(after)
+    if old_api is None or new_api is None:
+        return [] if old_api is None else ["no longer parses as Python"]
+    lines = []
+    for symbol, signature in old_api.items():
+        if symbol not in new_api:
+            lines.append(f"{symbol}{signature} removed")
+        elif new_api[symbol] != signature:
+            lines.append(f"{symbol}{signature} -> {symbol}{new_api[symbol]}")
+    return lines
+
+
+def _ts_exports(text: str) -> list[str]:
+    return [" ".join(line.split()) for line in text.splitlines() if line.startswith("export ")]
+
+
+def python_api(text: str) -> dict[str, str] | None:
+    """Module-level public names (or `__all__`) with their signatures; methods of public classes
+    as `Class.method`. None when the text does not parse."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+    api: dict[str, str] = {}
+    exported = _dunder_all(tree)
+    for node in tree.body:
+        for name, signature in _defined(node):
+            if (exported is None and not name.startswith("_")) or (exported and name in exported):
+                api[name] = signature
+                if isinstance(node, ast.ClassDef):
+                    for item in node.body:
+                        for method, sig in _defined(item):
+                            if not method.startswith("_") or method == "__init__":
+                                api[f"{name}.{method}"] = sig
+    return api
+
+
+def _defined(node: ast.stmt) -> list[tuple[str, str]]:
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        returns = f" -> {ast.unparse(node.returns)}" if node.returns else ""
+        return [(node.name, f"({ast.unparse(node.args)}){returns}")]
+    if isinstance(node, ast.ClassDef):
+        return [(node.name, "")]
+    if isinstance(node, ast.Assign):
+        return [(t.id, "") for t in node.targets if isinstance(t, ast.Name)]
+    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+        return [(node.target.id, "")]
+    return []
+
+
+def _dunder_all(tree: ast.Module) -> set[str] | None:
+    for node in tree.body:
+        if (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+            and isinstance(node.value, ast.List | ast.Tuple)
+        ):
+            return {
+                e.value
+                for e in node.value.elts
+                if isinstance(e, ast.Constant) and isinstance(e.value, str)
+            }
+    return None
+
+
+def fixed_gates(events: list[Any]) -> list[str]:
+    """Gates that failed at some point of the task and passed on their latest run."""
+    last: dict[str, str] = {}
+    failed: set[str] = set()
+    for event in events:
+        if event.type != "gate" or event.status not in ("passed", "failed"):
+            continue
+        gate = str((event.payload or {}).get("gate") or event.step)
+        last[gate] = event.status
+        if event.status == "failed":
+            failed.add(gate)
+    return sorted(g for g in failed if last.get(g) == "passed")
+
+
+def security_concerns(events: list[Any]) -> list[str]:
+    """What the latest review round (after the latest implementation) lists as security
+    concerns, per reviewer."""
+    latest: dict[str, list[str]] = {}
+    for event in events:
+        if event.type == "implementation" and event.status == "succeeded":
+            latest = {}
+        elif event.type == "review":
+            output = (event.payload or {}).get("output") or {}
+            latest[str(event.role)] = [str(c) for c in output.get("security_concerns") or []]
+    return [f"{role}: {c}"[:200] for role, concerns in latest.items() for c in concerns]
