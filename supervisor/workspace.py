@@ -19,9 +19,10 @@ import shutil
 import stat
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
-from supervisor import process, treedata
+from supervisor import overlay, process, treedata
 from supervisor.errors import (
     CandidateRefusedError,
     GitError,
@@ -33,7 +34,15 @@ from supervisor.errors import (
 STATE_DIR = ".supervisor"
 ZERO_SHA = "0" * 40
 # What the supervisor writes while it runs, as opposed to the configuration a team commits.
-STATE_ENTRIES = ("state.db*", "*.lock", "worktrees/", "trash/", "probe/", "init.json")
+STATE_ENTRIES = (
+    "state.db*",
+    "*.lock",
+    "worktrees/",
+    "bases/",
+    "trash/",
+    "probe/",
+    "init.json",
+)
 _WORKTREE_LOCK = threading.RLock()
 _DELETIONS: set[threading.Thread] = set()  # removed worktrees still being deleted
 _DELETIONS_LOCK = threading.Lock()
@@ -85,7 +94,16 @@ class Workspace:
         common = _git(repo, "rev-parse", "--git-common-dir").stdout.strip()
         self.git_dir = (repo / common).resolve()
         self._stamps: dict[str, dict[str, treedata.Stamp]] = {}
+        self.overlays: overlay.Overlays | None = None
         self._exclude_state_dir()
+
+    def use_overlay(self, on_fallback: Callable[[str], None] = lambda reason: None) -> None:
+        """Make step workspaces copy-on-write views of shared bases (supervisor/overlay.py),
+        for a sandbox that mounts them; `on_fallback(reason)` is told when a view could not be
+        mounted and steps went back to fully written worktrees."""
+        self.overlays = overlay.Overlays(self.git_dir, self.state_dir, on_fallback)
+        if self.overlays.reason:
+            on_fallback(self.overlays.reason)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -280,6 +298,12 @@ class Workspace:
         if registered or path.exists() or path.is_symlink():
             self.remove_worktree(path)
         self.worktrees_dir.mkdir(parents=True, exist_ok=True)
+        if self.overlays is not None and self.overlays.enabled:
+            try:
+                return self.overlays.add(path, commit)
+            except BaseException:
+                self.remove_worktree(path)
+                raise
         with _WORKTREE_LOCK:  # git's worktree bookkeeping (admin dir names) is not concurrent
             # No checkout: git would apply the tree's .gitattributes (filters, eol) while
             # writing it.
@@ -308,6 +332,7 @@ class Workspace:
         worktree's `.git`, which its worker could rewrite; a rename moves a symlink itself, and
         rmtree unlinks symlinks. Deletions left by a crash go with `remove_stale_worktrees`."""
         self._stamps.pop(str(path), None)
+        view = self.overlays.forget(path) if self.overlays is not None else None
         moved: Path | None = None
         if self.trash_dir.is_symlink():  # never create or delete anything where it points
             _delete_tree(path)
@@ -315,8 +340,9 @@ class Workspace:
             self.trash_dir.mkdir(parents=True, exist_ok=True)
             moved = Path(tempfile.mkdtemp(prefix=f"{path.name}-", dir=self.trash_dir))
             path.rename(moved / path.name)
-        with _WORKTREE_LOCK:
-            _git(self.repo, "worktree", "prune", check=False)
+        if view is None:  # a view is no git worktree: nothing for git to forget
+            with _WORKTREE_LOCK:
+                _git(self.repo, "worktree", "prune", check=False)
         if moved is not None:
             _delete_in_background(moved)
 
@@ -331,6 +357,10 @@ class Workspace:
             removed.append(name)
         wait_for_deletions()
         _delete_tree(self.trash_dir)  # what a killed run had not deleted yet
+        if self.overlays is not None:
+            self.overlays.remove_all()
+        elif not keep:
+            _delete_tree(self.state_dir / "bases")
         _git(self.repo, "worktree", "prune", check=False)
         return removed
 
@@ -346,14 +376,16 @@ class Workspace:
 
         Raises CandidateRefusedError when the worker touched its `.git` (then nothing of the
         worktree is read) or the content breaks a limit or has a symlink out of the repository."""
-        base = self._checked_base(worktree)
-        tree = treedata.snapshot_tree(
-            self.git_dir,
-            worktree,
-            base,
-            limits or treedata.SnapshotLimits(),
-            self._stamps.get(str(worktree)),
-        )
+        view = overlay.view_for(worktree)
+        limits = limits or treedata.SnapshotLimits()
+        if view is not None:
+            base = view.commit
+            tree = overlay.snapshot(self.git_dir, view, limits)
+        else:
+            base = self._checked_base(worktree)
+            tree = treedata.snapshot_tree(
+                self.git_dir, worktree, base, limits, self._stamps.get(str(worktree))
+            )
         if tree == self.tree_hash(base):
             return None
         name, _, email = author.partition(" <")

@@ -10,6 +10,7 @@ and removed on the next start or resume. Workers join the internal egress networ
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import os
 import shutil
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from supervisor import overlay
 from supervisor.errors import CommandTimeoutError, SandboxError
 from supervisor.parsing import strip_ansi
 from supervisor.sandbox.egress import EgressRelay, Route, ensure_network
@@ -150,13 +152,48 @@ class DockerSandbox:
                 (run_path / name).write_text(text, encoding="utf-8")
             _private_for_container(run_path)
             _write_private_home(run_path / "home", spec.home_files)
+            view = overlay.view_for(spec.worktree)
+            if view is not None and view.mode == "overlay":
+                try:
+                    return self._run(spec, run_path, view)
+                except _OverlayMountError as e:
+                    view.fall_back(e.reason)  # the whole tree, written the old way
+            if view is not None:
+                spec = dataclasses.replace(spec, worktree=view.tree)
             _own_for_container(spec.worktree)
             return self._run(spec, run_path)
 
-    def _run(self, spec: RunSpec, run_path: Path) -> RunResult:
+    def _workspace(
+        self, spec: RunSpec, view: overlay.View | None
+    ) -> tuple[dict[str, dict[str, str]], list[Any], Any]:
+        """The workspace's mounts: the worktree bound, or a copy-on-write view as an overlay
+        volume (its upper layer the worker's, its base never written), with the volume."""
+        import docker.errors
+        import docker.types
+
+        if view is None:
+            binds = {
+                str(spec.worktree): {"bind": WORKSPACE, "mode": "rw"},
+                **_git_file_read_only(spec.worktree),
+            }
+            return binds, [], None
+        try:
+            volume = self.client.volumes.create(
+                name=f"supervisor-ws-{os.urandom(8).hex()}",
+                driver="local",
+                driver_opts={"type": "overlay", "device": "overlay", "o": view.mount_options()},
+                labels=spec.labels,
+            )
+        except docker.errors.APIError as e:
+            raise _OverlayMountError(f"Docker refused the overlay volume: {e}") from e
+        mount = docker.types.Mount(WORKSPACE, volume.name, type="volume", no_copy=True)
+        return {}, [mount], volume
+
+    def _run(self, spec: RunSpec, run_path: Path, view: overlay.View | None = None) -> RunResult:
         import docker.errors
 
         started = time.monotonic()
+        binds, mounts, volume = self._workspace(spec, view)
         try:
             container = self.client.containers.create(
                 spec.image or self.image,
@@ -164,11 +201,8 @@ class DockerSandbox:
                 working_dir=WORKSPACE,
                 user=_container_user(),
                 environment={"HOME": HOME, "PYTHONDONTWRITEBYTECODE": "1", **spec.env},
-                volumes={
-                    str(spec.worktree): {"bind": WORKSPACE, "mode": "rw"},
-                    **_git_file_read_only(spec.worktree),
-                    str(run_path): {"bind": RUN_DIR, "mode": "ro"},
-                },
+                volumes={**binds, str(run_path): {"bind": RUN_DIR, "mode": "ro"}},
+                mounts=mounts or None,
                 network_mode="none" if spec.network == "none" else None,
                 network=None if spec.network == "none" else spec.network,
                 extra_hosts=spec.extra_hosts or None,
@@ -184,11 +218,13 @@ class DockerSandbox:
                 tty=False,
             )
         except docker.errors.ImageNotFound as e:
+            _remove_volume(volume)
             raise SandboxError(
                 f"The sandbox image '{self.image}' is not built.",
                 "Run scripts/setup.sh, which builds it (offline too).",
             ) from e
         except docker.errors.APIError as e:
+            _remove_volume(volume)
             raise SandboxError(
                 f"Docker refused to create the container: {e.explanation or e}",
                 "Check `docker info` and the sandbox settings in .supervisor/config.yaml.",
@@ -196,12 +232,18 @@ class DockerSandbox:
         try:
             if spec.on_start is not None:
                 spec.on_start(container.id)
-            container.start()
+            try:
+                container.start()
+            except docker.errors.APIError as e:
+                if volume is None:
+                    raise
+                raise _OverlayMountError(f"the overlay could not be mounted: {e}") from e
             exit_code = self._wait(container, spec, started)
             stdout = container.logs(stdout=True, stderr=False).decode("utf-8", "replace")
             stderr = container.logs(stdout=False, stderr=True).decode("utf-8", "replace")
         finally:
             remove_container(container)
+            _remove_volume(volume)
         return RunResult(
             exit_code=exit_code,
             stdout=strip_ansi(stdout),
@@ -246,12 +288,17 @@ class DockerSandbox:
             time.sleep(0.1)
 
     def remove_stale(self, labels: dict[str, str]) -> list[str]:
-        """Remove containers left by a crashed run (matched by labels)."""
+        """Remove containers (and overlay volumes) left by a crashed run (matched by labels)."""
+        import docker.errors
+
         filters = {"label": [f"{k}={v}" for k, v in labels.items()]}
         removed = []
         for container in self.client.containers.list(all=True, filters=filters):
             remove_container(container)
             removed.append(container.id)
+        with contextlib.suppress(docker.errors.APIError):
+            for volume in self.client.volumes.list(filters=filters):
+                _remove_volume(volume)
         if LABEL_REPO in labels:
             remove_stale_run_dirs(labels[LABEL_REPO])
         return removed
@@ -264,6 +311,21 @@ def remove_stale_run_dirs(label: str) -> list[Path]:
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path, ignore_errors=True)
     return found
+
+
+class _OverlayMountError(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _remove_volume(volume: Any) -> None:
+    """An overlay volume is only mount options: removing it leaves its directories alone."""
+    import docker.errors
+
+    if volume is not None:
+        with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+            volume.remove(force=True)
 
 
 def remove_container(container: Any) -> None:
