@@ -99,6 +99,10 @@ class SandboxSettings(_Model):
     dependency_changes: Literal["approve", "allow"] = "approve"
     """A worker's change to dependency files rebuilds the project image (with network) only after
     `supervisor approve` (`approve`), or at once (`allow`)."""
+    workspace: Literal["overlay", "full"] = "overlay"
+    """Step workspaces as copy-on-write views of one shared tree per commit (`overlay`, whose cost
+    does not grow with the repository), or each written in full (`full`, the fallback used by
+    itself when the overlay cannot be mounted)."""
 
 
 class ProtectedPaths(_Model):

@@ -306,6 +306,8 @@ def seed(git_dir: Path, base: Base, commit: str, upper: Path) -> dict[str, Stamp
             top = "/".join(parts[:i])
             if top not in target_dirs:
                 break
+        else:
+            continue  # a directory of the commit's, written into the upper layer, covers it
         if top in target or top in hidden:
             continue  # replaced by a file of the commit, or hidden already
         hidden.add(top)
