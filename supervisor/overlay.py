@@ -62,6 +62,8 @@ class Base:
     commit: str
     path: Path
     entries: dict[str, Entry]
+    sizes: dict[str, int] = field(default_factory=dict)
+    dirs: set[str] = field(default_factory=set)
     users: int = 0
     ready: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
@@ -76,6 +78,8 @@ class View:
     base: Base
     stamps: dict[str, Stamp]
     on_fallback: Callable[[View, str], None]
+    start: dict[str, Entry] = field(default_factory=dict)
+    """The commit's entries (what the worker is shown), sorted by path."""
     mode: str = "overlay"  # or "full" once the overlay could not be mounted
 
     @property
@@ -117,21 +121,39 @@ def unsuitable(path: Path) -> str | None:
     return f"the path {path} holds {''.join(bad)!r}, which overlay mount options cannot carry"
 
 
+@dataclass
+class _Registry:
+    bases: dict[str, Base] = field(default_factory=dict)
+    recent: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+_REGISTRIES: dict[str, _Registry] = {}
+
+
 class Overlays:
     """The bases of one repository and the views made from them."""
 
-    def __init__(self, git_dir: Path, state_dir: Path, on_fallback: Callable[[str], None]):
+    def __init__(
+        self,
+        git_dir: Path,
+        state_dir: Path,
+        on_fallback: Callable[[str], None],
+        discard: Callable[[Path], None],
+    ):
         self.git_dir = git_dir
         self.bases_dir = state_dir / "bases"
-        self.trash_dir = state_dir / "trash"
         self.on_fallback = on_fallback
+        self.discard = discard  # deletes a folder no longer used, in the background
         self.enabled = True
         self.reason: str | None = unsuitable(state_dir)
         if self.reason:
             self.enabled = False
-        self._bases: dict[str, Base] = {}
-        self._recent: list[str] = []
-        self._lock = threading.Lock()
+        with _VIEWS_LOCK:  # one registry per bases folder, shared by every Workspace on it
+            shared = _REGISTRIES.setdefault(str(self.bases_dir), _Registry())
+        self._bases = shared.bases
+        self._recent = shared.recent
+        self._lock = shared.lock
 
     # -- views ------------------------------------------------------------------------------
 
@@ -142,14 +164,14 @@ class Overlays:
             (path / "work").mkdir(mode=0o700)
             upper = path / "upper"
             upper.mkdir(mode=0o755)
-            stamps = seed(self.git_dir, base, commit, upper)
+            stamps, start = seed(self.git_dir, base, commit, upper)
             uid, gid = container_ids()
             if os.getuid() == 0:
                 _chown_tree(upper, uid, gid)
         except BaseException:
             self._release(base)
             raise
-        view = View(path, commit, base, stamps, self._fell_back, base_git_dir=self.git_dir)
+        view = View(path, commit, base, stamps, self._fell_back, start, base_git_dir=self.git_dir)
         with _VIEWS_LOCK:
             _VIEWS[str(path)] = view
         return path
@@ -199,7 +221,7 @@ class Overlays:
             else:
                 build = False
             best.users += 1
-            self._recent = [c for c in self._recent if c != best.commit] + [best.commit]
+            self._recent[:] = [c for c in self._recent if c != best.commit] + [best.commit]
         if build:
             try:
                 self._build(best)
@@ -226,11 +248,15 @@ class Overlays:
             if os.getuid() == 0:
                 _chown_tree(tmp, *container_ids())
             tmp.chmod(0o755)
+            if base.path.exists() or base.path.is_symlink():
+                self.discard(base.path)  # a killed run's, not in this process's registry
             tmp.rename(base.path)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        base.entries = treedata.list_tree(self.git_dir, base.commit)
+        entries, base.sizes = list_tree_sizes(self.git_dir, base.commit)
+        base.entries = dict(sorted(entries.items()))
+        base.dirs = _ancestors(base.entries)
 
     def _release(self, base: Base) -> None:
         with self._lock:
@@ -243,7 +269,7 @@ class Overlays:
             for b in stale:
                 del self._bases[b.commit]
         for b in stale:
-            _trash(b.path, self.trash_dir)
+            self.discard(b.path)
 
     def remove_all(self) -> None:
         """Every base (at start: a killed run's); only when no view is in use."""
@@ -258,9 +284,20 @@ class Overlays:
             shutil.rmtree(self.bases_dir, ignore_errors=True)
 
 
-def _trash(path: Path, trash_dir: Path) -> None:
-    if path.exists() and not path.is_symlink():
-        shutil.rmtree(path, ignore_errors=True)
+def list_tree_sizes(git_dir: Path, commit: str) -> tuple[dict[str, Entry], dict[str, int]]:
+    """`commit`'s entries and the sizes of its blobs (read once per base)."""
+    out = treedata.git_bytes(git_dir, "ls-tree", "-r", "-z", "-l", "--full-tree", commit)
+    entries: dict[str, Entry] = {}
+    sizes: dict[str, int] = {}
+    for record in out.split(b"\0"):
+        if not record:
+            continue
+        meta, _, raw = record.partition(b"\t")
+        mode, _, sha, size = meta.decode().split()
+        path = os.fsdecode(raw)
+        entries[path] = Entry(mode, sha)
+        sizes[path] = int(size) if size.isdigit() else 0
+    return entries, sizes
 
 
 def _distance(git_dir: Path, a: str, b: str) -> int:
@@ -287,13 +324,16 @@ def _ancestors(paths: object) -> set[str]:
     return dirs
 
 
-def seed(git_dir: Path, base: Base, commit: str, upper: Path) -> dict[str, Stamp]:
+def seed(
+    git_dir: Path, base: Base, commit: str, upper: Path
+) -> tuple[dict[str, Stamp], dict[str, Entry]]:
     """Make base + `upper` show `commit`: its files that differ from the base's are written into
     `upper`, and what the base has that `commit` has not is hidden by a whiteout at the topmost
-    path where the two part (a whole directory at once)."""
+    path where the two part (a whole directory at once). Returns the stamps of the files written
+    and the commit's entries, sorted."""
     if base.commit == commit:
-        return {}
-    target = treedata.list_tree(git_dir, commit)
+        return {}, base.entries
+    target = dict(sorted(treedata.list_tree(git_dir, commit).items()))
     changed = {p for p, e in target.items() if base.entries.get(p) != e}
     stamps = treedata.materialize(git_dir, commit, upper, paths=changed) if changed else {}
     target_dirs = _ancestors(target)
@@ -315,7 +355,7 @@ def seed(git_dir: Path, base: Base, commit: str, upper: Path) -> dict[str, Stamp
         parent, _, _ = top.rpartition("/")
         (upper / parent).mkdir(mode=0o755, parents=True, exist_ok=True)
         os.mknod(upper / top, stat.S_IFCHR | 0o600, os.makedev(0, 0))
-    return stamps
+    return stamps, target
 
 
 def snapshot(git_dir: Path, view: View, limits: SnapshotLimits) -> str:

@@ -12,6 +12,7 @@ just those files, never on the upper layer itself.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import os
 import stat
@@ -21,7 +22,7 @@ from pathlib import Path
 
 from supervisor import treedata
 from supervisor.errors import CandidateRefusedError
-from supervisor.overlay import DIR, LNK, OPAQUE_XATTR, OTHER, REG, WHITEOUT, View
+from supervisor.overlay import DIR, LNK, OPAQUE_XATTR, OTHER, REG, WHITEOUT, Base, View
 from supervisor.treedata import EXECUTABLE, GITLINK, REGULAR, SYMLINK, Entry, SnapshotLimits
 
 ZERO = "0" * 40
@@ -67,34 +68,31 @@ def read_upper(upper: Path) -> dict[str, Node]:
     return nodes
 
 
-def _list_sizes(git_dir: Path, commit: str) -> tuple[dict[str, Entry], dict[str, int]]:
-    out = treedata.git_bytes(git_dir, "ls-tree", "-r", "-z", "-l", "--full-tree", commit)
-    entries: dict[str, Entry] = {}
-    sizes: dict[str, int] = {}
-    for record in out.split(b"\0"):
-        if not record:
-            continue
-        meta, _, raw = record.partition(b"\t")
-        mode, _, sha, size = meta.decode().split()
-        path = os.fsdecode(raw)
-        entries[path] = Entry(mode, sha)
-        sizes[path] = int(size) if size.isdigit() else 0
-    return entries, sizes
-
-
 class Merged:
     """Lookups in base + upper as overlayfs resolves them."""
 
-    def __init__(self, base: dict[str, Entry], upper: dict[str, Node]) -> None:
-        self.base = base
-        self.base_dirs = {
-            "/".join(p.split("/")[:i]) for p in base for i in range(1, p.count("/") + 1)
-        }
+    def __init__(self, base: Base, upper: dict[str, Node], start: dict[str, Entry]) -> None:
+        self.start = start
+        self.base = base.entries
+        self.base_dirs = base.dirs
         self.upper = upper
 
-    def touched(self, path: str) -> bool:
-        parts = path.split("/")
-        return any("/".join(parts[:i]) in self.upper for i in range(1, len(parts) + 1))
+    def touched(self, paths: list[str]) -> list[str]:
+        """The paths (sorted) that the upper layer may change: at or under an entry other than a
+        directory merged with the base's (a whiteout, a non-directory, an opaque directory, a
+        directory over a base file). The rest are the base's own files, as the commit has them.
+        """
+        hits: set[str] = set()
+        for name, node in self.upper.items():
+            if node.kind == DIR and not node.opaque and name in self.base_dirs:
+                continue
+            if name in self.start:
+                hits.add(name)
+            i = bisect.bisect_left(paths, name + "/")
+            while i < len(paths) and paths[i].startswith(name + "/"):
+                hits.add(paths[i])
+                i += 1
+        return sorted(hits)
 
     def lookup(self, path: str) -> tuple[str, Node | Entry | None]:
         """("upper", node) or ("lower", base entry) for what the merged view holds at `path`;
@@ -129,17 +127,17 @@ def snapshot_tree(git_dir: Path, view: View, limits: SnapshotLimits) -> str:
     """The tree of what the view's workspace holds now; raises CandidateRefusedError like
     `treedata.snapshot_tree` for a tree over the limits or with a symlink out of the repository.
     """
-    start, sizes = _list_sizes(git_dir, view.commit)
+    start = view.start
+    sizes = view.base.sizes  # an untouched path of the commit is the base's own file
     upper = read_upper(view.upper)
-    merged = Merged(view.base.entries, upper)
+    merged = Merged(view.base, upper, start)
     # What each touched path of the commit becomes, and each new path in the upper layer.
     final: dict[str, Entry | None] = {}
     to_hash: list[str] = []
     links: dict[str, str] = {}
     new_sizes: dict[str, int] = {}
-    for path, entry in start.items():
-        if merged.touched(path):
-            final[path] = _resolve(view, merged, path, entry, to_hash, links, new_sizes, sizes)
+    for path in merged.touched(list(start)):
+        final[path] = _resolve(view, merged, path, start[path], to_hash, links, new_sizes, sizes)
     fresh = sorted(
         p
         for p, n in upper.items()
@@ -148,9 +146,8 @@ def snapshot_tree(git_dir: Path, view: View, limits: SnapshotLimits) -> str:
     with tempfile.TemporaryDirectory(prefix="supervisor-snap-") as tmp:
         for path in _not_ignored(git_dir, view, merged, fresh, Path(tmp, "shadow")):
             final[path] = _resolve(view, merged, path, None, to_hash, links, new_sizes, sizes)
-        total = sum(
-            s for p, s in sizes.items() if p not in final and start[p].mode in (REGULAR, EXECUTABLE)
-        ) + sum(new_sizes.values())
+        kept = (p for p, e in start.items() if e.mode in (REGULAR, EXECUTABLE) and p not in final)
+        total = sum(sizes.get(p, 0) for p in kept) + sum(new_sizes.values())
         added = [p for p, e in final.items() if e is not None and p not in start]
         if total > limits.max_bytes:
             raise CandidateRefusedError(
@@ -215,10 +212,7 @@ def _resolve(
     where, found = merged.lookup(path)
     if isinstance(found, Entry):  # the base's own file, as the commit has it (or not)
         if found.mode in (REGULAR, EXECUTABLE):
-            if found == start:
-                sizes[path] = known.get(path, 0)
-            else:
-                sizes[path] = len(treedata.read_blobs(view.base_git_dir, [found.sha])[found.sha])
+            sizes[path] = known.get(path, 0)
         return found
     node = found
     if where != "upper" or node is None:

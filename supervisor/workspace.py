@@ -101,7 +101,7 @@ class Workspace:
         """Make step workspaces copy-on-write views of shared bases (supervisor/overlay.py),
         for a sandbox that mounts them; `on_fallback(reason)` is told when a view could not be
         mounted and steps went back to fully written worktrees."""
-        self.overlays = overlay.Overlays(self.git_dir, self.state_dir, on_fallback)
+        self.overlays = overlay.Overlays(self.git_dir, self.state_dir, on_fallback, self._discard)
         if self.overlays.reason:
             on_fallback(self.overlays.reason)
 
@@ -345,6 +345,15 @@ class Workspace:
                 _git(self.repo, "worktree", "prune", check=False)
         if moved is not None:
             _delete_in_background(moved)
+
+    def _discard(self, path: Path) -> None:
+        """Move a folder of the supervisor's own out of the way and delete it in the background."""
+        if self.trash_dir.is_symlink() or path.is_symlink() or not path.exists():
+            return
+        self.trash_dir.mkdir(parents=True, exist_ok=True)
+        moved = Path(tempfile.mkdtemp(prefix=f"{path.name[:12]}-", dir=self.trash_dir))
+        path.rename(moved / path.name)
+        _delete_in_background(moved)
 
     def remove_stale_worktrees(self, keep: frozenset[str] = frozenset()) -> list[str]:
         removed: list[str] = []

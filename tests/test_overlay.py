@@ -15,6 +15,7 @@ from e2e_support import IMAGE, require_sandbox
 from supervisor import overlay
 from supervisor.errors import CandidateRefusedError
 from supervisor.sandbox.docker import DockerSandbox, RunSpec
+from supervisor.treedata import SnapshotLimits
 from supervisor.workspace import Workspace, wait_for_deletions
 
 if TYPE_CHECKING:
@@ -61,7 +62,13 @@ def make_repo(root: Path) -> tuple[Path, str]:
 
 
 def step(
-    repo: Path, sandbox: DockerSandbox, commit: str, script: str, *, cow: bool
+    repo: Path,
+    sandbox: DockerSandbox,
+    commit: str,
+    script: str,
+    *,
+    cow: bool,
+    limits: SnapshotLimits | None = None,
 ) -> tuple[str, str]:
     """One scripted worker run in the real sandbox; ("tree", hash), ("same", "") when nothing
     changed, or ("refused", kind)."""
@@ -74,7 +81,7 @@ def step(
         result = sandbox.run(RunSpec(argv=["sh", "-c", script], worktree=path, timeout=120))
         assert result.exit_code == 0, result.stderr
         try:
-            sha = ws.snapshot(path, "step")
+            sha = ws.snapshot(path, "step", limits=limits)
         except CandidateRefusedError as e:
             return "refused", e.kind
         return ("tree", git(repo, "rev-parse", f"{sha}^{{tree}}").strip()) if sha else ("same", "")
@@ -120,6 +127,23 @@ def test_a_worker_gets_the_same_candidate_from_a_copy_on_write_workspace_as_from
         assert cow == expected[worker]
     else:
         assert cow[0] == "tree"
+
+
+@pytest.mark.parametrize(
+    ("limits", "kind"),
+    [
+        (SnapshotLimits(max_bytes=1000), "worktree_too_large"),
+        (SnapshotLimits(max_files_added=2), "too_many_files"),
+    ],
+)
+def test_a_copy_on_write_workspace_over_a_limit_is_refused_like_a_full_one(
+    tmp_path: Path, sandbox: DockerSandbox, limits: SnapshotLimits, kind: str
+) -> None:
+    repo, commit = make_repo(tmp_path / "repo")
+    grow = "head -c 2000 /dev/zero > big.bin; echo 1 > n1; echo 2 > n2"
+    assert step(repo, sandbox, commit, "true", cow=True, limits=limits) == ("same", "")
+    full = step(repo, sandbox, commit, grow, cow=False, limits=limits)
+    assert step(repo, sandbox, commit, grow, cow=True, limits=limits) == full == ("refused", kind)
 
 
 LISTING = (
