@@ -165,7 +165,8 @@ class Engine:
         files = self.ws.changed_files(self.ws.branch_tip(wf.task_branch), outcome.git_sha or "")
         worktree = self.ws.add_worktree(f"wf{wf.id}-{name}-compile", outcome.git_sha or "")
         try:
-            image = self._image_for(wf, name, worktree)  # the compilers run in the sandbox
+            commit = CommitFiles(self.ws.git_dir, outcome.git_sha or "")  # read as blobs
+            image = self._image_for(wf, name, commit)  # the compilers run in the sandbox
             problems = interfaces.compile_errors(
                 self.repo, worktree, files, self.sandbox, image, self._labels(wf.id, name)
             )
