@@ -251,3 +251,17 @@ def test_an_overlay_that_cannot_be_mounted_falls_back_to_full_worktrees_and_says
     after = ws.add_worktree("next", commit)
     assert overlay.view_for(after) is None  # later steps go straight to full worktrees
     ws.remove_worktree(after)
+
+
+def test_a_repository_path_that_mount_options_cannot_carry_gets_full_worktrees_and_says_why(
+    tmp_path: Path,
+) -> None:
+    repo, commit = make_repo(tmp_path / "my,repo")
+    told: list[str] = []
+    ws = Workspace(repo)
+    ws.use_overlay(told.append)
+    path = ws.add_worktree("step", commit)
+    assert overlay.view_for(path) is None
+    assert (path / "docs" / "a.md").read_text() == "a\n"  # written in full, the old way
+    assert len(told) == 1 and "','" in told[0]
+    ws.remove_worktree(path)
