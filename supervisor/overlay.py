@@ -91,6 +91,10 @@ class View:
         return self.path / "work"
 
     @property
+    def dot_git(self) -> Path:
+        return self.path / "dot-git"
+
+    @property
     def tree(self) -> Path:
         """The fully written tree, after a fallback."""
         return self.path / "tree"
@@ -165,6 +169,10 @@ class Overlays:
             upper = path / "upper"
             upper.mkdir(mode=0o755)
             stamps, start = seed(self.git_dir, base, commit, upper)
+            # The workspace's `.git` is a read-only file, as in a full worktree: the sandbox
+            # mounts `dot_git` over this mount point (the host never reads either).
+            (upper / ".git").write_bytes(b"")
+            (path / "dot-git").write_text("gitdir: /nonexistent/supervisor-workspace\n")
             uid, gid = container_ids()
             if os.getuid() == 0:
                 _chown_tree(upper, uid, gid)

@@ -187,7 +187,7 @@ class DockerSandbox:
         except docker.errors.APIError as e:
             raise _OverlayMountError(f"Docker refused the overlay volume: {e}") from e
         mount = docker.types.Mount(WORKSPACE, volume.name, type="volume", no_copy=True)
-        return {}, [mount], volume
+        return {str(view.dot_git): {"bind": f"{WORKSPACE}/.git", "mode": "ro"}}, [mount], volume
 
     def _run(self, spec: RunSpec, run_path: Path, view: overlay.View | None = None) -> RunResult:
         import docker.errors
