@@ -279,17 +279,23 @@ class Overlays:
         for b in stale:
             self.discard(b.path)
 
-    def remove_all(self) -> None:
-        """Every base (at start: a killed run's); only when no view is in use."""
-        with self._lock:
-            if any(b.users for b in self._bases.values()):
+
+def remove_bases(state_dir: Path) -> None:
+    """Every base of the repository (at start: a killed run's), unless a view in this process
+    still uses one."""
+    bases_dir = state_dir / "bases"
+    with _VIEWS_LOCK:
+        shared = _REGISTRIES.get(str(bases_dir))
+    if shared is not None:
+        with shared.lock:
+            if any(b.users for b in shared.bases.values()):
                 return
-            self._bases.clear()
-            self._recent.clear()
-        if self.bases_dir.is_symlink():
-            self.bases_dir.unlink()
-        elif self.bases_dir.exists():
-            shutil.rmtree(self.bases_dir, ignore_errors=True)
+            shared.bases.clear()
+            shared.recent.clear()
+    if bases_dir.is_symlink():
+        bases_dir.unlink()
+    elif bases_dir.exists():
+        shutil.rmtree(bases_dir, ignore_errors=True)
 
 
 def list_tree_sizes(git_dir: Path, commit: str) -> tuple[dict[str, Entry], dict[str, int]]:

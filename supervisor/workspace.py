@@ -366,10 +366,7 @@ class Workspace:
             removed.append(name)
         wait_for_deletions()
         _delete_tree(self.trash_dir)  # what a killed run had not deleted yet
-        if self.overlays is not None:
-            self.overlays.remove_all()
-        elif not keep:
-            _delete_tree(self.state_dir / "bases")
+        overlay.remove_bases(self.state_dir)
         _git(self.repo, "worktree", "prune", check=False)
         return removed
 

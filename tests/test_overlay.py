@@ -265,3 +265,23 @@ def test_a_repository_path_that_mount_options_cannot_carry_gets_full_worktrees_a
     assert (path / "docs" / "a.md").read_text() == "a\n"  # written in full, the old way
     assert len(told) == 1 and "','" in told[0]
     ws.remove_worktree(path)
+
+
+def test_a_base_stays_for_the_next_steps_and_goes_with_the_next_start_never_while_in_use(
+    tmp_path: Path,
+) -> None:
+    repo, commit = make_repo(tmp_path / "repo")
+    bases = repo / ".supervisor" / "bases"
+    ws = Workspace(repo)
+    ws.use_overlay()
+    path = ws.add_worktree("step", commit)
+    overlay.remove_bases(ws.state_dir)
+    assert (bases / commit / "docs" / "a.md").is_file()  # in use: kept
+    ws.remove_worktree(path)
+    again = ws.add_worktree("again", commit)  # the next step reuses it
+    assert [p.name for p in bases.iterdir()] == [commit]
+    assert git(repo, "status", "--porcelain") == ""  # bases are excluded like worktrees
+    ws.remove_worktree(again)
+    wait_for_deletions()
+    Workspace(repo).remove_stale_worktrees()  # what `start-task` and `resume` do first
+    assert not bases.exists()
