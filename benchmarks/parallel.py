@@ -1,5 +1,6 @@
 """Makespan of N independent components on K workers, for several repository sizes, and for
-several checkouts of the supervisor in the same run (a change's before/after on one machine):
+several checkouts of the supervisor in the same run (a change's before/after on one machine;
+copy-on-write workspaces where the checkout has them, BENCH_WORKSPACE=full for full ones):
 
     git worktree add /tmp/before <old-commit> && ln -s $PWD/node_modules /tmp/before/
     .venv/bin/python benchmarks/parallel.py /tmp/before . --files 200,10000 --workers 2,4,8
@@ -80,6 +81,9 @@ def one(checkout: Path, files: int, k: int, n: int, delay: float) -> dict[str, f
             write_project_config(repo, server.url)
             with (repo / ".supervisor" / "config.yaml").open("a") as handle:
                 handle.write(f"limits:\n  max_parallel_components: {k}\n")
+                if (checkout / "supervisor" / "overlay.py").is_file():  # copy-on-write known
+                    mode = os.environ.get("BENCH_WORKSPACE", "overlay")
+                    handle.write(f"sandbox:\n  workspace: {mode}\n")
             (repo / ".supervisor" / "workflow.yaml").write_text(workflow)
             done = tasks.start_task("Build the parts", repo)
         with tasks.reading(repo) as st:

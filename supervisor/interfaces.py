@@ -61,7 +61,7 @@ def compile_errors(
             "is."
         )
     if typescript and sandbox is not None:
-        code, output = _run(sandbox, worktree, image, _tsc_command(worktree, typescript), labels)
+        code, output = _run(sandbox, worktree, image, _tsc_command(typescript), labels)
         if NO_TSC in output:
             raise ToolMissingError(
                 f"The interface files {', '.join(typescript)} need the TypeScript compiler, and "
@@ -74,25 +74,28 @@ def compile_errors(
     return "\n".join(problems)[-4000:] or None
 
 
-def _tsc_command(worktree: Path, typescript: list[str]) -> str:
+def _tsc_command(typescript: list[str]) -> str:
     """The project's own configuration when it has one (`-p` honours its paths, libs and
     strictness, which file arguments would ignore), extended so that the interface files are
     compiled even where its `include` or `exclude` would leave them out; the files alone
     otherwise."""
     check = f'command -v tsc >/dev/null 2>&1 || {{ echo "{NO_TSC}"; exit 127; }}; '
-    if (worktree / "tsconfig.json").is_file():
-        wrapper = {
-            "extends": f"{WORKSPACE}/tsconfig.json",
-            "compilerOptions": {"noEmit": True},
-            "files": [f"{WORKSPACE}/{f}" for f in typescript],
-        }
-        return (
-            check
-            + f"printf '%s' {shlex.quote(json.dumps(wrapper))} > /tmp/tsconfig.interfaces.json"
-            + " && tsc --noEmit -p /tmp/tsconfig.interfaces.json"
-        )
+    wrapper = {
+        "extends": f"{WORKSPACE}/tsconfig.json",
+        "compilerOptions": {"noEmit": True},
+        "files": [f"{WORKSPACE}/{f}" for f in typescript],
+    }
+    with_config = (
+        f"printf '%s' {shlex.quote(json.dumps(wrapper))} > /tmp/tsconfig.interfaces.json"
+        " && tsc --noEmit -p /tmp/tsconfig.interfaces.json"
+    )
     names = " ".join(shlex.quote(f) for f in typescript)
-    return check + f"tsc --noEmit --strict --skipLibCheck {names}"
+    # Decided in the sandbox: a copy-on-write workspace has no files on the host to look at.
+    return (
+        check
+        + f"if [ -f {WORKSPACE}/tsconfig.json ]; then {with_config}; "
+        + f"else tsc --noEmit --strict --skipLibCheck {names}; fi"
+    )
 
 
 def _run(

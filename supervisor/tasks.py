@@ -264,6 +264,21 @@ def _drive(
     return wf
 
 
+def _workspace_fallback(store: Store, wf_id: int, reason: str) -> None:
+    """Said once per run: steps now get fully written worktrees instead of overlay views."""
+    store.add_event(
+        wf_id,
+        EventSpec(
+            "workspace_fallback",
+            status="full",
+            payload={
+                "reason": reason,
+                "hint": "Set `sandbox: {workspace: full}` in the config to choose it outright.",
+            },
+        ),
+    )
+
+
 def _notice_problems(notifier: notify.Notifier, reporter: Reporter | None) -> None:
     for problem in notifier.problems if reporter else []:
         reporter.info(f"notification not sent: {problem}")  # type: ignore[union-attr]
@@ -272,6 +287,8 @@ def _notice_problems(notifier: notify.Notifier, reporter: Reporter | None) -> No
 def _run_engine(
     project: Project, store: Store, sandbox: DockerSandbox, wf_id: int, reporter: Reporter | None
 ) -> Workflow:
+    if project.settings.sandbox.workspace == "overlay":
+        project.workspace.use_overlay(lambda reason: _workspace_fallback(store, wf_id, reason))
     engine = Engine(project.root, project.settings, store, project.workspace, sandbox, reporter)
     try:
         return engine.run(wf_id)

@@ -19,10 +19,11 @@ import shutil
 import stat
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from supervisor import process, treedata
+from supervisor import overlay, process, treedata
 from supervisor.errors import (
     CandidateRefusedError,
     GitError,
@@ -35,7 +36,16 @@ from supervisor.locks import critical_section
 STATE_DIR = ".supervisor"
 ZERO_SHA = "0" * 40
 # What the supervisor writes while it runs, as opposed to the configuration a team commits.
-STATE_ENTRIES = ("state.db*", "*.lock", "locks/", "worktrees/", "trash/", "probe/", "init.json")
+STATE_ENTRIES = (
+    "state.db*",
+    "*.lock",
+    "locks/",
+    "worktrees/",
+    "bases/",
+    "trash/",
+    "probe/",
+    "init.json",
+)
 _WORKTREE_LOCK = threading.RLock()
 _HELD: dict[Path, int] = {}  # how deep this process is in each repository's git section
 _DELETIONS: set[threading.Thread] = set()  # removed worktrees still being deleted
@@ -91,7 +101,16 @@ class Workspace:
         common = _git(repo, "rev-parse", "--git-common-dir").stdout.strip()
         self.git_dir = (repo / common).resolve()
         self._stamps: dict[str, dict[str, treedata.Stamp]] = {}
+        self.overlays: overlay.Overlays | None = None
         self._exclude_state_dir()
+
+    def use_overlay(self, on_fallback: Callable[[str], None] = lambda reason: None) -> None:
+        """Make step workspaces copy-on-write views of shared bases (supervisor/overlay.py),
+        for a sandbox that mounts them; `on_fallback(reason)` is told when a view could not be
+        mounted and steps went back to fully written worktrees."""
+        self.overlays = overlay.Overlays(self.git_dir, self.state_dir, on_fallback, self._discard)
+        if self.overlays.reason:
+            on_fallback(self.overlays.reason)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -290,6 +309,12 @@ class Workspace:
         if registered or path.exists() or path.is_symlink():
             self.remove_worktree(path)
         self.worktrees_dir.mkdir(parents=True, exist_ok=True)
+        if self.overlays is not None and self.overlays.enabled:
+            try:
+                return self.overlays.add(path, commit)
+            except BaseException:
+                self.remove_worktree(path)
+                raise
         with self.git_section():  # git's worktree bookkeeping (admin dir names) is not concurrent
             # No checkout: git would apply the tree's .gitattributes (filters, eol) while
             # writing it.
@@ -318,6 +343,7 @@ class Workspace:
         worktree's `.git`, which its worker could rewrite; a rename moves a symlink itself, and
         rmtree unlinks symlinks. Deletions left by a crash go with `remove_stale_worktrees`."""
         self._stamps.pop(str(path), None)
+        view = self.overlays.forget(path) if self.overlays is not None else None
         moved: Path | None = None
         if self.trash_dir.is_symlink():  # never create or delete anything where it points
             _delete_tree(path)
@@ -325,10 +351,20 @@ class Workspace:
             self.trash_dir.mkdir(parents=True, exist_ok=True)
             moved = Path(tempfile.mkdtemp(prefix=f"{path.name}-", dir=self.trash_dir))
             path.rename(moved / path.name)
-        with self.git_section():
-            _git(self.repo, "worktree", "prune", check=False)
+        if view is None:  # a view is no git worktree: nothing for git to forget
+            with self.git_section():
+                _git(self.repo, "worktree", "prune", check=False)
         if moved is not None:
             _delete_in_background(moved)
+
+    def _discard(self, path: Path) -> None:
+        """Move a folder of the supervisor's own out of the way and delete it in the background."""
+        if self.trash_dir.is_symlink() or path.is_symlink() or not path.exists():
+            return
+        self.trash_dir.mkdir(parents=True, exist_ok=True)
+        moved = Path(tempfile.mkdtemp(prefix=f"{path.name[:12]}-", dir=self.trash_dir))
+        path.rename(moved / path.name)
+        _delete_in_background(moved)
 
     def remove_stale_worktrees(
         self, keep: frozenset[str] = frozenset(), prefix: str = ""
@@ -351,6 +387,7 @@ class Workspace:
             for entry in self.trash_dir.iterdir():
                 if entry.name.startswith(prefix):
                     _delete_tree(entry)
+        overlay.remove_bases(self.state_dir)  # those of supervisors no longer running
         with self.git_section():
             _git(self.repo, "worktree", "prune", check=False)
         return removed
@@ -384,14 +421,16 @@ class Workspace:
 
         Raises CandidateRefusedError when the worker touched its `.git` (then nothing of the
         worktree is read) or the content breaks a limit or has a symlink out of the repository."""
-        base = self._checked_base(worktree)
-        tree = treedata.snapshot_tree(
-            self.git_dir,
-            worktree,
-            base,
-            limits or treedata.SnapshotLimits(),
-            self._stamps.get(str(worktree)),
-        )
+        view = overlay.view_for(worktree)
+        limits = limits or treedata.SnapshotLimits()
+        if view is not None:
+            base = view.commit
+            tree = overlay.snapshot(self.git_dir, view, limits)
+        else:
+            base = self._checked_base(worktree)
+            tree = treedata.snapshot_tree(
+                self.git_dir, worktree, base, limits, self._stamps.get(str(worktree))
+            )
         if tree == self.tree_hash(base):
             return None
         name, _, email = author.partition(" <")

@@ -160,7 +160,7 @@ def find(sandbox: Any, store: Store, repo: Path, wf_id: int) -> dict[int, Adopti
                 running,
                 _run_dir(container.attrs, label),
             )
-            if adoption is not None and adoption.worktree.is_dir():
+            if adoption is not None and adoption.worktree.is_dir() and not _overlay(adoption):
                 found[adoption.step_id] = adoption
     sandbox.adoptable = found
     return found
@@ -297,3 +297,9 @@ def _run_dir(attrs: dict[str, Any], label: str) -> Path | None:
 def _remove_run_dir(path: Path | None) -> None:
     if path is not None and path.is_dir() and not path.is_symlink():
         shutil.rmtree(path, ignore_errors=True)
+
+
+def _overlay(adoption: Adoption) -> bool:
+    """A copy-on-write view (supervisor/overlay.py) is known only to the process that made it:
+    its changes are read through that process's record of its base, so it is run again."""
+    return (adoption.worktree / "upper").is_dir() and (adoption.worktree / "dot-git").exists()

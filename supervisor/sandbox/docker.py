@@ -10,6 +10,7 @@ and removed on the next start or resume. Workers join the internal egress networ
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import os
 import shutil
@@ -21,6 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from supervisor import overlay
 from supervisor.errors import CommandTimeoutError, SandboxError
 from supervisor.parsing import strip_ansi
 from supervisor.sandbox.egress import EgressRelay, Route, ensure_network
@@ -159,13 +161,48 @@ class DockerSandbox:
                 (run_path / name).write_text(text, encoding="utf-8")
             _private_for_container(run_path)
             _write_private_home(run_path / "home", spec.home_files)
+            view = overlay.view_for(spec.worktree)
+            if view is not None and view.mode == "overlay":
+                try:
+                    return self._run(spec, run_path, view)
+                except _OverlayMountError as e:
+                    view.fall_back(e.reason)  # the whole tree, written the old way
+            if view is not None:
+                spec = dataclasses.replace(spec, worktree=view.tree)
             _own_for_container(spec.worktree)
             return self._run(spec, run_path)
 
-    def _run(self, spec: RunSpec, run_path: Path) -> RunResult:
+    def _workspace(
+        self, spec: RunSpec, view: overlay.View | None
+    ) -> tuple[dict[str, dict[str, str]], list[Any], Any]:
+        """The workspace's mounts: the worktree bound, or a copy-on-write view as an overlay
+        volume (its upper layer the worker's, its base never written), with the volume."""
+        import docker.errors
+        import docker.types
+
+        if view is None:
+            binds = {
+                str(spec.worktree): {"bind": WORKSPACE, "mode": "rw"},
+                **_git_file_read_only(spec.worktree),
+            }
+            return binds, [], None
+        try:
+            volume = self.client.volumes.create(
+                name=f"supervisor-ws-{os.urandom(8).hex()}",
+                driver="local",
+                driver_opts={"type": "overlay", "device": "overlay", "o": view.mount_options()},
+                labels=spec.labels,
+            )
+        except docker.errors.APIError as e:
+            raise _OverlayMountError(f"Docker refused the overlay volume: {e}") from e
+        mount = docker.types.Mount(WORKSPACE, volume.name, type="volume", no_copy=True)
+        return {str(view.dot_git): {"bind": f"{WORKSPACE}/.git", "mode": "ro"}}, [mount], volume
+
+    def _run(self, spec: RunSpec, run_path: Path, view: overlay.View | None = None) -> RunResult:
         import docker.errors
 
         started = time.monotonic()
+        binds, mounts, volume = self._workspace(spec, view)
         try:
             container = self.client.containers.create(
                 spec.image or self.image,
@@ -173,11 +210,8 @@ class DockerSandbox:
                 working_dir=WORKSPACE,
                 user=_container_user(),
                 environment={"HOME": HOME, "PYTHONDONTWRITEBYTECODE": "1", **spec.env},
-                volumes={
-                    str(spec.worktree): {"bind": WORKSPACE, "mode": "rw"},
-                    **_git_file_read_only(spec.worktree),
-                    str(run_path): {"bind": RUN_DIR, "mode": "ro"},
-                },
+                volumes={**binds, str(run_path): {"bind": RUN_DIR, "mode": "ro"}},
+                mounts=mounts or None,
                 network_mode="none" if spec.network == "none" else None,
                 network=None if spec.network == "none" else spec.network,
                 extra_hosts=spec.extra_hosts or None,
@@ -193,11 +227,13 @@ class DockerSandbox:
                 tty=False,
             )
         except docker.errors.ImageNotFound as e:
+            _remove_volume(volume)
             raise SandboxError(
                 f"The sandbox image '{self.image}' is not built.",
                 "Run scripts/setup.sh, which builds it (offline too).",
             ) from e
         except docker.errors.APIError as e:
+            _remove_volume(volume)
             raise SandboxError(
                 f"Docker refused to create the container: {e.explanation or e}",
                 "Check `docker info` and the sandbox settings in .supervisor/config.yaml.",
@@ -207,8 +243,9 @@ class DockerSandbox:
                 spec.on_start(cast(str, container.id))
             except BaseException:
                 remove_container(container)
+                _remove_volume(volume)
                 raise
-        return self._finish(container, spec, started, start=True)
+        return self._finish(container, spec, started, start=True, volume=volume)
 
     def adopt(self, container_id: str, spec: RunSpec) -> RunResult:
         """Take over a container a killed supervisor left (see adopt.py): wait for it within
@@ -223,16 +260,26 @@ class DockerSandbox:
         elapsed = 0.0 if began is None else max(0.0, time.time() - began)
         return self._finish(container, spec, time.monotonic() - elapsed, start=False)
 
-    def _finish(self, container: Any, spec: RunSpec, started: float, *, start: bool) -> RunResult:
+    def _finish(
+        self, container: Any, spec: RunSpec, started: float, *, start: bool, volume: Any = None
+    ) -> RunResult:
+        import docker.errors
+
         try:
             if start:
-                container.start()
+                try:
+                    container.start()
+                except docker.errors.APIError as e:
+                    if volume is None:
+                        raise
+                    raise _OverlayMountError(f"the overlay could not be mounted: {e}") from e
             # An adopted container's output so far was shown by the run that started it.
             exit_code = self._wait(container, spec, started, since=None if start else time.time())
             stdout = container.logs(stdout=True, stderr=False).decode("utf-8", "replace")
             stderr = container.logs(stdout=False, stderr=True).decode("utf-8", "replace")
         finally:
             remove_container(container)
+            _remove_volume(volume)
         return RunResult(
             exit_code=exit_code,
             stdout=strip_ansi(stdout),
@@ -283,9 +330,11 @@ class DockerSandbox:
                 )
 
     def remove_stale(self, labels: dict[str, str]) -> list[str]:
-        """Remove containers left by a crashed run (matched by labels), and their run folders:
-        with a workflow label, only that task's (other tasks may be running meanwhile); but for
-        those kept for adoption (`adoptable`) and their run folders."""
+        """Remove containers (and overlay volumes) left by a crashed run (matched by labels),
+        and their run folders: with a workflow label, only that task's (other tasks may be
+        running meanwhile); but for those kept for adoption (`adoptable`) and their run folders."""
+        import docker.errors
+
         filters: dict[str, str | list[str] | bool] = {
             "label": [f"{k}={v}" for k, v in labels.items()]
         }
@@ -295,6 +344,9 @@ class DockerSandbox:
             if container.id not in kept:
                 remove_container(container)
                 removed.append(cast(str, container.id))
+        with contextlib.suppress(docker.errors.APIError):
+            for volume in self.client.volumes.list(filters=filters):
+                _remove_volume(volume)
         if LABEL_REPO in labels:
             keep = {a.run_dir for a in self.adoptable.values() if a.run_dir}
             remove_stale_run_dirs(run_dir_label(labels), keep)
@@ -317,6 +369,21 @@ def remove_stale_run_dirs(label: str, keep: set[Path] | None = None) -> list[Pat
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path, ignore_errors=True)
     return found
+
+
+class _OverlayMountError(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _remove_volume(volume: Any) -> None:
+    """An overlay volume is only mount options: removing it leaves its directories alone."""
+    import docker.errors
+
+    if volume is not None:
+        with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+            volume.remove(force=True)
 
 
 def remove_container(container: Any) -> None:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from supervisor import interfaces
 from supervisor.state.store import EventSpec
+from supervisor.treedata import CommitFiles
 from supervisor.workflow.steps.base import Outcome, StepContext
 from supervisor.workflow.steps.images import image_for
 
@@ -23,7 +24,8 @@ def lock_interfaces(c: StepContext, wf: Workflow, name: str, outcome: Outcome) -
     files = c.ws.changed_files(c.ws.branch_tip(wf.task_branch), outcome.git_sha or "")
     worktree = c.ws.add_worktree(f"wf{wf.id}-{name}-compile", outcome.git_sha or "")
     try:
-        image = image_for(c, wf, name, worktree)  # the compilers run in the sandbox
+        commit = CommitFiles(c.ws.git_dir, outcome.git_sha or "")  # read as blobs
+        image = image_for(c, wf, name, commit)  # the compilers run in the sandbox
         problems = interfaces.compile_errors(
             c.repo, worktree, files, c.sandbox, image, c.labels(wf.id, name)
         )

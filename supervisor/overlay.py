@@ -1,0 +1,396 @@
+"""Copy-on-write workspaces: one shared, never-written tree per commit, and a small layer per step.
+
+Writing a 10,000-file checkout for every step (and hashing it all again afterwards) made a step's
+cost grow with the repository, and parallel components waited on each other's disks. Here a
+commit's tree is written once into a *base* (`.supervisor/bases/<commit>`), shared by every step
+that starts near that commit; a step gets an empty *upper* directory, and the sandbox mounts
+base + upper as an overlayfs at the workspace path (a Docker `local` volume of type overlay: the
+engine mounts it, so the supervisor needs no privilege). A step that starts from a later commit
+reuses a base whose tree differs little: its upper is seeded with the difference (changed files
+from blobs, whiteouts for deletions), so what the worker sees is exactly its commit.
+
+After the step the host reads the upper directory alone, as data: lstat, never following a
+symlink, whiteouts (character device 0/0, which a worker without CAP_MKNOD cannot make and
+overlayfs refuses to create through the mount) and `user.overlay.opaque` directories (the
+`userxattr` mount option; overlayfs never lets a worker set its own markers through the mount).
+The new tree is the commit's tree with those changes applied in a temporary index, under the same
+rules as the full walk in treedata.py: .gitignore honoured for new files, `.git` never read as a
+repository's own, symlinks out of the repository and the size limits refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import stat
+import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from supervisor import treedata
+from supervisor.locks import process_alive
+from supervisor.treedata import Entry, SnapshotLimits, Stamp
+
+OPAQUE_XATTR = "user.overlay.opaque"
+MOUNT_FLAGS = "nosuid,nodev"
+# userxattr: markers the host can read without privilege; redirect_dir off (a renamed directory
+# is copied, never redirected), so the upper layer is read without following anything.
+OVERLAY_FLAGS = "userxattr"
+MAX_SEED_FILES = 2000  # a commit further than this from every base gets a base of its own
+KEEP_BASES = 2
+_VIEWS: dict[str, View] = {}
+_VIEWS_LOCK = threading.Lock()
+
+DIR, REG, LNK, WHITEOUT, OTHER = "dir", "reg", "lnk", "whiteout", "other"
+
+
+def container_ids() -> tuple[int, int]:
+    """The ids the sandbox runs workers as (see sandbox/docker.py): ours, or nobody for root."""
+    return (os.getuid(), os.getgid()) if os.getuid() != 0 else (65534, 65534)
+
+
+def view_for(path: Path | str) -> View | None:
+    """The copy-on-write view a workspace path stands for, if it is one (in-process registry:
+    nothing on disk tells the host what a path is)."""
+    with _VIEWS_LOCK:
+        return _VIEWS.get(str(path))
+
+
+@dataclass
+class Base:
+    commit: str
+    path: Path
+    entries: dict[str, Entry]
+    sizes: dict[str, int] = field(default_factory=dict)
+    dirs: set[str] = field(default_factory=set)
+    users: int = 0
+    ready: threading.Event = field(default_factory=threading.Event)
+    error: BaseException | None = None
+
+
+@dataclass
+class View:
+    """One step's workspace: `path` (what the engine holds) has `upper/` and `work/` in it."""
+
+    path: Path
+    commit: str
+    base: Base
+    stamps: dict[str, Stamp]
+    on_fallback: Callable[[View, str], None]
+    start: dict[str, Entry] = field(default_factory=dict)
+    """The commit's entries (what the worker is shown), sorted by path."""
+    mode: str = "overlay"  # or "full" once the overlay could not be mounted
+
+    @property
+    def upper(self) -> Path:
+        return self.path / "upper"
+
+    @property
+    def work(self) -> Path:
+        return self.path / "work"
+
+    @property
+    def dot_git(self) -> Path:
+        return self.path / "dot-git"
+
+    @property
+    def tree(self) -> Path:
+        """The fully written tree, after a fallback."""
+        return self.path / "tree"
+
+    def mount_options(self) -> str:
+        return (
+            f"{MOUNT_FLAGS},lowerdir={self.base.path},upperdir={self.upper},"
+            f"workdir={self.work},{OVERLAY_FLAGS}"
+        )
+
+    def fall_back(self, reason: str) -> None:
+        """Write the whole tree (the old way) because the overlay could not be mounted."""
+        if self.mode == "full":
+            return
+        self.tree.mkdir()
+        self.stamps = treedata.materialize(self.base_git_dir, self.commit, self.tree)
+        self.mode = "full"
+        self.on_fallback(self, reason)
+
+    base_git_dir: Path = Path()
+
+
+def unsuitable(path: Path) -> str | None:
+    """Why `path` cannot be named in overlay mount options, if it cannot."""
+    bad = [c for c in ",:\\\n" if c in str(path)]
+    if not bad:
+        return None
+    return f"the path {path} holds {''.join(bad)!r}, which overlay mount options cannot carry"
+
+
+@dataclass
+class _Registry:
+    bases: dict[str, Base] = field(default_factory=dict)
+    recent: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+_REGISTRIES: dict[str, _Registry] = {}
+
+
+class Overlays:
+    """The bases of one repository and the views made from them."""
+
+    def __init__(
+        self,
+        git_dir: Path,
+        state_dir: Path,
+        on_fallback: Callable[[str], None],
+        discard: Callable[[Path], None],
+    ):
+        self.git_dir = git_dir
+        # Per process: another task in this repository may run meanwhile with bases of its own.
+        self.bases_dir = state_dir / "bases" / f"pid{os.getpid()}"
+        self.on_fallback = on_fallback
+        self.discard = discard  # deletes a folder no longer used, in the background
+        self.enabled = True
+        self.reason: str | None = unsuitable(state_dir)
+        if self.reason:
+            self.enabled = False
+        with _VIEWS_LOCK:  # one registry per bases folder, shared by every Workspace on it
+            shared = _REGISTRIES.setdefault(str(self.bases_dir), _Registry())
+        self._bases = shared.bases
+        self._recent = shared.recent
+        self._lock = shared.lock
+
+    # -- views ------------------------------------------------------------------------------
+
+    def add(self, path: Path, commit: str) -> Path:
+        base = self._acquire(commit)
+        try:
+            path.mkdir(mode=0o755)
+            (path / "work").mkdir(mode=0o700)
+            upper = path / "upper"
+            upper.mkdir(mode=0o755)
+            stamps, start = seed(self.git_dir, base, commit, upper)
+            # The workspace's `.git` is a read-only file, as in a full worktree: the sandbox
+            # mounts `dot_git` over this mount point (the host never reads either).
+            (upper / ".git").write_bytes(b"")
+            (path / "dot-git").write_text("gitdir: /nonexistent/supervisor-workspace\n")
+            uid, gid = container_ids()
+            if os.getuid() == 0:
+                _chown_tree(upper, uid, gid)
+        except BaseException:
+            self._release(base)
+            raise
+        view = View(path, commit, base, stamps, self._fell_back, start, base_git_dir=self.git_dir)
+        with _VIEWS_LOCK:
+            _VIEWS[str(path)] = view
+        return path
+
+    def forget(self, path: Path) -> View | None:
+        """Unregister the view at `path` (its files are then deleted like a worktree's)."""
+        with _VIEWS_LOCK:
+            view = _VIEWS.pop(str(path), None)
+        if view is not None:
+            self._release(view.base)
+        return view
+
+    def _fell_back(self, view: View, reason: str) -> None:
+        self.enabled = False  # the next steps go straight to full trees
+        self.reason = reason
+        self.on_fallback(reason)
+
+    # -- bases ------------------------------------------------------------------------------
+
+    def _acquire(self, commit: str) -> Base:
+        """The base for a step from `commit`: one close enough to it, or a new one."""
+        with self._lock:
+            candidates = [b for b in self._bases.values() if b.error is None]
+        best: Base | None = None
+        distance = MAX_SEED_FILES + 1
+        for base in candidates:
+            if base.commit == commit:
+                best, distance = base, 0
+                break
+        if best is None:
+            for base in candidates:
+                base.ready.wait()
+                if base.error is not None:
+                    continue
+                changed = _distance(self.git_dir, base.commit, commit)
+                if changed < distance:
+                    best, distance = base, changed
+        with self._lock:
+            if best is None or distance > MAX_SEED_FILES or best.commit not in self._bases:
+                best = self._bases.get(commit)
+                if best is None:
+                    best = Base(commit, self.bases_dir / commit, {})
+                    self._bases[commit] = best
+                    build = True
+                else:
+                    build = False
+            else:
+                build = False
+            best.users += 1
+            self._recent[:] = [c for c in self._recent if c != best.commit] + [best.commit]
+        if build:
+            try:
+                self._build(best)
+            except BaseException as e:
+                best.error = e
+                with self._lock:
+                    self._bases.pop(best.commit, None)
+                raise
+            finally:
+                best.ready.set()
+        best.ready.wait()
+        if best.error is not None:
+            raise best.error
+        return best
+
+    def _build(self, base: Base) -> None:
+        """Write the commit's tree once, owned by the container's user (so that its files stay
+        writable through the overlay, which copies them up), into a folder only the host reaches:
+        no container mounts a base itself, and overlayfs never writes its lower layer."""
+        self.bases_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{base.commit[:12]}-", dir=self.bases_dir))
+        try:
+            treedata.materialize(self.git_dir, base.commit, tmp)
+            if os.getuid() == 0:
+                _chown_tree(tmp, *container_ids())
+            tmp.chmod(0o755)
+            if base.path.exists() or base.path.is_symlink():
+                self.discard(base.path)  # a killed run's, not in this process's registry
+            tmp.rename(base.path)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        entries, base.sizes = list_tree_sizes(self.git_dir, base.commit)
+        base.entries = dict(sorted(entries.items()))
+        base.dirs = _ancestors(base.entries)
+
+    def _release(self, base: Base) -> None:
+        with self._lock:
+            base.users -= 1
+            stale = [
+                b
+                for c, b in self._bases.items()
+                if b.users == 0 and b.ready.is_set() and c not in self._recent[-KEEP_BASES:]
+            ]
+            for b in stale:
+                del self._bases[b.commit]
+        for b in stale:
+            self.discard(b.path)
+
+
+def remove_bases(state_dir: Path) -> None:
+    """The bases of supervisors no longer running (at start: a killed run's), and this process's
+    own unless a view still uses one; never those of another task running meanwhile."""
+    root = state_dir / "bases"
+    if root.is_symlink():
+        root.unlink()
+        return
+    if not root.is_dir():
+        return
+    for entry in root.iterdir():
+        pid = entry.name[3:] if entry.name.startswith("pid") else ""
+        if pid.isdigit() and int(pid) != os.getpid() and process_alive(int(pid)):
+            continue  # another supervisor's, in use
+        if pid.isdigit() and int(pid) == os.getpid():
+            with _VIEWS_LOCK:
+                shared = _REGISTRIES.get(str(entry))
+            if shared is not None:
+                with shared.lock:
+                    if any(b.users for b in shared.bases.values()):
+                        continue
+                    shared.bases.clear()
+                    shared.recent.clear()
+        if entry.is_symlink() or not entry.is_dir():
+            entry.unlink()
+        else:
+            shutil.rmtree(entry, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        root.rmdir()  # only when empty
+
+
+def list_tree_sizes(git_dir: Path, commit: str) -> tuple[dict[str, Entry], dict[str, int]]:
+    """`commit`'s entries and the sizes of its blobs (read once per base)."""
+    out = treedata.git_bytes(git_dir, "ls-tree", "-r", "-z", "-l", "--full-tree", commit)
+    entries: dict[str, Entry] = {}
+    sizes: dict[str, int] = {}
+    for record in out.split(b"\0"):
+        if not record:
+            continue
+        meta, _, raw = record.partition(b"\t")
+        mode, _, sha, size = meta.decode().split()
+        path = os.fsdecode(raw)
+        entries[path] = Entry(mode, sha)
+        sizes[path] = int(size) if size.isdigit() else 0
+    return entries, sizes
+
+
+def _distance(git_dir: Path, a: str, b: str) -> int:
+    out = treedata.git_bytes(git_dir, "diff-tree", "-r", "-z", "--no-renames", "--name-only", a, b)
+    return sum(1 for p in out.split(b"\0") if p)
+
+
+def _chown_tree(root: Path, uid: int, gid: int) -> None:
+    os.lchown(root, uid, gid)
+    for dirpath, dirs, files in os.walk(root):
+        for name in [*dirs, *files]:
+            os.lchown(Path(dirpath, name), uid, gid)
+
+
+# -- seeding an upper layer ------------------------------------------------------------------
+
+
+def _ancestors(paths: object) -> set[str]:
+    dirs: set[str] = set()
+    for p in paths:  # type: ignore[attr-defined]
+        parts = p.split("/")
+        for i in range(1, len(parts)):
+            dirs.add("/".join(parts[:i]))
+    return dirs
+
+
+def seed(
+    git_dir: Path, base: Base, commit: str, upper: Path
+) -> tuple[dict[str, Stamp], dict[str, Entry]]:
+    """Make base + `upper` show `commit`: its files that differ from the base's are written into
+    `upper`, and what the base has that `commit` has not is hidden by a whiteout at the topmost
+    path where the two part (a whole directory at once). Returns the stamps of the files written
+    and the commit's entries, sorted."""
+    if base.commit == commit:
+        return {}, base.entries
+    target = dict(sorted(treedata.list_tree(git_dir, commit).items()))
+    changed = {p for p, e in target.items() if base.entries.get(p) != e}
+    stamps = treedata.materialize(git_dir, commit, upper, paths=changed) if changed else {}
+    target_dirs = _ancestors(target)
+    hidden: set[str] = set()
+    for path in base.entries:
+        if path in target:
+            continue
+        parts = path.split("/")
+        for i in range(1, len(parts) + 1):
+            top = "/".join(parts[:i])
+            if top not in target_dirs:
+                break
+        else:
+            continue  # a directory of the commit's, written into the upper layer, covers it
+        if top in target or top in hidden:
+            continue  # replaced by a file of the commit, or hidden already
+        hidden.add(top)
+    for top in sorted(hidden):
+        parent, _, _ = top.rpartition("/")
+        (upper / parent).mkdir(mode=0o755, parents=True, exist_ok=True)
+        os.mknod(upper / top, stat.S_IFCHR | 0o600, os.makedev(0, 0))
+    return stamps, target
+
+
+def snapshot(git_dir: Path, view: View, limits: SnapshotLimits) -> str:
+    """The tree the view's workspace holds now (see overlay_tree.py)."""
+    if view.mode == "full":
+        return treedata.snapshot_tree(git_dir, view.tree, view.commit, limits, view.stamps)
+    from supervisor import overlay_tree
+
+    return overlay_tree.snapshot_tree(git_dir, view, limits)
