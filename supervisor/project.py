@@ -91,8 +91,8 @@ def remove_dead_probes(project: Project, sandbox: DockerSandbox) -> list[str]:
     if client is None:
         return []
     repo = repo_label(project.root)
-    found = client.containers.list(
-        all=True, filters={"label": [f"{LABEL_REPO}={repo}", LABEL_PROBE]}
+    found = client.containers.list(  # ignore_removed: another task's probe may end meanwhile
+        all=True, filters={"label": [f"{LABEL_REPO}={repo}", LABEL_PROBE]}, ignore_removed=True
     )
     dead = {c.labels.get(LABEL_PROBE, "") for c in found}
     removed: list[str] = []

@@ -150,7 +150,7 @@ def find(sandbox: Any, store: Store, repo: Path, wf_id: int) -> dict[int, Adopti
     found: dict[int, Adoption] = {}
     if running:
         filters = {"label": [f"{LABEL_REPO}={label}", f"{LABEL_WORKFLOW}={wf_id}"]}
-        for container in client.containers.list(all=True, filters=filters):
+        for container in client.containers.list(all=True, filters=filters, ignore_removed=True):
             adoption = match(
                 container.id,
                 container.labels,

@@ -340,7 +340,9 @@ class DockerSandbox:
         }
         kept = {a.container_id for a in self.adoptable.values()}
         removed: list[str] = []
-        for container in self.client.containers.list(all=True, filters=filters):
+        for container in self.client.containers.list(
+            all=True, filters=filters, ignore_removed=True
+        ):
             if container.id not in kept:
                 remove_container(container)
                 removed.append(cast(str, container.id))
