@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from supervisor.config import Limits
-    from supervisor.sandbox.docker import DockerSandbox
+    from supervisor.sandbox.base import Sandbox
 
 FEEDBACK_TAIL = 6000
 CACHE_HOMES = {
@@ -46,7 +46,7 @@ class GateResult:
 
 
 def run_gate(
-    sandbox: DockerSandbox,
+    sandbox: Sandbox,
     name: str,
     command: str,
     worktree: Path,

@@ -20,7 +20,7 @@ from supervisor.errors import ToolMissingError
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from supervisor.sandbox.docker import DockerSandbox
+    from supervisor.sandbox.base import Sandbox
 
 NO_TSC = "supervisor: no tsc"
 WORKSPACE = "/workspace"
@@ -31,7 +31,7 @@ def compile_errors(
     repo: Path,
     worktree: Path,
     files: list[str],
-    sandbox: DockerSandbox | None = None,
+    sandbox: Sandbox | None = None,
     image: str | None = None,
     labels: dict[str, str] | None = None,
 ) -> str | None:
@@ -99,7 +99,7 @@ def _tsc_command(typescript: list[str]) -> str:
 
 
 def _run(
-    sandbox: DockerSandbox,
+    sandbox: Sandbox,
     worktree: Path,
     image: str | None,
     command: str,

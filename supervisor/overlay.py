@@ -32,7 +32,7 @@ from pathlib import Path
 
 from supervisor import treedata
 from supervisor.locks import process_alive
-from supervisor.treedata import Entry, SnapshotLimits, Stamp
+from supervisor.treedata import Entry, Stamp
 
 OPAQUE_XATTR = "user.overlay.opaque"
 MOUNT_FLAGS = "nosuid,nodev"
@@ -385,12 +385,3 @@ def seed(
         (upper / parent).mkdir(mode=0o755, parents=True, exist_ok=True)
         os.mknod(upper / top, stat.S_IFCHR | 0o600, os.makedev(0, 0))
     return stamps, target
-
-
-def snapshot(git_dir: Path, view: View, limits: SnapshotLimits) -> str:
-    """The tree the view's workspace holds now (see overlay_tree.py)."""
-    if view.mode == "full":
-        return treedata.snapshot_tree(git_dir, view.tree, view.commit, limits, view.stamps)
-    from supervisor import overlay_tree
-
-    return overlay_tree.snapshot_tree(git_dir, view, limits)

@@ -329,3 +329,11 @@ def _copy_git(source: Path, dest: Path) -> None:
                 meta = os.lstat(src)
                 if stat.S_ISREG(meta.st_mode) and meta.st_size <= 65536:
                     (dest / rel / name).write_bytes(src.read_bytes())
+
+
+def snapshot(git_dir: Path, view: View, limits: SnapshotLimits) -> str:
+    """The tree the view's workspace holds now: read from its upper layer, or, after a fallback
+    to a fully written tree, from that tree."""
+    if view.mode == "full":
+        return treedata.snapshot_tree(git_dir, view.tree, view.commit, limits, view.stamps)
+    return snapshot_tree(git_dir, view, limits)

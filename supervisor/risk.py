@@ -116,10 +116,7 @@ def timed_wait(engine: Engine, wf: Workflow) -> bool:
                 engine.store.decide_approval(
                     approval.id, "approved", "no rejection within the timeout", approver="timeout"
                 )
-    from supervisor.tasks import _prepare_resume
-
-    _prepare_resume(engine.store, engine.store.workflow(wf.id), engine.settings)
-    return True
+    return True  # the engine applies the decision as `resume` would (workflow/resuming.py)
 
 
 # -- facts ---------------------------------------------------------------------------------

@@ -13,11 +13,10 @@ task exists are supervisor/project.py, the image commands supervisor/image_comma
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from supervisor import approval_policy, image_commands, notify, process, protected, risk
-from supervisor.approvals import REQUEST_KEY
-from supervisor.config import Settings, WorkflowDef
+from supervisor import approval_policy, image_commands, notify, process, protected
+from supervisor.config import WorkflowDef
 from supervisor.doctor import clis_in_use
 from supervisor.errors import (
     ApprovalRequired,
@@ -42,6 +41,7 @@ from supervisor.sandbox import adopt
 from supervisor.sandbox.docker import LABEL_REPO, LABEL_WORKFLOW, DockerSandbox, repo_label
 from supervisor.state.access import decide  # noqa: F401 (re-exported: tasks.decide)
 from supervisor.state.store import EventSpec, Store, Workflow
+from supervisor.workflow import resuming
 from supervisor.workflow.engine import Engine, Reporter
 from supervisor.workflow.loading import workflow_source
 
@@ -128,7 +128,7 @@ def resume(wf_id: int, path: Path, *, reporter: Reporter | None = None) -> Workf
                     f"The workflow ({workflow_source(project.root, project.settings)}) changed "
                     "since this task started; the task keeps the definition it started with."
                 )
-            _prepare_resume(store, wf, project.settings)
+            resuming.prepare(store, wf, project.settings)
             if not project.workspace.branch_exists(wf.task_branch):
                 project.workspace.create_task_branch(wf.id, wf.description, base=wf.base_sha)
             return _drive(project, store, sandbox, wf_id, reporter)
@@ -312,74 +312,6 @@ def _run_engine(
     finally:
         adopt.release(sandbox, store, project.workspace)  # any the engine did not reach
         sandbox.close()
-
-
-def _repin_gates(ctx: dict[str, Any], settings: Settings) -> list[EventSpec]:
-    """A person resuming a failed task may have fixed a gate command in their own
-    configuration: the pinned gates follow it. This reads the user's checkout and config, never
-    a candidate, so a worker still cannot define its own check."""
-    pins = ctx.get(protected.PINNED_KEY)
-    now = dict(settings.gates)
-    if not pins or pins.get("gates") == now:
-        return []
-    ctx[protected.PINNED_KEY] = {**pins, "gates": now}
-    payload = {"gates": now, "before": pins.get("gates"), "reason": "resume after a failure"}
-    return [EventSpec("checks_pinned", status="repinned", payload=payload)]
-
-
-def _prepare_resume(store: Store, wf: Workflow, settings: Settings) -> None:
-    ctx = dict(wf.context)
-    if wf.status == "awaiting_approval":
-        approval = store.latest_approval(wf.id)
-        if approval is not None and approval.status == "pending" and risk.times_out(wf):
-            return  # the engine waits out the rest of the policy's timeout (supervisor/risk.py)
-        if approval is None or approval.status == "pending":
-            raise ApprovalRequired(
-                f"Workflow {wf.id} waits for approval of step '{ctx.get('approval_step')}'.",
-                f"Approve with `supervisor approve {wf.id}` or reject with `supervisor reject "
-                f'{wf.id} --reason "..."`, then resume.',
-            )
-        step = wf.current_step
-        events = [EventSpec("resumed", status=approval.status, payload={"approval": approval.id})]
-        if approval.status == "rejected":
-            step = approval.step
-            reason = approval.reason or "(no reason given)"
-            ctx.setdefault("feedback", {}).setdefault(step, []).append(
-                f"A human reviewer rejected the previous result of this step: {reason}"
-            )
-            if (ctx.get(REQUEST_KEY) or {}).get("producer") == step:
-                # A rejected dependency change is not built on: the step starts over from the
-                # last state that needed no approval (the rejected candidate stays in refs).
-                ctx.pop(REQUEST_KEY, None)
-                ctx["candidate"] = None
-        store.update_workflow(
-            wf.id, status="running", current_step=step, context=ctx, events=events
-        )
-    elif wf.status in ("failed", "interrupted"):
-        # A fresh set of retries, and a closed breaker, for the step that failed: a human chose
-        # to resume, presumably after fixing the cause. (A crash leaves the status `running`, so
-        # a kill and resume keeps the breaker's count.)
-        for counter in ("transient", "breaker"):
-            ctx.setdefault(counter, {}).pop(wf.current_step, None)
-        # Every step's retry count starts afresh: a resume at a gate must leave the step its
-        # failure goes back to some attempts.
-        for memory in ("attempts", "trees", "noops"):
-            ctx.pop(memory, None)
-        events = [EventSpec("resumed", step=wf.current_step, status=wf.status)]
-        events += _repin_gates(ctx, settings)
-        store.update_workflow(
-            wf.id, status="running", current_step=wf.current_step, context=ctx, events=events
-        )
-    elif wf.status == "budget_exceeded":
-        from supervisor import budgets
-
-        ctx = budgets.resume_check(wf)  # still over: stays paused, says so
-        events = [EventSpec("resumed", step=wf.current_step, status=wf.status)]
-        store.update_workflow(
-            wf.id, status="running", current_step=wf.current_step, context=ctx, events=events
-        )
-    else:  # running (after a crash) or rate_limited: carry on where it stood
-        store.add_event(wf.id, EventSpec("resumed", step=wf.current_step, status=wf.status))
 
 
 def _clean_leftovers(

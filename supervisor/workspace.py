@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from supervisor import overlay, process, treedata
+from supervisor import overlay, overlay_tree, process, treedata
 from supervisor.errors import (
     CandidateRefusedError,
     GitError,
@@ -425,7 +425,7 @@ class Workspace:
         limits = limits or treedata.SnapshotLimits()
         if view is not None:
             base = view.commit
-            tree = overlay.snapshot(self.git_dir, view, limits)
+            tree = overlay_tree.snapshot(self.git_dir, view, limits)
         else:
             base = self._checked_base(worktree)
             tree = treedata.snapshot_tree(

@@ -7,9 +7,8 @@ graph is read from the source (the `ast` of every module), so it sees every impo
 the ones inside functions that a test run might never execute. Imports under
 `if TYPE_CHECKING:` are left out: they exist only for the type checker and run nothing.
 
-Cycles inside `supervisor.workflow` (the engine and its step modules) are tolerated for now:
-that package is being reshaped into `workflow/steps/`, which removes the engine ↔ components
-cycle; once it lands, `TOLERATED_PACKAGE` goes.
+The engine ↔ components cycle went with the reshape into `workflow/steps/`: step modules never
+import the engine.
 """
 
 from __future__ import annotations
@@ -23,7 +22,6 @@ import networkx as nx
 import supervisor
 
 PACKAGE_DIR = Path(supervisor.__file__).resolve().parent
-TOLERATED_PACKAGE = "supervisor.workflow."  # pending the engine reshape (issue 12)
 
 
 class Import(NamedTuple):
@@ -113,11 +111,7 @@ def cycles(edges: list[Import]) -> list[list[Import]]:
 def test_the_package_has_no_import_cycle() -> None:
     edges = import_graph(PACKAGE_DIR, "supervisor")
     assert len(edges) > 200  # the graph was read (a wrong root would find nothing)
-    found = [
-        loop
-        for loop in cycles(edges)
-        if not all(e.importer.startswith(TOLERATED_PACKAGE) for e in loop)
-    ]
+    found = [loop for loop in cycles(edges)]
     described = "\n".join(
         " -> ".join(f"{e.importer} ({e.where})" for e in loop) + f" -> {loop[0].importer}"
         for loop in found

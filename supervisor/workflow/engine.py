@@ -22,7 +22,7 @@ from supervisor import budgets, recovery, risk
 from supervisor.config import Settings, StepDef, WorkflowDef
 from supervisor.errors import ApprovalRequired, StepFailedError, SupervisorError
 from supervisor.state.store import EventSpec, StepRecord
-from supervisor.workflow import retries
+from supervisor.workflow import resuming, retries
 from supervisor.workflow.state import WorkflowState
 from supervisor.workflow.steps import registry as steps
 from supervisor.workflow.steps.base import (
@@ -81,7 +81,9 @@ class Engine:
         while True:
             wf = self.store.workflow(wf_id)
             if wf.status == "awaiting_approval" and risk.timed_wait(self, wf):
-                continue  # a notify_and_timeout approval: decided, or timed out
+                # A notify_and_timeout approval, decided or timed out: applied as resume would.
+                resuming.prepare(self.store, self.store.workflow(wf_id), self.settings)
+                continue
             if wf.status == "awaiting_approval":
                 raise ApprovalRequired(
                     f"Workflow {wf_id} waits for approval of step '{_pending_step(wf)}'"

@@ -133,7 +133,7 @@ def implementation(a: Answer, worktree: Path, base: str, ref: str, *, in_fan_out
         sha = c.ws.snapshot(
             worktree,
             f"{name}: {wf.description[:60]}",
-            limits=SnapshotLimits(limits.max_worktree_mb * 2**20, limits.max_files_added),
+            limits=SnapshotLimits(int(limits.max_worktree_mb * 2**20), limits.max_files_added),
         )
     except CandidateRefusedError as e:
         record = a.record(

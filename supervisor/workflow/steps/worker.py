@@ -299,7 +299,7 @@ class _Run:
             f"{result.num_turns or 0} turns, {result.input_tokens} in / {result.output_tokens} "
             f"out tokens, ${result.cost_usd:.4f}"
         )
-        usage = {
+        usage: dict[str, Any] = {
             "input_tokens": result.input_tokens,
             "output_tokens": result.output_tokens,
             "cost_usd": result.cost_usd,

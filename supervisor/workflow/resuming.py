@@ -1,0 +1,101 @@
+"""Resuming a task: the workflow's state after a crash, a decision or a failure, made ready for
+the engine to carry on. Part of the engine (it writes workflow progress, as only the engine may):
+`supervisor resume` and a timed-out approval (supervisor/risk.py, via the engine) both use it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from supervisor import protected, risk
+from supervisor.approvals import REQUEST_KEY
+from supervisor.errors import ApprovalRequired
+from supervisor.state.store import EventSpec
+from supervisor.workflow.state import WorkflowState
+
+if TYPE_CHECKING:
+    from supervisor.config import Settings
+    from supervisor.state.store import Store, Workflow
+
+
+def repin_gates(ctx: dict[str, Any], settings: Settings) -> list[EventSpec]:
+    """A person resuming a failed task may have fixed a gate command in their own
+    configuration: the pinned gates follow it. This reads the user's checkout and config, never
+    a candidate, so a worker still cannot define its own check."""
+    pins = ctx.get(protected.PINNED_KEY)
+    now = dict(settings.gates)
+    if not pins or pins.get("gates") == now:
+        return []
+    ctx[protected.PINNED_KEY] = {**pins, "gates": now}
+    payload = {"gates": now, "before": pins.get("gates"), "reason": "resume after a failure"}
+    return [EventSpec("checks_pinned", status="repinned", payload=payload)]
+
+
+def prepare(store: Store, wf: Workflow, settings: Settings) -> None:
+    """Apply what happened while no supervisor ran the task (a person's decision, a fix after a
+    failure, a raised budget) before the engine carries on; the context written is validated
+    as the engine's typed state."""
+    ctx = dict(wf.context)
+    if wf.status == "awaiting_approval":
+        approval = store.latest_approval(wf.id)
+        if approval is not None and approval.status == "pending" and risk.times_out(wf):
+            return  # the engine waits out the rest of the policy's timeout (supervisor/risk.py)
+        if approval is None or approval.status == "pending":
+            raise ApprovalRequired(
+                f"Workflow {wf.id} waits for approval of step '{ctx.get('approval_step')}'.",
+                f"Approve with `supervisor approve {wf.id}` or reject with `supervisor reject "
+                f'{wf.id} --reason "..."`, then resume.',
+            )
+        step = wf.current_step
+        events = [EventSpec("resumed", status=approval.status, payload={"approval": approval.id})]
+        if approval.status == "rejected":
+            step = approval.step
+            reason = approval.reason or "(no reason given)"
+            ctx.setdefault("feedback", {}).setdefault(step, []).append(
+                f"A human reviewer rejected the previous result of this step: {reason}"
+            )
+            if (ctx.get(REQUEST_KEY) or {}).get("producer") == step:
+                # A rejected dependency change is not built on: the step starts over from the
+                # last state that needed no approval (the rejected candidate stays in refs).
+                ctx.pop(REQUEST_KEY, None)
+                ctx["candidate"] = None
+        store.update_workflow(
+            wf.id,
+            status="running",
+            current_step=step,
+            context=WorkflowState.load(ctx).dump(),
+            events=events,
+        )
+    elif wf.status in ("failed", "interrupted"):
+        # A fresh set of retries, and a closed breaker, for the step that failed: a human chose
+        # to resume, presumably after fixing the cause. (A crash leaves the status `running`, so
+        # a kill and resume keeps the breaker's count.)
+        for counter in ("transient", "breaker"):
+            ctx.setdefault(counter, {}).pop(wf.current_step, None)
+        # Every step's retry count starts afresh: a resume at a gate must leave the step its
+        # failure goes back to some attempts.
+        for memory in ("attempts", "trees", "noops"):
+            ctx.pop(memory, None)
+        events = [EventSpec("resumed", step=wf.current_step, status=wf.status)]
+        events += repin_gates(ctx, settings)
+        store.update_workflow(
+            wf.id,
+            status="running",
+            current_step=wf.current_step,
+            context=WorkflowState.load(ctx).dump(),
+            events=events,
+        )
+    elif wf.status == "budget_exceeded":
+        from supervisor import budgets
+
+        ctx = budgets.resume_check(wf)  # still over: stays paused, says so
+        events = [EventSpec("resumed", step=wf.current_step, status=wf.status)]
+        store.update_workflow(
+            wf.id,
+            status="running",
+            current_step=wf.current_step,
+            context=WorkflowState.load(ctx).dump(),
+            events=events,
+        )
+    else:  # running (after a crash) or rate_limited: carry on where it stood
+        store.add_event(wf.id, EventSpec("resumed", step=wf.current_step, status=wf.status))
