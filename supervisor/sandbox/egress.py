@@ -74,7 +74,9 @@ def ensure_network(client: docker.DockerClient, name: str) -> Network:
                 internal=True,
                 options=NETWORK_OPTIONS,
                 labels={NETWORK_LABEL: "1"},
+                check_duplicate=True,
             )
+            network = _one_of_a_name(client, name, network.id)
         except docker.errors.APIError as e:
             if "already exists" not in str(e):
                 raise SandboxError(
@@ -99,6 +101,37 @@ def ensure_network(client: docker.DockerClient, name: str) -> Network:
     options = network.attrs.get("Options") or {}
     bridge = options.get("com.docker.network.bridge.name") or f"br-{network.id[:12]}"
     return Network(gateway=str(gateway), bridge=bridge)
+
+
+def _one_of_a_name(client: docker.DockerClient, name: str, mine: str) -> Any:
+    """Engines before 25 create a second network of the same name when two supervisors (or
+    parallel test workers) ask at the same moment, and every lookup by name then fails. All
+    agree on the one created first (a network seen alone by its maker is never outranked by a
+    later one); the others remove their own."""
+    import docker.errors
+
+    deadline = time.monotonic() + 10
+    while True:
+        same = [n for n in client.networks.list(names=[name]) if n.name == name]
+        kept = min(same, key=_created) if same else None
+        if kept is None or kept.id != mine:
+            with contextlib.suppress(docker.errors.NotFound):
+                client.networks.get(mine).remove()
+            return client.networks.get(kept.id if kept is not None else name)
+        if len(same) == 1 or time.monotonic() > deadline:
+            return kept
+        time.sleep(0.2)  # the others see this one and remove theirs
+
+
+def _created(network: Any) -> tuple[str, str]:
+    """Creation time as sortable text (the engine trims the nanoseconds' trailing zeros)."""
+    stamp = str(network.attrs.get("Created", "")).rstrip("Z")
+    seconds, _, fraction = stamp.partition(".")
+    zone = ""
+    for sign in ("+", "-"):
+        if sign in fraction:
+            fraction, _, zone = fraction.partition(sign)
+    return f"{seconds}.{fraction.ljust(9, '0')}{zone}", network.id
 
 
 def _as_wanted(network: Any) -> bool:
@@ -178,8 +211,10 @@ class HostFirewall:
         ]
 
     def _setup(self) -> None:
-        if self._iptables("-n", "-L", self.chain, check=False).returncode != 0:
-            self._iptables("-N", self.chain)
+        missing = self._iptables("-n", "-L", self.chain, check=False).returncode != 0
+        # Another supervisor starting at the same moment may create the chain first; only the
+        # one whose -N succeeds fills it.
+        if missing and self._iptables("-N", self.chain, check=False).returncode == 0:
             self._iptables(
                 "-A",
                 self.chain,
@@ -191,6 +226,8 @@ class HostFirewall:
                 "ACCEPT",
             )
             self._iptables("-A", self.chain, "-j", "DROP")
+        elif missing:
+            self._iptables("-n", "-L", self.chain)  # neither made nor found: name the error
         jump = ["-i", self.bridge, "-j", self.chain]
         if not self._has("INPUT", jump):
             self._iptables("-I", "INPUT", "1", *jump)
