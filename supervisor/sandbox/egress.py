@@ -59,10 +59,7 @@ def ensure_network(client: docker.DockerClient, name: str) -> Network:
     gateway IP and bridge interface on the host."""
     import docker.errors
 
-    try:
-        network = client.networks.get(name)
-    except docker.errors.NotFound:
-        network = None
+    network = _first_of_name(client, name)
     if network is not None and not _as_wanted(network):
         _remove(network, name)
         network = None
@@ -83,7 +80,7 @@ def ensure_network(client: docker.DockerClient, name: str) -> Network:
                     f"Cannot create the sandbox network '{name}': {e}",
                     "Check that the Docker engine is healthy (`docker network ls`).",
                 ) from e
-            network = client.networks.get(name)
+            network = _first_of_name(client, name) or client.networks.get(name)
     network.reload()
     if not _as_wanted(network):
         raise SandboxError(
@@ -112,7 +109,7 @@ def _one_of_a_name(client: docker.DockerClient, name: str, mine: str) -> Any:
 
     deadline = time.monotonic() + 10
     while True:
-        same = [n for n in client.networks.list(names=[name]) if n.name == name]
+        same = _of_name(client, name)
         kept = min(same, key=_created) if same else None
         if kept is None or kept.id != mine:
             with contextlib.suppress(docker.errors.NotFound):
@@ -121,6 +118,17 @@ def _one_of_a_name(client: docker.DockerClient, name: str, mine: str) -> Any:
         if len(same) == 1 or time.monotonic() > deadline:
             return kept
         time.sleep(0.2)  # the others see this one and remove theirs
+
+
+def _of_name(client: docker.DockerClient, name: str) -> list[Any]:
+    return [n for n in client.networks.list(names=[name]) if n.name == name]
+
+
+def _first_of_name(client: docker.DockerClient, name: str) -> Any:
+    """The network of that name (the first created, while a duplicate made at the same moment
+    is being removed: a lookup by name would fail as ambiguous), or None."""
+    same = _of_name(client, name)
+    return min(same, key=_created) if same else None
 
 
 def _created(network: Any) -> tuple[str, str]:
