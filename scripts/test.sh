@@ -7,4 +7,8 @@ SUPERVISOR_SETUP_QUIET=1 bash scripts/setup.sh
 if [ "${CI:-}" = "true" ]; then
   export SUPERVISOR_REQUIRE_REAL_PARTS=1   # under CI a missing real part fails instead of skipping
 fi
-exec .venv/bin/python -m pytest "$@"
+# In parallel (pytest-xdist): the end-to-end specs mostly wait on Docker and the CLIs, so three
+# processes fill two cores. A file whose specs share an expensive module fixture, or that must not
+# interleave, is pinned to one process with `pytest.mark.xdist_group` (see tests/conftest.py).
+# SUPERVISOR_TEST_WORKERS=0 runs them in this process, one after another.
+exec .venv/bin/python -m pytest -n "${SUPERVISOR_TEST_WORKERS:-3}" --dist loadgroup "$@"

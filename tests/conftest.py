@@ -1,4 +1,15 @@
-"""Fixtures shared by the tests that drive the real pipeline."""
+"""Fixtures shared by the tests that drive the real pipeline.
+
+scripts/test.sh runs the suite in three pytest-xdist processes (`--dist loadgroup`). Everything a
+spec makes is its own: tmp_path (per process), project images named after their checkout's path,
+containers labelled with their repository, tmux on its own socket, scripted APIs on free ports.
+Files pinned to one process with `pytest.mark.xdist_group`:
+- `real_projects` (test_real_projects.py): module fixtures build two project images once; the
+  last spec commits to the shared fixture repository.
+- `egress_network` (test_egress.py, test_sandbox.py): they share the workers' test network and
+  its host firewall chain. Creating that network from several processes at once is safe
+  (supervisor/sandbox/egress.py keeps one network of a name), so other Docker specs run beside
+  them."""
 
 from __future__ import annotations
 

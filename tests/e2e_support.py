@@ -112,3 +112,33 @@ def implementer(
 
 def reviewer(text: str = APPROVED, when: str = "ROLE: reviewer") -> dict[str, Any]:
     return {"when": when, "turns": [{"text": text}]}
+
+
+def writes(when: str, path: str, content: str, read: bool = False) -> dict[str, Any]:
+    """A worker that writes one file (reading it first when it exists: `read`) and says so."""
+    turns: list[dict[str, Any]] = []
+    if read:
+        turns.append({"tool_use": {"name": "Read", "input": {"file_path": path}}})
+    turns.append({"tool_use": {"name": "Write", "input": {"file_path": path, "content": content}}})
+    key = "files_modified" if read else "files_created"
+    report = {"status": "SUCCESS", "summary": f"wrote {path}", key: [path]}
+    turns.append({"text": "Done.\n" + fenced(report)})
+    return {"when": when, "turns": turns}
+
+
+def run_to_the_end(task: str, repo: Path) -> Any:
+    """start-task, approving every approval the template asks for (what `--yes` answers)."""
+    from supervisor import tasks
+    from supervisor.errors import ApprovalRequired
+
+    try:
+        return tasks.start_task(task, repo)
+    except ApprovalRequired:
+        pass
+    while True:
+        wf = tasks.workflows(repo)[0]
+        tasks.decide(wf.id, repo, approve=True)
+        try:
+            return tasks.resume(wf.id, repo)
+        except ApprovalRequired:
+            continue

@@ -7,6 +7,7 @@ import http.server
 import socket
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 import pytest
@@ -20,7 +21,9 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-pytestmark = pytest.mark.docker
+# One xdist process for both egress files: they share the workers' test network and its host
+# firewall chain, and one spec plants a rule of a dead supervisor for the next to sweep.
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("egress_network")]
 NETWORK = "supervisor-egress-test"
 REAL = "sk-real-key-for-the-egress-spec"
 
@@ -88,6 +91,28 @@ def test_a_network_left_with_other_options_is_recreated(sandbox: DockerSandbox) 
         now = sandbox.client.networks.get(name)
         assert now.id != old.id
         assert now.attrs["Options"]["com.docker.network.bridge.enable_icc"] == "false"
+    finally:
+        for network in sandbox.client.networks.list(names=[name]):
+            network.remove()
+
+
+def test_supervisors_creating_the_network_at_the_same_moment_make_one(
+    sandbox: DockerSandbox,
+) -> None:
+    """Parallel test workers, or two supervisors started together: this engine (before 25)
+    would otherwise accept a second network of the same name, and every later lookup fails."""
+    name = f"supervisor-egress-race-{time.monotonic_ns()}"
+    start = threading.Barrier(4)
+
+    def create() -> str:
+        start.wait()
+        return ensure_network(sandbox.client, name).gateway
+
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            gateways = set(pool.map(lambda _: create(), range(4)))
+        assert len(sandbox.client.networks.list(names=[name])) == 1
+        assert len(gateways) == 1
     finally:
         for network in sandbox.client.networks.list(names=[name]):
             network.remove()

@@ -679,6 +679,60 @@ def test_a_workflow_stored_by_the_previous_version_resumes_and_is_stored_typed_a
     assert wf.context["pinned"] == old["pinned"]  # carried over as it was
 
 
+# -- a reviewer that may fix: nothing to change is a result, a claimed change is not -------------
+
+FIXING_REVIEWER = """extends: reviewer
+description: Reviews the candidate and fixes what it finds; a clean candidate needs no change.
+output: implementation
+may_change_nothing: true
+"""
+REVIEW_AND_FIX = """implement
+  steps:
+    implement: {role: implementer, next: test}
+    test: {gate: test, next: fix_review, on_fail: implement}
+    fix_review: {role: fixing_reviewer, next: fixed_test, max_retries: 0}
+    fixed_test: {gate: test, next: commit, on_fail: implement}
+    commit: {action: commit}
+"""
+
+
+@pytest.mark.parametrize(
+    ("fixer", "outcome"),
+    [
+        (writes({}, claimed=[]), "unchanged"),
+        (writes({"answer.txt": "right, reviewed\n"}), "fixed"),
+        (writes({}, claimed=["answer.txt"]), "failed"),
+    ],
+    ids=["nothing-to-fix", "fixes", "claims-a-fix-it-did-not-make"],
+)
+def test_a_reviewer_that_may_fix_may_change_nothing_but_not_claim_a_change_it_did_not_make(
+    project: Callable[..., Project], fixer: Callable[[WorkerCall], str], outcome: str
+) -> None:
+    p = project(
+        REVIEW_AND_FIX,
+        GATE,
+        ("ROLE: implementer", writes({"answer.txt": "right\n"})),
+        ("ROLE: fixing_reviewer", fixer),
+    )
+    roles = p.root / ".supervisor" / "roles"
+    roles.mkdir()
+    (roles / "fixing_reviewer.yaml").write_text(FIXING_REVIEWER)
+
+    if outcome == "failed":
+        with pytest.raises(StepFailedError, match=r"claimed to have written answer\.txt"):
+            p.start()
+        assert p.workflow().status == "failed"
+    else:
+        wf = p.start()
+        assert wf.status == "completed"
+        expected = "right, reviewed\n" if outcome == "fixed" else "right\n"
+        assert p.on_branch("answer.txt") == expected
+        assert [e.status for e in p.events("gate")] == ["passed", "passed"]  # its tree is gated
+    recorded = [(e.type, e.status) for e in p.events() if e.step == "fix_review"]
+    assert (("implementation", "unchanged") in recorded) is (outcome == "unchanged")
+    assert [c.role for _, c in p.script.calls] == ["implementer", "fixing_reviewer"]
+
+
 # -- the stand-in stays a test double ------------------------------------------------------------
 
 

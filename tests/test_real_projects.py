@@ -29,7 +29,9 @@ from supervisor.sandbox.docker import DockerSandbox
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-pytestmark = pytest.mark.docker
+# One xdist process for the whole file: its module fixtures build two project images, and its
+# last spec commits to the shared fixture repository.
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("real_projects")]
 FIXTURES = Path(__file__).parent / "fixtures"
 IMAGE = "supervisor-sandbox:latest"
 BUILD_SECONDS: dict[str, float] = {}

@@ -20,7 +20,9 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-pytestmark = pytest.mark.docker
+# One xdist process for both egress files: they share the workers' test network and its host
+# firewall chain, and one spec plants a rule of a dead supervisor for the next to sweep.
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("egress_network")]
 NETWORK = "supervisor-egress-test"
 
 PROBE = """

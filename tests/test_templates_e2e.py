@@ -15,11 +15,19 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from e2e_support import BAD_CALC, GOOD_CALC, implementer, planner, require_sandbox, reviewer
+from e2e_support import (
+    BAD_CALC,
+    GOOD_CALC,
+    implementer,
+    planner,
+    require_sandbox,
+    reviewer,
+    run_to_the_end,
+    writes,
+)
 
 from supervisor import tasks
 from supervisor.demo import PLAN, fenced, make_demo_repo, write_project_config
-from supervisor.errors import ApprovalRequired
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -60,16 +68,6 @@ def git(repo: Path, *args: str) -> str:
     ).stdout
 
 
-def writes(when: str, path: str, content: str, read: bool = False) -> dict[str, Any]:
-    turns: list[dict[str, Any]] = []
-    if read:
-        turns.append({"tool_use": {"name": "Read", "input": {"file_path": path}}})
-    turns.append({"tool_use": {"name": "Write", "input": {"file_path": path, "content": content}}})
-    report = {"status": "SUCCESS", "summary": f"wrote {path}", "files_created": [path]}
-    turns.append({"text": "Done.\n" + fenced(report)})
-    return {"when": when, "turns": turns}
-
-
 def workers() -> list[dict[str, Any]]:
     return [
         planner("Plan:\n" + fenced(PLAN)),
@@ -79,21 +77,6 @@ def workers() -> list[dict[str, Any]]:
         {**reviewer(), "repeat": True},
         {**reviewer(when="ROLE: security_auditor"), "repeat": True},
     ]
-
-
-def run_to_the_end(repo: Path) -> Any:
-    """start-task, approving every approval the template asks for (what `--yes` answers)."""
-    try:
-        return tasks.start_task(TASK, repo)
-    except ApprovalRequired:
-        pass
-    while True:
-        wf = tasks.workflows(repo)[0]
-        tasks.decide(wf.id, repo, approve=True)
-        try:
-            return tasks.resume(wf.id, repo)
-        except ApprovalRequired:
-            continue
 
 
 def project_tests_on(repo: Path, branch: str, where: Path) -> subprocess.CompletedProcess[str]:
@@ -125,7 +108,7 @@ def test_every_template_delivers_the_fix_on_the_task_branch(
     assert project_tests_on(repo, "main", tmp_path / "before").returncode != 0
 
     started = time.monotonic()
-    wf = run_to_the_end(repo)
+    wf = run_to_the_end(TASK, repo)
     seconds = time.monotonic() - started
     print(f"\ntemplate {template}: {seconds:.1f} s wall time")
 

@@ -61,10 +61,7 @@ def ensure_network(client: docker.DockerClient, name: str) -> Network:
     gateway IP and bridge interface on the host."""
     import docker.errors
 
-    try:
-        network = client.networks.get(name)
-    except docker.errors.NotFound:
-        network = None
+    network = _first_of_name(client, name)
     if network is not None and not _as_wanted(network):
         _remove(network, name)
         network = None
@@ -76,14 +73,16 @@ def ensure_network(client: docker.DockerClient, name: str) -> Network:
                 internal=True,
                 options=NETWORK_OPTIONS,
                 labels={NETWORK_LABEL: "1"},
+                check_duplicate=True,
             )
+            network = _one_of_a_name(client, name, cast(str, network.id))
         except docker.errors.APIError as e:
             if "already exists" not in str(e):
                 raise SandboxError(
                     f"Cannot create the sandbox network '{name}': {e}",
                     "Check that the Docker engine is healthy (`docker network ls`).",
                 ) from e
-            network = client.networks.get(name)
+            network = _first_of_name(client, name) or client.networks.get(name)
     network.reload()
     if not _as_wanted(network):
         raise SandboxError(
@@ -101,6 +100,48 @@ def ensure_network(client: docker.DockerClient, name: str) -> Network:
     options = network.attrs.get("Options") or {}
     bridge = options.get("com.docker.network.bridge.name") or f"br-{cast(str, network.id)[:12]}"
     return Network(gateway=str(gateway), bridge=bridge)
+
+
+def _one_of_a_name(client: docker.DockerClient, name: str, mine: str) -> Any:
+    """Engines before 25 create a second network of the same name when two supervisors (or
+    parallel test workers) ask at the same moment, and every lookup by name then fails. All
+    agree on the one created first (a network seen alone by its maker is never outranked by a
+    later one); the others remove their own."""
+    import docker.errors
+
+    deadline = time.monotonic() + 10
+    while True:
+        same = _of_name(client, name)
+        kept = min(same, key=_created) if same else None
+        if kept is None or kept.id != mine:
+            with contextlib.suppress(docker.errors.NotFound):
+                client.networks.get(mine).remove()
+            return client.networks.get(kept.id if kept is not None else name)
+        if len(same) == 1 or time.monotonic() > deadline:
+            return kept
+        time.sleep(0.2)  # the others see this one and remove theirs
+
+
+def _of_name(client: docker.DockerClient, name: str) -> list[Any]:
+    return [n for n in client.networks.list(names=[name]) if n.name == name]
+
+
+def _first_of_name(client: docker.DockerClient, name: str) -> Any:
+    """The network of that name (the first created, while a duplicate made at the same moment
+    is being removed: a lookup by name would fail as ambiguous), or None."""
+    same = _of_name(client, name)
+    return min(same, key=_created) if same else None
+
+
+def _created(network: Any) -> tuple[str, str]:
+    """Creation time as sortable text (the engine trims the nanoseconds' trailing zeros)."""
+    stamp = str(network.attrs.get("Created", "")).rstrip("Z")
+    seconds, _, fraction = stamp.partition(".")
+    zone = ""
+    for sign in ("+", "-"):
+        if sign in fraction:
+            fraction, _, zone = fraction.partition(sign)
+    return f"{seconds}.{fraction.ljust(9, '0')}{zone}", network.id
 
 
 def _as_wanted(network: Any) -> bool:
@@ -202,8 +243,10 @@ class HostFirewall:
             self._create()
 
     def _create(self) -> None:
-        if self._iptables("-n", "-L", self.chain, check=False).returncode != 0:
-            self._iptables("-N", self.chain)
+        missing = self._iptables("-n", "-L", self.chain, check=False).returncode != 0
+        # A supervisor of an older version (no lock) may create the chain at the same moment;
+        # only the one whose -N succeeds fills it.
+        if missing and self._iptables("-N", self.chain, check=False).returncode == 0:
             self._iptables(
                 "-A",
                 self.chain,
@@ -215,6 +258,8 @@ class HostFirewall:
                 "ACCEPT",
             )
             self._iptables("-A", self.chain, "-j", "DROP")
+        elif missing:
+            self._iptables("-n", "-L", self.chain)  # neither made nor found: name the error
         jump = ["-i", self.bridge, "-j", self.chain]
         if not self._has("INPUT", jump):
             self._iptables("-I", "INPUT", "1", *jump)

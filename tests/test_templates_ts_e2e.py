@@ -1,0 +1,202 @@
+"""Every shipped workflow template, end to end on a real TypeScript project, delivers the fix.
+
+The pnpm/vitest fixture (tests/fixtures/ts_vitest) with `clamp` broken, set up as a user would:
+`init` detects it, builds its project image from the lock file (pnpm, offline afterwards) and
+keeps the gates that pass on the untouched project (`pnpm test`, `pnpm run typecheck`); the
+templates' `lint` step runs the compiler. Scripted workers (the implementer fixes clamp, the tech
+lead adds a type, the test engineer a vitest test, every reviewer approves) drive the real
+`claude` binary in the real sandbox. Whatever the template's steps, the project's own default
+test command (`pnpm test`, i.e. `vitest run --typecheck`) passes on the final branch tip, run
+offline in the project's image, and the branch holds one commit, of a tree that passed every
+gate. Each template's wall time is printed (run with `-s` to see it)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import pytest
+from e2e_support import IMAGE, planner, require_sandbox, reviewer, run_to_the_end, writes
+
+from supervisor import tasks
+from supervisor.config import Limits
+from supervisor.demo import fenced
+from supervisor.gate_check import check_gates
+from supervisor.gates import GateResult, run_gate
+from supervisor.initialize import initialize
+from supervisor.sandbox.docker import DockerSandbox
+from supervisor.trust import trust
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+pytestmark = pytest.mark.docker
+FIXTURE = Path(__file__).parent / "fixtures" / "ts_vitest"
+TASK = "Fix clamp in src/index.ts"
+TEMPLATES = ["_base", "mvp", "open_source", "enterprise", "security_critical"]
+SOURCE = "src/index.ts"
+FIXED = (FIXTURE / SOURCE).read_text()
+CORRECT = "return Math.min(Math.max(value, range.start), range.end);"
+BROKEN = FIXED.replace(CORRECT, "return Math.max(Math.min(value, range.start), range.end);")
+TYPES = "export type Bounds = readonly [start: number, end: number];\n"
+MORE_TESTS = """import { expect, it } from "vitest";
+import { clamp } from "../src/index";
+
+it("keeps a value that is already an end of the range", () => {
+  expect(clamp(10, { start: 0, end: 10 })).toBe(10);
+});
+"""
+PLAN = {
+    "status": "COMPLETE",
+    "summary": "Fix clamp; the existing vitest suite covers it.",
+    "phases": [
+        {
+            "id": "p1",
+            "description": "Fix clamp",
+            "components": [{"id": "clamp", "description": "clamp a value", "files": [SOURCE]}],
+        }
+    ],
+    "dependencies": [],
+    "estimated_components": 1,
+    "risks": [],
+}
+WALL_SECONDS: dict[str, float] = {}
+
+
+class Project(NamedTuple):
+    repo: Path
+    pristine: Path
+    image: str
+    test_command: str
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory, sandbox: DockerSandbox) -> Iterator[Project]:
+    """Made once: `init` run on the fixture (image built, gates checked on the untouched
+    project), then clamp broken by a commit; kept as a pristine copy. Each test works on a
+    fresh copy at the same path, so the project image (named after the checkout's path and its
+    lock file) is built once for the module."""
+    require_sandbox()
+    root = tmp_path_factory.mktemp("ts_templates")
+    repo = root / "repo"
+    shutil.copytree(FIXTURE, repo)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "upstream")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SUPERVISOR_USER_DIR", str(root / "user"))
+        report = initialize(repo, check=check_gates)
+        assert report.gate_checks["test"].passed, report.gate_checks
+        (repo / SOURCE).write_text(BROKEN)  # then a regression lands upstream
+        git(repo, "commit", "-qam", "break clamp")
+        image, _ = tasks.sandbox_build(repo)
+        test_command = tasks.open_project(repo).settings.gates["test"]
+    assert test_command == "pnpm test"  # the project's own default, found by init
+    before = project_tests_on(sandbox, repo, "main", test_command, image)
+    assert not before.passed and "Tests  1 failed | 1 passed" in before.output, before.output
+    pristine = root / "pristine"
+    shutil.copytree(repo, pristine, symlinks=True)
+    yield Project(repo, pristine, image, test_command)
+    import docker
+
+    client = docker.from_env()
+    for image in client.images.list(filters={"label": "supervisor.project"}):
+        if str(image.labels.get("supervisor.project", "")).startswith(str(root)):
+            for tag in image.tags:
+                client.images.remove(tag, noprune=False)
+    print(f"\nTypeScript project, wall time per template: {WALL_SECONDS}")
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Iterator[DockerSandbox]:
+    box = DockerSandbox(IMAGE, "supervisor-egress-test")
+    yield box
+    box.close()
+
+
+@pytest.fixture(autouse=True)
+def real_parts(api_keys: None) -> None:
+    require_sandbox()
+
+
+def workers() -> list[dict[str, Any]]:
+    return [
+        planner("Plan:\n" + fenced(PLAN)),
+        writes("ROLE: tech_lead", "src/types.ts", TYPES),
+        writes("ROLE: implementer", SOURCE, FIXED, read=True),
+        writes("ROLE: test_engineer", "test/more.test.ts", MORE_TESTS),
+        {**reviewer(), "repeat": True},
+        {**reviewer(when="ROLE: security_auditor"), "repeat": True},
+    ]
+
+
+def project_tests_on(
+    sandbox: DockerSandbox, repo: Path, branch: str, command: str, image: str
+) -> GateResult:
+    """The project's own test command on `branch`, checked out by git into a fresh directory and
+    run in the project's image with no network, as the gate runs it."""
+    archive = subprocess.run(
+        ["git", "-C", str(repo), "archive", branch], capture_output=True, check=True
+    ).stdout
+    with tempfile.TemporaryDirectory(prefix="tip-") as tmp:
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        labels = {"supervisor.test": "1"}
+        return run_gate(sandbox, "test", command, Path(tmp), Limits(), labels, image=image)
+
+
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_every_template_delivers_the_fix_on_the_typescript_project(
+    serve: Any, project: Project, sandbox: DockerSandbox, template: str
+) -> None:
+    repo, pristine = project.repo, project.pristine
+    shutil.rmtree(repo, ignore_errors=True)
+    shutil.copytree(pristine, repo, symlinks=True)
+    server = serve(*workers())
+    config = repo / ".supervisor" / "config.yaml"
+    text = config.read_text().replace("gates:\n", "gates:\n  lint: pnpm run typecheck\n", 1)
+    text += f"clis:\n  claude: {{base_url: '{server.url}'}}\n"
+    config.write_text(text + f"workflow: {{template: {template}}}\n")
+    trust(repo)
+    image, test_command = project.image, project.test_command
+    assert tasks.sandbox_build(repo) == (image, None)  # the same lock file: the image is reused
+
+    started = time.monotonic()
+    wf = run_to_the_end(TASK, repo)
+    WALL_SECONDS[template] = round(time.monotonic() - started, 1)
+    print(f"\ntemplate {template} on the TypeScript project: {WALL_SECONDS[template]} s wall time")
+
+    assert wf.status == "completed"
+    after = project_tests_on(sandbox, repo, wf.task_branch, test_command, image)
+    assert after.passed, after.output
+    if template in ("open_source", "enterprise", "security_critical"):
+        assert "Tests  3 passed" in after.output, after.output  # the test engineer's test too
+        assert git(repo, "show", f"{wf.task_branch}:test/more.test.ts") == MORE_TESTS
+    else:
+        assert "Tests  2 passed" in after.output, after.output
+    assert git(repo, "show", f"{wf.task_branch}:{SOURCE}") == FIXED
+    # One commit on the branch, of a tree every gate passed, naming them and the reviewers.
+    commits = git(repo, "rev-list", f"{wf.base_sha}..{wf.task_branch}").split()
+    assert len(commits) == 1
+    message = git(repo, "log", "-1", "--format=%B", wf.task_branch)
+    assert "Gates passed: test" in message
+    assert "reviewer" in message
+    with tasks.reading(repo) as store:
+        events = store.events(wf.id)
+    gates = [e for e in events if e.type == "gate" and e.step in ("test", "lint")]
+    assert gates and all(e.payload.get("command") != "" for e in gates)
+    assert gates[-1].status == "passed"
+    committed = [e for e in events if e.type == "commit"][-1]
+    assert committed.payload["tree"] == git(repo, "rev-parse", f"{wf.task_branch}^{{tree}}").strip()
