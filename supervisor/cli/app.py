@@ -14,16 +14,23 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
+from supervisor.cli import roles_config, sandbox_commands
+from supervisor.cli.common import (
+    JsonOption,
+    RepoOption,
+    console,
+    err_console,
+    projects,
+    tasks,
+)
 from supervisor.cli.plain import hide_flag_types
 from supervisor.cli.plain import json_out as _json
 from supervisor.cli.plain import plain as _plain
 from supervisor.cli.render import (
-    config_table,
     doctor_table,
     events_view,
     fit,
@@ -31,10 +38,6 @@ from supervisor.cli.render import (
     init_report,
     metrics_tables,
     pack_report,
-    role_detail,
-    roles_rows,
-    roles_table,
-    sandbox_report,
     workflow_detail,
     workflows_table,
 )
@@ -45,23 +48,6 @@ if TYPE_CHECKING:
     from supervisor.state.records import Workflow
 
 
-class _Lazy:
-    """A module imported on first use: `supervisor.tasks` imports Docker, the engine and the
-    workers, which only the commands that run or inspect a sandbox need."""
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-
-    def __getattr__(self, name: str) -> Any:
-        import importlib
-
-        return getattr(importlib.import_module(self._name), name)
-
-
-tasks = _Lazy("supervisor.tasks")  # the task lifecycle: start, resume, complete
-projects = _Lazy("supervisor.project")  # opening a repository, preflight, previews
-images = _Lazy("supervisor.image_commands")  # `supervisor sandbox ...`
-
 app = typer.Typer(
     name="supervisor",
     help="Runs AI coding CLIs as stateless, sandboxed workers with orchestrator-enforced gates.",
@@ -69,14 +55,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console()
-err_console = Console(stderr=True)
-
-RepoOption = Annotated[
-    Path, typer.Option("--repo", help="The git repository to work on.", show_default="cwd")
-]
-JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output (JSON).")]
-
 hide_flag_types()
 
 
@@ -419,10 +397,8 @@ def events(
     console.print(fit(console, events_view(log, console.width)))
 
 
-roles_app = typer.Typer(help="Inspect roles: built-in, user and project.", no_args_is_help=True)
-config_app = typer.Typer(help="Inspect the effective configuration.", no_args_is_help=True)
-app.add_typer(roles_app, name="roles")
-app.add_typer(config_app, name="config")
+app.add_typer(roles_config.roles_app, name="roles")
+app.add_typer(roles_config.config_app, name="config")
 
 
 @app.command()
@@ -456,60 +432,6 @@ def init(
     console.print(init_report(report))
 
 
-@roles_app.command("list")
-def roles_list(repo: RepoOption = Path(), as_json: JsonOption = False) -> None:
-    """Every role and where it comes from (project shadows user shadows built-in)."""
-    from supervisor.roles import list_roles
-
-    files = list_roles(projects.open_project(repo).root)
-    if as_json:
-        _json(roles_rows(files))
-    else:
-        console.print(fit(console, roles_table(files)))
-
-
-@roles_app.command("show")
-def roles_show(
-    name: Annotated[str, typer.Argument(help="The role name.")],
-    repo: RepoOption = Path(),
-    as_json: JsonOption = False,
-) -> None:
-    """The resolved role, with the file each field came from."""
-    from supervisor.roles import resolve_role
-
-    resolved = resolve_role(name, projects.open_project(repo).root)
-    if as_json:
-        _json(
-            {
-                "role": resolved.role.model_dump(mode="json"),
-                "chain": [
-                    {"name": f.name, "layer": f.layer, "file": str(f.path)} for f in resolved.chain
-                ],
-                "provenance": resolved.provenance,
-            }
-        )
-    else:
-        console.print(fit(console, role_detail(resolved)))
-
-
-@config_app.command("show")
-def config_show(
-    repo: RepoOption = Path(),
-    cli: Annotated[str | None, typer.Option(help="As if given to start-task.")] = None,
-    as_json: JsonOption = False,
-) -> None:
-    """The effective configuration and which file each value came from."""
-    from supervisor.config import settings_provenance
-
-    overrides = {"cli": cli} if cli else None
-    project = projects.open_project(repo, overrides)
-    provenance = settings_provenance(project.root, overrides)
-    if as_json:
-        _json({"settings": project.settings.model_dump(mode="json"), "from": provenance})
-    else:
-        console.print(fit(console, config_table(project.settings, provenance)))
-
-
 @app.command()
 def context(
     role: Annotated[str, typer.Argument(help="The role whose context to pack.")],
@@ -527,57 +449,7 @@ def context(
     console.print(pack_report(pack))
 
 
-sandbox_app = typer.Typer(help="The project's sandbox image.", no_args_is_help=True)
-app.add_typer(sandbox_app, name="sandbox")
-
-
-@sandbox_app.command("init")
-def sandbox_init(repo: RepoOption = Path()) -> None:
-    """Write .supervisor/sandbox/Dockerfile for the detected stack (never over an edited one)."""
-    path, written = images.sandbox_init(repo)
-    console.print(f"{'Wrote' if written else 'Left alone (exists)'}: {path}")
-
-
-@sandbox_app.command("build")
-def sandbox_build(
-    repo: RepoOption = Path(),
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Rebuild every layer.")] = False,
-) -> None:
-    """Build the project image (dependencies installed now, with network)."""
-    tag, seconds = images.sandbox_build(
-        repo,
-        no_cache=no_cache,
-        on_output=lambda t: err_console.print(t.rstrip(), style="dim", markup=False),
-    )
-    console.print(f"{tag}: " + ("up to date" if seconds is None else f"built in {seconds:.1f} s"))
-
-
-@sandbox_app.command("status")
-def sandbox_status(repo: RepoOption = Path(), as_json: JsonOption = False) -> None:
-    """Which image gates use, built from what, when, and its size."""
-    info = images.sandbox_status(repo)
-    if as_json:
-        _json(info)
-    else:
-        console.print(fit(console, sandbox_report(info)))
-
-
-@sandbox_app.command(
-    "shell",
-    # `sandbox shell python -m pytest -x`: everything after the first word is the command's,
-    # options included; --repo goes before it.
-    context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True},
-)
-def sandbox_shell(
-    repo: RepoOption = Path(),
-    command: Annotated[
-        list[str] | None,
-        typer.Argument(help="Run this instead of a shell (the rest of the line, options too)."),
-    ] = None,
-) -> None:
-    """A shell in the gate sandbox (no network, your checkout read-only) to debug a gate."""
-    argv = images.sandbox_shell_argv(repo, command)
-    os.execvp(argv[0], argv)
+app.add_typer(sandbox_commands.sandbox_app, name="sandbox")
 
 
 @app.command("analyze-deps")
