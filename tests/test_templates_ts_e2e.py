@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import pytest
 from e2e_support import IMAGE, planner, require_sandbox, reviewer, run_to_the_end, writes
 
-from supervisor import tasks
+from supervisor import image_commands, tasks
 from supervisor.config import Limits
 from supervisor.demo import fenced
 from supervisor.gate_check import check_gates
@@ -102,7 +102,7 @@ def project(tmp_path_factory: pytest.TempPathFactory, sandbox: DockerSandbox) ->
         assert report.gate_checks["test"].passed, report.gate_checks
         (repo / SOURCE).write_text(BROKEN)  # then a regression lands upstream
         git(repo, "commit", "-qam", "break clamp")
-        image, _ = tasks.sandbox_build(repo)
+        image, _ = image_commands.sandbox_build(repo)
         test_command = tasks.open_project(repo).settings.gates["test"]
     assert test_command == "pnpm test"  # the project's own default, found by init
     before = project_tests_on(sandbox, repo, "main", test_command, image)
@@ -171,7 +171,7 @@ def test_every_template_delivers_the_fix_on_the_typescript_project(
     config.write_text(text + f"workflow: {{template: {template}}}\n")
     trust(repo)
     image, test_command = project.image, project.test_command
-    assert tasks.sandbox_build(repo) == (image, None)  # the same lock file: the image is reused
+    assert image_commands.sandbox_build(repo) == (image, None)  # the same lock file: the image is reused
 
     started = time.monotonic()
     wf = run_to_the_end(TASK, repo)
