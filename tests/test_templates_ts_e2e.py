@@ -171,7 +171,7 @@ def test_every_template_delivers_the_fix_on_the_typescript_project(
     config.write_text(text + f"workflow: {{template: {template}}}\n")
     trust(repo)
     image, test_command = project.image, project.test_command
-    assert image_commands.sandbox_build(repo) == (image, None)  # the same lock file: the image is reused
+    assert image_commands.sandbox_build(repo) == (image, None)  # same lock file: image reused
 
     started = time.monotonic()
     wf = run_to_the_end(TASK, repo)
