@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from supervisor import treedata
-from supervisor.errors import CandidateRefusedError
 from supervisor.overlay import DIR, LNK, OPAQUE_XATTR, OTHER, REG, WHITEOUT, Base, View
 from supervisor.treedata import EXECUTABLE, GITLINK, REGULAR, SYMLINK, Entry, SnapshotLimits
 
@@ -149,20 +148,7 @@ def snapshot_tree(git_dir: Path, view: View, limits: SnapshotLimits) -> str:
         kept = (p for p, e in start.items() if e.mode in (REGULAR, EXECUTABLE) and p not in final)
         total = sum(sizes.get(p, 0) for p in kept) + sum(new_sizes.values())
         added = [p for p, e in final.items() if e is not None and p not in start]
-        if total > limits.max_bytes:
-            raise CandidateRefusedError(
-                f"The worktree holds {total / 2**20:.0f} MB of files, over the limit of "
-                f"{limits.max_bytes / 2**20:.0f} MB.",
-                "Do not commit large generated or binary files; raise limits.max_worktree_mb "
-                "if the project needs them.",
-                kind="worktree_too_large",
-            )
-        if len(added) > limits.max_files_added:
-            raise CandidateRefusedError(
-                f"The step added {len(added)} files, over the limit of {limits.max_files_added}.",
-                "Add only the files the task needs; raise limits.max_files_added if it needs more.",
-                kind="too_many_files",
-            )
+        treedata.refuse_over_limits(total, len(added), limits)
         old = {p: e.sha for p, e in start.items() if e.mode == SYMLINK}
         blobs = treedata.read_blobs(git_dir, list(old.values()))
         old_targets = {p: os.fsdecode(blobs[sha]) for p, sha in old.items()}
@@ -172,14 +158,7 @@ def snapshot_tree(git_dir: Path, view: View, limits: SnapshotLimits) -> str:
             for p, t in links.items()
             if old_targets.get(p) != t and treedata.escapes(p, t, all_links)
         )
-        if bad:
-            raise CandidateRefusedError(
-                "Symlinks pointing outside the repository are refused: "
-                + ", ".join(f"{p} -> {links[p]}" for p in bad)
-                + ".",
-                "Remove them; link only to files inside the repository, with relative targets.",
-                kind="symlink_escape",
-            )
+        treedata.refuse_escaping_links(bad, links)
         shas = _hash(git_dir, view, to_hash, links, Path(tmp, "links"))
         lines: list[bytes] = []
         for path, entry in sorted(final.items()):  # removals first: a file may become a dir

@@ -276,32 +276,12 @@ def snapshot_tree(
         }
         entries, regular, links, total = _scan(worktree, sorted(paths), base_entries, stamps or {})
         added = sorted(set(entries) - set(base_entries))
-        if total > limits.max_bytes:
-            raise CandidateRefusedError(
-                f"The worktree holds {total / 2**20:.0f} MB of files, over the limit of "
-                f"{limits.max_bytes / 2**20:.0f} MB.",
-                "Do not commit large generated or binary files; raise limits.max_worktree_mb "
-                "if the project needs them.",
-                kind="worktree_too_large",
-            )
-        if len(added) > limits.max_files_added:
-            raise CandidateRefusedError(
-                f"The step added {len(added)} files, over the limit of {limits.max_files_added}.",
-                "Add only the files the task needs; raise limits.max_files_added if it needs more.",
-                kind="too_many_files",
-            )
+        refuse_over_limits(total, len(added), limits)
         old = {p: e.sha for p, e in base_entries.items() if e.mode == SYMLINK}
         old_targets = {p: os.fsdecode(b) for p, b in _targets(git_dir, old).items()}
         new_links = {p: t for p, t in links.items() if old_targets.get(p) != t}
         bad = sorted(p for p, t in new_links.items() if escapes(p, t, links))
-        if bad:
-            raise CandidateRefusedError(
-                "Symlinks pointing outside the repository are refused: "
-                + ", ".join(f"{p} -> {links[p]}" for p in bad)
-                + ".",
-                "Remove them; link only to files inside the repository, with relative targets.",
-                kind="symlink_escape",
-            )
+        refuse_escaping_links(bad, links)
         targets = Path(tmp, "links")
         targets.mkdir()
         hashed = [str(worktree / p) for p in regular]
@@ -381,3 +361,33 @@ def _real_dir(worktree: Path, parts: list[str], cache: dict[str, bool]) -> bool:
         except OSError:
             cache[key] = False
     return cache[key]
+
+
+def refuse_over_limits(total_bytes: int, added: int, limits: SnapshotLimits) -> None:
+    """The worktree size and new-file limits, the same for a full worktree and an overlay view."""
+    if total_bytes > limits.max_bytes:
+        raise CandidateRefusedError(
+            f"The worktree holds {total_bytes / 2**20:.0f} MB of files, over the limit of "
+            f"{limits.max_bytes / 2**20:.0f} MB.",
+            "Do not commit large generated or binary files; raise limits.max_worktree_mb "
+            "if the project needs them.",
+            kind="worktree_too_large",
+        )
+    if added > limits.max_files_added:
+        raise CandidateRefusedError(
+            f"The step added {added} files, over the limit of {limits.max_files_added}.",
+            "Add only the files the task needs; raise limits.max_files_added if it needs more.",
+            kind="too_many_files",
+        )
+
+
+def refuse_escaping_links(bad: list[str], links: dict[str, str]) -> None:
+    """New symlinks whose target leaves the repository (`bad`, with targets in `links`)."""
+    if bad:
+        raise CandidateRefusedError(
+            "Symlinks pointing outside the repository are refused: "
+            + ", ".join(f"{p} -> {links[p]}" for p in bad)
+            + ".",
+            "Remove them; link only to files inside the repository, with relative targets.",
+            kind="symlink_escape",
+        )
