@@ -21,6 +21,7 @@ retries carry it over the gap.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -302,4 +303,6 @@ def _remove_run_dir(path: Path | None) -> None:
 def _overlay(adoption: Adoption) -> bool:
     """A copy-on-write view (supervisor/overlay.py) is known only to the process that made it:
     its changes are read through that process's record of its base, so it is run again."""
-    return (adoption.worktree / "upper").is_dir() and (adoption.worktree / "dot-git").exists()
+    # lstat only: a worker may have planted either name (as a symlink too); it then loses only
+    # its own adoption, never makes the host follow a link.
+    return all(os.path.lexists(adoption.worktree / name) for name in ("upper", "dot-git"))
