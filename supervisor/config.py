@@ -63,6 +63,34 @@ class Limits(_Model):
     its planner, or allowed (see supervisor.workflow.ownership)."""
 
 
+class AdaptiveWeights(_Model):
+    """How much each figure counts in a CLI's score (normalised to sum 1; the plan's 0.7/0.3)."""
+
+    success: float = Field(0.7, ge=0)
+    cost: float = Field(0.3, ge=0)
+    retries: float = Field(0.0, ge=0)
+    time: float = Field(0.0, ge=0)
+
+
+class AdaptiveSettings(_Model):
+    """Choosing a role's CLI from recorded runs (supervisor/routing/adaptive.py)."""
+
+    enabled: bool = True
+    min_samples_before_adapt: int = Field(10, ge=1)
+    """Runs of the role (all its CLIs together) in the window before metrics may move it."""
+    min_samples_per_cli: int = Field(3, ge=1)
+    """Runs a CLI needs in the window to be scored at all."""
+    adaptation_interval_days: float = Field(7, gt=0)
+    """The window: only runs this recent count, so the choice follows how the CLIs do now."""
+    switch_margin: float = Field(0.05, ge=0, le=1)
+    """The guardrail: another CLI must score this much above the default to replace it."""
+    max_deviation_from_default: float = Field(0.2, ge=0, le=1)
+    """A cheaper CLI may not win with a success rate more than this below the default's."""
+    weights: AdaptiveWeights = Field(default_factory=AdaptiveWeights)
+    locked_assignments: dict[str, str] = Field(default_factory=dict)
+    """role -> CLI, always: manual assignment wins over any metric."""
+
+
 class CliSettings(_Model):
     base_url: str
     """The model API endpoint; the only destination the worker sandbox may reach."""
@@ -173,6 +201,7 @@ class Settings(_Model):
     protected_paths: ProtectedPaths = Field(default_factory=ProtectedPaths)
     notifications: NotificationSettings = Field(default_factory=NotificationSettings)
     budgets: BudgetSettings = Field(default_factory=BudgetSettings)
+    adaptive: AdaptiveSettings = Field(default_factory=AdaptiveSettings)
 
 
 class StepDef(_Model):
@@ -266,7 +295,9 @@ def config_layers(
 ) -> list[tuple[str, dict[str, Any]]]:
     """Each layer of the cascade with its data, lowest precedence first."""
     package: dict[str, Any] = _mapping(CONFIG_DIR / "defaults.yaml")
-    package["limits"] = _mapping(CONFIG_DIR / "limits.yaml").get("limits", {})
+    limits = _mapping(CONFIG_DIR / "limits.yaml")
+    package["limits"] = limits.get("limits", {})
+    package["adaptive"] = limits.get("adaptive", {})
     found = [(f"package ({CONFIG_DIR})", package)]
     sources = [user_dir() / "config.yaml"]
     if repo is not None:

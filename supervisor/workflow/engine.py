@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from supervisor import budgets, recovery, risk
 from supervisor.config import Settings, StepDef, WorkflowDef
-from supervisor.errors import ApprovalRequired, StepFailedError, SupervisorError
+from supervisor.errors import ApprovalRequired, ConfigError, StepFailedError, SupervisorError
+from supervisor.routing import route
 from supervisor.state.store import EventSpec, StepRecord
 from supervisor.workflow import resuming, retries
 from supervisor.workflow.state import WorkflowState
@@ -101,8 +102,20 @@ class Engine:
             step = definition.steps[name]
             budgets.check(self, wf, name)  # past its budget, the task waits (budget_exceeded)
             wf = self.store.workflow(wf_id)
-            outcome = steps.run(self.steps, wf, name, step)
+            outcome = self._routed(wf, name, step)
             self._transition(wf, definition, name, step, outcome)
+
+    def _routed(self, wf: Workflow, name: str, step: StepDef) -> Outcome:
+        """Choose each role's CLI (supervisor.routing), run the step on it, and keep the choices
+        as events of the step's transition."""
+        try:
+            chosen = route.for_step(self.repo, self.settings, self.store, wf.cli, step)
+        except ConfigError as e:
+            return Outcome("failed", escalate=e)
+        self.steps.routes = {c.role: c.cli for c in chosen}
+        outcome = steps.run(self.steps, wf, name, step)
+        outcome.events[:0] = [c.event(name) for c in chosen if route.worth_recording(c)]
+        return outcome
 
     # -- transitions -----------------------------------------------------------------------
 

@@ -72,6 +72,8 @@ class StepContext:
     sandbox: Sandbox
     reporter: Reporter
     checkpoint: Checkpoint
+    routes: dict[str, str] = field(default_factory=dict)
+    """role -> the CLI the engine chose for it, for the step running now (supervisor.routing)."""
 
     def labels(self, wf_id: int, step: str) -> dict[str, str]:
         return {LABEL_REPO: repo_label(self.repo), LABEL_WORKFLOW: str(wf_id), LABEL_STEP: step}

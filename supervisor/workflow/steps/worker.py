@@ -63,7 +63,7 @@ def run_worker(
     lands instead of the candidate, `attempt` overrides the attempt number (a fix-up that
     continues a component's count)."""
     role = load_role(role_name, c.repo)
-    cli = role.cli or wf.cli
+    cli = c.routes.get(role.name) or role.cli or wf.cli  # the engine's choice first
     cli_settings = c.settings.clis.get(cli)
     if cli_settings is None:
         return Outcome(

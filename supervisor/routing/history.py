@@ -1,0 +1,116 @@
+"""The recorded runs behind adaptive assignment: a typed snapshot built from the state database.
+
+A worker's exit code says little about its work, so a run counts as a success only when it ended
+well *and* nothing sent its step back afterwards: no `retry` event aimed at the same step (a gate
+that failed its candidate, a reviewer that rejected it, a plan sent back for refinement) before the
+step's next run in that workflow. Read-only: it never writes the database.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import select
+
+from supervisor.routing.adaptive import CliStats, Snapshot
+from supervisor.state import schema as t
+
+if TYPE_CHECKING:
+    from supervisor.state.store import Store
+
+
+def snapshot(
+    store: Store, role: str, task_type: str, window_days: float, at: datetime | None = None
+) -> Snapshot:
+    """Every CLI's record for `role` doing `task_type` over the last `window_days`."""
+    since = (at or datetime.now(UTC)) - timedelta(days=window_days)
+    inv = t.invocations
+    with store.engine.connect() as conn:
+        runs = [
+            dict(r._mapping)
+            for r in conn.execute(
+                select(inv)
+                .where(inv.c.role == role, inv.c.task_type == task_type, inv.c.timestamp >= since)
+                .order_by(inv.c.id)
+            ).all()
+        ]
+        sent_back = _sent_back(conn, since)
+    return Snapshot(
+        role=role, task_type=task_type, window_days=window_days, stats=aggregate(runs, sent_back)
+    )
+
+
+def accepted_runs(store: Store, since: datetime | None) -> list[dict[str, Any]]:
+    """Every run since `since` (all time when None), each with `accepted`: first time right."""
+    inv = t.invocations
+    query = select(inv).order_by(inv.c.id)
+    if since is not None:
+        query = query.where(inv.c.timestamp >= since)
+    with store.engine.connect() as conn:
+        runs = [dict(r._mapping) for r in conn.execute(query).all()]
+        sent_back = _sent_back(conn, since)
+    marked = _accepted(runs, sent_back)
+    return [{**r, "accepted": ok} for r, ok in zip(runs, marked, strict=True)]
+
+
+def aggregate(
+    runs: list[dict[str, Any]], sent_back: dict[tuple[int, str], list[datetime]]
+) -> dict[str, CliStats]:
+    """Per CLI: runs, first-time-right successes, and mean retries, seconds and cost."""
+    groups: dict[str, list[tuple[dict[str, Any], bool]]] = defaultdict(list)
+    for run, ok in zip(runs, _accepted(runs, sent_back), strict=True):
+        groups[run["cli"]].append((run, ok))
+    stats = {}
+    for cli, items in sorted(groups.items()):
+        n = len(items)
+        stats[cli] = CliStats(
+            cli=cli,
+            runs=n,
+            successes=sum(1 for _, ok in items if ok),
+            avg_retries=sum(r["retries"] for r, _ in items) / n,
+            avg_seconds=sum(r["duration_s"] for r, _ in items) / n,
+            avg_cost_usd=sum(r["cost_usd"] for r, _ in items) / n,
+        )
+    return stats
+
+
+def _sent_back(conn: Any, since: datetime | None) -> dict[tuple[int, str], list[datetime]]:
+    """(workflow, step) -> when a `retry` event sent work back to that step."""
+    ev = t.events
+    query = select(ev.c.workflow_id, ev.c.step, ev.c.timestamp).where(ev.c.type == "retry")
+    if since is not None:
+        query = query.where(ev.c.timestamp >= since)
+    found: dict[tuple[int, str], list[datetime]] = defaultdict(list)
+    for wf_id, step, when in conn.execute(query).all():
+        if wf_id is not None and step:
+            found[(wf_id, step)].append(when)
+    return found
+
+
+def _accepted(
+    runs: list[dict[str, Any]], sent_back: dict[tuple[int, str], list[datetime]]
+) -> list[bool]:
+    """For each run: it succeeded and no `retry` reached its step before the step's next run."""
+    later: dict[int, datetime | None] = {}
+    last_seen: dict[tuple[Any, str, str], int] = {}
+    for index, run in enumerate(runs):
+        key = (run["workflow_id"], _step(run["step"]), run["role"])
+        if key in last_seen:
+            later[last_seen[key]] = run["timestamp"]
+        last_seen[key] = index
+    out = []
+    for index, run in enumerate(runs):
+        if not run["success"]:
+            out.append(False)
+            continue
+        start, end = run["timestamp"], later.get(index)
+        times = sent_back.get((run["workflow_id"], _step(run["step"])), [])
+        out.append(not any(start <= when and (end is None or when <= end) for when in times))
+    return out
+
+
+def _step(name: str | None) -> str:
+    """A component's run (`implement/calc`) answers for its step (`implement`)."""
+    return (name or "").split("/", 1)[0]
