@@ -155,7 +155,38 @@ def start_preview(
         f"  workflow  {workflow_source(project.root, project.settings)}: {steps}\n"
         f"  CLIs      {', '.join(clis_in_use(definition, project.settings, project.root))}"
         + (f"\n  gates     none (--no-gate leaves out: {', '.join(skipped)})" if no_gate else "")
+        + "".join(f"\n  routing   {line}" for line in routing_preview(project, definition))
     )
+
+
+def routing_preview(project: Project, definition: WorkflowDef) -> list[str]:
+    """The CLI each worker role would run on now, and why (supervisor.routing)."""
+    from supervisor.routing import route
+
+    roles = [n for s in definition.steps.values() for n in ([s.role] if s.role else s.roles or [])]
+    choices = route.preview(
+        project.root,
+        project.settings,
+        project.state_dir / "state.db",
+        project.settings.cli,
+        list(dict.fromkeys(roles)),
+    )
+    return [route.describe(c) for c in choices]
+
+
+def cli_choice(path: Path, role_name: str) -> str:
+    """`supervisor context`: the CLI the role would run on now, and why."""
+    from supervisor.routing import route
+
+    project = open_project(path)
+    (choice,) = route.preview(
+        project.root,
+        project.settings,
+        project.state_dir / "state.db",
+        project.settings.cli,
+        [role_name],
+    )
+    return route.describe(choice)
 
 
 def approval_stops(

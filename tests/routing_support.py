@@ -23,21 +23,23 @@ def record_run(
     seconds: float = 30.0,
     cost: float = 0.05,
     retries: int = 0,
+    workflow_id: int | None = None,
 ) -> int:
     """One finished worker run in its own workflow; `sent_back`: a later gate or reviewer sent
     the step's work back (a `retry` event aimed at it), although the CLI itself exited cleanly."""
-    wf = store.create_workflow(
-        description="recorded run",
-        cli="claude",
-        base_branch="main",
-        base_sha="0" * 40,
-        branch_for_id=lambda i: f"ai/{i}-recorded",
-        definition={},
-        first_step=step,
-    )
+    if workflow_id is None:
+        workflow_id = store.create_workflow(
+            description="recorded run",
+            cli="claude",
+            base_branch="main",
+            base_sha="0" * 40,
+            branch_for_id=lambda i: f"ai/{i}-recorded",
+            definition={},
+            first_step=step,
+        ).id
     store.record_invocation(
         {
-            "workflow_id": wf.id,
+            "workflow_id": workflow_id,
             "step": step,
             "role": role,
             "cli": cli,
@@ -54,9 +56,10 @@ def record_run(
     )
     if sent_back:
         store.add_event(
-            wf.id, EventSpec("retry", step=step, status="failed", payload={"from_step": "test"})
+            workflow_id,
+            EventSpec("retry", step=step, status="failed", payload={"from_step": "test"}),
         )
-    return wf.id
+    return workflow_id
 
 
 def gemini_beats_claude_at_review(store: Store) -> None:

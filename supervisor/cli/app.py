@@ -38,6 +38,7 @@ from supervisor.cli.render import (
     init_report,
     metrics_tables,
     pack_report,
+    suggestions_report,
     workflow_detail,
     workflows_table,
 )
@@ -447,6 +448,7 @@ def context(
     if show:
         console.print(prompt, markup=False, highlight=False)
     console.print(pack_report(pack))
+    console.print(f"CLI: {projects.cli_choice(repo, role)}", highlight=False, markup=False)
 
 
 app.add_typer(sandbox_commands.sandbox_app, name="sandbox")
@@ -494,10 +496,23 @@ def metrics(
         str | None, typer.Option(help="Only this recent period, e.g. 30d, 12h.")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    suggest: Annotated[
+        bool, typer.Option("--suggest", help="Suggest config changes, with the figures behind.")
+    ] = False,
 ) -> None:
     """Success rate, retries, time, tokens and cost per role, and per CLI by task type."""
     from supervisor import metrics as m
 
+    if suggest:
+        from supervisor.routing.suggest import suggestions
+
+        with tasks.reading(repo) as store:
+            found = suggestions(store, m.since(last))
+        if as_json:
+            _json([s.model_dump() for s in found])
+            return
+        console.print(suggestions_report(found, last), highlight=False, markup=False)
+        return
     with tasks.reading(repo) as store:
         rows = store.invocations(m.since(last))
         from supervisor.budgets import spend_rows

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from supervisor.doctor import Check
     from supervisor.initialize import InitReport
     from supervisor.roles import ResolvedRole, RoleFile
+    from supervisor.routing.suggest import Suggestion
     from supervisor.state.reader import StateReader
     from supervisor.state.records import Event, Workflow
     from supervisor.state.store import Store
@@ -501,6 +502,21 @@ def metrics_tables(
         ]
         matrix.add_row(cli, *cells)
     return Group(per_role, matrix)
+
+
+def suggestions_report(found: list[Suggestion], last: str | None) -> str:
+    """`metrics --suggest`: each suggestion with the figures behind it."""
+    period = f"the last {last}" if last else "all recorded runs"
+    if not found:
+        return (
+            f"No suggestions from {period}: no role retries much, no context is often pruned, "
+            "no CLI often fails a task type."
+        )
+    lines = [f"Suggestions from {period}:"]
+    for s in found:
+        figures = ", ".join(f"{k}={v}" for k, v in s.figures.items())
+        lines += [f"- {s.subject}: {s.issue}", f"    {s.recommendation}", f"    ({figures})"]
+    return "\n".join(lines)
 
 
 def sandbox_report(info: dict[str, object]) -> RenderableType:

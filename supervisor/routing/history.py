@@ -96,7 +96,7 @@ def _accepted(
     later: dict[int, datetime | None] = {}
     last_seen: dict[tuple[Any, str, str], int] = {}
     for index, run in enumerate(runs):
-        key = (run["workflow_id"], _step(run["step"]), run["role"])
+        key = (run["workflow_id"], step_of(run["step"]), run["role"])
         if key in last_seen:
             later[last_seen[key]] = run["timestamp"]
         last_seen[key] = index
@@ -106,11 +106,11 @@ def _accepted(
             out.append(False)
             continue
         start, end = run["timestamp"], later.get(index)
-        times = sent_back.get((run["workflow_id"], _step(run["step"])), [])
+        times = sent_back.get((run["workflow_id"], step_of(run["step"])), [])
         out.append(not any(start <= when and (end is None or when <= end) for when in times))
     return out
 
 
-def _step(name: str | None) -> str:
+def step_of(name: str | None) -> str:
     """A component's run (`implement/calc`) answers for its step (`implement`)."""
     return (name or "").split("/", 1)[0]

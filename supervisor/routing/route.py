@@ -87,3 +87,16 @@ def worth_recording(choice: adaptive.Choice) -> bool:
 def describe(choice: adaptive.Choice) -> str:
     """One line for a dry run: the CLI, and why."""
     return f"{choice.role} → {choice.cli} ({choice.basis}: {choice.reason})"
+
+
+def preview(
+    repo: Path, settings: Settings, state_db: Path, default_cli: str, roles: list[str]
+) -> list[adaptive.Choice]:
+    """What the engine would choose for each role now, for a dry run; writes nothing (a project
+    with no state database yet has no recorded runs)."""
+    if not state_db.exists():
+        return [choose_for_role(repo, settings, None, r, default_cli) for r in roles]
+    from supervisor.state.store import Store
+
+    with Store(state_db) as store:
+        return [choose_for_role(repo, settings, store, r, default_cli) for r in roles]
