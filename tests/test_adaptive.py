@@ -16,7 +16,7 @@ from e2e_support import new_repo
 from routing_support import gemini_beats_claude_at_review, record_run
 
 from supervisor import tasks
-from supervisor.config import AdaptiveSettings, load_settings
+from supervisor.config import AdaptiveSettings, AdaptiveWeights, load_settings
 from supervisor.errors import ConfigError
 from supervisor.project import start_preview
 from supervisor.routing import adaptive, history, route
@@ -125,9 +125,9 @@ def test_a_cheaper_cli_may_not_win_by_losing_too_much_success(store: Store) -> N
             "codex": adaptive.CliStats(cli="codex", runs=10, successes=6, avg_cost_usd=0.01),
         },
     )
-    weights = {"success": 0.5, "cost": 0.5}
-    loose = AdaptiveSettings(weights=weights, max_deviation_from_default=0.5)  # type: ignore[arg-type]
-    strict = AdaptiveSettings(weights=weights, max_deviation_from_default=0.2)  # type: ignore[arg-type]
+    weights = AdaptiveWeights(success=0.5, cost=0.5)
+    loose = AdaptiveSettings(weights=weights, max_deviation_from_default=0.5)
+    strict = AdaptiveSettings(weights=weights, max_deviation_from_default=0.2)
     assert adaptive.choose("reviewer", "review", ["claude", "codex"], snap, loose).cli == "codex"
     kept = adaptive.choose("reviewer", "review", ["claude", "codex"], snap, strict)
     assert (kept.cli, kept.basis) == ("claude", "kept")

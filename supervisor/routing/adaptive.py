@@ -110,7 +110,13 @@ def choose(
     clis = list(dict.fromkeys(candidates))
     default = clis[0]
 
-    def made(cli: str, basis: Basis, reason: str, **extra: object) -> Choice:
+    def made(
+        cli: str,
+        basis: Basis,
+        reason: str,
+        scores: dict[str, float] | None = None,
+        figures: dict[str, dict[str, float | int]] | None = None,
+    ) -> Choice:
         return Choice(
             role=role,
             task_type=task_type,
@@ -119,7 +125,8 @@ def choose(
             basis=basis,
             reason=reason,
             candidates=clis,
-            **extra,  # type: ignore[arg-type]
+            scores=scores or {},
+            figures=figures or {},
         )
 
     locked = settings.locked_assignments.get(role)
