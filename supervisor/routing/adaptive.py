@@ -160,6 +160,7 @@ def choose(
     scores = score({c: snapshot.stats[c] for c in measured}, settings)
     base, base_rate = scores[default], snapshot.stats[default].success_rate
     ranked = sorted(measured, key=lambda c: (-scores[c], clis.index(c)))
+    held = f"not better by the margin {settings.switch_margin:g}"
     for cli in ranked:
         if cli == default:
             break
@@ -168,7 +169,11 @@ def choose(
         if gain < settings.switch_margin:
             break  # the rest score lower still
         if base_rate - rate > settings.max_deviation_from_default:
-            continue  # cheaper, but too much less successful
+            # cheaper or faster, but too much less successful
+            held = f"{rate:.0%} success against {base_rate:.0%} is more than " + (
+                f"max_deviation_from_default ({settings.max_deviation_from_default:.0%}) below"
+            )
+            continue
         return made(
             cli,
             "adapted",
@@ -182,11 +187,7 @@ def choose(
     if best == default:
         why = f"{default} scores best ({base:.2f})"
     else:
-        why = (
-            f"{best} scores {scores[best]:.2f} against {default}'s {base:.2f}: not better by "
-            f"the margin {settings.switch_margin:g} without losing more than "
-            f"{settings.max_deviation_from_default:.0%} success"
-        )
+        why = f"{best} scores {scores[best]:.2f} against {default}'s {base:.2f}: {held}"
     return made(
         default,
         "kept",
