@@ -17,11 +17,14 @@ from routing_support import gemini_beats_claude_at_review, record_run
 
 from supervisor import tasks
 from supervisor.config import AdaptiveSettings, AdaptiveWeights, load_settings
+from supervisor.demo import make_demo_repo
 from supervisor.errors import ConfigError
 from supervisor.project import start_preview
 from supervisor.routing import adaptive, history, route
+from supervisor.sandbox.standin import StandinSandbox, WorkerCall, answer
 from supervisor.state.records import EventSpec
 from supervisor.state.store import Store
+from supervisor.trust import trust
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -214,3 +217,64 @@ def test_the_dry_runs_show_which_cli_a_role_would_run_on_and_why(
     preview = start_preview("Fix multiply", repo)
     assert "routing   reviewer → gemini (adapted:" in preview
     assert "routing   implementer → claude (too_few_runs:" in preview
+
+
+# -- through the engine (the stand-in sandbox: scripted workers, real git and SQLite) -----------
+
+WORKFLOW = (
+    "workflow:\n  initial_step: implement\n  steps:\n"
+    "    implement: {role: implementer, next: commit}\n"
+    "    commit: {action: commit}\n"
+)
+
+
+def standin_project(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, adaptive_yaml: str
+) -> tuple[Path, list[WorkerCall]]:
+    root = make_demo_repo(tmp_path / "repo")
+    (root / ".supervisor").mkdir(exist_ok=True)
+    (root / ".supervisor" / "config.yaml").write_text(
+        "clis:\n  claude:\n    base_url: http://127.0.0.1:9\n" + adaptive_yaml
+    )
+    (root / ".supervisor" / "workflow.yaml").write_text(WORKFLOW)
+    trust(root)
+    calls: list[WorkerCall] = []
+
+    def worker(call: WorkerCall) -> str:
+        calls.append(call)
+        call.write("answer.txt", "42\n")
+        return answer({"status": "SUCCESS", "summary": "wrote it", "files_created": ["answer.txt"]})
+
+    monkeypatch.setattr(tasks, "open_sandbox", lambda project, clis: StandinSandbox(worker))
+    return root, calls
+
+
+def test_the_engine_records_its_choice_in_the_steps_transition(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, api_keys: None
+) -> None:
+    root, calls = standin_project(
+        tmp_path, monkeypatch, "adaptive: {locked_assignments: {implementer: claude}}\n"
+    )
+    wf = tasks.start_task("Write the answer", root)
+    assert wf.status == "completed" and len(calls) == 1
+    with tasks.reading(root) as store:
+        events = store.events(wf.id)
+    (chosen,) = [e for e in events if e.type == "cli_chosen"]
+    assert (chosen.step, chosen.role, chosen.status) == ("implement", "implementer", "locked")
+    # committed in the step's transition: right after its run's own record, before the commit
+    order = [e.type for e in events]
+    assert order.index("implementation") + 1 == order.index("cli_chosen") < order.index("commit")
+
+
+def test_a_lock_to_an_unknown_cli_fails_the_step_before_any_worker_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, api_keys: None
+) -> None:
+    root, calls = standin_project(
+        tmp_path, monkeypatch, "adaptive: {locked_assignments: {implementer: copilot}}\n"
+    )
+    with pytest.raises(ConfigError, match="'implementer' to 'copilot'"):
+        tasks.start_task("Write the answer", root)
+    assert calls == []
+    with tasks.reading(root) as store:
+        wf = store.workflows()[0]
+    assert wf.status == "failed" and "copilot" in (wf.error or "")
