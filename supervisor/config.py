@@ -175,6 +175,9 @@ class Settings(_Model):
     budgets: BudgetSettings = Field(default_factory=BudgetSettings)
 
 
+DEGRADE_LEVELS = ["simplified", "minimal"]
+
+
 class StepDef(_Model):
     role: str | None = None
     roles: list[str] | None = None
@@ -195,6 +198,9 @@ class StepDef(_Model):
     interfaces: bool = False
     """The files this step writes are interfaces: compiled where a compiler applies, then
     read-only for every later step (a worker that changes one fails)."""
+    degrade: list[Literal["simplified", "minimal"]] = Field(default_factory=list)
+    """Graceful degradation (supervisor/workflow/degrade.py): once the retries are spent, one run
+    at each listed level, in this order, before the step fails."""
 
     @model_validator(mode="after")
     def _one_kind(self) -> StepDef:
@@ -207,6 +213,10 @@ class StepDef(_Model):
             raise ValueError("`interfaces` belongs to a step with one `role` and no `for_each`")
         if self.gates and not self.for_each:
             raise ValueError("`gates` needs `for_each: component` (a plain step uses a gate step)")
+        if self.degrade and (not self.role or self.for_each):
+            raise ValueError("`degrade` belongs to a step with one `role` and no `for_each`")
+        if self.degrade and self.degrade not in (["simplified"], ["minimal"], DEGRADE_LEVELS):
+            raise ValueError("`degrade` lists simplified, then minimal, each at most once")
         return self
 
     @property

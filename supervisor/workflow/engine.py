@@ -22,7 +22,7 @@ from supervisor import budgets, recovery, risk
 from supervisor.config import Settings, StepDef, WorkflowDef
 from supervisor.errors import ApprovalRequired, StepFailedError, SupervisorError
 from supervisor.state.store import EventSpec, StepRecord
-from supervisor.workflow import resuming, retries
+from supervisor.workflow import degrade, resuming, retries
 from supervisor.workflow.state import WorkflowState
 from supervisor.workflow.steps import registry as steps
 from supervisor.workflow.steps.base import (
@@ -144,10 +144,15 @@ class Engine:
                 stops, assessed = risk.assess(self, wf, name, judged, step.human_approval)
                 state = WorkflowState.load(judged)
                 ask, events = ask or stops, [*events, assessed]
+                if degrade.needs_approval(judged):  # stubs: never committed unseen
+                    ask = True
             if ask:
                 status = "awaiting_approval"
                 state.approval_step = name
                 events.append(EventSpec("approval_requested", step=name, status="pending"))
+            if name in state.degraded:
+                level = state.degraded[name]
+                events.append(EventSpec("degraded_result", step=name, status=level))
             if status == "completed":
                 events.append(EventSpec("workflow_completed", status="completed"))
             self.store.transition(
@@ -174,7 +179,16 @@ class Engine:
         counted = retries.with_feedback(
             state.attempts, target, limit, state.feedback, outcome.feedback
         )
-        if counted.exhausted:
+        stepped = None
+        if counted.exhausted:  # the step's retries are spent: a smaller job, if it opted in
+            problem = outcome.feedback or outcome.result
+            stepped = degrade.step_down(
+                state, target, definition.steps[target], name, limit, problem
+            )
+        if stepped is not None:
+            events.append(stepped)
+            self.reporter.info(f"'{target}' degrades to a {stepped.status} attempt")
+        elif counted.exhausted:
             error = StepFailedError(
                 f"Step '{target}' of workflow {wf.id} failed {counted.failures} times (limit "
                 f"{limit}); last problem: {(outcome.feedback or outcome.result)[:800]}",
@@ -195,6 +209,7 @@ class Engine:
                     "from_step": name,
                     "attempt": counted.next_attempt,
                     "limit": limit + 1,
+                    **({"degraded": stepped.status} if stepped is not None else {}),
                 },
             )
         )

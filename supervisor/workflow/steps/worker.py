@@ -218,6 +218,7 @@ class _Run:
             targets=targets,
             diff=c.ws.diff(tip, base) if base != tip else "",
             run_id=f"wf{wf.id}-{name}-{role.name}-step{step_id}",
+            degrade=(wf.context.get("degraded") or {}).get(name),  # the engine's decision
         )
         model = role.model_for(cli, cli_settings.default_model, cli_settings.model)
         schema_file = "/run/supervisor/output_schema.json" if adapter.supports_json_schema else None
