@@ -162,6 +162,16 @@ class BudgetSettings(_Model):
     prices: dict[str, Price] = Field(default_factory=dict)
 
 
+class ContinuitySettings(_Model):
+    """Bounded continuations (supervisor/workers/continuation.py): a listed role whose answer is
+    sent back continues its own CLI session, up to `max_continuation_turns` times."""
+
+    default_mode: Literal["fresh"] = "fresh"
+    allow_continuation: bool = True
+    max_continuation_turns: int = Field(3, ge=0, le=10)
+    continuation_roles: list[str] = Field(default_factory=lambda: ["planner", "investigator"])
+
+
 class Settings(_Model):
     cli: str = "claude"
     workflow: TemplateChoice = Field(default_factory=TemplateChoice)
@@ -173,6 +183,7 @@ class Settings(_Model):
     protected_paths: ProtectedPaths = Field(default_factory=ProtectedPaths)
     notifications: NotificationSettings = Field(default_factory=NotificationSettings)
     budgets: BudgetSettings = Field(default_factory=BudgetSettings)
+    continuity: ContinuitySettings = Field(default_factory=ContinuitySettings)
 
 
 DEGRADE_LEVELS = ["simplified", "minimal"]
@@ -277,6 +288,7 @@ def config_layers(
     """Each layer of the cascade with its data, lowest precedence first."""
     package: dict[str, Any] = _mapping(CONFIG_DIR / "defaults.yaml")
     package["limits"] = _mapping(CONFIG_DIR / "limits.yaml").get("limits", {})
+    package["continuity"] = _mapping(CONFIG_DIR / "limits.yaml").get("continuity", {})
     found = [(f"package ({CONFIG_DIR})", package)]
     sources = [user_dir() / "config.yaml"]
     if repo is not None:

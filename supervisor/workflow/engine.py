@@ -22,7 +22,8 @@ from supervisor import budgets, recovery, risk
 from supervisor.config import Settings, StepDef, WorkflowDef
 from supervisor.errors import ApprovalRequired, StepFailedError, SupervisorError
 from supervisor.state.store import EventSpec, StepRecord
-from supervisor.workflow import degrade, resuming, retries
+from supervisor.workers import continuation
+from supervisor.workflow import continuity, degrade, resuming, retries
 from supervisor.workflow.state import WorkflowState
 from supervisor.workflow.steps import registry as steps
 from supervisor.workflow.steps.base import (
@@ -132,6 +133,7 @@ class Engine:
             self._retry_same(wf, name, step, state, events, outcome.transient, outcome.records)
             return
         if outcome.result == "passed":
+            continuity.forget(state, name)
             breaker.pop(name, None)
             state.transient.pop(name, None)
             state.feedback.pop(name, None)
@@ -200,6 +202,10 @@ class Engine:
             # may have been the gate's configuration, fixed meanwhile.
             at = name if step.gate else target
             self._fail(wf, name, state, events, error, at, outcome.records)
+        if target == name and outcome.result == "failed":  # sent back to itself: continue?
+            limit_turns = self.settings.continuity.max_continuation_turns
+            turn = continuity.after_send_back(state, name, outcome.session, limit_turns)
+            events += [turn] if turn is not None else []
         events.append(
             EventSpec(
                 "retry",
@@ -235,6 +241,7 @@ class Engine:
     ) -> NoReturn:
         """Record the failure (a later `resume` starts again at `resume_at`) and raise it."""
         at = resume_at or name
+        continuation.discard_all(self.repo / ".supervisor", wf.id)  # kept CLI homes
         events.append(EventSpec("workflow_failed", step=at, status="failed", payload=err(error)))
         self.store.transition(
             wf.id,
