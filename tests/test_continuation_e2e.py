@@ -1,0 +1,85 @@
+"""Bounded continuations on real parts: the real `claude` in the real sandbox against the scripted
+API. A planner whose plan comes back NEEDS_REFINEMENT continues its own session (`--resume`): the
+scripted API receives the earlier turns (the first prompt and the planner's own earlier answers) in
+the continued request, and after `max_continuation_turns` the next run starts a fresh session."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from e2e_support import PLAN_TEXT, new_repo, require_sandbox, write_workflow
+
+from supervisor import tasks
+from supervisor.demo import fenced
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+pytestmark = pytest.mark.docker
+TASK = "Add a divide function to calc.py"
+PLAN_ONLY = (
+    "workflow:\n  initial_step: plan\n  steps:\n"
+    "    plan: {role: planner, next: commit, max_retries: 5}\n"
+    "    commit: {action: commit}\n"
+)
+
+
+def refining(n: int) -> dict[str, str]:
+    plan = {"status": "NEEDS_REFINEMENT", "summary": f"draft {n}", "phases": []}
+    return {"text": f"Draft {n}.\n" + fenced({**plan, "estimated_components": 0})}
+
+
+@pytest.fixture(autouse=True)
+def real_parts(api_keys: None) -> None:
+    require_sandbox()
+
+
+def texts(body: dict[str, Any], role: str) -> list[str]:
+    """The text of every `role` message of an Anthropic request."""
+    found = []
+    for message in body.get("messages", []):
+        if message.get("role") != role:
+            continue
+        content = message.get("content")
+        blocks = [{"text": content}] if isinstance(content, str) else content
+        found.append("".join(b.get("text", "") for b in blocks if isinstance(b, dict)))
+    return found
+
+
+def test_a_planner_sent_back_continues_its_claude_session_and_stops_at_the_limit(
+    tmp_path: Path, serve: Any
+) -> None:
+    server = serve(
+        # One session: the first run and its three continued turns (matched by its opening).
+        {"when": "ROLE: planner", "turns": [refining(1), refining(2), refining(3), refining(4)]},
+        # The fifth run, past the limit, is a new session.
+        {"when": "ROLE: planner", "turns": [{"text": PLAN_TEXT}]},
+    )
+    repo = new_repo(tmp_path, server.url)
+    write_workflow(repo, PLAN_ONLY)
+
+    wf = tasks.start_task(TASK, repo)
+
+    assert wf.status == "completed"
+    assert server.player.unused() == []
+    turns = [r for r in server.requests if r.kind == "scripted"]
+    assert [(r.conversation, r.turn) for r in turns] == [(0, 0), (0, 1), (0, 2), (0, 3), (1, 0)]
+    third = turns[2].body
+    # The continued request carries the whole session: the first prompt, the planner's earlier
+    # answers, and the supervisor's feedback as the newest user turn.
+    users, answers = texts(third, "user"), texts(third, "assistant")
+    assert "TASK:" in users[0] and TASK in users[0]
+    assert any("Draft 1." in a for a in answers) and any("Draft 2." in a for a in answers)
+    assert "FEEDBACK ON YOUR LAST ANSWER" in users[-1] and "NEEDS_REFINEMENT" in users[-1]
+    # Past the limit: a fresh session, whose request has no earlier turn.
+    assert texts(turns[4].body, "assistant") == []
+    with tasks.reading(repo) as store:
+        events = store.events(wf.id)
+        runs = [s for s in store.steps(wf.id) if s["name"] == "plan"]
+    assert [e.payload["turn"] for e in events if e.type == "continuation"] == [1, 2, 3]
+    assert [e.type for e in events if e.type == "continuation_limit"] == ["continuation_limit"]
+    sessions = [e.payload.get("session_id") for e in events if e.type == "plan"]
+    assert len(set(sessions[:4])) == 1 and sessions[4] != sessions[0]  # one session, then anew
+    assert len(runs) == 5
+    assert not list((repo / ".supervisor" / "homes").glob("*"))  # the kept home is discarded
