@@ -5,6 +5,7 @@ the continued request, and after `max_continuation_turns` the next run starts a 
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -27,7 +28,7 @@ PLAN_ONLY = (
 
 def refining(n: int) -> dict[str, str]:
     plan = {"status": "NEEDS_REFINEMENT", "summary": f"draft {n}", "phases": []}
-    return {"text": f"Draft {n}.\n" + fenced({**plan, "estimated_components": 0})}
+    return {"text": f"Planner draft #{n}.\n" + fenced({**plan, "estimated_components": 0})}
 
 
 @pytest.fixture(autouse=True)
@@ -35,20 +36,9 @@ def real_parts(api_keys: None) -> None:
     require_sandbox()
 
 
-def texts(body: dict[str, Any], role: str) -> list[str]:
-    """The text of every `role` message of an Anthropic request."""
-    found = []
-    for message in body.get("messages", []):
-        if message.get("role") != role:
-            continue
-        content = message.get("content")
-        blocks = [{"text": content}] if isinstance(content, str) else content
-        found.append("".join(b.get("text", "") for b in blocks if isinstance(b, dict)))
-    return found
-
-
-def test_a_planner_sent_back_continues_its_claude_session_and_stops_at_the_limit(
-    tmp_path: Path, serve: Any
+@pytest.mark.parametrize("cli", ["claude", "codex", "gemini"])
+def test_a_planner_sent_back_continues_its_cli_session_and_stops_at_the_limit(
+    tmp_path: Path, serve: Any, cli: str
 ) -> None:
     server = serve(
         # One session: the first run and its three continued turns (matched by its opening).
@@ -56,24 +46,24 @@ def test_a_planner_sent_back_continues_its_claude_session_and_stops_at_the_limit
         # The fifth run, past the limit, is a new session.
         {"when": "ROLE: planner", "turns": [{"text": PLAN_TEXT}]},
     )
-    repo = new_repo(tmp_path, server.url)
+    extra = f"  codex: {{base_url: '{server.url}/v1'}}\n  gemini: {{base_url: '{server.url}'}}\n"
+    repo = new_repo(tmp_path, server.url, extra)
     write_workflow(repo, PLAN_ONLY)
 
-    wf = tasks.start_task(TASK, repo)
+    wf = tasks.start_task(TASK, repo, cli=cli)
 
     assert wf.status == "completed"
     assert server.player.unused() == []
     turns = [r for r in server.requests if r.kind == "scripted"]
     assert [(r.conversation, r.turn) for r in turns] == [(0, 0), (0, 1), (0, 2), (0, 3), (1, 0)]
-    third = turns[2].body
+    third = json.dumps(turns[2].body)
     # The continued request carries the whole session: the first prompt, the planner's earlier
-    # answers, and the supervisor's feedback as the newest user turn.
-    users, answers = texts(third, "user"), texts(third, "assistant")
-    assert "TASK:" in users[0] and TASK in users[0]
-    assert any("Draft 1." in a for a in answers) and any("Draft 2." in a for a in answers)
-    assert "FEEDBACK ON YOUR LAST ANSWER" in users[-1] and "NEEDS_REFINEMENT" in users[-1]
-    # Past the limit: a fresh session, whose request has no earlier turn.
-    assert texts(turns[4].body, "assistant") == []
+    # answers, and the supervisor's feedback on the last one.
+    assert "TASK:" in third and TASK in third
+    assert "Planner draft #1." in third and "Planner draft #2." in third
+    assert "FEEDBACK ON YOUR LAST ANSWER" in third and "Planner draft #3" not in third
+    # Past the limit: a fresh session, whose request holds no earlier turn.
+    assert "Planner draft #" not in json.dumps(turns[4].body)
     with tasks.reading(repo) as store:
         events = store.events(wf.id)
         runs = [s for s in store.steps(wf.id) if s["name"] == "plan"]
