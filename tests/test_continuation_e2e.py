@@ -73,3 +73,38 @@ def test_a_planner_sent_back_continues_its_cli_session_and_stops_at_the_limit(
     assert len(set(sessions[:4])) == 1 and sessions[4] != sessions[0]  # one session, then anew
     assert len(runs) == 5
     assert not list((repo / ".supervisor" / "homes").glob("*"))  # the kept home is discarded
+
+
+def test_links_a_planner_plants_in_its_kept_home_are_removed_never_followed(
+    tmp_path: Path, serve: Any
+) -> None:
+    """Attack: the kept home is a host folder the worker writes. It plants links to host paths
+    there; when the supervisor discards the home, it removes the links, not what they name."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("precious\n")
+    plant = (
+        f"mkdir -p ~/deep && ln -s {victim} ~/victim-dir && ln -s {victim}/keep.txt "
+        f"~/deep/victim-file && ln -s / ~/root && ls -la ~"
+    )
+    server = serve(
+        {
+            "when": "ROLE: planner",
+            "turns": [
+                {"tool_use": {"name": "Bash", "input": {"command": plant}}},
+                refining(1),
+                {"text": PLAN_TEXT},  # the continued turn, in the same session
+            ],
+        }
+    )
+    repo = new_repo(tmp_path, server.url)
+    write_workflow(repo, PLAN_ONLY)
+
+    wf = tasks.start_task(TASK, repo)
+
+    assert wf.status == "completed"
+    turns = [(r.conversation, r.turn) for r in server.requests if r.kind == "scripted"]
+    assert turns == [(0, 0), (0, 1), (0, 2)]  # the links were in the home the session resumed
+    assert "victim-dir" in json.dumps(server.requests[1].body)  # the worker's `ls` saw them
+    assert (victim / "keep.txt").read_text() == "precious\n"
+    assert not list((repo / ".supervisor" / "homes").glob("*"))

@@ -150,3 +150,20 @@ def test_a_planned_task_degrades_its_implementer_with_the_plan_in_the_minimal_pr
 def test_a_bad_degrade_list_is_a_clear_config_error(step: str, problem: str) -> None:
     with pytest.raises(ValueError, match=problem):
         WorkflowDef.model_validate({"initial_step": "s", "steps": {"s": yaml.safe_load(step)}})
+
+
+def test_a_minimal_result_waits_for_a_decision_even_where_the_policy_would_time_out(
+    project: Callable[..., Project],
+) -> None:
+    p = project(DEGRADING, GATE, wrong_until(MINIMAL))
+    (p.root / ".supervisor" / "approval_policy.yaml").write_text(
+        "levels:\n  low: {action: notify_and_timeout, timeout_minutes: 0.001}\n"
+    )
+    with pytest.raises(ApprovalRequired):  # not approved by the timeout
+        p.start()
+
+    wf = p.workflow()
+    assert wf.status == "awaiting_approval"
+    assert wf.context["risk"]["action"] == "require_approval"
+    assert "a minimal (degraded) result" in wf.context["risk"]["reasons"]
+    assert not p.events("approval_decided")

@@ -19,7 +19,7 @@ loads nothing heavy.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from supervisor.degradation import LEVELS, MEANING, label, lines, needs_approval, worst
 
@@ -63,9 +63,22 @@ def step_down(
     )
 
 
+def hold_for_a_person(judged: dict[str, Any]) -> bool:
+    """A minimal result about to be committed waits for a person: True, and an approval the
+    policy would let time out (`notify_and_timeout`) becomes one that waits for a decision."""
+    if not needs_approval(judged):
+        return False
+    risk = judged.get("risk") or {}
+    if risk.get("action") == "notify_and_timeout":
+        judged["risk"] = {**risk, "action": "require_approval"}
+        judged["risk"]["reasons"] = [*risk.get("reasons", []), "a minimal (degraded) result"]
+    return True
+
+
 __all__ = [
     "LEVELS",
     "MEANING",
+    "hold_for_a_person",
     "label",
     "lines",
     "needs_approval",

@@ -144,10 +144,9 @@ class Engine:
                 # The approval policy judges what is about to be committed (supervisor/risk.py).
                 judged = state.dump()
                 stops, assessed = risk.assess(self, wf, name, judged, step.human_approval)
+                stops = degrade.hold_for_a_person(judged) or stops  # stubs: never unseen
                 state = WorkflowState.load(judged)
                 ask, events = ask or stops, [*events, assessed]
-                if degrade.needs_approval(judged):  # stubs: never committed unseen
-                    ask = True
             if ask:
                 status = "awaiting_approval"
                 state.approval_step = name
