@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from test_engine_fast import Project, component, plans, project, warm_packer, writes
 
+from supervisor import tasks
 from supervisor.errors import ConfigError
 from supervisor.sandbox.standin import answer
 
@@ -86,6 +87,7 @@ def test_an_implementer_listed_for_continuation_is_refused_with_a_clear_error(
         p.start()
     assert "Remove 'implementer' from continuity.continuation_roles" in info.value.hint
     assert p.script.calls == []  # refused before any run
+    assert tasks.workflows(p.root) == []  # at the start: no task was created
 
 
 def test_a_role_not_listed_never_continues(project: Callable[..., Project]) -> None:
