@@ -11,7 +11,7 @@ import pytest
 from test_engine_fast import Project, component, plans, project, warm_packer, writes
 
 from supervisor import tasks
-from supervisor.errors import ConfigError
+from supervisor.errors import ConfigError, StepFailedError
 from supervisor.sandbox.standin import answer
 
 if TYPE_CHECKING:
@@ -103,3 +103,29 @@ def test_a_role_not_listed_never_continues(project: Callable[..., Project]) -> N
     assert p.start().status == "completed"
     assert not any("--resume" in c.argv for _, c in p.script.calls)
     assert not p.events("continuation")
+
+
+def test_after_a_failure_resume_starts_the_planner_fresh_and_the_spent_turns_still_count(
+    project: Callable[..., Project],
+) -> None:
+    p = project(
+        PLAN_THEN_IMPLEMENT.replace("max_retries: 6", "max_retries: 1"),
+        None,
+        *planner_sent_back(3),
+        ("ROLE: planner", plans(component("answer", "answer.txt"))),
+        ("ROLE: implementer", writes({"answer.txt": "right\n"})),
+    )
+    with pytest.raises(StepFailedError):
+        p.start()
+    assert p.workflow().context["sessions"]["plan"] == {
+        "cli": "claude",
+        "session_id": None,
+        "turns": 1,
+    }
+    assert not list((p.root / ".supervisor" / "homes").glob("wf1-*"))
+
+    assert p.resume().status == "completed"
+
+    runs = [c for _, c in p.script.calls if c.role == "planner"]
+    assert ["--resume" in c.argv for c in runs] == [False, True, False, True]
+    assert [e.payload["turn"] for e in p.events("continuation")] == [1, 2]

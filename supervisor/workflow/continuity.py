@@ -57,3 +57,10 @@ def after_send_back(
 def forget(state: WorkflowState, step: str) -> None:
     """A step that passed starts its next run (a re-plan, say) with a fresh session."""
     state.sessions.pop(step, None)
+
+
+def end_all(state: WorkflowState) -> None:
+    """The task failed and its kept homes are gone: no session can be resumed any more (the
+    turns already spent still count against the limit)."""
+    for step, entry in state.sessions.items():
+        state.sessions[step] = {**entry, "session_id": None}

@@ -240,7 +240,8 @@ class Engine:
     ) -> NoReturn:
         """Record the failure (a later `resume` starts again at `resume_at`) and raise it."""
         at = resume_at or name
-        continuation.discard_all(self.repo / ".supervisor", wf.id)  # kept CLI homes
+        continuation.discard_all(self.repo / ".supervisor", wf.id)  # kept CLI homes...
+        continuity.end_all(state)  # ...so a `resume` starts their sessions afresh
         events.append(EventSpec("workflow_failed", step=at, status="failed", payload=err(error)))
         self.store.transition(
             wf.id,
