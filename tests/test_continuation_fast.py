@@ -11,7 +11,7 @@ import pytest
 from test_engine_fast import Project, component, plans, project, warm_packer, writes
 
 from supervisor import tasks
-from supervisor.errors import ConfigError, StepFailedError
+from supervisor.errors import ApprovalRequired, ConfigError, StepFailedError
 from supervisor.sandbox.standin import answer
 
 if TYPE_CHECKING:
@@ -129,3 +129,24 @@ def test_after_a_failure_resume_starts_the_planner_fresh_and_the_spent_turns_sti
     runs = [c for _, c in p.script.calls if c.role == "planner"]
     assert ["--resume" in c.argv for c in runs] == [False, True, False, True]
     assert [e.payload["turn"] for e in p.events("continuation")] == [1, 2]
+
+
+def test_abandon_removes_a_kept_home_a_killed_run_left(project: Callable[..., Project]) -> None:
+    from supervisor import abandon
+    from supervisor.workers.continuation import home_dir, prepare_home
+
+    p = project(
+        PLAN_THEN_IMPLEMENT.replace("max_retries: 6", "max_retries: 6, human_approval: true"),
+        None,
+        ("ROLE: planner", plans(component("answer", "answer.txt"))),
+    )
+    with pytest.raises(ApprovalRequired):
+        p.start()
+    # What a run killed mid-chain leaves: its home, with the session the CLI wrote.
+    home = prepare_home(home_dir(p.root / ".supervisor", 1, "plan"), fresh=True)
+    (home / ".claude").mkdir()
+    (home / ".claude" / "session.jsonl").write_text("{}\n")
+
+    abandon.abandon(1, p.root)
+
+    assert not home.exists()
