@@ -78,6 +78,9 @@ def abandon(wf_id: int, path: Path) -> Abandonment:
         for ref in [*plan.refs, *(f"refs/heads/{b}" for b in plan.branches)]:
             ws.delete_ref(ref)
         _remove_containers(project, wf_id)
+        from supervisor.workers.continuation import discard_all
+
+        discard_all(project.state_dir, wf_id)  # kept CLI homes of continued sessions
         wf = store.workflow(wf_id)
         store.update_workflow(
             wf_id,

@@ -72,7 +72,9 @@ def pending(wf: Workflow, repo: Path) -> list[str]:
     if wf.status != "awaiting_approval":
         return []
     step = str(wf.context.get("approval_step") or wf.current_step or "")
-    return risk_lines(wf, step) + _about(wf, repo, step)
+    from supervisor.degradation import lines as degraded_lines
+
+    return degraded_lines(wf.context) + risk_lines(wf, step) + _about(wf, repo, step)
 
 
 def risk_lines(wf: Workflow, step: str) -> list[str]:

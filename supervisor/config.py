@@ -190,6 +190,16 @@ class BudgetSettings(_Model):
     prices: dict[str, Price] = Field(default_factory=dict)
 
 
+class ContinuitySettings(_Model):
+    """Bounded continuations (supervisor/workers/continuation.py): a listed role whose answer is
+    sent back continues its own CLI session, up to `max_continuation_turns` times."""
+
+    default_mode: Literal["fresh"] = "fresh"
+    allow_continuation: bool = True
+    max_continuation_turns: int = Field(3, ge=0, le=10)
+    continuation_roles: list[str] = Field(default_factory=lambda: ["planner", "investigator"])
+
+
 class Settings(_Model):
     cli: str = "claude"
     workflow: TemplateChoice = Field(default_factory=TemplateChoice)
@@ -202,6 +212,10 @@ class Settings(_Model):
     notifications: NotificationSettings = Field(default_factory=NotificationSettings)
     budgets: BudgetSettings = Field(default_factory=BudgetSettings)
     adaptive: AdaptiveSettings = Field(default_factory=AdaptiveSettings)
+    continuity: ContinuitySettings = Field(default_factory=ContinuitySettings)
+
+
+DEGRADE_LEVELS = ["simplified", "minimal"]
 
 
 class StepDef(_Model):
@@ -224,6 +238,9 @@ class StepDef(_Model):
     interfaces: bool = False
     """The files this step writes are interfaces: compiled where a compiler applies, then
     read-only for every later step (a worker that changes one fails)."""
+    degrade: list[Literal["simplified", "minimal"]] = Field(default_factory=list)
+    """Graceful degradation (supervisor/workflow/degrade.py): once the retries are spent, one run
+    at each listed level, in this order, before the step fails."""
 
     @model_validator(mode="after")
     def _one_kind(self) -> StepDef:
@@ -236,6 +253,10 @@ class StepDef(_Model):
             raise ValueError("`interfaces` belongs to a step with one `role` and no `for_each`")
         if self.gates and not self.for_each:
             raise ValueError("`gates` needs `for_each: component` (a plain step uses a gate step)")
+        if self.degrade and (not self.role or self.for_each):
+            raise ValueError("`degrade` belongs to a step with one `role` and no `for_each`")
+        if self.degrade and self.degrade not in (["simplified"], ["minimal"], DEGRADE_LEVELS):
+            raise ValueError("`degrade` lists simplified, then minimal, each at most once")
         return self
 
     @property
@@ -298,6 +319,7 @@ def config_layers(
     limits = _mapping(CONFIG_DIR / "limits.yaml")
     package["limits"] = limits.get("limits", {})
     package["adaptive"] = limits.get("adaptive", {})
+    package["continuity"] = limits.get("continuity", {})
     found = [(f"package ({CONFIG_DIR})", package)]
     sources = [user_dir() / "config.yaml"]
     if repo is not None:

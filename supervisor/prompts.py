@@ -84,6 +84,7 @@ def compose(
     targets: list[str],
     diff: str,
     run_id: str = "dry-run",
+    degrade: str | None = None,
 ) -> tuple[str, Pack]:
     """The role's prompt with its context pack; the pack gets what the bare prompt leaves over."""
     from supervisor import tokens
@@ -95,6 +96,7 @@ def compose(
         "feedback": feedback,
         "plan": plan,
         "run_id": run_id,
+        "degrade": degrade or "",  # a degraded attempt's reduced scope (prompts/_degrade.j2)
     }
     bare, _ = redact(render(role.template, repo, role.schema, context_pack="", **variables))
     pack = build_pack(

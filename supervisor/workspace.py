@@ -44,6 +44,7 @@ STATE_ENTRIES = (
     "bases/",
     "trash/",
     "probe/",
+    "homes/",
     "init.json",
 )
 _WORKTREE_LOCK = threading.RLock()

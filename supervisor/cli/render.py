@@ -103,9 +103,12 @@ def _status(value: str | None, shown: str | None = None) -> Text:
 
 def _shown_status(wf: Workflow, supervisors: dict[int, int | None] | None) -> str:
     """A running task that no supervisor runs any more (killed) says so: resume continues it."""
+    from supervisor.degradation import label
+
+    degraded = f" ({label(wf.context)})" if wf.context.get("degraded") else ""
     if supervisors is not None and wf.id in supervisors and supervisors[wf.id] is None:
-        return f"{wf.status} (no supervisor)"
-    return wf.status
+        return f"{wf.status} (no supervisor){degraded}"
+    return wf.status + degraded
 
 
 def workflows_table(
@@ -149,6 +152,10 @@ def workflow_detail(
     head.add_row("workflow", str(wf.id))
     head.add_row("task", wf.description)
     head.add_row("status", _status(wf.status))
+    from supervisor.degradation import label
+
+    if wf.context.get("degraded"):
+        head.add_row("degraded", Text(label(wf.context).removeprefix("degraded: "), "yellow"))
     approval = store.latest_approval(wf_id)
     if wf.status == "awaiting_approval":
         waiting = str(wf.context.get("approval_step") or (approval.step if approval else "?"))

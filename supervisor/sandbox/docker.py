@@ -89,6 +89,9 @@ class RunSpec:
     labels: dict[str, str] = field(default_factory=dict)
     on_output: Callable[[str], None] | None = None
     on_start: Callable[[str], None] | None = None
+    home_dir: Path | None = None
+    """A kept private home bound as $HOME (a continued session, workers/continuation.py);
+    None: a fresh home in the container's tmpfs, gone with it."""
 
 
 def repo_label(repo: Path) -> str:
@@ -203,6 +206,8 @@ class DockerSandbox:
 
         started = time.monotonic()
         binds, mounts, volume = self._workspace(spec, view)
+        if spec.home_dir is not None:
+            binds[str(spec.home_dir)] = {"bind": HOME, "mode": "rw"}
         try:
             container = self.client.containers.create(
                 spec.image or self.image,

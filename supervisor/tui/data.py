@@ -54,9 +54,13 @@ def elapsed(wf: Workflow, now: datetime | None = None) -> str:
 
 
 def step_shown(wf: Workflow) -> str:
+    from supervisor.degradation import worst
+
+    level = worst(wf.context)
+    mark = f" [degraded: {level}]" if level else ""
     if wf.status == "awaiting_approval" and wf.context.get("approval_step"):
-        return f"{wf.context['approval_step']} (approval)"
-    return wf.current_step or "-"
+        return f"{wf.context['approval_step']} (approval){mark}"
+    return (wf.current_step or "-") + mark
 
 
 @dataclass

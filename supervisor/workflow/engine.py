@@ -23,7 +23,8 @@ from supervisor.config import Settings, StepDef, WorkflowDef
 from supervisor.errors import ApprovalRequired, ConfigError, StepFailedError, SupervisorError
 from supervisor.routing import route
 from supervisor.state.store import EventSpec, StepRecord
-from supervisor.workflow import resuming, retries
+from supervisor.workers import continuation
+from supervisor.workflow import continuity, degrade, resuming, retries
 from supervisor.workflow.state import WorkflowState
 from supervisor.workflow.steps import registry as steps
 from supervisor.workflow.steps.base import (
@@ -145,6 +146,7 @@ class Engine:
             self._retry_same(wf, name, step, state, events, outcome.transient, outcome.records)
             return
         if outcome.result == "passed":
+            continuity.forget(state, name)
             breaker.pop(name, None)
             state.transient.pop(name, None)
             state.feedback.pop(name, None)
@@ -155,12 +157,16 @@ class Engine:
                 # The approval policy judges what is about to be committed (supervisor/risk.py).
                 judged = state.dump()
                 stops, assessed = risk.assess(self, wf, name, judged, step.human_approval)
+                stops = degrade.hold_for_a_person(judged) or stops  # stubs: never unseen
                 state = WorkflowState.load(judged)
                 ask, events = ask or stops, [*events, assessed]
             if ask:
                 status = "awaiting_approval"
                 state.approval_step = name
                 events.append(EventSpec("approval_requested", step=name, status="pending"))
+            if name in state.degraded:
+                level = state.degraded[name]
+                events.append(EventSpec("degraded_result", step=name, status=level))
             if status == "completed":
                 events.append(EventSpec("workflow_completed", status="completed"))
             self.store.transition(
@@ -187,7 +193,16 @@ class Engine:
         counted = retries.with_feedback(
             state.attempts, target, limit, state.feedback, outcome.feedback
         )
-        if counted.exhausted:
+        stepped = None
+        if counted.exhausted:  # the step's retries are spent: a smaller job, if it opted in
+            problem = outcome.feedback or outcome.result
+            stepped = degrade.step_down(
+                state, target, definition.steps[target], name, limit, problem
+            )
+        if stepped is not None:
+            events.append(stepped)
+            self.reporter.info(f"'{target}' degrades to a {stepped.status} attempt")
+        elif counted.exhausted:
             error = StepFailedError(
                 f"Step '{target}' of workflow {wf.id} failed {counted.failures} times (limit "
                 f"{limit}); last problem: {(outcome.feedback or outcome.result)[:800]}",
@@ -199,6 +214,10 @@ class Engine:
             # may have been the gate's configuration, fixed meanwhile.
             at = name if step.gate else target
             self._fail(wf, name, state, events, error, at, outcome.records)
+        if target == name and outcome.result == "failed":  # sent back to itself: continue?
+            limit_turns = self.settings.continuity.max_continuation_turns
+            turn = continuity.after_send_back(state, name, outcome.session, limit_turns)
+            events += [turn] if turn is not None else []
         events.append(
             EventSpec(
                 "retry",
@@ -208,6 +227,7 @@ class Engine:
                     "from_step": name,
                     "attempt": counted.next_attempt,
                     "limit": limit + 1,
+                    **({"degraded": stepped.status} if stepped is not None else {}),
                 },
             )
         )
@@ -233,6 +253,8 @@ class Engine:
     ) -> NoReturn:
         """Record the failure (a later `resume` starts again at `resume_at`) and raise it."""
         at = resume_at or name
+        continuation.discard_all(self.repo / ".supervisor", wf.id)  # kept CLI homes...
+        continuity.end_all(state)  # ...so a `resume` starts their sessions afresh
         events.append(EventSpec("workflow_failed", step=at, status="failed", payload=err(error)))
         self.store.transition(
             wf.id,

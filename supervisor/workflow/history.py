@@ -78,6 +78,9 @@ def commit_message(description: str, wf_id: int, ctx: dict[str, Any], tree: str)
     lines.append(f"Gates passed: {', '.join(gates) if gates else 'none defined'}")
     reviewers = ctx.get("reviewed", {}).get(tree, [])
     lines.append(f"Reviewed by: {', '.join(reviewers) if reviewers else 'no reviewer'}")
+    from supervisor.degradation import lines as degraded_lines
+
+    lines += degraded_lines(ctx)
     lines.append(f"Supervisor-Workflow: {wf_id}")
     return "\n".join(lines) + "\n"
 

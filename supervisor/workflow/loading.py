@@ -13,6 +13,7 @@ from supervisor.config import Settings, WorkflowDef, _mapping, validate
 from supervisor.errors import ConfigError
 from supervisor.recovery import policy
 from supervisor.roles import load_role
+from supervisor.workers import continuation
 from supervisor.workflow import templates
 
 if TYPE_CHECKING:
@@ -67,6 +68,7 @@ def check_workflow(
                 )
         for role_name in [step.role] if step.role else step.roles or []:
             role = load_role(role_name, repo)
+            continuation.enabled(settings, role)  # an implementer listed for it: refused here
             if (step.for_each or step.interfaces) and role.output != "implementation":
                 raise ConfigError(
                     f"{source}: step '{name}' needs a role that writes files, but '{role_name}' "

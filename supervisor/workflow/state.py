@@ -52,6 +52,10 @@ class WorkflowState(BaseModel):
     breaker: dict[str, int] = Field(default_factory=dict)
     trees: dict[str, list[str]] = Field(default_factory=dict)
     noops: dict[str, list[str]] = Field(default_factory=dict)
+    degraded: dict[str, str] = Field(default_factory=dict)
+    """Step -> the degradation level in force (supervisor/workflow/degrade.py)."""
+    sessions: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Step -> its continued CLI session: cli, session_id, turns (workflow/continuity.py)."""
     # waits for a person or a clock
     approval_step: str | None = None
     waiting_until: float | None = None

@@ -9,6 +9,7 @@ back in the Outcome's records for the engine to commit with its transition.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from supervisor import budgets, credentials, prompts, recovery
@@ -27,7 +28,7 @@ from supervisor.sandbox import adopt
 from supervisor.sandbox.docker import RunSpec
 from supervisor.state.store import EventSpec, StepRecord, now
 from supervisor.treedata import CommitFiles
-from supervisor.workers import adapter_for
+from supervisor.workers import adapter_for, continuation
 from supervisor.workflow.steps import results
 from supervisor.workflow.steps.base import (
     LineSplitter,
@@ -126,6 +127,8 @@ def run_worker(
         )
     finally:
         c.ws.remove_worktree(worktree)
+    if outcome is not None and run.home is not None:  # a role that may continue its session
+        continuation.after_run(outcome, cli, run.session_id, run.home)
     if outcome is None:
         return run_worker(
             c,
@@ -152,6 +155,8 @@ class _Run:
         self.role = role
         self.cli = cli
         self.step_id = step_id
+        self.home: Path | None = None  # a kept home, when the role may continue its session
+        self.session_id: str | None = None
 
     def invocation(
         self,
@@ -218,7 +223,13 @@ class _Run:
             targets=targets,
             diff=c.ws.diff(tip, base) if base != tip else "",
             run_id=f"wf{wf.id}-{name}-{role.name}-step{step_id}",
+            degrade=(wf.context.get("degraded") or {}).get(name),  # the engine's decision
         )
+        try:
+            resumed = continuation.begin(self, c, wf, prompt)
+        except ConfigError as e:
+            return Outcome("failed", escalate=e)
+        prompt = resumed.prompt
         model = role.model_for(cli, cli_settings.default_model, cli_settings.model)
         schema_file = "/run/supervisor/output_schema.json" if adapter.supports_json_schema else None
         invocation = adapter.build(
@@ -233,6 +244,7 @@ class _Run:
             api_key_env=next(iter(creds.env), None),
             schema_path=schema_file,
         )
+        invocation = dataclasses.replace(invocation, argv=resumed.argv(cli, invocation.argv))
         limits = c.settings.limits
         prompt_bytes = len(prompt.encode())
         if prompt_bytes > limits.max_prompt_bytes:
@@ -291,9 +303,11 @@ class _Run:
                 ),
                 on_output=LineSplitter(adapter.progress, c.reporter.output),
                 on_start=lambda cid: c.store.set_step_container(step_id, cid),
+                home_dir=self.home,
             ),
         )
         result = adapter.parse_output(run.stdout, run.stderr, run.exit_code)
+        self.session_id = result.session_id
         c.reporter.info(
             f"{cli} finished in {run.duration:.1f} s: exit {run.exit_code}, "
             f"{result.num_turns or 0} turns, {result.input_tokens} in / {result.output_tokens} "
