@@ -162,6 +162,17 @@ class BudgetSettings(_Model):
     prices: dict[str, Price] = Field(default_factory=dict)
 
 
+class FailoverSettings(_Model):
+    """When a step leaves its CLI for the role's next one (supervisor/routing/failover.py)."""
+
+    max_wait_seconds: float = Field(600, ge=0)
+    """A rate limit whose reset is further off than this moves the step to a fallback CLI; a
+    shorter one is waited out. Without a fallback every rate limit is waited out."""
+    down_seconds: float = Field(900, gt=0)
+    """How long a CLI whose API stayed down (or stayed rate-limited without a reset time) after
+    the retry policy's attempts is passed over before the preferred CLI is tried again."""
+
+
 class Settings(_Model):
     cli: str = "claude"
     workflow: TemplateChoice = Field(default_factory=TemplateChoice)
@@ -173,6 +184,7 @@ class Settings(_Model):
     protected_paths: ProtectedPaths = Field(default_factory=ProtectedPaths)
     notifications: NotificationSettings = Field(default_factory=NotificationSettings)
     budgets: BudgetSettings = Field(default_factory=BudgetSettings)
+    failover: FailoverSettings = Field(default_factory=FailoverSettings)
 
 
 class StepDef(_Model):
@@ -267,6 +279,7 @@ def config_layers(
     """Each layer of the cascade with its data, lowest precedence first."""
     package: dict[str, Any] = _mapping(CONFIG_DIR / "defaults.yaml")
     package["limits"] = _mapping(CONFIG_DIR / "limits.yaml").get("limits", {})
+    package["failover"] = _mapping(CONFIG_DIR / "limits.yaml").get("failover", {})
     found = [(f"package ({CONFIG_DIR})", package)]
     sources = [user_dir() / "config.yaml"]
     if repo is not None:

@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from supervisor import budgets, recovery, risk
 from supervisor.config import Settings, StepDef, WorkflowDef
-from supervisor.errors import ApprovalRequired, StepFailedError, SupervisorError
+from supervisor.errors import ApprovalRequired, CredentialsError, StepFailedError, SupervisorError
+from supervisor.routing.failover import Cause, cause_of
 from supervisor.state.store import EventSpec, StepRecord
-from supervisor.workflow import resuming, retries
+from supervisor.workflow import failovers, resuming, retries
 from supervisor.workflow.state import WorkflowState
 from supervisor.workflow.steps import registry as steps
 from supervisor.workflow.steps.base import (
@@ -112,6 +113,10 @@ class Engine:
         state = WorkflowState.load(wf.context).merged(outcome.context)
         events = list(outcome.events)
         if outcome.escalate is not None:
+            if isinstance(outcome.escalate, CredentialsError):  # refused or missing: next CLI
+                why = message(outcome.escalate)
+                if self._failover(wf, name, step, state, events, outcome, "credentials", None, why):
+                    return
             self._fail(
                 wf, name, state, events, outcome.escalate, outcome.resume_at, outcome.records
             )
@@ -129,7 +134,7 @@ class Engine:
                 )
                 self._fail(wf, name, state, events, outcome.escalate, None, outcome.records)
         if outcome.transient is not None:
-            self._retry_same(wf, name, step, state, events, outcome.transient, outcome.records)
+            self._retry_same(wf, name, step, state, events, outcome.transient, outcome)
             return
         if outcome.result == "passed":
             breaker.pop(name, None)
@@ -242,15 +247,20 @@ class Engine:
         state: WorkflowState,
         events: list[EventSpec],
         why: Classification,
-        records: list[StepRecord] = (),  # type: ignore[assignment]
+        outcome: Outcome,
     ) -> None:
-        """Run the same step again after the policy's backoff, or the rate limit's reset."""
+        """Run the same step again after the policy's backoff, or the rate limit's reset; or on
+        the role's next CLI when this one is limited for too long or down (a failover)."""
+        records = outcome.records
         again = retries.same_again(
             state.transient,
             name,
             step.retry_policy or self.settings.retry_policy,
             why,
         )
+        cause = cause_of(why, exhausted=again.exhausted, settings=self.settings.failover)
+        if cause and self._failover(wf, name, step, state, events, outcome, cause, why, why.reason):
+            return
         if again.exhausted:
             self._fail(
                 wf,
@@ -299,6 +309,41 @@ class Engine:
         else:
             self.reporter.info(f"{why.category}: retrying '{name}' in {delay:.1f} s")
             time.sleep(delay)
+
+    def _failover(
+        self,
+        wf: Workflow,
+        name: str,
+        step: StepDef,
+        state: WorkflowState,
+        events: list[EventSpec],
+        outcome: Outcome,
+        cause: Cause,
+        why: Classification | None,
+        reason: str,
+    ) -> bool:
+        """Move the step to its role's next available CLI (supervisor/workflow/failovers.py);
+        False when it has none, and the caller goes on as without failover."""
+        now = time.time()
+        args = (self.repo, self.settings, wf, step, state, outcome.cli, cause, why, reason, now)
+        moved = failovers.plan(*args)
+        if moved is None:
+            return False
+        events.append(failovers.apply(state, name, moved, now))
+        self.store.transition(
+            wf.id,
+            records=outcome.records,
+            step=name,
+            next_step=name,
+            context=state.dump(),
+            status="running",
+            checkpoint_status="failover",
+            events=events,
+        )
+        self.reporter.info(
+            f"{moved.from_cli} unavailable ({cause}): step '{name}' runs again on {moved.to_cli}"
+        )
+        return True
 
     def _wait(self, wf: Workflow) -> None:
         """A rate limit is a waiting state, not a failure: sleep to the reset, then run again."""

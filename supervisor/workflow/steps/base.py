@@ -54,6 +54,8 @@ class Outcome:
     """With a failure or rejection: the step the work goes back to, instead of on_fail/on_reject."""
     records: list[StepRecord] = field(default_factory=list)
     """The step runs this outcome finished, not yet written: they commit with the transition."""
+    cli: str | None = None
+    """The CLI a worker step ran on: where a failover starts from (supervisor/routing)."""
 
 
 Checkpoint = Callable[[int, str, dict[str, Any], list[EventSpec], list[StepRecord]], None]

@@ -23,6 +23,7 @@ from supervisor.errors import (
 from supervisor.parsing import parse_worker_output
 from supervisor.plan_view import plan_for_prompt
 from supervisor.roles import Role, load_role
+from supervisor.routing.select import cli_for
 from supervisor.sandbox import adopt
 from supervisor.sandbox.docker import RunSpec
 from supervisor.state.store import EventSpec, StepRecord, now
@@ -63,7 +64,7 @@ def run_worker(
     lands instead of the candidate, `attempt` overrides the attempt number (a fix-up that
     continues a component's count)."""
     role = load_role(role_name, c.repo)
-    cli = role.cli or wf.cli
+    cli = cli_for(role, wf.cli, wf.context)  # the role's preference, past unavailable CLIs
     cli_settings = c.settings.clis.get(cli)
     if cli_settings is None:
         return Outcome(
@@ -75,7 +76,7 @@ def run_worker(
     try:
         creds = credentials.collect(cli, cli_settings)
     except CredentialsError as e:
-        return Outcome("failed", escalate=e)
+        return Outcome("failed", escalate=e, cli=cli)
     candidate = wf.context.get("candidate")
     tip = c.ws.branch_tip(wf.task_branch)
     if base is None:
@@ -137,6 +138,7 @@ def run_worker(
             branch=branch,
             attempt=asked_attempt,
         )
+    outcome.cli = cli
     return outcome
 
 

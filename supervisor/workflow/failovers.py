@@ -1,0 +1,56 @@
+"""The engine's side of a failover: whether a failed worker step moves to its role's next CLI,
+and what that move writes into the workflow's state.
+
+Part of the engine (only the engine writes workflow progress): `Engine._failover` calls `plan`
+when a step failed in a way that may be its CLI's fault (supervisor/routing/failover.py says
+which), then `apply` and commits the result in one transition. The step then runs again from the
+same checkpoint: the same base (the candidate is unchanged by a failed run), the same feedback,
+the same output schema; only the CLI differs, chosen by supervisor/routing/select.py.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from supervisor.roles import load_role
+from supervisor.routing import failover
+from supervisor.state.store import EventSpec
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from supervisor.config import Settings, StepDef
+    from supervisor.recovery import Classification
+    from supervisor.state.store import Workflow
+    from supervisor.workflow.state import WorkflowState
+
+
+def plan(
+    repo: Path,
+    settings: Settings,
+    wf: Workflow,
+    step: StepDef,
+    state: WorkflowState,
+    cli: str | None,
+    cause: failover.Cause,
+    why: Classification | None,
+    reason: str,
+    now: float,
+) -> failover.Failover | None:
+    """The failover for a one-role step that failed on `cli` for `cause`, or None (a step with
+    no fallback available goes on as before: it waits, retries or fails)."""
+    if cli is None or not step.role or step.for_each:
+        return None
+    clis = failover.chain(load_role(step.role, repo).clis, wf.cli)
+    until = failover.until_for(cause, why, now, settings.failover)
+    return failover.decide(clis, cli, cause, reason, until, state.unavailable, now)
+
+
+def apply(state: WorkflowState, name: str, moved: failover.Failover, now: float) -> EventSpec:
+    """Remember the CLI left as unavailable, give the step fresh transient retries on the next
+    one, and say so in a `failover` event."""
+    kept = failover.current_unavailable(state.unavailable, now)
+    state.unavailable = {**kept, moved.from_cli: moved.unavailable}
+    state.transient.pop(name, None)
+    state.waiting_until = None
+    return EventSpec("failover", step=name, status=moved.cause, payload=moved.payload())
