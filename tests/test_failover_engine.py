@@ -79,6 +79,18 @@ def make(project: Callable[..., Project]) -> Callable[..., Project]:
     return project
 
 
+def shown(p: Project) -> str:
+    """What `supervisor status <id>` prints for the task."""
+    from rich.console import Console
+
+    from supervisor.cli.render import workflow_detail
+
+    console = Console(width=200, record=True)
+    with tasks.reading(p.root) as store:
+        console.print(workflow_detail(store, 1))
+    return console.export_text()
+
+
 def clis_run(p: Project) -> list[tuple[str, str]]:
     return [(c.role, c.argv[0]) for _, c in p.script.calls]
 
@@ -115,6 +127,7 @@ def test_a_two_hour_rate_limit_moves_the_step_to_the_fallback_and_later_steps_st
     assert not p.events("retry_scheduled")  # no wait was scheduled
     limited = p.workflow().context["unavailable"]["claude"]
     assert limited["cause"] == "rate_limited"
+    assert "claude passed over until" in shown(p) and "(rate_limited)" in shown(p)
     # The same checkpoint: the fallback worked from the same base, with the same prompt.
     (_, first), (_, second) = p.script.calls[:2]
     assert first.prompt.replace("step1", "stepN") == second.prompt.replace("step2", "stepN")
