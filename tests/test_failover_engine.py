@@ -11,11 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from test_engine_fast import (
+    FAN_OUT,
     GATE,
     Project,
     Watcher,
     api_error,
+    component,
     no_waiting,
+    plans,
     reviews,
     writes,
 )
@@ -131,6 +134,38 @@ def test_a_two_hour_rate_limit_moves_the_step_to_the_fallback_and_later_steps_st
     # The same checkpoint: the fallback worked from the same base, with the same prompt.
     (_, first), (_, second) = p.script.calls[:2]
     assert first.prompt.replace("step1", "stepN") == second.prompt.replace("step2", "stepN")
+
+
+def test_a_limited_component_fails_over_while_the_other_merges_on_the_preferred_cli(
+    make: Callable[..., Project],
+) -> None:
+    p = with_clis(
+        make(
+            FAN_OUT,
+            {"test": "test -f slow.txt && test -f q.txt"},
+            ("ROLE: planner", plans(component("slow", "slow.txt"), component("quick", "q.txt"))),
+            ("'slow'", on("claude", api_error(TWO_HOURS, 429))),
+            ("'quick'", on("claude", writes({"q.txt": "q\n"}))),
+            ("'slow'", on("codex", writes({"slow.txt": "s\n"}))),
+        ),
+        implementer="[claude, codex]",
+    )
+    wf = p.start()
+
+    assert wf.status == "completed"
+    assert [e.payload["component"] for e in p.events("component_merged")] == ["quick", "slow"]
+    (moved,) = p.events("failover")
+    assert moved.step == "implement" and (moved.payload["from"], moved.payload["to"]) == (
+        "claude",
+        "codex",
+    )
+    runs = sorted((c.step, c.argv[0]) for _, c in p.script.calls if c.role == "implementer")
+    assert runs == [
+        ("implement/quick", "claude"),
+        ("implement/slow", "claude"),
+        ("implement/slow", "codex"),
+    ]
+    assert not p.events("rate_limit_over")
 
 
 def test_without_a_fallback_a_long_rate_limit_is_still_the_waiting_state(

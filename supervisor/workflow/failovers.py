@@ -37,9 +37,10 @@ def plan(
     reason: str,
     now: float,
 ) -> failover.Failover | None:
-    """The failover for a one-role step that failed on `cli` for `cause`, or None (a step with
-    no fallback available goes on as before: it waits, retries or fails)."""
-    if cli is None or not step.role or step.for_each:
+    """The failover for a one-role step (or a component fan-out, whose waiting components run
+    again) that failed on `cli` for `cause`, or None: a step with no fallback available goes on
+    as before (it waits, retries or fails)."""
+    if cli is None or not step.role:
         return None
     clis = failover.chain(load_role(step.role, repo).clis, wf.cli)
     until = failover.until_for(cause, why, now, settings.failover)
