@@ -60,11 +60,13 @@ def on(cli: str, do: Callable[[WorkerCall], str]) -> Callable[[WorkerCall], str]
 def as_codex(claude_stdout: str) -> str:
     """The same answer as `codex exec --json` prints it."""
     result = json.loads(claude_stdout.strip().splitlines()[-1])
-    lines: list[dict[str, Any]] = [
-        {"type": "thread.started", "thread_id": "standin-thread"},
-        {"type": "item.completed", "item": {"type": "agent_message", "text": result["result"]}},
-        {"type": "turn.completed", "usage": {"input_tokens": 100, "output_tokens": 20}},
-    ]
+    lines: list[dict[str, Any]] = [{"type": "thread.started", "thread_id": "standin-thread"}]
+    if result["is_error"]:
+        lines.append({"type": "turn.failed", "error": {"message": result["result"]}})
+    else:
+        message = {"type": "agent_message", "text": result["result"]}
+        lines.append({"type": "item.completed", "item": message})
+        lines.append({"type": "turn.completed", "usage": {"input_tokens": 100, "output_tokens": 9}})
     return "".join(json.dumps(line) + "\n" for line in lines)
 
 
@@ -277,6 +279,33 @@ def test_refused_credentials_fail_over_for_the_rest_of_the_task(
     (moved,) = p.events("failover")
     assert moved.status == "credentials" and moved.payload["until"] is None
     assert [c for _, c in clis_run(p)] == ["claude", "codex", "codex"]
+
+
+def test_when_every_cli_refuses_the_task_stops_and_a_resume_tries_the_preferred_one_again(
+    make: Callable[..., Project],
+) -> None:
+    p = with_clis(
+        make(
+            WORKFLOW,
+            GATE,
+            ("ROLE: implementer", on("claude", api_error("401 invalid x-api-key", 401))),
+            ("ROLE: implementer", on("codex", api_error("401 invalid x-api-key", 401))),
+        ),
+        implementer="[claude, codex]",
+        reviewer="[claude, codex]",
+    )
+    with pytest.raises(CredentialsError):
+        p.start()
+    assert p.workflow().status == "failed"
+    assert [e.payload["to"] for e in p.events("failover")] == ["codex"]
+    assert p.workflow().context["unavailable"]["claude"]["cause"] == "credentials"
+
+    # The person logs in again and resumes: claude is the preferred CLI once more.
+    p.script.add("ROLE: implementer", on("claude", writes({"answer.txt": "right\n"})))
+    p.script.add("ROLE: reviewer", on("claude", reviews("APPROVED")))
+    assert p.resume().status == "completed"
+    assert [c for _, c in clis_run(p)] == ["claude", "codex", "claude", "claude"]
+    assert "unavailable" not in p.workflow().context
 
 
 def test_refused_credentials_without_a_fallback_still_stop_the_task(
