@@ -111,7 +111,18 @@ def test_a_two_hour_claude_rate_limit_fails_over_to_codex_and_the_task_completes
         assert text in anthropic.request_text(limited[0].body)
         assert text in openai.request_text(first_codex.body)
     handover = first_codex.at - limited[-1].at
-    print(f"\nfailover: rate-limit answer -> codex's first request: {handover:.2f} s")
+    decided = _epoch(moved.timestamp) - limited[-1].at
+    print(
+        f"\nfailover: rate-limit answer -> codex's first request: {handover:.2f} s "
+        f"(of which {decided:.2f} s until the failover event: claude's exit, its container and "
+        "worktree removed, the engine's decision)"
+    )
+
+
+def _epoch(when: Any) -> float:
+    from datetime import UTC
+
+    return float(when.replace(tzinfo=when.tzinfo or UTC).timestamp())
 
 
 def test_without_a_fallback_the_same_rate_limit_is_still_the_waiting_state(
