@@ -125,6 +125,32 @@ def _epoch(when: Any) -> float:
     return float(when.replace(tzinfo=when.tzinfo or UTC).timestamp())
 
 
+def test_an_api_that_stays_down_for_claude_fails_over_to_codex_after_the_retries(
+    tmp_path: Path, serve: Any
+) -> None:
+    down = {"when": "ROLE: implementer", "turns": [{"error": {"status": 503, "message": "down"}}]}
+    server = serve(down, dict(down), dict(down), implementer(GOOD_CALC), reviewer())
+    both = "[claude, codex]"
+    repo = repo_for(tmp_path, server, {"implementer": both, "reviewer": both})
+
+    wf = tasks.start_task(TASK, repo)
+
+    assert wf.status == "completed"
+    with tasks.reading(repo) as store:
+        events = store.events(wf.id)
+        rows = store.invocations()
+    (moved,) = [e for e in events if e.type == "failover"]
+    assert moved.status == "api_down" and moved.payload["to"] == "codex"
+    # The retry policy's three attempts on claude (two backoffs), then codex for the rest.
+    assert [e.status for e in events if e.type == "retry_scheduled"] == ["retry_same"] * 2
+    assert [(r["role"], r["cli"], bool(r["success"])) for r in rows] == [
+        *[("implementer", "claude", False)] * 3,
+        ("implementer", "codex", True),
+        ("reviewer", "codex", True),
+    ]
+    assert {r["error_category"] for r in rows[:3]} == {"network"}
+
+
 def test_without_a_fallback_the_same_rate_limit_is_still_the_waiting_state(
     tmp_path: Path, serve: Any
 ) -> None:
