@@ -245,7 +245,7 @@ def merge(
     for key, value in child.items():
         path = f"{prefix}{key}"
         old = out.get(key)
-        if key == "cli":  # a list of CLIs is an order of preference: replaced, never appended
+        if path == "cli":  # a list of CLIs is an order of preference: replaced, never appended
             out[key] = value
             provenance[path] = source
         elif key == "system_prompt_additions" and old:
