@@ -234,6 +234,32 @@ def test_later_steps_return_to_the_preferred_cli_once_its_reset_has_passed(
     assert moved.payload["to"] == "codex"
 
 
+def test_with_every_cli_limited_the_step_waits_for_the_first_one_back_and_runs_there(
+    make: Callable[..., Project], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    slept = no_waiting(monkeypatch)
+    three_hours = "429 rate limit exceeded, try again in 10800 seconds"
+    p = with_clis(
+        make(
+            WORKFLOW,
+            GATE,
+            ("ROLE: implementer", on("claude", api_error(TWO_HOURS, 429))),
+            ("ROLE: implementer", on("codex", api_error(three_hours, 429))),
+            ("ROLE: implementer", on("claude", writes({"answer.txt": "right\n"}))),
+            ("ROLE: reviewer", on("claude", reviews("APPROVED"))),
+        ),
+        implementer="[claude, codex]",
+        reviewer="[claude, codex]",
+    )
+    assert p.start().status == "completed"
+    # claude is back after two hours, codex after three: the wait is claude's.
+    assert slept == [pytest.approx(7200, abs=60)]
+    (scheduled,) = p.events("retry_scheduled")
+    assert scheduled.status == "wait" and scheduled.payload["delay_s"] == pytest.approx(7200, 60)
+    assert [c for _, c in clis_run(p)] == ["claude", "codex", "claude", "claude"]
+    assert [e.payload["to"] for e in p.events("failover")] == ["codex"]
+
+
 def test_an_api_that_stays_down_after_the_retries_fails_over_instead_of_failing(
     make: Callable[..., Project], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -277,6 +277,9 @@ class Engine:
                 records,
             )
         delay, waiting = again.delay, again.waiting
+        if waiting and cause == "rate_limited":  # every CLI limited: wait for the first back
+            args = (self.repo, wf, step, state, outcome.cli, why, delay, time.time())
+            delay = failovers.shorter_wait(*args)
         if waiting:
             state.waiting_until = time.time() + delay
         events.append(

@@ -55,3 +55,33 @@ def apply(state: WorkflowState, name: str, moved: failover.Failover, now: float)
     state.transient.pop(name, None)
     state.waiting_until = None
     return EventSpec("failover", step=name, status=moved.cause, payload=moved.payload())
+
+
+def shorter_wait(
+    repo: Path,
+    wf: Workflow,
+    step: StepDef,
+    state: WorkflowState,
+    cli: str | None,
+    why: Classification,
+    delay: float,
+    now: float,
+) -> float:
+    """The wait for a step whose CLI is limited past the configured wait while every other CLI
+    of its role is unavailable too: until the first of them is back, if that is sooner than this
+    CLI's reset (this CLI is then remembered as unavailable until its own reset, so that the step
+    runs on the one that is back)."""
+    if cli is None or not step.role:
+        return delay
+    clis = failover.chain(load_role(step.role, repo).clis, wf.cli)
+    resets = [
+        gone.until
+        for other, gone in state.unavailable.items()
+        if other != cli and other in clis and gone.until is not None and gone.until > now
+    ]
+    if not resets or min(resets) - now >= delay:
+        return delay
+    state.unavailable[cli] = failover.Unavailable(
+        cause="rate_limited", since=now, until=now + delay, reason=why.reason[:500]
+    )
+    return min(resets) - now
