@@ -200,6 +200,17 @@ class ContinuitySettings(_Model):
     continuation_roles: list[str] = Field(default_factory=lambda: ["planner", "investigator"])
 
 
+class FailoverSettings(_Model):
+    """When a step leaves its CLI for the role's next one (supervisor/routing/failover.py)."""
+
+    max_wait_seconds: float = Field(600, ge=0)
+    """A rate limit whose reset is further off than this moves the step to a fallback CLI; a
+    shorter one is waited out. Without a fallback every rate limit is waited out."""
+    down_seconds: float = Field(900, gt=0)
+    """How long a CLI whose API stayed down (or stayed rate-limited without a reset time) after
+    the retry policy's attempts is passed over before the preferred CLI is tried again."""
+
+
 class Settings(_Model):
     cli: str = "claude"
     workflow: TemplateChoice = Field(default_factory=TemplateChoice)
@@ -213,6 +224,7 @@ class Settings(_Model):
     budgets: BudgetSettings = Field(default_factory=BudgetSettings)
     adaptive: AdaptiveSettings = Field(default_factory=AdaptiveSettings)
     continuity: ContinuitySettings = Field(default_factory=ContinuitySettings)
+    failover: FailoverSettings = Field(default_factory=FailoverSettings)
 
 
 DEGRADE_LEVELS = ["simplified", "minimal"]
@@ -320,6 +332,7 @@ def config_layers(
     package["limits"] = limits.get("limits", {})
     package["adaptive"] = limits.get("adaptive", {})
     package["continuity"] = limits.get("continuity", {})
+    package["failover"] = limits.get("failover", {})
     found = [(f"package ({CONFIG_DIR})", package)]
     sources = [user_dir() / "config.yaml"]
     if repo is not None:

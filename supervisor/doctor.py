@@ -33,16 +33,28 @@ class Check:
 
 
 def clis_in_use(definition: WorkflowDef, settings: Settings, repo: Path | None) -> list[str]:
-    """The CLIs the workflow's roles run on (a role's own `cli:` or the configured default)."""
+    """The CLIs the workflow's roles run on (a role's own `cli:` or the configured default),
+    their fallbacks included: a fallback without its binary or credentials is found here, before
+    a task starts, not when a failover needs it."""
+    return list(
+        dict.fromkeys(cli for clis in _role_clis(definition, settings, repo) for cli in clis)
+    )
+
+
+def fallbacks_in_use(definition: WorkflowDef, settings: Settings, repo: Path | None) -> list[str]:
+    """The CLIs that some role uses only as a fallback (what `doctor` marks as such)."""
+    preferred = {clis[0] for clis in _role_clis(definition, settings, repo)}
+    return [c for c in clis_in_use(definition, settings, repo) if c not in preferred]
+
+
+def _role_clis(definition: WorkflowDef, settings: Settings, repo: Path | None) -> list[list[str]]:
     from supervisor.roles import load_role
 
-    used: list[str] = []
+    found = []
     for step in definition.steps.values():
         for name in [step.role] if step.role else step.roles or []:
-            cli = load_role(name, repo).cli or settings.cli
-            if cli not in used:
-                used.append(cli)
-    return used
+            found.append(load_role(name, repo).clis or [settings.cli])
+    return found
 
 
 def diagnose(path: Path) -> list[Check]:
@@ -74,8 +86,11 @@ def diagnose(path: Path) -> list[Check]:
 def run_checks(repo: Path | None, settings: Settings) -> list[Check]:
     checks: list[Check] = []
     try:
-        needed = clis_in_use(load_workflow(repo, settings), settings, repo)
-        checks.append(Check("workflow", True, f"valid; roles run on {', '.join(needed)}"))
+        definition = load_workflow(repo, settings)
+        needed = clis_in_use(definition, settings, repo)
+        spare = fallbacks_in_use(definition, settings, repo)
+        runs_on = ", ".join(f"{c} (fallback)" if c in spare else c for c in needed)
+        checks.append(Check("workflow", True, f"valid; roles run on {runs_on}"))
     except SupervisorError as e:
         needed = [settings.cli]
         checks.append(Check("workflow", False, e.message, e.hint))

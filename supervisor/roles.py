@@ -54,7 +54,9 @@ class RoleSpec(_Model):
     name: str | None = None
     extends: str | None = None
     description: str | None = None
-    cli: str | None = None
+    cli: str | list[str] | None = None
+    """The CLI the role runs on, or several in order: the first preferred, the others fallbacks
+    when it is rate-limited, down or without credentials (supervisor/routing/failover.py)."""
     model: str | None = None
     models: dict[str, str] | None = None
     """A model per CLI, used when the role runs on that CLI (e.g. after `--cli codex`)."""
@@ -89,6 +91,9 @@ class Role(_Model):
     name: str
     description: str = ""
     cli: str | None = None
+    """The preferred CLI (the first of a `cli:` list)."""
+    fallbacks: list[str] = Field(default_factory=list)
+    """The rest of a `cli:` list, in order."""
     model: str | None = None
     models: dict[str, str] = Field(default_factory=dict)
     flags: list[str] = Field(default_factory=list)
@@ -102,6 +107,11 @@ class Role(_Model):
     gates: list[RoleGate] = Field(default_factory=list)
     allow_paths: list[str] = Field(default_factory=list)
     may_change_nothing: bool = False
+
+    @property
+    def clis(self) -> list[str]:
+        """Every CLI the role may run on, preferred first; empty: the task's CLI."""
+        return [self.cli, *self.fallbacks] if self.cli else []
 
     @property
     def schema(self) -> type[BaseModel]:  # type: ignore[override]  # not pydantic v1's schema()
@@ -205,6 +215,9 @@ def resolve_role(name: str, repo: Path | None) -> ResolvedRole:
         merged = merge(merged, spec, provenance, str(role_file.path))
     merged["name"] = name
     provenance["name"] = str(chain[0].path)
+    if "cli" in merged:
+        merged["cli"], merged["fallbacks"] = _cli_list(name, merged["cli"], provenance["cli"])
+        provenance["fallbacks"] = provenance["cli"]
     missing = [f for f in ("template", "output") if f not in merged]
     if missing:
         raise ConfigError(
@@ -232,7 +245,10 @@ def merge(
     for key, value in child.items():
         path = f"{prefix}{key}"
         old = out.get(key)
-        if key == "system_prompt_additions" and old:
+        if path == "cli":  # a list of CLIs is an order of preference: replaced, never appended
+            out[key] = value
+            provenance[path] = source
+        elif key == "system_prompt_additions" and old:
             out[key] = f"{old.rstrip()}\n{value}"
             provenance[path] = f"{provenance.get(path, '')} + {source}"
         elif isinstance(value, dict) and isinstance(old, dict):
@@ -255,6 +271,31 @@ def role_json_schema() -> dict[str, Any]:
 
 def write_role_schema() -> None:
     SCHEMA_PATH.write_text(json.dumps(role_json_schema(), indent=2) + "\n")
+
+
+def _cli_list(role: str, value: str | list[str], source: str) -> tuple[str, list[str]]:
+    """A role's `cli:` (one name or a list) as its preferred CLI and its fallbacks, every name
+    known and none twice."""
+    from supervisor.workers import known_clis
+
+    names = [value] if isinstance(value, str) else list(value)
+    known = known_clis()
+    unknown = [n for n in names if n not in known]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if not names or unknown or twice:
+        problem = (
+            "is an empty list"
+            if not names
+            else f"names unknown CLI(s) {', '.join(repr(n) for n in unknown)}"
+            if unknown
+            else f"names {', '.join(repr(n) for n in twice)} more than once"
+        )
+        raise ConfigError(
+            f"Role '{role}' ({source}): `cli: {names}` {problem}. Known CLIs: {', '.join(known)}.",
+            "Write `cli: claude`, or a list in order of preference such as "
+            "`cli: [claude, codex]` (the first preferred, the others fallbacks).",
+        )
+    return names[0], names[1:]
 
 
 def _mark(value: dict[str, Any], provenance: dict[str, str], source: str, prefix: str) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 
 from supervisor.cli import roles_config, sandbox_commands
 from supervisor.cli.common import (
@@ -562,9 +563,10 @@ def main() -> None:
         if os.environ.get("SUPERVISOR_DEBUG"):
             raise
         # An error may quote worker or gate output: printed redacted, like the event log.
-        err_console.print(f"[red]error:[/red] {redact(e.message)[0]}", highlight=False)
+        # Printed as text, not markup: `cli: [claude, codex]` in a message is not a style tag.
+        err_console.print(f"[red]error:[/red] {escape(redact(e.message)[0])}", highlight=False)
         if e.hint:
-            err_console.print(f"  fix: {e.hint}", highlight=False)
+            err_console.print(f"  fix: {escape(e.hint)}", highlight=False)
         sys.exit(e.exit_code)
 
 

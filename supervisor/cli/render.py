@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from typing import TYPE_CHECKING
 
 from rich.console import Group
@@ -187,6 +188,14 @@ def workflow_detail(
         head.add_row(
             "waiting", Text(f"rate limited until {until:%H:%M:%S}; retries then", style="yellow")
         )
+    for cli, gone in (wf.context.get("unavailable") or {}).items():
+        from datetime import datetime
+
+        until = gone.get("until")
+        if until is not None and float(until) <= time.time():
+            continue  # its reset has passed: steps use it again
+        when = f"until {datetime.fromtimestamp(float(until)):%H:%M:%S}" if until else "for now"
+        head.add_row("failover", Text(f"{cli} passed over {when} ({gone.get('cause')})", "yellow"))
     for cid, entry in (wf.context.get("components") or {}).items():
         if entry.get("status") == "waiting":
             from datetime import datetime

@@ -8,7 +8,7 @@ choose. A dry run (`supervisor context`, the `start-task` preview) asks the same
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from supervisor import credentials
 from supervisor.errors import ConfigError, CredentialsError
@@ -25,10 +25,7 @@ if TYPE_CHECKING:
 def candidates(role: Role, default_cli: str) -> list[str]:
     """The CLIs a role may run on, its preferred first: its `cli` (or, when `cli` is an ordered
     list, that list), else the workflow's CLI, then every CLI it names a model for."""
-    cli: Any = role.cli
-    if isinstance(cli, list | tuple):
-        return list(dict.fromkeys(str(c) for c in cli)) or [default_cli]
-    return list(dict.fromkeys([cli or default_cli, *role.models]))
+    return list(dict.fromkeys([*(role.clis or [default_cli]), *role.models]))
 
 
 def usable(settings: Settings, cli: str) -> bool:

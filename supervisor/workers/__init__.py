@@ -15,6 +15,15 @@ if TYPE_CHECKING:
     from supervisor.workers.base import WorkerAdapter
 
 
+def known_clis() -> tuple[str, ...]:
+    """The CLI names an adapter exists for (what a role's `cli:` may name)."""
+    from supervisor.workers.claude import ClaudeAdapter
+    from supervisor.workers.codex import CodexAdapter
+    from supervisor.workers.gemini import GeminiAdapter
+
+    return tuple(a.name for a in (ClaudeAdapter, CodexAdapter, GeminiAdapter))
+
+
 def adapter_for(cli: str) -> WorkerAdapter:
     """A fresh adapter for the CLI named `cli` (`claude`, `codex` or `gemini`)."""
     from supervisor.workers.claude import ClaudeAdapter

@@ -20,11 +20,18 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from supervisor import budgets, recovery, risk
 from supervisor.config import Settings, StepDef, WorkflowDef
-from supervisor.errors import ApprovalRequired, ConfigError, StepFailedError, SupervisorError
+from supervisor.errors import (
+    ApprovalRequired,
+    ConfigError,
+    CredentialsError,
+    StepFailedError,
+    SupervisorError,
+)
 from supervisor.routing import route
+from supervisor.routing.failover import Cause, cause_of
 from supervisor.state.store import EventSpec, StepRecord
 from supervisor.workers import continuation
-from supervisor.workflow import continuity, degrade, resuming, retries
+from supervisor.workflow import continuity, degrade, failovers, resuming, retries
 from supervisor.workflow.state import WorkflowState
 from supervisor.workflow.steps import registry as steps
 from supervisor.workflow.steps.base import (
@@ -126,6 +133,10 @@ class Engine:
         state = WorkflowState.load(wf.context).merged(outcome.context)
         events = list(outcome.events)
         if outcome.escalate is not None:
+            if isinstance(outcome.escalate, CredentialsError):  # refused or missing: next CLI
+                why = message(outcome.escalate)
+                if self._failover(wf, name, step, state, events, outcome, "credentials", None, why):
+                    return
             self._fail(
                 wf, name, state, events, outcome.escalate, outcome.resume_at, outcome.records
             )
@@ -143,7 +154,7 @@ class Engine:
                 )
                 self._fail(wf, name, state, events, outcome.escalate, None, outcome.records)
         if outcome.transient is not None:
-            self._retry_same(wf, name, step, state, events, outcome.transient, outcome.records)
+            self._retry_same(wf, name, step, state, events, outcome.transient, outcome)
             return
         if outcome.result == "passed":
             continuity.forget(state, name)
@@ -277,15 +288,20 @@ class Engine:
         state: WorkflowState,
         events: list[EventSpec],
         why: Classification,
-        records: list[StepRecord] = (),  # type: ignore[assignment]
+        outcome: Outcome,
     ) -> None:
-        """Run the same step again after the policy's backoff, or the rate limit's reset."""
+        """Run the same step again after the policy's backoff, or the rate limit's reset; or on
+        the role's next CLI when this one is limited for too long or down (a failover)."""
+        records = outcome.records
         again = retries.same_again(
             state.transient,
             name,
             step.retry_policy or self.settings.retry_policy,
             why,
         )
+        cause = cause_of(why, exhausted=again.exhausted, settings=self.settings.failover)
+        if cause and self._failover(wf, name, step, state, events, outcome, cause, why, why.reason):
+            return
         if again.exhausted:
             self._fail(
                 wf,
@@ -302,6 +318,9 @@ class Engine:
                 records,
             )
         delay, waiting = again.delay, again.waiting
+        if waiting and cause == "rate_limited":  # every CLI limited: wait for the first back
+            args = (self.repo, wf, step, state, outcome.cli, why, delay, time.time())
+            delay = failovers.shorter_wait(*args)
         if waiting:
             state.waiting_until = time.time() + delay
         events.append(
@@ -334,6 +353,41 @@ class Engine:
         else:
             self.reporter.info(f"{why.category}: retrying '{name}' in {delay:.1f} s")
             time.sleep(delay)
+
+    def _failover(
+        self,
+        wf: Workflow,
+        name: str,
+        step: StepDef,
+        state: WorkflowState,
+        events: list[EventSpec],
+        outcome: Outcome,
+        cause: Cause,
+        why: Classification | None,
+        reason: str,
+    ) -> bool:
+        """Move the step to its role's next available CLI (supervisor/workflow/failovers.py);
+        False when it has none, and the caller goes on as without failover."""
+        now = time.time()
+        args = (self.repo, self.settings, wf, step, state, outcome.cli, cause, why, reason, now)
+        moved = failovers.plan(*args)
+        if moved is None:
+            return False
+        events.append(failovers.apply(state, name, moved, now))
+        self.store.transition(
+            wf.id,
+            records=outcome.records,
+            step=name,
+            next_step=name,
+            context=state.dump(),
+            status="running",
+            checkpoint_status="failover",
+            events=events,
+        )
+        self.reporter.info(
+            f"{moved.from_cli} unavailable ({cause}): step '{name}' runs again on {moved.to_cli}"
+        )
+        return True
 
     def _wait(self, wf: Workflow) -> None:
         """A rate limit is a waiting state, not a failure: sleep to the reset, then run again."""

@@ -76,6 +76,9 @@ def prepare(store: Store, wf: Workflow, settings: Settings) -> None:
         # failure goes back to some attempts.
         for memory in ("attempts", "trees", "noops"):
             ctx.pop(memory, None)
+        # A CLI left for its credentials is tried again: the person may have logged in since.
+        gone = ctx.get("unavailable") or {}
+        ctx["unavailable"] = {c: u for c, u in gone.items() if u.get("until") is not None}
         events = [EventSpec("resumed", step=wf.current_step, status=wf.status)]
         events += repin_gates(ctx, settings)
         store.update_workflow(

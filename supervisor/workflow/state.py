@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from supervisor.errors import StateError
+from supervisor.routing.failover import Unavailable
 
 VERSION = 1
 
@@ -61,6 +62,8 @@ class WorkflowState(BaseModel):
     waiting_until: float | None = None
     pinned: dict[str, Any] | None = None
     dependency_request: dict[str, Any] | None = None
+    # CLIs a step failed over from, until when (supervisor/routing/failover.py)
+    unavailable: dict[str, Unavailable] = Field(default_factory=dict)
 
     @classmethod
     def load(cls, context: Mapping[str, Any]) -> WorkflowState:

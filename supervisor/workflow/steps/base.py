@@ -56,6 +56,8 @@ class Outcome:
     """The step runs this outcome finished, not yet written: they commit with the transition."""
     session: dict[str, Any] | None = None
     """A worker of a role that may continue: the CLI session its run left (cli, session_id)."""
+    cli: str | None = None
+    """The CLI a worker step ran on: where a failover starts from (supervisor/routing)."""
 
 
 Checkpoint = Callable[[int, str, dict[str, Any], list[EventSpec], list[StepRecord]], None]

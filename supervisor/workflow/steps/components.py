@@ -53,6 +53,7 @@ class ComponentFanOut:
         self.lock = threading.Lock()
         self.errors: dict[str, SupervisorError] = {}
         self.waiting: dict[str, recovery.Classification] = {}
+        self.waiting_on: dict[str, str | None] = {}  # the CLI each waits for (a failover's start)
         self.strays: dict[str, dict[str, list[str]]] = {}
         """Components that changed others' files, under `component_scope: replan`."""
         self.scope = c.settings.limits.component_scope
@@ -262,6 +263,7 @@ class ComponentFanOut:
             why = outcome.transient
             comp.status = "waiting"  # the others go on; the engine's recovery policy resumes it
             self.waiting[comp.id] = why
+            self.waiting_on[comp.id] = outcome.cli
             until = time.time() + (why.wait_seconds or 0.0)
             self._save(
                 comp.id,
@@ -322,10 +324,11 @@ class ComponentFanOut:
         if not self.errors and self.waiting:
             # The longest wait decides; the engine records the waiting state (`status` shows it
             # with its reset time) and runs this step again, for the waiting components only.
-            why = max(self.waiting.values(), key=lambda w: w.wait_seconds or 0.0)
+            longest = max(self.waiting, key=lambda c: self.waiting[c].wait_seconds or 0.0)
             ids = ", ".join(self.waiting)
+            why = self.waiting[longest]
             why = replace(why, reason=f"component(s) {ids}: {why.reason}")
-            return Outcome("failed", context=ctx, transient=why)
+            return Outcome("failed", context=ctx, transient=why, cli=self.waiting_on.get(longest))
         if not self.errors:
             for cid in work.components:
                 ctx.get("feedback", {}).pop(f"{self.name}/{cid}", None)

@@ -24,6 +24,7 @@ from supervisor.errors import (
 from supervisor.parsing import parse_worker_output
 from supervisor.plan_view import plan_for_prompt
 from supervisor.roles import Role, load_role
+from supervisor.routing.select import cli_for
 from supervisor.sandbox import adopt
 from supervisor.sandbox.docker import RunSpec
 from supervisor.state.store import EventSpec, StepRecord, now
@@ -64,7 +65,8 @@ def run_worker(
     lands instead of the candidate, `attempt` overrides the attempt number (a fix-up that
     continues a component's count)."""
     role = load_role(role_name, c.repo)
-    cli = c.routes.get(role.name) or role.cli or wf.cli  # the engine's choice first
+    # The engine's choice (adaptive) first, then the role's list, past unavailable CLIs.
+    cli = cli_for(role, wf.cli, wf.context, preferred=c.routes.get(role.name))
     cli_settings = c.settings.clis.get(cli)
     if cli_settings is None:
         return Outcome(
@@ -76,7 +78,7 @@ def run_worker(
     try:
         creds = credentials.collect(cli, cli_settings)
     except CredentialsError as e:
-        return Outcome("failed", escalate=e)
+        return Outcome("failed", escalate=e, cli=cli)
     candidate = wf.context.get("candidate")
     tip = c.ws.branch_tip(wf.task_branch)
     if base is None:
@@ -140,6 +142,7 @@ def run_worker(
             branch=branch,
             attempt=asked_attempt,
         )
+    outcome.cli = cli
     return outcome
 
 
