@@ -162,6 +162,12 @@ class BudgetSettings(_Model):
     prices: dict[str, Price] = Field(default_factory=dict)
 
 
+class StateSettings(_Model):
+    # A shared PostgreSQL database (postgresql+psycopg://...); honoured from the user's config
+    # or $SUPERVISOR_STATE_URL only (supervisor/state/location.py). None: the repo's SQLite file.
+    url: str | None = None
+
+
 class Settings(_Model):
     cli: str = "claude"
     workflow: TemplateChoice = Field(default_factory=TemplateChoice)
@@ -173,6 +179,7 @@ class Settings(_Model):
     protected_paths: ProtectedPaths = Field(default_factory=ProtectedPaths)
     notifications: NotificationSettings = Field(default_factory=NotificationSettings)
     budgets: BudgetSettings = Field(default_factory=BudgetSettings)
+    state: StateSettings = Field(default_factory=StateSettings)
 
 
 class StepDef(_Model):
