@@ -168,6 +168,14 @@ class StateSettings(_Model):
     url: str | None = None
 
 
+class TemporalSettings(_Model):
+    """Where the Temporal runner submits tasks (README "Scale-out (optional)")."""
+
+    address: str = "127.0.0.1:7233"
+    namespace: str = "default"
+    task_queue: str = "supervisor"
+
+
 class Settings(_Model):
     cli: str = "claude"
     workflow: TemplateChoice = Field(default_factory=TemplateChoice)
@@ -180,6 +188,9 @@ class Settings(_Model):
     notifications: NotificationSettings = Field(default_factory=NotificationSettings)
     budgets: BudgetSettings = Field(default_factory=BudgetSettings)
     state: StateSettings = Field(default_factory=StateSettings)
+    # embedded: this process runs the task; temporal: a `supervisor worker` runs its steps
+    backend: Literal["embedded", "temporal"] = "embedded"
+    temporal: TemporalSettings = Field(default_factory=TemporalSettings)
 
 
 class StepDef(_Model):
