@@ -174,6 +174,8 @@ class TemporalSettings(_Model):
     address: str = "127.0.0.1:7233"
     namespace: str = "default"
     task_queue: str = "supervisor"
+    # A worker silent this long is taken for dead: its step is retried on another worker.
+    heartbeat_timeout_seconds: float = Field(30, gt=0)
 
 
 class Settings(_Model):

@@ -4,6 +4,8 @@ processes, the real `claude` binary in the real Docker sandbox against the scrip
 A task submitted with `start-task --backend temporal` is run by a worker, one engine step per
 activity; it stops at its approval; the worker and the Temporal server are both restarted while
 it waits; `supervisor approve`, from another process, signals it and a new worker finishes it.
+A worker killed with SIGKILL mid-step stops heartbeating: the step runs again on another worker,
+every process sharing the state in PostgreSQL.
 """
 
 from __future__ import annotations
@@ -15,7 +17,15 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from e2e_support import GOOD_CALC, implementer, new_repo, planner, require_sandbox, reviewer
+from e2e_support import (
+    GOOD_CALC,
+    implementer,
+    new_repo,
+    planner,
+    require_sandbox,
+    reviewer,
+    write_workflow,
+)
 from temporal_support import DevServer
 from test_workflow_e2e import _approval_workflow, file_on_branch
 
@@ -55,11 +65,17 @@ def start_worker(repo: Path, temporal: DevServer, log: Path) -> subprocess.Popen
         )  # fmt: skip
 
 
-def wait_for(repo: Path, wf_id: int, statuses: set[str], log: Path, timeout: float = 240) -> Any:
+def wait_for(
+    repo: Path, wf_id: int, statuses: set[str], log: Path, timeout: float = 240, running: str = ""
+) -> Any:
+    """The workflow once its status is one of `statuses` (or, with `running`, once that step
+    runs)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with Store(repo / ".supervisor" / "state.db") as store:
             wf = store.workflow(wf_id)
+            if running and any(s["name"] == running for s in store.running_steps(wf_id)):
+                return wf
         if wf.status in statuses:
             return wf
         time.sleep(0.5)
@@ -106,3 +122,56 @@ def test_a_task_runs_on_a_worker_and_an_approval_from_another_process_continues_
     assert types[-1] == "workflow_completed"
     # The plan ran once: the approved step was not run again after the restarts.
     assert [s["name"] for s in store.steps(1)].count("plan") == 1
+
+
+def test_a_worker_killed_mid_step_has_its_step_retried_on_another_worker_with_shared_state(
+    tmp_path: Path,
+    serve: Any,
+    api_keys: None,
+    temporal: DevServer,
+    pg_cluster: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    require_sandbox()
+    monkeypatch.setenv("SUPERVISOR_STATE_URL", pg_cluster.database())  # every process below
+    slow = implementer(GOOD_CALC, delay=20)  # the first attempt is cut short by the kill
+    server = serve(slow, implementer(GOOD_CALC))
+    config = (
+        f"temporal: {{address: '{temporal.address}', task_queue: spec, "
+        "heartbeat_timeout_seconds: 4}\n"
+    )
+    repo = new_repo(tmp_path, server.url, config)
+    write_workflow(
+        repo,
+        "workflow:\n  initial_step: implement\n  steps:\n"
+        "    implement: {role: implementer, next: test}\n"
+        "    test: {gate: test, next: commit, on_fail: implement}\n"
+        "    commit: {action: commit}\n",
+    )
+    log = tmp_path / "worker.log"
+    started = supervisor("start-task", "--yes", "--backend", "temporal", "Implement add", "--repo",
+                         str(repo))  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    first = start_worker(repo, temporal, log)
+    second = None
+    try:
+        wait_for(repo, 1, {"failed", "completed"}, log, running="implement")
+        first.kill()  # SIGKILL: no clean-up, no last heartbeat
+        first.wait()
+        second = start_worker(repo, temporal, log)
+        done = wait_for(repo, 1, {"completed", "failed"}, log)
+    finally:
+        for proc in (first, second):
+            if proc is not None:
+                proc.kill()
+                proc.wait()
+    assert done.status == "completed", done.error
+    assert file_on_branch(repo, done.task_branch, "calc.py") == GOOD_CALC
+    assert not (repo / ".supervisor" / "state.db").exists()  # the state is in PostgreSQL
+    with Store(repo / ".supervisor" / "state.db") as store:
+        implements = [s for s in store.steps(1) if s["name"] == "implement"]
+        types = [e.type for e in store.events(1)]
+    assert [s["status"] for s in implements] == ["interrupted", "succeeded"]
+    assert "step_interrupted" in types and types[-1] == "workflow_completed"
+    status = supervisor("status", "1", "--repo", str(repo))  # read from the shared database
+    assert status.returncode == 0 and "completed" in status.stdout, status.stderr

@@ -51,7 +51,10 @@ def submit_task(store: Store, repo: Path, wf: Workflow, settings: TemporalSettin
     async def start() -> None:
         client = await connect(settings.address, settings.namespace)
         await client.start_workflow(
-            WORKFLOW_NAME, TaskInput(wf.id), id=wid, task_queue=settings.task_queue
+            WORKFLOW_NAME,
+            TaskInput(wf.id, settings.heartbeat_timeout_seconds),
+            id=wid,
+            task_queue=settings.task_queue,
         )
 
     asyncio.run(start())

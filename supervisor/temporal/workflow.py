@@ -21,15 +21,15 @@ RUN_STEP = "supervisor-run-step"
 DECIDED_SIGNAL = "decided"
 
 # A step may run for most of an hour (limits.step_timeout_seconds plus gates); the activity
-# heartbeats every few seconds, so a dead worker is noticed after HEARTBEAT_TIMEOUT and the step
-# is retried on another one.
+# heartbeats every few seconds, so a dead worker is noticed after the task's heartbeat timeout
+# (temporal.heartbeat_timeout_seconds) and the step is retried on another one.
 STEP_TIMEOUT = timedelta(hours=3)
-HEARTBEAT_TIMEOUT = timedelta(seconds=30)
 
 
 @dataclass
 class TaskInput:
     wf_id: int
+    heartbeat_timeout_s: float = 30.0
 
 
 @dataclass
@@ -58,7 +58,7 @@ class TaskWorkflow:
                 task,
                 result_type=StepResult,
                 start_to_close_timeout=STEP_TIMEOUT,
-                heartbeat_timeout=HEARTBEAT_TIMEOUT,
+                heartbeat_timeout=timedelta(seconds=task.heartbeat_timeout_s),
                 retry_policy=RetryPolicy(
                     initial_interval=timedelta(seconds=1),
                     maximum_interval=timedelta(seconds=30),
