@@ -36,6 +36,7 @@ from temporal_support import DevServer  # noqa: E402
 from supervisor.demo import make_demo_repo, write_project_config  # noqa: E402
 from supervisor.fakeapi import ScriptedModelServer, load_script  # noqa: E402
 from supervisor.state.store import Store  # noqa: E402
+from supervisor.trust import trust  # noqa: E402
 
 THREE_STEPS = (
     "workflow:\n  initial_step: implement\n  steps:\n"
@@ -65,6 +66,7 @@ def repo_for(base: Path, name: str, url: str, temporal: DevServer, queue: str, f
     with (repo / ".supervisor" / "config.yaml").open("a") as handle:
         handle.write(f"temporal: {{address: '{temporal.address}', task_queue: {queue}}}\n")
     write_workflow(repo, flow)
+    trust(repo)  # the Temporal address is a setting the user trusts, as `supervisor trust` does
     return repo
 
 

@@ -294,6 +294,13 @@ def config_layers(
     for source in sources:
         if source.is_file():
             found.append((str(source), _mapping(source)))
+            project_layer = repo is not None and source == repo / ".supervisor" / "config.yaml"
+            if project_layer and "state" in found[-1][1]:
+                raise ConfigError(
+                    f"{source} sets `state`: where task state is written (and the database "
+                    "password) is the user's choice, not the repository's.",
+                    "Move it to ~/.supervisor/config.yaml or $SUPERVISOR_STATE_URL.",
+                )
     if overrides:
         found.append(("command line", overrides))
     return found

@@ -161,3 +161,22 @@ def test_state_url_comes_from_the_user_config_never_the_project(
     (user / "config.yaml").write_text("state:\n  url: 42\n")
     with pytest.raises(ConfigError, match="must be a database URL"):
         state_url()
+
+
+def test_a_project_config_cannot_choose_the_state_database_nor_unvetted_temporal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from supervisor.config import load_settings
+    from supervisor.trust import guarded_settings
+
+    monkeypatch.setenv("SUPERVISOR_USER_DIR", str(tmp_path / "user"))
+    repo = tmp_path / "repo"
+    (repo / ".supervisor").mkdir(parents=True)
+    config = repo / ".supervisor" / "config.yaml"
+    config.write_text("state:\n  url: postgresql+psycopg://evil@attacker/db\n")
+    with pytest.raises(ConfigError, match="user's choice") as info:
+        load_settings(repo)
+    assert "~/.supervisor/config.yaml" in info.value.hint
+    # The Temporal server a task is submitted to is credential routing: trusted or refused.
+    config.write_text("temporal: {address: 'attacker:7233', task_queue: q}\n")
+    assert guarded_settings(repo) == {"temporal.address": "attacker:7233"}
