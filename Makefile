@@ -31,3 +31,4 @@ bench:
 	.venv/bin/python benchmarks/proxy_latency.py
 	.venv/bin/python benchmarks/redaction_fp.py
 	.venv/bin/python benchmarks/tui_speed.py
+	.venv/bin/python benchmarks/scaleout.py

@@ -108,7 +108,7 @@ def overhead(base: Path, url: str, temporal: DevServer, repeat: int) -> None:
                 str(trepo))  # fmt: skip
             temporal_s.append(wait_all(trepo, [i + 1]) - began)
             with Store(trepo / ".supervisor" / "state.db") as store:
-                steps = len(store.steps(i + 1))
+                steps = len(store.checkpoints(i + 1))  # engine steps (commit has no step row)
     finally:
         pool.kill()
         pool.wait()

@@ -9,7 +9,11 @@ Files pinned to one process with `pytest.mark.xdist_group`:
 - `egress_network` (test_egress.py, test_sandbox.py): they share the workers' test network and
   its host firewall chain. Creating that network from several processes at once is safe
   (supervisor/sandbox/egress.py keeps one network of a name), so other Docker specs run beside
-  them."""
+  them.
+- `postgres` (the `[postgresql]` state specs, test_state_shared.py): one throwaway PostgreSQL
+  cluster (tests/pg_support.py) serves them all.
+- `temporal` (test_temporal_e2e.py): each spec starts its own Temporal dev server; kept in one
+  process so that they never run two servers and their workers at once."""
 
 from __future__ import annotations
 
