@@ -55,6 +55,9 @@ nohup .venv/bin/temporal server start-dev --headless --ip 127.0.0.1 --port "$TEM
 echo $! > "$TRIAL/temporal.pid"
 log "PostgreSQL on 127.0.0.1:$PG_PORT (data $TRIAL/pg), Temporal on 127.0.0.1:$TEMPORAL_PORT"
 cat <<MSG
+# A local trial (loopback only, a fixed trial password). Then, in the repository:
+#   supervisor start-task --backend temporal "..."   and   supervisor worker
 export SUPERVISOR_STATE_URL=postgresql+psycopg://supervisor:supervisor@127.0.0.1:$PG_PORT/postgres
+# in ~/.supervisor/config.yaml:  temporal: {address: "127.0.0.1:$TEMPORAL_PORT"}
 # stop: kill \$(cat $TRIAL/temporal.pid); ${RUN_AS[*]} $PG_BIN/pg_ctl -D $TRIAL/pg stop
 MSG
