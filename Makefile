@@ -32,3 +32,4 @@ bench:
 	.venv/bin/python benchmarks/redaction_fp.py
 	.venv/bin/python benchmarks/tui_speed.py
 	.venv/bin/python benchmarks/failover_handover.py
+	.venv/bin/python benchmarks/scaleout.py

@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 SUPERVISOR_SETUP_QUIET=1 bash scripts/setup.sh
 if [ "${CI:-}" = "true" ]; then
   export SUPERVISOR_REQUIRE_REAL_PARTS=1   # under CI a missing real part fails instead of skipping
+  bash scripts/setup-scaleout.sh           # PostgreSQL for the shared-state specs (fast when there)
 fi
 # In parallel (pytest-xdist): the end-to-end specs mostly wait on Docker and the CLIs, so three
 # processes fill two cores. A file whose specs share an expensive module fixture, or that must not

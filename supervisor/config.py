@@ -211,6 +211,22 @@ class FailoverSettings(_Model):
     the retry policy's attempts is passed over before the preferred CLI is tried again."""
 
 
+class StateSettings(_Model):
+    # A shared PostgreSQL database (postgresql+psycopg://...); honoured from the user's config
+    # or $SUPERVISOR_STATE_URL only (supervisor/state/location.py). None: the repo's SQLite file.
+    url: str | None = None
+
+
+class TemporalSettings(_Model):
+    """Where the Temporal runner submits tasks (README "Scale-out (optional)")."""
+
+    address: str = "127.0.0.1:7233"
+    namespace: str = "default"
+    task_queue: str = "supervisor"
+    # A worker silent this long is taken for dead: its step is retried on another worker.
+    heartbeat_timeout_seconds: float = Field(30, gt=0)
+
+
 class Settings(_Model):
     cli: str = "claude"
     workflow: TemplateChoice = Field(default_factory=TemplateChoice)
@@ -225,6 +241,10 @@ class Settings(_Model):
     adaptive: AdaptiveSettings = Field(default_factory=AdaptiveSettings)
     continuity: ContinuitySettings = Field(default_factory=ContinuitySettings)
     failover: FailoverSettings = Field(default_factory=FailoverSettings)
+    state: StateSettings = Field(default_factory=StateSettings)
+    # embedded: this process runs the task; temporal: a `supervisor worker` runs its steps
+    backend: Literal["embedded", "temporal"] = "embedded"
+    temporal: TemporalSettings = Field(default_factory=TemporalSettings)
 
 
 DEGRADE_LEVELS = ["simplified", "minimal"]
@@ -340,6 +360,13 @@ def config_layers(
     for source in sources:
         if source.is_file():
             found.append((str(source), _mapping(source)))
+            project_layer = repo is not None and source == repo / ".supervisor" / "config.yaml"
+            if project_layer and "state" in found[-1][1]:
+                raise ConfigError(
+                    f"{source} sets `state`: where task state is written (and the database "
+                    "password) is the user's choice, not the repository's.",
+                    "Move it to ~/.supervisor/config.yaml or $SUPERVISOR_STATE_URL.",
+                )
     if overrides:
         found.append(("command line", overrides))
     return found

@@ -113,6 +113,10 @@ class UnknownWorkflowError(StateError, KeyError):
         return self.message
 
 
+class RunnerUnavailableError(SupervisorError):
+    """The Temporal server that runs (or should run) the task cannot be reached."""
+
+
 class StepFailedError(SupervisorError):
     """A workflow step ran out of retries; the task branch keeps its last good state."""
 

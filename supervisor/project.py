@@ -62,6 +62,10 @@ def open_sandbox(project: Project, clis: list[str]) -> DockerSandbox:
     sandbox = DockerSandbox(project.settings.sandbox.image, project.settings.sandbox.egress_network)
     sandbox.check_image()
     binaries = [adapter_for(cli).binary for cli in clis]
+    # A long-lived process (`supervisor worker`, one engine step per call) probes an image once.
+    probed = (sandbox.base_image_id(), tuple(binaries))
+    if probed in _PROBED:
+        return sandbox
     probe = sandbox.run(
         RunSpec(
             argv=[
@@ -81,7 +85,11 @@ def open_sandbox(project: Project, clis: list[str]) -> DockerSandbox:
             f"sandbox image '{project.settings.sandbox.image}'.",
             "Rebuild the image with scripts/setup.sh (it installs the pinned CLIs).",
         )
+    _PROBED.add(probed)
     return sandbox
+
+
+_PROBED: set[tuple[str, tuple[str, ...]]] = set()  # (image id, CLI binaries) found in it
 
 
 def remove_dead_probes(project: Project, sandbox: DockerSandbox) -> list[str]:

@@ -46,6 +46,7 @@ from supervisor.workflow.engine import Engine, Reporter
 from supervisor.workflow.loading import workflow_source
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
 
@@ -58,9 +59,11 @@ def start_task(
     reporter: Reporter | None = None,
     no_gate: bool = False,
     allow_protected: list[str] | None = None,
+    submit: Callable[[Workflow], None] | None = None,
 ) -> Workflow:
     """`allow_protected`: protected paths (gitignore patterns) this task's workers may change.
-    Other tasks running in the repository do not stop this one from starting."""
+    Other tasks running in the repository do not stop this one from starting. `submit`: hand
+    the created task to another runner (supervisor/temporal/) instead of running it here."""
     if not description.strip():
         raise StateError("The task description is empty.", 'Describe the task: start-task "..."')
     description, _ = redact(description)  # its branch name, state and prompts never hold a secret
@@ -99,11 +102,18 @@ def start_task(
                     ),
                 )
             ws.create_task_branch(wf.id, description, base=base_sha)
+            if submit is not None:
+                sandbox.close()
+                submit(wf)
+                return store.workflow(wf.id)
             return _drive(project, store, sandbox, wf.id, reporter)
 
 
-def resume(wf_id: int, path: Path, *, reporter: Reporter | None = None) -> Workflow:
-    """Continue task `wf_id`; refused (WorkflowBusyError) while a live supervisor runs it."""
+def resume(
+    wf_id: int, path: Path, *, reporter: Reporter | None = None, one_step: bool = False
+) -> Workflow:
+    """Continue task `wf_id`; refused (WorkflowBusyError) while a live supervisor runs it.
+    `one_step`: run one step and leave waits to the caller (the Temporal activity)."""
     project = open_project(path)
     require_trust(project)
     with project.store() as store:
@@ -131,7 +141,7 @@ def resume(wf_id: int, path: Path, *, reporter: Reporter | None = None) -> Workf
             resuming.prepare(store, wf, project.settings)
             if not project.workspace.branch_exists(wf.task_branch):
                 project.workspace.create_task_branch(wf.id, wf.description, base=wf.base_sha)
-            return _drive(project, store, sandbox, wf_id, reporter)
+            return _drive(project, store, sandbox, wf_id, reporter, one_step)
 
 
 @dataclass
@@ -245,14 +255,19 @@ def analyze_deps(wf_id: int, path: Path) -> list[tuple[str, str, str]]:
 
 
 def _drive(
-    project: Project, store: Store, sandbox: DockerSandbox, wf_id: int, reporter: Reporter | None
+    project: Project,
+    store: Store,
+    sandbox: DockerSandbox,
+    wf_id: int,
+    reporter: Reporter | None,
+    one_step: bool = False,
 ) -> Workflow:
     """Run the engine, and tell the user (supervisor/notify.py) when the run ends waiting for
     them, failed or completed."""
     notifier = notify.Notifier.from_config(project.root)
     try:
         with notify.RateLimitWatch(notifier, project.state_dir / "state.db", wf_id):
-            wf = _run_engine(project, store, sandbox, wf_id, reporter)
+            wf = _run_engine(project, store, sandbox, wf_id, reporter, one_step)
     except SupervisorError as e:
         event = "approval" if isinstance(e, ApprovalRequired) else "failed"
         notifier.notify(event, store.workflow(wf_id), e.message)
@@ -285,11 +300,17 @@ def _notice_problems(notifier: notify.Notifier, reporter: Reporter | None) -> No
 
 
 def _run_engine(
-    project: Project, store: Store, sandbox: DockerSandbox, wf_id: int, reporter: Reporter | None
+    project: Project,
+    store: Store,
+    sandbox: DockerSandbox,
+    wf_id: int,
+    reporter: Reporter | None,
+    one_step: bool = False,
 ) -> Workflow:
     if project.settings.sandbox.workspace == "overlay":
         project.workspace.use_overlay(lambda reason: _workspace_fallback(store, wf_id, reason))
     engine = Engine(project.root, project.settings, store, project.workspace, sandbox, reporter)
+    engine.one_step = engine.external_waits = one_step
     try:
         return engine.run(wf_id)
     except (ApprovalRequired, StepFailedError):

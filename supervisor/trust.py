@@ -57,6 +57,11 @@ def guarded_settings(repo: Path) -> dict[str, Any]:
         for key in SANDBOX_KEYS:
             if key in sandbox:
                 found[f"sandbox.{key}"] = sandbox[key]
+    temporal = data.get("temporal")  # where tasks are submitted: their descriptions, results
+    if isinstance(temporal, dict):
+        for key in ("address", "namespace"):
+            if key in temporal:
+                found[f"temporal.{key}"] = temporal[key]
     roles = repo / ".supervisor" / "roles"
     if roles.is_dir():
         for path in sorted(roles.glob("*.yaml")):

@@ -9,7 +9,11 @@ Files pinned to one process with `pytest.mark.xdist_group`:
 - `egress_network` (test_egress.py, test_sandbox.py): they share the workers' test network and
   its host firewall chain. Creating that network from several processes at once is safe
   (supervisor/sandbox/egress.py keeps one network of a name), so other Docker specs run beside
-  them."""
+  them.
+- `postgres` (the `[postgresql]` state specs, test_state_shared.py): one throwaway PostgreSQL
+  cluster (tests/pg_support.py) serves them all.
+- `temporal` (test_temporal_e2e.py): each spec starts its own Temporal dev server; kept in one
+  process so that they never run two servers and their workers at once."""
 
 from __future__ import annotations
 
@@ -48,3 +52,30 @@ def api_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SUPERVISOR_USER_DIR", str(tmp_path / "user"))
     for key in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY"):
         monkeypatch.setenv(key, "test-key")
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[Any]:
+    """A throwaway PostgreSQL server (tests/pg_support.py), one per test process."""
+    from pg_support import Cluster
+
+    cluster = Cluster()
+    yield cluster
+    cluster.stop()
+
+
+# The state specs run against both backends; PostgreSQL's are pinned to one xdist process, so
+# that a single cluster serves them all (and CI starts it once).
+STATE_BACKENDS = [
+    pytest.param("sqlite"),
+    pytest.param("postgresql", marks=pytest.mark.xdist_group("postgres")),
+]
+
+
+@pytest.fixture(params=STATE_BACKENDS)
+def state_url(request: pytest.FixtureRequest) -> str:
+    """'' for the repository's own SQLite file, or the URL of a fresh PostgreSQL database;
+    pass it to `Store(path, url=state_url)`."""
+    if request.param == "sqlite":
+        return ""
+    return str(request.getfixturevalue("pg_cluster").database())

@@ -65,8 +65,8 @@ def test_a_file_that_is_not_a_database_is_a_clear_error(tmp_path: Path) -> None:
         Store(tmp_path / "state.db")
 
 
-def test_events_are_append_only_in_the_database_itself(tmp_path: Path) -> None:
-    with Store(tmp_path / "state.db") as store:
+def test_events_are_append_only_in_the_database_itself(tmp_path: Path, state_url: str) -> None:
+    with Store(tmp_path / "state.db", url=state_url) as store:
         wf_id = _new_workflow(store)
         store.add_event(wf_id, EventSpec("note", payload={"x": 1}))
         with store.engine.begin() as conn, pytest.raises(DatabaseError, match="append-only"):
@@ -76,8 +76,10 @@ def test_events_are_append_only_in_the_database_itself(tmp_path: Path) -> None:
         assert [e.type for e in store.events(wf_id)] == ["workflow_started", "note"]
 
 
-def test_advance_records_checkpoint_event_and_next_step_together(tmp_path: Path) -> None:
-    with Store(tmp_path / "state.db") as store:
+def test_advance_records_checkpoint_event_and_next_step_together(
+    tmp_path: Path, state_url: str
+) -> None:
+    with Store(tmp_path / "state.db", url=state_url) as store:
         wf_id = _new_workflow(store)
         store.advance(
             wf_id,
@@ -99,11 +101,12 @@ def test_advance_records_checkpoint_event_and_next_step_together(tmp_path: Path)
         }
 
 
-def test_a_failed_transaction_leaves_the_previous_state(tmp_path: Path) -> None:
-    with Store(tmp_path / "state.db") as store:
+def test_a_failed_transaction_leaves_the_previous_state(tmp_path: Path, state_url: str) -> None:
+    with Store(tmp_path / "state.db", url=state_url) as store:
         wf_id = _new_workflow(store)
         # The event is the transaction's last statement: the update before it must roll back.
-        with pytest.raises(StatementError):
+        # (SQLite's driver serialises JSON through SQLAlchemy, psycopg itself: TypeError.)
+        with pytest.raises((StatementError, TypeError)):
             store.advance(
                 wf_id,
                 step="plan",
@@ -116,8 +119,8 @@ def test_a_failed_transaction_leaves_the_previous_state(tmp_path: Path) -> None:
         assert store.checkpoints(wf_id) == []
 
 
-def test_running_steps_left_by_a_crash_become_interrupted(tmp_path: Path) -> None:
-    with Store(tmp_path / "state.db") as store:
+def test_running_steps_left_by_a_crash_become_interrupted(tmp_path: Path, state_url: str) -> None:
+    with Store(tmp_path / "state.db", url=state_url) as store:
         wf_id = _new_workflow(store)
         store.start_step(wf_id, "implement", 1, "implementer", "/tmp/wt")
         assert store.interrupt_running_steps(wf_id) == ["implement"]
@@ -125,8 +128,8 @@ def test_running_steps_left_by_a_crash_become_interrupted(tmp_path: Path) -> Non
         assert store.events(wf_id)[-1].type == "step_interrupted"
 
 
-def test_an_approval_is_decided_once(tmp_path: Path) -> None:
-    with Store(tmp_path / "state.db") as store:
+def test_an_approval_is_decided_once(tmp_path: Path, state_url: str) -> None:
+    with Store(tmp_path / "state.db", url=state_url) as store:
         wf_id = _new_workflow(store)
         store.advance(
             wf_id,
@@ -145,9 +148,9 @@ def test_an_approval_is_decided_once(tmp_path: Path) -> None:
         assert decided is not None and decided.reason == "too broad"
 
 
-def test_an_unknown_workflow_id_names_the_fix(tmp_path: Path) -> None:
+def test_an_unknown_workflow_id_names_the_fix(tmp_path: Path, state_url: str) -> None:
     with (
-        Store(tmp_path / "state.db") as store,
+        Store(tmp_path / "state.db", url=state_url) as store,
         pytest.raises(UnknownWorkflowError, match="No workflow with id 42") as info,
     ):
         store.workflow(42)

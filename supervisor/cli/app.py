@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from supervisor.cli import roles_config, sandbox_commands
+from supervisor.cli import roles_config, sandbox_commands, scaleout
 from supervisor.cli.common import (
     JsonOption,
     RepoOption,
@@ -100,6 +100,10 @@ def start_task(
             help="PATTERN: a protected path (gate harness, config) this task may change.",
         ),
     ] = None,
+    backend: Annotated[
+        str | None,
+        typer.Option(help="embedded (run here) or temporal (submit; `supervisor worker` runs it)."),
+    ] = None,
 ) -> None:
     """Create the task branch and run the workflow on it."""
     overrides = {}
@@ -132,6 +136,13 @@ def start_task(
             err_console.print(f"Approvals this run asks for: {stops}", highlight=False)
     from supervisor.cli.reporter import RichReporter
 
+    submit = None
+    if (backend or projects.open_project(repo).settings.backend) == "temporal":
+        from supervisor.temporal.client import submitter
+
+        submit = submitter(repo)
+    elif backend not in (None, "embedded"):
+        raise SupervisorError(f"--backend {backend!r} is unknown.", "Use embedded or temporal.")
     try:
         wf = tasks.start_task(
             description,
@@ -141,10 +152,18 @@ def start_task(
             reporter=RichReporter(err_console),
             no_gate=no_gate,
             allow_protected=allow_protected,
+            submit=submit,
         )
     except ApprovalRequired:
         _show_pending(repo, None)
         raise
+    if submit is not None:
+        console.print(
+            f"Workflow {wf.id} submitted to Temporal; `supervisor worker` runs it. "
+            f"Follow it with: supervisor status {wf.id}",
+            highlight=False,
+        )
+        return
     _finished(wf)
 
 
@@ -300,7 +319,10 @@ def approve(
             highlight=False,
         )
         return
-    console.print(f"Approved. Continue with: supervisor resume {workflow_id}")
+    from supervisor.cli.scaleout import signal_decision
+
+    if not signal_decision(repo, workflow_id):
+        console.print(f"Approved. Continue with: supervisor resume {workflow_id}")
 
 
 @app.command()
@@ -317,7 +339,10 @@ def reject(
     wf = decide(workflow_id, repo, approve=False, reason=reason, approver=who)
     for line in risk_lines(wf, str(wf.context.get("approval_step") or "")):
         console.print(line, highlight=False, markup=False)
-    console.print(f"Rejected. Re-run the step with: supervisor resume {workflow_id}")
+    from supervisor.cli.scaleout import signal_decision
+
+    if not signal_decision(repo, workflow_id):
+        console.print(f"Rejected. Re-run the step with: supervisor resume {workflow_id}")
 
 
 @app.command()
@@ -453,6 +478,7 @@ def context(
 
 
 app.add_typer(sandbox_commands.sandbox_app, name="sandbox")
+app.command("worker")(scaleout.worker)
 
 
 @app.command("analyze-deps")

@@ -36,8 +36,10 @@ def reading(path: Path) -> Iterator[StateReader | Store]:
 
 
 def workflows(path: Path) -> list[Workflow]:
+    from supervisor.state.location import state_url
+
     db = state_db(path)
-    if not db.exists():
+    if not db.exists() and not state_url():
         return []
     with open_reader(db) as state:
         return state.workflows()

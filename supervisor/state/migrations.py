@@ -125,26 +125,38 @@ LATEST_VERSION = MIGRATIONS[-1][0]
 def applied_versions(conn: Connection) -> set[int]:
     from sqlalchemy import text
 
-    conn.execute(
-        text(
-            "CREATE TABLE IF NOT EXISTS schema_migrations ("
-            "version INTEGER PRIMARY KEY, name VARCHAR NOT NULL, applied_at DATETIME NOT NULL)"
+    if conn.dialect.name == "postgresql":
+        from supervisor.state.postgres import MIGRATIONS_TABLE
+
+        conn.execute(text(MIGRATIONS_TABLE))
+    else:
+        conn.execute(
+            text(
+                "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                "version INTEGER PRIMARY KEY, name VARCHAR NOT NULL, applied_at DATETIME NOT NULL)"
+            )
         )
-    )
     return {row[0] for row in conn.execute(text("SELECT version FROM schema_migrations"))}
 
 
 def migrate(conn: Connection) -> list[int]:
-    """Apply every migration not yet recorded, inside the caller's transaction."""
+    """Apply every migration not yet recorded, inside the caller's transaction. PostgreSQL runs
+    the same versions, spelled in its dialect (supervisor/state/postgres.py)."""
     from sqlalchemy import text
 
     from supervisor.state.schema import schema_migrations
 
+    dialect: dict[int, list[str]] = {}
+    if conn.dialect.name == "postgresql":
+        from supervisor.state.postgres import PG_MIGRATIONS
+
+        dialect = PG_MIGRATIONS
     done = applied_versions(conn)
     newly: list[int] = []
-    for version, name, statements in MIGRATIONS:
+    for version, name, sqlite_statements in MIGRATIONS:
         if version in done:
             continue
+        statements = dialect.get(version, sqlite_statements)
         for statement in statements:
             conn.execute(text(statement))
         conn.execute(

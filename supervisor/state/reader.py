@@ -119,8 +119,11 @@ class StateReader:
 
 def open_reader(path: Path) -> StateReader | Store:
     """The fast reader when it can serve; otherwise the full store, which creates, migrates or
-    refuses the database with its own errors."""
-    reader = StateReader.open(path)
+    refuses the database with its own errors. A shared PostgreSQL database (`state.url`) is
+    always read through the store."""
+    from supervisor.state.location import state_url
+
+    reader = None if state_url() else StateReader.open(path)
     if reader is not None:
         return reader
     from supervisor.state.store import Store

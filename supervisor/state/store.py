@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import fcntl
 from collections.abc import Collection, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import create_engine, event, func, insert, select, text, update
@@ -23,7 +23,9 @@ from sqlalchemy.exc import DatabaseError
 from supervisor import faults
 from supervisor.errors import StateError, UnknownWorkflowError
 from supervisor.redaction import redact_value
+from supervisor.state import postgres
 from supervisor.state import schema as t
+from supervisor.state.location import state_url
 from supervisor.state.migrations import LATEST_VERSION, applied_versions, migrate
 from supervisor.state.records import Approval, Event, EventSpec, StepRecord, Workflow, now
 
@@ -37,31 +39,42 @@ __all__ = ["Approval", "Event", "EventSpec", "StepRecord", "Store", "Workflow", 
 
 
 class Store:
-    """Access to `<repo>/.supervisor/state.db`."""
+    """Access to `<repo>/.supervisor/state.db`, or to the shared PostgreSQL database that
+    `state.url` names (`url`; by default supervisor/state/location.py finds it)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, url: str | None = None) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.engine: Engine = create_engine(
-            f"sqlite:///{path}", connect_args={"timeout": 30, "check_same_thread": False}
-        )
-        event.listen(self.engine, "connect", _on_connect)
+        self.url = state_url() if url is None else url
+        self.where = str(path)
+        if self.url:
+            self.engine: Engine = postgres.make_engine(self.url)
+            self.where = postgres.describe(self.url)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.engine = create_engine(
+                f"sqlite:///{path}", connect_args={"timeout": 30, "check_same_thread": False}
+            )
+            event.listen(self.engine, "connect", _on_connect)
         self.setup()
 
     def setup(self) -> None:
         """Create or upgrade the schema; safe to call any number of times."""
         try:
             lock = self.path.with_name(self.path.name + ".setup-lock")
-            with _file_lock(lock), self._tx() as conn:
+            with nullcontext() if self.url else _file_lock(lock), self._tx() as conn:
+                if self.url:
+                    postgres.lock_setup(conn)
                 versions = applied_versions(conn)
                 if versions and max(versions) > LATEST_VERSION:
                     raise StateError(
-                        f"{self.path} was written by a newer supervisor (schema version "
+                        f"{self.where} was written by a newer supervisor (schema version "
                         f"{max(versions)}, this one knows up to {LATEST_VERSION}).",
                         "Upgrade supervisor (pip install -U supervisor) before using this repo.",
                     )
                 migrate(conn)
         except DatabaseError as e:
+            if self.url:
+                raise postgres.unreachable(self.url, e.orig) from e
             raise StateError(
                 f"The state database {self.path} cannot be opened: {e.orig}",
                 "Check that the file is a supervisor state database and is writable; move it "
@@ -80,6 +93,11 @@ class Store:
     @contextmanager
     def _tx(self) -> Iterator[Connection]:
         with self.engine.begin() as conn:
+            if not self.url:
+                # Python's sqlite3 only begins at the first INSERT/UPDATE, so a read-modify-write
+                # (an approval vote) would read outside its transaction and lose a concurrent
+                # writer's update; take the write lock first (waits up to busy_timeout).
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
             yield conn
         faults.committed()
 
@@ -133,7 +151,7 @@ class Store:
             row = conn.execute(select(t.workflows).where(t.workflows.c.id == wf_id)).first()
         if row is None:
             raise UnknownWorkflowError(
-                f"No workflow with id {wf_id} in {self.path}.",
+                f"No workflow with id {wf_id} in {self.where}.",
                 "Run `supervisor status` to list the workflows of this repository.",
             )
         return Workflow(**row._mapping)
@@ -500,10 +518,10 @@ class Store:
         (supervisor/approval_policy.py); the approval is decided with the last one. Every vote
         is an `approval_vote` event; all in one transaction. The approvers so far."""
         with self._tx() as conn:
-            row = conn.execute(
-                select(t.approvals.c.workflow_id, t.approvals.c.step, t.approvals.c.status).where(
-                    t.approvals.c.id == approval_id
-                )
+            row = conn.execute(  # the row lock orders concurrent voters (PostgreSQL)
+                select(t.approvals.c.workflow_id, t.approvals.c.step, t.approvals.c.status)
+                .where(t.approvals.c.id == approval_id)
+                .with_for_update()
             ).one()
             if row[2] != "pending":
                 raise StateError(
@@ -549,10 +567,15 @@ class Store:
 
     def integrity_ok(self) -> bool:
         with self.engine.connect() as conn:
+            if self.url:  # PostgreSQL checks its pages itself; answering at all is the test
+                return bool(conn.execute(text("SELECT 1")).scalar_one() == 1)
             return bool(conn.execute(text("PRAGMA integrity_check")).scalar_one() == "ok")
 
     def iter_tables(self) -> Iterator[str]:
         with self.engine.connect() as conn:
+            if self.url:
+                yield from postgres.table_names(conn)
+                return
             yield from conn.execute(
                 text("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")
             ).scalars()

@@ -64,6 +64,12 @@ __all__ = [
 
 
 class Engine:
+    # The Temporal runner (supervisor/temporal/) runs the engine one step per activity and owns
+    # the waits: `one_step` returns after one transition, `external_waits` leaves a rate limit's
+    # wait to a durable timer instead of sleeping here. The decisions are the same code.
+    one_step = False
+    external_waits = False
+
     def __init__(
         self,
         repo: Path,
@@ -101,8 +107,9 @@ class Engine:
                     f'{wf_id} --reason "..."`, then run `supervisor resume {wf_id}`.',
                 )
             if wf.status == "rate_limited":
-                self._wait(wf)
-                continue
+                if self._wait(wf):
+                    continue
+                return wf
             if wf.status != "running" or wf.current_step is None:
                 return wf
             definition = WorkflowDef.model_validate(wf.definition)
@@ -112,6 +119,8 @@ class Engine:
             wf = self.store.workflow(wf_id)
             outcome = self._routed(wf, name, step)
             self._transition(wf, definition, name, step, outcome)
+            if self.one_step:
+                return self.store.workflow(wf_id)
 
     def _routed(self, wf: Workflow, name: str, step: StepDef) -> Outcome:
         """Choose each role's CLI (supervisor.routing), run the step on it, and keep the choices
@@ -389,9 +398,12 @@ class Engine:
         )
         return True
 
-    def _wait(self, wf: Workflow) -> None:
-        """A rate limit is a waiting state, not a failure: sleep to the reset, then run again."""
+    def _wait(self, wf: Workflow) -> bool:
+        """A rate limit is a waiting state, not a failure: sleep to the reset, then run again.
+        False: the wait is left to the runner (`external_waits`), the workflow still waits."""
         until = float(wf.context.get("waiting_until") or 0)
+        if self.external_waits and until > time.time():
+            return False
         time.sleep(max(0.0, until - time.time()))
         state = WorkflowState.load(wf.context)
         state.waiting_until = None
@@ -402,6 +414,7 @@ class Engine:
             context=state.dump(),
             events=[EventSpec("rate_limit_over", step=wf.current_step)],
         )
+        return True
 
     def _checkpoint(
         self,

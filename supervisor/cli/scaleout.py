@@ -1,0 +1,55 @@
+"""`supervisor worker` and the Temporal side of start-task, approve and reject (issue 15).
+
+Imported by those commands only when they need it: temporalio is not loaded by the others.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from supervisor.cli.common import RepoOption, err_console
+
+
+def worker(
+    repo: RepoOption = Path(),
+    queue: Annotated[
+        str | None, typer.Option(help="The task queue to poll (default: temporal.task_queue).")
+    ] = None,
+    max_parallel: Annotated[
+        int, typer.Option("--max-parallel", min=1, help="Steps this host runs at once.")
+    ] = 2,
+    address: Annotated[str | None, typer.Option(help="host:port of the Temporal server.")] = None,
+    namespace: Annotated[str | None, typer.Option(help="The Temporal namespace.")] = None,
+) -> None:
+    """Run the steps of tasks submitted with `start-task --backend temporal`, on this host."""
+    from supervisor import project as projects
+    from supervisor.temporal.worker import run_worker
+
+    proj = projects.open_project(repo)
+    projects.require_trust(proj)
+    cfg = proj.settings.temporal
+    run_worker(
+        proj.root,
+        address or cfg.address,
+        namespace or cfg.namespace,
+        queue or cfg.task_queue,
+        max_parallel,
+    )
+
+
+def signal_decision(repo: Path, workflow_id: int) -> bool:
+    """After approve/reject: wake the task's Temporal workflow, when it has one."""
+    from supervisor.state.access import reading
+
+    with reading(repo) as state:
+        if not any(e.type == "temporal_submitted" for e in state.events(workflow_id)):
+            return False
+        from supervisor.temporal.client import SUBMITTED, signal_decided
+
+        where = next(e.payload for e in reversed(state.events(workflow_id)) if e.type == SUBMITTED)
+    signal_decided(where)
+    err_console.print("Sent to the task's Temporal workflow; a worker continues it.")
+    return True

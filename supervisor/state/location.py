@@ -1,0 +1,50 @@
+"""Where a repository's state lives: its own SQLite file, or a shared PostgreSQL database.
+
+`state.url` is read from the user's own config (`~/.supervisor/config.yaml`) or from
+$SUPERVISOR_STATE_URL, never from the project's config: the repository must not choose where
+task descriptions, gate output and approvals are written (nor hand a password to). Read with a
+plain YAML load, not the settings cascade, because the read-only commands (status, events) start
+without loading the configuration.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from supervisor.errors import ConfigError
+
+_STATE_SECTION = re.compile(r"^state\s*:", re.MULTILINE)
+
+
+def state_url() -> str | None:
+    """The shared database's URL, or None for the default per-repository SQLite file."""
+    url = os.environ.get("SUPERVISOR_STATE_URL", "").strip()
+    if url:
+        return url
+    # supervisor.config.user_dir(), without importing pydantic (the read-only commands do not)
+    user_dir = Path(os.environ.get("SUPERVISOR_USER_DIR") or Path.home() / ".supervisor")
+    path = user_dir / "config.yaml"
+    try:
+        text = path.read_text()
+    except OSError:
+        return None
+    if not _STATE_SECTION.search(text):
+        return None  # no YAML parse (nor import) for the read-only commands' common case
+    import yaml
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return None  # the settings cascade reports it, with the line, when a command loads it
+    section = data.get("state") if isinstance(data, dict) else None
+    value = section.get("url") if isinstance(section, dict) else None
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(
+            f"state.url in {path} must be a database URL.",
+            "Write it as postgresql+psycopg://USER:PASSWORD@HOST:PORT/DATABASE, or remove it.",
+        )
+    return value.strip()

@@ -1,0 +1,8 @@
+"""The Temporal runner: the same engine, run one step per activity by `supervisor worker`
+processes, with approvals as signals and rate-limit waits as durable timers (issue 15).
+
+- workflow.py: the Temporal workflow (deterministic; imports nothing but temporalio);
+- activities.py: the activity that runs one engine step on this host's Docker engine;
+- client.py: submitting a task, signalling a decision;
+- worker.py: the `supervisor worker` loop.
+"""

@@ -1,0 +1,78 @@
+"""The Temporal workflow of one task: run the engine's next step as an activity, then wait the
+way the engine left the task: for a person's decision (a signal) or a rate limit's reset (a
+durable timer). Which step runs, and what its outcome leads to, the engine decides inside the
+activity (supervisor/workflow/engine.py, the same `_transition` the embedded runner uses), and
+records it in the state database; this code only reads the status it returns.
+
+It must be deterministic (Temporal replays it): no I/O, no clock but `workflow.now()`, and it
+imports nothing outside temporalio and the standard library.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+WORKFLOW_NAME = "supervisor-task"
+RUN_STEP = "supervisor-run-step"
+DECIDED_SIGNAL = "decided"
+
+# A step may run for most of an hour (limits.step_timeout_seconds plus gates); the activity
+# heartbeats every few seconds, so a dead worker is noticed after the task's heartbeat timeout
+# (temporal.heartbeat_timeout_seconds) and the step is retried on another one.
+STEP_TIMEOUT = timedelta(hours=3)
+
+
+@dataclass
+class TaskInput:
+    wf_id: int
+    heartbeat_timeout_s: float = 30.0
+
+
+@dataclass
+class StepResult:
+    status: str  # the workflow's status after the step: running | rate_limited | ...
+    waiting_until: float | None = None  # epoch seconds, for rate_limited
+    error: str | None = None
+
+
+@workflow.defn(name=WORKFLOW_NAME)
+class TaskWorkflow:
+    def __init__(self) -> None:
+        self.decisions = 0  # signals received
+        self.handled = 0  # decisions the last wait consumed
+
+    @workflow.signal(name=DECIDED_SIGNAL)
+    def decided(self) -> None:
+        """A person approved or rejected (the decision itself is in the state database)."""
+        self.decisions += 1
+
+    @workflow.run
+    async def run(self, task: TaskInput) -> StepResult:
+        while True:
+            result: StepResult = await workflow.execute_activity(
+                RUN_STEP,
+                task,
+                result_type=StepResult,
+                start_to_close_timeout=STEP_TIMEOUT,
+                heartbeat_timeout=timedelta(seconds=task.heartbeat_timeout_s),
+                retry_policy=RetryPolicy(
+                    initial_interval=timedelta(seconds=1),
+                    maximum_interval=timedelta(seconds=30),
+                    maximum_attempts=10,
+                ),
+            )
+            if result.status == "running":
+                continue
+            if result.status == "rate_limited":
+                now = workflow.now().timestamp()
+                await workflow.sleep(max(0.0, (result.waiting_until or now) - now))
+                continue
+            if result.status == "awaiting_approval":
+                await workflow.wait_condition(lambda: self.decisions > self.handled)
+                self.handled = self.decisions
+                continue
+            return result  # completed, failed, budget_exceeded, interrupted: a person's turn

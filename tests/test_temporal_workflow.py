@@ -1,0 +1,79 @@
+"""The Temporal workflow's own behaviour, on the real dev server without Docker: the engine's
+step (the activity) is replaced by a scripted one that returns the statuses the engine would
+leave. A rate limit is a durable timer to its reset; an approval waits for the signal; the
+workflow replays deterministically from its history."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import TYPE_CHECKING
+
+import pytest
+from temporal_support import DevServer
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.worker import Replayer, Worker
+
+from supervisor.temporal.workflow import (
+    DECIDED_SIGNAL,
+    RUN_STEP,
+    WORKFLOW_NAME,
+    StepResult,
+    TaskInput,
+    TaskWorkflow,
+)
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+pytestmark = pytest.mark.xdist_group("temporal")
+
+
+def test_rate_limit_waits_on_a_timer_and_approval_on_the_signal(tmp_path: Path) -> None:
+    server = DevServer(tmp_path)
+    try:
+        asyncio.run(_scenario(server.address))
+    finally:
+        server.stop()
+
+
+async def _scenario(address: str) -> None:
+    reset = time.time() + 2.0
+    script = [
+        StepResult("rate_limited", waiting_until=reset),
+        StepResult("awaiting_approval"),
+        StepResult("completed"),
+    ]
+    calls: list[float] = []
+
+    @activity.defn(name=RUN_STEP)
+    async def scripted(task: TaskInput) -> StepResult:
+        assert task.wf_id == 7
+        calls.append(time.time())
+        return script[len(calls) - 1]
+
+    client = await Client.connect(address)
+    queue = f"spec-{uuid.uuid4().hex[:8]}"
+    async with Worker(client, task_queue=queue, workflows=[TaskWorkflow], activities=[scripted]):
+        handle = await client.start_workflow(
+            WORKFLOW_NAME,
+            TaskInput(7, 5.0),
+            id=f"wf-{queue}",
+            task_queue=queue,
+            result_type=StepResult,
+        )
+        deadline = time.monotonic() + 30
+        while len(calls) < 2 and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        assert len(calls) == 2
+        assert calls[1] >= reset - 0.05  # not run again before the rate limit's reset
+        await asyncio.sleep(1.5)
+        assert len(calls) == 2  # waiting for a person: nothing runs
+        await handle.signal(DECIDED_SIGNAL)
+        result = await handle.result()
+    assert result.status == "completed"
+    assert len(calls) == 3
+    history = await handle.fetch_history()
+    await Replayer(workflows=[TaskWorkflow]).replay_workflow(history)  # raises if not deterministic
