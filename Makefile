@@ -10,7 +10,7 @@ test:
 # Everything that needs no Docker and no AI CLI binary (the engine's branches run on the stand-in
 # sandbox, supervisor/sandbox/standin.py), on both cores: well under a minute on an idle machine.
 test-fast:
-	.venv/bin/python -m pytest tests -q -m "not docker and not cli" -n 2
+	.venv/bin/python -m pytest tests -q -m "not docker and not cli and not slow" -n 2
 
 lint:
 	.venv/bin/ruff check supervisor tests benchmarks
