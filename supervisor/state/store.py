@@ -167,19 +167,7 @@ class Store(ApprovalStore):
     ) -> None:
         """Change where a workflow stands without a step having run (resume, approvals)."""
         with self._tx() as conn:
-            conn.execute(
-                update(t.workflows)
-                .where(t.workflows.c.id == wf_id)
-                .values(
-                    status=status,
-                    current_step=current_step,
-                    context=_clean(context),
-                    error=None,
-                    updated_at=now(),
-                )
-            )
-            for spec in events:
-                _append(conn, wf_id, spec)
+            _set_workflow(conn, wf_id, status, current_step, context, events)
 
     def interrupt_running_steps(self, wf_id: int, keep: Collection[int] = ()) -> list[str]:
         """Mark steps a crash left 'running' as interrupted; the engine re-runs the current one.
@@ -356,19 +344,7 @@ class Store(ApprovalStore):
         with self._tx() as conn:
             for record in records:
                 _finish(conn, record)
-            conn.execute(
-                update(t.workflows)
-                .where(t.workflows.c.id == wf_id)
-                .values(
-                    status="running",
-                    current_step=step,
-                    context=_clean(context),
-                    error=None,
-                    updated_at=now(),
-                )
-            )
-            for spec in events:
-                _append(conn, wf_id, spec)
+            _set_workflow(conn, wf_id, "running", step, context, events)
 
     def running_steps(self, wf_id: int) -> list[dict[str, Any]]:
         with self.engine.connect() as conn:
@@ -458,6 +434,31 @@ class Store(ApprovalStore):
             yield from conn.execute(
                 text("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")
             ).scalars()
+
+
+def _set_workflow(
+    conn: Connection,
+    wf_id: int,
+    status: str,
+    current_step: str | None,
+    context: dict[str, Any],
+    events: list[EventSpec],
+) -> None:
+    """Where a workflow stands (its error cleared) and the events that say why, inside the
+    caller's transaction: what `update_workflow` and `checkpoint` both write."""
+    conn.execute(
+        update(t.workflows)
+        .where(t.workflows.c.id == wf_id)
+        .values(
+            status=status,
+            current_step=current_step,
+            context=_clean(context),
+            error=None,
+            updated_at=now(),
+        )
+    )
+    for spec in events:
+        _append(conn, wf_id, spec)
 
 
 @contextmanager
