@@ -31,16 +31,13 @@ from supervisor.cli.plain import hide_flag_types
 from supervisor.cli.plain import json_out as _json
 from supervisor.cli.plain import plain as _plain
 from supervisor.cli.render import (
-    doctor_table,
     events_view,
     fit,
     fit_to_output,
-    init_report,
-    metrics_tables,
-    pack_report,
     workflow_detail,
     workflows_table,
 )
+from supervisor.cli.reports import doctor_table, init_report, metrics_tables, pack_report
 from supervisor.errors import ApprovalRequired, SupervisorError
 from supervisor.redaction import redact
 
