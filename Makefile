@@ -9,8 +9,13 @@ test:
 
 # Everything that needs no Docker and no AI CLI binary (the engine's branches run on the stand-in
 # sandbox, supervisor/sandbox/standin.py), on both cores: well under a minute on an idle machine.
+# The `slow` kill specs (minutes of real kills) stay in `make test`. Bytecode is cached even where
+# the environment says not to (PYTHONDONTWRITEBYTECODE): every spec that runs the CLI starts a
+# Python process, and compiling the package from source each time costs a fifth of the run.
+# worksteal: the engine specs take seconds each, the pure ones milliseconds; idle workers take
+# over queued specs, so neither core waits for the other at the end.
 test-fast:
-	.venv/bin/python -m pytest tests -q -m "not docker and not cli" -n 2
+	env -u PYTHONDONTWRITEBYTECODE .venv/bin/python -m pytest tests -q -m "not docker and not cli and not slow" -n 2 --dist worksteal
 
 lint:
 	.venv/bin/ruff check supervisor tests benchmarks

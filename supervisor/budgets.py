@@ -4,10 +4,10 @@ Limits (config `budgets:`, per task and per step, in dollars and in tokens) are 
 workflow's context when its first step is about to run, like its gates: a later config edit does
 not move a running task's limits, `supervisor approve <id> --extend 2.00` does. Spend is what the
 CLIs reported (events' tokens and cost); where a CLI reports tokens but no cost, the configured
-price table prices them (`priced`). Before every step the engine calls `check`: past a limit, the
-workflow waits in `budget_exceeded` with the figures, and `resume` goes on only once the limit is
-raised. Within a step, a CLI with its own budget flag (claude `--max-budget-usd`) gets what is
-left, so one run cannot go far past it.
+price table prices them (`priced`). Before every step the engine calls `check`, which decides and
+writes nothing: past a limit, the engine stores the workflow as waiting in `budget_exceeded` with
+the figures, and `resume` goes on only once the limit is raised. Within a step, a CLI with its own
+budget flag (claude `--max-budget-usd`) gets what is left, so one run cannot go far past it.
 
 This module stays light (no pydantic, SQLAlchemy or YAML at import): `approve` and `status` use
 it on the state database directly.
@@ -15,14 +15,14 @@ it on the state database directly.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from supervisor.errors import ApprovalRequired, StateError
 
 if TYPE_CHECKING:
     from supervisor.config import Settings
-    from supervisor.state.store import Store, Workflow
-    from supervisor.workflow.engine import Engine
+    from supervisor.state.store import EventSpec, Store, Workflow
 
 KEY = "budget"
 EXCEEDED = "budget_exceeded"
@@ -68,25 +68,31 @@ def spent_of(totals: dict[str, float]) -> dict[str, float]:
     }
 
 
-def check(engine: Engine, wf: Workflow, name: str) -> None:
-    """Before step `name` runs: pin the limits on first sight, then stop the run if the task or
-    this step has spent its budget."""
+@dataclass
+class Verdict:
+    """What `check` found before a step: the context to store (limits pinned on first sight),
+    the events to record with it, and the figures of a budget the spend reached. The engine
+    commits it (it alone writes workflow progress), then raises `exceeded_error` if exceeded."""
+
+    context: dict[str, Any]
+    events: list[EventSpec] = field(default_factory=list)
+    exceeded: dict[str, Any] | None = None
+
+
+def check(settings: Settings, store: Store, wf: Workflow, name: str) -> Verdict:
+    """Before step `name` runs: pin the limits on first sight, then say whether the task or
+    this step has spent its budget (the figures go into the context under `budget_exceeded`)."""
     from supervisor.state.store import EventSpec
 
     ctx = dict(wf.context)
+    verdict = Verdict(ctx)
     if KEY not in ctx:
-        ctx[KEY] = pin(engine.settings)
-        engine.store.update_workflow(
-            wf.id,
-            status=wf.status,
-            current_step=wf.current_step,
-            context=ctx,
-            events=[EventSpec("budget_pinned", payload=ctx[KEY])],
-        )
+        ctx[KEY] = pin(settings)
+        verdict.events.append(EventSpec("budget_pinned", payload=ctx[KEY]))
     budget = ctx[KEY]
-    scopes = {"task": spent_of(engine.store.usage_totals(wf.id))}
+    scopes = {"task": spent_of(store.usage_totals(wf.id))}
     step = name.split("/")[0]
-    scopes[f"step:{step}"] = spent_of(engine.store.usage_totals(wf.id, step=step))
+    scopes[f"step:{step}"] = spent_of(store.usage_totals(wf.id, step=step))
     for scope, spent in scopes.items():
         limit = limits(budget, scope)
         crossed = over(spent, limit)
@@ -94,14 +100,10 @@ def check(engine: Engine, wf: Workflow, name: str) -> None:
             continue
         figures = {"scope": scope, "step": step, "spent": spent, "limit": limit, "over": crossed}
         ctx[EXCEEDED] = figures
-        engine.store.update_workflow(
-            wf.id,
-            status=EXCEEDED,
-            current_step=wf.current_step,
-            context=ctx,
-            events=[EventSpec(EXCEEDED, step=step, status=scope, payload=figures)],
-        )
-        raise exceeded_error(wf.id, figures)
+        verdict.events.append(EventSpec(EXCEEDED, step=step, status=scope, payload=figures))
+        verdict.exceeded = figures
+        break
+    return verdict
 
 
 def exceeded_error(wf_id: int, figures: dict[str, Any]) -> BudgetExceeded:

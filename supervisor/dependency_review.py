@@ -13,34 +13,64 @@ from __future__ import annotations
 
 import difflib
 import threading
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from supervisor import process, protected
 from supervisor.approvals import REQUEST_KEY, pending_request  # noqa: F401 (re-exported)
 from supervisor.errors import ApprovalRequired
 from supervisor.project_image import DEPENDENCY_FILES
-from supervisor.state.store import EventSpec
+from supervisor.state.store import EventSpec, StepRecord
 
 if TYPE_CHECKING:
     from supervisor.project_image import ProjectImage
-    from supervisor.state.store import Workflow
+    from supervisor.state.store import Store, Workflow
     from supervisor.workflow.steps.base import StepContext
 
 MAX_DIFF = 20_000
 _LOCK = threading.Lock()  # parallel reviewers may reach the same rebuild at once
 
 
+@dataclass
+class DependencyWait:
+    """The wait `await_approval` decided on, for the engine to commit (it alone writes workflow
+    progress): the workflow awaits approval at `waiting`, a rejection goes to `producer`, and
+    the runs of step `name` that asked for the image close as waiting."""
+
+    wf_id: int
+    name: str
+    producer: str
+    waiting: str
+    request: dict[str, Any]
+    event: EventSpec
+
+    def records(self, store: Store) -> list[StepRecord]:
+        """The runs of the step that asked for the image, closed as waiting (they run again
+        after the decision); read when the engine commits, once every parallel run stopped."""
+        return [
+            StepRecord(row["id"], "waiting", error="waits for approval of a dependency change")
+            for row in store.steps(self.wf_id)
+            if row["status"] == "running" and row["name"] == self.name
+        ]
+
+
 class DependencyApprovalRequired(ApprovalRequired):
-    """A worker changed the dependency files; the rebuild waits for a person."""
+    """A worker changed the dependency files; the rebuild waits for a person. `wait` is what
+    the engine records before the error reaches the user."""
+
+    def __init__(self, message: str, hint: str, wait: DependencyWait) -> None:
+        super().__init__(message, hint)
+        self.wait = wait
 
 
 def await_approval(
     engine: StepContext, wf: Workflow, name: str, source: object, wanted: ProjectImage
 ) -> None:
     """Return when the image for the candidate's dependency files (`wanted`, read as blobs;
-    `source` is the worktree or commit it was computed from) may be built; otherwise record the
-    wait, close this step's run, and raise DependencyApprovalRequired."""
+    `source` is the worktree or commit it was computed from) may be built; otherwise remove
+    this step's worktree and raise DependencyApprovalRequired with the wait, which the engine
+    records (Engine._await_dependencies)."""
     before = base_dependencies(engine.repo, wf.base_sha)
     after = {f: wanted.contents.get(f, b"").decode(errors="replace") for f in wanted.files}
     if before == after:
@@ -66,39 +96,31 @@ def await_approval(
         producer = _producer(engine, wf.id)
         if producer is None or producer not in current.definition.get("steps", {}):
             producer = waiting
-        if current.status != "awaiting_approval":
-            ctx = dict(current.context)
-            ctx["approval_step"] = producer
-            ctx[REQUEST_KEY] = {
+        wait = DependencyWait(
+            wf.id,
+            name,
+            producer,
+            waiting,
+            {
                 "hash": wanted.content_hash,
                 "files": changed,
                 "step": waiting,
                 "producer": producer,
                 "diff": diff,
-            }
-            engine.store.advance(
-                wf.id,
-                step=producer,
-                next_step=waiting,
-                context=ctx,
-                status="awaiting_approval",
-                checkpoint_status="awaiting_approval",
-                request_approval=True,
-                events=[
-                    EventSpec(
-                        "dependency_approval_requested",
-                        step=name,
-                        status="pending",
-                        payload={
-                            "files": changed,
-                            "changed_by": producer,
-                            "image": wanted.tag,
-                            "diff": diff,
-                        },
-                    )
-                ],
-            )
-        _close_run(engine, wf.id, name)
+            },
+            EventSpec(
+                "dependency_approval_requested",
+                step=name,
+                status="pending",
+                payload={
+                    "files": changed,
+                    "changed_by": producer,
+                    "image": wanted.tag,
+                    "diff": diff,
+                },
+            ),
+        )
+        _remove_worktrees(engine, wf.id, name)
     engine.reporter.info(f"dependency change by '{producer}' waits for approval:\n{diff}")
     raise DependencyApprovalRequired(
         f"Workflow {wf.id} waits for approval of a dependency change by step '{producer}' "
@@ -107,6 +129,7 @@ def await_approval(
         f"Read the diff (`supervisor status {wf.id}`), then `supervisor approve {wf.id}` to build "
         f"it, or `supervisor reject {wf.id} --reason \"...\"` to send it back to '{producer}'; "
         f"then `supervisor resume {wf.id}`.",
+        wait,
     )
 
 
@@ -152,13 +175,9 @@ def _producer(engine: StepContext, wf_id: int) -> str | None:
     return done[-1].step if done else None
 
 
-def _close_run(engine: StepContext, wf_id: int, name: str) -> None:
-    """The step that asked for the image stops here: its running row closed as waiting (it runs
-    again after the decision), its worktree gone."""
+def _remove_worktrees(engine: StepContext, wf_id: int, name: str) -> None:
+    """The step that asked for the image stops here: its worktree goes (the engine closes its
+    running row as waiting, `DependencyWait.records`; it runs again after the decision)."""
     for row in engine.store.steps(wf_id):
-        if row["status"] == "running" and row["name"] == name:
-            engine.store.finish_step(
-                row["id"], "waiting", error="waits for approval of a dependency change"
-            )
-            if row["worktree"]:
-                engine.ws.remove_worktree(Path(row["worktree"]))
+        if row["status"] == "running" and row["name"] == name and row["worktree"]:
+            engine.ws.remove_worktree(Path(row["worktree"]))

@@ -65,7 +65,7 @@ def diagnose(path: Path) -> list[Check]:
 
     from supervisor.config import load_settings
     from supervisor.errors import RepoError
-    from supervisor.workspace import _git, find_repo_root
+    from supervisor.host_git import _git, find_repo_root
 
     checks: list[Check] = []
     try:

@@ -15,7 +15,6 @@ import contextlib
 import hashlib
 import os
 import re
-import shutil
 import stat
 import tempfile
 import threading
@@ -23,15 +22,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from supervisor import overlay, overlay_tree, process, treedata
+from supervisor import overlay, overlay_tree, treedata
 from supervisor.errors import (
     CandidateRefusedError,
     GitError,
     MergeConflictError,
-    RepoError,
-    ToolFailedError,
 )
+from supervisor.host_git import IDENTITY, _git
+from supervisor.host_git import find_repo_root as find_repo_root
 from supervisor.locks import critical_section
+from supervisor.worktree_deletion import _delete_in_background, _delete_tree
+from supervisor.worktree_deletion import wait_for_deletions as wait_for_deletions
 
 STATE_DIR = ".supervisor"
 ZERO_SHA = "0" * 40
@@ -49,48 +50,8 @@ STATE_ENTRIES = (
 )
 _WORKTREE_LOCK = threading.RLock()
 _HELD: dict[Path, int] = {}  # how deep this process is in each repository's git section
-_DELETIONS: set[threading.Thread] = set()  # removed worktrees still being deleted
-_DELETIONS_LOCK = threading.Lock()
 if TYPE_CHECKING:
     from collections.abc import Iterator
-
-IDENTITY = ["-c", "user.name=supervisor", "-c", "user.email=supervisor@localhost"]
-
-
-def _git(cwd: Path, *args: str, check: bool = True, timeout: float = 120) -> process.Completed:
-    """git in the user's own repository (never in a worker's worktree), hooks and fsmonitor off."""
-    try:
-        return process.run(
-            ["git", *treedata.SAFE_CONFIG, "-C", str(cwd), *args],
-            check=check,
-            timeout=timeout,
-        )
-    except ToolFailedError as e:
-        raise GitError(
-            f"git {' '.join(args[:3])} failed in {cwd}: {e.output.strip()[-1500:]}",
-            "Check the repository's state with `git status`; nothing was changed by the failed "
-            "command.",
-        ) from e
-
-
-def find_repo_root(path: Path) -> Path:
-    path = path.resolve()
-    if not path.exists():
-        raise RepoError(f"{path} does not exist.", "Pass an existing directory with --repo.")
-    result = _git(path, "rev-parse", "--show-toplevel", check=False)
-    if result.returncode != 0:
-        raise RepoError(
-            f"{path} is not a git repository.",
-            "Run the command inside a git repository, pass --repo PATH, or create one with "
-            "`git init`.",
-        )
-    root = Path(result.stdout.strip())
-    if _git(root, "rev-parse", "--verify", "-q", "HEAD", check=False).returncode != 0:
-        raise RepoError(
-            f"The repository {root} has no commits yet, so there is nothing to branch from.",
-            "Make a first commit (git add -A && git commit -m 'Initial commit').",
-        )
-    return root
 
 
 class Workspace:
@@ -525,51 +486,6 @@ class Workspace:
 def _populate(git_dir: Path, commit: str, path: Path) -> dict[str, treedata.Stamp]:
     """Write a new worktree's files (outside the worktree lock): its own step's work alone."""
     return treedata.materialize(git_dir, commit, path)
-
-
-def _delete_in_background(path: Path) -> None:
-    """Delete `path` in a thread the interpreter waits for at exit (not a daemon), so a finished
-    run leaves no trash behind; a killed one leaves it for the next start."""
-
-    def delete() -> None:
-        try:
-            _delete_tree(path)
-        finally:
-            with _DELETIONS_LOCK:
-                _DELETIONS.discard(threading.current_thread())
-
-    thread = threading.Thread(target=delete, name="worktree-deletion")
-    with _DELETIONS_LOCK:
-        _DELETIONS.add(thread)
-    thread.start()
-
-
-def wait_for_deletions(timeout: float | None = None) -> None:
-    """Wait until the removed worktrees' files are gone."""
-    with _DELETIONS_LOCK:
-        pending = list(_DELETIONS)
-    for thread in pending:
-        thread.join(timeout)
-
-
-def _delete_tree(path: Path) -> None:
-    """Delete a worktree's directory (outside the worktree lock), never following a symlink."""
-    if path.is_symlink():
-        path.unlink()
-    elif path.exists():
-        shutil.rmtree(path, onerror=_make_removable)
-
-
-def _make_removable(function: object, path: str, excinfo: object) -> None:
-    """A worker may leave directories without write permission; open them and retry once."""
-    target = Path(path)
-    with contextlib.suppress(OSError):
-        target.parent.chmod(0o700)
-        if target.is_dir() and not target.is_symlink():
-            target.chmod(0o700)
-            shutil.rmtree(target, ignore_errors=True)
-        else:
-            target.unlink()
 
 
 def _paths_in_status_entry(entry: str) -> list[str]:

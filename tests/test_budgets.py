@@ -4,13 +4,17 @@ price table for a CLI that reports no cost, and the flag that caps one claude ru
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from supervisor import budgets
 from supervisor.config import Settings
 from supervisor.errors import StateError
+from supervisor.state.store import EventSpec, Store
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 PINNED = {"task": {"usd": 1.0, "tokens": 5000}, "step": {"usd": 0.25, "tokens": None}, "extra": {}}
 
@@ -93,3 +97,36 @@ def test_status_shows_spend_against_the_task_budget_and_why_it_is_paused() -> No
     )
     unbudgeted = SimpleNamespace(id=1, status="running", context={})
     assert budgets.status_line(unbudgeted, {}) is None
+
+
+def test_check_decides_and_writes_nothing_the_engine_commits_its_verdict(tmp_path: Path) -> None:
+    """Only the engine writes workflow progress: `check` reads the spend and says what to
+    store (the limits pinned on first sight, the pause with its figures); the database is
+    untouched until the engine commits that (Engine._budget)."""
+    settings = Settings.model_validate({"budgets": {"task": {"tokens": 100}}})
+    with Store(tmp_path / "state.db") as store:
+        wf = store.create_workflow(
+            description="d",
+            cli="claude",
+            base_branch="main",
+            base_sha="0" * 40,
+            branch_for_id=lambda i: f"ai/{i}",
+            definition={},
+            first_step="implement",
+            events=[EventSpec("implementation", step="implement", input_tokens=90)],
+        )
+        under = budgets.check(settings, store, wf, "implement")
+        store.add_event(wf.id, EventSpec("review", step="review", output_tokens=20))
+        over = budgets.check(settings, store, wf, "review")
+
+        assert [e.type for e in under.events] == ["budget_pinned"]
+        assert under.exceeded is None
+        assert under.context[budgets.KEY]["task"]["tokens"] == 100
+        assert [e.type for e in over.events] == ["budget_pinned", budgets.EXCEEDED]
+        assert over.exceeded is not None
+        assert (over.exceeded["scope"], over.exceeded["over"]) == ("task", ["tokens"])
+        assert over.context[budgets.EXCEEDED] == over.exceeded
+        stored = store.workflow(wf.id)
+        assert (stored.status, stored.context) == ("running", {})
+        assert [e.type for e in store.events(wf.id)][-2:] == ["implementation", "review"]
+        assert not [e for e in store.events(wf.id) if e.type.startswith("budget")]

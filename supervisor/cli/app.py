@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from supervisor.cli import roles_config, sandbox_commands, scaleout
+from supervisor.cli import project_commands, roles_config, sandbox_commands, scaleout
 from supervisor.cli.common import (
     JsonOption,
     RepoOption,
@@ -32,14 +32,9 @@ from supervisor.cli.plain import hide_flag_types
 from supervisor.cli.plain import json_out as _json
 from supervisor.cli.plain import plain as _plain
 from supervisor.cli.render import (
-    doctor_table,
     events_view,
     fit,
     fit_to_output,
-    init_report,
-    metrics_tables,
-    pack_report,
-    suggestions_report,
     workflow_detail,
     workflows_table,
 )
@@ -426,155 +421,9 @@ def events(
 
 app.add_typer(roles_config.roles_app, name="roles")
 app.add_typer(roles_config.config_app, name="config")
-
-
-@app.command()
-def init(
-    repo: RepoOption = Path(),
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Accept the suggestions.")] = False,
-    check_gates: Annotated[
-        bool,
-        typer.Option(
-            "--check-gates/--no-check-gates",
-            help="Build the project image and run each detected gate once; keep those that pass.",
-        ),
-    ] = True,
-) -> None:
-    """Detect the project, choose role packs, and write .supervisor/."""
-    from supervisor.initialize import PACK_TITLES, initialize, pack_roles
-
-    root = projects.open_project(repo).root
-
-    def choose(pack: str, suggested: bool) -> bool:
-        if yes or not sys.stdin.isatty():
-            return suggested
-        roles = ", ".join(pack_roles(pack))
-        return typer.confirm(
-            f"  [{'x' if suggested else ' '}] {PACK_TITLES[pack]} ({roles})", default=suggested
-        )
-
-    from supervisor.gate_check import check_gates as run_checks
-
-    report = initialize(root, choose, check=run_checks if check_gates else None)
-    console.print(init_report(report))
-
-
-@app.command()
-def context(
-    role: Annotated[str, typer.Argument(help="The role whose context to pack.")],
-    target: Annotated[
-        list[str] | None, typer.Option("--target", help="A target file (repeatable).")
-    ] = None,
-    task: Annotated[str, typer.Option(help="The task text to budget for.")] = "(dry run)",
-    repo: RepoOption = Path(),
-    show: Annotated[bool, typer.Option("--show", help="Print the whole prompt too.")] = False,
-) -> None:
-    """Dry run: what the role would be sent, its token count, what was pruned or redacted."""
-    prompt, pack = projects.context_preview(repo, role, target or [], task)
-    if show:
-        console.print(prompt, markup=False, highlight=False)
-    console.print(pack_report(pack))
-    console.print(f"CLI: {projects.cli_choice(repo, role)}", highlight=False, markup=False)
-
-
 app.add_typer(sandbox_commands.sandbox_app, name="sandbox")
+project_commands.register(app)  # init, context, analyze-deps, doctor, metrics, demo, setup
 app.command("worker")(scaleout.worker)
-
-
-@app.command("analyze-deps")
-def analyze_deps(
-    workflow_id: Annotated[int, typer.Argument(help="The workflow id.")],
-    repo: RepoOption = Path(),
-) -> None:
-    """Suggest dependencies between the plan's components from their files' imports."""
-    found = tasks.analyze_deps(workflow_id, repo)
-    if not found:
-        console.print("No undeclared dependencies: the plan already orders every import.")
-        return
-    console.print("Suggested dependencies (not applied; add them to the plan's depends_on):")
-    for component, dependency, why in found:
-        console.print(f"  {component} → depends on {dependency}   ({why})", highlight=False)
-
-
-@app.command()
-def doctor(repo: RepoOption = Path(), as_json: JsonOption = False) -> None:
-    """Check the repository, Docker, the sandbox image, each CLI and its credentials, Repomix
-    and git."""
-    from supervisor.doctor import diagnose
-
-    checks = diagnose(repo)
-    if as_json:
-        _json([c.__dict__ for c in checks])
-    else:
-        console.print(fit(console, doctor_table(checks)))
-    missing = [c for c in checks if c.required and not c.ok]
-    if missing:
-        raise SupervisorError(
-            f"{len(missing)} thing(s) the configured workflow needs are missing: "
-            f"{', '.join(c.name for c in missing)}.",
-            "Apply the fixes in the table above.",
-        )
-
-
-@app.command()
-def metrics(
-    repo: RepoOption = Path(),
-    last: Annotated[
-        str | None, typer.Option(help="Only this recent period, e.g. 30d, 12h.")
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
-    suggest: Annotated[
-        bool, typer.Option("--suggest", help="Suggest config changes, with the figures behind.")
-    ] = False,
-) -> None:
-    """Success rate, retries, time, tokens and cost per role, and per CLI by task type."""
-    from supervisor import metrics as m
-
-    if suggest:
-        from supervisor.routing.suggest import suggestions
-
-        with tasks.reading(repo) as store:
-            found = suggestions(store, m.since(last))
-        if as_json:
-            _json([s.model_dump() for s in found])
-            return
-        console.print(suggestions_report(found, last), highlight=False, markup=False)
-        return
-    with tasks.reading(repo) as store:
-        rows = store.invocations(m.since(last))
-        from supervisor.budgets import spend_rows
-
-        budgets = spend_rows(store)
-    roles, clis = m.by_role(rows), m.cli_by_task(rows)
-    if as_json:
-        data = {"by_role": roles, "cli_by_task_type": clis, "budgets": budgets}
-        sys.stdout.write(json.dumps(data, indent=2) + "\n")
-        return
-    console.print(fit(console, metrics_tables(roles, clis)))
-    for row in budgets:
-        console.print(f"workflow {row['workflow']} ({row['status']}): {row['line']}")
-
-
-@app.command()
-def demo(
-    keep: Annotated[
-        Path | None, typer.Option(help="Make the demo repository here and keep it.")
-    ] = None,
-) -> None:
-    """Run a real task on a throw-away repository, answered by a scripted model API."""
-    from supervisor.demo import run_demo
-
-    run_demo(console, err_console, keep)
-
-
-@app.command()
-def setup(
-    quiet: Annotated[bool, typer.Option(help="Print only the steps that did work.")] = False,
-) -> None:
-    """Install what supervisor runs on: Docker engine, Repomix and the CLIs, the sandbox image."""
-    from supervisor.bootstrap import run_setup
-
-    run_setup(quiet)
 
 
 def main() -> None:

@@ -23,11 +23,7 @@ if TYPE_CHECKING:
     from rich.console import Console, RenderableType
 
     from supervisor.config import Settings
-    from supervisor.context import Pack
-    from supervisor.doctor import Check
-    from supervisor.initialize import InitReport
     from supervisor.roles import ResolvedRole, RoleFile
-    from supervisor.routing.suggest import Suggestion
     from supervisor.state.reader import StateReader
     from supervisor.state.records import Event, Workflow
     from supervisor.state.store import Store
@@ -392,60 +388,6 @@ def config_table(settings: Settings, provenance: dict[str, str]) -> Table:
     return table
 
 
-def pack_report(pack: Pack) -> RenderableType:
-    head = Table.grid(padding=(0, 2))
-    head.add_row("strategy", pack.strategy)
-    head.add_row(
-        "tokens",
-        f"{pack.prompt_tokens} prompt + {pack.tokens} context = "
-        f"{pack.prompt_tokens + pack.tokens} of a {pack.budget} budget",
-    )
-    head.add_row("files packed", str(len(pack.files)))
-    head.add_row("redacted", ", ".join(f"{k} x{v}" for k, v in pack.redactions.items()) or "-")
-    head.add_row("secret files excluded", ", ".join(pack.excluded_secret_files) or "-")
-    if pack.dropped_by_repomix:
-        head.add_row("dropped by Repomix", ", ".join(pack.dropped_by_repomix))
-    for cut in pack.truncated:
-        head.add_row(
-            "truncated",
-            f"{cut['section']}: {cut['omitted_lines']} line(s) past the first "
-            f"{cut['shown_lines']} left out",
-        )
-    head.add_row("took", f"{pack.seconds:.2f} s")
-    files = Table(title="Packed", title_justify="left")
-    files.add_column("file")
-    for path in pack.files:
-        files.add_row(path)
-    pruned = Table(title="Pruned to fit the budget (lowest priority first)", title_justify="left")
-    for column in ("section", "file", "tokens"):
-        pruned.add_column(column)
-    for item in pack.pruned:
-        pruned.add_row(item["section"], item["path"] or "-", str(item["tokens"]))
-    return Group(head, files, pruned)
-
-
-def init_report(report: InitReport) -> RenderableType:
-    d = report.detection
-    lines = Table.grid(padding=(0, 2))
-    lines.add_row("detected", ", ".join(d.stacks + d.frameworks) or "nothing specific")
-    for finding, source in d.evidence.items():
-        lines.add_row("", Text(f"{finding}: {source}", style="dim"))
-    lines.add_row("role packs", ", ".join(report.packs) or "none")
-    lines.add_row("gates", ", ".join(f"{k}: {v}" for k, v in d.gates.items()) or "none detected")
-    for gate, check in report.gate_checks.items():
-        verdict = "kept" if check.keep(gate) else "left out"
-        style = "green" if check.passed else "yellow"
-        lines.add_row(
-            "", Text(f"{gate} on the untouched project: {check.summary} ({verdict})", style=style)
-        )
-    lines.add_row("written", ", ".join(report.written) or "-")
-    if report.unchanged:
-        lines.add_row("unchanged", ", ".join(report.unchanged))
-    if report.left_alone:
-        lines.add_row("left alone (edited)", Text(", ".join(report.left_alone), style="yellow"))
-    return lines
-
-
 def _short(text: str) -> str:
     """Paths as a person reads them: package files relative, the home directory as ~."""
     from pathlib import Path
@@ -463,95 +405,3 @@ def _flat(data: dict[str, object], prefix: str = "") -> dict[str, object]:
         else:
             out[f"{prefix}{key}"] = value
     return out
-
-
-def doctor_table(checks: list[Check]) -> Table:
-    table = Table(title="supervisor doctor", title_justify="left")
-    for column in ("", "check", "found", "fix"):
-        table.add_column(column)
-    for check in checks:
-        mark = (
-            Text("✓", style="green")
-            if check.ok
-            else Text("✗" if check.required else "-", style="red" if check.required else "yellow")
-        )
-        name = check.name + ("" if check.required else " (not needed by this workflow)")
-        table.add_row(mark, name, Text(check.detail), Text(check.hint if not check.ok else ""))
-    return table
-
-
-def metrics_tables(
-    roles: list[dict[str, object]], clis: dict[str, dict[str, dict[str, float]]]
-) -> RenderableType:
-    per_role = Table(title="Per role", title_justify="left")
-    _id_column(per_role, "role", [str(r["role"]) for r in roles])
-    for column in (
-        "runs",
-        "success",
-        "avg retries",
-        "avg time",
-        "tokens in/out",
-        "cost",
-        "errors",
-    ):
-        per_role.add_column(column)
-    for r in roles:
-        per_role.add_row(
-            str(r["role"]),
-            str(r["runs"]),
-            f"{float(r['success_rate']):.0%}",  # type: ignore[arg-type]
-            f"{float(r['avg_retries']):.1f}",  # type: ignore[arg-type]
-            f"{float(r['avg_duration_s']):.1f}s",  # type: ignore[arg-type]
-            f"{r['input_tokens']}/{r['output_tokens']}",
-            f"${float(r['cost_usd']):.4f}",  # type: ignore[arg-type]
-            ", ".join(f"{k} x{v}" for k, v in r["errors"].items()) or "-",  # type: ignore[attr-defined]
-        )
-    tasks = sorted({t for by_task in clis.values() for t in by_task})
-    matrix = Table(title="CLI by task type (success rate, runs)", title_justify="left")
-    matrix.add_column("cli")
-    for task in tasks:
-        matrix.add_column(task)
-    for cli, by_task in clis.items():
-        cells = [
-            f"{by_task[t]['success_rate']:.0%} ({int(by_task[t]['runs'])})" if t in by_task else "-"
-            for t in tasks
-        ]
-        matrix.add_row(cli, *cells)
-    return Group(per_role, matrix)
-
-
-def suggestions_report(found: list[Suggestion], last: str | None) -> str:
-    """`metrics --suggest`: each suggestion with the figures behind it."""
-    period = f"the last {last}" if last else "all recorded runs"
-    if not found:
-        return (
-            f"No suggestions from {period}: no role retries much, no context is often pruned, "
-            "no CLI often fails a task type."
-        )
-    lines = [f"Suggestions from {period}:"]
-    for s in found:
-        figures = ", ".join(f"{k}={v}" for k, v in s.figures.items())
-        lines += [f"- {s.subject}: {s.issue}", f"    {s.recommendation}", f"    ({figures})"]
-    return "\n".join(lines)
-
-
-def sandbox_report(info: dict[str, object]) -> RenderableType:
-    head = Table.grid(padding=(0, 2))
-    head.add_row("base image", str(info["base_image"]))
-    head.add_row("project Dockerfile", str(info["dockerfile"] or "none (gates use the base image)"))
-    head.add_row("dependency files", ", ".join(info["dependency_files"]) or "-")  # type: ignore[arg-type]
-    head.add_row("image for HEAD", str(info["wanted"] or "-"))
-    images = Table(title="Project images", title_justify="left")
-    found = info["images"]
-    _id_column(images, "tag", [", ".join(i["tags"]) for i in found])  # type: ignore[attr-defined]
-    for column in ("built", "size", "from", "current"):
-        images.add_column(column)
-    for image in info["images"]:  # type: ignore[attr-defined]
-        images.add_row(
-            ", ".join(image["tags"]),
-            image["created"],
-            f"{image['size_mb']} MB",
-            image["files"],
-            "✓" if image["current"] else "",
-        )
-    return Group(head, images)

@@ -10,7 +10,8 @@ import typer
 
 from supervisor.cli.common import JsonOption, RepoOption, console, err_console, images
 from supervisor.cli.plain import json_out as _json
-from supervisor.cli.render import fit, sandbox_report
+from supervisor.cli.render import fit
+from supervisor.cli.reports import sandbox_report
 
 sandbox_app = typer.Typer(help="The project's sandbox image.", no_args_is_help=True)
 

@@ -22,12 +22,13 @@ from sqlalchemy.exc import DatabaseError
 
 from supervisor import faults
 from supervisor.errors import StateError, UnknownWorkflowError
-from supervisor.redaction import redact_value
 from supervisor.state import postgres
 from supervisor.state import schema as t
+from supervisor.state.approval_store import ApprovalStore
 from supervisor.state.location import state_url
 from supervisor.state.migrations import LATEST_VERSION, applied_versions, migrate
 from supervisor.state.records import Approval, Event, EventSpec, StepRecord, Workflow, now
+from supervisor.state.rows import _append, _clean, _finish
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 __all__ = ["Approval", "Event", "EventSpec", "StepRecord", "Store", "Workflow", "now"]
 
 
-class Store:
+class Store(ApprovalStore):
     """Access to `<repo>/.supervisor/state.db`, or to the shared PostgreSQL database that
     `state.url` names (`url`; by default supervisor/state/location.py finds it)."""
 
@@ -184,19 +185,7 @@ class Store:
     ) -> None:
         """Change where a workflow stands without a step having run (resume, approvals)."""
         with self._tx() as conn:
-            conn.execute(
-                update(t.workflows)
-                .where(t.workflows.c.id == wf_id)
-                .values(
-                    status=status,
-                    current_step=current_step,
-                    context=_clean(context),
-                    error=None,
-                    updated_at=now(),
-                )
-            )
-            for spec in events:
-                _append(conn, wf_id, spec)
+            _set_workflow(conn, wf_id, status, current_step, context, events)
 
     def interrupt_running_steps(self, wf_id: int, keep: Collection[int] = ()) -> list[str]:
         """Mark steps a crash left 'running' as interrupted; the engine re-runs the current one.
@@ -373,19 +362,7 @@ class Store:
         with self._tx() as conn:
             for record in records:
                 _finish(conn, record)
-            conn.execute(
-                update(t.workflows)
-                .where(t.workflows.c.id == wf_id)
-                .values(
-                    status="running",
-                    current_step=step,
-                    context=_clean(context),
-                    error=None,
-                    updated_at=now(),
-                )
-            )
-            for spec in events:
-                _append(conn, wf_id, spec)
+            _set_workflow(conn, wf_id, "running", step, context, events)
 
     def running_steps(self, wf_id: int) -> list[dict[str, Any]]:
         with self.engine.connect() as conn:
@@ -466,105 +443,6 @@ class Store:
             ).all()
         return [dict(r._mapping) for r in rows]
 
-    def latest_approval(self, wf_id: int) -> Approval | None:
-        with self.engine.connect() as conn:
-            row = conn.execute(
-                select(t.approvals)
-                .where(t.approvals.c.workflow_id == wf_id)
-                .order_by(t.approvals.c.id.desc())
-                .limit(1)
-            ).first()
-        if row is None:
-            return None
-        m = row._mapping
-        return Approval(m["id"], m["workflow_id"], m["step"], m["status"], m["reason"])
-
-    def decide_approval(
-        self, approval_id: int, decision: str, reason: str | None, approver: str | None = None
-    ) -> None:
-        """Record a human decision; only a pending approval can be decided (checked in SQL)."""
-        with self._tx() as conn:
-            result = conn.execute(
-                update(t.approvals)
-                .where(t.approvals.c.id == approval_id, t.approvals.c.status == "pending")
-                .values(status=decision, reason=_clean(reason), decided_at=now())
-            )
-            if result.rowcount != 1:
-                raise StateError(
-                    "That approval was already decided.",
-                    "Run `supervisor status <id>` to see where the workflow stands.",
-                )
-            row = conn.execute(
-                select(t.approvals.c.workflow_id, t.approvals.c.step).where(
-                    t.approvals.c.id == approval_id
-                )
-            ).one()
-            _append(
-                conn,
-                row[0],
-                EventSpec(
-                    "approval_decided",
-                    step=row[1],
-                    status=decision,
-                    payload={
-                        **({"reason": reason} if reason else {}),
-                        **({"approver": approver} if approver else {}),
-                    },
-                ),
-            )
-
-    def vote_approval(self, approval_id: int, approver: str, required: int) -> list[str]:
-        """One person's approval of a pending approval that needs `required` distinct people
-        (supervisor/approval_policy.py); the approval is decided with the last one. Every vote
-        is an `approval_vote` event; all in one transaction. The approvers so far."""
-        with self._tx() as conn:
-            row = conn.execute(  # the row lock orders concurrent voters (PostgreSQL)
-                select(t.approvals.c.workflow_id, t.approvals.c.step, t.approvals.c.status)
-                .where(t.approvals.c.id == approval_id)
-                .with_for_update()
-            ).one()
-            if row[2] != "pending":
-                raise StateError(
-                    "That approval was already decided.",
-                    "Run `supervisor status <id>` to see where the workflow stands.",
-                )
-            votes = conn.execute(
-                select(t.events.c.payload).where(
-                    t.events.c.workflow_id == row[0], t.events.c.type == "approval_vote"
-                )
-            ).all()
-            given = [v[0]["approver"] for v in votes if v[0].get("approval") == approval_id]
-            if approver in given:
-                raise StateError(
-                    f"{approver} already approved this (approvals so far: {', '.join(given)}); "
-                    f"it needs {required} distinct approvers.",
-                    "Ask another approver (`supervisor approve <id> --as <their email>`).",
-                )
-            given.append(approver)
-            context = conn.execute(
-                select(t.workflows.c.context).where(t.workflows.c.id == row[0])
-            ).scalar_one()
-            if isinstance(context.get("risk"), dict):
-                context = {**context, "risk": {**context["risk"], "approved_by": given}}
-                conn.execute(
-                    update(t.workflows).where(t.workflows.c.id == row[0]).values(context=context)
-                )
-            payload = {"approval": approval_id, "approver": approver, "required": required}
-            _append(conn, row[0], EventSpec("approval_vote", step=row[1], payload=payload))
-            if len(given) >= required:
-                conn.execute(
-                    update(t.approvals)
-                    .where(t.approvals.c.id == approval_id)
-                    .values(status="approved", reason=None, decided_at=now())
-                )
-                decided = {"approvers": given}
-                _append(
-                    conn,
-                    row[0],
-                    EventSpec("approval_decided", step=row[1], status="approved", payload=decided),
-                )
-        return given
-
     def integrity_ok(self) -> bool:
         with self.engine.connect() as conn:
             if self.url:  # PostgreSQL checks its pages itself; answering at all is the test
@@ -581,51 +459,29 @@ class Store:
             ).scalars()
 
 
-def _finish(conn: Connection, record: StepRecord) -> int:
-    """Close one step run (its result, metrics row and event); returns its workflow's id."""
-    if record.invocation is not None:
-        conn.execute(insert(t.invocations).values(**record.invocation, timestamp=now()))
+def _set_workflow(
+    conn: Connection,
+    wf_id: int,
+    status: str,
+    current_step: str | None,
+    context: dict[str, Any],
+    events: list[EventSpec],
+) -> None:
+    """Where a workflow stands (its error cleared) and the events that say why, inside the
+    caller's transaction: what `update_workflow` and `checkpoint` both write."""
     conn.execute(
-        update(t.steps)
-        .where(t.steps.c.id == record.step_id)
+        update(t.workflows)
+        .where(t.workflows.c.id == wf_id)
         .values(
-            status=record.status,
-            output=_clean(record.output),
-            error=_clean(record.error),
-            finished_at=now(),
+            status=status,
+            current_step=current_step,
+            context=_clean(context),
+            error=None,
+            updated_at=now(),
         )
     )
-    wf_id = int(
-        conn.execute(
-            select(t.steps.c.workflow_id).where(t.steps.c.id == record.step_id)
-        ).scalar_one()
-    )
-    if record.event is not None:
-        _append(conn, wf_id, record.event)
-    return wf_id
-
-
-def _append(conn: Connection, wf_id: int | None, spec: EventSpec) -> None:
-    faults.event_written(spec.type)
-    conn.execute(
-        insert(t.events).values(
-            workflow_id=wf_id,
-            step=spec.step,
-            type=spec.type,
-            role=spec.role,
-            status=spec.status,
-            payload=_clean(spec.payload or {}),
-            input_tokens=spec.input_tokens,
-            output_tokens=spec.output_tokens,
-            cost_usd=spec.cost_usd,
-            timestamp=now(),
-        )
-    )
-
-
-def _clean(value: Any) -> Any:
-    """The value with every secret in its strings redacted (None stays None)."""
-    return redact_value(value)[0]
+    for spec in events:
+        _append(conn, wf_id, spec)
 
 
 @contextmanager

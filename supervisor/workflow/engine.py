@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from supervisor import budgets, recovery, risk
 from supervisor.config import Settings, StepDef, WorkflowDef
+from supervisor.dependency_review import DependencyApprovalRequired
 from supervisor.errors import (
     ApprovalRequired,
     ConfigError,
@@ -115,9 +116,12 @@ class Engine:
             definition = WorkflowDef.model_validate(wf.definition)
             name = wf.current_step
             step = definition.steps[name]
-            budgets.check(self, wf, name)  # past its budget, the task waits (budget_exceeded)
+            self._budget(wf, name)  # past its budget, the task waits (budget_exceeded)
             wf = self.store.workflow(wf_id)
-            outcome = self._routed(wf, name, step)
+            try:
+                outcome = self._routed(wf, name, step)
+            except DependencyApprovalRequired as stop:  # a rebuild waits for a person
+                self._await_dependencies(stop)
             self._transition(wf, definition, name, step, outcome)
             if self.one_step:
                 return self.store.workflow(wf_id)
@@ -135,6 +139,42 @@ class Engine:
         return outcome
 
     # -- transitions -----------------------------------------------------------------------
+
+    def _budget(self, wf: Workflow, name: str) -> None:
+        """Commit what `budgets.check` decided before step `name`: the limits pinned on first
+        sight, and past a limit the wait in `budget_exceeded` (then raise BudgetExceeded)."""
+        verdict = budgets.check(self.settings, self.store, wf, name)
+        if verdict.events:
+            self.store.update_workflow(
+                wf.id,
+                status=budgets.EXCEEDED if verdict.exceeded else wf.status,
+                current_step=wf.current_step,
+                context=verdict.context,
+                events=verdict.events,
+            )
+        if verdict.exceeded is not None:
+            raise budgets.exceeded_error(wf.id, verdict.exceeded)
+
+    def _await_dependencies(self, stop: DependencyApprovalRequired) -> NoReturn:
+        """Commit the wait a dependency change asked for (supervisor/dependency_review.py): the
+        workflow awaits approval, the runs that wanted the image close as waiting; then raise."""
+        wait = stop.wait
+        current = self.store.workflow(wait.wf_id)
+        if current.status != "awaiting_approval":
+            state = WorkflowState.load(current.context)
+            state.approval_step, state.dependency_request = wait.producer, wait.request
+            self.store.transition(
+                wait.wf_id,
+                step=wait.producer,
+                next_step=wait.waiting,
+                records=wait.records(self.store),
+                context=state.dump(),
+                status="awaiting_approval",
+                checkpoint_status="awaiting_approval",
+                request_approval=True,
+                events=[wait.event],
+            )
+        raise stop
 
     def _transition(
         self, wf: Workflow, definition: WorkflowDef, name: str, step: StepDef, outcome: Outcome

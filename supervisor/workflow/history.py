@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from supervisor import process
 from supervisor.errors import GitError, MergeConflictError
+from supervisor.host_git import IDENTITY, _git
 from supervisor.treedata import SAFE_CONFIG
-from supervisor.workspace import IDENTITY, _git
 
 if TYPE_CHECKING:
     from supervisor.config import WorkflowDef

@@ -1,0 +1,173 @@
+"""The commands that set a project up and look into it: `init`, `context`, `analyze-deps`,
+`doctor`, `metrics`, `demo` and `setup`. Each parses its arguments, calls the core and prints
+what it returns; `register` adds them to the `supervisor` app (supervisor/cli/app.py)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from supervisor.cli.common import JsonOption, RepoOption, console, err_console, projects, tasks
+from supervisor.cli.plain import json_out as _json
+from supervisor.cli.render import fit
+from supervisor.cli.reports import (
+    doctor_table,
+    init_report,
+    metrics_tables,
+    pack_report,
+    suggestions_report,
+)
+from supervisor.errors import SupervisorError
+
+
+def init(
+    repo: RepoOption = Path(),
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Accept the suggestions.")] = False,
+    check_gates: Annotated[
+        bool,
+        typer.Option(
+            "--check-gates/--no-check-gates",
+            help="Build the project image and run each detected gate once; keep those that pass.",
+        ),
+    ] = True,
+) -> None:
+    """Detect the project, choose role packs, and write .supervisor/."""
+    from supervisor.initialize import PACK_TITLES, initialize, pack_roles
+
+    root = projects.open_project(repo).root
+
+    def choose(pack: str, suggested: bool) -> bool:
+        if yes or not sys.stdin.isatty():
+            return suggested
+        roles = ", ".join(pack_roles(pack))
+        return typer.confirm(
+            f"  [{'x' if suggested else ' '}] {PACK_TITLES[pack]} ({roles})", default=suggested
+        )
+
+    from supervisor.gate_check import check_gates as run_checks
+
+    report = initialize(root, choose, check=run_checks if check_gates else None)
+    console.print(init_report(report))
+
+
+def context(
+    role: Annotated[str, typer.Argument(help="The role whose context to pack.")],
+    target: Annotated[
+        list[str] | None, typer.Option("--target", help="A target file (repeatable).")
+    ] = None,
+    task: Annotated[str, typer.Option(help="The task text to budget for.")] = "(dry run)",
+    repo: RepoOption = Path(),
+    show: Annotated[bool, typer.Option("--show", help="Print the whole prompt too.")] = False,
+) -> None:
+    """Dry run: what the role would be sent, its token count, what was pruned or redacted."""
+    prompt, pack = projects.context_preview(repo, role, target or [], task)
+    if show:
+        console.print(prompt, markup=False, highlight=False)
+    console.print(pack_report(pack))
+    console.print(f"CLI: {projects.cli_choice(repo, role)}", highlight=False, markup=False)
+
+
+def analyze_deps(
+    workflow_id: Annotated[int, typer.Argument(help="The workflow id.")],
+    repo: RepoOption = Path(),
+) -> None:
+    """Suggest dependencies between the plan's components from their files' imports."""
+    found = tasks.analyze_deps(workflow_id, repo)
+    if not found:
+        console.print("No undeclared dependencies: the plan already orders every import.")
+        return
+    console.print("Suggested dependencies (not applied; add them to the plan's depends_on):")
+    for component, dependency, why in found:
+        console.print(f"  {component} → depends on {dependency}   ({why})", highlight=False)
+
+
+def doctor(repo: RepoOption = Path(), as_json: JsonOption = False) -> None:
+    """Check the repository, Docker, the sandbox image, each CLI and its credentials, Repomix
+    and git."""
+    from supervisor.doctor import diagnose
+
+    checks = diagnose(repo)
+    if as_json:
+        _json([c.__dict__ for c in checks])
+    else:
+        console.print(fit(console, doctor_table(checks)))
+    missing = [c for c in checks if c.required and not c.ok]
+    if missing:
+        raise SupervisorError(
+            f"{len(missing)} thing(s) the configured workflow needs are missing: "
+            f"{', '.join(c.name for c in missing)}.",
+            "Apply the fixes in the table above.",
+        )
+
+
+def metrics(
+    repo: RepoOption = Path(),
+    last: Annotated[
+        str | None, typer.Option(help="Only this recent period, e.g. 30d, 12h.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    suggest: Annotated[
+        bool, typer.Option("--suggest", help="Suggest config changes, with the figures behind.")
+    ] = False,
+) -> None:
+    """Success rate, retries, time, tokens and cost per role, and per CLI by task type."""
+    from supervisor import metrics as m
+
+    if suggest:
+        from supervisor.routing.suggest import suggestions
+
+        with tasks.reading(repo) as store:
+            found = suggestions(store, m.since(last))
+        if as_json:
+            _json([s.model_dump() for s in found])
+            return
+        console.print(suggestions_report(found, last), highlight=False, markup=False)
+        return
+    with tasks.reading(repo) as store:
+        rows = store.invocations(m.since(last))
+        from supervisor.budgets import spend_rows
+
+        budgets = spend_rows(store)
+    roles, clis = m.by_role(rows), m.cli_by_task(rows)
+    if as_json:
+        data = {"by_role": roles, "cli_by_task_type": clis, "budgets": budgets}
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        return
+    console.print(fit(console, metrics_tables(roles, clis)))
+    for row in budgets:
+        console.print(f"workflow {row['workflow']} ({row['status']}): {row['line']}")
+
+
+def demo(
+    keep: Annotated[
+        Path | None, typer.Option(help="Make the demo repository here and keep it.")
+    ] = None,
+) -> None:
+    """Run a real task on a throw-away repository, answered by a scripted model API."""
+    from supervisor.demo import run_demo
+
+    run_demo(console, err_console, keep)
+
+
+def setup(
+    quiet: Annotated[bool, typer.Option(help="Print only the steps that did work.")] = False,
+) -> None:
+    """Install what supervisor runs on: Docker engine, Repomix and the CLIs, the sandbox image."""
+    from supervisor.bootstrap import run_setup
+
+    run_setup(quiet)
+
+
+def register(app: typer.Typer) -> None:
+    """Add these commands to `app`, in the order `supervisor --help` lists them."""
+    app.command()(init)
+    app.command()(context)
+    app.command("analyze-deps")(analyze_deps)
+    app.command()(doctor)
+    app.command()(metrics)
+    app.command()(demo)
+    app.command()(setup)
