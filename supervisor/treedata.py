@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import stat
 import subprocess
 import tempfile
@@ -245,6 +246,18 @@ def escapes(path: str, target: str, links: dict[str, str]) -> bool:
     return False
 
 
+def hashable(path: Path, tmp: Path, i: int) -> str:
+    """`path` as `hash-object --stdin-paths` can take it: one line. A name with a newline (a
+    worker may make one) is hashed from a copy the host makes, read without following a link."""
+    if "\n" not in str(path):
+        return str(path)
+    copy = tmp / f"nl{i}"
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as source, copy.open("wb") as target:
+        shutil.copyfileobj(source, target)
+    return str(copy)
+
+
 def snapshot_tree(
     git_dir: Path,
     worktree: Path,
@@ -284,7 +297,7 @@ def snapshot_tree(
         refuse_escaping_links(bad, links)
         targets = Path(tmp, "links")
         targets.mkdir()
-        hashed = [str(worktree / p) for p in regular]
+        hashed = [hashable(worktree / p, targets, i) for i, p in enumerate(regular)]
         for i, p in enumerate(links):
             (targets / str(i)).write_bytes(os.fsencode(links[p]))
             hashed.append(str(targets / str(i)))

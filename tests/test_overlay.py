@@ -107,6 +107,7 @@ WORKERS = {
     "echo w > vendor/free.py",
     "a symlink out of the repository": "ln -s /etc/passwd docs/secret",
     "a FIFO over a tracked file": "rm docs/a.md; mkfifo docs/a.md",
+    "a name with a newline and a comma": "printf x > \"$(printf 'new\\nline,')\"",
     "nothing": "true",
 }
 
