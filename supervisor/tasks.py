@@ -287,7 +287,7 @@ def _notice_problems(notifier: notify.Notifier, reporter: Reporter | None) -> No
 def _run_engine(
     project: Project, store: Store, sandbox: DockerSandbox, wf_id: int, reporter: Reporter | None
 ) -> Workflow:
-    if project.settings.sandbox.workspace == "overlay":
+    if project.settings.sandbox.workspace == "overlay" and sandbox.mounts_overlay:
         project.workspace.use_overlay(
             lambda reason: _workspace_fallback(store, wf_id, reason), owner=f"wf{wf_id}"
         )

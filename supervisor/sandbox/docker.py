@@ -118,6 +118,9 @@ def connect() -> docker.DockerClient:
 
 
 class DockerSandbox:
+    mounts_overlay = True
+    """Step workspaces may be copy-on-write views (supervisor/overlay.py), mounted as volumes."""
+
     def __init__(self, image: str, egress_network: str, client: docker.DockerClient | None = None):
         self.image = image
         self.egress_network = egress_network
