@@ -20,6 +20,7 @@ repository's own, symlinks out of the repository and the size limits refused.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import os
 import shutil
@@ -413,6 +414,20 @@ def list_tree_sizes(git_dir: Path, commit: str) -> tuple[dict[str, Entry], dict[
     return entries, sizes
 
 
+def tree_diff(git_dir: Path, a: str, b: str) -> dict[str, Entry | None]:
+    """The entries of `b` that differ from `a`'s, by path (None: not in `b`)."""
+    out = treedata.git_bytes(git_dir, "diff-tree", "-r", "-z", "--no-renames", a, b)
+    diff: dict[str, Entry | None] = {}
+    fields = out.split(b"\0")
+    for meta, raw in zip(fields[0::2], fields[1::2], strict=False):
+        if not meta.startswith(b":"):
+            continue
+        _, new_mode, _, new_sha, _ = meta[1:].decode().split(" ")
+        path = os.fsdecode(raw)
+        diff[path] = None if new_mode == "000000" else Entry(new_mode, new_sha)
+    return diff
+
+
 def _distance(git_dir: Path, a: str, b: str) -> int:
     out = treedata.git_bytes(git_dir, "diff-tree", "-r", "-z", "--no-renames", "--name-only", a, b)
     return sum(1 for p in out.split(b"\0") if p)
@@ -446,18 +461,30 @@ def seed(
     and the commit's entries, sorted."""
     if base.commit == commit:
         return {}, base.entries
-    target = dict(sorted(treedata.list_tree(git_dir, commit).items()))
-    changed = {p for p, e in target.items() if base.entries.get(p) != e}
-    stamps = treedata.materialize(git_dir, commit, upper, paths=changed) if changed else {}
-    target_dirs = _ancestors(target)
+    # From the difference alone (not the commit's whole tree, which grows with the repository).
+    diff = tree_diff(git_dir, base.commit, commit)
+    target = dict(base.entries)
+    for path, entry in diff.items():
+        if entry is None:
+            target.pop(path, None)
+        else:
+            target[path] = entry
+    if any(p not in base.entries for p, e in diff.items() if e is not None):
+        target = dict(sorted(target.items()))
+    changed = {p: e for p, e in diff.items() if e is not None}
+    stamps = treedata.materialize(git_dir, commit, upper, entries=changed) if changed else {}
+    keys = list(target)  # sorted
+
+    def target_dir(d: str) -> bool:
+        i = bisect.bisect_left(keys, d + "/")
+        return i < len(keys) and keys[i].startswith(d + "/")
+
     hidden: set[str] = set()
-    for path in base.entries:
-        if path in target:
-            continue
+    for path in (p for p, e in diff.items() if e is None and p in base.entries):
         parts = path.split("/")
         for i in range(1, len(parts) + 1):
             top = "/".join(parts[:i])
-            if top not in target_dirs:
+            if not target_dir(top):
                 break
         else:
             continue  # a directory of the commit's, written into the upper layer, covers it

@@ -123,14 +123,21 @@ Stamp = tuple[int, int, int]
 
 
 def materialize(
-    git_dir: Path, commit: str, dest: Path, *, symlinks: bool = True, paths: set[str] | None = None
+    git_dir: Path,
+    commit: str,
+    dest: Path,
+    *,
+    symlinks: bool = True,
+    paths: set[str] | None = None,
+    entries: dict[str, Entry] | None = None,
 ) -> dict[str, Stamp]:
     """Write `commit`'s files under `dest` exactly as stored (no filters, no eol conversion);
     the stamps of the regular files written.
 
     `symlinks=False` leaves symlinks out entirely: what the host itself reads must be regular
-    files it wrote."""
-    entries = list_tree(git_dir, commit)
+    files it wrote. `entries`: just these of `commit`'s (known already), not its whole tree."""
+    if entries is None:
+        entries = list_tree(git_dir, commit)
     if paths is not None:
         entries = {p: e for p, e in entries.items() if p in paths}
     blobs = read_blobs(git_dir, [e.sha for e in entries.values() if e.mode != GITLINK])
