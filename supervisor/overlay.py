@@ -2,10 +2,10 @@
 
 Writing a 10,000-file checkout for every step (and hashing it all again afterwards) made a step's
 cost grow with the repository, and parallel components waited on each other's disks. Here a
-commit's tree is written once into a *base* (`.supervisor/bases/<commit>`), shared by every step
-that starts near that commit; a step gets an empty *upper* directory, and the sandbox mounts
-base + upper as an overlayfs at the workspace path (a Docker `local` volume of type overlay: the
-engine mounts it, so the supervisor needs no privilege). A step that starts from a later commit
+commit's tree is written once into a *base* (`.supervisor/bases/wf<task>/<commit>`), shared by
+every step that starts near that commit; a step gets an empty *upper* directory, and the sandbox
+mounts base + upper as an overlayfs at the workspace path (a Docker `local` volume of type overlay:
+the engine mounts it, so the supervisor needs no privilege). A step that starts from a later commit
 reuses a base whose tree differs little: its upper is seeded with the difference (changed files
 from blobs, whiteouts for deletions), so what the worker sees is exactly its commit.
 
