@@ -1,6 +1,7 @@
 """Makespan of N independent components on K workers, for several repository sizes, and for
 several checkouts of the supervisor in the same run (a change's before/after on one machine;
-copy-on-write workspaces where the checkout has them, BENCH_WORKSPACE=full for full ones):
+copy-on-write workspaces where the checkout has them, BENCH_WORKSPACE=full for full ones, or
+`--workspaces full,overlay` for both, alternating, in one run):
 
     git worktree add /tmp/before <old-commit> && ln -s $PWD/node_modules /tmp/before/
     .venv/bin/python benchmarks/parallel.py /tmp/before . --files 200,10000 --workers 2,4,8
@@ -89,9 +90,15 @@ def one(checkout: Path, files: int, k: int, n: int, delay: float) -> dict[str, f
         with tasks.reading(repo) as st:
             steps = [s for s in st.steps(done.id) if s["name"].startswith("implement/")]
             merged = [e for e in st.events(done.id) if e.type == "component_merged"]
-    step = statistics.median((s["finished_at"] - s["started_at"]).total_seconds() for s in steps)
+    times = [(s["finished_at"] - s["started_at"]).total_seconds() for s in steps]
     makespan = (merged[-1].timestamp - min(s["started_at"] for s in steps)).total_seconds()
-    return {"makespan": makespan, "step": step, "merged": len(merged), "status": done.status}
+    return {
+        "makespan": makespan,
+        "step": statistics.median(times),
+        "busy": sum(times) / k,
+        "merged": len(merged),
+        "status": done.status,
+    }
 
 
 def main() -> None:
@@ -101,6 +108,11 @@ def main() -> None:
     parser.add_argument("--workers", default="2,4,8")
     parser.add_argument("--components", type=int, default=20)
     parser.add_argument("--delay", type=float, default=3.0)
+    parser.add_argument(
+        "--workspaces",
+        default=os.environ.get("BENCH_WORKSPACE", "overlay"),
+        help="step workspaces to compare, e.g. full,overlay (checkouts that have overlay.py)",
+    )
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
@@ -115,10 +127,13 @@ def main() -> None:
         return
     n = args.components
     print(f"{n} components, model step delay {args.delay} s; ratio = makespan / ideal")
-    print("files  K  checkout                      makespan  step   ideal  ratio  load(1m)")
+    print("(sched = makespan / (sum of the step times / K): what the engine adds between steps,")
+    print(" apart from steps slower than the median, e.g. K CLIs starting at once on few cores)")
+    print("files  K  checkout (workspace)           makespan  step   ideal  ratio  sched  load(1m)")
     for files in [int(f) for f in args.files.split(",")]:
         for k in [int(w) for w in args.workers.split(",")]:
-            for checkout in args.checkouts:
+            runs = [(c, w) for c in args.checkouts for w in args.workspaces.split(",")]
+            for checkout, workspace in runs:
                 load = os.getloadavg()[0]
                 started = time.perf_counter()
                 sizes = ["--files", str(files), "--workers", str(k), "--components", str(n)]
@@ -128,16 +143,19 @@ def main() -> None:
                     capture_output=True,
                     text=True,
                     check=False,
+                    env={**os.environ, "BENCH_WORKSPACE": workspace},
                 )
                 if out.returncode != 0:
-                    print(f"{files:>5} {k:>2}  {checkout!s:<28}  failed: {out.stderr[-600:]}")
+                    name = f"{checkout} ({workspace})"
+                    print(f"{files:>5} {k:>2}  {name:<28}  failed: {out.stderr[-600:]}")
                     continue
                 r = json.loads(out.stdout.strip().splitlines()[-1])
                 ideal = math.ceil(n / k) * r["step"]
                 load = max(load, os.getloadavg()[0])
                 print(
-                    f"{files:>5} {k:>2}  {checkout!s:<28} {r['makespan']:>8.1f} "
-                    f"{r['step']:>5.1f} {ideal:>6.1f} {r['makespan'] / ideal:>6.2f}  {load:>5.1f}"
+                    f"{files:>5} {k:>2}  {f'{checkout} ({workspace})':<28} {r['makespan']:>8.1f} "
+                    f"{r['step']:>5.1f} {ideal:>6.1f} {r['makespan'] / ideal:>6.2f} "
+                    f"{r['makespan'] / r['busy']:>6.2f}  {load:>5.1f}"
                     f"   ({r['merged']} merged, {r['status']}, "
                     f"{time.perf_counter() - started:.0f} s whole)",
                     flush=True,

@@ -75,6 +75,9 @@ def abandon(wf_id: int, path: Path) -> Abandonment:
         ws = project.workspace
         for worktree in plan.worktrees:
             ws.remove_worktree(worktree)
+        from supervisor import overlay
+
+        overlay.remove_bases(ws.state_dir, f"wf{wf_id}-")  # what its views stood on
         for ref in [*plan.refs, *(f"refs/heads/{b}" for b in plan.branches)]:
             ws.delete_ref(ref)
         _remove_containers(project, wf_id)

@@ -135,10 +135,10 @@ class SandboxSettings(_Model):
     dependency_changes: Literal["approve", "allow"] = "approve"
     """A worker's change to dependency files rebuilds the project image (with network) only after
     `supervisor approve` (`approve`), or at once (`allow`)."""
-    workspace: Literal["overlay", "full"] = "full"
-    """Step workspaces each written in full (`full`), or copy-on-write views of one shared tree
-    per commit (`overlay`, whose cost does not grow with the repository; opt-in for now because a
-    resume re-runs a worker it would otherwise adopt, see sandbox/adopt.py); an overlay that
+    workspace: Literal["overlay", "full"] = "overlay"
+    """Step workspaces as copy-on-write views of one shared tree per commit (`overlay`, whose
+    cost does not grow with the repository; a resume adopts a worker in one as in a full
+    worktree, see sandbox/adopt.py), or each written in full (`full`); an overlay that
     cannot be mounted falls back to `full` by itself."""
 
 

@@ -2,10 +2,10 @@
 
 Writing a 10,000-file checkout for every step (and hashing it all again afterwards) made a step's
 cost grow with the repository, and parallel components waited on each other's disks. Here a
-commit's tree is written once into a *base* (`.supervisor/bases/<commit>`), shared by every step
-that starts near that commit; a step gets an empty *upper* directory, and the sandbox mounts
-base + upper as an overlayfs at the workspace path (a Docker `local` volume of type overlay: the
-engine mounts it, so the supervisor needs no privilege). A step that starts from a later commit
+commit's tree is written once into a *base* (`.supervisor/bases/wf<task>/<commit>`), shared by
+every step that starts near that commit; a step gets an empty *upper* directory, and the sandbox
+mounts base + upper as an overlayfs at the workspace path (a Docker `local` volume of type overlay:
+the engine mounts it, so the supervisor needs no privilege). A step that starts from a later commit
 reuses a base whose tree differs little: its upper is seeded with the difference (changed files
 from blobs, whiteouts for deletions), so what the worker sees is exactly its commit.
 
@@ -20,6 +20,7 @@ repository's own, symlinks out of the repository and the size limits refused.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import os
 import shutil
@@ -31,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from supervisor import treedata
+from supervisor.errors import GitError
 from supervisor.locks import process_alive
 from supervisor.treedata import Entry, Stamp
 
@@ -146,13 +148,17 @@ class Overlays:
         state_dir: Path,
         on_fallback: Callable[[str], None],
         discard: Callable[[Path], None],
+        owner: str | None = None,
+        enabled: bool = True,
     ):
         self.git_dir = git_dir
-        # Per process: another task in this repository may run meanwhile with bases of its own.
-        self.bases_dir = state_dir / "bases" / f"pid{os.getpid()}"
+        # Per task (`owner`, "wf<id>"): another task in this repository may run meanwhile with
+        # bases of its own, and a resumed task finds the bases its adopted workers' views stand
+        # on (see sandbox/adopt.py). Without a task (benchmarks, specs): per process.
+        self.bases_dir = state_dir / "bases" / (owner or f"pid{os.getpid()}")
         self.on_fallback = on_fallback
         self.discard = discard  # deletes a folder no longer used, in the background
-        self.enabled = True
+        self.enabled = enabled
         self.reason: str | None = unsuitable(state_dir)
         if self.reason:
             self.enabled = False
@@ -194,6 +200,70 @@ class Overlays:
         if view is not None:
             self._release(view.base)
         return view
+
+    def adopt(self, path: Path, commit: str, lower: str) -> bool:
+        """Rebuild the view at `path` that a killed run made from `commit` over its base of
+        `lower` (both read from the labels the supervisor set on the worker's container, which
+        the worker cannot change), so that its changes are read as if this process had made
+        it. False when anything on disk is not as the supervisor left it: the step then runs
+        again. Only lstat: nothing is followed, and `path` (not the worker's: it sees the
+        upper layer through the mount only) must hold exactly the folders the host made."""
+        base_path = self.bases_dir / lower
+        expected = [
+            (path, stat.S_ISDIR),
+            (path / "upper", stat.S_ISDIR),
+            (path / "work", stat.S_ISDIR),
+            (path / "dot-git", stat.S_ISREG),
+            (base_path, stat.S_ISDIR),
+        ]
+        for where, is_kind in expected:
+            try:
+                if not is_kind(os.lstat(where).st_mode):
+                    return False
+            except OSError:
+                return False
+        try:
+            entries, sizes = list_tree_sizes(self.git_dir, lower)
+            start = entries if commit == lower else treedata.list_tree(self.git_dir, commit)
+        except GitError:  # a commit gone meanwhile: nothing to adopt
+            return False
+        with self._lock:
+            base = self._bases.get(lower)
+            if base is None:
+                base = Base(lower, base_path, dict(sorted(entries.items())), sizes)
+                base.dirs = _ancestors(base.entries)
+                base.ready.set()
+                self._bases[lower] = base
+            base.users += 1
+            self._recent[:] = [c for c in self._recent if c != lower] + [lower]
+        # No stamps: every file of the upper layer is hashed (the seeded ones too).
+        view = View(
+            path,
+            commit,
+            base,
+            {},
+            self._fell_back,
+            dict(sorted(start.items())),
+            base_git_dir=self.git_dir,
+        )
+        with _VIEWS_LOCK:
+            _VIEWS[str(path)] = view
+        return True
+
+    def close(self) -> None:
+        """At the end of a run: the bases no view uses go (nothing left behind), and the
+        task's bases folder with them once empty."""
+        with self._lock:
+            idle = [b for b in self._bases.values() if b.users == 0 and b.ready.is_set()]
+            for b in idle:
+                del self._bases[b.commit]
+            self._recent[:] = [c for c in self._recent if c in self._bases]
+        for b in idle:
+            self.discard(b.path)
+        with contextlib.suppress(OSError):
+            self.bases_dir.rmdir()
+        with contextlib.suppress(OSError):
+            self.bases_dir.parent.rmdir()
 
     def _fell_back(self, view: View, reason: str) -> None:
         self.enabled = False  # the next steps go straight to full trees
@@ -283,32 +353,47 @@ class Overlays:
             self.discard(b.path)
 
 
-def remove_bases(state_dir: Path) -> None:
-    """The bases of supervisors no longer running (at start: a killed run's), and this process's
-    own unless a view still uses one; never those of another task running meanwhile."""
+def remove_bases(state_dir: Path, prefix: str = "") -> None:
+    """The bases of supervisors no longer running (at start: a killed run's), never one a view
+    of this process uses (an adopted worker's, see sandbox/adopt.py), nor those of another
+    process or task running meanwhile. `prefix` ("wf<id>-"): only that task's bases folder (and
+    those of dead processes); without it, every task's."""
     root = state_dir / "bases"
     if root.is_symlink():
         root.unlink()
         return
     if not root.is_dir():
         return
+    owner = prefix.rstrip("-")
     for entry in root.iterdir():
         pid = entry.name[3:] if entry.name.startswith("pid") else ""
         if pid.isdigit() and int(pid) != os.getpid() and process_alive(int(pid)):
             continue  # another supervisor's, in use
-        if pid.isdigit() and int(pid) == os.getpid():
-            with _VIEWS_LOCK:
-                shared = _REGISTRIES.get(str(entry))
-            if shared is not None:
-                with shared.lock:
-                    if any(b.users for b in shared.bases.values()):
-                        continue
-                    shared.bases.clear()
-                    shared.recent.clear()
+        if owner and not pid.isdigit() and entry.name != owner:
+            continue  # another task's: its own start, resume or abandon removes them
         if entry.is_symlink() or not entry.is_dir():
             entry.unlink()
-        else:
+            continue
+        with _VIEWS_LOCK:
+            shared = _REGISTRIES.get(str(entry))
+        if shared is None:
             shutil.rmtree(entry, ignore_errors=True)
+            continue
+        with shared.lock:
+            used = {b.path.name for b in shared.bases.values() if b.users}
+            building = any(not b.ready.is_set() for b in shared.bases.values())
+            for commit in [c for c, b in shared.bases.items() if not b.users]:
+                del shared.bases[commit]
+            shared.recent[:] = [c for c in shared.recent if c in shared.bases]
+        for item in entry.iterdir():
+            if item.name in used or (building and item.name.startswith(".")):
+                continue  # in use, or being written
+            if item.is_symlink() or not item.is_dir():
+                item.unlink()
+            else:
+                shutil.rmtree(item, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            entry.rmdir()  # only when empty
     with contextlib.suppress(OSError):
         root.rmdir()  # only when empty
 
@@ -327,6 +412,20 @@ def list_tree_sizes(git_dir: Path, commit: str) -> tuple[dict[str, Entry], dict[
         entries[path] = Entry(mode, sha)
         sizes[path] = int(size) if size.isdigit() else 0
     return entries, sizes
+
+
+def tree_diff(git_dir: Path, a: str, b: str) -> dict[str, Entry | None]:
+    """The entries of `b` that differ from `a`'s, by path (None: not in `b`)."""
+    out = treedata.git_bytes(git_dir, "diff-tree", "-r", "-z", "--no-renames", a, b)
+    diff: dict[str, Entry | None] = {}
+    fields = out.split(b"\0")
+    for meta, raw in zip(fields[0::2], fields[1::2], strict=False):
+        if not meta.startswith(b":"):
+            continue
+        _, new_mode, _, new_sha, _ = meta[1:].decode().split(" ")
+        path = os.fsdecode(raw)
+        diff[path] = None if new_mode == "000000" else Entry(new_mode, new_sha)
+    return diff
 
 
 def _distance(git_dir: Path, a: str, b: str) -> int:
@@ -362,18 +461,30 @@ def seed(
     and the commit's entries, sorted."""
     if base.commit == commit:
         return {}, base.entries
-    target = dict(sorted(treedata.list_tree(git_dir, commit).items()))
-    changed = {p for p, e in target.items() if base.entries.get(p) != e}
-    stamps = treedata.materialize(git_dir, commit, upper, paths=changed) if changed else {}
-    target_dirs = _ancestors(target)
+    # From the difference alone (not the commit's whole tree, which grows with the repository).
+    diff = tree_diff(git_dir, base.commit, commit)
+    target = dict(base.entries)
+    for path, entry in diff.items():
+        if entry is None:
+            target.pop(path, None)
+        else:
+            target[path] = entry
+    if any(p not in base.entries for p, e in diff.items() if e is not None):
+        target = dict(sorted(target.items()))
+    changed = {p: e for p, e in diff.items() if e is not None}
+    stamps = treedata.materialize(git_dir, commit, upper, entries=changed) if changed else {}
+    keys = list(target)  # sorted
+
+    def target_dir(d: str) -> bool:
+        i = bisect.bisect_left(keys, d + "/")
+        return i < len(keys) and keys[i].startswith(d + "/")
+
     hidden: set[str] = set()
-    for path in base.entries:
-        if path in target:
-            continue
+    for path in (p for p, e in diff.items() if e is None and p in base.entries):
         parts = path.split("/")
         for i in range(1, len(parts) + 1):
             top = "/".join(parts[:i])
-            if top not in target_dirs:
+            if not target_dir(top):
                 break
         else:
             continue  # a directory of the commit's, written into the upper layer, covers it

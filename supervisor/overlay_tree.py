@@ -215,7 +215,7 @@ def _hash(
     git_dir: Path, view: View, regular: list[str], links: dict[str, str], tmp: Path
 ) -> dict[str, str]:
     tmp.mkdir()
-    hashed = [str(view.upper / p) for p in regular]
+    hashed = [treedata.hashable(view.upper / p, tmp, i) for i, p in enumerate(regular)]
     names = list(links)
     for i, p in enumerate(names):
         (tmp / str(i)).write_bytes(os.fsencode(links[p]))

@@ -307,8 +307,10 @@ def _run_engine(
     reporter: Reporter | None,
     one_step: bool = False,
 ) -> Workflow:
-    if project.settings.sandbox.workspace == "overlay":
-        project.workspace.use_overlay(lambda reason: _workspace_fallback(store, wf_id, reason))
+    if project.settings.sandbox.workspace == "overlay" and sandbox.mounts_overlay:
+        project.workspace.use_overlay(
+            lambda reason: _workspace_fallback(store, wf_id, reason), owner=f"wf{wf_id}"
+        )
     engine = Engine(project.root, project.settings, store, project.workspace, sandbox, reporter)
     engine.one_step = engine.external_waits = one_step
     try:
@@ -333,6 +335,8 @@ def _run_engine(
     finally:
         adopt.release(sandbox, store, project.workspace)  # any the engine did not reach
         sandbox.close()
+        if project.workspace.overlays is not None:
+            project.workspace.overlays.close()  # the task's bases: nothing left behind
 
 
 def _clean_leftovers(
@@ -343,7 +347,7 @@ def _clean_leftovers(
     resume (`adopting`), the task's workers still running or done are kept for the engine to
     adopt."""
     if adopting:
-        adopt.find(sandbox, store, project.root, wf_id)
+        adopt.find(sandbox, store, project.root, wf_id, project.workspace)
     sandbox.remove_stale({LABEL_REPO: repo_label(project.root), LABEL_WORKFLOW: str(wf_id)})
     project.workspace.remove_stale_worktrees(
         prefix=f"wf{wf_id}-", keep=adopt.kept_worktrees(sandbox)

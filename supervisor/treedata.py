@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import stat
 import subprocess
 import tempfile
@@ -122,14 +123,21 @@ Stamp = tuple[int, int, int]
 
 
 def materialize(
-    git_dir: Path, commit: str, dest: Path, *, symlinks: bool = True, paths: set[str] | None = None
+    git_dir: Path,
+    commit: str,
+    dest: Path,
+    *,
+    symlinks: bool = True,
+    paths: set[str] | None = None,
+    entries: dict[str, Entry] | None = None,
 ) -> dict[str, Stamp]:
     """Write `commit`'s files under `dest` exactly as stored (no filters, no eol conversion);
     the stamps of the regular files written.
 
     `symlinks=False` leaves symlinks out entirely: what the host itself reads must be regular
-    files it wrote."""
-    entries = list_tree(git_dir, commit)
+    files it wrote. `entries`: just these of `commit`'s (known already), not its whole tree."""
+    if entries is None:
+        entries = list_tree(git_dir, commit)
     if paths is not None:
         entries = {p: e for p, e in entries.items() if p in paths}
     blobs = read_blobs(git_dir, [e.sha for e in entries.values() if e.mode != GITLINK])
@@ -245,6 +253,18 @@ def escapes(path: str, target: str, links: dict[str, str]) -> bool:
     return False
 
 
+def hashable(path: Path, tmp: Path, i: int) -> str:
+    """`path` as `hash-object --stdin-paths` can take it: one line. A name with a newline (a
+    worker may make one) is hashed from a copy the host makes, read without following a link."""
+    if "\n" not in str(path):
+        return str(path)
+    copy = tmp / f"nl{i}"
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as source, copy.open("wb") as target:
+        shutil.copyfileobj(source, target)
+    return str(copy)
+
+
 def snapshot_tree(
     git_dir: Path,
     worktree: Path,
@@ -284,7 +304,7 @@ def snapshot_tree(
         refuse_escaping_links(bad, links)
         targets = Path(tmp, "links")
         targets.mkdir()
-        hashed = [str(worktree / p) for p in regular]
+        hashed = [hashable(worktree / p, targets, i) for i, p in enumerate(regular)]
         for i, p in enumerate(links):
             (targets / str(i)).write_bytes(os.fsencode(links[p]))
             hashed.append(str(targets / str(i)))

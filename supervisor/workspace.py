@@ -66,11 +66,19 @@ class Workspace:
         self.overlays: overlay.Overlays | None = None
         self._exclude_state_dir()
 
-    def use_overlay(self, on_fallback: Callable[[str], None] = lambda reason: None) -> None:
+    def use_overlay(
+        self,
+        on_fallback: Callable[[str], None] = lambda reason: None,
+        owner: str | None = None,
+        enabled: bool = True,
+    ) -> None:
         """Make step workspaces copy-on-write views of shared bases (supervisor/overlay.py),
         for a sandbox that mounts them; `on_fallback(reason)` is told when a view could not be
-        mounted and steps went back to fully written worktrees."""
-        self.overlays = overlay.Overlays(self.git_dir, self.state_dir, on_fallback, self._discard)
+        mounted and steps went back to fully written worktrees. `owner` ("wf<id>"): the task
+        whose bases these are; `enabled=False`: only adopted views, new steps get full trees."""
+        self.overlays = overlay.Overlays(
+            self.git_dir, self.state_dir, on_fallback, self._discard, owner, enabled
+        )
         if self.overlays.reason:
             on_fallback(self.overlays.reason)
 
@@ -349,7 +357,7 @@ class Workspace:
             for entry in self.trash_dir.iterdir():
                 if entry.name.startswith(prefix):
                     _delete_tree(entry)
-        overlay.remove_bases(self.state_dir)  # those of supervisors no longer running
+        overlay.remove_bases(self.state_dir, prefix)  # the task's, a dead run's; none in use
         with self.git_section():
             _git(self.repo, "worktree", "prune", check=False)
         return removed

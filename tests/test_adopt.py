@@ -12,7 +12,15 @@ import pytest
 
 from supervisor.sandbox import adopt
 from supervisor.sandbox import docker as docker_sandbox
-from supervisor.sandbox.docker import LABEL_REPO, LABEL_STEP, LABEL_WORKFLOW, RUN_DIR, RUN_PREFIX
+from supervisor.sandbox.docker import (
+    LABEL_LOWER,
+    LABEL_REPO,
+    LABEL_STEP,
+    LABEL_WORKFLOW,
+    LABEL_WORKSPACE,
+    RUN_DIR,
+    RUN_PREFIX,
+)
 from supervisor.sandbox.egress import Route
 from supervisor.state.store import Store
 
@@ -56,6 +64,16 @@ def test_a_running_step_s_own_container_is_adopted_with_its_worktree_base_and_po
     assert adopt.match(CONTAINER, labels(), "exited", REPO, 3, [step()]) == found  # done: read it
 
 
+def test_a_copy_on_write_view_is_adopted_over_the_base_its_container_s_labels_name() -> None:
+    lower = "d" * 40
+    view = labels(**{LABEL_WORKSPACE: "overlay", LABEL_LOWER: lower})
+    found = adopt.match(CONTAINER, view, "running", REPO, 3, [step()])
+    assert found is not None
+    assert (found.base, found.lower) == (BASE, lower)
+    full = adopt.match(CONTAINER, labels(), "running", REPO, 3, [step()])
+    assert full is not None and full.lower is None  # a fully written worktree
+
+
 def case(
     why: str,
     container: str = CONTAINER,
@@ -83,6 +101,10 @@ GATE_LABELS = {adopt.LABEL_STEP_ID: "", adopt.LABEL_ROLE: "", adopt.LABEL_BASE: 
         case("a gate or probe container (no step labels)", **GATE_LABELS),
         case("a dead container", state="dead"),
         case("a paused container", state="paused"),
+        case("an overlay view without its base", **{LABEL_WORKSPACE: "overlay"}),
+        case(
+            "an overlay base that is no commit", **{LABEL_WORKSPACE: "overlay", LABEL_LOWER: "../x"}
+        ),
     ],
 )
 def test_anything_that_does_not_match_exactly_is_not_adopted(

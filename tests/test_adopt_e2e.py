@@ -36,6 +36,14 @@ WORKFLOW = """workflow:
     commit: {action: commit}
 """
 GATES = 'gates:\n  compile: "python3 -m py_compile *.py"\n'
+WORKSPACES = ["full", "overlay"]
+"""Each adoption spec runs with fully written worktrees and with copy-on-write views."""
+
+
+def config(workspace: str) -> str:
+    return f"{GATES}sandbox:\n  workspace: {workspace}\n"
+
+
 FILES = {
     "square": ("square.py", "def area(side):\n    return side * side\n"),
     "circle": ("circle.py", "def area(r):\n    return 3.14159 * r * r\n"),
@@ -53,9 +61,10 @@ def marker(cid: str) -> str:
     return f"one component of the plan: '{cid}'"
 
 
-def script(thinking: bool = False) -> list[dict[str, Any]]:
+def script(thinking: bool = False, plant: str = "") -> list[dict[str, Any]]:
     """Each worker works for WORK_SECONDS: in a shell command between two model turns, or
-    (`thinking`) waiting on the model's answer, the request open through the proxy."""
+    (`thinking`) waiting on the model's answer, the request open through the proxy. `plant`:
+    a shell command the square's worker runs first (files no other component claims)."""
     components = [
         {"id": cid, "description": f"the {cid} module", "files": [path], "depends_on": []}
         for cid, (path, _) in FILES.items()
@@ -68,7 +77,8 @@ def script(thinking: bool = False) -> list[dict[str, Any]]:
     workers = []
     for cid, (path, content) in FILES.items():
         report = {"status": "SUCCESS", "summary": cid, "files_created": [path]}
-        work = "true" if thinking else f"sleep {WORK_SECONDS}"
+        first = plant if cid == "square" else ""
+        work = "true" if thinking else f"{first}sleep {WORK_SECONDS}"
         write = {"name": "Write", "input": {"file_path": path, "content": content}}
         turns = [
             {"tool_use": {"name": "Bash", "input": {"command": work}}},
@@ -144,13 +154,17 @@ def assert_done_and_clean(repo: Path, wf: Any) -> None:
     assert left == []
     worktrees = repo / ".supervisor" / "worktrees"
     assert not worktrees.exists() or list(worktrees.iterdir()) == []
+    assert not (repo / ".supervisor" / "bases").exists()  # a copy-on-write view's base too
+    volumes = docker.from_env().volumes.list(filters={"label": f"{LABEL_REPO}={repo_label(repo)}"})
+    assert volumes == []
 
 
+@pytest.mark.parametrize("workspace", WORKSPACES)
 def test_workers_running_when_the_supervisor_is_killed_are_adopted_not_rerun(
-    tmp_path: Path, serve: Any
+    tmp_path: Path, serve: Any, workspace: str
 ) -> None:
     server = serve(*script())
-    repo = new_repo(tmp_path, server.url, GATES)
+    repo = new_repo(tmp_path, server.url, config(workspace))
     write_workflow(repo, WORKFLOW)
     start_and_kill_while_both_work(repo, server)
 
@@ -168,11 +182,12 @@ def test_workers_running_when_the_supervisor_is_killed_are_adopted_not_rerun(
         assert runs == ["succeeded"]  # one step, one container: the one started before the kill
 
 
+@pytest.mark.parametrize("workspace", WORKSPACES)
 def test_a_worker_whose_container_died_with_the_supervisor_is_run_again_and_only_it(
-    tmp_path: Path, serve: Any
+    tmp_path: Path, serve: Any, workspace: str
 ) -> None:
     server = serve(*script())
-    repo = new_repo(tmp_path, server.url, GATES)
+    repo = new_repo(tmp_path, server.url, config(workspace))
     write_workflow(repo, WORKFLOW)
     start_and_kill_while_both_work(repo, server)
     worker_containers(repo)["implement/circle"].kill()
@@ -190,6 +205,34 @@ def test_a_worker_whose_container_died_with_the_supervisor_is_run_again_and_only
         "interrupted",
         "succeeded",
     ]
+
+
+def test_a_worker_planting_the_host_s_own_names_as_links_in_its_view_is_adopted_links_kept(
+    tmp_path: Path, serve: Any
+) -> None:
+    # The names the host gives a view's own folders (upper, work, dot-git), planted as links
+    # in the view before the kill, and a name the mount options could not carry: the host
+    # rebuilds the view from the container's labels, never from what the worker wrote, and
+    # records the links as links.
+    plant = "ln -s square.py upper; ln -s circle.py dot-git; mkdir work; printf y > 'a,b:c'; "
+    server = serve(*script(plant=plant))
+    repo = new_repo(tmp_path, server.url, config("overlay"))
+    write_workflow(repo, WORKFLOW)
+    start_and_kill_while_both_work(repo, server)
+
+    wf = tasks.workflows(repo)[0]
+    done = tasks.resume(wf.id, repo)
+
+    assert_done_and_clean(repo, done)
+    assert {cid: invocations(server, cid) for cid in FILES} == {"square": 1, "circle": 1}
+    tree = subprocess.run(
+        ["git", "-C", str(repo), "ls-tree", done.task_branch, "upper", "dot-git", "a,b:c"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    modes = {line.split("\t")[1]: line.split()[0] for line in tree}
+    assert modes == {"upper": "120000", "dot-git": "120000", "a,b:c": "100644"}
 
 
 def left_running(sandbox: DockerSandbox, command: str) -> str:

@@ -107,6 +107,7 @@ WORKERS = {
     "echo w > vendor/free.py",
     "a symlink out of the repository": "ln -s /etc/passwd docs/secret",
     "a FIFO over a tracked file": "rm docs/a.md; mkfifo docs/a.md",
+    "a name with a newline and a comma": "printf x > \"$(printf 'new\\nline,')\"",
     "nothing": "true",
 }
 
@@ -173,6 +174,10 @@ def test_a_step_from_a_later_commit_shares_the_base_and_sees_exactly_its_commit(
     (repo / "link").symlink_to("docs/a.md")
     (repo / "run.sh").chmod(0o644)
     (repo / "added.py").write_text("new\n")
+    subprocess.run(
+        ["rm", "-rf", str(repo / "pkg" / "d2"), str(repo / "pkg" / "d3" / "m3.py")], check=True
+    )
+    (repo / "pkg" / "d2").write_text("a directory became this file\n")
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "later")
     later = git(repo, "rev-parse", "HEAD").strip()
@@ -184,6 +189,7 @@ def test_a_step_from_a_later_commit_shares_the_base_and_sees_exactly_its_commit(
     assert bases == [first]  # the later commit is the first one's base plus a seeded layer
     assert seen == listing(repo, sandbox, Workspace(repo), later)
     assert "./pkg/d1/" not in seen and "./g.txt/inside" in seen and "./link -> docs/a.md" in seen
+    assert "./pkg/d2 644" in seen and "./pkg/d3/m3.py" not in seen and "./pkg/d3/m7.py" in seen
     assert step(repo, sandbox, later, "true", cow=True) == ("same", "")
     cow.remove_worktree(first_view)
 

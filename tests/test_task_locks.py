@@ -281,6 +281,34 @@ def test_abandon_removes_the_killed_tasks_containers_and_no_other_tasks(tmp_path
                 container.remove(force=True)
 
 
+KILLED_WITH_VIEWS = """
+import os, sys
+from pathlib import Path
+from supervisor.workspace import Workspace
+ws = Workspace(Path(sys.argv[1]))
+for n in (1, 2):
+    ws.use_overlay(owner=f"wf{n}")
+    ws.add_worktree(f"wf{n}-implement-implementer-1", ws.head_commit())
+os._exit(0)  # killed: the views and their bases stay
+"""
+
+
+def test_abandon_removes_the_task_s_copy_on_write_bases_and_no_other_tasks(
+    tmp_path: Path,
+) -> None:
+    repo = repo_with_tasks(tmp_path, 2)
+    subprocess.run([sys.executable, "-c", KILLED_WITH_VIEWS, str(repo)], check=True)
+    bases = repo / ".supervisor" / "bases"
+    assert sorted(p.name for p in bases.iterdir()) == ["wf1", "wf2"]
+
+    abandon.abandon(1, repo)
+    wait_for_deletions()
+
+    assert [p.name for p in bases.iterdir()] == ["wf2"]  # task 2 may be running: untouched
+    worktrees = sorted(p.name for p in (repo / ".supervisor" / "worktrees").iterdir())
+    assert worktrees == ["wf2-implement-implementer-1"]
+
+
 @pytest.mark.docker
 def test_a_killed_starts_probe_container_goes_but_a_starting_ones_stays(tmp_path: Path) -> None:
     import docker

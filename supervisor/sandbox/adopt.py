@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,9 +32,12 @@ from typing import TYPE_CHECKING, Any, cast
 
 from supervisor.errors import CommandTimeoutError, SupervisorError
 from supervisor.sandbox.docker import (
+    LABEL_LOWER,
     LABEL_REPO,
     LABEL_STEP,
+    LABEL_STEP_ID,
     LABEL_WORKFLOW,
+    LABEL_WORKSPACE,
     RUN_DIR,
     RUN_PREFIX,
     repo_label,
@@ -58,10 +63,10 @@ class AdoptionLost(SupervisorError):
     default_hint = "Nothing to do: the step runs again."
 
 
-LABEL_STEP_ID = "supervisor.step_id"
 LABEL_ROLE = "supervisor.role"
 LABEL_BASE = "supervisor.base"
 LABEL_PORT = "supervisor.route_port"
+_COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 ADOPTABLE = ("running", "exited")
 """Container states worth waiting for or reading. Not `created`: the kill came between recording
 the container and starting it, so there is no work to save (it is removed and the step re-run);
@@ -82,6 +87,9 @@ class Adoption:
     port: int | None
     worktree: Path
     run_dir: Path | None
+    lower: str | None = None
+    """The commit of the base under the worker's copy-on-write view (supervisor/overlay.py);
+    None for a fully written worktree."""
 
 
 def worker_labels(
@@ -115,6 +123,9 @@ def match(
     if not step_id.isdigit() or not base:
         return None
     port = labels.get(LABEL_PORT, "")
+    lower = labels.get(LABEL_LOWER, "") if labels.get(LABEL_WORKSPACE) == "overlay" else None
+    if lower is not None and not _COMMIT.fullmatch(lower):
+        return None
     for row in running_steps:
         if (
             row["id"] == int(step_id)
@@ -136,13 +147,17 @@ def match(
                 port=int(port) if port.isdigit() else None,
                 worktree=Path(row["worktree"]),
                 run_dir=run_dir,
+                lower=lower,
             )
     return None
 
 
-def find(sandbox: Any, store: Store, repo: Path, wf_id: int) -> dict[int, Adoption]:
+def find(
+    sandbox: Any, store: Store, repo: Path, wf_id: int, workspace: Workspace | None = None
+) -> dict[int, Adoption]:
     """Record on `sandbox` (as `adoptable`, by step id) the containers of `wf_id`'s interrupted
-    worker steps; the clean-up then leaves them, their worktrees and their run folders alone."""
+    worker steps; the clean-up then leaves them, their worktrees (a copy-on-write view rebuilt
+    on `workspace`, its base kept) and their run folders alone."""
     client = getattr(sandbox, "client", None)
     if client is None:
         return {}
@@ -161,7 +176,7 @@ def find(sandbox: Any, store: Store, repo: Path, wf_id: int) -> dict[int, Adopti
                 running,
                 _run_dir(container.attrs, label),
             )
-            if adoption is not None and adoption.worktree.is_dir() and not _overlay(adoption):
+            if adoption is not None and _workspace_kept(adoption, workspace):
                 found[adoption.step_id] = adoption
     sandbox.adoptable = found
     return found
@@ -275,12 +290,17 @@ def release(sandbox: Any, store: Store, workspace: Workspace) -> list[str]:
 
 
 def _remove(sandbox: Any, container_id: str) -> None:
+    """The container, and its overlay volume if it has one."""
     import docker.errors
 
-    from supervisor.sandbox.docker import remove_container
+    from supervisor.sandbox.docker import remove_container, workspace_volume
 
     with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
-        remove_container(sandbox.client.containers.get(container_id))
+        container = sandbox.client.containers.get(container_id)
+        volume = workspace_volume(sandbox.client, container)
+        remove_container(container)
+        if volume is not None:
+            volume.remove(force=True)
 
 
 def _run_dir(attrs: dict[str, Any], label: str) -> Path | None:
@@ -300,9 +320,26 @@ def _remove_run_dir(path: Path | None) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def _overlay(adoption: Adoption) -> bool:
-    """A copy-on-write view (supervisor/overlay.py) is known only to the process that made it:
-    its changes are read through that process's record of its base, so it is run again."""
-    # lstat only: a worker may have planted either name (as a symlink too); it then loses only
-    # its own adoption, never makes the host follow a link.
-    return all(os.path.lexists(adoption.worktree / name) for name in ("upper", "dot-git"))
+def _workspace_kept(adoption: Adoption, workspace: Workspace | None) -> bool:
+    """Whether the step's workspace can be taken over as it is: a fully written worktree, or a
+    copy-on-write view rebuilt from the container's labels over the task's base, which then
+    stays (overlay.remove_bases keeps a base a view uses)."""
+    try:
+        if not stat.S_ISDIR(os.lstat(adoption.worktree).st_mode):
+            return False
+    except OSError:
+        return False
+    if adoption.lower is None:
+        # A view the container's labels do not name (one that fell back to a full tree) is
+        # run again. lstat only: a worker may have planted either name in its worktree (as a
+        # symlink too); it then loses only its own adoption, never makes the host follow it.
+        return not all(os.path.lexists(adoption.worktree / n) for n in ("upper", "dot-git"))
+    if workspace is None:
+        return False
+    owner = f"wf{adoption.workflow_id}"
+    if workspace.overlays is None or workspace.overlays.bases_dir.name != owner:
+        # Before the engine chooses its workspaces: new steps get full trees until it does.
+        workspace.use_overlay(owner=owner, enabled=False)
+    overlays = workspace.overlays
+    assert overlays is not None
+    return overlays.adopt(adoption.worktree, adoption.base, adoption.lower)

@@ -41,6 +41,11 @@ LABEL_REPO = "supervisor.repo"
 LABEL_WORKFLOW = "supervisor.workflow"
 LABEL_STEP = "supervisor.step"
 LABEL_PROBE = "supervisor.probe"  # the pid of the supervisor whose preflight probe it is
+# A worker's workspace, for a later `resume` to adopt it (see adopt.py): "overlay" and the base's
+# commit when it is a copy-on-write view (supervisor/overlay.py).
+LABEL_WORKSPACE = "supervisor.workspace"
+LABEL_STEP_ID = "supervisor.step_id"  # the step's row (see adopt.py)
+LABEL_LOWER = "supervisor.lower"
 # A run folder's name carries its repository's label, so the next start finds a crashed run's.
 RUN_PREFIX = "supervisor-run-"
 
@@ -116,6 +121,9 @@ def connect() -> docker.DockerClient:
 
 
 class DockerSandbox:
+    mounts_overlay = True
+    """Step workspaces may be copy-on-write views (supervisor/overlay.py), mounted as volumes."""
+
     def __init__(self, image: str, egress_network: str, client: docker.DockerClient | None = None):
         self.image = image
         self.egress_network = egress_network
@@ -205,6 +213,9 @@ class DockerSandbox:
         import docker.errors
 
         started = time.monotonic()
+        if view is not None:
+            view_labels = {LABEL_WORKSPACE: "overlay", LABEL_LOWER: view.base.commit}
+            spec = dataclasses.replace(spec, labels={**spec.labels, **view_labels})
         binds, mounts, volume = self._workspace(spec, view)
         if spec.home_dir is not None:
             binds[str(spec.home_dir)] = {"bind": HOME, "mode": "rw"}
@@ -263,7 +274,8 @@ class DockerSandbox:
             return RunResult(-1, "", "The adopted container is gone.", 0.0, container_id)
         began = started_at(container.attrs)
         elapsed = 0.0 if began is None else max(0.0, time.time() - began)
-        return self._finish(container, spec, time.monotonic() - elapsed, start=False)
+        volume = workspace_volume(self.client, container)
+        return self._finish(container, spec, time.monotonic() - elapsed, start=False, volume=volume)
 
     def _finish(
         self, container: Any, spec: RunSpec, started: float, *, start: bool, volume: Any = None
@@ -351,9 +363,11 @@ class DockerSandbox:
             if container.id not in kept:
                 remove_container(container)
                 removed.append(cast(str, container.id))
+        kept_steps = {str(step_id) for step_id in self.adoptable}
         with contextlib.suppress(docker.errors.APIError):
             for volume in self.client.volumes.list(filters=filters):
-                _remove_volume(volume)
+                if (volume.attrs.get("Labels") or {}).get(LABEL_STEP_ID) not in kept_steps:
+                    _remove_volume(volume)
         if LABEL_REPO in labels:
             keep = {a.run_dir for a in self.adoptable.values() if a.run_dir}
             remove_stale_run_dirs(run_dir_label(labels), keep)
@@ -382,6 +396,18 @@ class _OverlayMountError(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+def workspace_volume(client: Any, container: Any) -> Any:
+    """The overlay volume mounted as a container's workspace, if it has one."""
+    import docker.errors
+
+    for mount in container.attrs.get("Mounts") or []:
+        name = str(mount.get("Name") or "")
+        if mount.get("Type") == "volume" and name.startswith("supervisor-ws-"):
+            with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+                return client.volumes.get(name)
+    return None
 
 
 def _remove_volume(volume: Any) -> None:

@@ -100,6 +100,8 @@ class StandinSandbox:
     runs: list[RunSpec] = field(default_factory=list)
     worker_calls: list[WorkerCall] = field(default_factory=list)
     closed: bool = False
+    mounts_overlay: bool = False
+    """Scripted workers write into a real folder: steps get fully written worktrees."""
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     def check_image(self) -> None:
