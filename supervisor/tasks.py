@@ -110,11 +110,18 @@ def start_task(
 
 
 def resume(
-    wf_id: int, path: Path, *, reporter: Reporter | None = None, one_step: bool = False
+    wf_id: int,
+    path: Path,
+    *,
+    reporter: Reporter | None = None,
+    one_step: bool = False,
+    opened: tuple[Project, notify.Notifier] | None = None,
 ) -> Workflow:
     """Continue task `wf_id`; refused (WorkflowBusyError) while a live supervisor runs it.
-    `one_step`: run one step and leave waits to the caller (the Temporal activity)."""
-    project = open_project(path)
+    `one_step`: run one step and leave waits to the caller (the Temporal activity). `opened`:
+    the project and notifier the caller already read from this same configuration (a worker
+    keeps them across its steps, supervisor/temporal/cache.py)."""
+    project = opened[0] if opened else open_project(path)
     require_trust(project)
     with project.store() as store:
         store.workflow(wf_id)  # an unknown id is reported before any lock file is made
@@ -141,7 +148,8 @@ def resume(
             resuming.prepare(store, wf, project.settings)
             if not project.workspace.branch_exists(wf.task_branch):
                 project.workspace.create_task_branch(wf.id, wf.description, base=wf.base_sha)
-            return _drive(project, store, sandbox, wf_id, reporter, one_step)
+            notifier = opened[1] if opened else None
+            return _drive(project, store, sandbox, wf_id, reporter, one_step, notifier)
 
 
 @dataclass
@@ -261,10 +269,11 @@ def _drive(
     wf_id: int,
     reporter: Reporter | None,
     one_step: bool = False,
+    notifier: notify.Notifier | None = None,
 ) -> Workflow:
     """Run the engine, and tell the user (supervisor/notify.py) when the run ends waiting for
     them, failed or completed."""
-    notifier = notify.Notifier.from_config(project.root)
+    notifier = notifier or notify.Notifier.from_config(project.root)
     try:
         with notify.RateLimitWatch(notifier, project.state_dir / "state.db", wf_id):
             wf = _run_engine(project, store, sandbox, wf_id, reporter, one_step)

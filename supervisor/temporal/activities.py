@@ -17,6 +17,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from supervisor.errors import ApprovalRequired, SupervisorError, WorkflowBusyError
+from supervisor.temporal.cache import ProjectCache
 from supervisor.temporal.workflow import RUN_STEP, StepResult, TaskInput
 
 HEARTBEAT_EVERY = 1.0  # cheap (a local call the SDK batches); keeps short timeouts usable
@@ -26,6 +27,7 @@ class StepActivities:
     def __init__(self, repo: Path, max_parallel: int) -> None:
         self.repo = repo
         self.pool = ThreadPoolExecutor(max_parallel, thread_name_prefix="supervisor-step")
+        self.projects = ProjectCache()  # settings read once per configuration, not per step
 
     @activity.defn(name=RUN_STEP)
     async def run_step(self, task: TaskInput) -> StepResult:
@@ -40,7 +42,7 @@ class StepActivities:
         from supervisor import tasks
 
         try:
-            wf = tasks.resume(wf_id, self.repo, one_step=True)
+            wf = tasks.resume(wf_id, self.repo, one_step=True, opened=self.projects.open(self.repo))
         except ApprovalRequired:
             return StepResult("awaiting_approval")
         except WorkflowBusyError as e:

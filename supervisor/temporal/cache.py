@@ -1,0 +1,73 @@
+"""What a `supervisor worker` keeps between its activities: the repository's settings and
+notifier, read once per configuration instead of once per step.
+
+Reading the configuration (four YAML layers, validated) is most of what one step costs beyond
+the step itself; the embedded runner reads it once per task. The cache is keyed by the repository
+and a fingerprint of every layer file (path, size, modification time), so an edited config is
+read again on the next step, as a new `supervisor resume` would. Only immutable values are kept:
+each step still gets its own Workspace (it holds that step's overlay views) and its own sandbox.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from supervisor import notify
+from supervisor.config import Settings, load_settings, user_dir
+from supervisor.project import Project
+from supervisor.resources import CONFIG_DIR
+from supervisor.workspace import Workspace, find_repo_root
+
+Fingerprint = tuple[tuple[str, int, int], ...]
+
+
+def fingerprint(root: Path) -> Fingerprint:
+    """Each configuration layer's path, size and modification time (-1 when absent)."""
+    files = [
+        CONFIG_DIR / "defaults.yaml",
+        CONFIG_DIR / "limits.yaml",
+        user_dir() / "config.yaml",
+        root / ".supervisor" / "config.yaml",
+    ]
+    marks = []
+    for path in files:
+        try:
+            stat = path.stat()
+            marks.append((str(path), stat.st_size, stat.st_mtime_ns))
+        except OSError:
+            marks.append((str(path), -1, -1))
+    return tuple(marks)
+
+
+class ProjectCache:
+    """Settings and notifier per (repository, configuration fingerprint); thread-safe, since
+    a worker runs up to --max-parallel steps at once."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._roots: dict[Path, Path] = {}
+        self._opened: dict[Path, tuple[Fingerprint, Settings, notify.Notifier]] = {}
+
+    def open(self, path: Path) -> tuple[Project, notify.Notifier]:
+        with self._lock:
+            root = self._roots.get(path)
+        if root is None:
+            root = find_repo_root(path)
+            with self._lock:
+                self._roots[path] = root
+        marks = fingerprint(root)
+        with self._lock:
+            kept = self._opened.get(root)
+        if kept is None or kept[0] != marks:
+            settings = load_settings(root)
+            kept = (marks, settings, notify.Notifier.from_config(root))
+            with self._lock:
+                self._opened[root] = kept
+        _, settings, notifier = kept
+        return Project(root, settings, Workspace(root)), notifier
+
+    def clear(self) -> None:
+        with self._lock:
+            self._roots.clear()
+            self._opened.clear()
