@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from supervisor.config import Settings
     from supervisor.state.records import Workflow
 
 EVENTS = ("approval", "rate_limited", "failed", "completed")
@@ -45,11 +46,12 @@ class Notifier:
     problems: list[str] = field(default_factory=list)
 
     @classmethod
-    def from_config(cls, repo: Path | None) -> Notifier:
-        """The merged `notifications` settings, with the webhook taken from the user layer only."""
+    def from_config(cls, repo: Path | None, loaded: Settings | None = None) -> Notifier:
+        """The merged `notifications` settings (`loaded`: already read, as a run has them), with
+        the webhook taken from the user layer only."""
         from supervisor.config import config_layers, load_settings, user_dir
 
-        settings = load_settings(repo).notifications
+        settings = (loaded or load_settings(repo)).notifications
         user_file = str(user_dir() / "config.yaml")
         webhook = None
         for name, layer in config_layers(repo):

@@ -104,7 +104,7 @@ def timed_wait(engine: Engine, wf: Workflow) -> bool:
             f"(`supervisor reject {wf.id} --reason ...`): " + "; ".join(risk.get("reasons", []))
         )
         engine.reporter.info(message)
-        notify.Notifier.from_config(engine.repo).notify("approval", wf, message)
+        notify.Notifier.from_config(engine.repo, engine.settings).notify("approval", wf, message)
         while time.time() < until:
             time.sleep(min(POLL_SECONDS, max(0.0, until - time.time())))
             approval = engine.store.latest_approval(wf.id)

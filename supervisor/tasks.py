@@ -273,7 +273,7 @@ def _drive(
 ) -> Workflow:
     """Run the engine, and tell the user (supervisor/notify.py) when the run ends waiting for
     them, failed or completed."""
-    notifier = notifier or notify.Notifier.from_config(project.root)
+    notifier = notifier or notify.Notifier.from_config(project.root, project.settings)
     try:
         with notify.RateLimitWatch(notifier, project.state_dir / "state.db", wf_id):
             wf = _run_engine(project, store, sandbox, wf_id, reporter, one_step)

@@ -61,7 +61,7 @@ class ProjectCache:
             kept = self._opened.get(root)
         if kept is None or kept[0] != marks:
             settings = load_settings(root)
-            kept = (marks, settings, notify.Notifier.from_config(root))
+            kept = (marks, settings, notify.Notifier.from_config(root, settings))
             with self._lock:
                 self._opened[root] = kept
         _, settings, notifier = kept
