@@ -122,8 +122,10 @@ def run(
     code: str, repo: Path, args: list[str], *, importtime: bool = False
 ) -> tuple[float, float, str]:
     """One `supervisor` process: wall and CPU seconds, and its stderr."""
+    # An installed package has its bytecode compiled (pip does it); a checkout gets it from the
+    # warm-up run, unless the environment forbids writing it.
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
         "PYTHONPATH": code,
         "COLUMNS": "120",
         "SUPERVISOR_USER_DIR": str(repo.parent / "user"),

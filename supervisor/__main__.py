@@ -1,5 +1,5 @@
 """`python -m supervisor` runs the command line."""
 
-from supervisor.cli.app import main
+from supervisor.cli.entry import main
 
 main()

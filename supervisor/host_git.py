@@ -9,6 +9,9 @@ from pathlib import Path
 from supervisor import process, treedata
 from supervisor.errors import GitError, RepoError, ToolFailedError
 
+STATE_DIR = ".supervisor"
+"""The supervisor's own folder in the repository: state, locks, views, logs."""
+
 IDENTITY = ["-c", "user.name=supervisor", "-c", "user.email=supervisor@localhost"]
 
 

@@ -29,12 +29,12 @@ from supervisor.errors import (
     MergeConflictError,
 )
 from supervisor.host_git import IDENTITY, _git
+from supervisor.host_git import STATE_DIR as STATE_DIR
 from supervisor.host_git import find_repo_root as find_repo_root
 from supervisor.locks import critical_section
 from supervisor.worktree_deletion import _delete_in_background, _delete_tree
 from supervisor.worktree_deletion import wait_for_deletions as wait_for_deletions
 
-STATE_DIR = ".supervisor"
 ZERO_SHA = "0" * 40
 # What the supervisor writes while it runs, as opposed to the configuration a team commits.
 STATE_ENTRIES = (

@@ -3,9 +3,9 @@
 `status`, `events`, `approve` and `reject` run to completion in a fresh interpreter, on a real
 repository and state database, and then the modules it loaded are checked: none of Docker,
 networkx, tiktoken, Jinja2, Textual (only `supervisor tui` needs it), the engine, the workers or
-the sandbox; and for the read-only commands not SQLAlchemy (they read with sqlite3) nor pydantic
-(which typer >= 0.29 imports for every argument; see requirements.txt). What it costs in seconds
-is measured in benchmarks/cli_speed.py.
+the sandbox; `status` not even typer (supervisor/cli/entry.py); and for the read-only commands
+not SQLAlchemy (they read with sqlite3) nor pydantic (which typer >= 0.29 imports for every
+argument; see requirements.txt). What it costs in seconds is measured in benchmarks/cli_speed.py.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ RUN = """
 import json, sys
 out, args = sys.argv[1], sys.argv[2:]
 sys.argv = ["supervisor", *args]
-from supervisor.cli.app import main
+from supervisor.cli.entry import main
 try:
     main()
 except SystemExit as e:
@@ -127,6 +127,15 @@ def test_reading_commands_load_neither_the_worker_stack_nor_sqlalchemy(
     assert loaded(modules, NEVER) == []
     assert sorted(m for m in modules if m.startswith(NEVER_PREFIXES)) == []
     assert loaded(modules, NOT_FOR_READING) == []
+
+
+@pytest.mark.parametrize("args", [["status", "1"], ["status", "--json"]], ids=["id", "list-json"])
+def test_status_is_answered_without_the_command_line_framework(
+    repo: Path, tmp_path: Path, args: list[str]
+) -> None:
+    modules = modules_after(repo, tmp_path, *args)
+    assert "supervisor.cli.status_view" in modules
+    assert loaded(modules, ("typer", "click", "supervisor.cli.app")) == []
 
 
 @pytest.mark.parametrize("args", [["approve", "2"], ["reject", "3", "--reason", "no"]])

@@ -11,13 +11,11 @@ not wait for them. `tasks`, `projects` and `images` below are modules imported o
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.markup import escape
 
 from supervisor.cli import project_commands, roles_config, sandbox_commands, scaleout
 from supervisor.cli.common import (
@@ -25,21 +23,18 @@ from supervisor.cli.common import (
     RepoOption,
     console,
     err_console,
+    hide_flag_types,
     projects,
     tasks,
 )
-from supervisor.cli.plain import hide_flag_types
-from supervisor.cli.plain import json_out as _json
-from supervisor.cli.plain import plain as _plain
+from supervisor.cli.failure import report
 from supervisor.cli.render import (
     events_view,
     fit,
     fit_to_output,
-    workflow_detail,
-    workflows_table,
 )
+from supervisor.cli.status_view import show_status
 from supervisor.errors import ApprovalRequired, SupervisorError
-from supervisor.redaction import redact
 
 if TYPE_CHECKING:
     from supervisor.state.records import Workflow
@@ -351,41 +346,12 @@ def status(
     interval: Annotated[float, typer.Option(help="Seconds between redraws (--watch).")] = 2.0,
 ) -> None:
     """List workflows, or show one in detail (with what a waiting approval is about)."""
-    from supervisor.state import access
-
     if watch:
         from supervisor.cli.watch import watch as watching
 
         watching(console, repo, workflow_id, max(0.1, interval))
         return
-    if workflow_id is None:
-        found = access.workflows(repo)
-        pids = access.supervisors(repo, found)
-        if as_json:
-            _json([{**_plain(wf), "supervisor_pid": pids.get(wf.id)} for wf in found])
-        else:
-            console.print(fit(console, workflows_table(found, pids)))
-        return
-    with access.reading(repo) as store:
-        wf = store.workflow(workflow_id)
-        about: list[str] = []
-        if wf.status in ("awaiting_approval", "budget_exceeded"):
-            from supervisor.approvals import pending
-
-            about = pending(wf, access.state_db(repo).parent.parent)
-        if as_json:
-            approval = store.latest_approval(workflow_id)
-            _json(
-                {
-                    **_plain(wf),
-                    "steps": store.steps(workflow_id),
-                    "usage": store.usage_totals(workflow_id),
-                    "approval": _plain(approval) if approval else None,
-                    "to_approve": about,
-                }
-            )
-            return
-        console.print(fit(console, workflow_detail(store, workflow_id, about)))
+    show_status(console, repo, workflow_id, as_json=as_json)
 
 
 @app.command()
@@ -429,20 +395,8 @@ app.command("worker")(scaleout.worker)
 def main() -> None:
     try:
         app()
-    except ApprovalRequired as e:
-        err_console.print(f"[yellow]⏸ {e.message}[/yellow]")
-        if e.hint:
-            err_console.print(f"  next: {e.hint}")
-        sys.exit(e.exit_code)
     except SupervisorError as e:
-        if os.environ.get("SUPERVISOR_DEBUG"):
-            raise
-        # An error may quote worker or gate output: printed redacted, like the event log.
-        # Printed as text, not markup: `cli: [claude, codex]` in a message is not a style tag.
-        err_console.print(f"[red]error:[/red] {escape(redact(e.message)[0])}", highlight=False)
-        if e.hint:
-            err_console.print(f"  fix: {escape(e.hint)}", highlight=False)
-        sys.exit(e.exit_code)
+        report(e)
 
 
 def _finished(wf: Workflow) -> None:

@@ -7,7 +7,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
+from typer.core import TyperOption
+
+from supervisor.cli.failure import console as console
+from supervisor.cli.failure import err_console as err_console
 
 
 class _Lazy:
@@ -27,10 +30,22 @@ tasks = _Lazy("supervisor.tasks")  # the task lifecycle: start, resume, complete
 projects = _Lazy("supervisor.project")  # opening a repository, preflight, previews
 images = _Lazy("supervisor.image_commands")  # `supervisor sandbox ...`
 
-console = Console()
-err_console = Console(stderr=True)
 
 RepoOption = Annotated[
     Path, typer.Option("--repo", help="The git repository to work on.", show_default="cwd")
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output (JSON).")]
+
+
+_display_type = getattr(TyperOption, "display_type_rich", None)
+
+
+def _no_flag_type(self: TyperOption, ctx: Any) -> str | None:
+    """Typer 0.29 labels every flag `<bool>` in --help; a flag takes no value, so it gets none."""
+    return None if self.is_flag else _display_type(self, ctx)  # type: ignore[misc]
+
+
+def hide_flag_types() -> None:
+    """A no-op on the pinned typer 0.28, which shows no type for a flag (tests/test_cli.py)."""
+    if _display_type is not None:
+        TyperOption.display_type_rich = _no_flag_type  # type: ignore[attr-defined]

@@ -1,4 +1,5 @@
-"""Small output helpers for the command line: JSON for scripts, quieter --help."""
+"""Small output helpers for the command line: JSON for scripts. Imports nothing but the standard
+library: `supervisor status` uses it without loading typer (supervisor/cli/entry.py)."""
 
 from __future__ import annotations
 
@@ -6,21 +7,6 @@ import dataclasses
 import json
 import sys
 from typing import Any
-
-from typer.core import TyperOption
-
-_display_type = getattr(TyperOption, "display_type_rich", None)
-
-
-def _no_flag_type(self: TyperOption, ctx: Any) -> str | None:
-    """Typer 0.29 labels every flag `<bool>` in --help; a flag takes no value, so it gets none."""
-    return None if self.is_flag else _display_type(self, ctx)  # type: ignore[misc]
-
-
-def hide_flag_types() -> None:
-    """A no-op on the pinned typer 0.28, which shows no type for a flag (tests/test_cli.py)."""
-    if _display_type is not None:
-        TyperOption.display_type_rich = _no_flag_type  # type: ignore[attr-defined]
 
 
 def json_out(data: object) -> None:

@@ -12,8 +12,8 @@ import contextlib
 from typing import TYPE_CHECKING
 
 from supervisor.errors import StateError
+from supervisor.host_git import STATE_DIR, find_repo_root
 from supervisor.state.reader import open_reader
-from supervisor.workspace import STATE_DIR, find_repo_root
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

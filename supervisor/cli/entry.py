@@ -1,0 +1,66 @@
+"""The `supervisor` command's entry point.
+
+`supervisor status` is what a person types most, often in a loop, and typer spends a third of
+that command's time building a parser for every command before it runs one. Its plain forms
+(`status [ID] [--repo PATH] [--json]`) are answered here without loading typer; anything else,
+`status --help` and `status --watch` included, goes to the full command line
+(supervisor/cli/app.py), which parses it as always. Both print through
+supervisor/cli/status_view.py, so the output is the same (tests/test_cli_entry.py).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import NamedTuple
+
+
+class StatusArgs(NamedTuple):
+    workflow_id: int | None
+    repo: Path
+    as_json: bool
+
+
+def quick_status(args: list[str]) -> StatusArgs | None:
+    """`status`'s plain arguments, or None for anything the full parser should see."""
+    if args[:1] != ["status"]:
+        return None
+    workflow_id: int | None = None
+    repo = Path()
+    as_json = False
+    rest = iter(args[1:])
+    for arg in rest:
+        if arg == "--json" and not as_json:
+            as_json = True
+        elif arg == "--repo":
+            value = next(rest, None)
+            if value is None or value.startswith("-"):
+                return None
+            repo = Path(value)
+        elif arg.startswith("--repo=") and len(arg) > len("--repo="):
+            repo = Path(arg.removeprefix("--repo="))
+        elif arg.isascii() and arg.isdigit() and workflow_id is None:
+            workflow_id = int(arg)
+        else:
+            return None
+    return StatusArgs(workflow_id, repo, as_json)
+
+
+def main() -> None:
+    quick = quick_status(sys.argv[1:])
+    if quick is None:
+        from supervisor.cli.app import main as full
+
+        full()
+        return
+    from supervisor.cli.failure import console, err_console, report
+    from supervisor.cli.render import fit_to_output
+    from supervisor.cli.status_view import show_status
+    from supervisor.errors import SupervisorError
+
+    fit_to_output(console)
+    fit_to_output(err_console)
+    try:
+        show_status(console, quick.repo, quick.workflow_id, as_json=quick.as_json)
+    except SupervisorError as e:
+        report(e)

@@ -1,0 +1,51 @@
+"""What `supervisor status` prints: the list of workflows, or one in detail.
+
+Shared by the full command line (supervisor/cli/app.py) and the quick entry point
+(supervisor/cli/entry.py), so both print the same thing; it imports rich and the state reader,
+never typer, the engine or SQLAlchemy (for a SQLite state).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from supervisor.cli.plain import json_out, plain
+from supervisor.cli.render import fit, workflow_detail, workflows_table
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from rich.console import Console
+
+
+def show_status(console: Console, repo: Path, workflow_id: int | None, *, as_json: bool) -> None:
+    from supervisor.state import access
+
+    if workflow_id is None:
+        found = access.workflows(repo)
+        pids = access.supervisors(repo, found)
+        if as_json:
+            json_out([{**plain(wf), "supervisor_pid": pids.get(wf.id)} for wf in found])
+        else:
+            console.print(fit(console, workflows_table(found, pids)))
+        return
+    with access.reading(repo) as store:
+        wf = store.workflow(workflow_id)
+        about: list[str] = []
+        if wf.status in ("awaiting_approval", "budget_exceeded"):
+            from supervisor.approvals import pending
+
+            about = pending(wf, access.state_db(repo).parent.parent)
+        if as_json:
+            approval = store.latest_approval(workflow_id)
+            json_out(
+                {
+                    **plain(wf),
+                    "steps": store.steps(workflow_id),
+                    "usage": store.usage_totals(workflow_id),
+                    "approval": plain(approval) if approval else None,
+                    "to_approve": about,
+                }
+            )
+            return
+        console.print(fit(console, workflow_detail(store, workflow_id, about)))
