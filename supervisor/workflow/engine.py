@@ -24,15 +24,13 @@ from supervisor.dependency_review import DependencyApprovalRequired
 from supervisor.errors import (
     ApprovalRequired,
     ConfigError,
-    CredentialsError,
-    StepFailedError,
-    SupervisorError,
 )
-from supervisor.routing import route
-from supervisor.routing.failover import Cause, cause_of
+from supervisor.roles import load_role
+from supervisor.routing import failover, route
 from supervisor.state.store import EventSpec, StepRecord
 from supervisor.workers import continuation
-from supervisor.workflow import continuity, degrade, failovers, resuming, retries
+from supervisor.workflow import resuming
+from supervisor.workflow.decide import Facts, decide
 from supervisor.workflow.state import WorkflowState
 from supervisor.workflow.steps import registry as steps
 from supervisor.workflow.steps.base import (
@@ -42,14 +40,12 @@ from supervisor.workflow.steps.base import (
     StepContext,
     candidate_ref,
     component_branch,
-    err,
     message,
 )
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from supervisor.recovery import Classification
     from supervisor.sandbox.base import Sandbox
     from supervisor.state.store import Store, Workflow
     from supervisor.workspace import Workspace
@@ -86,6 +82,7 @@ class Engine:
         self.ws = workspace
         self.sandbox = sandbox
         self.reporter = reporter or Reporter()
+        _, self.breaker_threshold = recovery.load_policies()  # once per run
         self.steps = StepContext(
             repo, settings, store, workspace, sandbox, self.reporter, self._checkpoint
         )
@@ -179,264 +176,53 @@ class Engine:
     def _transition(
         self, wf: Workflow, definition: WorkflowDef, name: str, step: StepDef, outcome: Outcome
     ) -> None:
-        state = WorkflowState.load(wf.context).merged(outcome.context)
-        events = list(outcome.events)
-        if outcome.escalate is not None:
-            if isinstance(outcome.escalate, CredentialsError):  # refused or missing: next CLI
-                why = message(outcome.escalate)
-                if self._failover(wf, name, step, state, events, outcome, "credentials", None, why):
-                    return
-            self._fail(
-                wf, name, state, events, outcome.escalate, outcome.resume_at, outcome.records
-            )
-        breaker = state.breaker
-        if outcome.result != "passed":
-            breaker[name] = breaker.get(name, 0) + 1
-            _, threshold = recovery.load_policies()
-            if breaker[name] >= threshold:
-                outcome.escalate = StepFailedError(
-                    f"Circuit breaker open for step '{name}': {breaker[name]} consecutive "
-                    f"failures (threshold {threshold}); last: "
-                    f"{(outcome.feedback or getattr(outcome.transient, 'reason', '') or '')[:600]}",
-                    f"Look at `supervisor events {wf.id}`, fix the cause, then `supervisor "
-                    f"resume {wf.id}` (a resume after a failure closes the breaker).",
-                )
-                self._fail(wf, name, state, events, outcome.escalate, None, outcome.records)
-        if outcome.transient is not None:
-            self._retry_same(wf, name, step, state, events, outcome.transient, outcome)
-            return
-        if outcome.result == "passed":
-            continuity.forget(state, name)
-            breaker.pop(name, None)
-            state.transient.pop(name, None)
-            state.feedback.pop(name, None)
-            next_step = step.next
-            status = "running" if next_step is not None else "completed"
-            ask = step.human_approval
-            if next_step and definition.steps[next_step].action == "commit":
-                # The approval policy judges what is about to be committed (supervisor/risk.py).
-                judged = state.dump()
-                stops, assessed = risk.assess(self, wf, name, judged, step.human_approval)
-                stops = degrade.hold_for_a_person(judged) or stops  # stubs: never unseen
-                state = WorkflowState.load(judged)
-                ask, events = ask or stops, [*events, assessed]
-            if ask:
-                status = "awaiting_approval"
-                state.approval_step = name
-                events.append(EventSpec("approval_requested", step=name, status="pending"))
-            if name in state.degraded:
-                level = state.degraded[name]
-                events.append(EventSpec("degraded_result", step=name, status=level))
-            if status == "completed":
-                events.append(EventSpec("workflow_completed", status="completed"))
-            self.store.transition(
-                wf.id,
-                step=name,
-                next_step=next_step,
-                records=outcome.records,
-                context=state.dump(),
-                status=status,
-                git_sha=outcome.git_sha,
-                events=events,
-                request_approval=ask,
-            )
-            return
-        # A failure or a rejection: go back to the step that can fix it, with feedback.
-        target = name
-        if outcome.goto is not None:
-            target = outcome.goto
-        elif outcome.result == "failed" and step.on_fail:
-            target = step.on_fail
-        elif outcome.result == "rejected" and step.on_reject:
-            target = step.on_reject
-        limit = definition.steps[target].max_retries
-        counted = retries.with_feedback(
-            state.attempts, target, limit, state.feedback, outcome.feedback
-        )
-        stepped = None
-        if counted.exhausted:  # the step's retries are spent: a smaller job, if it opted in
-            problem = outcome.feedback or outcome.result
-            stepped = degrade.step_down(
-                state, target, definition.steps[target], name, limit, problem
-            )
-        if stepped is not None:
-            events.append(stepped)
-            self.reporter.info(f"'{target}' degrades to a {stepped.status} attempt")
-        elif counted.exhausted:
-            error = StepFailedError(
-                f"Step '{target}' of workflow {wf.id} failed {counted.failures} times (limit "
-                f"{limit}); last problem: {(outcome.feedback or outcome.result)[:800]}",
-                f"The task branch {wf.task_branch} keeps its last good state. Fix the cause "
-                f"(see `supervisor events {wf.id}`), then `supervisor resume {wf.id}` tries "
-                "again.",
-            )
-            # After a gate failure, `resume` re-runs that gate on the candidate first: the cause
-            # may have been the gate's configuration, fixed meanwhile.
-            at = name if step.gate else target
-            self._fail(wf, name, state, events, error, at, outcome.records)
-        if target == name and outcome.result == "failed":  # sent back to itself: continue?
-            limit_turns = self.settings.continuity.max_continuation_turns
-            turn = continuity.after_send_back(state, name, outcome.session, limit_turns)
-            events += [turn] if turn is not None else []
-        events.append(
-            EventSpec(
-                "retry",
-                step=target,
-                status=outcome.result,
-                payload={
-                    "from_step": name,
-                    "attempt": counted.next_attempt,
-                    "limit": limit + 1,
-                    **({"degraded": stepped.status} if stepped is not None else {}),
-                },
-            )
-        )
+        """Decide the move after `outcome` (supervisor/workflow/decide.py), commit it with the
+        step runs it finished in one transaction, then wait, sleep or raise as it says."""
+        move = decide(wf, definition, name, step, outcome, self._facts(wf, name, step, outcome))
+        if move.error is not None:
+            continuation.discard_all(self.repo / ".supervisor", wf.id)  # kept CLI homes
         self.store.transition(
             wf.id,
             step=name,
-            next_step=target,
+            next_step=move.next_step,
             records=outcome.records,
-            context=state.dump(),
-            checkpoint_status=outcome.result,
-            events=events,
+            context=move.state.dump(),
+            status=move.status,
+            checkpoint_status=move.checkpoint_status,
+            git_sha=move.git_sha,
+            events=move.events,
+            request_approval=move.request_approval,
+            error=message(move.error) if move.error is not None else None,
         )
-
-    def _fail(
-        self,
-        wf: Workflow,
-        name: str,
-        state: WorkflowState,
-        events: list[EventSpec],
-        error: SupervisorError,
-        resume_at: str | None = None,
-        records: list[StepRecord] = (),  # type: ignore[assignment]
-    ) -> NoReturn:
-        """Record the failure (a later `resume` starts again at `resume_at`) and raise it."""
-        at = resume_at or name
-        continuation.discard_all(self.repo / ".supervisor", wf.id)  # kept CLI homes...
-        continuity.end_all(state)  # ...so a `resume` starts their sessions afresh
-        events.append(EventSpec("workflow_failed", step=at, status="failed", payload=err(error)))
-        self.store.transition(
-            wf.id,
-            records=records,
-            step=name,
-            next_step=at,
-            context=state.dump(),
-            status="failed",
-            checkpoint_status="failed",
-            events=events,
-            error=message(error),
-        )
-        raise error
-
-    def _retry_same(
-        self,
-        wf: Workflow,
-        name: str,
-        step: StepDef,
-        state: WorkflowState,
-        events: list[EventSpec],
-        why: Classification,
-        outcome: Outcome,
-    ) -> None:
-        """Run the same step again after the policy's backoff, or the rate limit's reset; or on
-        the role's next CLI when this one is limited for too long or down (a failover)."""
-        records = outcome.records
-        again = retries.same_again(
-            state.transient,
-            name,
-            step.retry_policy or self.settings.retry_policy,
-            why,
-        )
-        cause = cause_of(why, exhausted=again.exhausted, settings=self.settings.failover)
-        if cause and self._failover(wf, name, step, state, events, outcome, cause, why, why.reason):
-            return
-        if again.exhausted:
-            self._fail(
-                wf,
-                name,
-                state,
-                events,
-                StepFailedError(
-                    f"Step '{name}' failed {again.failures} times in a row ({why.category}): "
-                    f"{why.reason[:600]}",
-                    "Check the model API and the CLI (`supervisor doctor`), then "
-                    f"`supervisor resume {wf.id}`.",
-                ),
-                None,
-                records,
-            )
-        delay, waiting = again.delay, again.waiting
-        if waiting and cause == "rate_limited":  # every CLI limited: wait for the first back
-            args = (self.repo, wf, step, state, outcome.cli, why, delay, time.time())
-            delay = failovers.shorter_wait(*args)
-        if waiting:
-            state.waiting_until = time.time() + delay
-        events.append(
-            EventSpec(
-                "retry_scheduled",
-                step=name,
-                status=str(why.action),
-                payload={
-                    "category": str(why.category),
-                    "reason": why.reason[:1000],
-                    "delay_s": round(delay, 2),
-                    "attempt": again.failures + 1,
-                    "max_attempts": again.max_attempts,
-                },
-            )
-        )
-        self.store.transition(
-            wf.id,
-            records=records,
-            step=name,
-            next_step=name,
-            context=state.dump(),
-            status="rate_limited" if waiting else "running",
-            checkpoint_status=str(why.category),
-            events=events,
-        )
-        if waiting:
-            self.reporter.info(f"rate limited: waiting {delay:.0f} s before retrying '{name}'")
+        if move.error is not None:
+            raise move.error
+        for line in move.info:
+            self.reporter.info(line)
+        if move.wait:
             self._wait(self.store.workflow(wf.id))
-        else:
-            self.reporter.info(f"{why.category}: retrying '{name}' in {delay:.1f} s")
-            time.sleep(delay)
+        elif move.sleep_s:
+            time.sleep(move.sleep_s)
 
-    def _failover(
-        self,
-        wf: Workflow,
-        name: str,
-        step: StepDef,
-        state: WorkflowState,
-        events: list[EventSpec],
-        outcome: Outcome,
-        cause: Cause,
-        why: Classification | None,
-        reason: str,
-    ) -> bool:
-        """Move the step to its role's next available CLI (supervisor/workflow/failovers.py);
-        False when it has none, and the caller goes on as without failover."""
-        now = time.time()
-        args = (self.repo, self.settings, wf, step, state, outcome.cli, cause, why, reason, now)
-        moved = failovers.plan(*args)
-        if moved is None:
-            return False
-        events.append(failovers.apply(state, name, moved, now))
-        self.store.transition(
-            wf.id,
-            records=outcome.records,
-            step=name,
-            next_step=name,
-            context=state.dump(),
-            status="running",
-            checkpoint_status="failover",
-            events=events,
+    def _facts(self, wf: Workflow, name: str, step: StepDef, outcome: Outcome) -> Facts:
+        """What a decision needs from outside: the clock, the policies, the role's CLIs (read
+        only when the step did not pass: only a failover needs them) and the approval policy."""
+        failing = outcome.result != "passed" or outcome.escalate or outcome.transient
+        clis: list[str] = []
+        if step.role and failing:
+            clis = failover.chain(load_role(step.role, self.repo).clis, wf.cli)
+
+        def judge(judged: dict[str, Any]) -> tuple[bool, EventSpec]:
+            return risk.assess(self, wf, name, judged, step.human_approval)
+
+        return Facts(
+            now=time.time(),
+            breaker_threshold=self.breaker_threshold,
+            max_continuation_turns=self.settings.continuity.max_continuation_turns,
+            retry_policy=self.settings.retry_policy,
+            failover=self.settings.failover,
+            role_clis=clis,
+            judge=judge,
         )
-        self.reporter.info(
-            f"{moved.from_cli} unavailable ({cause}): step '{name}' runs again on {moved.to_cli}"
-        )
-        return True
 
     def _wait(self, wf: Workflow) -> bool:
         """A rate limit is a waiting state, not a failure: sleep to the reset, then run again.
