@@ -52,12 +52,31 @@ def task_lock(state_dir: Path, wf_id: int) -> Iterator[None]:
         handle.write(f"pid {os.getpid()}")
         handle.flush()
         try:
-            yield
+            with _across_hosts(wf_id):
+                yield
         finally:
             handle.seek(0)
             handle.truncate()
             handle.flush()
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextmanager
+def _across_hosts(wf_id: int) -> Iterator[None]:
+    """With a shared state database, the task is held there too (supervisor/state/shared_lock.py):
+    another host's supervisor sees none of this host's file locks."""
+    from supervisor.state.location import state_url
+    from supervisor.state.postgres import is_postgres
+
+    url = state_url()
+    if not is_postgres(url):
+        yield
+        return
+    from supervisor.state.shared_lock import held
+
+    assert url is not None
+    with held(url, wf_id):
+        yield
 
 
 def task_holder(state_dir: Path, wf_id: int) -> int | None:

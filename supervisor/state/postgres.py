@@ -136,7 +136,7 @@ def is_postgres(url: str | None) -> bool:
     return bool(url) and str(url).startswith(("postgresql:", "postgresql+"))
 
 
-def make_engine(url: str) -> Engine:
+def make_engine(url: str, connect_args: dict[str, Any] | None = None) -> Engine:
     """An engine for `url`; only the psycopg (3) driver is supported, since it is the one pinned."""
     from sqlalchemy import create_engine
     from sqlalchemy.engine import make_url
@@ -164,7 +164,11 @@ def make_engine(url: str) -> Engine:
     return create_engine(
         parsed.set(drivername="postgresql+psycopg"),
         pool_pre_ping=True,
-        connect_args={"connect_timeout": 10, "application_name": "supervisor"},
+        connect_args={
+            "connect_timeout": 10,
+            "application_name": "supervisor",
+            **(connect_args or {}),
+        },
     )
 
 
