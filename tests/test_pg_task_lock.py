@@ -15,9 +15,12 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from sqlalchemy.engine import make_url
 
+from supervisor.cli.render import _shown_status
 from supervisor.errors import WorkflowBusyError
 from supervisor.locks import task_lock
+from supervisor.state import access
 from supervisor.state.shared_lock import is_held
+from supervisor.state.store import Store
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -78,3 +81,28 @@ def test_a_holder_killed_by_sigkill_leaves_the_task_free(shared: str, tmp_path: 
         time.sleep(0.1)
     with task_lock(tmp_path / "b" / ".supervisor", 9):
         assert is_held(shared, 9)
+
+
+def test_status_tells_a_task_running_on_another_host_from_one_whose_supervisor_died(
+    shared: str, tmp_path: Path
+) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "init"], check=True)
+    with Store(repo / ".supervisor" / "state.db", url=shared) as store:
+        ids = [
+            store.create_workflow(
+                description="t", cli="claude", base_branch="main", base_sha="a" * 40,
+                branch_for_id=lambda i: f"ai/{i}-t", definition={}, first_step="plan",
+            ).id
+            for _ in range(2)
+        ]  # fmt: skip
+    found = access.workflows(repo)
+    assert {wf.id: wf.status for wf in found} == dict.fromkeys(ids, "running")
+    with task_lock(tmp_path / "other-host" / ".supervisor", ids[0]):
+        pids = access.supervisors(repo, found)
+    assert pids == {ids[0]: access.ELSEWHERE, ids[1]: None}
+    assert "no supervisor" not in _shown_status(found[0], pids)
+    assert "no supervisor" in _shown_status(found[1], pids)

@@ -45,13 +45,26 @@ def workflows(path: Path) -> list[Workflow]:
         return state.workflows()
 
 
+ELSEWHERE = -1
+"""The `supervisor_pid` of a task a process on another host runs (shared PostgreSQL state)."""
+
+
 def supervisors(path: Path, found: list[Workflow]) -> dict[int, int | None]:
-    """For each running workflow, the pid of the supervisor running it, or None when none does
-    (it crashed or was killed: `supervisor resume <id>` continues it, beside other tasks)."""
+    """For each running workflow, the pid of the supervisor running it (ELSEWHERE: a process on
+    another host), or None when none does (it crashed or was killed: `supervisor resume <id>`
+    continues it, beside other tasks)."""
     from supervisor.locks import task_holder
+    from supervisor.state.location import state_url
 
     state_dir = state_db(path).parent
-    return {wf.id: task_holder(state_dir, wf.id) for wf in found if wf.status == "running"}
+    pids = {wf.id: task_holder(state_dir, wf.id) for wf in found if wf.status == "running"}
+    url = state_url()
+    orphans = [wf_id for wf_id, pid in pids.items() if pid is None]
+    if url and orphans:  # a shared database: the task may run on another host
+        from supervisor.state.shared_lock import held_tasks
+
+        pids.update(dict.fromkeys(held_tasks(url, orphans), ELSEWHERE))
+    return pids
 
 
 def decide(

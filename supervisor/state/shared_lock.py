@@ -65,22 +65,31 @@ def held(url: str, wf_id: int) -> Iterator[None]:
 
 
 def is_held(url: str, wf_id: int) -> bool:
-    """Whether some session holds task `wf_id` (for `status`: a task running on another host)."""
+    """Whether some session, on any host, holds task `wf_id`."""
+    return wf_id in held_tasks(url, [wf_id])
+
+
+def held_tasks(url: str, wf_ids: list[int]) -> set[int]:
+    """Which of `wf_ids` a process on some host is running (for `status`: a task running on
+    another host is not one whose supervisor died)."""
     from sqlalchemy import text
 
     from supervisor.state.postgres import make_engine
 
+    if not wf_ids:
+        return set()
     engine = make_engine(url)
     try:
         with engine.connect() as conn:
-            found = conn.execute(
+            rows = conn.execute(
                 text(
-                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
-                    "AND classid = :cls AND objid = :task AND database = "
+                    "SELECT objid FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                    "AND classid = :cls AND database = "
                     "(SELECT oid FROM pg_database WHERE datname = current_database())"
                 ),
-                {"cls": TASK_LOCK_CLASS, "task": wf_id},
-            ).scalar()
+                {"cls": TASK_LOCK_CLASS},
+            )
+            held = {int(r[0]) for r in rows}
     finally:
         engine.dispose()
-    return bool(found)
+    return held & set(wf_ids)
