@@ -143,14 +143,14 @@ class RateLimitWatch:
             self.thread.join(timeout=5)
 
     def _watch(self) -> None:
-        from supervisor.state.reader import StateReader
+        from supervisor.state.location import state_url
+        from supervisor.state.reader import open_reader
 
         was_waiting = False
         while not self.stop.wait(self.every_s):
-            reader = StateReader.open(self.db)
-            if reader is None:
+            if not state_url() and not self.db.is_file():
                 continue
-            with reader:
+            with open_reader(self.db) as reader:  # the store, for a shared PostgreSQL state
                 wf = reader.workflow(self.wf_id)
             waiting = wf.status == "rate_limited"
             if waiting and not was_waiting:

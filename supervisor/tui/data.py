@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from supervisor.state.records import Event, Workflow
+    from supervisor.state.store import Store
 
 GIT = ["git", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"]
 WAITING = ("awaiting_approval", "rate_limited")
@@ -46,11 +47,16 @@ class Usage:
 
 def elapsed(wf: Workflow, now: datetime | None = None) -> str:
     """Time since the task started; a finished one stops at its last update."""
-    end = wf.updated_at if wf.status in ("completed", "failed") else None
+    end = _utc(wf.updated_at) if wf.status in ("completed", "failed") else None
     stop = end or (now or datetime.now(UTC).replace(tzinfo=None))
-    seconds = max(0, int((stop - wf.created_at).total_seconds()))
+    seconds = max(0, int((stop - _utc(wf.created_at)).total_seconds()))
     hours, rest = divmod(seconds, 3600)
     return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+
+
+def _utc(stamp: datetime) -> datetime:
+    """A naive UTC time: SQLite gives those, PostgreSQL gives times with their zone."""
+    return stamp.astimezone(UTC).replace(tzinfo=None) if stamp.tzinfo else stamp
 
 
 def step_shown(wf: Workflow) -> str:
@@ -85,12 +91,25 @@ class Monitor:
         return reader
 
     def rows(self) -> list[Row]:
+        shared = _shared(self.db)
+        if shared is not None:  # PostgreSQL: every workflow and its totals, read again
+            with shared as store:
+                found = store.workflows()
+                for wf in found:
+                    totals = store.usage_totals(wf.id)
+                    tokens = int(totals["input_tokens"]) + int(totals["output_tokens"])
+                    self.usage[wf.id] = Usage(tokens, float(totals["cost_usd"]))
+            self.changed = {wf.id for wf in found}
+            return self._rows(found)
         reader = self._reader()
         if reader is None:
             return []
         with reader:
             found = self._workflows(reader)
             self._add_usage(reader.conn)
+        return self._rows(found)
+
+    def _rows(self, found: list[Workflow]) -> list[Row]:
         now = datetime.now(UTC).replace(tzinfo=None)
         return [
             Row(
@@ -140,6 +159,14 @@ class Monitor:
             self.last_event = max(self.last_event, int(top))
 
     def detail(self, wf_id: int, events: int = 30) -> Detail | None:
+        shared = _shared(self.db)
+        if shared is not None:
+            with shared as store:
+                wf = store.workflow(wf_id)
+                log = store.events(wf_id)[-events:]
+                steps = store.steps(wf_id)
+                approval = store.latest_approval(wf_id)
+            return Detail(wf, log, steps, approval.step if approval else None)
         reader = self._reader()
         if reader is None:
             return None
@@ -187,7 +214,7 @@ class ToApprove:
 def to_approve(db: Path, repo: Path, wf_id: int) -> ToApprove:
     from supervisor.approvals import pending
 
-    with StateReader.open(db) or _missing(db) as reader:
+    with _shared(db) or StateReader.open(db) or _missing(db) as reader:
         wf = reader.workflow(wf_id)
         approval = reader.latest_approval(wf_id)
         reviews = [
@@ -203,6 +230,18 @@ def to_approve(db: Path, repo: Path, wf_id: int) -> ToApprove:
         _latest_per_reviewer(reviews),
         diff_text(repo, wf.base_sha, head),
     )
+
+
+def _shared(db: Path) -> Store | None:
+    """The store of a shared PostgreSQL state (`state.url`), which the sqlite3 reader cannot
+    read; None for the repository's own SQLite file."""
+    from supervisor.state.location import state_url
+
+    if not state_url():
+        return None
+    from supervisor.state.store import Store
+
+    return Store(db)
 
 
 def _missing(db: Path) -> StateReader:
