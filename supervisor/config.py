@@ -225,6 +225,10 @@ class TemporalSettings(_Model):
     task_queue: str = "supervisor"
     # A worker silent this long is taken for dead: its step is retried on another worker.
     heartbeat_timeout_seconds: float = Field(30, gt=0)
+    # A git URL every worker host reads and pushes the tasks' branches and refs to, so each host
+    # keeps its own clone (supervisor/temporal/remote.py); unset: every worker of the queue
+    # works in the same checkout.
+    remote: str | None = None
 
 
 class Settings(_Model):

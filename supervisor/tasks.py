@@ -116,6 +116,7 @@ def resume(
     reporter: Reporter | None = None,
     one_step: bool = False,
     opened: tuple[Project, notify.Notifier] | None = None,
+    before_commit: Callable[[int], None] | None = None,
 ) -> Workflow:
     """Continue task `wf_id`; refused (WorkflowBusyError) while a live supervisor runs it.
     `one_step`: run one step and leave waits to the caller (the Temporal activity). `opened`:
@@ -149,7 +150,9 @@ def resume(
             if not project.workspace.branch_exists(wf.task_branch):
                 project.workspace.create_task_branch(wf.id, wf.description, base=wf.base_sha)
             notifier = opened[1] if opened else None
-            return _drive(project, store, sandbox, wf_id, reporter, one_step, notifier)
+            return _drive(
+                project, store, sandbox, wf_id, reporter, one_step, notifier, before_commit
+            )
 
 
 @dataclass
@@ -270,13 +273,14 @@ def _drive(
     reporter: Reporter | None,
     one_step: bool = False,
     notifier: notify.Notifier | None = None,
+    before_commit: Callable[[int], None] | None = None,
 ) -> Workflow:
     """Run the engine, and tell the user (supervisor/notify.py) when the run ends waiting for
     them, failed or completed."""
     notifier = notifier or notify.Notifier.from_config(project.root, project.settings)
     try:
         with notify.RateLimitWatch(notifier, project.state_dir / "state.db", wf_id):
-            wf = _run_engine(project, store, sandbox, wf_id, reporter, one_step)
+            wf = _run_engine(project, store, sandbox, wf_id, reporter, one_step, before_commit)
     except SupervisorError as e:
         event = "approval" if isinstance(e, ApprovalRequired) else "failed"
         notifier.notify(event, store.workflow(wf_id), e.message)
@@ -315,6 +319,7 @@ def _run_engine(
     wf_id: int,
     reporter: Reporter | None,
     one_step: bool = False,
+    before_commit: Callable[[int], None] | None = None,
 ) -> Workflow:
     if project.settings.sandbox.workspace == "overlay" and sandbox.mounts_overlay:
         project.workspace.use_overlay(
@@ -322,6 +327,7 @@ def _run_engine(
         )
     engine = Engine(project.root, project.settings, store, project.workspace, sandbox, reporter)
     engine.one_step = engine.external_waits = one_step
+    engine.before_commit = before_commit
     try:
         return engine.run(wf_id)
     except (ApprovalRequired, StepFailedError):

@@ -59,7 +59,7 @@ def guarded_settings(repo: Path) -> dict[str, Any]:
                 found[f"sandbox.{key}"] = sandbox[key]
     temporal = data.get("temporal")  # where tasks are submitted: their descriptions, results
     if isinstance(temporal, dict):
-        for key in ("address", "namespace"):
+        for key in ("address", "namespace", "remote"):  # remote: where the code is pushed
             if key in temporal:
                 found[f"temporal.{key}"] = temporal[key]
     roles = repo / ".supervisor" / "roles"

@@ -6,6 +6,7 @@ processes, the real `claude` in the real Docker sandbox against the scripted mod
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from typing import TYPE_CHECKING, Any
 
@@ -39,10 +40,11 @@ def temporal(tmp_path: Path) -> Iterator[DevServer]:
     server.stop()
 
 
-def config(temporal: DevServer) -> str:
+def config(temporal: DevServer, remote: Path | None = None) -> str:
+    shared = f", remote: '{remote}'" if remote else ""
     return (
         f"temporal: {{address: '{temporal.address}', task_queue: spec, "
-        "heartbeat_timeout_seconds: 4}\n"
+        f"heartbeat_timeout_seconds: 4{shared}}}\n"
     )
 
 
@@ -142,3 +144,73 @@ def test_two_peoples_tasks_on_one_repository_do_not_interfere(
     for who in ("ada", "bob"):  # each sees both tasks in the shared state
         listed = supervisor("status", "--json", "--repo", str(repo), env=people[who])
         assert listed.returncode == 0 and listed.stdout.count('"task_branch"') == 2, listed.stderr
+
+
+def clone_for_a_host(remote: Path, user_checkout: Path, path: Path) -> Path:
+    """A worker host's own clone of the team's remote, with the project's config (as the team
+    commits it) and trusted by the host's user."""
+    subprocess.run(["git", "clone", "-q", str(remote), str(path)], check=True)
+    (path / ".supervisor").mkdir(exist_ok=True)
+    for name in ("config.yaml", "workflow.yaml"):
+        shutil.copy(user_checkout / ".supervisor" / name, path / ".supervisor" / name)
+    trust(path)
+    return path
+
+
+def git_out(*args: str) -> str:
+    return subprocess.run(["git", *args], capture_output=True, text=True, check=True).stdout
+
+
+def test_a_step_cut_short_on_one_host_is_retried_on_another_from_the_shared_remote_alone(
+    tmp_path: Path,
+    serve: Any,
+    api_keys: None,
+    temporal: DevServer,
+    pg_cluster: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    require_sandbox()
+    monkeypatch.setenv("SUPERVISOR_STATE_URL", pg_cluster.database())
+    server = serve(implementer(GOOD_CALC, delay=20), implementer(GOOD_CALC))
+    remote = tmp_path / "team.git"
+    repo = new_repo(tmp_path, server.url, config(temporal, remote))
+    write_workflow(repo, ONE_STEP)
+    subprocess.run(["git", "clone", "-q", "--bare", str(repo), str(remote)], check=True)
+    host_a = clone_for_a_host(remote, repo, tmp_path / "host-a")
+    host_b = clone_for_a_host(remote, repo, tmp_path / "host-b")
+    before = git_out("-C", str(repo), "for-each-ref", "--format=%(refname) %(objectname)")
+    status_before = git_out("-C", str(repo), "status", "--porcelain")
+
+    started = supervisor("start-task", "--yes", "--backend", "temporal", "Implement add",
+                         "--repo", str(repo))  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    log = tmp_path / "worker.log"
+    first = start_worker(host_a, temporal, log)
+    second = None
+    try:
+        wait_for(repo, 1, {"failed", "completed"}, log, running="implement")
+        first.kill()  # SIGKILL: host A is gone, with whatever its clone held
+        first.wait()
+        shutil.rmtree(host_a)
+        second = start_worker(host_b, temporal, log)
+        done = wait_for(repo, 1, {"completed", "failed"}, log)
+    finally:
+        for proc in (first, second):
+            if proc is not None:
+                proc.kill()
+                proc.wait()
+    assert done.status == "completed", done.error
+    # The result is on the team's remote, committed by host B from what the remote held.
+    shown = git_out("--git-dir", str(remote), "show", f"{done.task_branch}:calc.py")
+    assert shown == GOOD_CALC
+    assert git_out("--git-dir", str(remote), "rev-parse", "refs/supervisor/wf1/base").strip() == (
+        done.base_sha
+    )
+    # The user's checkout: only the task branch start-task made, still at the base.
+    after = git_out("-C", str(repo), "for-each-ref", "--format=%(refname) %(objectname)")
+    made = set(after.splitlines()) - set(before.splitlines())
+    assert made == {f"refs/heads/{done.task_branch} {done.base_sha}"}
+    assert git_out("-C", str(repo), "status", "--porcelain") == status_before
+    with Store(repo / ".supervisor" / "state.db") as store:
+        implements = [s["status"] for s in store.steps(1) if s["name"] == "implement"]
+    assert implements == ["interrupted", "succeeded"]

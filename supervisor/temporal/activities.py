@@ -16,7 +16,8 @@ from pathlib import Path
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from supervisor.errors import ApprovalRequired, SupervisorError, WorkflowBusyError
+from supervisor.errors import ApprovalRequired, GitError, SupervisorError, WorkflowBusyError
+from supervisor.temporal import remote
 from supervisor.temporal.cache import ProjectCache
 from supervisor.temporal.workflow import RUN_STEP, StepResult, TaskInput
 
@@ -41,8 +42,22 @@ class StepActivities:
     def _step(self, wf_id: int) -> StepResult:
         from supervisor import tasks
 
+        opened = self.projects.open(self.repo)
+        shared = opened[0].settings.temporal.remote
+        publish = None
         try:
-            wf = tasks.resume(wf_id, self.repo, one_step=True, opened=self.projects.open(self.repo))
+            if shared:  # this host's clone takes the task's refs from the shared remote
+                with opened[0].store() as store:
+                    row = store.workflow(wf_id)
+                try:
+                    remote.fetch(opened[0].root, shared, row)
+                except GitError as e:  # the remote out of reach: Temporal tries again later
+                    raise ApplicationError(e.message, type="RemoteUnavailable") from e
+
+                def publish(_: int) -> None:
+                    remote.push(opened[0].root, shared, row)
+
+            wf = tasks.resume(wf_id, self.repo, one_step=True, opened=opened, before_commit=publish)
         except ApprovalRequired:
             return StepResult("awaiting_approval")
         except WorkflowBusyError as e:

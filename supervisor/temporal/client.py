@@ -47,6 +47,10 @@ def submit_task(store: Store, repo: Path, wf: Workflow, settings: TemporalSettin
     from supervisor.temporal.workflow import WORKFLOW_NAME, TaskInput
 
     wid = workflow_id(repo, wf.id)
+    if settings.remote:  # the worker hosts' clones take the task from there
+        from supervisor.temporal import remote
+
+        remote.publish(repo, settings.remote, wf)
 
     async def start() -> None:
         client = await connect(settings.address, settings.namespace)

@@ -44,6 +44,7 @@ from supervisor.workflow.steps.base import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
     from supervisor.sandbox.base import Sandbox
@@ -66,6 +67,9 @@ class Engine:
     # wait to a durable timer instead of sleeping here. The decisions are the same code.
     one_step = False
     external_waits = False
+    # With a shared git remote (supervisor/temporal/remote.py): publish the task's refs before a
+    # move that may name new commits is committed, so the database never names a missing one.
+    before_commit: Callable[[int], None] | None = None
 
     def __init__(
         self,
@@ -181,6 +185,8 @@ class Engine:
         move = decide(wf, definition, name, step, outcome, self._facts(wf, name, step, outcome))
         if move.error is not None:
             continuation.discard_all(self.repo / ".supervisor", wf.id)  # kept CLI homes
+        if self.before_commit is not None:
+            self.before_commit(wf.id)
         self.store.transition(
             wf.id,
             step=name,
@@ -252,6 +258,8 @@ class Engine:
     ) -> None:
         """Progress inside a running step (the component fan-out's moves), one transaction."""
         valid = WorkflowState.load(context).dump()
+        if self.before_commit is not None:
+            self.before_commit(wf_id)
         self.store.checkpoint(wf_id, step=step, context=valid, events=events, records=records)
 
 
