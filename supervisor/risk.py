@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from supervisor.state.store import Workflow
-    from supervisor.workflow.engine import Engine
+    from supervisor.workflow.steps.base import StepContext
 
 CONTEXT_KEY = "risk"
 MAX_PARSE_BYTES = 1_000_000
@@ -37,7 +37,7 @@ POLL_SECONDS = 1.0
 
 
 def assess(
-    engine: Engine, wf: Workflow, name: str, ctx: dict[str, Any], human: bool = False
+    engine: StepContext, wf: Workflow, name: str, ctx: dict[str, Any], human: bool = False
 ) -> tuple[bool, EventSpec]:
     """Judge the candidate about to be committed; (whether the run must wait for a person, the
     event recording why). The decision is written into `ctx` under "risk". `human`: the step is
@@ -84,7 +84,7 @@ def summary(wf: Workflow) -> str:
     return f" (risk {judged['level']}: {'; '.join(judged.get('reasons', []))})"[:600]
 
 
-def timed_wait(engine: Engine, wf: Workflow) -> bool:
+def timed_wait(engine: StepContext, wf: Workflow) -> bool:
     """For a `notify_and_timeout` approval: notify, wait for a decision or the timeout, record
     the timeout's approval, and apply the decision as `resume` would. False when the waiting
     approval is not one that times out (the caller stops for a person as usual)."""

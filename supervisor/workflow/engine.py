@@ -97,7 +97,7 @@ class Engine:
         """Run until the workflow completes, fails, or waits for a human."""
         while True:
             wf = self.store.workflow(wf_id)
-            if wf.status == "awaiting_approval" and risk.timed_wait(self, wf):
+            if wf.status == "awaiting_approval" and risk.timed_wait(self.steps, wf):
                 # A notify_and_timeout approval, decided or timed out: applied as resume would.
                 resuming.prepare(self.store, self.store.workflow(wf_id), self.settings)
                 continue
@@ -218,7 +218,7 @@ class Engine:
             clis = failover.chain(load_role(step.role, self.repo).clis, wf.cli)
 
         def judge(judged: dict[str, Any]) -> tuple[bool, EventSpec]:
-            return risk.assess(self, wf, name, judged, step.human_approval)
+            return risk.assess(self.steps, wf, name, judged, step.human_approval)
 
         return Facts(
             now=time.time(),
