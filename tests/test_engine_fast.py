@@ -751,3 +751,46 @@ def test_no_module_of_the_supervisor_package_imports_the_stand_in_sandbox() -> N
     assert importers == []
     for text in (package.parent / "config").rglob("*.yaml"):
         assert "standin" not in text.read_text()
+
+
+def test_a_finished_components_slot_goes_to_the_next_before_its_merge_but_not_its_files(
+    project: Callable[..., Project],
+) -> None:
+    seen: dict[str, bool] = {}  # did the component's worktree hold a's file when it started?
+
+    def worker(cid: str, files: dict[str, str], pause: float = 0.0) -> Callable[..., str]:
+        def do(call: WorkerCall) -> str:
+            seen[cid] = (call.worktree / "a.txt").is_file()
+            time.sleep(pause)
+            return writes(files)(call)
+
+        return do
+
+    p = project(
+        FAN_OUT,
+        {"test": "test -f a.txt && test -f f.txt"},
+        (
+            "ROLE: planner",
+            plans(
+                component("a", "a.txt"),
+                component("b", "b.txt"),
+                component("e", "a.txt"),  # shares a's file: never runs beside a's merge
+                component("d", "d.txt"),
+                component("f", "f.txt"),
+            ),
+        ),
+        ("'a'", worker("a", {"a.txt": "a\n"})),
+        ("'b'", worker("b", {"b.txt": "b\n"}, pause=1.5)),
+        ("'d'", worker("d", {"d.txt": "d\n"}, pause=1.5)),
+        ("'e'", worker("e", {"a.txt": "a\ne\n"})),
+        ("'f'", worker("f", {"f.txt": "f\n"})),
+    )
+    wf = p.start()  # three at once (limits.yaml): a, b, d; e waits for a's file
+
+    assert wf.status == "completed"
+    assert seen["f"] is False  # f took a's slot while a was still being merged
+    assert seen["e"] is True  # e, on a's file, started only from the merge that holds a
+    assert p.on_branch("a.txt") == "a\ne\n"
+    assert {"b.txt", "d.txt", "f.txt"} <= set(
+        p.git("ls-tree", "--name-only", wf.task_branch).split()
+    )
