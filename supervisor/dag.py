@@ -24,8 +24,6 @@ if TYPE_CHECKING:
     from supervisor.schemas import PlanOutput
 
 ACTIVE = {"implementing", "testing", "review", "running"}
-MERGING = "merging"
-"""A finished component not merged yet: its slot is free for the next one, its files are not."""
 # A component's recorded progress (supervisor.workflow.steps.components) as the graph counts it.
 PROGRESS = {
     "pending": "pending",
@@ -148,8 +146,7 @@ class WorkGraph:
 
     def batch(self, limit: int) -> list[Component]:
         """Up to `limit` ready components that share no file with each other or a running one."""
-        taken = ACTIVE | {MERGING}
-        busy = {f for c in self.components.values() if c.status in taken for f in c.files}
+        busy = {f for c in self.components.values() if c.status in ACTIVE for f in c.files}
         chosen: list[Component] = []
         for comp in self.ready():
             if len(chosen) + sum(c.status in ACTIVE for c in self.components.values()) >= limit:

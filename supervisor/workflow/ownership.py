@@ -35,7 +35,6 @@ conflicting files since their merge base.
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -123,9 +122,3 @@ def fresh_branch(ws: Workspace, default: str, kept: list[str]) -> str:
     while f"{default}--{n}" in kept or ws.branch_exists(f"{default}--{n}"):
         n += 1
     return f"{default}--{n}"
-
-
-def named_in(text: str, files: list[str]) -> bool:
-    """Whether `text` (a gate's output, a review) names one of `files` as a whole path: which
-    component a fix-up after a later gate concerns."""
-    return any(re.search(rf"(?<![\w./-]){re.escape(f)}(?![\w/-])", text) for f in files if f)

@@ -19,6 +19,7 @@ change, and what a conflict tells its next attempt, is supervisor.workflow.owner
 from __future__ import annotations
 
 import copy
+import re
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -26,7 +27,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from supervisor import recovery
-from supervisor.dag import MERGING, PROGRESS, WorkGraph
+from supervisor.dag import PROGRESS, WorkGraph
 from supervisor.errors import MergeConflictError, StepFailedError, SupervisorError
 from supervisor.schemas import PlanOutput
 from supervisor.state.store import EventSpec
@@ -109,34 +110,17 @@ class ComponentFanOut:
             }
             while True:
                 if not self.errors and not self.strays:
-                    self._start(work.batch(limit), pool, running, integrated)
+                    for comp in work.batch(limit):
+                        comp.status = "running"
+                        self._save(comp.id, status="running")
+                        running[pool.submit(self._build, comp, integrated)] = comp.id
                 if not running:
                     break
                 done, _ = wait(running, return_when=FIRST_COMPLETED)
-                finished = sorted(done, key=lambda f: order[running[f]])
-                passed = all(f.result().result == "passed" for f in finished)
-                if passed and not self.errors and not self.strays:
-                    # Their slots go to the next components before the merges, which take a
-                    # while in a big repository; their files stay taken until merged.
-                    for future in finished:
-                        work.components[running[future]].status = MERGING
-                    self._start(work.batch(limit), pool, running, integrated)
-                for future in finished:
+                for future in sorted(done, key=lambda f: order[running[f]]):
                     cid = running.pop(future)
                     integrated = self._settle(work.components[cid], future.result(), integrated)
         return self._outcome(work, integrated)
-
-    def _start(
-        self,
-        comps: list[Component],
-        pool: ThreadPoolExecutor,
-        running: dict[Future[Outcome], str],
-        base: str,
-    ) -> None:
-        for comp in comps:
-            comp.status = "running"
-            self._save(comp.id, status="running")
-            running[pool.submit(self._build, comp, base)] = comp.id
 
     def _fix_up(self, work: WorkGraph, role: str) -> Outcome:
         """The fix-up after a later gate or review sent the integrated result back. It is the
@@ -147,8 +131,7 @@ class ComponentFanOut:
         feedback = self.ctx.get("feedback", {}).get(self.name, [])
         comps = list(work.components.values())
         if len(comps) > 1:
-            last = feedback[-1] if feedback else ""
-            named = [c for c in comps if ownership.named_in(last, c.files)]
+            named = [c for c in comps if _names_a_file(feedback[-1] if feedback else "", c.files)]
             comps = named if len(named) == 1 else comps
         step_name = f"{self.name}/{'+'.join(c.id for c in comps)}"
         attempt = None
@@ -503,3 +486,8 @@ class ComponentFanOut:
                 [event] if event is not None else [],
                 records or [],
             )
+
+
+def _names_a_file(text: str, files: list[str]) -> bool:
+    """Whether `text` (a gate's output, a review) names one of `files` as a whole path."""
+    return any(re.search(rf"(?<![\w./-]){re.escape(f)}(?![\w/-])", text) for f in files if f)
