@@ -9,7 +9,7 @@ role's list that is not unavailable. Once a reset time has passed, later steps a
 preferred CLI.
 
 Why pure functions over plain values: the decision is the part worth pinning down case by case
-(tests/test_routing_failover.py); the engine (supervisor/workflow/engine.py) applies it and is
+(tests/test_routing_failover.py); the engine decides with it (supervisor/workflow/decide.py), is
 the only writer of what is remembered, the worker step only asks `choose` where to run.
 """
 
