@@ -61,3 +61,10 @@ def _git(repo: Path, *args: str) -> None:
             "Check that temporal.remote is a git URL this host can read and push to (a bare "
             "repository the team shares), and that it holds the task's base commit.",
         ) from e
+
+
+def push_component(repo: Path, url: str, branch: str) -> None:
+    """After a component's activity: its branch alone (other hosts push their components' at
+    the same time; the step that merges them fetches them all)."""
+    ref = f"refs/heads/{branch}"
+    _git(repo, "push", "--force", url, f"{ref}:{ref}")
