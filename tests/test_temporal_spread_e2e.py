@@ -5,11 +5,14 @@ sandbox against the scripted model API.
 
 The fan-out step hands its ready components to the workflow, which runs one activity per
 component on any worker; each builds and gates its component in its own clone and pushes the
-component's branch; the step then merges them (the same merge code as the embedded runner)."""
+component's branch; the step then merges them (the same merge code as the embedded runner).
+A host killed with SIGKILL while it builds a component has that component retried on another
+host, from the remote alone."""
 
 from __future__ import annotations
 
 import subprocess
+import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -56,7 +59,8 @@ def test_six_components_spread_over_three_worker_hosts_and_merge_on_the_remote(
     require_sandbox()
     monkeypatch.setenv("SUPERVISOR_STATE_URL", pg_cluster.database())
     script = [planner(plan(*(component(cid, [f"{cid}.py"]) for cid in PARTS)))]
-    script += [builds(cid, (f"{cid}.py", text), delay=2.0) for cid, text in PARTS.items()]
+    script += [builds(cid, (f"{cid}.py", text), delay=4.0) for cid, text in PARTS.items()]
+    script += [builds(cid, (f"{cid}.py", text)) for cid, text in PARTS.items()]  # a retry's
     server = serve(*script)
     remote = tmp_path / "team.git"
     repo = new_repo(tmp_path, server.url, config(temporal, remote) + GATES)
@@ -71,6 +75,9 @@ def test_six_components_spread_over_three_worker_hosts_and_merge_on_the_remote(
     log = tmp_path / "workers.log"
     workers = [start_worker(host, temporal, log) for host in hosts]
     try:
+        lost = building_on(repo, hosts[0], log)
+        workers[0].kill()  # SIGKILL mid-component: host A is gone, with whatever its clone held
+        workers[0].wait()
         done = wait_for(repo, 1, {"completed", "failed"}, log, timeout=300)
     finally:
         for proc in workers:
@@ -88,7 +95,30 @@ def test_six_components_spread_over_three_worker_hosts_and_merge_on_the_remote(
     assert len({p["worker"] for p in ran.values()}) >= 2, ran
     assert len({p["clone"] for p in ran.values()}) >= 2, ran
     assert {p["clone"] for p in ran.values()} <= {str(h) for h in hosts}
+    # The component cut short on host A ran again elsewhere.
+    assert ran[lost]["clone"] != str(hosts[0])
+    with Store(repo / ".supervisor" / "state.db") as store:
+        runs = [s["status"] for s in store.steps(1) if s["name"] == f"implement/{lost}"]
+    assert runs == ["interrupted", "succeeded"]
     # The user's checkout: only the task branch start-task made, still at the base.
     after = git_out("-C", str(repo), "for-each-ref", "--format=%(refname) %(objectname)")
     made = set(after.splitlines()) - set(before.splitlines())
     assert made == {f"refs/heads/{done.task_branch} {done.base_sha}"}
+
+
+def building_on(repo: Path, host: Path, log: Path, timeout: float = 180) -> str:
+    """The first component a worker runs in `host`'s clone, once its worker step runs."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with Store(repo / ".supervisor" / "state.db") as store:
+            here = [
+                e.payload["component"]
+                for e in store.events(1)
+                if e.type == "component_ran" and e.payload["clone"] == str(host)
+            ]
+            running = {s["name"] for s in store.running_steps(1)}
+        for cid in here:
+            if f"implement/{cid}" in running:
+                return cid
+        time.sleep(0.3)
+    raise AssertionError(f"no component ran in {host}: {log.read_text()[-3000:]}")
