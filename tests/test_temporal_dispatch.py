@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -17,8 +18,12 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Replayer, Worker
 
+from supervisor.config import Settings, StepDef
+from supervisor.dag import WorkGraph
 from supervisor.errors import StepFailedError
 from supervisor.recovery import Action, Category, Classification
+from supervisor.schemas import PlanOutput
+from supervisor.state.records import Workflow
 from supervisor.temporal.workflow import (
     RUN_COMPONENT,
     RUN_STEP,
@@ -29,7 +34,8 @@ from supervisor.temporal.workflow import (
     TaskWorkflow,
 )
 from supervisor.workflow.steps import dispatched
-from supervisor.workflow.steps.base import Outcome
+from supervisor.workflow.steps.base import Outcome, StepContext
+from supervisor.workflow.steps.components import ComponentFanOut
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -107,3 +113,51 @@ def test_a_components_outcome_survives_the_trip_as_plain_data() -> None:
     back = dispatched.outcome_from(dispatched.outcome_to(strayed) or {})
     assert back.feedback == "keep to a.py" and back.context == strayed.context
     assert dispatched.outcome_to(Outcome("passed", git_sha="1" * 40)) is None
+
+
+def test_components_that_ran_at_once_elsewhere_cannot_both_claim_one_undeclared_file(
+    tmp_path: Path,
+) -> None:
+    """Each host checks its component's files against the claims it saw when it started; two
+    components running at once on two hosts both see `shared.py` unclaimed. The step taking
+    their results gives it to the first; the second is out of scope, as it would be locally."""
+
+    saved: list[tuple[dict[str, Any], list[Any]]] = []
+
+    def checkpoint(wf_id: int, step: str, context: dict[str, Any], events: list[Any], _: Any):
+        saved.append((context, events))
+
+    plan = {
+        "status": "COMPLETE",
+        "phases": [{"id": "p", "description": "two", "components": [
+            {"id": cid, "description": cid, "files": [f"{cid}.py"], "depends_on": []}
+            for cid in ("a", "b")
+        ]}],
+        "estimated_components": 2,
+    }  # fmt: skip
+    running = {"status": "running", "attempts": 0}
+    now = datetime.now(UTC)
+    wf = Workflow(
+        1, "two", "running", "implement", "claude", "main", "0" * 40, "supervisor/t1", {},
+        {"plan": plan, "components": {"a": dict(running), "b": dict(running)}}, None, now, now,
+    )  # fmt: skip
+    c = StepContext(tmp_path, Settings(), None, None, None, None, checkpoint)  # type: ignore[arg-type]
+    fan = ComponentFanOut(c, wf, "implement", StepDef(role="implementer", for_each="component"))
+    fan.work = WorkGraph.from_plan(PlanOutput.model_validate(plan))
+    gated = {"status": "gated", "sha": "1" * 40, "base": "0" * 40}
+    results = [
+        {"component": "a", "entry": gated, "claims": ["shared.py"], "outcome": None},
+        {"component": "b", "entry": {**gated, "sha": "2" * 40}, "claims": ["shared.py"]},
+        {"component": "a", "entry": gated, "claims": [], "outcome": None},  # a repeat: ignored
+    ]
+    failed = dispatched.take(fan, results)
+
+    assert fan.claims == {"shared.py": "a"}
+    assert fan.state["a"]["status"] == "gated"
+    assert fan.state["b"]["status"] == "implemented"  # not merged
+    [(cid, outcome)] = failed
+    assert cid == "b" and outcome.result == "failed"
+    assert outcome.context == {"out_of_scope": {"shared.py": ["a"]}}
+    assert "shared.py (belongs to component 'a')" in (outcome.feedback or "")
+    events = [e for _, evs in saved for e in evs]
+    assert [e.type for e in events] == ["component_out_of_scope"]

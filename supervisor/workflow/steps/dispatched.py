@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from supervisor.errors import StepFailedError
 from supervisor.recovery import Action, Category, Classification
+from supervisor.state.store import EventSpec
+from supervisor.workflow import ownership
 from supervisor.workflow.steps.base import Outcome
 
 if TYPE_CHECKING:
@@ -59,13 +61,47 @@ def take(fan: ComponentFanOut, results: list[dict[str, Any]]) -> list[tuple[str,
         fields = {k: v for k, v in (result.get("entry") or {}).items() if k in ENTRY_FIELDS}
         if fields.get("status") not in FINISHED:
             fields.pop("status", None)
-        with fan.lock:
-            for path in result.get("claims") or []:
-                fan.claims.setdefault(str(path), cid)
+        strays = _claim(fan, cid, [str(p) for p in result.get("claims") or []])
+        if strays and fields.get("status") == "gated":
+            fields["status"] = "implemented"  # not merged: it strayed, as a local one would
         fan._save(cid, trees=result.get("trees"), **fields)
-        if result.get("outcome") is not None:
+        if strays:
+            failed.append((cid, _strayed(fan, cid, strays, fields.get("sha"))))
+        elif result.get("outcome") is not None:
             failed.append((cid, outcome_from(result["outcome"])))
     return failed
+
+
+def _claim(fan: ComponentFanOut, cid: str, paths: list[str]) -> dict[str, list[str]]:
+    """Take the undeclared files a component changed, as the local check does; components that
+    ran at once on other hosts could not see each other's claims, so a file another one claimed
+    first is out of this one's scope (file -> owner)."""
+    with fan.lock:
+        strays = {p: [fan.claims[p]] for p in paths if fan.claims.get(p, cid) != cid}
+        if not strays:
+            for path in paths:
+                fan.claims[path] = cid
+    return strays
+
+
+def _strayed(
+    fan: ComponentFanOut, cid: str, strays: dict[str, list[str]], sha: str | None
+) -> Outcome:
+    with fan.lock:
+        own = [p for p, owner in fan.claims.items() if owner == cid]
+    if fan.work is not None and cid in fan.work.components:
+        own = [*fan.work.components[cid].files, *own]
+    fan._save(
+        cid,
+        event=EventSpec(
+            "component_out_of_scope",
+            step=f"{fan.name}/{cid}",
+            status=fan.scope,
+            payload={"component": cid, "commit": sha, "files": strays},
+        ),
+    )
+    feedback = ownership.scope_feedback(cid, strays, own)
+    return Outcome("failed", feedback=feedback, context={"out_of_scope": strays})
 
 
 def outcome_to(outcome: Outcome) -> dict[str, Any] | None:
