@@ -2,7 +2,9 @@
 way the engine left the task: for a person's decision (a signal) or a rate limit's reset (a
 durable timer). Which step runs, and what its outcome leads to, the engine decides inside the
 activity (supervisor/workflow/engine.py, the same `_transition` the embedded runner uses), and
-records it in the state database; this code only reads the status it returns.
+records it in the state database; this code only reads the status it returns. A component
+fan-out step returns "dispatched" with its ready components: each runs as an activity of its
+own (on any worker), and their results go back to the step, which decides what they lead to.
 
 It must be deterministic (Temporal replays it): no I/O, no clock but `workflow.now()`, and it
 imports nothing outside temporalio and the standard library.
