@@ -86,6 +86,9 @@ def test_six_components_spread_over_three_worker_hosts_and_merge_on_the_remote(
     assert done.status == "completed", done.error
     for cid, text in PARTS.items():  # every component's work is on the remote's task branch
         assert git_out("--git-dir", str(remote), "show", f"{done.task_branch}:{cid}.py") == text
+    audit = git_out("--git-dir", str(remote), "for-each-ref", "refs/supervisor/wf1/attempts/")
+    for cid in PARTS:  # each attempt's commit is kept on the remote, whichever host made it
+        assert f"refs/supervisor/wf1/attempts/implement/{cid}/step" in audit, audit
     with Store(repo / ".supervisor" / "state.db") as store:
         log_events = store.events(1)
     ran = {e.payload["component"]: e.payload for e in log_events if e.type == "component_ran"}

@@ -23,6 +23,7 @@ from supervisor.routing import route
 from supervisor.schemas import PlanOutput
 from supervisor.state.store import EventSpec
 from supervisor.temporal import remote
+from supervisor.workflow import history
 from supervisor.workflow.engine import Reporter
 from supervisor.workflow.steps import dispatched
 from supervisor.workflow.steps.base import Outcome, StepContext
@@ -45,7 +46,7 @@ def run_component(project: Project, wf_id: int, cid: str, url: str | None) -> di
         if wf.status != "running" or entry.get("status") != "running" or not wf.current_step:
             return {"component": cid, "stale": True}  # settled already (a repeated activity)
         if url:
-            remote.fetch(project.root, url, wf)
+            remote.fetch_for_component(project.root, url, wf)
         definition = WorkflowDef.model_validate(wf.definition)
         name = wf.current_step
         step = definition.steps[name]
@@ -73,9 +74,11 @@ def run_component(project: Project, wf_id: int, cid: str, url: str | None) -> di
                 outcome = fan._build(fan.work.components[cid], str(fan.ctx["integrated"]))
             except SupervisorError as e:
                 outcome = Outcome("failed", escalate=e)
-            branch = fan._branch(cid)
-            if url and project.workspace.branch_exists(branch):
-                remote.push_component(project.root, url, branch)
+            if url:
+                branch = fan._branch(cid)
+                kept = branch if project.workspace.branch_exists(branch) else None
+                attempts = history.attempt_ref(wf_id, f"{name}/{cid}", 0).rsplit("/", 1)[0]
+                remote.push_component(project.root, url, kept, attempts)
         finally:
             sandbox.close()
     return {
