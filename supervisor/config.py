@@ -229,6 +229,9 @@ class TemporalSettings(_Model):
     # keeps its own clone (supervisor/temporal/remote.py); unset: every worker of the queue
     # works in the same checkout.
     remote: str | None = None
+    # A component fan-out runs one activity per component, on any worker of the queue
+    # (supervisor/workflow/steps/dispatched.py); false: all of them in the step's own activity.
+    spread_components: bool = True
 
 
 class Settings(_Model):

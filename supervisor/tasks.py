@@ -13,7 +13,7 @@ task exists are supervisor/project.py, the image commands supervisor/image_comma
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from supervisor import approval_policy, image_commands, notify, process, protected
 from supervisor.config import WorkflowDef
@@ -117,11 +117,13 @@ def resume(
     one_step: bool = False,
     opened: tuple[Project, notify.Notifier] | None = None,
     before_commit: Callable[[int], None] | None = None,
+    dispatch: list[dict[str, Any]] | None = None,
 ) -> Workflow:
     """Continue task `wf_id`; refused (WorkflowBusyError) while a live supervisor runs it.
     `one_step`: run one step and leave waits to the caller (the Temporal activity). `opened`:
     the project and notifier the caller already read from this same configuration (a worker
-    keeps them across its steps, supervisor/temporal/cache.py)."""
+    keeps them across its steps, supervisor/temporal/cache.py). `dispatch`: a component fan-out
+    hands its components to the runner (supervisor/workflow/steps/dispatched.py)."""
     project = opened[0] if opened else open_project(path)
     require_trust(project)
     with project.store() as store:
@@ -151,8 +153,9 @@ def resume(
                 project.workspace.create_task_branch(wf.id, wf.description, base=wf.base_sha)
             notifier = opened[1] if opened else None
             return _drive(
-                project, store, sandbox, wf_id, reporter, one_step, notifier, before_commit
-            )
+                project, store, sandbox, wf_id, reporter, one_step, notifier, before_commit,
+                dispatch,
+            )  # fmt: skip
 
 
 @dataclass
@@ -274,13 +277,16 @@ def _drive(
     one_step: bool = False,
     notifier: notify.Notifier | None = None,
     before_commit: Callable[[int], None] | None = None,
+    dispatch: list[dict[str, Any]] | None = None,
 ) -> Workflow:
     """Run the engine, and tell the user (supervisor/notify.py) when the run ends waiting for
     them, failed or completed."""
     notifier = notifier or notify.Notifier.from_config(project.root, project.settings)
     try:
         with notify.RateLimitWatch(notifier, project.state_dir / "state.db", wf_id):
-            wf = _run_engine(project, store, sandbox, wf_id, reporter, one_step, before_commit)
+            wf = _run_engine(
+                project, store, sandbox, wf_id, reporter, one_step, before_commit, dispatch
+            )
     except SupervisorError as e:
         event = "approval" if isinstance(e, ApprovalRequired) else "failed"
         notifier.notify(event, store.workflow(wf_id), e.message)
@@ -320,6 +326,7 @@ def _run_engine(
     reporter: Reporter | None,
     one_step: bool = False,
     before_commit: Callable[[int], None] | None = None,
+    dispatch: list[dict[str, Any]] | None = None,
 ) -> Workflow:
     if project.settings.sandbox.workspace == "overlay" and sandbox.mounts_overlay:
         project.workspace.use_overlay(
@@ -328,6 +335,7 @@ def _run_engine(
     engine = Engine(project.root, project.settings, store, project.workspace, sandbox, reporter)
     engine.one_step = engine.external_waits = one_step
     engine.before_commit = before_commit
+    engine.steps.dispatch = dispatch
     try:
         return engine.run(wf_id)
     except (ApprovalRequired, StepFailedError):

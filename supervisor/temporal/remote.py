@@ -47,6 +47,16 @@ def fetch(repo: Path, url: str, wf: Workflow) -> None:
     _git(repo, "fetch", "--prune", "--no-tags", "--update-head-ok", url, *refspecs(wf))
 
 
+def fetch_for_component(repo: Path, url: str, wf: Workflow) -> None:
+    """Before a component's activity: the task branch and the supervisor's refs of the task,
+    without pruning (another component's activity in this clone may hold a branch it has not
+    pushed yet)."""
+    branch = f"refs/heads/{wf.task_branch}"
+    own = f"refs/supervisor/wf{wf.id}"
+    _git(repo, "fetch", "--no-tags", "--update-head-ok", url, f"+{branch}:{branch}",
+         f"+{own}/*:{own}/*")  # fmt: skip
+
+
 def push(repo: Path, url: str, wf: Workflow) -> None:
     """Before a transition commits: the task's refs as this host has them."""
     _git(repo, "push", "--force", "--prune", url, *(s.lstrip("+") for s in refspecs(wf)))
@@ -61,3 +71,13 @@ def _git(repo: Path, *args: str) -> None:
             "Check that temporal.remote is a git URL this host can read and push to (a bare "
             "repository the team shares), and that it holds the task's base commit.",
         ) from e
+
+
+def push_component(repo: Path, url: str, branch: str | None, attempts: str) -> None:
+    """After a component's activity: its branch and its attempts' audit refs (under
+    `attempts`) alone; other hosts push their components' at the same time, and the step that
+    merges them fetches them all."""
+    specs = [f"{attempts}/*:{attempts}/*"]
+    if branch is not None:
+        specs.append(f"refs/heads/{branch}:refs/heads/{branch}")
+    _git(repo, "push", "--force", url, *specs)

@@ -29,7 +29,7 @@ def run_worker(repo: Path, address: str, namespace: str, queue: str, max_paralle
             client,
             task_queue=queue,
             workflows=[TaskWorkflow],
-            activities=[steps.run_step],
+            activities=[steps.run_step, steps.run_component],
             max_concurrent_activities=max_parallel,
         )
         print(f"supervisor worker: {repo} polling {queue!r} at {address}", flush=True)

@@ -2,7 +2,9 @@
 way the engine left the task: for a person's decision (a signal) or a rate limit's reset (a
 durable timer). Which step runs, and what its outcome leads to, the engine decides inside the
 activity (supervisor/workflow/engine.py, the same `_transition` the embedded runner uses), and
-records it in the state database; this code only reads the status it returns.
+records it in the state database; this code only reads the status it returns. A component
+fan-out step returns "dispatched" with its ready components: each runs as an activity of its
+own (on any worker), and their results go back to the step, which decides what they lead to.
 
 It must be deterministic (Temporal replays it): no I/O, no clock but `workflow.now()`, and it
 imports nothing outside temporalio and the standard library.
@@ -10,14 +12,17 @@ imports nothing outside temporalio and the standard library.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 WORKFLOW_NAME = "supervisor-task"
 RUN_STEP = "supervisor-run-step"
+RUN_COMPONENT = "supervisor-run-component"
 DECIDED_SIGNAL = "decided"
 
 # A step may run for most of an hour (limits.step_timeout_seconds plus gates); the activity
@@ -30,6 +35,15 @@ STEP_TIMEOUT = timedelta(hours=3)
 class TaskInput:
     wf_id: int
     heartbeat_timeout_s: float = 30.0
+    # What the components the last step handed over came back with (plain data, applied by
+    # that step when it runs again: supervisor/workflow/steps/dispatched.py).
+    components: list[dict[str, Any]] | None = None
+
+
+@dataclass
+class ComponentInput:
+    wf_id: int
+    component: str
 
 
 @dataclass
@@ -37,6 +51,7 @@ class StepResult:
     status: str  # the workflow's status after the step: running | rate_limited | ...
     waiting_until: float | None = None  # epoch seconds, for rate_limited
     error: str | None = None
+    components: list[str] | None = None  # status "dispatched": run these, then the step again
 
 
 @workflow.defn(name=WORKFLOW_NAME)
@@ -52,19 +67,21 @@ class TaskWorkflow:
 
     @workflow.run
     async def run(self, task: TaskInput) -> StepResult:
+        relayed: list[dict[str, Any]] | None = None
         while True:
+            step = TaskInput(task.wf_id, task.heartbeat_timeout_s, relayed)
             result: StepResult = await workflow.execute_activity(
                 RUN_STEP,
-                task,
+                step,
                 result_type=StepResult,
                 start_to_close_timeout=STEP_TIMEOUT,
                 heartbeat_timeout=timedelta(seconds=task.heartbeat_timeout_s),
-                retry_policy=RetryPolicy(
-                    initial_interval=timedelta(seconds=1),
-                    maximum_interval=timedelta(seconds=30),
-                    maximum_attempts=10,
-                ),
+                retry_policy=_retries(),
             )
+            relayed = None
+            if result.status == "dispatched":  # one activity per component, on any worker
+                relayed = await self._components(task, result.components or [])
+                continue
             if result.status == "running":
                 continue
             if result.status == "rate_limited":
@@ -76,3 +93,38 @@ class TaskWorkflow:
                 self.handled = self.decisions
                 continue
             return result  # completed, failed, budget_exceeded, interrupted: a person's turn
+
+    async def _components(self, task: TaskInput, ids: list[str]) -> list[dict[str, Any]]:
+        """Run the handed-over components at once; a component no worker could run comes back
+        as a failure of that component (the step counts it like any other)."""
+        runs = [
+            workflow.execute_activity(
+                RUN_COMPONENT,
+                ComponentInput(task.wf_id, cid),
+                result_type=dict,
+                start_to_close_timeout=STEP_TIMEOUT,
+                heartbeat_timeout=timedelta(seconds=task.heartbeat_timeout_s),
+                retry_policy=_retries(),
+            )
+            for cid in ids
+        ]
+        done = await asyncio.gather(*runs, return_exceptions=True)
+        results: list[dict[str, Any]] = []
+        for cid, got in zip(ids, done, strict=True):
+            if isinstance(got, BaseException):
+                message = f"Component '{cid}' could not run on any worker: {got}"
+                hint = "See the workers' output; `supervisor resume` runs it again."
+                got = {
+                    "component": cid,
+                    "outcome": {"result": "failed", "escalate": [message, hint]},
+                }
+            results.append(got)
+        return results
+
+
+def _retries() -> RetryPolicy:
+    return RetryPolicy(
+        initial_interval=timedelta(seconds=1),
+        maximum_interval=timedelta(seconds=30),
+        maximum_attempts=10,
+    )

@@ -78,6 +78,10 @@ class StepContext:
     checkpoint: Checkpoint
     routes: dict[str, str] = field(default_factory=dict)
     """role -> the CLI the engine chose for it, for the step running now (supervisor.routing)."""
+    dispatch: list[dict[str, Any]] | None = None
+    """The Temporal runner: a component fan-out hands its ready components to the workflow (one
+    activity each, on any worker host) instead of running them here; this holds what the last
+    ones came back with (supervisor/temporal/components.py). None: they run here, in threads."""
 
     def labels(self, wf_id: int, step: str) -> dict[str, str]:
         return {LABEL_REPO: repo_label(self.repo), LABEL_WORKFLOW: str(wf_id), LABEL_STEP: step}

@@ -32,6 +32,7 @@ from supervisor.errors import MergeConflictError, StepFailedError, SupervisorErr
 from supervisor.schemas import PlanOutput
 from supervisor.state.store import EventSpec
 from supervisor.workflow import ownership, retries
+from supervisor.workflow.steps import dispatched
 from supervisor.workflow.steps.base import Outcome, StepContext, candidate_ref, component_branch
 from supervisor.workflow.steps.gate import gate_on
 from supervisor.workflow.steps.worker import run_worker
@@ -69,6 +70,8 @@ class ComponentFanOut:
         role = self.step.role or ""
         if work is None or not work.components:
             return run_worker(self.c, self.wf, self.name, role)
+        relay = self.c.dispatch
+        finished = dispatched.take(self, relay or [])  # the Temporal runner's component results
         merged = all(self.state.get(c, {}).get("status") == "merged" for c in work.components)
         if merged and self.ctx.get("feedback", {}).get(self.name):
             # Every component is in and a later gate or review sent work back: that is one
@@ -100,6 +103,8 @@ class ComponentFanOut:
             or self.c.ws.branch_tip(self.wf.task_branch)
         )
         self.ctx["integrated"] = integrated
+        for cid, outcome in finished:  # a component that failed elsewhere: counted as here
+            integrated = self._settle(work.components[cid], outcome, integrated)
         order = {cid: i for i, cid in enumerate(work.merge_order())}
         limit = self.c.settings.limits.max_parallel_components
         with ThreadPoolExecutor(max_workers=limit, thread_name_prefix="component") as pool:
@@ -109,7 +114,9 @@ class ComponentFanOut:
                 if entry["status"] in ("implemented", "gated")
             }
             while True:
-                if not self.errors and not self.strays:
+                if relay is not None and not running and not self.errors and not self.strays:
+                    dispatched.hand_over(self, work.batch(limit), integrated)  # raises
+                if relay is None and not self.errors and not self.strays:
                     for comp in work.batch(limit):
                         comp.status = "running"
                         self._save(comp.id, status="running")

@@ -1,0 +1,110 @@
+"""The activity of one component of a fan-out step (supervisor/workflow/steps/dispatched.py):
+its worker and gates, on this host's clone and Docker engine, from the integration commit the
+step recorded. Several run at once on several hosts, so it writes no workflow progress: its step
+runs and events are appended, its component's new state is returned to the workflow, and the
+fan-out step applies it (the engine's one writer of the context).
+
+With a shared remote it fetches the task's refs first and pushes its component's branch after.
+Where it ran (worker identity and clone) is the `component_ran` event, for `supervisor events`.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import TYPE_CHECKING, Any
+
+from supervisor.config import WorkflowDef
+from supervisor.dag import WorkGraph
+from supervisor.doctor import clis_in_use
+from supervisor.errors import SupervisorError
+from supervisor.project import open_sandbox
+from supervisor.routing import route
+from supervisor.schemas import PlanOutput
+from supervisor.state.store import EventSpec
+from supervisor.temporal import remote
+from supervisor.workflow import history
+from supervisor.workflow.engine import Reporter
+from supervisor.workflow.steps import dispatched
+from supervisor.workflow.steps.base import Outcome, StepContext
+from supervisor.workflow.steps.components import ComponentFanOut
+
+if TYPE_CHECKING:
+    from supervisor.project import Project
+    from supervisor.state.store import StepRecord, Store
+
+
+def identity() -> str:
+    """The worker's identity as Temporal names it by default (pid@host)."""
+    return f"{os.getpid()}@{socket.gethostname()}"
+
+
+def run_component(project: Project, wf_id: int, cid: str, url: str | None) -> dict[str, Any]:
+    with project.store() as store:
+        wf = store.workflow(wf_id)
+        entry = wf.context.get("components", {}).get(cid, {})
+        if wf.status != "running" or entry.get("status") != "running" or not wf.current_step:
+            return {"component": cid, "stale": True}  # settled already (a repeated activity)
+        if url:
+            remote.fetch_for_component(project.root, url, wf)
+        definition = WorkflowDef.model_validate(wf.definition)
+        name = wf.current_step
+        step = definition.steps[name]
+        settings = project.settings.model_copy(update={"cli": wf.cli})
+        store.add_event(
+            wf_id,
+            EventSpec(
+                "component_ran",
+                step=f"{name}/{cid}",
+                status="started",
+                payload={"component": cid, "worker": identity(), "clone": str(project.root)},
+            ),
+        )
+        sandbox = open_sandbox(project, clis_in_use(definition, settings, project.root))
+        try:
+            c = StepContext(
+                project.root, settings, store, project.workspace, sandbox, Reporter(),
+                _appender(store),
+            )  # fmt: skip
+            chosen = route.for_step(project.root, settings, store, wf.cli, step)
+            c.routes = {choice.role: choice.cli for choice in chosen}
+            fan = ComponentFanOut(c, wf, name, step)
+            fan.work = WorkGraph.from_plan(PlanOutput.model_validate(fan.ctx["plan"]))
+            try:
+                outcome = fan._build(fan.work.components[cid], str(fan.ctx["integrated"]))
+            except SupervisorError as e:
+                outcome = Outcome("failed", escalate=e)
+            if url:
+                branch = fan._branch(cid)
+                kept = branch if project.workspace.branch_exists(branch) else None
+                attempts = history.attempt_ref(wf_id, f"{name}/{cid}", 0).rsplit("/", 1)[0]
+                remote.push_component(project.root, url, kept, attempts)
+        finally:
+            sandbox.close()
+    return {
+        "component": cid,
+        "entry": {k: v for k, v in fan.state[cid].items() if k in dispatched.ENTRY_FIELDS},
+        "trees": fan.ctx.get("trees", {}).get(f"{name}/{cid}"),
+        "claims": sorted(p for p, owner in fan.claims.items() if owner == cid),
+        "outcome": dispatched.outcome_to(outcome),
+        "worker": identity(),
+    }
+
+
+def _appender(store: Store) -> Any:
+    """The step context's checkpoint here: the finished step runs and events are appended at
+    once; the context itself is returned to the workflow, not written."""
+
+    def checkpoint(
+        wf_id: int, step: str, context: dict[str, Any], events: list[EventSpec],
+        records: list[StepRecord],
+    ) -> None:  # fmt: skip
+        for r in records:
+            store.finish_step(
+                r.step_id, r.status, output=r.output, error=r.error, event=r.event,
+                invocation=r.invocation,
+            )  # fmt: skip
+        for event in events:
+            store.add_event(wf_id, event)
+
+    return checkpoint
