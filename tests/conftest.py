@@ -13,7 +13,10 @@ Files pinned to one process with `pytest.mark.xdist_group`:
 - `postgres` (the `[postgresql]` state specs, test_state_shared.py): one throwaway PostgreSQL
   cluster (tests/pg_support.py) serves them all.
 - `temporal` (test_temporal_e2e.py): each spec starts its own Temporal dev server; kept in one
-  process so that they never run two servers and their workers at once."""
+  process so that they never run two servers and their workers at once.
+- `checkout_setup` (the specs that run scripts/setup.sh in this checkout, and the one that checks
+  nothing holds its lock afterwards): setup.sh holds `.cache/setup.lock` while it runs, so the
+  check must not run beside them."""
 
 from __future__ import annotations
 

@@ -101,6 +101,7 @@ def test_a_wheel_in_a_fresh_venv_sets_up_and_runs_the_demo_outside_the_checkout(
     print(f"wheel build, install, setup and demo: {time.monotonic() - started:.0f} s")
 
 
+@pytest.mark.xdist_group("checkout_setup")  # setup.sh holds the checkout's lock
 def test_setup_from_a_checkout_runs_the_checkouts_script_and_redoes_nothing() -> None:
     """`supervisor setup` in a checkout (editable install) is scripts/setup.sh minus the venv
     step: with everything in place it does no work."""

@@ -150,6 +150,7 @@ def test_no_network_means_no_connection_anywhere(client: Any) -> None:
     assert output.count("BLOCKED") == 3
 
 
+@pytest.mark.xdist_group("checkout_setup")  # setup.sh holds the checkout's lock
 def test_setup_names_the_step_and_the_fix_for_a_bad_ca_bundle(client: Any, tmp_path: Path) -> None:
     not_pem = tmp_path / "bundle.pem"
     not_pem.write_text("not a certificate\n")
@@ -169,6 +170,7 @@ def test_setup_names_the_step_and_the_fix_for_a_bad_ca_bundle(client: Any, tmp_p
     assert "fix:" in result.stderr
 
 
+@pytest.mark.xdist_group("checkout_setup")  # setup.sh holds the checkout's lock
 def test_no_process_keeps_holding_the_setup_lock_after_setup(client: Any) -> None:
     """The engine setup starts outlives it; holding the lock, it would hang every later run."""
     lock = ROOT / ".cache" / "setup.lock"
