@@ -67,6 +67,25 @@ def pg_cluster() -> Iterator[Any]:
     cluster.stop()
 
 
+@pytest.fixture
+def shared_state(pg_cluster: Any, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh PostgreSQL database as the state of this spec and of every process it starts
+    ($SUPERVISOR_STATE_URL, as a team's hosts would set it); its URL."""
+    url = str(pg_cluster.database())
+    monkeypatch.setenv("SUPERVISOR_STATE_URL", url)
+    return url
+
+
+@pytest.fixture
+def temporal(tmp_path: Path) -> Iterator[Any]:
+    """A Temporal dev server of this spec's own (tests/temporal_support.py)."""
+    from temporal_support import DevServer
+
+    server = DevServer(tmp_path)
+    yield server
+    server.stop()
+
+
 # The state specs run against both backends; PostgreSQL's are pinned to one xdist process, so
 # that a single cluster serves them all (and CI starts it once).
 STATE_BACKENDS = [

@@ -5,7 +5,7 @@ notice — read a shared PostgreSQL state too, not only the repository's SQLite 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 from test_notify import Receiver, _workflow
@@ -22,9 +22,8 @@ pytestmark = pytest.mark.xdist_group("postgres")
 
 
 @pytest.fixture
-def shared(pg_cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def shared(shared_state: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The path a repository's SQLite file would have; the state is in PostgreSQL instead."""
-    monkeypatch.setenv("SUPERVISOR_STATE_URL", str(pg_cluster.database()))
     monkeypatch.setenv("SUPERVISOR_USER_DIR", str(tmp_path / "user"))
     (tmp_path / "user").mkdir()
     return tmp_path / "repo" / ".supervisor" / "state.db"

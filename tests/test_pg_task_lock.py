@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 from sqlalchemy.engine import make_url
@@ -37,37 +37,30 @@ with task_lock(Path(sys.argv[1]), int(sys.argv[2])):
 """
 
 
-@pytest.fixture
-def shared(pg_cluster: Any, monkeypatch: pytest.MonkeyPatch) -> str:
-    url = str(pg_cluster.database())
-    monkeypatch.setenv("SUPERVISOR_STATE_URL", url)
-    return url
-
-
-def test_a_task_held_on_one_host_is_refused_on_another(shared: str, tmp_path: Path) -> None:
+def test_a_task_held_on_one_host_is_refused_on_another(shared_state: str, tmp_path: Path) -> None:
     host_a, host_b = tmp_path / "a" / ".supervisor", tmp_path / "b" / ".supervisor"
     with task_lock(host_a, 7):
-        assert is_held(shared, 7)
+        assert is_held(shared_state, 7)
         with pytest.raises(WorkflowBusyError) as refused, task_lock(host_b, 7):
             pass
         assert "another host" in refused.value.message and "supervisor resume 7" in (
             refused.value.hint or ""
         )
-        password = make_url(shared).password
+        password = make_url(shared_state).password
         assert password and password not in refused.value.message
         with task_lock(host_b, 8):  # another task of the same database: not affected
-            assert is_held(shared, 8)
-    assert not is_held(shared, 7) and not is_held(shared, 8)
+            assert is_held(shared_state, 8)
+    assert not is_held(shared_state, 7) and not is_held(shared_state, 8)
     with task_lock(host_b, 7):  # released at the end of the run
         pass
 
 
-def test_a_holder_killed_by_sigkill_leaves_the_task_free(shared: str, tmp_path: Path) -> None:
+def test_a_holder_killed_by_sigkill_leaves_the_task_free(shared_state: str, tmp_path: Path) -> None:
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLD, str(tmp_path / "a" / ".supervisor"), "9"],
         stdout=subprocess.PIPE,
         text=True,
-        env={**os.environ, "SUPERVISOR_STATE_URL": shared},
+        env={**os.environ, "SUPERVISOR_STATE_URL": shared_state},
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
@@ -77,21 +70,21 @@ def test_a_holder_killed_by_sigkill_leaves_the_task_free(shared: str, tmp_path: 
         holder.send_signal(signal.SIGKILL)
         holder.wait()
     deadline = time.monotonic() + 10  # the server sees the closed connection at once locally
-    while is_held(shared, 9) and time.monotonic() < deadline:
+    while is_held(shared_state, 9) and time.monotonic() < deadline:
         time.sleep(0.1)
     with task_lock(tmp_path / "b" / ".supervisor", 9):
-        assert is_held(shared, 9)
+        assert is_held(shared_state, 9)
 
 
 def test_status_tells_a_task_running_on_another_host_from_one_whose_supervisor_died(
-    shared: str, tmp_path: Path
+    shared_state: str, tmp_path: Path
 ) -> None:
     repo = tmp_path / "repo"
     repo.mkdir()
     git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run([*git, "init", "-q"], check=True)
     subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "init"], check=True)
-    with Store(repo / ".supervisor" / "state.db", url=shared) as store:
+    with Store(repo / ".supervisor" / "state.db", url=shared_state) as store:
         ids = [
             store.create_workflow(
                 description="t", cli="claude", base_branch="main", base_sha="a" * 40,

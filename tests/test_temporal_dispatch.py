@@ -43,12 +43,8 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.xdist_group("temporal")
 
 
-def test_handed_over_components_run_at_once_and_come_back_to_the_step(tmp_path: Path) -> None:
-    server = DevServer(tmp_path)
-    try:
-        asyncio.run(_scenario(server.address))
-    finally:
-        server.stop()
+def test_handed_over_components_run_at_once_and_come_back_to_the_step(temporal: DevServer) -> None:
+    asyncio.run(_scenario(temporal.address))
 
 
 async def _scenario(address: str) -> None:

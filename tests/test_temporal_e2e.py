@@ -32,17 +32,9 @@ from test_workflow_e2e import _approval_workflow, file_on_branch
 from supervisor.state.store import Store
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
     from pathlib import Path
 
 pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("temporal")]
-
-
-@pytest.fixture
-def temporal(tmp_path: Path) -> Iterator[DevServer]:
-    server = DevServer(tmp_path)
-    yield server
-    server.stop()
 
 
 def supervisor(*args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
@@ -129,11 +121,9 @@ def test_a_worker_killed_mid_step_has_its_step_retried_on_another_worker_with_sh
     serve: Any,
     api_keys: None,
     temporal: DevServer,
-    pg_cluster: Any,
-    monkeypatch: pytest.MonkeyPatch,
+    shared_state: str,
 ) -> None:
     require_sandbox()
-    monkeypatch.setenv("SUPERVISOR_STATE_URL", pg_cluster.database())  # every process below
     slow = implementer(GOOD_CALC, delay=20)  # the first attempt is cut short by the kill
     server = serve(slow, implementer(GOOD_CALC))
     config = (

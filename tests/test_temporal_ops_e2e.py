@@ -20,7 +20,6 @@ from supervisor.state.store import Store
 from supervisor.trust import trust
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
     from pathlib import Path
 
 pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("temporal")]
@@ -31,13 +30,6 @@ ONE_STEP = (
     "    test: {gate: test, next: commit, on_fail: implement}\n"
     "    commit: {action: commit}\n"
 )
-
-
-@pytest.fixture
-def temporal(tmp_path: Path) -> Iterator[DevServer]:
-    server = DevServer(tmp_path)
-    yield server
-    server.stop()
 
 
 def config(temporal: DevServer, remote: Path | None = None) -> str:
@@ -53,11 +45,9 @@ def test_a_restart_of_the_temporal_server_mid_step_loses_nothing(
     serve: Any,
     api_keys: None,
     temporal: DevServer,
-    pg_cluster: Any,
-    monkeypatch: pytest.MonkeyPatch,
+    shared_state: str,
 ) -> None:
     require_sandbox()
-    monkeypatch.setenv("SUPERVISOR_STATE_URL", pg_cluster.database())
     server = serve(implementer(GOOD_CALC, delay=8))  # the server restarts during these 8 s
     repo = new_repo(tmp_path, server.url, config(temporal))
     write_workflow(repo, ONE_STEP)
@@ -91,11 +81,10 @@ def test_two_peoples_tasks_on_one_repository_do_not_interfere(
     serve: Any,
     api_keys: None,
     temporal: DevServer,
-    pg_cluster: Any,
+    shared_state: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     require_sandbox()
-    monkeypatch.setenv("SUPERVISOR_STATE_URL", pg_cluster.database())
     server = serve(
         writes("Write alpha", "alpha.py", "ALPHA = 1\n"),
         writes("Write beta", "beta.py", "BETA = 2\n"),
@@ -166,11 +155,9 @@ def test_a_step_cut_short_on_one_host_is_retried_on_another_from_the_shared_remo
     serve: Any,
     api_keys: None,
     temporal: DevServer,
-    pg_cluster: Any,
-    monkeypatch: pytest.MonkeyPatch,
+    shared_state: str,
 ) -> None:
     require_sandbox()
-    monkeypatch.setenv("SUPERVISOR_STATE_URL", pg_cluster.database())
     server = serve(implementer(GOOD_CALC, delay=20), implementer(GOOD_CALC))
     remote = tmp_path / "team.git"
     repo = new_repo(tmp_path, server.url, config(temporal, remote))

@@ -25,7 +25,6 @@ from test_temporal_ops_e2e import clone_for_a_host, config, git_out
 from supervisor.state.store import Store
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
     from pathlib import Path
 
 pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("temporal")]
@@ -41,23 +40,14 @@ GATES = 'gates:\n  compile: "python3 -m py_compile *.py"\nlimits: {max_parallel_
 PARTS = {cid: f"def {cid}():\n    return {i}\n" for i, cid in enumerate("abcdef")}
 
 
-@pytest.fixture
-def temporal(tmp_path: Path) -> Iterator[DevServer]:
-    server = DevServer(tmp_path)
-    yield server
-    server.stop()
-
-
 def test_six_components_spread_over_three_worker_hosts_and_merge_on_the_remote(
     tmp_path: Path,
     serve: Any,
     api_keys: None,
     temporal: DevServer,
-    pg_cluster: Any,
-    monkeypatch: pytest.MonkeyPatch,
+    shared_state: str,
 ) -> None:
     require_sandbox()
-    monkeypatch.setenv("SUPERVISOR_STATE_URL", pg_cluster.database())
     script = [planner(plan(*(component(cid, [f"{cid}.py"]) for cid in PARTS)))]
     script += [builds(cid, (f"{cid}.py", text), delay=4.0) for cid, text in PARTS.items()]
     script += [builds(cid, (f"{cid}.py", text)) for cid, text in PARTS.items()]  # a retry's

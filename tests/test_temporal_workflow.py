@@ -26,17 +26,13 @@ from supervisor.temporal.workflow import (
 )
 
 if TYPE_CHECKING:
-    from pathlib import Path
+    pass
 
 pytestmark = pytest.mark.xdist_group("temporal")
 
 
-def test_rate_limit_waits_on_a_timer_and_approval_on_the_signal(tmp_path: Path) -> None:
-    server = DevServer(tmp_path)
-    try:
-        asyncio.run(_scenario(server.address))
-    finally:
-        server.stop()
+def test_rate_limit_waits_on_a_timer_and_approval_on_the_signal(temporal: DevServer) -> None:
+    asyncio.run(_scenario(temporal.address))
 
 
 async def _scenario(address: str) -> None:
