@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 
 def refspecs(wf: Workflow) -> list[str]:
+    """The task branch, its component branches, the supervisor's refs of the task."""
     branch = f"refs/heads/{wf.task_branch}"
     own = f"refs/supervisor/wf{wf.id}"
     return [f"+{branch}:{branch}", f"+{branch}--*:{branch}--*", f"+{own}/*:{own}/*"]
@@ -51,10 +52,8 @@ def fetch_for_component(repo: Path, url: str, wf: Workflow) -> None:
     """Before a component's activity: the task branch and the supervisor's refs of the task,
     without pruning (another component's activity in this clone may hold a branch it has not
     pushed yet)."""
-    branch = f"refs/heads/{wf.task_branch}"
-    own = f"refs/supervisor/wf{wf.id}"
-    _git(repo, "fetch", "--no-tags", "--update-head-ok", url, f"+{branch}:{branch}",
-         f"+{own}/*:{own}/*")  # fmt: skip
+    task_branch, _, own = refspecs(wf)
+    _git(repo, "fetch", "--no-tags", "--update-head-ok", url, task_branch, own)
 
 
 def push(repo: Path, url: str, wf: Workflow) -> None:
