@@ -12,8 +12,43 @@ import path from "node:path";
 import readline from "node:readline";
 import { pathToFileURL } from "node:url";
 
-const repomix = await import(pathToFileURL(process.argv[2]).href);
+const library = pathToFileURL(process.argv[2]).href;
+const repomix = await import(library);
+// Not in Repomix's public index; the version is pinned in package-lock.json.
+const { initTaskRunner } = await import(new URL("./shared/processConcurrency.js", library).href);
+const { validateFileSafety } = await import(
+  new URL("./core/security/validateFileSafety.js", library).href
+);
+const { filterOutUntrustedFiles } = await import(
+  new URL("./core/security/filterOutUntrustedFiles.js", library).href
+);
 repomix.setLogLevel(-1); // silent: stdout carries the protocol only
+
+// Repomix starts a pool of secret-scanning worker threads on every pack and tears it down after;
+// starting them (each loads secretlint) was most of a small pack's ~80 ms. One pool, sized as
+// Repomix sizes it for a large pack (two threads at most), serves every pack of this process.
+// The scan and what it drops are Repomix's own.
+let securityPool;
+const sharedSecurityPool = () => {
+  securityPool ??= initTaskRunner({
+    numOfTasks: 1000,
+    workerType: "securityCheck",
+    runtime: "worker_threads",
+    maxWorkerThreads: 2,
+  });
+  return { run: (task) => securityPool.run(task), cleanup: async () => {} };
+};
+const SHARED_SECURITY_POOL = {
+  validateFileSafety: (rawFiles, progress, config, gitDiff, gitLog) =>
+    validateFileSafety(rawFiles, progress, config, gitDiff, gitLog, {
+      runSecurityCheck: (files, callback, diff, log) =>
+        repomix.runSecurityCheck(files, callback, diff, log, {
+          initTaskRunner: sharedSecurityPool,
+          getProcessConcurrency: () => 2,
+        }),
+      filterOutUntrustedFiles,
+    }),
+};
 
 // Repomix's own token metrics start a tiktoken worker on every pack; the supervisor counts
 // tokens itself (supervisor/tokens.py), so they are skipped through pack()'s dependency seam.
@@ -50,7 +85,7 @@ async function packOnce({ cwd, paths, output }) {
   config.output.copyToClipboard = false;
   const files = [...new Set(paths.map((p) => path.resolve(cwd, p)))];
   try {
-    await repomix.pack([cwd], config, () => {}, SKIP_METRICS, files);
+    await repomix.pack([cwd], config, () => {}, { ...SKIP_METRICS, ...SHARED_SECURITY_POOL }, files);
     return await readFile(output, "utf8");
   } finally {
     await rm(output, { force: true });
@@ -68,3 +103,6 @@ for await (const line of lines) {
   }
   process.stdout.write(`${JSON.stringify(reply)}\n`);
 }
+// stdin closed: the supervisor is gone. The pool's idle thread would keep Node alive.
+await securityPool?.cleanup();
+process.exit(0);

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
+import string
 import subprocess
 import sys
 import time
@@ -81,6 +83,20 @@ def test_the_packer_gives_exactly_what_the_repomix_cli_gives(
     assert output == cli_pack(repomix, project, paths)
     assert '<file path="app/core.py">' in output
     assert "app/util.py" not in output  # only what was asked for
+
+
+def test_repomix_secret_scan_still_drops_a_file_pack_after_pack(
+    packer: RepomixPacker, repomix: str, project: Path
+) -> None:
+    # The packer keeps one pool of secret-scanning threads for all its packs: the scan must
+    # drop the same file as the CLI does, on the first pack and on later ones.
+    token = "ghp_" + "".join(random.Random(7).choices(string.ascii_letters + string.digits, k=36))
+    (project / "deploy_key.pem").write_text(f'GITHUB_TOKEN = "{token}"\n')
+    paths = ["deploy_key.pem", "app/util.py"]
+    expected = cli_pack(repomix, project, paths)
+    assert "deploy_key.pem" not in expected  # Repomix's own scan drops it
+    for _ in range(3):
+        assert packer.pack(project, paths) == expected
 
 
 def test_one_node_process_serves_every_pack(packer: RepomixPacker, project: Path) -> None:
