@@ -5,13 +5,12 @@ too few, the gain too small, or a person locked the role to a CLI."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from cli_support import supervisor
 from e2e_support import new_repo
 from routing_support import gemini_beats_claude_at_review, record_run
 
@@ -161,15 +160,8 @@ def test_with_adaptive_off_the_role_runs_where_configured_and_nothing_is_recorde
 # -- what a person sees: suggestions and dry runs ---------------------------------------------
 
 
-def supervisor(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "supervisor", *args, "--repo", str(repo)],
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        env={**os.environ, "COLUMNS": "200"},
-        check=False,
-    )
+def cli(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return supervisor(*args, "--repo", str(repo))
 
 
 def test_metrics_suggest_names_retries_pruned_context_and_a_failing_cli_with_the_figures(
@@ -187,7 +179,7 @@ def test_metrics_suggest_names_retries_pruned_context_and_a_failing_cli_with_the
         for pruned in ([{"section": "files", "path": "big.py", "tokens": 9000}], [], [{}]):
             payload = {"budget": 25000, "pruned": pruned}
             store.add_event(wf_id, EventSpec("context_packed", role="planner", payload=payload))
-    shown = supervisor(repo, "metrics", "--suggest")
+    shown = cli(repo, "metrics", "--suggest")
     assert shown.returncode == 0, shown.stderr
     text = shown.stdout
     assert "- implementer: high retry rate: 3.0 retries per task (> 2)" in text
@@ -195,7 +187,7 @@ def test_metrics_suggest_names_retries_pruned_context_and_a_failing_cli_with_the
     assert "token_budget=25000" in text
     assert "- claude: claude fails review: 33% accepted the first time" in text
     assert "gemini succeeds in 100% of review runs" in text
-    data = json.loads(supervisor(repo, "metrics", "--suggest", "--json").stdout)
+    data = json.loads(cli(repo, "metrics", "--suggest", "--json").stdout)
     assert {(s["kind"], s["subject"]) for s in data} == {
         ("high_retries", "implementer"),
         ("context_pruned", "planner"),
@@ -208,11 +200,11 @@ def test_the_dry_runs_show_which_cli_a_role_would_run_on_and_why(
 ) -> None:
     repo = new_repo(tmp_path, "http://127.0.0.1:9")
     assert "CLI: reviewer → claude (too_few_runs: 0 review run(s)" in " ".join(
-        supervisor(repo, "context", "reviewer").stdout.split()
+        cli(repo, "context", "reviewer").stdout.split()
     )
     with tasks.reading(repo) as store:
         gemini_beats_claude_at_review(store)
-    shown = " ".join(supervisor(repo, "context", "reviewer").stdout.split())
+    shown = " ".join(cli(repo, "context", "reviewer").stdout.split())
     assert "CLI: reviewer → gemini (adapted: gemini scores" in shown
     preview = start_preview("Fix multiply", repo)
     assert "routing   reviewer → gemini (adapted:" in preview

@@ -3,32 +3,17 @@ nothing half-written (no task branch, no workflow row, the user's checkout untou
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from typing import TYPE_CHECKING
 
 import pytest
+from cli_support import supervisor
 from e2e_support import new_repo, require_sandbox, write_workflow
 
 from supervisor.workspace import Workspace
 
 if TYPE_CHECKING:
     from pathlib import Path
-
-
-def supervisor(
-    *args: str, cwd: Path, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "supervisor", *args],
-        cwd=cwd,
-        env={**os.environ, "COLUMNS": "200", **(env or {})},
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
 
 
 @pytest.fixture(autouse=True)

@@ -130,7 +130,8 @@ def test_config_show_names_the_layer_of_every_value(
     tmp_path: Path, isolated_user_dir: Path
 ) -> None:
     import subprocess
-    import sys
+
+    from cli_support import supervisor
 
     (isolated_user_dir / "config.yaml").write_text("limits: {gate_timeout_seconds: 99}\n")
     repo = _project(tmp_path, {"config.yaml": "gates: {test: 'make check'}\n"})
@@ -152,23 +153,8 @@ def test_config_show_names_the_layer_of_every_value(
         ],
         check=True,
     )
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "supervisor",
-            "config",
-            "show",
-            "--repo",
-            str(repo),
-            "--cli",
-            "claude",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**__import__("os").environ, "COLUMNS": "250"},
-    )
+    result = supervisor("config", "show", "--repo", str(repo), "--cli", "claude", columns=250)
+    assert result.returncode == 0, result.stderr
     rows = {
         line.split("│")[1].strip(): line
         for line in result.stdout.splitlines()

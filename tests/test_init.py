@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_support import supervisor
 
 from supervisor.detect import detect
 from supervisor.initialize import initialize, pack_roles
@@ -197,13 +197,7 @@ def test_init_command_with_yes(tmp_path: Path, user_dir: None) -> None:
         ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "i"],
         check=True,
     )
-    result = subprocess.run(
-        [sys.executable, "-m", "supervisor", "init", "--yes", "--repo", str(repo)],
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
+    result = supervisor("init", "--yes", "--repo", str(repo))
     assert result.returncode == 0, result.stderr
     assert "trading" in result.stdout
     assert (repo / ".supervisor" / "roles" / "risk_manager.yaml").is_file()

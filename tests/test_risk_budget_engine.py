@@ -4,15 +4,14 @@ adapter's parsing; workers scripted by the stand-in sandbox), and the real CLI's
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import threading
 import time
 from typing import TYPE_CHECKING
 
 import pytest
 import test_engine_fast
+from cli_support import supervisor
 from test_engine_fast import Project, reviews, writes
 
 from supervisor import tasks
@@ -36,14 +35,7 @@ IMPLEMENT_REVIEW_COMMIT = """implement
 
 
 def cli(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "supervisor", *args, "--repo", str(repo)],
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        env={**os.environ, "COLUMNS": "200"},
-        check=False,
-    )
+    return supervisor(*args, "--repo", str(repo))
 
 
 def auth_change(project: Callable[..., Project], policy: str | None = None) -> Project:

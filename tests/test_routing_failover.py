@@ -228,22 +228,16 @@ def test_the_failover_settings_come_from_limits_yaml_and_a_project_overrides_the
 
 def test_the_command_line_prints_the_bad_list_and_its_fix_as_written(tmp_path: Path) -> None:
     """Brackets in an error are text, not console markup (`[claude, codex]` used to vanish)."""
-    import os
     import subprocess
-    import sys
+
+    from cli_support import supervisor
 
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "first"], check=True)
     role_file(tmp_path, "implementer", "extends: implementer\ncli: [claude, cluade]\n")
     command = ["roles", "show", "implementer", "--repo", str(tmp_path)]
-    result = subprocess.run(
-        [sys.executable, "-m", "supervisor", *command],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "COLUMNS": "300", "SUPERVISOR_USER_DIR": str(tmp_path / "user")},
-        check=False,
-    )
+    result = supervisor(*command, env={"SUPERVISOR_USER_DIR": str(tmp_path / "user")}, columns=300)
     assert result.returncode == 2
     err = " ".join(result.stderr.split())
     assert "`cli: ['claude', 'cluade']` names unknown CLI(s) 'cluade'" in err

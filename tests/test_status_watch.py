@@ -4,6 +4,7 @@ finished, while another process writes the state (a real SQLite database, a real
 from __future__ import annotations
 
 import os
+import select
 import subprocess
 import sys
 import time
@@ -43,18 +44,33 @@ def test_watch_follows_the_workflow_and_ends_when_it_completes(tmp_path: Path) -
          "--repo", str(repo)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=True,
         env=env,
     )  # fmt: skip
     try:
-        time.sleep(3)
+        first = shown_until(watcher, "running", deadline=time.monotonic() + 60)
         assert watcher.poll() is None  # still running: the workflow has not finished
         with Store(db) as store:
             store.set_status(wf.id, "completed")
-        out, err = watcher.communicate(timeout=30)
+        rest, errors = watcher.communicate(timeout=30)
+        out, err = (first + rest).decode(), errors.decode()
     finally:
         if watcher.poll() is None:
             watcher.kill()
     assert watcher.returncode == 0, err
     assert "running" in out  # what it showed first (TTY_COMPATIBLE: redrawn in place)
     assert out.index("running") < out.rindex("completed")  # then the end, and it stopped
+
+
+def shown_until(watcher: subprocess.Popen[bytes], text: str, deadline: float) -> bytes:
+    """What the watcher printed up to its first drawing that shows `text`."""
+    assert watcher.stdout is not None
+    fd = watcher.stdout.fileno()
+    shown = b""
+    while text.encode() not in shown:
+        assert time.monotonic() < deadline, f"never showed {text!r}: {shown!r}"
+        ready, _, _ = select.select([fd], [], [], 0.1)
+        if ready:
+            chunk = os.read(fd, 65536)
+            assert chunk, f"ended before showing {text!r}: {shown!r}"
+            shown += chunk
+    return shown

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import stat
 import subprocess
-import sys
 from typing import TYPE_CHECKING
 
 import pytest
+from cli_support import supervisor
 
 from supervisor.config import load_settings
 from supervisor.demo import make_demo_repo
@@ -39,18 +38,6 @@ def write_config(repo: Path, text: str) -> None:
     path = repo / ".supervisor" / "config.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
-
-
-def supervisor(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "supervisor", *args],
-        cwd=cwd,
-        env={**os.environ, "COLUMNS": "200"},
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def test_an_untrusted_base_url_stops_start_task_before_anything_is_created(repo: Path) -> None:
