@@ -384,13 +384,14 @@ def smoke_test(
     image's)."""
     if not image.packages:
         return []
-    from supervisor.sandbox.docker import WORKSPACE, _container_user, remove_container
+    from supervisor.sandbox.docker import WORKSPACE, remove_container
+    from supervisor.sandbox.run_files import container_user
 
     container = client.containers.create(
         image.tag,
         command=["python3", "-c", SMOKE, *image.packages],
         working_dir=WORKSPACE,
-        user=_container_user(),
+        user=container_user(),
         environment={"HOME": "/tmp/home", "PYTHONDONTWRITEBYTECODE": "1"},
         volumes={str(tree): {"bind": WORKSPACE, "mode": "ro"}},
         network_mode="none",

@@ -91,7 +91,7 @@ def prepare_home(path: Path, *, fresh: bool) -> Path:
         discard(path)
     path.mkdir(mode=0o700, exist_ok=True)
     if os.getuid() == 0:
-        from supervisor.sandbox.docker import _container_user as container_user
+        from supervisor.sandbox.run_files import container_user
 
         uid, gid = (int(n) for n in container_user().split(":"))
         os.chown(path, uid, gid, follow_symlinks=False)
