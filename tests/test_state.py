@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import pytest
@@ -146,6 +147,31 @@ def test_an_approval_is_decided_once(tmp_path: Path, state_url: str) -> None:
             store.decide_approval(approval.id, "approved", None)
         decided = store.latest_approval(wf_id)
         assert decided is not None and decided.reason == "too broad"
+
+
+def test_times_read_back_are_naive_utc_whatever_the_backend_and_its_zone(
+    tmp_path: Path, state_url: str
+) -> None:
+    # Readers subtract the state's times from each other and from the clock (elapsed time,
+    # waits): PostgreSQL must give the same kind as SQLite, even in a session zone far from UTC.
+    if state_url:
+        import psycopg
+
+        with psycopg.connect(state_url.replace("postgresql+psycopg://", "postgresql://")) as conn:
+            conn.execute(
+                "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET timezone TO %L', "
+                "current_database(), 'Asia/Kolkata'); END $$"
+            )
+    before = datetime.now(UTC).replace(tzinfo=None)
+    with Store(tmp_path / "state.db", url=state_url) as store:
+        wf = store.workflow(_new_workflow(store))
+        step_id = store.start_step(wf.id, "plan", 1, "planner", "/tmp/wt")
+        (step,) = store.steps(wf.id)
+    after = datetime.now(UTC).replace(tzinfo=None)
+    for stamp in (wf.created_at, wf.updated_at, step["started_at"]):
+        assert stamp.tzinfo is None
+        assert before - timedelta(seconds=1) <= stamp <= after + timedelta(seconds=1)
+    assert step_id
 
 
 def test_an_unknown_workflow_id_names_the_fix(tmp_path: Path, state_url: str) -> None:

@@ -6,6 +6,9 @@ The events table is append-only: the store never updates or deletes a row of it.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from typing import Any
+
 from sqlalchemy import (
     JSON,
     Boolean,
@@ -19,7 +22,31 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    TypeDecorator,
 )
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """A time in UTC, read back as a naive datetime from either backend.
+
+    SQLite keeps no zone and gives naive times back; PostgreSQL's `timestamptz` gives them with
+    the session's zone. Readers compare and subtract them (elapsed times, waits, windows), so both
+    backends give the same kind; a naive time written is taken as UTC, never as the server's
+    zone."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is not None and value.tzinfo is not None:
+            return value.astimezone(UTC).replace(tzinfo=None)
+        return value
+
 
 metadata = MetaData()
 
@@ -28,7 +55,7 @@ schema_migrations = Table(
     metadata,
     Column("version", Integer, primary_key=True),
     Column("name", String, nullable=False),
-    Column("applied_at", DateTime(timezone=True), nullable=False),
+    Column("applied_at", UtcDateTime(), nullable=False),
 )
 
 workflows = Table(
@@ -48,8 +75,8 @@ workflows = Table(
     # Data the steps hand to each other (plan, feedback, candidate sha, retry counts).
     Column("context", JSON, nullable=False),
     Column("error", Text),
-    Column("created_at", DateTime(timezone=True), nullable=False),
-    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Column("created_at", UtcDateTime(), nullable=False),
+    Column("updated_at", UtcDateTime(), nullable=False),
 )
 
 steps = Table(
@@ -65,8 +92,8 @@ steps = Table(
     Column("container_id", String),
     Column("output", JSON),
     Column("error", Text),
-    Column("started_at", DateTime(timezone=True), nullable=False),
-    Column("finished_at", DateTime(timezone=True)),
+    Column("started_at", UtcDateTime(), nullable=False),
+    Column("finished_at", UtcDateTime()),
 )
 
 events = Table(
@@ -82,7 +109,7 @@ events = Table(
     Column("input_tokens", Integer),
     Column("output_tokens", Integer),
     Column("cost_usd", Float),
-    Column("timestamp", DateTime(timezone=True), nullable=False),
+    Column("timestamp", UtcDateTime(), nullable=False),
 )
 
 checkpoints = Table(
@@ -94,7 +121,7 @@ checkpoints = Table(
     Column("git_sha", String),
     Column("status", String, nullable=False),
     Column("next_step", String),
-    Column("timestamp", DateTime(timezone=True), nullable=False),
+    Column("timestamp", UtcDateTime(), nullable=False),
 )
 
 approvals = Table(
@@ -105,8 +132,8 @@ approvals = Table(
     Column("step", String, nullable=False),
     Column("status", String, nullable=False),  # pending|approved|rejected
     Column("reason", Text),
-    Column("requested_at", DateTime(timezone=True), nullable=False),
-    Column("decided_at", DateTime(timezone=True)),
+    Column("requested_at", UtcDateTime(), nullable=False),
+    Column("decided_at", UtcDateTime()),
 )
 
 invocations = Table(
@@ -126,7 +153,7 @@ invocations = Table(
     Column("output_tokens", Integer, nullable=False),
     Column("cost_usd", Float, nullable=False),
     Column("error_category", String),
-    Column("timestamp", DateTime(timezone=True), nullable=False),
+    Column("timestamp", UtcDateTime(), nullable=False),
 )
 
 Index("ix_events_workflow", events.c.workflow_id, events.c.id)

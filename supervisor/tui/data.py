@@ -47,16 +47,11 @@ class Usage:
 
 def elapsed(wf: Workflow, now: datetime | None = None) -> str:
     """Time since the task started; a finished one stops at its last update."""
-    end = _utc(wf.updated_at) if wf.status in ("completed", "failed") else None
-    stop = end or (now or datetime.now(UTC).replace(tzinfo=None))
-    seconds = max(0, int((stop - _utc(wf.created_at)).total_seconds()))
+    end = wf.updated_at if wf.status in ("completed", "failed") else None
+    stop = end or (now or datetime.now(UTC).replace(tzinfo=None))  # the state's times: naive UTC
+    seconds = max(0, int((stop - wf.created_at).total_seconds()))
     hours, rest = divmod(seconds, 3600)
     return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
-
-
-def _utc(stamp: datetime) -> datetime:
-    """A naive UTC time: SQLite gives those, PostgreSQL gives times with their zone."""
-    return stamp.astimezone(UTC).replace(tzinfo=None) if stamp.tzinfo else stamp
 
 
 def step_shown(wf: Workflow) -> str:
