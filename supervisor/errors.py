@@ -38,6 +38,12 @@ class GitError(SupervisorError, RuntimeError):
     """A git command failed."""
 
 
+class RemoteNotUpdatedError(GitError):
+    """The shared remote did not take a step's refs (out of reach, or moved by another host since
+    this one fetched them). Nothing of the step was committed: it runs again, after a fresh
+    fetch, rather than failing the task."""
+
+
 class CandidateRefusedError(GitError):
     """A worker's worktree cannot become a candidate (tampered git metadata, a symlink out of the
     repository, over a size limit); `kind` names the event the step fails with."""

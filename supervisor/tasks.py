@@ -20,6 +20,7 @@ from supervisor.config import WorkflowDef
 from supervisor.doctor import clis_in_use
 from supervisor.errors import (
     ApprovalRequired,
+    RemoteNotUpdatedError,
     StateError,
     StepFailedError,
     SupervisorError,
@@ -287,6 +288,8 @@ def _drive(
             wf = _run_engine(
                 project, store, sandbox, wf_id, reporter, one_step, before_commit, dispatch
             )
+    except RemoteNotUpdatedError:
+        raise  # not an end: the step runs again
     except SupervisorError as e:
         event = "approval" if isinstance(e, ApprovalRequired) else "failed"
         notifier.notify(event, store.workflow(wf_id), e.message)
@@ -338,8 +341,8 @@ def _run_engine(
     engine.steps.dispatch = dispatch
     try:
         return engine.run(wf_id)
-    except (ApprovalRequired, StepFailedError):
-        raise
+    except (ApprovalRequired, StepFailedError, RemoteNotUpdatedError):
+        raise  # the last: nothing of the step was committed, and it runs again (temporal/)
     except SupervisorError as e:
         wf = store.workflow(wf_id)
         if wf.status == "running":

@@ -23,7 +23,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from supervisor.errors import ApprovalRequired, GitError, SupervisorError, WorkflowBusyError
+from supervisor.errors import (
+    ApprovalRequired,
+    GitError,
+    RemoteNotUpdatedError,
+    SupervisorError,
+    WorkflowBusyError,
+)
 from supervisor.temporal import remote
 from supervisor.temporal.cache import ProjectCache
 from supervisor.temporal.workflow import (
@@ -88,12 +94,12 @@ class StepActivities:
                 with opened[0].store() as store:
                     row = store.workflow(wf_id)
                 try:
-                    remote.fetch(opened[0].root, shared, row)
+                    lease = remote.fetch(opened[0].root, shared, row)
                 except GitError as e:  # the remote out of reach: Temporal tries again later
                     raise ApplicationError(e.message, type="RemoteUnavailable") from e
 
                 def publish(_: int) -> None:
-                    remote.push(opened[0].root, shared, row)
+                    remote.push(opened[0].root, shared, row, lease)
 
             wf = tasks.resume(
                 wf_id, self.repo, one_step=True, opened=opened, before_commit=publish,
@@ -103,6 +109,9 @@ class StepActivities:
             return StepResult("dispatched", components=handed.ids)
         except ApprovalRequired:
             return StepResult("awaiting_approval")
+        except RemoteNotUpdatedError as e:
+            # Nothing of the step was committed: Temporal runs it again, after a fresh fetch.
+            raise ApplicationError(e.message, type="RemoteUnavailable") from e
         except WorkflowBusyError as e:
             # Another process still holds the task (e.g. start-task finishing its set-up).
             raise ApplicationError(e.message, type="WorkflowBusy") from e

@@ -9,18 +9,27 @@ commit leaves refs the step's re-run overwrites). The user's checkout is only re
 commit is pushed from it), as without a remote.
 
 What moves: the task branch, its component branches (`<task branch>--<component>`) and the
-supervisor's refs of the task (`refs/supervisor/wf<id>/`: candidates, bases). Pushes are forced
-and pruned within those names only: the task owns them, and the remote mirrors the last step's
-view of them. git runs with hooks and fsmonitor off; what is fetched is read as objects, never
+supervisor's refs of the task (`refs/supervisor/wf<id>/`: candidates, bases). A step's push
+moves only the refs the step changed, each under a lease (`--force-with-lease=<ref>:<value at the
+fetch>`): a host that lost its step to another (cut off past its timeout, then back) finds the refs
+moved and gets `RemoteNotUpdatedError` instead of overwriting the newer work, and nothing of its
+step is committed; refs another host added meanwhile (a component's branch) are left alone.
+git runs with hooks and fsmonitor off; what is fetched is read as objects, never
 checked out into a user's checkout.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from supervisor import process, treedata
-from supervisor.errors import GitError, ToolFailedError
+from supervisor.errors import (
+    CommandTimeoutError,
+    GitError,
+    RemoteNotUpdatedError,
+    ToolFailedError,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -42,10 +51,30 @@ def publish(repo: Path, url: str, wf: Workflow) -> None:
          f"refs/heads/{wf.task_branch}:refs/heads/{wf.task_branch}")  # fmt: skip
 
 
-def fetch(repo: Path, url: str, wf: Workflow) -> None:
+@dataclass
+class Lease:
+    """The task's refs as the remote had them at this host's fetch (ref -> commit), moved on
+    with each push this host makes."""
+
+    refs: dict[str, str] = field(default_factory=dict)
+
+
+def fetch(repo: Path, url: str, wf: Workflow) -> Lease:
     """Before a step on this host: the task's refs as the remote has them (refs of the task
-    that the remote no longer has are dropped here too)."""
+    that the remote no longer has are dropped here too); the lease its pushes hold."""
     _git(repo, "fetch", "--prune", "--no-tags", "--update-head-ok", url, *refspecs(wf))
+    return Lease(task_refs(repo, wf))
+
+
+def task_refs(repo: Path, wf: Workflow) -> dict[str, str]:
+    """This clone's refs of the task: its branch, its component branches, the supervisor's."""
+    branch = f"refs/heads/{wf.task_branch}"
+    found = process.run(
+        ["git", *treedata.SAFE_CONFIG, "-C", str(repo), "for-each-ref",
+         "--format=%(objectname) %(refname)", branch, f"{branch}--*",
+         f"refs/supervisor/wf{wf.id}/"],
+    ).stdout  # fmt: skip
+    return {ref: sha for sha, _, ref in (line.partition(" ") for line in found.splitlines())}
 
 
 def fetch_for_component(repo: Path, url: str, wf: Workflow) -> None:
@@ -56,9 +85,41 @@ def fetch_for_component(repo: Path, url: str, wf: Workflow) -> None:
     _git(repo, "fetch", "--no-tags", "--update-head-ok", url, task_branch, own)
 
 
-def push(repo: Path, url: str, wf: Workflow) -> None:
-    """Before a transition commits: the task's refs as this host has them."""
-    _git(repo, "push", "--force", "--prune", url, *(s.lstrip("+") for s in refspecs(wf)))
+def push(repo: Path, url: str, wf: Workflow, lease: Lease) -> None:
+    """Before a transition commits: the task's refs this host changed since `lease` (added,
+    moved or deleted), each only if the remote still has it as leased."""
+    now = task_refs(repo, wf)
+    leases: list[str] = []
+    specs: list[str] = []
+    for ref in sorted(now.keys() | lease.refs.keys()):
+        before, after = lease.refs.get(ref), now.get(ref)
+        if before == after:
+            continue
+        leases.append(f"--force-with-lease={ref}:{before or ''}")
+        specs.append(f"{after}:{ref}" if after else f":{ref}")
+    if not specs:
+        return
+    try:
+        process.run(
+            ["git", *treedata.SAFE_CONFIG, "-C", str(repo), "push", "--porcelain", *leases, url,
+             *specs],
+            timeout=300,
+        )  # fmt: skip
+    except (ToolFailedError, CommandTimeoutError) as e:
+        output = e.output if isinstance(e, ToolFailedError) else e.message
+        moved = "stale info" in output or "fetch first" in output
+        raise RemoteNotUpdatedError(
+            (
+                "Another host moved this task's refs on the shared remote since this one "
+                "fetched them: this step's result was not committed."
+                if moved
+                else f"git push to the shared remote failed: {output.strip()[-1500:]}"
+            ),
+            "Nothing to do: the step runs again from the remote's refs (Temporal retries it)."
+            if moved
+            else "Check that temporal.remote is reachable from this host; the step runs again.",
+        ) from e
+    lease.refs = now
 
 
 def _git(repo: Path, *args: str) -> None:
