@@ -5,20 +5,30 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 from e2e_support import IMAGE, missing, require_sandbox
 
 from supervisor.errors import CommandTimeoutError
-from supervisor.sandbox.docker import DockerSandbox, RunSpec
+from supervisor.sandbox.docker import (
+    LABEL_REPO,
+    LABEL_STEP,
+    LABEL_WORKFLOW,
+    RUN_PREFIX,
+    DockerSandbox,
+    RunSpec,
+    run_dir_label,
+)
 from supervisor.sandbox.egress import HostFirewall, ensure_network
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
-    from pathlib import Path
 
 # One xdist process for both egress files: they share the workers' test network and its host
 # firewall chain, and one spec plants a rule of a dead supervisor for the next to sweep.
@@ -247,6 +257,30 @@ def test_containers_orphaned_by_a_crash_are_found_by_label(
         IMAGE, command=["sleep", "30"], labels={"supervisor.test-orphan": str(tmp_path)}
     )
     assert sandbox.remove_stale({"supervisor.test-orphan": str(tmp_path)}) == [orphan.id]
+
+
+def test_one_steps_orphan_goes_and_the_tasks_other_steps_and_run_folders_stay(
+    sandbox: DockerSandbox, tmp_path: Path
+) -> None:
+    # A component activity tried again on the same host removes its earlier attempt's container
+    # (supervisor/temporal/components.py) while the task's other components run on.
+    repo = {LABEL_REPO: f"test-{tmp_path.name}", LABEL_WORKFLOW: "7"}
+    mine = sandbox.client.containers.create(
+        IMAGE, command=["sleep", "30"], labels={**repo, LABEL_STEP: "implement/c1"}
+    )
+    other = sandbox.client.containers.create(
+        IMAGE, command=["sleep", "30"], labels={**repo, LABEL_STEP: "implement/c2"}
+    )
+    folder = Path(tempfile.gettempdir(), f"{RUN_PREFIX}{run_dir_label(repo)}-c2run")
+    folder.mkdir()
+    try:
+        removed = sandbox.remove_stale({**repo, LABEL_STEP: "implement/c1"}, run_dirs=False)
+        assert removed == [mine.id]
+        other.reload()  # still there
+        assert folder.is_dir()  # the running component's prompt and login files
+    finally:
+        other.remove(force=True)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_host_services_outside_the_allowlist_are_not_reachable(

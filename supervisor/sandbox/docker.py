@@ -347,10 +347,12 @@ class DockerSandbox:
                     "Raise idle_timeout_seconds under limits: if the CLI is just slow.",
                 )
 
-    def remove_stale(self, labels: dict[str, str]) -> list[str]:
+    def remove_stale(self, labels: dict[str, str], *, run_dirs: bool = True) -> list[str]:
         """Remove containers (and overlay volumes) left by a crashed run (matched by labels),
         and their run folders: with a workflow label, only that task's (other tasks may be
-        running meanwhile); but for those kept for adoption (`adoptable`) and their run folders."""
+        running meanwhile); but for those kept for adoption (`adoptable`) and their run folders.
+        A run folder is named for its task, not its step: `run_dirs=False` when other steps of
+        the task may be running (the task's next clean-up removes it)."""
         import docker.errors
 
         filters: dict[str, str | list[str] | bool] = {
@@ -369,7 +371,7 @@ class DockerSandbox:
             for volume in self.client.volumes.list(filters=filters):
                 if (volume.attrs.get("Labels") or {}).get(LABEL_STEP_ID) not in kept_steps:
                     _remove_volume(volume)
-        if LABEL_REPO in labels:
+        if LABEL_REPO in labels and run_dirs:
             keep = {a.run_dir for a in self.adoptable.values() if a.run_dir}
             remove_stale_run_dirs(run_dir_label(labels), keep)
         return removed

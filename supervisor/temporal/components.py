@@ -68,6 +68,11 @@ def run_component(project: Project, wf_id: int, cid: str, url: str | None) -> di
             )  # fmt: skip
             chosen = route.for_step(project.root, settings, store, wf.cli, step)
             c.routes = {choice.role: choice.cli for choice in chosen}
+            # An earlier attempt of this component on this host (its worker process killed, or
+            # given up by Temporal) may have left its container running: it would go on writing
+            # to a worktree nobody reads, and spend the model's tokens. Other components of the
+            # task may be running here right now: only this component's go.
+            sandbox.remove_stale(c.labels(wf_id, f"{name}/{cid}"), run_dirs=False)
             fan = ComponentFanOut(c, wf, name, step)
             fan.work = WorkGraph.from_plan(PlanOutput.model_validate(fan.ctx["plan"]))
             try:
