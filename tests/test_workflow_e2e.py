@@ -25,7 +25,7 @@ from e2e_support import (
 from supervisor import tasks
 from supervisor.errors import ApprovalRequired, StepFailedError
 from supervisor.fakeapi import ScriptedModelServer
-from supervisor.workspace import Workspace, wait_for_deletions
+from supervisor.workspace import Workspace
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.docker
 
 TASK = "Implement add and multiply"
+
+
+WORKTREE_DELAY = 0.3  # seconds
 
 
 @pytest.fixture(autouse=True)
@@ -83,29 +86,19 @@ def leftovers(repo: Path) -> tuple[list[str], list[str]]:
     return [c.id for c in containers], worktrees
 
 
-def worktree_seconds(repo: Path) -> float:
-    """The quickest of three worktree creations in `repo`, as the engine makes them (by
-    default copy-on-write views over one base, the first creation writing it)."""
-    ws = Workspace(repo)
-    ws.use_overlay()
-    times = []
-    for _ in range(3):
-        began = time.perf_counter()
-        tree = ws.add_worktree("timing-probe", ws.head_commit())
-        times.append(time.perf_counter() - began)
-        ws.remove_worktree(tree)
-    assert ws.overlays is not None
-    ws.overlays.close()
-    wait_for_deletions()
-    return min(times)
-
-
 def test_start_task_commits_the_workers_file_on_the_task_branch_after_the_gate(
-    tmp_path: Path, serve: Any
+    tmp_path: Path, serve: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     server = serve(planner(), implementer(GOOD_CALC), reviewer())
     repo = new_repo(tmp_path, server.url)
     before = Workspace(repo).user_checkout_fingerprint()
+    made = Workspace.add_worktree
+
+    def slow_to_make(self: Workspace, *args: Any, **kwargs: Any) -> Any:
+        time.sleep(WORKTREE_DELAY)  # a big repository's checkout, in effect
+        return made(self, *args, **kwargs)
+
+    monkeypatch.setattr(Workspace, "add_worktree", slow_to_make)
 
     wf = tasks.start_task(TASK, repo)
 
@@ -122,13 +115,17 @@ def test_start_task_commits_the_workers_file_on_the_task_branch_after_the_gate(
         worker_events = [e for e in store.events(wf.id) if e.input_tokens]
         assert worker_events, "token usage from the CLI envelope is recorded"
         assert store.integrity_ok()
-        # A step's time (what `status` shows) starts before its worktree is made, so it begins
-        # about one worktree creation before the step_started event written once the tree exists.
+        # A step's time (what `status` shows) starts before its worktree is made, so a worker
+        # step begins at least one worktree creation before the step_started event written once
+        # the tree exists.
         started = [e.timestamp for e in store.events(wf.id) if e.type == "step_started"]
         steps = store.steps(wf.id)
         assert len(steps) == len(started)
-        gaps = [(t - s["started_at"]).total_seconds() for s, t in zip(steps, started, strict=True)]
-    assert min(gaps) >= worktree_seconds(repo) / 2, gaps
+        gaps = {
+            s["name"]: (t - s["started_at"]).total_seconds()
+            for s, t in zip(steps, started, strict=True)
+        }
+    assert gaps["plan"] >= WORKTREE_DELAY and gaps["implement"] >= WORKTREE_DELAY, gaps
     assert leftovers(repo) == ([], [])
 
 
