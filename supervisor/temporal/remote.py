@@ -67,13 +67,13 @@ def fetch(repo: Path, url: str, wf: Workflow) -> Lease:
 
 
 def task_refs(repo: Path, wf: Workflow) -> dict[str, str]:
-    """This clone's refs of the task: its branch, its component branches, the supervisor's."""
-    branch = f"refs/heads/{wf.task_branch}"
-    found = process.run(
-        ["git", *treedata.SAFE_CONFIG, "-C", str(repo), "for-each-ref",
-         "--format=%(objectname) %(refname)", branch, f"{branch}--*",
-         f"refs/supervisor/wf{wf.id}/"],
-    ).stdout  # fmt: skip
+    """This clone's refs of the task (those `refspecs` moves), ref -> commit."""
+    # for-each-ref's `*` stops at a slash: `<prefix>/*` is asked for as `<prefix>/`, everything
+    # under it.
+    sources = [spec.lstrip("+").partition(":")[0] for spec in refspecs(wf)]
+    patterns = [src.removesuffix("*") if src.endswith("/*") else src for src in sources]
+    format_ = "--format=%(objectname) %(refname)"
+    found = process.run(_argv(repo, "for-each-ref", format_, *patterns)).stdout
     return {ref: sha for sha, _, ref in (line.partition(" ") for line in found.splitlines())}
 
 
@@ -100,11 +100,7 @@ def push(repo: Path, url: str, wf: Workflow, lease: Lease) -> None:
     if not specs:
         return
     try:
-        process.run(
-            ["git", *treedata.SAFE_CONFIG, "-C", str(repo), "push", "--porcelain", *leases, url,
-             *specs],
-            timeout=300,
-        )  # fmt: skip
+        process.run(_argv(repo, "push", "--porcelain", *leases, url, *specs), timeout=300)
     except (ToolFailedError, CommandTimeoutError) as e:
         output = e.output if isinstance(e, ToolFailedError) else e.message
         moved = "stale info" in output or "fetch first" in output
@@ -122,9 +118,13 @@ def push(repo: Path, url: str, wf: Workflow, lease: Lease) -> None:
     lease.refs = now
 
 
+def _argv(repo: Path, *args: str) -> list[str]:
+    return ["git", *treedata.SAFE_CONFIG, "-C", str(repo), *args]
+
+
 def _git(repo: Path, *args: str) -> None:
     try:
-        process.run(["git", *treedata.SAFE_CONFIG, "-C", str(repo), *args], timeout=300)
+        process.run(_argv(repo, *args), timeout=300)
     except ToolFailedError as e:
         raise GitError(
             f"git {args[0]} with the shared remote failed: {e.output.strip()[-1500:]}",
