@@ -218,6 +218,8 @@ class DockerSandbox:
             view_labels = {LABEL_WORKSPACE: "overlay", LABEL_LOWER: view.base.commit}
             spec = dataclasses.replace(spec, labels={**spec.labels, **view_labels})
         binds, mounts, volume = self._workspace(spec, view)
+        masks, masked_dirs = run_files.cli_config_masks(spec.argv, spec.worktree, view, run_path)
+        binds.update(masks)
         if spec.home_dir is not None:
             binds[str(spec.home_dir)] = {"bind": HOME, "mode": "rw"}
         try:
@@ -233,7 +235,7 @@ class DockerSandbox:
                 network=None if spec.network == "none" else spec.network,
                 extra_hosts=spec.extra_hosts or None,
                 read_only=not spec.writable_layer,
-                tmpfs={"/tmp": "rw,exec,nosuid,size=1g"},
+                tmpfs={"/tmp": "rw,exec,nosuid,size=1g", **masked_dirs},
                 mem_limit=spec.memory,
                 nano_cpus=int(spec.cpus * 1e9),
                 pids_limit=512,

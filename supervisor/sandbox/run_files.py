@@ -10,8 +10,14 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from supervisor.errors import SandboxError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from supervisor.overlay import View
 
 WORKSPACE = "/workspace"
 
@@ -91,3 +97,90 @@ def private_for_container(run_path: Path) -> None:
     run_path.chmod(0o700)
     if os.getuid() == 0:
         os.lchown(run_path, uid, gid)
+
+
+# What the AI CLIs load from their working directory by themselves: instructions sent to the
+# model with the prompt (CLAUDE.md, AGENTS.md, GEMINI.md), settings whose hooks run commands
+# and whose MCP servers start processes, skills and subagents. A worker (or the repository) that
+# plants them would speak to every later step's model and run code in every later step's
+# sandbox, and a forged answer is one hook away. Each adapter turns them off with its CLI's own
+# switches; these masks are the second layer, for what a switch misses (codex and gemini read
+# `.agents/skills`, gemini's workspace settings outrank the user's) and for the next CLI
+# version's new file.
+CLI_BINARIES = frozenset({"claude", "codex", "gemini"})
+CLI_CONFIG_DIRS = frozenset({".claude", ".codex", ".gemini", ".agents"})
+CLI_CONFIG_FILES = frozenset(
+    {"CLAUDE.md", "CLAUDE.local.md", "AGENTS.md", "AGENTS.override.md", "GEMINI.md", ".mcp.json"}
+)
+MASKS = "masks"  # under the run folder: the empty files bound over instruction files
+MASK_TMPFS = "ro,nosuid,nodev,noexec,size=4k"
+
+
+def cli_config_paths(files: Iterable[str]) -> tuple[list[str], list[str]]:
+    """The directories and files among a workspace's regular `files` (relative paths) that an AI
+    CLI would load: any directory named in CLI_CONFIG_DIRS (masked whole, so nothing beneath it
+    is listed again) and any file named in CLI_CONFIG_FILES, at any depth."""
+    dirs: set[str] = set()
+    masked_files: set[str] = set()
+    for path in files:
+        parts = path.split("/")
+        for depth, name in enumerate(parts[:-1]):
+            if name in CLI_CONFIG_DIRS:
+                dirs.add("/".join(parts[: depth + 1]))
+                break
+        else:
+            if parts[-1] in CLI_CONFIG_FILES:
+                masked_files.add(path)
+    top = {d for d in dirs if not any(d.startswith(o + "/") for o in dirs)}
+    return sorted(top), sorted(masked_files)
+
+
+def regular_files(worktree: Path) -> list[str]:
+    """The regular files of a written-out workspace, relative, without `.git` and never through a
+    symlink (a symlinked instruction file is left to the CLIs' own switches: mounting over it
+    would mount over whatever it points at)."""
+    found: list[str] = []
+    for root, dirs, names in os.walk(worktree):
+        if root == str(worktree) and ".git" in dirs:
+            dirs.remove(".git")
+        rel = os.path.relpath(root, worktree)
+        prefix = "" if rel == "." else rel + "/"
+        found += [
+            prefix + n for n in names if Path(root, n).is_file() and not Path(root, n).is_symlink()
+        ]
+    return found
+
+
+def runs_ai_cli(argv: list[str]) -> bool:
+    """A worker run (the command is an AI CLI), as opposed to a gate or a tool, which see the
+    workspace as it is."""
+    return bool(argv) and Path(argv[0]).name in CLI_BINARIES
+
+
+def cli_config_masks(
+    argv: list[str], worktree: Path, view: View | None, run_path: Path
+) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
+    """For a worker run: an empty read-only file bound over every instruction or MCP file and an
+    empty read-only tmpfs over every CLI settings directory the workspace holds (binds, tmpfs),
+    read from the copy-on-write view's entries when it is one. Only what exists is masked: a
+    mount point Docker had to create would appear in the worker's candidate."""
+    if not runs_ai_cli(argv):
+        return {}, {}
+    files = (
+        [path for path, entry in view.start.items() if entry.mode.startswith("100")]
+        if view is not None
+        else regular_files(worktree)
+    )
+    dirs, masked = cli_config_paths(files)
+    if not masked and not dirs:
+        return {}, {}
+    # One empty file per mask: a bind is keyed by its source, so a shared one would mask one path.
+    folder = run_path / MASKS
+    folder.mkdir(mode=0o755, exist_ok=True)
+    binds: dict[str, dict[str, str]] = {}
+    for number, path in enumerate(masked):
+        empty = folder / str(number)
+        empty.touch(mode=0o444)
+        empty.chmod(0o444)  # readable by the container's user, whoever it is; it is empty
+        binds[str(empty)] = {"bind": f"{WORKSPACE}/{path}", "mode": "ro"}
+    return binds, {f"{WORKSPACE}/{path}": MASK_TMPFS for path in dirs}

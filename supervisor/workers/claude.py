@@ -21,6 +21,9 @@ from supervisor.workers.base import (
     retry_after_seconds,
 )
 
+# Seen with claude 2.1.197 against planted files (tests/test_cli_project_config_e2e.py).
+PROJECT_CONFIG_OFF = ("--setting-sources", "user", "--strict-mcp-config")
+
 
 class ClaudeAdapter(WorkerAdapter):
     name = "claude"
@@ -47,6 +50,10 @@ class ClaudeAdapter(WorkerAdapter):
             model,
             "--dangerously-skip-permissions",
             *extra_flags,
+            # Last, so a configured flag cannot undo them: only the run's private home's settings
+            # (no project hooks, env, permissions, skills, agents, CLAUDE.md at any depth) and
+            # no MCP server but those given here (none; `.mcp.json` is ignored).
+            *PROJECT_CONFIG_OFF,
         ]
         env = {
             "ANTHROPIC_BASE_URL": base_url,

@@ -20,6 +20,11 @@ from supervisor.workers.base import (
 )
 
 PROVIDER = "supervisor"
+# No AGENTS.md / AGENTS.override.md (project docs are cut to 0 bytes), no hooks, no execpolicy
+# rules files. Project `.codex/config.toml` (its MCP servers, notify command) is not loaded for
+# an untrusted project, and the run's home trusts none; `.agents/skills` and `.codex/skills` have
+# no switch and are masked by the sandbox (sandbox/run_files.py). Seen with codex-cli 0.169.0.
+PROJECT_CONFIG_OFF = ("-c", "project_doc_max_bytes=0", "--disable", "hooks", "--ignore-rules")
 
 
 class CodexAdapter(WorkerAdapter):
@@ -59,7 +64,8 @@ class CodexAdapter(WorkerAdapter):
                 argv += ["-c", f"model_providers.{PROVIDER}.{key}={json.dumps(value)}"]
         if schema_path is not None:
             argv += ["--output-schema", schema_path]
-        argv += [*extra_flags, "-"]  # "-": the prompt is read from stdin
+        # After the configured flags, so none undoes them; "-": the prompt is read from stdin.
+        argv += [*extra_flags, *PROJECT_CONFIG_OFF, "-"]
         return Invocation(argv=argv, env={})
 
     def parse_output(self, stdout: str, stderr: str, exit_code: int) -> WorkerResult:

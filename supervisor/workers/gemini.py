@@ -19,6 +19,20 @@ from supervisor.workers.base import (
     retry_after_seconds,
 )
 
+NO_MCP_SERVER = "supervisor-allows-no-mcp-server"
+# The user settings of the run's private home. A trusted workspace's `.gemini/settings.json`
+# outranks them and gemini refuses --yolo in an untrusted one, so the sandbox masks the
+# workspace's `.gemini/` and `.agents/` (sandbox/run_files.py); with those gone, these decide: no
+# context file is found under any name (GEMINI.md at any depth), no hooks, no skills, no MCP
+# server, no `.env` read from the workspace. Seen with gemini 0.61.0 against planted files.
+PROJECT_CONFIG_OFF: dict[str, Any] = {
+    "context": {"fileName": [".supervisor-no-context-file"], "memoryBoundaryMarkers": []},
+    "hooksConfig": {"enabled": False},
+    "skills": {"enabled": False},
+    "mcp": {"allowed": [NO_MCP_SERVER]},
+    "advanced": {"ignoreLocalEnv": True},
+}
+
 
 class GeminiAdapter(WorkerAdapter):
     name = "gemini"
@@ -40,6 +54,7 @@ class GeminiAdapter(WorkerAdapter):
             },
             "privacy": {"usageStatisticsEnabled": False},
             "general": {"maxAttempts": 1, "disableAutoUpdate": True},
+            **PROJECT_CONFIG_OFF,
         }
         argv = [
             self.binary,
@@ -50,6 +65,9 @@ class GeminiAdapter(WorkerAdapter):
             model,
             "--skip-trust",
             *extra_flags,
+            # Last, so a configured flag cannot undo it: no MCP server starts (none has this name).
+            "--allowed-mcp-server-names",
+            NO_MCP_SERVER,
         ]
         env = {"GOOGLE_GEMINI_BASE_URL": base_url, "GEMINI_CLI_TRUST_WORKSPACE": "true"}
         return Invocation(
