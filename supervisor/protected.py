@@ -74,6 +74,24 @@ DEFAULT_PROTECTED: tuple[str, ...] = (
     ".repomixignore",
 )
 
+# cli_project_files: what the AI CLIs load from a worktree by themselves (instructions sent to
+# the model, hooks and MCP servers that run commands, skills). Workers run with them switched off
+# and masked (workers/*.py, sandbox/run_files.py), but a branch that gained one would speak to the
+# user's own `claude`/`codex`/`gemini` in that repository next time.
+CLI_PROJECT_FILES: tuple[str, ...] = (
+    "CLAUDE.md",
+    "CLAUDE.local.md",
+    "AGENTS.md",
+    "AGENTS.override.md",
+    "GEMINI.md",
+    ".mcp.json",
+    "**/.claude/**",
+    "**/.codex/**",
+    "**/.gemini/**",
+    "**/.agents/**",
+)
+DEFAULT_PROTECTED += CLI_PROJECT_FILES
+
 
 class Pinned(BaseModel):
     """What a task's checks are, fixed when it starts."""
@@ -191,7 +209,8 @@ def part_of(path: str, text: str, key: str) -> Any:
 def feedback(files: list[str]) -> str:
     return (
         f"The step changed {', '.join(files)}, which define how the work is checked (the gate "
-        "harness or the supervisor's configuration): they are read-only for workers. Leave them "
+        "harness, the supervisor's configuration, or the AI CLIs' own project files): they are "
+        "read-only for workers. Leave them "
         "exactly as they are and make the code pass the unchanged checks (if one really must "
         "change, report it under blockers; a person can allow it for one task with "
         "`supervisor start-task --allow-protected PATTERN`)."
