@@ -319,7 +319,8 @@ def test_a_repository_that_ships_claude_hooks_cannot_turn_a_rejection_into_an_ap
     tmp_path: Path, serve: Any
 ) -> None:
     server = serve(
-        {**writer({"calc.py": GOOD_CALC}, "ROLE: implementer", read=("calc.py",)), "repeat": True},
+        writer({"calc.py": GOOD_CALC}, "ROLE: implementer", read=("calc.py",)),
+        writer({"calc.py": GOOD_CALC + "# again\n"}, FEEDBACK, read=("calc.py",)),
         {"when": "ROLE: reviewer", "turns": [{"text": REJECTED}], "repeat": True},
     )
     repo = new_repo(tmp_path, server.url)
