@@ -226,7 +226,7 @@ def _raises(name: str, value: Any, below: Any) -> bool:
     new, old = _number(value), _number(below)
     if new is None:
         return False  # not a number: the settings' validation names it
-    return old is None or new > old
+    return old is not None and new > old  # an unknown limit: validation names it
 
 
 def _number(value: Any) -> float | None:
