@@ -387,7 +387,7 @@ def _layers(
         found.append((str(user), _mapping(user)))
     ignored: list[Any] = []
     project = (
-        trustmap.repo_path(repo, ".supervisor/config.yaml", trustmap.NEEDS_TRUST)
+        trustmap.repo_path(repo, trustmap.CONFIG, trustmap.NEEDS_TRUST)
         if repo is not None
         else None
     )

@@ -213,8 +213,16 @@ def approval_stops(
     return preview_line(definition, project.root)
 
 
+def trust_pending(path: Path) -> trust.Pending:
+    """What `supervisor trust` would record in the repository, with effects and diffs."""
+    root = find_repo_root(path)
+    load_settings(root)  # an invalid config is reported, never trusted
+    return trust.pending(root)
+
+
 def trust_repo(path: Path) -> tuple[Path, dict[str, Any]]:
-    """`supervisor trust`: record the repository's credential-routing settings as trusted."""
+    """`supervisor trust`: record the repository's credential-routing and weakening settings
+    and its templates, Dockerfile and approval policy as trusted, as they are now."""
     root = find_repo_root(path)
     load_settings(root)  # an invalid config is reported, never trusted
     return root, trust.trust(root)

@@ -57,11 +57,11 @@ class _Templates(jinja2.BaseLoader):
             if data is not None:
                 if trust.file_trusted(repo, rel, data):
                     return data.decode("utf-8", errors="replace"), rel, None
+                state = "changed since you trusted it" if trust.file_known(repo, rel) else ""
                 trust.warn(
                     f"The repository's template {rel} is not used: it is "
-                    f"{'changed since you trusted it' if trust.file_known(repo, rel) else 'not trusted'}"
-                    f" (the built-in one is used instead). Read it, then run "
-                    f"`supervisor trust --repo {repo}`."
+                    f"{state or 'not trusted'} (the built-in one is used instead). Read it, "
+                    f"then run `supervisor trust --repo {repo}`."
                 )
         path = PROMPTS_DIR.joinpath(*parts)
         if not path.is_file():
@@ -70,7 +70,7 @@ class _Templates(jinja2.BaseLoader):
 
 
 _REPO: ContextVar[Path | None] = ContextVar("template_repo", default=None)
-TEMPLATES = ".supervisor/templates"
+TEMPLATES = trustmap.TEMPLATES
 
 # The one environment every prompt renders in. No cache: the same name is another repository's
 # template (or the built-in one) from one render to the next, and each render compiled its
@@ -99,7 +99,9 @@ def render(template: str, repo: Path | None, schema: type[BaseModel], **variable
             schema_name=schema.__name__, schema_json=schema_text(schema), **variables
         )
     except jinja2.TemplateNotFound as e:
-        places = f"{repo / TEMPLATES} (trusted files only) or {PROMPTS_DIR}" if repo else PROMPTS_DIR
+        places = (
+            f"{repo / TEMPLATES} (trusted files only) or {PROMPTS_DIR}" if repo else PROMPTS_DIR
+        )
         raise ConfigError(
             f"Prompt template '{e.name}' not found in {places}.",
             "Check the role's `template:` name, or add the file to .supervisor/templates/ "

@@ -44,11 +44,8 @@ CLI_KEYS = ("base_url", "credential_env", "login_files", "extra_env", "extra_fla
 SANDBOX_KEYS = ("image", "egress_network")
 ROLE_KEYS = ("env", "flags")
 TRUST_FILE = "trusted.json"
-CONFIG = ".supervisor/config.yaml"
-ROLES = ".supervisor/roles"
-TEMPLATES = ".supervisor/templates"
-DOCKERFILE = ".supervisor/sandbox/Dockerfile"
-POLICY = ".supervisor/approval_policy.yaml"
+CONFIG, ROLES, TEMPLATES = trustmap.CONFIG, trustmap.ROLES, trustmap.TEMPLATES
+DOCKERFILE, POLICY = trustmap.DOCKERFILE, trustmap.POLICY
 
 
 class UntrustedConfigError(ConfigError):
@@ -146,7 +143,9 @@ def filter_project_layer(
             ignored.append(Ignored(key, value, untrusted_reason(repo)))
     for item in ignored:
         if item.reason != _NEVER:
-            warn(f"Ignored {item.key}: {json.dumps(item.value)} from {repo / CONFIG}: {_effect(item.key)}; {item.reason}.")
+            value = json.dumps(item.value)
+            where = repo / CONFIG
+            warn(f"Ignored {item.key}: {value} from {where}: {_effect(item.key)}; {item.reason}.")
     return trustmap.without(project, [i.key for i in ignored]), ignored
 
 
@@ -193,16 +192,14 @@ def trust_files(repo: Path) -> dict[str, bytes]:
     names = [POLICY, DOCKERFILE]
     templates = trustmap.repo_path(repo, TEMPLATES, trustmap.NEEDS_TRUST)
     if templates.is_dir() and not templates.is_symlink():
-        names += sorted(
-            p.relative_to(repo).as_posix() for p in templates.rglob("*") if p.is_file()
-        )
+        names += sorted(p.relative_to(repo).as_posix() for p in templates.rglob("*") if p.is_file())
     return read_regular(repo, names)
 
 
 def file_trusted(repo: Path, rel: str, data: bytes) -> bool:
     """`data` (the file `rel` as read now) is exactly what the user trusted."""
     files = _records().get(_key(repo), {}).get("files", {})
-    return files.get(rel, {}).get("sha256") == _digest(data)
+    return bool(files.get(rel, {}).get("sha256") == _digest(data))
 
 
 def file_known(repo: Path, rel: str) -> bool:

@@ -32,6 +32,15 @@ DATA: Kind = "data"
 NEEDS_TRUST: Kind = "needs-trust"
 SANDBOX_ONLY: Kind = "sandbox-only"
 STATE_DIR = ".supervisor"
+# The repository's inputs by name, for the readers (each listed in REPOSITORY below).
+CONFIG = ".supervisor/config.yaml"
+TEMPLATES = ".supervisor/templates"
+ROLES = ".supervisor/roles"
+POLICY = ".supervisor/approval_policy.yaml"
+DOCKERFILE = ".supervisor/sandbox/Dockerfile"
+STRATEGIES = ".supervisor/context_strategies"
+WORKFLOW = ".supervisor/workflow.yaml"
+WORKFLOW_TEMPLATES = ".supervisor/workflow_templates"
 
 
 @dataclass(frozen=True)
@@ -160,7 +169,9 @@ def setting(key: str) -> Setting | None:
     parts = key.split(".")
     for entry in SETTINGS:
         pattern = entry.key.split(".")
-        if len(pattern) == len(parts) and all(p in ("*", k) for p, k in zip(pattern, parts)):
+        if len(pattern) == len(parts) and all(
+            p in ("*", k) for p, k in zip(pattern, parts, strict=True)
+        ):
             return entry
     return None
 
@@ -172,8 +183,10 @@ def weakenings(project: dict[str, Any], below: dict[str, Any]) -> dict[str, Any]
     removed = _get(project, "protected_paths.remove")
     if removed:
         found["protected_paths.remove"] = removed
-    if _get(project, "sandbox.dependency_changes") == "allow" != _get(
-        below, "sandbox.dependency_changes"
+    if (
+        _get(project, "sandbox.dependency_changes")
+        == "allow"
+        != _get(below, "sandbox.dependency_changes")
     ):
         found["sandbox.dependency_changes"] = "allow"
     limits = project.get("limits")

@@ -73,9 +73,7 @@ def config_show(
             {
                 "settings": project.settings.model_dump(mode="json"),
                 "from": provenance,
-                "ignored": [
-                    {"key": i.key, "value": i.value, "reason": i.reason} for i in ignored
-                ],
+                "ignored": [{"key": i.key, "value": i.value, "reason": i.reason} for i in ignored],
                 "untrusted": {
                     "routing": waiting.routing,
                     "files": sorted(waiting.files),
