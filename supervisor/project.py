@@ -111,9 +111,13 @@ def remove_dead_probes(project: Project, sandbox: DockerSandbox) -> list[str]:
 
 def require_trust(project: Project) -> None:
     """Before anything is created: the repository's credential-routing settings are trusted,
-    and no CLI's login files point outside the home directory."""
+    and no CLI's login files point outside the home directory, and a project Dockerfile (built
+    with network, the workers' image) is the one the user trusted."""
+    from supervisor import project_image
+
     trust.require_trusted(project.root)
     trust.check_login_files(project.settings)
+    project_image.trusted_dockerfile(project.root)
 
 
 def task_definition(
