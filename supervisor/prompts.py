@@ -109,8 +109,8 @@ def render(template: str, repo: Path | None, schema: type[BaseModel], **variable
         ) from e
     except SecurityError as e:
         raise ConfigError(
-            f"Prompt template '{template}' was refused: it reaches for {e}, which no prompt "
-            "template may touch (templates render in a sandboxed environment).",
+            f"Prompt template '{template}' was refused by the sandboxed environment every "
+            f"template renders in: {str(e).rstrip('.')}.",
             "Fix the template; it may use the variables it is given and plain Jinja2 filters.",
         ) from e
     except jinja2.UndefinedError as e:
