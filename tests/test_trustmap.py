@@ -133,7 +133,7 @@ def test_a_reader_of_an_unmapped_path_or_under_another_class_fails_at_once(
 ) -> None:
     with pytest.raises(trustmap.UnmappedInputError, match="not in the trust map"):
         trustmap.repo_path(tmp_path, ".supervisor/plugins/x.py", trustmap.DATA)
-    with pytest.raises(trustmap.UnmappedInputError, match="is needs-trust .* read as data"):
+    with pytest.raises(trustmap.UnmappedInputError, match=r"is needs-trust .* read as data"):
         trustmap.repo_path(tmp_path, trustmap.TEMPLATES, trustmap.DATA)
     assert trustmap.repo_path(tmp_path, trustmap.ROLES, trustmap.NEEDS_TRUST) == (
         tmp_path / ".supervisor" / "roles"
