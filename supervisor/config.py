@@ -399,12 +399,12 @@ def _layers(
                 "password) is the user's choice, not the repository's.",
                 "Move it to ~/.supervisor/config.yaml or $SUPERVISOR_STATE_URL.",
             )
-        from supervisor import trust
+        from supervisor import trust_records
 
         below: dict[str, Any] = {}
         for _, layer in found:
             below = deep_merge(below, layer)
-        data, ignored = trust.filter_project_layer(repo, data, below)
+        data, ignored = trust_records.filter_project_layer(repo, data, below)
         found.append((str(project), data))
     if overrides:
         found.append(("command line", overrides))

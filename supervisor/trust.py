@@ -22,13 +22,9 @@ The package defaults, the user's own config and command-line flags need no trust
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import hashlib
 import json
-import os
-import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,6 +32,11 @@ from typing import TYPE_CHECKING, Any
 from supervisor import trustmap
 from supervisor.config import _mapping, login_file_problem, read_yaml, user_dir
 from supervisor.errors import ConfigError
+from supervisor.trust_records import NEVER, Ignored, effect, untrusted_reason
+from supervisor.trust_records import key as _key
+from supervisor.trust_records import records as _records
+from supervisor.trust_records import warn as warn  # re-exported: the readers warn through it
+from supervisor.trust_records import write_records as _write_records
 
 if TYPE_CHECKING:
     from supervisor.config import Settings
@@ -43,22 +44,12 @@ if TYPE_CHECKING:
 CLI_KEYS = ("base_url", "credential_env", "login_files", "extra_env", "extra_flags")
 SANDBOX_KEYS = ("image", "egress_network")
 ROLE_KEYS = ("env", "flags")
-TRUST_FILE = "trusted.json"
 CONFIG, ROLES, TEMPLATES = trustmap.CONFIG, trustmap.ROLES, trustmap.TEMPLATES
 DOCKERFILE, POLICY = trustmap.DOCKERFILE, trustmap.POLICY
 
 
 class UntrustedConfigError(ConfigError):
     """A repository sets where credentials go, and the user has not trusted that content."""
-
-
-@dataclass(frozen=True)
-class Ignored:
-    """A repository setting the supervisor does not honour, and why."""
-
-    key: str
-    value: Any
-    reason: str
 
 
 def guarded_settings(repo: Path) -> dict[str, Any]:
@@ -127,58 +118,14 @@ def weakening_settings(
     return found
 
 
-def filter_project_layer(
-    repo: Path, project: dict[str, Any], below: dict[str, Any]
-) -> tuple[dict[str, Any], list[Ignored]]:
-    """The repository's config layer without what it may not set: its webhook (never) and each
-    weakening setting the user has not trusted with this value. Each dropped one is warned about
-    once per process, naming the setting and the command that trusts it."""
-    ignored: list[Ignored] = []
-    webhook = trustmap._get(project, "notifications.webhook")
-    if webhook is not None:
-        ignored.append(Ignored("notifications.webhook", webhook, _NEVER))
-    trusted = _records().get(_key(repo), {}).get("weakening", {})
-    for key, value in trustmap.weakenings(project, below).items():
-        if key not in trusted or trusted[key] != value:
-            ignored.append(Ignored(key, value, untrusted_reason(repo)))
-    for item in ignored:
-        if item.reason != _NEVER:
-            value = json.dumps(item.value)
-            where = repo / CONFIG
-            warn(f"Ignored {item.key}: {value} from {where}: {_effect(item.key)}; {item.reason}.")
-    return trustmap.without(project, [i.key for i in ignored]), ignored
-
-
-_NEVER = "never honoured from a repository: set it in your own config"
-
-
-def untrusted_reason(repo: Path) -> str:
-    return f"not trusted (check it, then run `supervisor trust --repo {repo}`)"
-
-
 def role_allow_paths_trusted(repo: Path, role: str, value: Any) -> bool:
     """A project role's `allow_paths` as trusted by `supervisor trust`; warns when it is not."""
     key = f"roles.{role}.allow_paths"
     trusted = _records().get(_key(repo), {}).get("weakening", {})
     if key in trusted and trusted[key] == value:
         return True
-    warn(f"Ignored {key}: {json.dumps(value)}: {_effect(key)}; {untrusted_reason(repo)}.")
+    warn(f"Ignored {key}: {json.dumps(value)}: {effect(key)}; {untrusted_reason(repo)}.")
     return False
-
-
-def _effect(key: str) -> str:
-    entry = trustmap.setting(key)
-    return entry.effect if entry is not None else "weakens a protection"
-
-
-_WARNED: set[str] = set()
-
-
-def warn(message: str) -> None:
-    """Once per process: the settings are read again at every step."""
-    if message not in _WARNED:
-        _WARNED.add(message)
-        sys.stderr.write(f"Warning: {message}\n")
 
 
 # -- files that run or decide on the host ------------------------------------------------------
@@ -263,13 +210,13 @@ def pending(repo: Path) -> Pending:
     config = trustmap.repo_path(repo, CONFIG, trustmap.NEEDS_TRUST)
     project = _mapping(config) if config.is_file() else {}
     found = Pending(repo, guarded_settings(repo), weakening_settings(repo))
-    found.effects = {key: _effect(key) for key in [*found.routing, *found.weakening]}
+    found.effects = {key: effect(key) for key in [*found.routing, *found.weakening]}
     for rel, data in trust_files(repo).items():
         if not file_trusted(repo, rel, data):
             found.files[rel] = file_diff(repo, rel, data)
     webhook = trustmap._get(project, "notifications.webhook")
     if webhook is not None:
-        found.ignored.append(Ignored("notifications.webhook", webhook, _NEVER))
+        found.ignored.append(Ignored("notifications.webhook", webhook, NEVER))
     return found
 
 
@@ -341,38 +288,3 @@ def check_login_files(settings: Settings, home: Path | None = None) -> None:
                     f"stay inside the home directory ({home}).",
                     "Name a path relative to your home directory, e.g. .claude/.credentials.json.",
                 )
-
-
-def _key(repo: Path) -> str:
-    return str(repo.resolve())
-
-
-def _records() -> dict[str, Any]:
-    path = user_dir() / TRUST_FILE
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError) as e:
-        raise ConfigError(
-            f"The trust records {path} cannot be read: {e}.",
-            "Delete the file and run `supervisor trust` again in each repository you trust.",
-        ) from e
-    return data if isinstance(data, dict) else {}
-
-
-def _write_records(records: dict[str, Any]) -> None:
-    """Atomically, readable by the user only: the records hold the trusted values."""
-    directory = user_dir()
-    directory.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(dir=directory, prefix=".trusted-")
-    tmp = Path(name)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(records, handle, indent=2, sort_keys=True)
-        tmp.chmod(0o600)
-        tmp.replace(directory / TRUST_FILE)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
