@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from supervisor import trustmap
 from supervisor.errors import ConfigError
 
 LEVELS = ("critical", "high", "medium", "low")
@@ -112,8 +113,8 @@ def load(repo: Path | None) -> Policy:
     from supervisor.config import CONFIG_DIR, _mapping, deep_merge, user_dir
 
     sources = [CONFIG_DIR / POLICY_FILE, user_dir() / POLICY_FILE]
-    if repo is not None:
-        sources.append(repo / ".supervisor" / POLICY_FILE)
+    if repo is not None and _trusted_policy(repo):
+        sources.append(trustmap.repo_path(repo, trustmap.POLICY, trustmap.NEEDS_TRUST))
     data: dict[str, Any] = {}
     used = []
     for source in sources:
@@ -121,6 +122,25 @@ def load(repo: Path | None) -> Policy:
             data = deep_merge(data, _mapping(source))
             used.append(str(source))
     return parse(data, " < ".join(used) or "approval policy")
+
+
+def _trusted_policy(repo: Path) -> bool:
+    """A repository's policy could lower every level: it counts only as the user trusted it."""
+    from supervisor import trust
+    from supervisor.packer import read_regular
+
+    path = trustmap.repo_path(repo, trustmap.POLICY, trustmap.NEEDS_TRUST)
+    data = read_regular(repo, [trustmap.POLICY]).get(trustmap.POLICY)
+    if data is None:
+        return False
+    if trust.file_trusted(repo, trustmap.POLICY, data):
+        return True
+    state = "changed since you trusted it" if trust.file_known(repo, trustmap.POLICY) else ""
+    trust.warn(
+        f"The repository's approval policy {path} is ignored: it is {state or 'not trusted'} "
+        f"(the package's and your own apply). Read it, then run `supervisor trust --repo {repo}`."
+    )
+    return False
 
 
 def parse(data: dict[str, Any], source: str = "approval policy") -> Policy:

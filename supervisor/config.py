@@ -359,7 +359,22 @@ def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 def config_layers(
     repo: Path | None, overrides: dict[str, Any] | None = None
 ) -> list[tuple[str, dict[str, Any]]]:
-    """Each layer of the cascade with its data, lowest precedence first."""
+    """Each layer of the cascade with its data, lowest precedence first. The repository's layer
+    comes without what it may not set (supervisor/trust.py: its webhook, and the settings that
+    weaken a protection until the user trusted them)."""
+    return _layers(repo, overrides)[0]
+
+
+def ignored_settings(repo: Path | None) -> list[Any]:
+    """The repository's settings left out of the cascade (trust.Ignored), for `config show`."""
+    return _layers(repo, None)[1]
+
+
+def _layers(
+    repo: Path | None, overrides: dict[str, Any] | None
+) -> tuple[list[tuple[str, dict[str, Any]]], list[Any]]:
+    from supervisor import trustmap
+
     package: dict[str, Any] = _mapping(CONFIG_DIR / "defaults.yaml")
     limits = _mapping(CONFIG_DIR / "limits.yaml")
     package["limits"] = limits.get("limits", {})
@@ -367,22 +382,33 @@ def config_layers(
     package["continuity"] = limits.get("continuity", {})
     package["failover"] = limits.get("failover", {})
     found = [(f"package ({CONFIG_DIR})", package)]
-    sources = [user_dir() / "config.yaml"]
-    if repo is not None:
-        sources.append(repo / ".supervisor" / "config.yaml")
-    for source in sources:
-        if source.is_file():
-            found.append((str(source), _mapping(source)))
-            project_layer = repo is not None and source == repo / ".supervisor" / "config.yaml"
-            if project_layer and "state" in found[-1][1]:
-                raise ConfigError(
-                    f"{source} sets `state`: where task state is written (and the database "
-                    "password) is the user's choice, not the repository's.",
-                    "Move it to ~/.supervisor/config.yaml or $SUPERVISOR_STATE_URL.",
-                )
+    user = user_dir() / "config.yaml"
+    if user.is_file():
+        found.append((str(user), _mapping(user)))
+    ignored: list[Any] = []
+    project = (
+        trustmap.repo_path(repo, trustmap.CONFIG, trustmap.NEEDS_TRUST)
+        if repo is not None
+        else None
+    )
+    if repo is not None and project is not None and project.is_file():
+        data = _mapping(project)
+        if "state" in data:
+            raise ConfigError(
+                f"{project} sets `state`: where task state is written (and the database "
+                "password) is the user's choice, not the repository's.",
+                "Move it to ~/.supervisor/config.yaml or $SUPERVISOR_STATE_URL.",
+            )
+        from supervisor import trust_records
+
+        below: dict[str, Any] = {}
+        for _, layer in found:
+            below = deep_merge(below, layer)
+        data, ignored = trust_records.filter_project_layer(repo, data, below)
+        found.append((str(project), data))
     if overrides:
         found.append(("command line", overrides))
-    return found
+    return found, ignored
 
 
 def load_settings(repo: Path | None, overrides: dict[str, Any] | None = None) -> Settings:
@@ -398,9 +424,12 @@ def settings_provenance(
 ) -> dict[str, str]:
     """Which layer each effective value came from, by dotted key."""
     origin: dict[str, str] = {}
-    for name, layer in config_layers(repo, overrides):
+    layers, ignored = _layers(repo, overrides)
+    for name, layer in layers:
         for key in _flatten(layer):
             origin[key] = name
+    for item in ignored:  # the value shown is not the repository's: say so where it is shown
+        origin[item.key] = f"{origin.get(item.key, '(default)')}; IGNORED from the repository"
     return origin
 
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from supervisor import packer, process, tokens, treedata
+from supervisor import packer, process, tokens, treedata, trustmap
 from supervisor.config import read_yaml, validate
 from supervisor.errors import ConfigError
 from supervisor.imports import resolve_imports
@@ -103,7 +103,7 @@ class Pack:
 def load_strategy(name: str, repo: Path | None) -> Strategy:
     places = [CONFIG_DIR / "context_strategies"]
     if repo is not None:
-        places.insert(0, repo / ".supervisor" / "context_strategies")
+        places.insert(0, trustmap.repo_path(repo, trustmap.STRATEGIES, trustmap.DATA))
     for directory in places:
         path = directory / f"{name}.yaml"
         if path.is_file():

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from supervisor import process
+from supervisor import process, trustmap
 from supervisor.trust import trust
 
 if TYPE_CHECKING:
@@ -181,7 +181,7 @@ def demo_script() -> dict[str, Any]:
 def write_project_config(repo: Path, base_url: str) -> None:
     """Point the demo repository's claude at the scripted API, and trust that setting (as
     `supervisor trust` would): the supervisor wrote it itself, for a repository it made."""
-    config = repo / ".supervisor" / "config.yaml"
+    config = trustmap.repo_path(repo, trustmap.CONFIG, trustmap.NEEDS_TRUST)
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text(
         "# Written by `supervisor demo`: the model API is the local scripted server.\n"

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from supervisor import trustmap
 from supervisor.errors import SupervisorError
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ def check_gates(
         return {}
     try:
         project = projects.open_project(repo)
-        dockerfile = project.root / ".supervisor" / "sandbox" / "Dockerfile"
+        dockerfile = trustmap.repo_path(project.root, trustmap.DOCKERFILE, trustmap.NEEDS_TRUST)
         tag = (
             image_commands.sandbox_build(repo, on_output=on_output)[0]
             if dockerfile.is_file()

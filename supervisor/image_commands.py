@@ -60,6 +60,7 @@ def sandbox_build(
     from supervisor.sandbox.docker import connect
 
     project = open_project(path)
+    project_image.trusted_dockerfile(project.root)  # an untrusted one is never built
     client = connect()
     sandbox = DockerSandbox(
         project.settings.sandbox.image, project.settings.sandbox.egress_network, client
@@ -122,7 +123,7 @@ def sandbox_shell_argv(path: Path, command: list[str] | None) -> list[str]:
     project = open_project(path)
     tag, _ = (
         sandbox_build(path)
-        if (project.root / ".supervisor/sandbox/Dockerfile").is_file()
+        if (project.root / project_image.DOCKERFILE).is_file()
         else (project.settings.sandbox.image, None)
     )
     return [

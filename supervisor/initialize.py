@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
+from supervisor import trustmap
 from supervisor.detect import Detection, detect
 from supervisor.gate_check import GateCheck
 from supervisor.roles import PACKS_DIR
@@ -73,7 +74,7 @@ def initialize(
         if (choose(pack, suggested) if choose is not None else suggested)
     ]
     report = InitReport(detection=detection, packs=packs)
-    state = repo / ".supervisor"
+    state = repo / trustmap.STATE_DIR  # written here, read through the trust map
     manifest_path = state / "init.json"
     manifest: dict[str, str] = (
         json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}

@@ -111,9 +111,13 @@ def remove_dead_probes(project: Project, sandbox: DockerSandbox) -> list[str]:
 
 def require_trust(project: Project) -> None:
     """Before anything is created: the repository's credential-routing settings are trusted,
-    and no CLI's login files point outside the home directory."""
+    and no CLI's login files point outside the home directory, and a project Dockerfile (built
+    with network, the workers' image) is the one the user trusted."""
+    from supervisor import project_image
+
     trust.require_trusted(project.root)
     trust.check_login_files(project.settings)
+    project_image.trusted_dockerfile(project.root)
 
 
 def task_definition(
@@ -213,8 +217,16 @@ def approval_stops(
     return preview_line(definition, project.root)
 
 
+def trust_pending(path: Path) -> trust.Pending:
+    """What `supervisor trust` would record in the repository, with effects and diffs."""
+    root = find_repo_root(path)
+    load_settings(root)  # an invalid config is reported, never trusted
+    return trust.pending(root)
+
+
 def trust_repo(path: Path) -> tuple[Path, dict[str, Any]]:
-    """`supervisor trust`: record the repository's credential-routing settings as trusted."""
+    """`supervisor trust`: record the repository's credential-routing and weakening settings
+    and its templates, Dockerfile and approval policy as trusted, as they are now."""
     root = find_repo_root(path)
     load_settings(root)  # an invalid config is reported, never trusted
     return root, trust.trust(root)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from supervisor import trustmap
 from supervisor.errors import SandboxError
 from supervisor.packer import read_regular
 from supervisor.treedata import CommitFiles, materialize
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 
     from supervisor.detect import Detection
 
-DOCKERFILE = Path(".supervisor") / "sandbox" / "Dockerfile"
+DOCKERFILE = Path(trustmap.DOCKERFILE)
 DEPENDENCY_FILES = re.compile(
     r"^(requirements[\w.\-]*\.txt|constraints[\w.\-]*\.txt|pyproject\.toml|setup\.py|setup\.cfg"
     r"|Pipfile(\.lock)?|poetry\.lock|pdm\.lock|uv\.lock|package\.json|package-lock\.json"
@@ -191,7 +192,30 @@ def write_dockerfile(repo: Path, detection: Detection, base_image: str) -> tuple
         return path, False
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(dockerfile_text(detection, base_image))
+    from supervisor import trust
+
+    trust.trust_file(repo, trustmap.DOCKERFILE)  # the user asked for it, and the text is ours
     return path, True
+
+
+def trusted_dockerfile(repo: Path) -> bytes | None:
+    """The project Dockerfile as the user trusted it (None without one). It is built with
+    network on the host's engine and the workers run in its image: a repository's Dockerfile
+    that the user has not trusted as it is now stops here, with its diff."""
+    from supervisor import trust
+
+    path = trustmap.repo_path(repo, trustmap.DOCKERFILE, trustmap.NEEDS_TRUST)
+    data = read_regular(repo, [trustmap.DOCKERFILE]).get(trustmap.DOCKERFILE)
+    if data is None:
+        if path.is_symlink():
+            raise SandboxError(
+                f"{path} is a symbolic link; the project Dockerfile must be a regular file.",
+                "Replace the link with the file itself.",
+            )
+        return None
+    what = "built with network, and the workers run in its image"
+    trust.require_trusted_file(repo, trustmap.DOCKERFILE, data, what)
+    return data
 
 
 def dependency_files(tree: Path | CommitFiles) -> dict[str, bytes]:
@@ -321,7 +345,10 @@ def build(
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="supervisor-build-") as tmp:
         context = Path(tmp)
-        shutil.copy(repo / DOCKERFILE, context / "Dockerfile")
+        dockerfile = trusted_dockerfile(repo)
+        if dockerfile is None:
+            raise SandboxError(f"There is no {DOCKERFILE} in {repo}.", "Run `supervisor init`.")
+        (context / "Dockerfile").write_bytes(dockerfile)
         (context / "deps").mkdir()
         (context / "extra-ca").mkdir()
         contents = image.contents or dependency_files(tree)

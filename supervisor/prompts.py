@@ -1,23 +1,33 @@
 """Rendering a role's prompt from Jinja2 templates.
 
 StrictUndefined turns a missing variable into an error instead of a silently empty prompt, and a
-project's `.supervisor/templates/` shadows the package's templates file by file. The whole prompt
+project's `.supervisor/templates/` shadows the package's templates file by file, once the user
+trusted them: a repository's template is its author's code, so every template (ours too) renders
+in one `ImmutableSandboxedEnvironment`, which refuses `__globals__`, `__subclasses__` and the
+like, and a repository template is used only while its content is the one `supervisor trust`
+recorded (else the built-in one, with a warning; supervisor/trust.py). The whole prompt
 is redacted (supervisor/redaction.py): the task, the feedback (gate output), the plan and the
 context alike, and the pack's redaction counts include them all.
 """
 
 from __future__ import annotations
 
+from contextvars import ContextVar
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import jinja2
+from jinja2.exceptions import SecurityError
+from jinja2.loaders import split_template_path
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from supervisor import trust, trustmap
 from supervisor.errors import ConfigError
 from supervisor.redaction import marker_counts, redact
 from supervisor.resources import PROMPTS_DIR
 
 if TYPE_CHECKING:
-    from pathlib import Path
+    from collections.abc import Callable
 
     from pydantic import BaseModel
 
@@ -29,16 +39,49 @@ if TYPE_CHECKING:
 PACK_SLOT = "\x00context-pack\x00"
 
 
-def environment(repo: Path | None) -> jinja2.Environment:
-    paths = [str(PROMPTS_DIR)]
-    if repo is not None:
-        paths.insert(0, str(repo / ".supervisor" / "templates"))
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(paths),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        autoescape=False,  # prompts are plain text, not HTML
-    )
+class _Templates(jinja2.BaseLoader):
+    """The repository's trusted templates first, then the package's. Which repository is read
+    is the render's (a context variable), so that one environment serves every repository."""
+
+    def get_source(
+        self, environment: jinja2.Environment, template: str
+    ) -> tuple[str, str | None, Callable[[], bool] | None]:
+        from supervisor.packer import read_regular
+
+        parts = split_template_path(template)  # refuses `..`
+        repo = _REPO.get()
+        if repo is not None:
+            rel = "/".join([TEMPLATES, *parts])
+            trustmap.repo_path(repo, rel, trustmap.NEEDS_TRUST)
+            data = read_regular(repo, [rel]).get(rel)
+            if data is not None:
+                if trust.file_trusted(repo, rel, data):
+                    return data.decode("utf-8", errors="replace"), rel, None
+                state = "changed since you trusted it" if trust.file_known(repo, rel) else ""
+                trust.warn(
+                    f"The repository's template {rel} is not used: it is "
+                    f"{state or 'not trusted'} (the built-in one is used instead). Read it, "
+                    f"then run `supervisor trust --repo {repo}`."
+                )
+        path = PROMPTS_DIR.joinpath(*parts)
+        if not path.is_file():
+            raise jinja2.TemplateNotFound(template)
+        return path.read_text(encoding="utf-8"), str(path), None
+
+
+_REPO: ContextVar[Path | None] = ContextVar("template_repo", default=None)
+TEMPLATES = trustmap.TEMPLATES
+
+# The one environment every prompt renders in. No cache: the same name is another repository's
+# template (or the built-in one) from one render to the next, and each render compiled its
+# templates anew before as well.
+ENVIRONMENT = ImmutableSandboxedEnvironment(
+    loader=_Templates(),
+    undefined=jinja2.StrictUndefined,
+    keep_trailing_newline=True,
+    autoescape=False,  # prompts are plain text, not HTML
+    cache_size=0,
+)
 
 
 def schema_text(schema: type[BaseModel], cli: str | None = None) -> str:
@@ -50,15 +93,25 @@ def schema_text(schema: type[BaseModel], cli: str | None = None) -> str:
 
 
 def render(template: str, repo: Path | None, schema: type[BaseModel], **variables: Any) -> str:
-    env = environment(repo)
+    token = _REPO.set(repo)
     try:
-        return env.get_template(template).render(
+        return ENVIRONMENT.get_template(template).render(
             schema_name=schema.__name__, schema_json=schema_text(schema), **variables
         )
     except jinja2.TemplateNotFound as e:
+        places = (
+            f"{repo / TEMPLATES} (trusted files only) or {PROMPTS_DIR}" if repo else PROMPTS_DIR
+        )
         raise ConfigError(
-            f"Prompt template '{e.name}' not found in {', '.join(env.loader.searchpath)}.",  # type: ignore[union-attr]
-            "Check the role's `template:` name, or add the file to .supervisor/templates/.",
+            f"Prompt template '{e.name}' not found in {places}.",
+            "Check the role's `template:` name, or add the file to .supervisor/templates/ "
+            "(and trust it: `supervisor trust`).",
+        ) from e
+    except SecurityError as e:
+        raise ConfigError(
+            f"Prompt template '{template}' was refused by the sandboxed environment every "
+            f"template renders in: {str(e).rstrip('.')}.",
+            "Fix the template; it may use the variables it is given and plain Jinja2 filters.",
         ) from e
     except jinja2.UndefinedError as e:
         raise ConfigError(
@@ -71,6 +124,8 @@ def render(template: str, repo: Path | None, schema: type[BaseModel], **variable
             f"{e.message}.",
             "Fix the Jinja2 syntax there.",
         ) from e
+    finally:
+        _REPO.reset(token)
 
 
 def compose(

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from supervisor import trustmap
 from supervisor.config import read_yaml, user_dir, validate
 from supervisor.errors import ConfigError
 from supervisor.resources import CONFIG_DIR
@@ -148,7 +149,7 @@ class ResolvedRole:
 def layers(repo: Path | None) -> list[tuple[str, Path]]:
     found = [("user", user_dir() / "roles"), ("package", CONFIG_DIR / "base_roles")]
     if repo is not None:
-        found.insert(0, ("project", repo / ".supervisor" / "roles"))
+        found.insert(0, ("project", trustmap.repo_path(repo, trustmap.ROLES, trustmap.NEEDS_TRUST)))
     return found
 
 
@@ -322,4 +323,11 @@ def _read_spec(role_file: RoleFile) -> dict[str, Any]:
             f"'{role_file.name}'.",
             "Make the name match the file name, or drop the `name:` line.",
         )
-    return spec.model_dump(exclude_none=True)
+    found = spec.model_dump(exclude_none=True)
+    if role_file.layer == "project" and found.get("allow_paths"):
+        from supervisor import trust  # a repository role opening protected paths needs trust
+
+        repo = role_file.path.parent.parent.parent
+        if not trust.role_allow_paths_trusted(repo, role_file.name, data.get("allow_paths")):
+            del found["allow_paths"]
+    return found

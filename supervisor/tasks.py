@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from supervisor import approval_policy, image_commands, notify, process, protected
+from supervisor import approval_policy, image_commands, notify, process, protected, trustmap
 from supervisor.config import WorkflowDef
 from supervisor.doctor import clis_in_use
 from supervisor.errors import (
@@ -74,7 +74,7 @@ def start_task(
     definition, skipped = task_definition(project, roles, no_gate)
     approval_policy.load(project.root)  # a bad policy file stops the task before it starts
     sandbox = open_sandbox(project, clis_in_use(definition, project.settings, project.root))
-    if (project.root / ".supervisor" / "sandbox" / "Dockerfile").is_file():
+    if trustmap.repo_path(project.root, trustmap.DOCKERFILE, trustmap.NEEDS_TRUST).is_file():
         image_commands.sandbox_build(project.root)  # a broken image stops the task before it starts
     with project.store() as store:
         base_sha = project.workspace.head_commit()

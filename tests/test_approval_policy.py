@@ -12,6 +12,7 @@ import pytest
 from supervisor import approval_policy, risk
 from supervisor.approval_policy import Facts, FileChange, evaluate, parse
 from supervisor.errors import ConfigError
+from supervisor.trust import trust
 
 if TYPE_CHECKING:
     from supervisor.approval_policy import Policy
@@ -102,6 +103,9 @@ def test_a_project_policy_overrides_one_level_and_keeps_the_rest(
     (repo / ".supervisor" / "approval_policy.yaml").write_text(
         "levels:\n  medium:\n    action: notify_and_timeout\n    timeout_minutes: 15\n"
     )
+    untrusted = approval_policy.load(repo)  # it could lower every level: ignored until trusted
+    assert str(repo) not in untrusted.source
+    trust(repo)
 
     policy = approval_policy.load(repo)
 
@@ -155,6 +159,7 @@ def test_a_bad_project_policy_names_its_file(
     (tmp_path / ".supervisor" / "approval_policy.yaml").write_text(
         "levels:\n  high:\n    action: require_approval\n    when_any:\n      - lines_ovr: 5\n"
     )
+    trust(tmp_path)
     with pytest.raises(ConfigError, match="unknown condition 'lines_ovr'") as refused:
         approval_policy.load(tmp_path)
     assert ".supervisor/approval_policy.yaml" in refused.value.message

@@ -12,6 +12,7 @@ from supervisor.context import build_pack
 from supervisor.errors import ConfigError
 from supervisor.imports import resolve_imports
 from supervisor.roles import Role, RoleContext
+from supervisor.trust import trust
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -181,6 +182,7 @@ def test_a_project_template_with_an_undefined_variable_is_an_error(repo: Path) -
     templates = repo / ".supervisor" / "templates"
     templates.mkdir(parents=True)
     (templates / "implement.j2").write_text("{{ task }} {{ no_such_thing }}")
+    trust(repo)  # an untrusted one would not be used at all
     with pytest.raises(ConfigError, match="no_such_thing"):
         prompts.compose(role(5000), repo, repo, task="t", feedback=[], plan="", targets=[], diff="")
 

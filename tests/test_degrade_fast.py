@@ -17,6 +17,7 @@ from supervisor.approvals import pending
 from supervisor.cli.render import workflows_table
 from supervisor.config import WorkflowDef
 from supervisor.errors import ApprovalRequired, StepFailedError
+from supervisor.trust import trust
 from supervisor.tui.data import step_shown
 
 if TYPE_CHECKING:
@@ -159,6 +160,7 @@ def test_a_minimal_result_waits_for_a_decision_even_where_the_policy_would_time_
     (p.root / ".supervisor" / "approval_policy.yaml").write_text(
         "levels:\n  low: {action: notify_and_timeout, timeout_minutes: 0.001}\n"
     )
+    trust(p.root)  # a repository policy counts once trusted
     with pytest.raises(ApprovalRequired):  # not approved by the timeout
         p.start()
 

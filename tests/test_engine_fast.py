@@ -530,6 +530,7 @@ def test_two_components_that_write_the_same_file_conflict_and_the_loser_keeps_it
     # Without the ownership check, which would send the second writer of shared.txt back first.
     with (p.root / ".supervisor" / "config.yaml").open("a") as config:
         config.write("limits:\n  component_scope: allow\n")
+    trust(p.root)  # widening what a component may change needs trust
     with pytest.raises(StepFailedError, match="1 of 2 components could not be finished"):
         p.start()
 

@@ -17,6 +17,7 @@ from supervisor.dependency_review import dependency_diff, pending_request
 from supervisor.errors import SandboxError
 from supervisor.project_image import dependency_files
 from supervisor.protected import Pinned, changed_protected, part_of, pin, pinned
+from supervisor.trust import trust
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -158,6 +159,11 @@ def test_project_config_adds_and_removes_entries(tmp_path: Path) -> None:
         "protected_paths:\n  add: ['ci/**']\n  remove: ['tox.ini']\n"
         "sandbox:\n  dependency_changes: allow\n"
     )
+    untrusted = pin(load_settings(tmp_path))  # removing and allowing weaken: ignored until trusted
+    assert "ci/**" in untrusted.protected
+    assert "tox.ini" in untrusted.protected
+    assert untrusted.dependency_changes == "approve"
+    trust(tmp_path)
     pins = pin(load_settings(tmp_path))
     assert "ci/**" in pins.protected
     assert "tox.ini" not in pins.protected

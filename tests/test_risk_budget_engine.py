@@ -17,6 +17,7 @@ from test_engine_fast import Project, reviews, writes
 from supervisor import tasks
 from supervisor.budgets import BudgetExceeded
 from supervisor.errors import ApprovalRequired, StateError
+from supervisor.trust import trust
 from supervisor.tui.data import to_approve
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ def auth_change(project: Callable[..., Project], policy: str | None = None) -> P
     )
     if policy is not None:
         (p.root / ".supervisor" / "approval_policy.yaml").write_text(policy)
+        trust(p.root)  # a repository policy counts once trusted
     return p
 
 
@@ -115,6 +117,7 @@ def test_a_step_marked_human_approval_still_waits_whatever_the_policy_would_allo
     (p.root / ".supervisor" / "approval_policy.yaml").write_text(
         "levels:\n  low: {action: notify_and_timeout, timeout_minutes: 0.001}\n"
     )
+    trust(p.root)  # a repository policy counts once trusted
     with pytest.raises(ApprovalRequired):
         p.start()
     [assessed] = p.events("risk_assessed")
@@ -187,6 +190,7 @@ def test_a_rejection_within_the_timeout_sends_the_work_back_instead(
         "levels:\n  high:\n    action: notify_and_timeout\n    timeout_minutes: 0.05\n"
         "    when_any: [{sensitive: [auth]}]\n"
     )
+    trust(p.root)  # a repository policy counts once trusted
     rejected = threading.Event()
 
     def reject_while_waiting() -> None:

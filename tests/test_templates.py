@@ -9,6 +9,7 @@ import pytest
 from supervisor.config import load_settings
 from supervisor.errors import ConfigError
 from supervisor.roles import load_role
+from supervisor.trust import trust
 from supervisor.workflow.history import required_gates
 from supervisor.workflow.loading import load_workflow
 
@@ -94,6 +95,8 @@ def test_a_project_adds_overrides_and_disables_steps(repo: Path) -> None:
         "  add: {lint: {gate: lint, position: after test, on_fail: implement}}\n"
         "  disable: [review]\n",
     )
+    assert "review" in load_workflow(repo, load_settings(repo)).steps  # disabling needs trust
+    trust(repo)
     definition = load_workflow(repo, load_settings(repo))
     assert order(definition) == ["plan", "implement", "test", "lint", "commit"]
     assert definition.steps["implement"].max_retries == 7

@@ -249,19 +249,6 @@ def resume(
     _finished(wf)
 
 
-@app.command()
-def trust(repo: RepoOption = Path()) -> None:
-    """Trust this repository's settings that decide where credentials go (model API URLs,
-    credential variables, login files, extra env and flags, sandbox image), as they are now."""
-    root, trusted = projects.trust_repo(repo)
-    if not trusted:
-        console.print(f"{root} sets nothing that decides where credentials go; nothing to trust.")
-        return
-    console.print(f"Trusted for {root} (a change to any of these needs trust again):")
-    for key, value in trusted.items():
-        console.print(f"  {key}: {json.dumps(value)}", highlight=False, markup=False)
-
-
 AsOption = Annotated[
     str | None,
     typer.Option("--as", help="Who decides (default: git user.email).", show_default=False),

@@ -162,6 +162,42 @@ def setup(
     run_setup(quiet)
 
 
+def trust(
+    repo: RepoOption = Path(),
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Trust without asking.")] = False,
+) -> None:
+    """Trust what this repository sets that decides where credentials go or weakens a
+    protection, and its prompt templates, Dockerfile and approval policy, as they are now."""
+    found = projects.trust_pending(repo)
+    for item in found.ignored:
+        console.print(
+            f"Ignored whatever you trust: {item.key}: {json.dumps(item.value)} ({item.reason}).",
+            highlight=False,
+            markup=False,
+        )
+    if found.empty:
+        console.print(f"{found.repo} sets nothing that needs trust; nothing to trust.")
+        projects.trust_repo(found.repo)
+        return
+    sections = [
+        ("Where credentials go:", found.routing),
+        ("Protections weakened:", found.weakening),
+    ]
+    for title, settings in sections:
+        if settings:
+            console.print(title, highlight=False)
+        for key, value in settings.items():
+            line = f"  {key}: {json.dumps(value)}  ({found.effects[key]})"
+            console.print(line, highlight=False, markup=False)
+    for rel, diff in found.files.items():
+        console.print(f"File {rel}, not trusted as it is now:", highlight=False, markup=False)
+        console.print(diff.rstrip() or "  (empty)", highlight=False, markup=False)
+    if sys.stdin.isatty() and not yes:
+        typer.confirm("Trust all of this?", default=False, abort=True)
+    root, _ = projects.trust_repo(found.repo)
+    console.print(f"Trusted for {root} (a change to any of these needs trust again).")
+
+
 def register(app: typer.Typer) -> None:
     """Add these commands to `app`, in the order `supervisor --help` lists them."""
     app.command()(init)
@@ -171,3 +207,4 @@ def register(app: typer.Typer) -> None:
     app.command()(metrics)
     app.command()(demo)
     app.command()(setup)
+    app.command()(trust)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
@@ -57,13 +58,52 @@ def config_show(
     cli: Annotated[str | None, typer.Option(help="As if given to start-task.")] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """The effective configuration and which file each value came from."""
-    from supervisor.config import settings_provenance
+    """The effective configuration and which file each value came from; what the repository
+    sets but is ignored or not trusted is listed after it."""
+    from supervisor.config import ignored_settings, settings_provenance
+    from supervisor.trust import pending
 
     overrides = {"cli": cli} if cli else None
     project = projects.open_project(repo, overrides)
     provenance = settings_provenance(project.root, overrides)
+    ignored = ignored_settings(project.root)
+    waiting = pending(project.root)
     if as_json:
-        _json({"settings": project.settings.model_dump(mode="json"), "from": provenance})
-    else:
-        console.print(fit(console, config_table(project.settings, provenance)))
+        _json(
+            {
+                "settings": project.settings.model_dump(mode="json"),
+                "from": provenance,
+                "ignored": [{"key": i.key, "value": i.value, "reason": i.reason} for i in ignored],
+                "untrusted": {
+                    "routing": waiting.routing,
+                    "files": sorted(waiting.files),
+                },
+            }
+        )
+        return
+    console.print(fit(console, config_table(project.settings, provenance)))
+    lines = [f"  {i.key}: {json.dumps(i.value)}  ({i.reason})" for i in ignored]
+    lines += [
+        f"  {key}: {json.dumps(value)}  (not trusted: start-task stops until "
+        f"`supervisor trust --repo {project.root}`)"
+        for key, value in waiting.routing.items()
+        if not _routing_trusted(project.root)
+    ]
+    lines += [
+        f"  {rel}  (not trusted: not used until `supervisor trust --repo {project.root}`)"
+        for rel in sorted(waiting.files)
+    ]
+    if lines:
+        console.print("Set by the repository but ignored or not trusted:", highlight=False)
+        console.print("\n".join(lines), highlight=False, markup=False)
+
+
+def _routing_trusted(root: Path) -> bool:
+    from supervisor.errors import ConfigError
+    from supervisor.trust import require_trusted
+
+    try:
+        require_trusted(root)
+    except ConfigError:
+        return False
+    return True

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from supervisor import notify
+from supervisor import notify, trustmap
 from supervisor.config import Settings, load_settings, user_dir
 from supervisor.project import Project
 from supervisor.resources import CONFIG_DIR
@@ -28,7 +28,8 @@ def fingerprint(root: Path) -> Fingerprint:
         CONFIG_DIR / "defaults.yaml",
         CONFIG_DIR / "limits.yaml",
         user_dir() / "config.yaml",
-        root / ".supervisor" / "config.yaml",
+        trustmap.repo_path(root, trustmap.CONFIG, trustmap.NEEDS_TRUST),
+        user_dir() / "trusted.json",  # trusting a setting changes the settings too
     ]
     marks = []
     for path in files:

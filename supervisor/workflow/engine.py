@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from supervisor import budgets, recovery, risk
+from supervisor import budgets, recovery, risk, trustmap
 from supervisor.config import Settings, StepDef, WorkflowDef
 from supervisor.dependency_review import DependencyApprovalRequired
 from supervisor.errors import (
@@ -184,7 +184,7 @@ class Engine:
         step runs it finished in one transaction, then wait, sleep or raise as it says."""
         move = decide(wf, definition, name, step, outcome, self._facts(wf, name, step, outcome))
         if move.error is not None:
-            continuation.discard_all(self.repo / ".supervisor", wf.id)  # kept CLI homes
+            continuation.discard_all(self.repo / trustmap.STATE_DIR, wf.id)  # kept CLI homes
         if self.before_commit is not None:
             self.before_commit(wf.id)
         self.store.transition(

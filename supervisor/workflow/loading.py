@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from supervisor import trustmap
 from supervisor.config import Settings, WorkflowDef, _mapping, validate
 from supervisor.errors import ConfigError
 from supervisor.recovery import policy
@@ -20,9 +21,14 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 
+def _custom(repo: Path | None) -> Path | None:
+    return trustmap.repo_path(repo, trustmap.WORKFLOW, trustmap.DATA) if repo else None
+
+
 def workflow_source(repo: Path | None, settings: Settings) -> str:
-    if repo is not None and (repo / ".supervisor" / "workflow.yaml").is_file():
-        return str(repo / ".supervisor" / "workflow.yaml")
+    custom = _custom(repo)
+    if custom is not None and custom.is_file():
+        return str(custom)
     return f"workflow template '{settings.workflow.template}'"
 
 
@@ -31,7 +37,7 @@ def load_workflow(repo: Path | None, settings: Settings, *, gates: bool = True) 
 
     `gates=False` leaves the gate commands unchecked, for `start-task --no-gate`, which removes
     the gate steps (supervisor/preflight.py)."""
-    custom = repo / ".supervisor" / "workflow.yaml" if repo is not None else None
+    custom = _custom(repo)
     source = workflow_source(repo, settings)
     if custom is not None and custom.is_file():
         definition: WorkflowDef = validate(WorkflowDef, _mapping(custom).get("workflow"), custom)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 
+from supervisor import trustmap
 from supervisor.config import (
     TemplateChoice,
     WorkflowDef,
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 def template_dirs(repo: Path | None) -> list[Path]:
     dirs = [CONFIG_DIR / "workflow_templates"]
     if repo is not None:
-        dirs.insert(0, repo / ".supervisor" / "workflow_templates")
+        dirs.insert(0, trustmap.repo_path(repo, trustmap.WORKFLOW_TEMPLATES, trustmap.DATA))
     return dirs
 
 
