@@ -217,8 +217,8 @@ class Engine:
         if step.role and failing:
             clis = failover.chain(load_role(step.role, self.repo).clis, wf.cli)
 
-        def judge(judged: dict[str, Any]) -> tuple[bool, EventSpec]:
-            return risk.assess(self.steps, wf, name, judged, step.human_approval)
+        def judge(judged: dict[str, Any], own: list[EventSpec]) -> tuple[bool, EventSpec]:
+            return risk.assess(self.steps, wf, name, judged, own, step.human_approval)
 
         return Facts(
             now=time.time(),
