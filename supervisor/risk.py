@@ -5,9 +5,9 @@ read the way the host reads every candidate: as git data (numstat, name-status, 
 checking it out or running anything from it; Python files are parsed with `ast`, never imported.
 What the gates and reviewers said comes from the event log plus the outcome of the step that just
 ended: its events commit with the engine's move, after this judgement, so the committed log alone
-would miss the very review that approved (and the security concerns it listed). The decision (level, action, every
-condition that fired) goes into the workflow's context and a `risk_assessed` event, which is what
-`approve`, `status` and the TUI show.
+would miss the very review that approved (and the security concerns it listed). The decision
+(level, action, every condition that fired) goes into the workflow's context and a
+`risk_assessed` event, which is what `approve`, `status` and the TUI show.
 
 `notify_and_timeout` waits in the running process: the approval is requested as usual, a
 notification goes out, and if nobody rejects (or approves) within the timeout the engine records
@@ -54,7 +54,7 @@ def assess(
     candidate = ctx.get("candidate")
     tip = engine.ws.branch_tip(wf.task_branch)
     policy = approval_policy.load(engine.repo)
-    history = [*engine.store.events(wf.id), *own]
+    history: list[Recorded] = [*engine.store.events(wf.id), *own]
     facts = gather(engine.repo, tip, candidate, history) if candidate else Facts()
     decision = approval_policy.evaluate(policy, facts)
     if human and not decision.stops:

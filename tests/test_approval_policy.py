@@ -268,7 +268,9 @@ def test_an_approval_listing_a_major_issue_waits_and_a_minor_one_is_recorded(
 
     major = judged("major")
     assert (major.level, major.action) == ("high", "require_approval")
-    assert major.reasons == ["review issues (critical, major): r: [major] calc.py: no overflow check"]
+    assert major.reasons == [
+        "review issues (critical, major): r: [major] calc.py: no overflow check"
+    ]
     minor = judged("minor")
     assert (minor.level, minor.action) == ("medium", "auto_approve")
     assert minor.reasons == [

@@ -123,7 +123,9 @@ def start_task(
     else:
         stops = projects.approval_stops(repo, cli=cli, roles=overrides, no_gate=no_gate)
         if not stops.startswith("none"):
-            err_console.print(f"Approvals this run asks for: {stops}", highlight=False)
+            err_console.print(
+                f"Approvals this run asks for: {stops}", highlight=False, markup=False
+            )
     from supervisor.cli.reporter import RichReporter
 
     submit = None
