@@ -76,7 +76,7 @@ DEEP = 200_000
     ids=["fenced", "bare", "quote-hidden", "just-over-the-bound"],
 )
 def test_an_answer_nested_too_deep_is_a_parsing_error_naming_the_bound(answer: str) -> None:
-    with pytest.raises(ParsingError, match="nests brackets .*over the 64 levels"):
+    with pytest.raises(ParsingError, match=r"nests brackets .*over the 64 levels"):
         parse_worker_output(answer, ReviewOutput)
 
 
