@@ -58,9 +58,9 @@ def value_depth(value: object) -> int:
     deepest, stack = 0, [(value, 1)]
     while stack:
         item, depth = stack.pop()
-        children = item.values() if isinstance(item, dict) else item
         if isinstance(item, dict | list):
             deepest = max(deepest, depth)
+            children = item.values() if isinstance(item, dict) else item
             stack += [(child, depth + 1) for child in children]
     return deepest
 
