@@ -30,7 +30,10 @@ CONDITIONS = (
     "public_api_changed",
     "gates_fixed",
     "security_concerns",
+    "review_issues",
 )
+SEVERITIES = ("critical", "major", "minor", "info")
+"""A review issue's severities (supervisor/schemas.py ReviewIssue)."""
 STOPS = ("require_approval", "require_multi_approval")
 POLICY_FILE = "approval_policy.yaml"
 
@@ -52,6 +55,9 @@ class Facts:
     """One line per removed or changed exported symbol, e.g. `auth/api.py: login(user) removed`."""
     fixed_gates: list[str] = field(default_factory=list)
     security_concerns: list[str] = field(default_factory=list)
+    review_issues: list[str] = field(default_factory=list)
+    """The latest review round's issues, `reviewer: [severity] file: description`: listed by
+    reviews that approved all the same (a rejection sends the work back instead)."""
 
     @property
     def lines(self) -> int:
@@ -230,6 +236,15 @@ def _condition(
                     f"Define it, or use one of {', '.join(groups) or '(none defined)'}.",
                 )
         return name, tuple(names)
+    if name == "review_issues" and isinstance(value, list):
+        wrong = [v for v in value if v not in SEVERITIES]
+        if wrong or not value:
+            _bad(
+                source,
+                f"{where}: review_issues lists unknown severities {wrong}",
+                f"Use true, or a list of {', '.join(SEVERITIES)}.",
+            )
+        return name, tuple(value)
     if name.endswith("_over"):
         if not (_number(value) and value >= 0):
             _bad(source, f"{where}: {name} needs a number >= 0, not {value!r}", "e.g. 20")
@@ -309,7 +324,11 @@ def _fires(condition: tuple[str, Any], facts: Facts, matchers: _Groups) -> str |
             if paths:
                 hits.append(f"{group} ({_some(paths)})")
         return f"sensitive paths: {'; '.join(hits)}" if hits else None
+    if name == "review_issues" and isinstance(value, tuple):
+        graver = [i for i in facts.review_issues if _severity(i) in value]
+        return f"review issues ({', '.join(value)}): {_some(graver)}" if graver else None
     found = {
+        "review_issues": (facts.review_issues, "issues listed by approving reviews"),
         "public_api_changed": (facts.api_changes, "public API changed"),
         "gates_fixed": (facts.fixed_gates, "gate(s) failed, then passed"),
         "security_concerns": (facts.security_concerns, "reviewer security concerns"),
@@ -318,6 +337,12 @@ def _fires(condition: tuple[str, Any], facts: Facts, matchers: _Groups) -> str |
     if bool(items) == value:
         return f"{words}: {_some(items)}" if items else f"no {words}"
     return None
+
+
+def _severity(issue: str) -> str:
+    """`reviewer: [major] calc.py: ...` -> `major`."""
+    _, _, rest = issue.partition(": [")
+    return rest.partition("]")[0]
 
 
 def _some(items: list[str], limit: int = 4) -> str:

@@ -9,6 +9,11 @@ The webhook URL decides where data about the task goes, so like the other settin
 off the machine it is honoured only from the user's own config (SUPERVISOR_USER_DIR or
 ~/.supervisor), never from a project's `.supervisor/config.yaml`, which whoever wrote the
 repository controls.
+
+The task's description and the detail quote worker and repository text. It reaches each channel as
+data: control characters made visible (supervisor/textsafe.py), and `&`, `<`, `>` escaped where
+the channel reads them as markup (a desktop notification's body, a Slack-style `text`, where
+`<!channel>` pings everyone and `<http://x|here>` is a link).
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from supervisor.textsafe import visible
 
 if TYPE_CHECKING:
     from supervisor.config import Settings
@@ -67,13 +74,14 @@ class Notifier:
         raised."""
         if not self.wants(event):
             return
-        text = f"supervisor: workflow {wf.id} ({wf.description[:80]}) {_SAID[event]}"
+        detail = visible(detail)
+        text = f"supervisor: workflow {wf.id} ({visible(wf.description[:80])}) {_SAID[event]}"
         if detail:
             text += f": {detail[:300]}"
         if self.webhook:
-            self._post(payload(event, wf, text, detail))
+            self._post(payload(event, wf, as_markup_text(text), detail))
         if self.desktop:
-            self._desktop(text)
+            self._desktop(as_markup_text(text))
 
     def _post(self, body: dict[str, Any]) -> None:
         assert self.webhook is not None
@@ -104,6 +112,12 @@ class Notifier:
             self.problems.append(f"notify-send: {e}")
 
 
+def as_markup_text(text: str) -> str:
+    """For a receiver that reads `&`, `<` and `>` as markup (notify-send bodies, Slack): the
+    three characters as entities, which both read back as the characters themselves."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def payload(event: str, wf: Workflow, text: str, detail: str) -> dict[str, Any]:
     """JSON for a webhook: `text` for Slack-style receivers, the fields for everything else."""
     return {
@@ -111,7 +125,7 @@ def payload(event: str, wf: Workflow, text: str, detail: str) -> dict[str, Any]:
         "event": event,
         "workflow": {
             "id": wf.id,
-            "task": wf.description,
+            "task": visible(wf.description),
             "status": wf.status,
             "step": wf.current_step,
             "branch": wf.task_branch,

@@ -312,7 +312,11 @@ def _copy_git(source: Path, dest: Path) -> None:
 
 def snapshot(git_dir: Path, view: View, limits: SnapshotLimits) -> str:
     """The tree the view's workspace holds now: read from its upper layer, or, after a fallback
-    to a fully written tree, from that tree."""
+    to a fully written tree, from that tree. A path the host cannot read (a directory chain
+    deeper than PATH_MAX, an unreadable folder) refuses the candidate, never crashes the step."""
     if view.mode == "full":
         return treedata.snapshot_tree(git_dir, view.tree, view.commit, limits, view.stamps)
-    return snapshot_tree(git_dir, view, limits)
+    try:
+        return snapshot_tree(git_dir, view, limits)
+    except OSError as e:
+        raise treedata.unreadable(e) from e

@@ -3,9 +3,11 @@
 Before the `commit` step the engine asks `assess` whether the candidate may go on. The facts are
 read the way the host reads every candidate: as git data (numstat, name-status, blobs), never by
 checking it out or running anything from it; Python files are parsed with `ast`, never imported.
-What the gates and reviewers said comes from the event log. The decision (level, action, every
-condition that fired) goes into the workflow's context and a `risk_assessed` event, which is what
-`approve`, `status` and the TUI show.
+What the gates and reviewers said comes from the event log plus the outcome of the step that just
+ended: its events commit with the engine's move, after this judgement, so the committed log alone
+would miss the very review that approved (and the security concerns it listed). The decision
+(level, action, every condition that fired) goes into the workflow's context and a
+`risk_assessed` event, which is what `approve`, `status` and the TUI show.
 
 `notify_and_timeout` waits in the running process: the approval is requested as usual, a
 notification goes out, and if nobody rejects (or approves) within the timeout the engine records
@@ -17,7 +19,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from supervisor import approval_policy, notify, process, treedata
 from supervisor.approval_policy import Facts, FileChange
@@ -25,6 +27,7 @@ from supervisor.errors import SupervisorError
 from supervisor.state.store import EventSpec
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from pathlib import Path
 
     from supervisor.state.store import Workflow
@@ -37,17 +40,22 @@ POLL_SECONDS = 1.0
 
 
 def assess(
-    engine: StepContext, wf: Workflow, name: str, ctx: dict[str, Any], human: bool = False
+    engine: StepContext,
+    wf: Workflow,
+    name: str,
+    ctx: dict[str, Any],
+    own: Sequence[EventSpec] = (),
+    human: bool = False,
 ) -> tuple[bool, EventSpec]:
     """Judge the candidate about to be committed; (whether the run must wait for a person, the
-    event recording why). The decision is written into `ctx` under "risk". `human`: the step is
-    marked `human_approval`, so nothing less than one person's approval will do."""
+    event recording why). The decision is written into `ctx` under "risk". `own`: the events of
+    the step that just ended, not yet committed. `human`: the step is marked `human_approval`, so
+    nothing less than one person's approval will do."""
     candidate = ctx.get("candidate")
     tip = engine.ws.branch_tip(wf.task_branch)
     policy = approval_policy.load(engine.repo)
-    facts = (
-        gather(engine.repo, tip, candidate, engine.store.events(wf.id)) if candidate else Facts()
-    )
+    history: list[Recorded] = [*engine.store.events(wf.id), *own]
+    facts = gather(engine.repo, tip, candidate, history) if candidate else Facts()
     decision = approval_policy.evaluate(policy, facts)
     if human and not decision.stops:
         decision.action = "require_approval"
@@ -122,13 +130,31 @@ def timed_wait(engine: StepContext, wf: Workflow) -> bool:
 # -- facts ---------------------------------------------------------------------------------
 
 
-def gather(repo: Path, base: str, head: str, events: list[Any]) -> Facts:
+class Recorded(Protocol):
+    """An event as the facts read it: committed (state.records.Event) or about to be
+    (EventSpec, the current step's own)."""
+
+    @property
+    def type(self) -> str: ...
+    @property
+    def step(self) -> str | None: ...
+    @property
+    def role(self) -> str | None: ...
+    @property
+    def status(self) -> str | None: ...
+    @property
+    def payload(self) -> dict[str, Any] | None: ...
+
+
+def gather(repo: Path, base: str, head: str, events: Sequence[Recorded]) -> Facts:
     files = changed(repo, base, head)
+    concerns, issues = latest_reviews(events)
     return Facts(
         files=files,
         api_changes=api_changes(repo, base, head, files),
         fixed_gates=fixed_gates(events),
-        security_concerns=security_concerns(events),
+        security_concerns=concerns,
+        review_issues=issues,
     )
 
 
@@ -254,7 +280,7 @@ def _dunder_all(tree: ast.Module) -> set[str] | None:
     return None
 
 
-def fixed_gates(events: list[Any]) -> list[str]:
+def fixed_gates(events: Sequence[Recorded]) -> list[str]:
     """Gates that failed at some point of the task and passed on their latest run."""
     last: dict[str, str] = {}
     failed: set[str] = set()
@@ -268,14 +294,33 @@ def fixed_gates(events: list[Any]) -> list[str]:
     return sorted(g for g in failed if last.get(g) == "passed")
 
 
-def security_concerns(events: list[Any]) -> list[str]:
+def security_concerns(events: Sequence[Recorded]) -> list[str]:
     """What the latest review round (after the latest implementation) lists as security
     concerns, per reviewer."""
-    latest: dict[str, list[str]] = {}
+    return latest_reviews(events)[0]
+
+
+def latest_reviews(events: Sequence[Recorded]) -> tuple[list[str], list[str]]:
+    """(security concerns, issues as `[severity] file: description`) of the latest review
+    round (after the latest implementation), each prefixed with its reviewer: a review that
+    approves while listing them is judged by the policy, not taken at its word."""
+    latest: dict[str, dict[str, Any]] = {}
     for event in events:
         if event.type == "implementation" and event.status == "succeeded":
             latest = {}
         elif event.type == "review":
-            output = (event.payload or {}).get("output") or {}
-            latest[str(event.role)] = [str(c) for c in output.get("security_concerns") or []]
-    return [f"{role}: {c}"[:200] for role, concerns in latest.items() for c in concerns]
+            output = (event.payload or {}).get("output")
+            latest[str(event.role)] = output if isinstance(output, dict) else {}
+    concerns, issues = [], []
+    for role, output in latest.items():
+        concerns += [f"{role}: {c}"[:200] for c in _listed(output.get("security_concerns"))]
+        for issue in _listed(output.get("issues")):
+            if isinstance(issue, dict):
+                where = f"{issue.get('file')}: " if issue.get("file") else ""
+                said = f"[{issue.get('severity', '?')}] {where}{issue.get('description', '')}"
+                issues.append(f"{role}: {said}"[:200])
+    return concerns, issues
+
+
+def _listed(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []

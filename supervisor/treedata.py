@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from supervisor.errors import CandidateRefusedError, GitError
+from supervisor.textsafe import visible
 
 # Hooks, fsmonitor (a command git runs), the untracked cache (state git writes into the index).
 SAFE_CONFIG = (
@@ -265,12 +266,42 @@ def hashable(path: Path, tmp: Path, i: int) -> str:
     return str(copy)
 
 
+def unreadable(error: OSError) -> CandidateRefusedError:
+    """A path the host cannot read as data (a directory chain deeper than PATH_MAX, a name the
+    file system refuses, a folder the worker made unreadable): the candidate is refused, with
+    the path shortened, instead of the error taking the supervisor down."""
+    name = os.fsdecode(error.filename or "")
+    shown = name if len(name) <= 160 else f"{name[:80]}…{name[-40:]} ({len(name)} characters)"
+    return CandidateRefusedError(
+        f"The worktree holds a path the host cannot read as data "
+        f"({error.strerror or type(error).__name__}): {visible(shown, lines=False)}.",
+        "Keep paths short and directory chains shallow (well under 4096 bytes a path), and "
+        "leave every folder readable; the candidate was refused.",
+        kind="unreadable_path",
+    )
+
+
 def snapshot_tree(
     git_dir: Path,
     worktree: Path,
     base: str,
     limits: SnapshotLimits = SnapshotLimits(),
     stamps: dict[str, Stamp] | None = None,
+) -> str:
+    """The tree of what `worktree` holds now (see `_snapshot_tree`); a path the host cannot
+    read is a refused candidate (`unreadable`), never an OSError out of the step."""
+    try:
+        return _snapshot_tree(git_dir, worktree, base, limits, stamps)
+    except OSError as e:
+        raise unreadable(e) from e
+
+
+def _snapshot_tree(
+    git_dir: Path,
+    worktree: Path,
+    base: str,
+    limits: SnapshotLimits,
+    stamps: dict[str, Stamp] | None,
 ) -> str:
     """The tree of what `worktree` holds now, built from the file system as data.
 
@@ -378,7 +409,7 @@ def _real_dir(worktree: Path, parts: list[str], cache: dict[str, bool]) -> bool:
     if key not in cache:
         try:
             cache[key] = stat.S_ISDIR(os.lstat(worktree / key).st_mode)
-        except OSError:
+        except (FileNotFoundError, NotADirectoryError):  # gone, or not a folder: skipped
             cache[key] = False
     return cache[key]
 

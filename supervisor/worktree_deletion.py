@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import subprocess
 import threading
 from pathlib import Path
 
@@ -43,7 +44,12 @@ def _delete_tree(path: Path) -> None:
     if path.is_symlink():
         path.unlink()
     elif path.exists():
-        shutil.rmtree(path, onerror=_make_removable)
+        try:
+            shutil.rmtree(path, onerror=_make_removable)
+        except RecursionError:
+            # A directory chain deeper than Python's recursion (a worker can make one): rm
+            # walks it with openat, never following a symlink.
+            subprocess.run(["rm", "-rf", "--", str(path)], check=False, capture_output=True)
 
 
 def _make_removable(function: object, path: str, excinfo: object) -> None:

@@ -244,3 +244,55 @@ def test_only_the_latest_review_rounds_security_concerns_count() -> None:
         event("review", "APPROVED", "review", "security-reviewer", output=latest),
     ]
     assert risk.security_concerns(events) == ["security-reviewer: token logged at debug level"]
+
+
+def test_an_approving_review_that_lists_security_concerns_is_judged_high(default: Policy) -> None:
+    """The review that just approved is one of the facts (EventSpec: not committed yet)."""
+    from supervisor.state.store import EventSpec
+
+    said = {"status": "APPROVED", "issues": [], "security_concerns": ["eval() of user input"]}
+    review = EventSpec("review", "review", "reviewer", "APPROVED", {"output": said})
+    concerns, issues = risk.latest_reviews([event("implementation", "succeeded"), review])
+    assert (concerns, issues) == (["reviewer: eval() of user input"], [])
+    facts = Facts(files=[FileChange("calc.py", 2, 0)], security_concerns=concerns)
+    decision = evaluate(default, facts)
+    assert (decision.level, decision.action) == ("high", "require_approval")
+    assert decision.reasons == ["reviewer security concerns: reviewer: eval() of user input"]
+
+
+def test_an_approval_listing_a_major_issue_waits_and_a_minor_one_is_recorded(
+    default: Policy,
+) -> None:
+    def judged(severity: str) -> approval_policy.Decision:
+        said = {"status": "APPROVED", "issues": [
+            {"severity": severity, "file": "calc.py", "description": "no overflow check"}
+        ]}  # fmt: skip
+        _, issues = risk.latest_reviews([event("review", "APPROVED", role="r", output=said)])
+        assert issues == [f"r: [{severity}] calc.py: no overflow check"]
+        return evaluate(default, Facts(files=[FileChange("calc.py", 2, 0)], review_issues=issues))
+
+    major = judged("major")
+    assert (major.level, major.action) == ("high", "require_approval")
+    assert major.reasons == [
+        "review issues (critical, major): r: [major] calc.py: no overflow check"
+    ]
+    minor = judged("minor")
+    assert (minor.level, minor.action) == ("medium", "auto_approve")
+    assert minor.reasons == [
+        "issues listed by approving reviews: r: [minor] calc.py: no overflow check"
+    ]
+
+
+def test_review_issues_names_known_severities_only() -> None:
+    with pytest.raises(ConfigError, match="review_issues lists unknown severities"):
+        parse({"levels": {"high": {"action": "require_approval",
+                                   "when_any": [{"review_issues": ["severe"]}]}}})  # fmt: skip
+
+
+def test_a_review_output_of_the_wrong_shape_is_no_fact_and_no_crash() -> None:
+    odd = [
+        event("review", "APPROVED", role="a", output="not a mapping"),
+        event("review", "APPROVED", role="b", output={"issues": "x", "security_concerns": 3}),
+        event("review", "APPROVED", role="c", output={"issues": ["plain text"]}),
+    ]
+    assert risk.latest_reviews(odd) == ([], [])

@@ -14,7 +14,7 @@ from supervisor.config import FailoverSettings, StepDef, WorkflowDef
 from supervisor.errors import CredentialsError, StepFailedError
 from supervisor.recovery import Action, Category, Classification
 from supervisor.state.records import Workflow
-from supervisor.state.store import EventSpec
+from supervisor.state.store import EventSpec, StepRecord
 from supervisor.workflow.decide import Facts, Move, decide
 from supervisor.workflow.steps.base import Outcome
 
@@ -39,8 +39,15 @@ def workflow(context: dict[str, Any] | None = None) -> Workflow:
     )  # fmt: skip
 
 
-def facts(clis: list[str] | None = None, stops: bool = False, threshold: int = 6) -> Facts:
-    def judge(judged: dict[str, Any]) -> tuple[bool, EventSpec]:
+def facts(
+    clis: list[str] | None = None,
+    stops: bool = False,
+    threshold: int = 6,
+    seen: list[list[EventSpec]] | None = None,
+) -> Facts:
+    def judge(judged: dict[str, Any], own: list[EventSpec]) -> tuple[bool, EventSpec]:
+        if seen is not None:
+            seen.append(own)
         judged["risk"] = {"level": "high" if stops else "low"}
         return stops, EventSpec("risk_assessed", status="high" if stops else "low")
 
@@ -73,6 +80,16 @@ def test_a_change_the_approval_policy_stops_waits_for_a_person_before_the_commit
     assert move.status == "awaiting_approval" and move.request_approval
     assert move.next_step == "commit" and move.state.approval_step == "test"
     assert types(move) == ["risk_assessed", "approval_requested"]
+
+
+def test_the_policy_judges_with_the_step_own_outcome_which_no_store_read_sees_yet() -> None:
+    review = EventSpec("review", step="review", role="reviewer", status="APPROVED")
+    finished = StepRecord(7, "succeeded", event=review)
+    extra = EventSpec("cli_routed", step="review")
+    seen: list[list[EventSpec]] = []
+    outcome = Outcome("passed", events=[extra], records=[finished])
+    decide(workflow(), FLOW, "review", FLOW.steps["review"], outcome, facts(seen=seen))
+    assert seen == [[review, extra]]
 
 
 def test_a_change_the_policy_lets_through_is_committed_without_asking() -> None:

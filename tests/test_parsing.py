@@ -60,3 +60,33 @@ def test_missing_required_fields_are_named() -> None:
 def test_ansi_escapes_do_not_hide_the_block() -> None:
     text = f"\x1b[32mdone\x1b[0m\n```json\n{APPROVED}\n```"
     assert parse_worker_output(text, ReviewOutput).status == "APPROVED"
+
+
+DEEP = 200_000
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "```json\n" + "[" * DEEP + "\n```",
+        '{"status": "APPROVED", "x": ' + "{" * DEEP,
+        '" ' + '{"a":' * (DEEP // 2),  # an unpaired quote hides the brackets from the pre-scan
+        '{"status": "APPROVED", "summary": "x", "issues": [], "x": ' + "[" * 70 + "]" * 70 + "}",
+    ],
+    ids=["fenced", "bare", "quote-hidden", "just-over-the-bound"],
+)
+def test_an_answer_nested_too_deep_is_a_parsing_error_naming_the_bound(answer: str) -> None:
+    with pytest.raises(ParsingError, match=r"nests brackets .*over the 64 levels"):
+        parse_worker_output(answer, ReviewOutput)
+
+
+def test_an_answer_over_the_size_bound_is_refused_before_parsing() -> None:
+    answer = '{"status": "APPROVED", "summary": "' + "x" * 1_000_001 + '", "issues": []}'
+    with pytest.raises(ParsingError, match="characters, over the 1000000"):
+        parse_worker_output(answer, ReviewOutput)
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting() -> None:
+    said = "[" * 200
+    answer = f'{{"status": "APPROVED", "summary": "{said}", "issues": []}}'
+    assert parse_worker_output(answer, ReviewOutput).summary == said

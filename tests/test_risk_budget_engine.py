@@ -17,6 +17,7 @@ from test_engine_fast import Project, reviews, writes
 from supervisor import tasks
 from supervisor.budgets import BudgetExceeded
 from supervisor.errors import ApprovalRequired, StateError
+from supervisor.sandbox.standin import answer
 from supervisor.trust import trust
 from supervisor.tui.data import to_approve
 
@@ -103,6 +104,34 @@ def test_a_low_risk_candidate_is_committed_without_stopping_and_its_level_record
     [assessed] = p.events("risk_assessed")
     assert (assessed.status, assessed.payload["action"]) == ("low", "auto_approve")
     assert p.events("approval_requested") == []
+
+
+def test_a_review_that_approves_while_listing_a_security_concern_waits_for_a_person(
+    project: Callable[..., Project],
+) -> None:
+    """The review is the step right before the commit: its event is not committed when the
+    policy judges, and the policy still sees it."""
+    said = {
+        "status": "APPROVED",
+        "summary": "fine",
+        "issues": [],
+        "security_concerns": ["the token is logged at debug level"],
+    }
+    p = project(
+        IMPLEMENT_REVIEW_COMMIT,
+        None,
+        ("ROLE: implementer", writes({"answer.txt": "right\n"})),
+        ("ROLE: reviewer", lambda call: answer(said)),
+    )
+    with pytest.raises(ApprovalRequired, match="risk high: reviewer security concerns"):
+        p.start()
+    [assessed] = p.events("risk_assessed")
+    assert (assessed.status, assessed.payload["action"]) == ("high", "require_approval")
+    assert assessed.payload["reasons"] == [
+        "reviewer security concerns: reviewer: the token is logged at debug level"
+    ]
+    assert p.workflow().current_step == "commit"
+    assert "answer.txt" not in p.git("ls-tree", "--name-only", p.workflow().task_branch)
 
 
 def test_a_step_marked_human_approval_still_waits_whatever_the_policy_would_allow(

@@ -250,3 +250,47 @@ def test_a_same_size_edit_is_seen_although_unchanged_files_keep_their_blobs(
     sha = ws.snapshot(tree, "same size")
     assert sha is not None
     assert ws.changed_files(ws.head_commit(), sha) == ["app.py"]
+
+
+def deep_chain(root: Path, depth: int = 22, name: str = "a" * 200) -> None:
+    """`aaa…/aaa…/…/f`, longer than PATH_MAX (4096 bytes) from `root`: made with openat, as a
+    worker's `mkdir x && cd x` loop would."""
+    fd = os.open(root, os.O_RDONLY)
+    for _ in range(depth):
+        os.mkdir(name, dir_fd=fd)
+        inner = os.open(name, os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+    os.close(os.open("f", os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=fd))
+    os.close(fd)
+
+
+def test_a_directory_chain_deeper_than_path_max_in_an_overlay_layer_refuses_the_candidate(
+    tmp_path: Path,
+) -> None:
+    """The overlay reader walks the worker's upper layer: a path it cannot open is a refused
+    candidate naming the path, shortened, never an OSError out of the step."""
+    from types import SimpleNamespace
+
+    from supervisor import overlay_tree
+
+    upper = tmp_path / "view" / "upper"
+    upper.mkdir(parents=True)
+    deep_chain(upper)
+    view = SimpleNamespace(mode="overlay", start={}, base=SimpleNamespace(sizes={}), upper=upper)
+    with pytest.raises(CandidateRefusedError, match="cannot read as data") as refused:
+        overlay_tree.snapshot(tmp_path, view, SnapshotLimits())  # type: ignore[arg-type]
+    assert refused.value.kind == "unreadable_path"
+    assert "characters)" in refused.value.message and len(refused.value.message) < 400
+
+
+def test_a_directory_chain_deeper_than_path_max_in_a_full_worktree_is_no_crash(
+    repo: Path, ws: Workspace
+) -> None:
+    """git cannot list what is past PATH_MAX: the rest of the worktree is the candidate."""
+    tree = ws.add_worktree("wf1-implement-1", ws.head_commit())
+    deep_chain(tree)
+    (tree / "new.py").write_text("x = 1\n")
+    sha = ws.snapshot(tree, "deep")
+    assert sha is not None and git(repo, "show", f"{sha}:new.py") == "x = 1\n"
+    ws.remove_worktree(tree)

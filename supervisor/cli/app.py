@@ -35,6 +35,7 @@ from supervisor.cli.render import (
 )
 from supervisor.cli.status_view import show_status
 from supervisor.errors import ApprovalRequired, SupervisorError
+from supervisor.textsafe import visible
 
 if TYPE_CHECKING:
     from supervisor.state.records import Workflow
@@ -123,7 +124,9 @@ def start_task(
     else:
         stops = projects.approval_stops(repo, cli=cli, roles=overrides, no_gate=no_gate)
         if not stops.startswith("none"):
-            err_console.print(f"Approvals this run asks for: {stops}", highlight=False)
+            err_console.print(
+                f"Approvals this run asks for: {stops}", highlight=False, markup=False
+            )
     from supervisor.cli.reporter import RichReporter
 
     submit = None
@@ -167,7 +170,7 @@ def _show_pending(repo: Path, workflow_id: int | None) -> None:
     if wf is None:
         return
     for line in pending(wf, project.root):
-        err_console.print(line, highlight=False, markup=False)
+        err_console.print(visible(line), highlight=False, markup=False)
 
 
 @app.command("complete-task")
@@ -196,7 +199,7 @@ def complete_task(
         f"[bold]{preview.base_branch}[/bold]: {len(preview.commits)} commit(s)"
     )
     for line in preview.commits:
-        console.print(f"  {line}", highlight=False, markup=False)
+        console.print(visible(f"  {line}"), highlight=False, markup=False)
     console.print(preview.diffstat, highlight=False, markup=False)
     if not yes:
         if not sys.stdin.isatty():
@@ -221,7 +224,7 @@ def abandon(
     plan = abandoning.preview(workflow_id, repo)
     console.print(f"Abandon workflow {workflow_id} ({plan.workflow.status}); this removes:")
     for item in plan.items():
-        console.print(f"  {item}", highlight=False, markup=False)
+        console.print(visible(f"  {item}"), highlight=False, markup=False)
     if not yes:
         if not sys.stdin.isatty():
             raise SupervisorError(
@@ -287,7 +290,7 @@ def approve(
         return
     risk = wf.context.get("risk") or {}
     for line in risk_lines(wf, str(wf.context.get("approval_step") or "")):
-        console.print(line, highlight=False, markup=False)
+        console.print(visible(line), highlight=False, markup=False)
     if wf.status == "awaiting_approval" and risk.get("action") == "require_multi_approval":
         given = risk.get("approved_by") or []
         console.print(
@@ -315,7 +318,7 @@ def reject(
 
     wf = decide(workflow_id, repo, approve=False, reason=reason, approver=who)
     for line in risk_lines(wf, str(wf.context.get("approval_step") or "")):
-        console.print(line, highlight=False, markup=False)
+        console.print(visible(line), highlight=False, markup=False)
     from supervisor.cli.scaleout import signal_decision
 
     if not signal_decision(repo, workflow_id):

@@ -11,19 +11,22 @@ import sys
 from typing import NoReturn
 
 from rich.console import Console
-from rich.markup import escape
 
 from supervisor.errors import ApprovalRequired, SupervisorError
+from supervisor.textsafe import guard, markup
 
-console = Console()
-err_console = Console(stderr=True)
+# Guarded: whatever a command prints, no control character of worker or repository text
+# reaches the terminal (supervisor/textsafe.py), even where a call site forgot to escape.
+console = guard(Console())
+err_console = guard(Console(stderr=True))
 
 
 def report(e: SupervisorError) -> NoReturn:
     if isinstance(e, ApprovalRequired):
-        err_console.print(f"[yellow]⏸ {e.message}[/yellow]")
+        # The message quotes the policy's reasons: a reviewer's words, shown as text.
+        err_console.print(f"[yellow]⏸ {markup(e.message)}[/yellow]", highlight=False)
         if e.hint:
-            err_console.print(f"  next: {e.hint}")
+            err_console.print(f"  next: {markup(e.hint)}", highlight=False)
         sys.exit(e.exit_code)
     if os.environ.get("SUPERVISOR_DEBUG"):
         raise e
@@ -31,7 +34,7 @@ def report(e: SupervisorError) -> NoReturn:
 
     # An error may quote worker or gate output: printed redacted, like the event log.
     # Printed as text, not markup: `cli: [claude, codex]` in a message is not a style tag.
-    err_console.print(f"[red]error:[/red] {escape(redact(e.message)[0])}", highlight=False)
+    err_console.print(f"[red]error:[/red] {markup(redact(e.message)[0])}", highlight=False)
     if e.hint:
-        err_console.print(f"  fix: {escape(e.hint)}", highlight=False)
+        err_console.print(f"  fix: {markup(e.hint)}", highlight=False)
     sys.exit(e.exit_code)

@@ -82,7 +82,9 @@ def analyze_deps(
         return
     console.print("Suggested dependencies (not applied; add them to the plan's depends_on):")
     for component, dependency, why in found:
-        console.print(f"  {component} → depends on {dependency}   ({why})", highlight=False)
+        console.print(
+            f"  {component} → depends on {dependency}   ({why})", highlight=False, markup=False
+        )
 
 
 def doctor(repo: RepoOption = Path(), as_json: JsonOption = False) -> None:
@@ -139,7 +141,7 @@ def metrics(
         return
     console.print(fit(console, metrics_tables(roles, clis)))
     for row in budgets:
-        console.print(f"workflow {row['workflow']} ({row['status']}): {row['line']}")
+        console.print(f"workflow {row['workflow']} ({row['status']}): {row['line']}", markup=False)
 
 
 def demo(

@@ -1,5 +1,9 @@
 """How workflows, steps and events look in a terminal (rich tables).
 
+Every cell that may hold worker or repository text (a task, a component id, a reviewer's words, an
+event's payload, a role file's description) is a Text made by supervisor.textsafe: never parsed as
+markup (`[/]` in a component id crashed `status`), never obeyed as terminal control.
+
 Imported by every command, so it imports rich and nothing heavy: what a table needs from elsewhere
 is imported where it is drawn (see tests/test_cli_imports.py).
 """
@@ -18,6 +22,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from supervisor.dag import WorkGraph
+from supervisor.textsafe import text, visible
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -95,7 +100,12 @@ def fit(console: Console, renderable: RenderableType) -> RenderableType:
 
 def _status(value: str | None, shown: str | None = None) -> Text:
     value = value or ""
-    return Text(shown or value, style=STATUS_STYLE.get(value, ""))
+    return text(shown or value, STATUS_STYLE.get(value, ""), lines=False)
+
+
+def _one(value: object) -> Text:
+    """An identifier's cell (a step, a role, a branch): one line, shown as text."""
+    return text(value, lines=False)
 
 
 def _shown_status(wf: Workflow, supervisors: dict[int, int | None] | None) -> str:
@@ -123,9 +133,9 @@ def workflows_table(
         table.add_row(
             str(wf.id),
             _status(wf.status, _shown_status(wf, supervisors)),
-            shown_step(wf),
-            wf.task_branch,
-            wf.description[:50],
+            _one(shown_step(wf)),
+            _one(wf.task_branch),
+            _one(wf.description[:50]),
             wf.updated_at.strftime("%Y-%m-%d %H:%M:%S"),
         )
     return table
@@ -147,23 +157,24 @@ def workflow_detail(
     totals = store.usage_totals(wf_id)
     head = Table.grid(padding=(0, 2))
     head.add_row("workflow", str(wf.id))
-    head.add_row("task", wf.description)
+    head.add_row("task", text(wf.description))
     head.add_row("status", _status(wf.status))
     from supervisor.degradation import label
 
     if wf.context.get("degraded"):
-        head.add_row("degraded", Text(label(wf.context).removeprefix("degraded: "), "yellow"))
+        head.add_row("degraded", text(label(wf.context).removeprefix("degraded: "), "yellow"))
     approval = store.latest_approval(wf_id)
     if wf.status == "awaiting_approval":
         waiting = str(wf.context.get("approval_step") or (approval.step if approval else "?"))
         head.add_row(
             "current step",
-            f"{waiting} (awaiting approval); then: {wf.current_step or 'the end'}",
+            text(f"{waiting} (awaiting approval); then: {wf.current_step or 'the end'}"),
         )
     else:
-        head.add_row("current step", shown_step(wf))
+        head.add_row("current step", _one(shown_step(wf)))
     head.add_row(
-        "branch", f"{wf.task_branch} (from {wf.base_branch or 'detached'} {wf.base_sha[:10]})"
+        "branch",
+        text(f"{wf.task_branch} (from {wf.base_branch or 'detached'} {wf.base_sha[:10]})"),
     )
     head.add_row(
         "usage",
@@ -174,9 +185,9 @@ def workflow_detail(
 
     budget = status_line(wf, totals)
     if budget:
-        head.add_row("budget", Text(budget, style="yellow" if "paused" in budget else ""))
+        head.add_row("budget", text(budget, "yellow" if "paused" in budget else ""))
     if wf.error:
-        head.add_row("error", Text(wf.error, style="red"))
+        head.add_row("error", text(wf.error, "red"))
     if wf.status == "rate_limited" and wf.context.get("waiting_until"):
         from datetime import datetime
 
@@ -191,7 +202,7 @@ def workflow_detail(
         if until is not None and float(until) <= time.time():
             continue  # its reset has passed: steps use it again
         when = f"until {datetime.fromtimestamp(float(until)):%H:%M:%S}" if until else "for now"
-        head.add_row("failover", Text(f"{cli} passed over {when} ({gone.get('cause')})", "yellow"))
+        head.add_row("failover", text(f"{cli} passed over {when} ({gone.get('cause')})", "yellow"))
     for cid, entry in (wf.context.get("components") or {}).items():
         if entry.get("status") == "waiting":
             from datetime import datetime
@@ -200,13 +211,13 @@ def workflow_detail(
             when = f"until {datetime.fromtimestamp(float(until)):%H:%M:%S}" if until else "to retry"
             head.add_row(
                 "waiting",
-                Text(f"component {cid} waits {when}: {entry.get('reason', '')[:120]}", "yellow"),
+                text(f"component {cid} waits {when}: {entry.get('reason', '')[:120]}", "yellow"),
             )
     if wf.status == "budget_exceeded":
-        head.add_row("waiting for", Text("\n".join(pending or ["a budget extension"]), "yellow"))
+        head.add_row("waiting for", text("\n".join(pending or ["a budget extension"]), "yellow"))
     if wf.status == "awaiting_approval" and approval is not None:
-        head.add_row("waiting for", f"approval of '{approval.step}' ({approval.status})")
-        head.add_row("to approve", Text("\n".join(pending or ["-"])))
+        head.add_row("waiting for", text(f"approval of '{approval.step}' ({approval.status})"))
+        head.add_row("to approve", text("\n".join(pending or ["-"])))
         head.add_row(
             "decide",
             f"supervisor approve {wf_id}  |  supervisor reject {wf_id} --reason '...'",
@@ -215,7 +226,9 @@ def workflow_detail(
 
         request = pending_request(wf, approval)
         if request:
-            head.add_row("dependencies", f"changed by '{request['producer']}': {request['diff']}")
+            head.add_row(
+                "dependencies", text(f"changed by '{request['producer']}': {request['diff']}")
+            )
     steps = Table(title="Steps", title_justify="left")
     rows = store.steps(wf_id)
     steps.add_column("#")
@@ -230,9 +243,9 @@ def workflow_detail(
             took = f"{(row['finished_at'] - row['started_at']).total_seconds():.1f}s"
         steps.add_row(
             str(row["id"]),
-            row["name"],
+            _one(row["name"]),
             str(row["attempt"]),
-            row["role"] or "(gate)",
+            _one(row["role"] or "(gate)"),
             _status(row["status"]),
             row["started_at"].strftime("%H:%M:%S"),
             took,
@@ -245,16 +258,18 @@ def workflow_detail(
 
 def work_tree(task: str, work: WorkGraph) -> Tree:
     """Feature → phases → components, each with its rolled-up status."""
-    tree = Tree(Text.assemble("feature ", _status(work.feature_status()), f"  {task[:70]}"))
+    feature = ("feature ", _status(work.feature_status()), visible(f"  {task[:70]}", lines=False))
+    tree = Tree(Text.assemble(*feature))
     for phase in work.phases:
-        branch = tree.add(Text.assemble(f"phase {phase} ", _status(work.phase_status(phase))))
+        shown = visible(f"phase {phase} ", lines=False)
+        branch = tree.add(Text.assemble(shown, _status(work.phase_status(phase))))
         for comp in work.in_phase(phase):
             after = f"  after {', '.join(comp.depends_on)}" if comp.depends_on else ""
             branch.add(
                 Text.assemble(
-                    f"{comp.id} ",
+                    visible(f"{comp.id} ", lines=False),
                     _status(comp.status),
-                    (f"  {', '.join(comp.files)}{after}", "dim"),
+                    (visible(f"  {', '.join(comp.files)}{after}", lines=False), "dim"),
                 )
             )
     return tree
@@ -285,12 +300,12 @@ def events_table(events: list[Event]) -> Table:
         table.add_row(
             str(e.id),
             e.timestamp.strftime("%H:%M:%S"),
-            e.type,
-            e.step or "",
-            e.role or "",
+            _one(e.type),
+            _one(e.step or ""),
+            _one(e.role or ""),
             _status(e.status),
             _tokens(e),
-            json.dumps(e.payload, default=str)[:120],
+            text(json.dumps(e.payload, default=str)[:120]),
         )
     return table
 
@@ -300,12 +315,12 @@ def events_blocks(events: list[Event]) -> RenderableType:
     the details indented on the lines below it."""
     blocks: list[RenderableType] = [Text("Events", style="italic")]
     for e in events:
-        where = " · ".join(x for x in (e.step, e.role) if x)
+        where = visible(" · ".join(x for x in (e.step, e.role) if x), lines=False)
         tokens = _tokens(e)
         head = Text.assemble(
             (f"#{e.id} ", "bold"),
             f"{e.timestamp:%H:%M:%S} ",
-            (e.type, "bold"),
+            (visible(e.type, lines=False), "bold"),
             " ",
             _status(e.status),
             f"  {where}" if where else "",
@@ -316,7 +331,8 @@ def events_blocks(events: list[Event]) -> RenderableType:
             details = json.dumps(e.payload, default=str)
             if len(details) > 300:
                 details = details[:299] + "…"
-            blocks.append(Padding(Text(details, style="dim", overflow="fold"), (0, 0, 0, 4)))
+            shown = Text(visible(details), style="dim", overflow="fold")
+            blocks.append(Padding(shown, (0, 0, 0, 4)))
     return Group(*blocks)
 
 
@@ -355,25 +371,25 @@ def roles_table(files: list[RoleFile]) -> Table:
     table.add_column("file", overflow="fold")
     for r in rows:
         table.add_row(
-            Text(str(r["role"]), style="dim strike" if r["shadowed"] else "bold"),
+            text(r["role"], "dim strike" if r["shadowed"] else "bold", lines=False),
             str(r["layer"]),
-            str(r["extends"]),
-            str(r["description"]),
-            _short(str(r["file"])),
+            _one(r["extends"]),
+            text(r["description"]),
+            text(_short(str(r["file"]))),
         )
     return table
 
 
 def role_detail(resolved: ResolvedRole) -> RenderableType:
     chain = " → ".join(f"{f.name} ({f.layer})" for f in resolved.chain)
-    table = Table(title=f"Role {resolved.role.name}: {chain}", title_justify="left")
+    table = Table(title=text(f"Role {resolved.role.name}: {chain}"), title_justify="left")
     table.add_column("field")
     table.add_column("value")
     table.add_column("from")
     flat = _flat(resolved.role.model_dump())
     for key, value in flat.items():
         source = resolved.provenance.get(key, "(default)")
-        table.add_row(key, Text(str(value)[:200]), _short(source.lstrip(" +")))
+        table.add_row(_one(key), text(str(value)[:200]), text(_short(source.lstrip(" +"))))
     return table
 
 
@@ -384,7 +400,7 @@ def config_table(settings: Settings, provenance: dict[str, str]) -> Table:
     table.add_column("value", overflow="fold")
     table.add_column("from", overflow="fold")
     for key, value in flat.items():
-        table.add_row(key, Text(str(value)), _short(provenance.get(key, "(default)")))
+        table.add_row(_one(key), text(value), text(_short(provenance.get(key, "(default)"))))
     return table
 
 

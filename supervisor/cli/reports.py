@@ -1,6 +1,9 @@
 """How the setup and housekeeping commands report in a terminal: `context` (a pack), `init`,
 `doctor`, `metrics` and `sandbox status`. Apart from supervisor/cli/render.py, which the reading
-commands (`status`, `events`, `approve`) import, so that they load only what they draw."""
+commands (`status`, `events`, `approve`) import, so that they load only what they draw.
+
+File names, gate commands, strategy and role names come from the repository: every such cell is a
+Text from supervisor.textsafe, never a markup string."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from supervisor.cli.render import _id_column
+from supervisor.textsafe import text
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -23,55 +27,61 @@ if TYPE_CHECKING:
 
 def pack_report(pack: Pack) -> RenderableType:
     head = Table.grid(padding=(0, 2))
-    head.add_row("strategy", pack.strategy)
+    head.add_row("strategy", text(pack.strategy))
     head.add_row(
         "tokens",
         f"{pack.prompt_tokens} prompt + {pack.tokens} context = "
         f"{pack.prompt_tokens + pack.tokens} of a {pack.budget} budget",
     )
     head.add_row("files packed", str(len(pack.files)))
-    head.add_row("redacted", ", ".join(f"{k} x{v}" for k, v in pack.redactions.items()) or "-")
-    head.add_row("secret files excluded", ", ".join(pack.excluded_secret_files) or "-")
+    redacted = ", ".join(f"{k} x{v}" for k, v in pack.redactions.items())
+    head.add_row("redacted", text(redacted or "-"))
+    head.add_row("secret files excluded", text(", ".join(pack.excluded_secret_files) or "-"))
     if pack.dropped_by_repomix:
-        head.add_row("dropped by Repomix", ", ".join(pack.dropped_by_repomix))
+        head.add_row("dropped by Repomix", text(", ".join(pack.dropped_by_repomix)))
     for cut in pack.truncated:
         head.add_row(
             "truncated",
-            f"{cut['section']}: {cut['omitted_lines']} line(s) past the first "
-            f"{cut['shown_lines']} left out",
+            text(
+                f"{cut['section']}: {cut['omitted_lines']} line(s) past the first "
+                f"{cut['shown_lines']} left out"
+            ),
         )
     head.add_row("took", f"{pack.seconds:.2f} s")
     files = Table(title="Packed", title_justify="left")
     files.add_column("file")
     for path in pack.files:
-        files.add_row(path)
+        files.add_row(text(path, lines=False))
     pruned = Table(title="Pruned to fit the budget (lowest priority first)", title_justify="left")
     for column in ("section", "file", "tokens"):
         pruned.add_column(column)
     for item in pack.pruned:
-        pruned.add_row(item["section"], item["path"] or "-", str(item["tokens"]))
+        pruned.add_row(
+            text(item["section"]), text(item["path"] or "-", lines=False), str(item["tokens"])
+        )
     return Group(head, files, pruned)
 
 
 def init_report(report: InitReport) -> RenderableType:
     d = report.detection
     lines = Table.grid(padding=(0, 2))
-    lines.add_row("detected", ", ".join(d.stacks + d.frameworks) or "nothing specific")
+    lines.add_row("detected", text(", ".join(d.stacks + d.frameworks) or "nothing specific"))
     for finding, source in d.evidence.items():
-        lines.add_row("", Text(f"{finding}: {source}", style="dim"))
-    lines.add_row("role packs", ", ".join(report.packs) or "none")
-    lines.add_row("gates", ", ".join(f"{k}: {v}" for k, v in d.gates.items()) or "none detected")
+        lines.add_row("", text(f"{finding}: {source}", "dim"))
+    lines.add_row("role packs", text(", ".join(report.packs) or "none"))
+    gates = ", ".join(f"{k}: {v}" for k, v in d.gates.items())
+    lines.add_row("gates", text(gates or "none detected"))
     for gate, check in report.gate_checks.items():
         verdict = "kept" if check.keep(gate) else "left out"
         style = "green" if check.passed else "yellow"
         lines.add_row(
-            "", Text(f"{gate} on the untouched project: {check.summary} ({verdict})", style=style)
+            "", text(f"{gate} on the untouched project: {check.summary} ({verdict})", style)
         )
-    lines.add_row("written", ", ".join(report.written) or "-")
+    lines.add_row("written", text(", ".join(report.written) or "-"))
     if report.unchanged:
-        lines.add_row("unchanged", ", ".join(report.unchanged))
+        lines.add_row("unchanged", text(", ".join(report.unchanged)))
     if report.left_alone:
-        lines.add_row("left alone (edited)", Text(", ".join(report.left_alone), style="yellow"))
+        lines.add_row("left alone (edited)", text(", ".join(report.left_alone), "yellow"))
     return lines
 
 
@@ -86,7 +96,8 @@ def doctor_table(checks: list[Check]) -> Table:
             else Text("✗" if check.required else "-", style="red" if check.required else "yellow")
         )
         name = check.name + ("" if check.required else " (not needed by this workflow)")
-        table.add_row(mark, name, Text(check.detail), Text(check.hint if not check.ok else ""))
+        hint = text(check.hint if not check.ok else "")
+        table.add_row(mark, text(name), text(check.detail), hint)
     return table
 
 
@@ -107,26 +118,26 @@ def metrics_tables(
         per_role.add_column(column)
     for r in roles:
         per_role.add_row(
-            str(r["role"]),
+            text(r["role"], lines=False),
             str(r["runs"]),
             f"{float(r['success_rate']):.0%}",  # type: ignore[arg-type]
             f"{float(r['avg_retries']):.1f}",  # type: ignore[arg-type]
             f"{float(r['avg_duration_s']):.1f}s",  # type: ignore[arg-type]
             f"{r['input_tokens']}/{r['output_tokens']}",
             f"${float(r['cost_usd']):.4f}",  # type: ignore[arg-type]
-            ", ".join(f"{k} x{v}" for k, v in r["errors"].items()) or "-",  # type: ignore[attr-defined]
+            text(", ".join(f"{k} x{v}" for k, v in r["errors"].items()) or "-"),  # type: ignore[attr-defined]
         )
     tasks = sorted({t for by_task in clis.values() for t in by_task})
     matrix = Table(title="CLI by task type (success rate, runs)", title_justify="left")
     matrix.add_column("cli")
     for task in tasks:
-        matrix.add_column(task)
+        matrix.add_column(text(task, lines=False))
     for cli, by_task in clis.items():
         cells = [
             f"{by_task[t]['success_rate']:.0%} ({int(by_task[t]['runs'])})" if t in by_task else "-"
             for t in tasks
         ]
-        matrix.add_row(cli, *cells)
+        matrix.add_row(text(cli, lines=False), *cells)
     return Group(per_role, matrix)
 
 
@@ -148,8 +159,10 @@ def suggestions_report(found: list[Suggestion], last: str | None) -> str:
 def sandbox_report(info: dict[str, object]) -> RenderableType:
     head = Table.grid(padding=(0, 2))
     head.add_row("base image", str(info["base_image"]))
-    head.add_row("project Dockerfile", str(info["dockerfile"] or "none (gates use the base image)"))
-    head.add_row("dependency files", ", ".join(info["dependency_files"]) or "-")  # type: ignore[arg-type]
+    head.add_row(
+        "project Dockerfile", text(info["dockerfile"] or "none (gates use the base image)")
+    )
+    head.add_row("dependency files", text(", ".join(info["dependency_files"]) or "-"))  # type: ignore[arg-type]
     head.add_row("image for HEAD", str(info["wanted"] or "-"))
     images = Table(title="Project images", title_justify="left")
     found = info["images"]
@@ -161,7 +174,7 @@ def sandbox_report(info: dict[str, object]) -> RenderableType:
             ", ".join(image["tags"]),
             image["created"],
             f"{image['size_mb']} MB",
-            image["files"],
+            text(image["files"]),
             "✓" if image["current"] else "",
         )
     return Group(head, images)

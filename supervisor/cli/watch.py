@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from rich.live import Live
 
 from supervisor.cli.render import fit, workflow_detail, workflows_table
+from supervisor.textsafe import Guarded
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -25,8 +26,9 @@ def _view(console: Console, repo: Path, wf_id: int | None) -> tuple[RenderableTy
     """The view to draw, and whether the watched workflow has finished."""
     from supervisor.state import access
 
+    # Guarded here, not only by the console: a live display draws past the console's hooks.
     if wf_id is None:
-        return fit(console, workflows_table(access.workflows(repo))), False
+        return Guarded(fit(console, workflows_table(access.workflows(repo)))), False
     with access.reading(repo) as store:
         wf = store.workflow(wf_id)
         about: list[str] = []
@@ -34,7 +36,8 @@ def _view(console: Console, repo: Path, wf_id: int | None) -> tuple[RenderableTy
             from supervisor.approvals import pending
 
             about = pending(wf, access.state_db(repo).parent.parent)
-        return fit(console, workflow_detail(store, wf_id, about)), wf.status in FINISHED
+        view = Guarded(fit(console, workflow_detail(store, wf_id, about)))
+        return view, wf.status in FINISHED
 
 
 def watch(console: Console, repo: Path, wf_id: int | None, interval: float) -> None:

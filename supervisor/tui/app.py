@@ -5,6 +5,10 @@ It only reads the state database (supervisor.tui.data) on a timer, so it can be 
 while a task runs in another terminal and never holds a lock the task waits for. The one write,
 a decision, goes through `supervisor.state.access.decide`, the same code as `supervisor approve`
 and `supervisor reject`. Textual is imported here and only here, for this command alone.
+
+Everything shown that a worker or the repository wrote (the task, reviews, file names, the diff,
+events) goes in as Text made visible by supervisor.textsafe: an escape sequence in a summary once
+wiped the approval screen's header.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Sta
 from supervisor.cli.render import STATUS_STYLE, work_tree
 from supervisor.dag import WorkGraph
 from supervisor.errors import SupervisorError
+from supervisor.textsafe import text as as_text
+from supervisor.textsafe import visible
 from supervisor.tui.data import Detail, Monitor, ToApprove, to_approve
 
 if TYPE_CHECKING:
@@ -31,7 +37,7 @@ BELL_ON = ("awaiting_approval", "rate_limited", "failed", "completed")
 
 
 def _status(value: str) -> Text:
-    return Text(value, style=STATUS_STYLE.get(value, ""))
+    return as_text(value, STATUS_STYLE.get(value, ""), lines=False)
 
 
 class Ask(ModalScreen[str | None]):
@@ -83,7 +89,12 @@ class ApprovalScreen(Screen[None]):
             yield Static(self._reviews(), id="reviews")
         with VerticalScroll(id="diff"):
             yield Static(
-                Syntax(item.diff or "(no changes)", "diff", line_numbers=False, word_wrap=False)
+                Syntax(
+                    visible(item.diff or "(no changes)"),
+                    "diff",
+                    line_numbers=False,
+                    word_wrap=False,
+                )
             )
         with Horizontal(id="buttons"):
             yield Button(Text("[A]pprove"), id="approve", variant="success")
@@ -96,13 +107,13 @@ class ApprovalScreen(Screen[None]):
     def _head(self) -> Table:
         wf = self.item.workflow
         grid = Table.grid(padding=(0, 2))
-        grid.add_row("workflow", Text(f"{wf.id}  {wf.task_branch}"))
-        grid.add_row("task", Text(wf.description))
+        grid.add_row("workflow", as_text(f"{wf.id}  {wf.task_branch}"))
+        grid.add_row("task", as_text(wf.description))
         then = wf.current_step or "the end"
-        grid.add_row("approve", Text(f"step '{self.item.step}' (then: {then})"))
-        grid.add_row("about", Text("\n".join(self.item.about) or "-"))
+        grid.add_row("approve", as_text(f"step '{self.item.step}' (then: {then})"))
+        grid.add_row("about", as_text("\n".join(self.item.about) or "-"))
         if self.comment:
-            grid.add_row("comment", Text(self.comment))
+            grid.add_row("comment", as_text(self.comment))
         return grid
 
     def _files(self) -> Table:
@@ -111,7 +122,7 @@ class ApprovalScreen(Screen[None]):
         table.add_column("-", style="red", justify="right", width=6)
         table.add_column("file", ratio=1)
         for added, deleted, path in self.item.files:
-            table.add_row(added, deleted, Text(path))
+            table.add_row(as_text(added), as_text(deleted), as_text(path, lines=False))
         if not self.item.files:
             table.add_row("", "", "(none)")
         return table
@@ -123,17 +134,18 @@ class ApprovalScreen(Screen[None]):
         text.append("Reviews\n", style="bold")
         for review in self.item.reviews:
             style = "green" if review.verdict == "APPROVED" else "yellow"
-            text.append(f"  {review.reviewer}: ")
-            text.append(review.verdict, style=style)
-            text.append(f"  {review.summary[:200]}\n")
+            text.append(f"  {visible(review.reviewer, lines=False)}: ")
+            text.append(visible(review.verdict, lines=False), style=style)
+            text.append(f"  {visible(review.summary[:200])}\n")
             for issue in review.issues:
-                where = issue.get("file") or ""
+                where = str(issue.get("file") or "")
                 if where and issue.get("line"):
                     where += f":{issue['line']}"
-                text.append(f"    [{issue.get('severity', '?')}] {where} ", style="bold")
-                text.append(f"{str(issue.get('description', ''))[:300]}\n")
+                said = f"    [{issue.get('severity', '?')}] {where} "
+                text.append(visible(said, lines=False), style="bold")
+                text.append(f"{visible(str(issue.get('description', ''))[:300])}\n")
             for concern in review.security:
-                text.append(f"    [security] {concern[:300]}\n", style="red")
+                text.append(f"    [security] {visible(str(concern)[:300])}\n", style="red")
         return text
 
     async def on_button_pressed(self, event: Button.Pressed) -> None:
@@ -173,7 +185,7 @@ class ApprovalScreen(Screen[None]):
         try:
             app.decide(wf_id, approve=approve, reason=reason)
         except SupervisorError as e:
-            self.notify(f"{e.message} {e.hint or ''}", severity="error", markup=False)
+            self.notify(visible(f"{e.message} {e.hint or ''}"), severity="error", markup=False)
             return
         word = "Approved" if approve else "Rejected"
         app.notify(f"{word} workflow {wf_id}. Continue with: supervisor resume {wf_id}")
@@ -255,11 +267,11 @@ class SupervisorTui(App[None]):
             cells = (  # Text, not str: DataTable reads a str as markup
                 Text(str(wf.id)),
                 _status(wf.status),
-                Text(row.step),
+                as_text(row.step, lines=False),
                 Text(row.elapsed),
                 Text(f"{row.tokens:,}"),
                 Text(f"${row.cost:.4f}"),
-                Text(wf.description[:60]),
+                as_text(wf.description[:60], lines=False),
             )
             before = self.statuses.get(wf.id)
             if before is not None and before != wf.status and wf.status in BELL_ON:
@@ -311,7 +323,7 @@ class SupervisorTui(App[None]):
         try:
             item = to_approve(self.db, self.repo, self.selected)
         except SupervisorError as e:
-            self.notify(e.message, severity="error", markup=False)
+            self.notify(visible(e.message), severity="error", markup=False)
             return
         self.push_screen(ApprovalScreen(item))
 
@@ -324,9 +336,9 @@ def _tree_view(detail: Detail) -> Table | Text:
         steps.add_column(column)
     for row in detail.steps[-15:]:
         steps.add_row(
-            Text(row["name"]),
+            as_text(row["name"], lines=False),
             str(row["attempt"]),
-            Text(row["role"] or "(gate)"),
+            as_text(row["role"] or "(gate)", lines=False),
             _status(row["status"]),
         )
     if work is None:
@@ -340,14 +352,14 @@ def _tree_view(detail: Detail) -> Table | Text:
 def _events_view(detail: Detail) -> Text:
     text = Text()
     wf = detail.workflow
-    text.append(f"{wf.description}\n", style="bold")
+    text.append(f"{visible(wf.description)}\n", style="bold")
     if wf.error:
-        text.append(f"error: {wf.error}\n", style="red")
+        text.append(f"error: {visible(wf.error)}\n", style="red")
     for e in detail.events:
         text.append(f"{e.timestamp:%H:%M:%S} ", style="dim")
-        text.append(f"{e.type}", style="bold")
+        text.append(visible(e.type, lines=False), style="bold")
         if e.step:
-            text.append(f" {e.step}")
+            text.append(visible(f" {e.step}", lines=False))
         if e.status:
             text.append(" ")
             text.append_text(_status(e.status))
@@ -355,7 +367,7 @@ def _events_view(detail: Detail) -> Text:
         said = summary.get("summary") if isinstance(summary, dict) else None
         error = (e.payload or {}).get("error") if isinstance(e.payload, dict) else None
         if said or error:
-            text.append(f"  {str(said or error)[:160]}", style="dim")
+            text.append(f"  {visible(str(said or error)[:160])}", style="dim")
         text.append("\n")
     return text
 

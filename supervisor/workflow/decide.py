@@ -28,9 +28,11 @@ if TYPE_CHECKING:
     from supervisor.state.store import Workflow
     from supervisor.workflow.steps.base import Outcome
 
-Judge = Callable[[dict[str, Any]], tuple[bool, EventSpec]]
+Judge = Callable[[dict[str, Any], list[EventSpec]], tuple[bool, EventSpec]]
 """The approval policy on what is about to be committed (supervisor/risk.py): whether a person
-must approve, and the event that says why; it records its verdict in the state it is given."""
+must approve, and the event that says why; it records its verdict in the state it is given. Its
+second argument is the step's own outcome (the events of the runs it just finished, not yet
+committed): the review that just approved is a fact the policy must see."""
 
 
 @dataclass
@@ -126,7 +128,7 @@ def _advance(
     if next_step and definition.steps[next_step].action == "commit":
         # The approval policy judges what is about to be committed (supervisor/risk.py).
         judged = state.dump()
-        stops, assessed = facts.judge(judged)
+        stops, assessed = facts.judge(judged, own_events(outcome))
         stops = degrade.hold_for_a_person(judged) or stops  # stubs: never unseen
         state = WorkflowState.load(judged)
         ask, events = ask or stops, [*events, assessed]
@@ -139,6 +141,13 @@ def _advance(
     if status == "completed":
         events.append(EventSpec("workflow_completed", status="completed"))
     return Move(next_step, state, events, status, git_sha=outcome.git_sha, request_approval=ask)
+
+
+def own_events(outcome: Outcome) -> list[EventSpec]:
+    """What the step that just ended recorded, in order: its finished runs' events, then the
+    rest of its outcome's. They commit with the move, so no read of the store sees them yet."""
+    finished = [r.event for r in outcome.records if r.event is not None]
+    return [*finished, *outcome.events]
 
 
 def _send_back(

@@ -65,11 +65,12 @@ def step_down(
 
 def hold_for_a_person(judged: dict[str, Any]) -> bool:
     """A minimal result about to be committed waits for a person: True, and an approval the
-    policy would let time out (`notify_and_timeout`) becomes one that waits for a decision."""
+    policy would let through (`auto_approve`) or time out (`notify_and_timeout`) becomes one
+    that waits for a decision, recorded as such."""
     if not needs_approval(judged):
         return False
     risk = judged.get("risk") or {}
-    if risk.get("action") == "notify_and_timeout":
+    if risk.get("action") in ("auto_approve", "notify_and_timeout"):
         judged["risk"] = {**risk, "action": "require_approval"}
         judged["risk"]["reasons"] = [*risk.get("reasons", []), "a minimal (degraded) result"]
     return True

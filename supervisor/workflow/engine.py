@@ -16,6 +16,7 @@ gate before it.
 from __future__ import annotations
 
 import time
+import traceback
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from supervisor import budgets, recovery, risk, trustmap
@@ -24,6 +25,9 @@ from supervisor.dependency_review import DependencyApprovalRequired
 from supervisor.errors import (
     ApprovalRequired,
     ConfigError,
+    RemoteNotUpdatedError,
+    StepFailedError,
+    SupervisorError,
 )
 from supervisor.roles import load_role
 from supervisor.routing import failover, route
@@ -40,6 +44,7 @@ from supervisor.workflow.steps.base import (
     StepContext,
     candidate_ref,
     component_branch,
+    err,
     message,
 )
 
@@ -123,6 +128,10 @@ class Engine:
                 outcome = self._routed(wf, name, step)
             except DependencyApprovalRequired as stop:  # a rebuild waits for a person
                 self._await_dependencies(stop)
+            except (ApprovalRequired, RemoteNotUpdatedError):
+                raise  # a wait for a person, or the same step again (temporal/remote.py)
+            except Exception as e:  # anything else ends the step as failed, resumable
+                outcome = self._crashed(wf, name, e)
             self._transition(wf, definition, name, step, outcome)
             if self.one_step:
                 return self.store.workflow(wf_id)
@@ -138,6 +147,31 @@ class Engine:
         outcome = steps.run(self.steps, wf, name, step)
         outcome.events[:0] = [c.event(name) for c in chosen if route.worth_recording(c)]
         return outcome
+
+    def _crashed(self, wf: Workflow, name: str, error: Exception) -> Outcome:
+        """An exception out of a step (a bug, a disk error, worker output nothing foresaw):
+        the step's open runs end failed and the workflow fails, resumable at this step, with
+        the error as an event, instead of staying `running` with no supervisor. A typed
+        SupervisorError keeps its message and hint; anything else names its type."""
+        trace = "".join(traceback.format_exception(error))[-4000:]
+        if not isinstance(error, SupervisorError):
+            error = StepFailedError(
+                f"Step '{name}' of workflow {wf.id} ended with an unexpected "
+                f"{type(error).__name__}: {str(error)[:600]}",
+                f"Nothing of the step was committed. See `supervisor events {wf.id}` (the "
+                f"traceback is in the step_crashed event), then `supervisor resume {wf.id}` "
+                "runs the step again.",
+            )
+        event = EventSpec(
+            "step_crashed", step=name, status="failed", payload={**err(error), "traceback": trace}
+        )
+        mine = [
+            r["id"]
+            for r in self.store.running_steps(wf.id)
+            if r["name"] == name or str(r["name"]).startswith(f"{name}/")
+        ]
+        records = [StepRecord(i, "failed", error=message(error)) for i in mine]
+        return Outcome("failed", events=[event], escalate=error, records=records)
 
     # -- transitions -----------------------------------------------------------------------
 
@@ -217,8 +251,8 @@ class Engine:
         if step.role and failing:
             clis = failover.chain(load_role(step.role, self.repo).clis, wf.cli)
 
-        def judge(judged: dict[str, Any]) -> tuple[bool, EventSpec]:
-            return risk.assess(self.steps, wf, name, judged, step.human_approval)
+        def judge(judged: dict[str, Any], own: list[EventSpec]) -> tuple[bool, EventSpec]:
+            return risk.assess(self.steps, wf, name, judged, own, step.human_approval)
 
         return Facts(
             now=time.time(),
