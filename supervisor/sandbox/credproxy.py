@@ -251,8 +251,8 @@ class CredentialProxy:
                     body = _reply(down, client, status, reason)
                     if self.recorder is not None and not probe:
                         target = request.target.decode("latin-1")
-                        exchange = self.recorder.begin(request.method.decode("latin-1"), target)
-                        exchange.refused(status, reason, body)
+                        method = request.method.decode("latin-1")
+                        self.recorder.begin(method, target).refused(status, reason, body)
                     return
                 exchange: Exchange | None = None
                 if self.recorder is not None:

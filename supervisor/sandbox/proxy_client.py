@@ -113,7 +113,7 @@ class ProxyClient:
         vendor: str | None,
         record_dir: Path | None,
         gateway: str,
-        bridge: str,
+        bridge: str | None,
         port: int | None = None,
     ) -> dict[str, Any]:
         return self.request(

@@ -176,7 +176,7 @@ class Daemon:
             attached = self._attach(placeholder, owner, record_dir)
             if attached is not None:
                 return attached
-            bridge = str(request["bridge"])
+            bridge = str(request.get("bridge") or "")
             firewall = self._firewall(bridge)
             proxy = CredentialProxy(
                 upstream,
@@ -210,10 +210,12 @@ class Daemon:
             return {"ok": True, "port": existing.proxy.port, "attached": True}
 
     def _firewall(self, bridge: str) -> Any:
+        """The host firewall of the sandbox network's bridge; none for a route on loopback (the
+        proxy's own specs), whose traffic no chain may ever drop."""
         from supervisor.sandbox.egress import HostFirewall
 
         if bridge not in self.firewalls:
-            self.firewalls[bridge] = HostFirewall(bridge)
+            self.firewalls[bridge] = HostFirewall(bridge) if bridge else _NoFirewall()
         return self.firewalls[bridge]
 
     def _close(self, placeholder: str) -> None:
@@ -224,6 +226,16 @@ class Daemon:
             route.proxy.close()
             with contextlib.suppress(SupervisorError):
                 self.firewalls[route.bridge].revoke(route.proxy.port)
+
+
+class _NoFirewall:
+    warning: str | None = None
+
+    def allow(self, port: int) -> None:
+        return None
+
+    def revoke(self, port: int) -> None:
+        return None
 
 
 def _prefix(base_url: str) -> str:
