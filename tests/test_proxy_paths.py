@@ -228,7 +228,9 @@ def test_a_streamed_answer_is_recorded_as_it_flows(
     conn.close()
     (entry,) = [json.loads(line) for line in (tmp_path / "exchanges.jsonl").open()]
     assert entry["complete"] and entry["headers"]["content-type"] == "text/event-stream"
-    assert (tmp_path / "0000.body").read_bytes() == b"event: one\ndata: {}\n\nevent: two\ndata: {}\n\n"
+    assert (
+        tmp_path / "0000.body"
+    ).read_bytes() == b"event: one\ndata: {}\n\nevent: two\ndata: {}\n\n"
 
 
 def test_an_upstream_that_never_answers_is_recorded_with_the_reason(

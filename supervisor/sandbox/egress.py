@@ -210,7 +210,7 @@ class HostFirewall:
 
     def __init__(self, bridge: str) -> None:
         self.bridge = bridge
-        self.chain = f"SUPERVISOR-{bridge[-12:]}".upper()
+        self.chain = self.chain_for(bridge)
         self.warning: str | None = None
         try:
             self._setup()
@@ -220,8 +220,15 @@ class HostFirewall:
                 "services listening on all addresses stay reachable from workers."
             )
 
+    @staticmethod
+    def chain_for(bridge: str) -> str:
+        return f"SUPERVISOR-{bridge[-12:]}".upper()
+
     def allow(self, port: int) -> None:
+        """Open `port`; rules a dead owner left are swept first (the daemon that sets the chain
+        up may live for days, and an older proxy may have died meanwhile)."""
         if self.warning is None:
+            self._drop_orphaned_rules()
             self._iptables("-I", self.chain, "1", *self._rule(port))
 
     def revoke(self, port: int) -> None:

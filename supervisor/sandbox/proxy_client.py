@@ -10,6 +10,7 @@ the same moment share one daemon.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -38,13 +39,25 @@ def socket_path() -> Path:
     from supervisor.config import user_dir
 
     folder = user_dir() / "proxyd"
-    path = folder / f"v{PROTOCOL}.sock"
+    name = f"v{PROTOCOL}-{code_version()}.sock"
+    path = folder / name
     if len(str(path)) > _MAX_SOCKET_PATH:
         digest = hashlib.sha256(str(user_dir().resolve()).encode()).hexdigest()[:16]
         folder = Path(tempfile.gettempdir()) / f"supervisor-proxyd-{os.getuid()}-{digest}"
-        path = folder / f"v{PROTOCOL}.sock"
+        path = folder / name
     _private_folder(folder)
     return path
+
+
+@functools.cache
+def code_version() -> str:
+    """A digest of the daemon's own code: an upgraded supervisor starts a daemon of its own
+    beside one still serving an older version's runs (which ends when they do)."""
+    here = Path(__file__).parent
+    digest = hashlib.sha256()
+    for name in ("proxyd.py", "credproxy.py", "model_paths.py", "proxy_record.py", "egress.py"):
+        digest.update((here / name).read_bytes())
+    return digest.hexdigest()[:10]
 
 
 def _private_folder(folder: Path) -> None:
