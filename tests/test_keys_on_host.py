@@ -20,9 +20,9 @@ from e2e_support import write_workflow as use_workflow
 
 from supervisor import tasks
 from supervisor.errors import CredentialsError, SandboxError
+from supervisor.sandbox.docker import LABEL_REPO, DockerSandbox, RunSpec, repo_label
 
 PLACEHOLDER = r"sk-supervisor-[0-9a-f]{32}"  # each run its own
-from supervisor.sandbox.docker import LABEL_REPO, DockerSandbox, RunSpec, repo_label
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

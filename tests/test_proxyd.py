@@ -173,7 +173,7 @@ def test_a_route_of_a_killed_supervisor_that_nobody_adopts_ends_after_its_grace(
 def test_a_bad_request_on_the_control_socket_is_answered_not_fatal(api: RecordingApi) -> None:
     client = ProxyClient.connect()
     try:
-        with pytest.raises(Exception, match="bad request|unknown op"):
+        with pytest.raises(Exception, match=r"bad request|unknown op"):
             client.request({"op": "nonsense"})
         with pytest.raises(Exception, match="unreachable"):
             client.open_route(
