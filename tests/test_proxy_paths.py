@@ -191,6 +191,7 @@ def test_each_exchange_is_recorded_with_its_body_and_rate_limit_headers(
     status, body = post(proxy, "/v1/messages?beta=true", body=b"x" * 100)
     assert status == 200
     post(proxy, "/v1/messages", body=b"y")
+    proxy.close()  # the run ends: its record is whole
     entries = [json.loads(line) for line in (tmp_path / "exchanges.jsonl").open()]
     assert [e["seq"] for e in entries] == [0, 1]
     first = entries[0]
@@ -226,6 +227,7 @@ def test_a_streamed_answer_is_recorded_as_it_flows(
     api.first_event_read.set()
     response.read()
     conn.close()
+    proxy.close()
     (entry,) = [json.loads(line) for line in (tmp_path / "exchanges.jsonl").open()]
     assert entry["complete"] and entry["headers"]["content-type"] == "text/event-stream"
     assert (

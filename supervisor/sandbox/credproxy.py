@@ -198,6 +198,7 @@ class CredentialProxy:
         self._server.listen(128)
         self.port: int = self._server.getsockname()[1]
         self._open: set[socket.socket] = set()
+        self._serving: set[threading.Thread] = set()
         self._lock = threading.Lock()
         self._accepting = threading.Thread(target=self._accept, daemon=True, name="credproxy")
         self._accepting.start()
@@ -218,10 +219,12 @@ class CredentialProxy:
                 client, _ = self._server.accept()
             except OSError:
                 return
+            serving = threading.Thread(target=self._serve, args=(client,), daemon=True)
             with self._lock:
                 self._open.add(client)
+                self._serving.add(serving)
             self.last_activity = time.monotonic()
-            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+            serving.start()
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -232,6 +235,11 @@ class CredentialProxy:
             for client in self._open:
                 with contextlib.suppress(OSError):
                     client.shutdown(socket.SHUT_RDWR)
+            serving = list(self._serving)
+        # The record is whole once close returns: the run's reader comes right after.
+        deadline = time.monotonic() + 5
+        for thread in serving:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
     def _serve(self, client: socket.socket) -> None:
         client.settimeout(IDLE_TIMEOUT)
@@ -299,6 +307,7 @@ class CredentialProxy:
                 up.close()
             with self._lock:
                 self._open.discard(client)
+                self._serving.discard(threading.current_thread())
             self.last_activity = time.monotonic()
             with contextlib.suppress(OSError):
                 client.shutdown(socket.SHUT_RDWR)

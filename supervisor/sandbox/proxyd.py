@@ -221,11 +221,11 @@ class Daemon:
     def _close(self, placeholder: str) -> None:
         with self._lock:
             route = self.routes.pop(placeholder, None)
-            if route is None:
-                return
-            route.proxy.close()
-            with contextlib.suppress(SupervisorError):
-                self.firewalls[route.bridge].revoke(route.proxy.port)
+        if route is None:
+            return
+        route.proxy.close()  # waits for the run's last exchange to be recorded
+        with self._lock, contextlib.suppress(SupervisorError):
+            self.firewalls[route.bridge].revoke(route.proxy.port)
 
 
 class _NoFirewall:
