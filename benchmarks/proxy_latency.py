@@ -14,8 +14,8 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
-import statistics
 import os
+import statistics
 import sys
 import tempfile
 import time
