@@ -10,6 +10,7 @@ the same moment share one daemon.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import hashlib
 import json
@@ -25,11 +26,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from supervisor.errors import SandboxError
-from supervisor.sandbox.proxyd import PROTOCOL, start_lock
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from supervisor.sandbox.credproxy import Injection
 
+PROTOCOL = 1
+"""The control protocol's version, in the socket's name: newer code never talks to an older
+daemon."""
 START_TIMEOUT = 20.0
 _MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes, with its terminating NUL
 
@@ -158,6 +163,18 @@ class ProxyClient:
         with contextlib.suppress(OSError):
             self._stream.close()
             self.sock.close()
+
+
+@contextlib.contextmanager
+def start_lock(path: Path) -> Iterator[None]:
+    """Held while a daemon is looked for and started, and while one ends: never two daemons at
+    one socket, and never one removing another's socket."""
+    fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _try(path: Path) -> ProxyClient | None:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import json
 import os
 import socket
@@ -34,8 +33,8 @@ from typing import Any
 
 from supervisor.errors import SupervisorError
 from supervisor.sandbox.credproxy import CredentialProxy, Injection, Upstream
+from supervisor.sandbox.proxy_client import PROTOCOL, start_lock
 
-PROTOCOL = 1
 IDLE_ENV = "SUPERVISOR_PROXYD_IDLE"
 DEFAULT_IDLE = 120.0
 DEFAULT_GRACE = 3600.0
@@ -242,18 +241,6 @@ def _prefix(base_url: str) -> str:
     from urllib.parse import urlsplit
 
     return urlsplit(base_url).path.rstrip("/")
-
-
-@contextlib.contextmanager
-def start_lock(path: Path) -> Any:
-    """Held while a daemon is looked for and started, and while one ends: never two daemons at
-    one socket, and never one removing another's socket."""
-    fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
 
 
 def main(argv: list[str] | None = None) -> None:
