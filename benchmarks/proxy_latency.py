@@ -14,8 +14,10 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -27,13 +29,14 @@ sys.path.insert(0, str(ROOT))
 
 from supervisor.fakeapi import ScriptedModelServer, load_script  # noqa: E402
 from supervisor.sandbox.credproxy import (  # noqa: E402
-    PLACEHOLDER,
     CredentialProxy,
     Injection,
     Upstream,
+    new_placeholder,
 )
 
 KEY = "sk-ant-bench-real-key"
+PLACEHOLDER = new_placeholder()
 ALIAS = "model-api.supervisor.internal"
 ANSWER = "The quick brown fox jumps over the lazy dog. " * 40  # ~1.8 kB, ~45 SSE deltas
 BODY = json.dumps(
@@ -75,10 +78,17 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=200)
     args = parser.parse_args()
     script = load_script({"conversations": [{"repeat": True, "turns": [{"text": ANSWER}]}]})
-    with ScriptedModelServer(script, api_key=KEY) as server:
+    record = tempfile.TemporaryDirectory()  # each exchange recorded, as for a real run
+    with record, ScriptedModelServer(script, api_key=KEY) as server:
         api_port = int(server.url.rsplit(":", 1)[1])
         proxy = CredentialProxy(
-            Upstream.from_url(server.url), Injection("x-api-key", KEY), ("127.0.0.1", 0), [ALIAS]
+            Upstream.from_url(server.url),
+            Injection("x-api-key", KEY),
+            ("127.0.0.1", 0),
+            [ALIAS],
+            placeholder=PLACEHOLDER,
+            vendor="anthropic",
+            record_dir=Path(record.name) if not os.environ.get("NO_RECORD") else None,
         )
         try:
             for _ in range(10):  # warm-up: imports, first connections

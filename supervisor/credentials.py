@@ -1,9 +1,10 @@
 """Credentials for a worker CLI, handed over at run time only.
 
 An API key never enters the sandbox: the container's environment gets a placeholder under the
-same variable name (so the CLI sends its usual auth header), and the real value travels as an
-`Injection` to the host-side credential proxy (sandbox/credproxy.py), which puts it on each
-request to the one configured API host. A subscription login (files under $HOME), which the host
+same variable name (so the CLI sends its usual auth header), fresh for each run, and the real
+value travels as an `Injection` to the host-side credential proxy (sandbox/credproxy.py), which
+checks the run's placeholder and puts the key on each request to the one configured API host.
+A subscription login (files under $HOME), which the host
 cannot inject, is copied into a per-run, read-only seed that each container copies into its own
 tmpfs home, so parallel containers never share a writable token file. Nothing is baked into an
 image, written to the repository, or recorded in the event log (events name the source, never
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from supervisor.errors import CredentialsError
-from supervisor.sandbox.credproxy import PLACEHOLDER, Injection
+from supervisor.sandbox.credproxy import Injection, new_placeholder
 
 if TYPE_CHECKING:
     from supervisor.config import CliSettings
@@ -42,6 +43,8 @@ class Credentials:
     injection: Injection = field(default_factory=Injection)
     """The real key, for the proxy on the host; empty in login-file mode (the CLI's own auth
     passes through)."""
+    placeholder: str = field(default_factory=new_placeholder)
+    """This run's stand-in key (in `env`); the proxy forwards only requests that carry it."""
 
     @property
     def mode(self) -> str:
@@ -63,8 +66,10 @@ def collect(cli: str, settings: CliSettings, home: Path | None = None) -> Creden
     for name in settings.credential_env:
         value = os.environ.get(name)
         if value:
+            placeholder = new_placeholder()
             return Credentials(
-                env={name: PLACEHOLDER},
+                env={name: placeholder},
+                placeholder=placeholder,
                 source=f"environment variable {name}",
                 injection=injection_for(cli, name, value),
             )

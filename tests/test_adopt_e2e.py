@@ -264,12 +264,14 @@ def test_an_adopted_container_is_read_when_done_and_ended_at_its_time_limit_from
     assert gone.exit_code != 0  # a container removed meanwhile is that step's failure
 
 
-def test_a_worker_whose_model_call_the_kill_cut_runs_again_as_interrupted(
+def test_a_worker_whose_model_answer_is_in_flight_at_the_kill_is_adopted_and_paid_once(
     tmp_path: Path, serve: Any
 ) -> None:
-    # The model API proxy lives in the supervisor: the kill resets the open request, and the
-    # CLI, whose own retries are off, gives up. Its step is interrupted, not failed: at most one
-    # extra run per worker in flight, no retry spent.
+    """The model API proxy lives in its own daemon (sandbox/proxyd.py): the supervisor's
+    SIGKILL leaves the open request relaying, the CLI gets its answer and finishes, and `resume`
+    adopts the container. The scripted API sees each conversation once, each turn once."""
+    from supervisor.sandbox.proxy_client import ProxyClient
+
     server = serve(*script(thinking=True))
     repo = new_repo(tmp_path, server.url, GATES)
     write_workflow(repo, WORKFLOW)
@@ -279,9 +281,18 @@ def test_a_worker_whose_model_call_the_kill_cut_runs_again_as_interrupted(
     done = tasks.resume(wf.id, repo)
 
     assert_done_and_clean(repo, done)
-    assert all(invocations(server, cid) <= 2 for cid in FILES)
+    for cid in FILES:
+        assert invocations(server, cid) == 1  # one conversation
+        assert invocations(server, cid, turn=1) == 1  # the answer in flight, bought once
     with tasks.reading(repo) as store:
         steps = store.steps(done.id)
+        adopted = [e.step for e in store.events(done.id) if e.type == "worker_adopted"]
+    assert sorted(adopted) == ["implement/circle", "implement/square"]
     for cid in FILES:
         runs = [s["status"] for s in steps if s["name"] == f"implement/{cid}"]
-        assert runs in (["succeeded"], ["interrupted", "succeeded"])
+        assert runs == ["succeeded"]
+    daemon = ProxyClient.connect()
+    try:
+        assert daemon.status()["routes"] == {}  # the adopted runs' routes closed with them
+    finally:
+        daemon.close()

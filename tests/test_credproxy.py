@@ -12,19 +12,21 @@ import hashlib
 import http.client
 import http.server
 import json
+import re
 import socket
 import ssl
 import subprocess
 import threading
 import time
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 import pytest
 
 from supervisor import credentials
 from supervisor.config import CliSettings
 from supervisor.errors import SandboxError
-from supervisor.sandbox.credproxy import PLACEHOLDER, CredentialProxy, Injection, Upstream
+from supervisor.sandbox.credproxy import CredentialProxy, Injection, Upstream, new_placeholder
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
 
 REAL = "sk-ant-real-key-0123456789"
 ALIAS = "model-api.supervisor.internal"
+PLACEHOLDER = new_placeholder()  # the run's own stand-in key
 
 
 class RecordingApi:
@@ -39,6 +42,7 @@ class RecordingApi:
 
     def __init__(self, tls: ssl.SSLContext | None = None) -> None:
         self.seen: list[tuple[str, str, dict[str, str]]] = []
+        self.answer_headers: dict[str, str] = {}
         self.connections = 0
         self.first_event_read = threading.Event()
         outer = self
@@ -64,7 +68,7 @@ class RecordingApi:
                     chunk = self.rfile.read(min(remaining, 1 << 20))
                     digest.update(chunk)
                     remaining -= len(chunk)
-                if self.path.startswith("/sse"):
+                if self.headers.get("x-test-sse"):
                     self.send_response(200)
                     self.send_header("content-type", "text/event-stream")
                     self.send_header("connection", "close")  # close-delimited, as the API
@@ -81,6 +85,8 @@ class RecordingApi:
                 self.send_response(200)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
+                for name, value in outer.answer_headers.items():
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(data)
 
@@ -103,8 +109,18 @@ def api() -> Iterator[RecordingApi]:
     server.close()
 
 
-def proxy_for(base_url: str, injection: Injection) -> CredentialProxy:
-    return CredentialProxy(Upstream.from_url(base_url), injection, ("127.0.0.1", 0), [ALIAS])
+def proxy_for(
+    base_url: str, injection: Injection, record_dir: Path | None = None
+) -> CredentialProxy:
+    return CredentialProxy(
+        Upstream.from_url(base_url),
+        injection,
+        ("127.0.0.1", 0),
+        [ALIAS],
+        placeholder=PLACEHOLDER,
+        prefix=urlsplit(base_url).path,
+        record_dir=record_dir,
+    )
 
 
 @pytest.fixture
@@ -123,7 +139,7 @@ def post(
     conn: http.client.HTTPConnection | None = None,
 ) -> tuple[int, bytes]:
     conn = conn or http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=20)
-    sent = {"host": f"{ALIAS}:{proxy.port}", **(headers or {})}
+    sent = {"host": f"{ALIAS}:{proxy.port}", "x-api-key": PLACEHOLDER, **(headers or {})}
     conn.request("POST", path, body=body, headers=sent)
     response = conn.getresponse()
     return response.status, response.read()
@@ -191,7 +207,13 @@ def test_a_key_in_the_environment_reaches_the_sandbox_as_a_placeholder_only(
         "claude",
         CliSettings(base_url="https://api.anthropic.com", credential_env=["ANTHROPIC_API_KEY"]),
     )
-    assert found.env == {"ANTHROPIC_API_KEY": PLACEHOLDER}
+    assert found.env == {"ANTHROPIC_API_KEY": found.placeholder}
+    assert re.fullmatch(r"sk-supervisor-[0-9a-f]{32}", found.placeholder)
+    again = credentials.collect(
+        "claude",
+        CliSettings(base_url="https://api.anthropic.com", credential_env=["ANTHROPIC_API_KEY"]),
+    )
+    assert again.placeholder != found.placeholder  # each run its own
     assert found.injection.value == REAL and found.mode == "proxy-injected key"
     assert REAL not in repr(found.injection)
 
@@ -276,7 +298,8 @@ def test_a_streamed_answer_passes_through_unbuffered(
     proxy = proxy_for(f"http://127.0.0.1:{api.port}", Injection("x-api-key", REAL))
     proxies.append(proxy)
     conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=20)
-    conn.request("POST", "/sse", body=b"{}", headers={"host": f"{ALIAS}:{proxy.port}"})
+    sse = {"host": f"{ALIAS}:{proxy.port}", "x-api-key": PLACEHOLDER, "x-test-sse": "1"}
+    conn.request("POST", "/v1/messages", body=b"{}", headers=sse)
     response = conn.getresponse()
     assert response.status == 200
     started = time.monotonic()

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 import pytest
 from e2e_support import IMAGE, require_sandbox
 
-from supervisor.sandbox.credproxy import PLACEHOLDER, Injection
+from supervisor.sandbox.credproxy import Injection
 from supervisor.sandbox.docker import DockerSandbox, RunSpec, remove_container
-from supervisor.sandbox.egress import NETWORK_OPTIONS, ensure_network
+from supervisor.sandbox.egress import NETWORK_OPTIONS, HostFirewall, Route, ensure_network
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -219,7 +219,7 @@ def test_from_a_worker_the_proxy_reaches_its_one_host_with_the_real_key(
     url, seen = local_api
     route = sandbox.route(url, Injection("x-api-key", REAL))
     port = route.url.rsplit(":", 1)[1]
-    good = f"POST /v1/messages HTTP/1.1|host: {route.alias}:{port}|x-api-key: {PLACEHOLDER}|"
+    good = f"POST /v1/messages HTTP/1.1|host: {route.alias}:{port}|x-api-key: {route.placeholder}|"
     good += "content-length: 0|connection: close|"
     forged = "POST /v1/messages HTTP/1.1|host: api.openai.com|content-length: 0|connection: close|"
     absolute = (
@@ -243,3 +243,94 @@ def test_from_a_worker_the_proxy_reaches_its_one_host_with_the_real_key(
         "HTTP/1.1 403 Forbidden",
     ]
     assert len(seen) == 1 and seen[0]["x-api-key"] == REAL
+
+
+def test_a_worker_cannot_spend_another_runs_key_nor_reach_a_path_but_the_models(
+    sandbox: DockerSandbox, tmp_path: Path, local_api: tuple[str, list[dict[str, str]]]
+) -> None:
+    """Task A's worker finds task B's listener on the shared network: with its own placeholder
+    (or none) it is refused there; on its own route only the model endpoints pass."""
+    url, seen = local_api
+    mine = sandbox.route(url, Injection("x-api-key", REAL), vendor="anthropic")
+    theirs = sandbox.route(url, Injection("x-api-key", "sk-task-b-key"), vendor="anthropic")
+    head = "|host: {alias}:{port}|x-api-key: {key}|content-length: 2|connection: close||{{}}"
+
+    def line(route: Route, request: str, key: str) -> str:
+        return request + head.format(alias=route.alias, port=route.port, key=key)
+
+    attempts = [
+        (theirs, line(theirs, "POST /v1/messages HTTP/1.1", mine.placeholder)),
+        (theirs, line(theirs, "POST /v1/messages HTTP/1.1", "sk-supervisor-placeholder")),
+        *(
+            (mine, line(mine, f"{verb} {path} HTTP/1.1", mine.placeholder))
+            for verb, path in [
+                ("GET", "/admin/keys"),
+                ("DELETE", "/v1/files/x"),
+                ("POST", "/v1/../../etc/passwd"),
+                ("POST", "//evil.example/x"),
+                ("POST", "/v1/messages%2f.."),
+            ]
+        ),
+        (
+            mine,
+            f"POST /v1/messages HTTP/1.1|host: {mine.alias}:{mine.port}|x-api-key: "
+            f"{mine.placeholder}|content-length: 5|transfer-encoding: chunked||0||",
+        ),
+    ]
+    argv = ["python3", "-c", ATTACK, mine.gateway]
+    for route, request in attempts:
+        argv += [str(route.port), request]
+    result = sandbox.run(
+        RunSpec(
+            argv=argv,
+            worktree=tmp_path,
+            network=NETWORK,
+            extra_hosts={mine.alias: mine.gateway},
+        )
+    )
+    assert result.exit_code == 0, result.stderr
+    statuses = result.stdout.split()
+    assert len(statuses) == len(attempts), result.stdout
+    assert statuses[:2] == ["403", "403"]
+    assert all(s in ("400", "403") for s in statuses), result.stdout
+    assert seen == []  # nothing reached the API
+
+
+ATTACK = r"""
+import socket, sys
+gateway, pairs = sys.argv[1], sys.argv[2:]
+for port, line in zip(pairs[::2], pairs[1::2]):
+    with socket.create_connection((gateway, int(port)), timeout=10) as sock:
+        sock.sendall(line.encode().replace(b'|', b'\r\n'))
+        print(sock.recv(200).split(b' ')[1].decode())
+"""
+
+
+def test_routes_opened_from_eight_threads_at_once_leave_their_rules_and_none_after_close(
+    sandbox: DockerSandbox, local_api: tuple[str, list[dict[str, str]]]
+) -> None:
+    """Parallel components open their routes at the same moment (issue 25: each thread built its
+    own relay and rules, and close revoked only the last)."""
+    import subprocess
+
+    url, _ = local_api
+    with ThreadPoolExecutor(8) as pool:
+        routes = list(pool.map(lambda _: sandbox.route(url), range(8)))
+    relay = sandbox._relay
+    assert relay is not None
+    if relay.warning:
+        pytest.skip(relay.warning)
+    chain = HostFirewall.chain_for(ensure_network(sandbox.client, NETWORK).bridge)
+
+    def rules_for(ports: set[int]) -> list[str]:
+        listing = subprocess.run(
+            ["iptables", "-w", "5", "-S", chain], capture_output=True, text=True, check=True
+        ).stdout
+        return [r for r in listing.splitlines() if any(f"--dport {p} " in r for p in ports)]
+
+    ports = {route.port for route in routes if route.port is not None}
+    assert len(ports) == 8
+    rules = rules_for(ports)
+    assert len(rules) == 8 and all("supervisor proxy " in r for r in rules), rules
+    sandbox.close()
+    assert rules_for(ports) == []

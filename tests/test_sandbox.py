@@ -70,7 +70,7 @@ def local_api() -> Iterator[str]:
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"  # GET <base>/models: a model path
     server.shutdown()
 
 
@@ -98,7 +98,7 @@ def test_a_worker_reaches_its_model_api_and_nothing_else(
                 "-c",
                 'python3 -c "$0" "$1" && python3 -c "$2" 1.1.1.1:443',
                 fetch,
-                route.url,
+                f"{route.url}/models",
                 PROBE,
             ],
             worktree=tmp_path,
@@ -137,7 +137,7 @@ def test_back_to_back_requests_through_the_relay_all_arrive(
     (tmp_path / "burst.mjs").write_text(BURST)
     result = sandbox.run(
         RunSpec(
-            argv=["node", "/workspace/burst.mjs", route.url],
+            argv=["node", "/workspace/burst.mjs", f"{route.url}/models"],
             worktree=tmp_path,
             network=NETWORK,
             extra_hosts={route.alias: route.gateway},
@@ -155,18 +155,23 @@ def test_ports_left_open_by_a_killed_supervisor_are_closed_by_the_next(
         missing(firewall.warning)
     dead = subprocess.Popen(["true"])  # a pid that no longer runs
     dead.wait()
-    orphan = ["-p", "tcp", "--dport", "1", "-m", "comment", "--comment",
-              f"supervisor pid {dead.pid}", "-j", "ACCEPT"]  # fmt: skip
-    subprocess.run(["iptables", "-w", "5", "-I", firewall.chain, "1", *orphan], check=True)
+    # An older version's rule of a dead pid, and one whose pid now names another process (this
+    # one, started later than the rule's owner: pids wrapped).
+    wrapped = f"supervisor proxy {os.getpid()} 1"
+    for owner in (f"supervisor pid {dead.pid}", wrapped):
+        orphan = ["-p", "tcp", "--dport", "1", "-m", "comment", "--comment", owner,
+                  "-j", "ACCEPT"]  # fmt: skip
+        subprocess.run(["iptables", "-w", "5", "-I", firewall.chain, "1", *orphan], check=True)
 
-    route = sandbox.route(local_api)  # the next supervisor's relay
+    route = sandbox.route(local_api)  # the next route the proxy daemon opens
 
     rules = subprocess.run(
         ["iptables", "-w", "5", "-S", firewall.chain], capture_output=True, text=True, check=True
     ).stdout
     assert f"supervisor pid {dead.pid}" not in rules
-    port = route.url.rsplit(":", 1)[1]
-    assert f'--dport {port} -m comment --comment "supervisor pid {os.getpid()}"' in rules
+    assert wrapped not in rules
+    port = route.port
+    assert f'--dport {port} -m comment --comment "supervisor proxy ' in rules  # the daemon's
 
 
 def test_the_worker_runs_unprivileged_on_a_read_only_root(
@@ -287,13 +292,13 @@ def test_host_services_outside_the_allowlist_are_not_reachable(
     sandbox: DockerSandbox, tmp_path: Path, local_api: str
 ) -> None:
     route = sandbox.route(local_api)
-    assert sandbox._relay is not None and sandbox._relay.firewall.warning is None
+    assert sandbox._relay is not None and sandbox._relay.warning is None
     # A service on all of the host's addresses, which the gateway address would otherwise reach.
     other = http.server.ThreadingHTTPServer(("0.0.0.0", 0), http.server.BaseHTTPRequestHandler)
     threading.Thread(target=other.serve_forever, daemon=True).start()
     try:
         port = other.server_address[1]
-        relay_port = route.url.rsplit(":", 1)[1]
+        relay_port = route.port
         result = sandbox.run(
             RunSpec(
                 argv=[

@@ -12,9 +12,11 @@ A container is adopted only when everything matches, from labels the supervisor 
 created the container (a worker cannot change its own labels): the repository, the workflow, the
 step's row in the database (which must still be `running` and name this very container), the
 step's name and role, and the commit its worktree started from (the engine must want the same
-base now, or the work would land on the wrong tree). Anything else is removed as before. While
-the supervisor was down the worker could not reach the model API (its proxy ran in the dead
-process); the proxy is reopened on the port the container was given (`route`), and the CLI's own
+base now, or the work would land on the wrong tree). Anything else is removed as before. The
+worker's model requests never noticed the crash: its route lives in the proxy daemon
+(sandbox/proxyd.py), not in the supervisor, and kept relaying. `route` re-attaches it by the
+run's placeholder (a container label, with its port); if the daemon itself is new (it ended, the
+host restarted), the route is reopened on that port with that placeholder, and the CLI's own
 retries carry it over the gap.
 """
 
@@ -55,10 +57,11 @@ if TYPE_CHECKING:
 class AdoptionLost(SupervisorError):
     """An adopted container did not finish cleanly (non-zero exit, gone, past its time limit).
 
-    Most often the crash itself is the cause: the worker's model API proxy died with the
-    supervisor and the CLI gave up before `resume` reopened it. So the step counts as
-    interrupted, like any step a crash cut short, and runs afresh in a new worktree; it spends no
-    retry and moves no breaker (a real fault shows again on the fresh run and is counted then)."""
+    Most often the crash itself is the cause (the container died with the host, or the proxy
+    daemon was killed too and the CLI gave up before `resume` reopened its route). So the step
+    counts as interrupted, like any step a crash cut short, and runs afresh in a new worktree;
+    it spends no retry and moves no breaker (a real fault shows again on the fresh run and is
+    counted then)."""
 
     default_hint = "Nothing to do: the step runs again."
 
@@ -66,7 +69,11 @@ class AdoptionLost(SupervisorError):
 LABEL_ROLE = "supervisor.role"
 LABEL_BASE = "supervisor.base"
 LABEL_PORT = "supervisor.route_port"
+LABEL_PLACEHOLDER = "supervisor.route"
+"""The run's placeholder credential: it names the run's route in the proxy daemon (it is in the
+container's environment anyway; the key it stands for is never in a label)."""
 _COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_PLACEHOLDER = re.compile(r"sk-supervisor-[0-9a-f]{32}")
 ADOPTABLE = ("running", "exited")
 """Container states worth waiting for or reading. Not `created`: the kill came between recording
 the container and starting it, so there is no work to save (it is removed and the step re-run);
@@ -90,16 +97,18 @@ class Adoption:
     lower: str | None = None
     """The commit of the base under the worker's copy-on-write view (supervisor/overlay.py);
     None for a fully written worktree."""
+    placeholder: str | None = None
 
 
 def worker_labels(
     labels: dict[str, str], step_id: int, role: str, base: str, route: Route
 ) -> dict[str, str]:
     """The labels that let a later `resume` match a worker container to its step."""
-    port = route.url.rsplit(":", 1)[-1].split("/", 1)[0]
     extra = {LABEL_STEP_ID: str(step_id), LABEL_ROLE: role, LABEL_BASE: base}
-    if port.isdigit():
-        extra[LABEL_PORT] = port
+    if route.port is not None:
+        extra[LABEL_PORT] = str(route.port)
+    if route.placeholder:
+        extra[LABEL_PLACEHOLDER] = route.placeholder
     return {**labels, **extra}
 
 
@@ -123,6 +132,9 @@ def match(
     if not step_id.isdigit() or not base:
         return None
     port = labels.get(LABEL_PORT, "")
+    placeholder = labels.get(LABEL_PLACEHOLDER, "")
+    if not _PLACEHOLDER.fullmatch(placeholder):
+        placeholder = ""
     lower = labels.get(LABEL_LOWER, "") if labels.get(LABEL_WORKSPACE) == "overlay" else None
     if lower is not None and not _COMMIT.fullmatch(lower):
         return None
@@ -148,6 +160,7 @@ def match(
                 worktree=Path(row["worktree"]),
                 run_dir=run_dir,
                 lower=lower,
+                placeholder=placeholder or None,
             )
     return None
 
@@ -224,20 +237,53 @@ def event(adoption: Adoption) -> EventSpec:
     )
 
 
-def route(sandbox: Any, step_id: int, base_url: str, injection: Any) -> Route:
-    """The step's route to the model API: for an adopted container, on the port it was given."""
+def route(
+    sandbox: Any,
+    step_id: int,
+    base_url: str,
+    injection: Any,
+    *,
+    placeholder: str | None = None,
+    vendor: str | None = None,
+    record_dir: Path | None = None,
+) -> Route:
+    """The step's route to the model API, closed by `run` when the run ends. For an adopted
+    container, the route it was given: re-attached in the proxy daemon by its placeholder (or
+    reopened on its port when the daemon is new)."""
     adoption = getattr(sandbox, "adopting", {}).get(step_id)
+    options: dict[str, Any] = {"vendor": vendor, "record_dir": record_dir}
+    opened: Route | None = None
     if adoption is not None and adoption.port is not None:
         from supervisor.errors import SandboxError
 
         with contextlib.suppress(SandboxError):  # port taken: the container fails, and retries
-            result: Route = sandbox.route(base_url, injection, port=adoption.port)
-            return result
-    return cast("Route", sandbox.route(base_url, injection))
+            opened = sandbox.route(
+                base_url,
+                injection,
+                adoption.port,
+                placeholder=adoption.placeholder or placeholder,
+                **options,
+            )
+    if opened is None:
+        opened = cast(
+            "Route", sandbox.route(base_url, injection, placeholder=placeholder, **options)
+        )
+    routes: dict[int, Route] = sandbox.__dict__.setdefault("step_routes", {})
+    routes[step_id] = opened
+    return opened
 
 
 def run(sandbox: Any, step_id: int, spec: RunSpec) -> RunResult:
-    """Adopt the step's container if it has one, else start a new one."""
+    """Adopt the step's container if it has one, else start a new one; its route closes with it."""
+    try:
+        return _run(sandbox, step_id, spec)
+    finally:
+        opened = sandbox.__dict__.get("step_routes", {}).pop(step_id, None)
+        if opened is not None and hasattr(sandbox, "close_route"):
+            sandbox.close_route(opened)
+
+
+def _run(sandbox: Any, step_id: int, spec: RunSpec) -> RunResult:
     adoption = getattr(sandbox, "adopting", {}).pop(step_id, None)
     if adoption is None:
         result: RunResult = sandbox.run(spec)

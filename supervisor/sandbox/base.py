@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from supervisor.sandbox.credproxy import Injection
     from supervisor.sandbox.docker import RunResult, RunSpec
     from supervisor.sandbox.egress import Route
@@ -16,6 +18,16 @@ class Sandbox(Protocol):
     """The Docker client, for project images; only DockerSandbox has one."""
 
     def run(self, spec: RunSpec) -> RunResult: ...
-    def route(self, base_url: str, injection: Injection | None = None) -> Route: ...
+    def route(
+        self,
+        base_url: str,
+        injection: Injection | None = None,
+        port: int | None = None,
+        *,
+        placeholder: str | None = None,
+        vendor: str | None = None,
+        record_dir: Path | None = None,
+    ) -> Route: ...
+    def close_route(self, route: Route) -> None: ...
     def base_image_id(self) -> str: ...
     def close(self) -> None: ...

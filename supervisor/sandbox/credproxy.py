@@ -18,17 +18,29 @@ TLS itself with SNI and certificate checks for the configured host only.
 Streaming: request and response bodies are forwarded chunk by chunk as h11 yields them (SSE
 answers arrive unbuffered; multi-MB request bodies never sit in memory whole); connections are
 kept alive on both sides when both peers allow it.
+
+One listener per run (issue 24): it forwards only its vendor's model endpoints (model_paths.py),
+and only requests that carry the run's own placeholder credential, a fresh random
+`sk-supervisor-<32 hex>` that is worth nothing anywhere else. A worker of another task that finds
+this listener's port on the shared network has no placeholder of it: 403, nothing forwarded. In
+login-file mode nothing is injected (the CLI's own login passes through), so no placeholder is
+checked: the run is identified by its listener port alone, and a request there can spend only the
+credentials it brought itself. Each run's exchanges are recorded in its `record_dir`
+(proxy_record.py). The listeners live in the proxy daemon (proxyd.py), not the supervisor.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hmac
 import json
 import os
+import secrets
 import select
 import socket
 import ssl
 import threading
+import time
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import TYPE_CHECKING, cast
@@ -37,12 +49,21 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 import h11
 
 from supervisor.errors import SandboxError
+from supervisor.sandbox import model_paths
+from supervisor.sandbox.proxy_record import Exchange, Recorder
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
+    from pathlib import Path
 
-PLACEHOLDER = "sk-supervisor-placeholder"
-"""What the sandbox gets in place of an API key: it tells a reader of `env` exactly nothing."""
+PLACEHOLDER_PREFIX = "sk-supervisor-"
+
+
+def new_placeholder() -> str:
+    """What one run's sandbox gets in place of an API key: it tells a reader of `env` nothing,
+    and opens only that run's route while the run lasts."""
+    return PLACEHOLDER_PREFIX + secrets.token_hex(16)
+
 
 AUTH_HEADERS = frozenset(
     {b"authorization", b"x-api-key", b"x-goog-api-key", b"proxy-authorization"}
@@ -75,9 +96,12 @@ class Upstream:
     scheme: str
     host: str
     port: int
+    ca_bundle: str | None = None
+    """SUPERVISOR_EXTRA_CA_BUNDLE as the supervisor that opened the route saw it: the daemon
+    serving it may have been started by another one."""
 
     @classmethod
-    def from_url(cls, base_url: str) -> Upstream:
+    def from_url(cls, base_url: str, ca_bundle: str | None = None) -> Upstream:
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise SandboxError(
@@ -85,7 +109,7 @@ class Upstream:
                 "Set `base_url` for the CLI in your config to a full http(s) URL.",
             )
         default = 443 if parts.scheme == "https" else 80
-        return cls(parts.scheme, parts.hostname, parts.port or default)
+        return cls(parts.scheme, parts.hostname, parts.port or default, ca_bundle)
 
     @property
     def host_header(self) -> bytes:
@@ -106,7 +130,8 @@ class Upstream:
         _no_delay(sock)
         if self.scheme == "https":
             try:
-                sock = tls_context().wrap_socket(sock, server_hostname=self.host)
+                context = tls_context(self.ca_bundle)
+                sock = context.wrap_socket(sock, server_hostname=self.host)
             except (OSError, ssl.SSLError) as e:
                 sock.close()
                 raise SandboxError(
@@ -118,11 +143,11 @@ class Upstream:
         return sock
 
 
-def tls_context() -> ssl.SSLContext:
-    """The system trust store (OpenSSL honours SSL_CERT_FILE / SSL_CERT_DIR) plus
+def tls_context(extra: str | None = None) -> ssl.SSLContext:
+    """The system trust store (OpenSSL honours SSL_CERT_FILE / SSL_CERT_DIR) plus `extra` or
     SUPERVISOR_EXTRA_CA_BUNDLE; hostname checking on, HTTP/1.1 only."""
     context = ssl.create_default_context()
-    extra = os.environ.get("SUPERVISOR_EXTRA_CA_BUNDLE")
+    extra = extra or os.environ.get("SUPERVISOR_EXTRA_CA_BUNDLE")
     if extra:
         context.load_verify_locations(cafile=extra)
     context.set_alpn_protocols(["http/1.1"])
@@ -130,10 +155,13 @@ def tls_context() -> ssl.SSLContext:
 
 
 class CredentialProxy:
-    """Listens on `bind`; every request goes to `upstream` with `injection` applied.
+    """Listens on `bind` for one run; every request it accepts goes to `upstream` with
+    `injection` applied.
 
     `names`: the host names the sandbox may use in the Host header (the alias it was given);
-    anything else is refused, so a request cannot pretend to be for another site.
+    anything else is refused, so a request cannot pretend to be for another site. `placeholder`:
+    the run's own credential, required on every request when a key is injected. `prefix`: the
+    base URL's path; `vendor`: whose model endpoints pass (model_paths.py; None: any vendor's).
     """
 
     def __init__(
@@ -142,10 +170,20 @@ class CredentialProxy:
         injection: Injection,
         bind: tuple[str, int],
         names: Iterable[str],
+        *,
+        placeholder: str,
+        vendor: str | None = None,
+        prefix: str = "",
+        record_dir: Path | None = None,
     ) -> None:
         self.upstream = upstream
         self.injection = injection
         self.names = {n.lower() for n in names}
+        self.placeholder = placeholder
+        self.vendor = vendor
+        self.prefix = prefix
+        self.recorder = Recorder(record_dir) if record_dir is not None else None
+        self.last_activity = time.monotonic()
         family = socket.AF_INET6 if ":" in bind[0] else socket.AF_INET
         self._server = socket.socket(family, socket.SOCK_STREAM)
         self._server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -154,15 +192,26 @@ class CredentialProxy:
         except OSError as e:
             self._server.close()
             raise SandboxError(
-                f"Cannot listen on {bind[0]}: {e.strerror}.",
+                f"Cannot listen on {bind[0]}:{bind[1]}: {e.strerror}.",
                 "Check that the Docker network exists and its bridge is up.",
             ) from e
         self._server.listen(128)
         self.port: int = self._server.getsockname()[1]
         self._open: set[socket.socket] = set()
+        self._serving: set[threading.Thread] = set()
         self._lock = threading.Lock()
         self._accepting = threading.Thread(target=self._accept, daemon=True, name="credproxy")
         self._accepting.start()
+
+    @property
+    def connections(self) -> int:
+        with self._lock:
+            return len(self._open)
+
+    def record_to(self, record_dir: Path | None) -> None:
+        """A re-attached run may name its record folder again (the same one, or a new one)."""
+        if record_dir is not None and (self.recorder is None or self.recorder.dir != record_dir):
+            self.recorder = Recorder(record_dir)
 
     def _accept(self) -> None:
         while True:
@@ -170,9 +219,12 @@ class CredentialProxy:
                 client, _ = self._server.accept()
             except OSError:
                 return
+            serving = threading.Thread(target=self._serve, args=(client,), daemon=True)
             with self._lock:
                 self._open.add(client)
-            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+                self._serving.add(serving)
+            self.last_activity = time.monotonic()
+            serving.start()
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -183,6 +235,11 @@ class CredentialProxy:
             for client in self._open:
                 with contextlib.suppress(OSError):
                     client.shutdown(socket.SHUT_RDWR)
+            serving = list(self._serving)
+        # The record is whole once close returns: the run's reader comes right after.
+        deadline = time.monotonic() + 5
+        for thread in serving:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
     def _serve(self, client: socket.socket) -> None:
         client.settimeout(IDLE_TIMEOUT)
@@ -194,11 +251,22 @@ class CredentialProxy:
                 request = _next(down, client)
                 if not isinstance(request, h11.Request):
                     return
+                self.last_activity = time.monotonic()
                 refusal = self._refusal(request)
                 if refusal is not None:
+                    status, reason, probe = refusal
                     _drain(down, client)
-                    _reply(down, client, *refusal)
+                    body = _reply(down, client, status, reason)
+                    if self.recorder is not None and not probe:
+                        target = request.target.decode("latin-1")
+                        method = request.method.decode("latin-1")
+                        self.recorder.begin(method, target).refused(status, reason, body)
                     return
+                exchange: Exchange | None = None
+                if self.recorder is not None:
+                    exchange = self.recorder.begin(
+                        request.method.decode("latin-1"), request.target.decode("latin-1")
+                    )
                 if down.they_are_waiting_for_100_continue:
                     client.sendall(
                         down.send(h11.InformationalResponse(status_code=100, headers=[]))
@@ -210,10 +278,18 @@ class CredentialProxy:
                         up = _UpstreamConnection(self.upstream.connect())
                     except SandboxError as e:
                         up = None
+                        if exchange is not None:
+                            exchange.end(complete=False, error=e.message)
                         _drain(down, client)
                         _reply(down, client, 502, f"{e.message} {e.hint}")
                         return
-                if not self._forward(request, down, client, up):
+                ok = False
+                try:
+                    ok = self._forward(request, down, client, up, exchange)
+                finally:
+                    if exchange is not None:
+                        exchange.end(complete=ok, error=None if ok else "broken off")
+                if not ok:
                     return
                 if down.our_state is h11.DONE and down.their_state is h11.DONE:
                     down.start_next_cycle()
@@ -231,16 +307,23 @@ class CredentialProxy:
                 up.close()
             with self._lock:
                 self._open.discard(client)
+                self._serving.discard(threading.current_thread())
+            self.last_activity = time.monotonic()
             with contextlib.suppress(OSError):
                 client.shutdown(socket.SHUT_RDWR)
             client.close()
 
-    def _refusal(self, request: h11.Request) -> tuple[int, str] | None:
+    def _refusal(self, request: h11.Request) -> tuple[int, str, bool] | None:
+        """Why a request is answered here and not forwarded (status, reason, is a probe)."""
         target = request.target
         if request.method == b"CONNECT" or not target.startswith(b"/"):
-            return 403, (
-                "The supervisor's model API proxy forwards to its one configured host only; "
-                f"request target {target[:200].decode('latin-1')!r} refused."
+            return (
+                403,
+                (
+                    "The supervisor's model API proxy forwards to its one configured host only; "
+                    f"request target {target[:200].decode('latin-1')!r} refused."
+                ),
+                False,
             )
         hosts = [v for k, v in request.headers if k == b"host"]
         host = hosts[0].decode("latin-1").lower() if len(hosts) == 1 else ""
@@ -248,11 +331,51 @@ class CredentialProxy:
         if not name:
             name, port = host, ""
         if name not in self.names or (port and port != str(self.port)):
-            return 403, (
-                f"Host {host!r} is not this proxy; the supervisor's model API proxy forwards "
-                "to its one configured host only."
+            return (
+                403,
+                (
+                    f"Host {host!r} is not this proxy; the supervisor's model API proxy forwards "
+                    "to its one configured host only."
+                ),
+                False,
+            )
+        framing = [k for k, _ in request.headers if k in (b"content-length", b"transfer-encoding")]
+        if len(framing) > 1:
+            return (
+                400,
+                "A request may carry one Content-Length or Transfer-Encoding, not both.",
+                False,
+            )
+        verdict = model_paths.check(
+            request.method.decode("latin-1"), target.decode("latin-1"), self.prefix, self.vendor
+        )
+        if verdict.status is not None:
+            return (
+                verdict.status,
+                f"Refused by the supervisor's proxy: {verdict.reason}.",
+                verdict.probe,
+            )
+        if self.injection.header is not None and not self._carries_placeholder(request):
+            return (
+                403,
+                (
+                    "Refused by the supervisor's proxy: the request does not carry this run's "
+                    "credential."
+                ),
+                False,
             )
         return None
+
+    def _carries_placeholder(self, request: h11.Request) -> bool:
+        """Whether any of the places a CLI puts its key holds this run's placeholder."""
+        offered: list[bytes] = []
+        for name, value in request.headers:
+            if name in AUTH_HEADERS:
+                offered.append(value.removeprefix(b"Bearer ").removeprefix(b"bearer ").strip())
+        query = request.target.partition(b"?")[2].decode("latin-1")
+        offered += [v.encode("latin-1") for k, v in parse_qsl(query) if k == "key"]
+        mine = self.placeholder.encode()
+        return any(hmac.compare_digest(value, mine) for value in offered)
 
     def _forward(
         self,
@@ -260,6 +383,7 @@ class CredentialProxy:
         down: h11.Connection,
         client: socket.socket,
         up: _UpstreamConnection,
+        exchange: Exchange | None = None,
     ) -> bool:
         """One exchange; False when a side broke off (the connection then closes)."""
         target, headers = self._rewrite(request)
@@ -268,6 +392,8 @@ class CredentialProxy:
             event = _next(down, client)
             if isinstance(event, h11.Data):
                 up.send(h11.Data(data=event.data))
+                if exchange is not None:
+                    exchange.sent(len(event.data))
             elif isinstance(event, h11.EndOfMessage):
                 up.send(h11.EndOfMessage())
                 break
@@ -275,11 +401,14 @@ class CredentialProxy:
                 return False
         while True:
             event = _next(up.conn, up.sock)
+            self.last_activity = time.monotonic()
             if isinstance(event, h11.InformationalResponse):
                 continue  # a 100 Continue is for us; the sandbox got its own
             if isinstance(event, h11.Response):
                 kept = [(k, v) for k, v in event.headers if k not in HOP_BY_HOP]
                 kept = [(k, v) for k, v in kept if k != b"transfer-encoding"]
+                if exchange is not None:
+                    exchange.answered(event.status_code, list(event.headers))
                 client.sendall(
                     down.send(
                         h11.Response(
@@ -288,6 +417,8 @@ class CredentialProxy:
                     )
                 )
             elif isinstance(event, h11.Data):
+                if exchange is not None:
+                    exchange.received(event.data)
                 client.sendall(down.send(h11.Data(data=event.data)))
             elif isinstance(event, h11.EndOfMessage):
                 client.sendall(down.send(h11.EndOfMessage()))
@@ -296,7 +427,8 @@ class CredentialProxy:
                 return False
 
     def _rewrite(self, request: h11.Request) -> tuple[bytes, list[tuple[bytes, bytes]]]:
-        """The sandbox's credentials out, the real one in, the Host the configured one."""
+        """The sandbox's credentials out, the real one in, the Host the configured one; answers
+        uncompressed, so the record holds the bytes the CLI read."""
         injection = self.injection
         path, _, query = request.target.partition(b"?")
         target = request.target
@@ -313,12 +445,13 @@ class CredentialProxy:
                 target = path + (b"?" + urlencode(kept).encode("latin-1") if kept else b"")
         headers: list[tuple[bytes, bytes]] = []
         for name, value in request.headers:
-            if name in HOP_BY_HOP or name == b"host":
+            if name in HOP_BY_HOP or name in (b"host", b"accept-encoding"):
                 continue
             if injection.header is not None and name in AUTH_HEADERS:
                 continue
             headers.append((name, value))
         headers.insert(0, (b"host", self.upstream.host_header))
+        headers.append((b"accept-encoding", b"identity"))
         if injection.header is not None and not in_query:
             header = injection.header.lower()
             secret = f"Bearer {injection.value}" if header == "authorization" else injection.value
@@ -381,8 +514,8 @@ def _drain(conn: h11.Connection, sock: socket.socket, limit: int = 64 << 20) -> 
             seen += len(event.data)
 
 
-def _reply(conn: h11.Connection, sock: socket.socket, status: int, message: str) -> None:
-    """An error answer in the shape all three vendors' SDKs read (`error.message`)."""
+def _reply(conn: h11.Connection, sock: socket.socket, status: int, message: str) -> bytes:
+    """An error answer in the shape all three vendors' SDKs read (`error.message`); its body."""
     body = json.dumps(
         {"type": "error", "error": {"type": "proxy_error", "code": status, "message": message}}
     ).encode()
@@ -396,3 +529,4 @@ def _reply(conn: h11.Connection, sock: socket.socket, status: int, message: str)
         sock.sendall(conn.send(h11.Response(status_code=status, headers=headers, reason=reason)))
         sock.sendall(conn.send(h11.Data(data=body)))
         sock.sendall(conn.send(h11.EndOfMessage()))
+    return body

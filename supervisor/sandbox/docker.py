@@ -130,6 +130,7 @@ class DockerSandbox:
         self.egress_network = egress_network
         self.client = client or connect()
         self._relay: EgressRelay | None = None
+        self._relay_lock = threading.Lock()  # parallel steps open their first routes at once
         # Worker containers a killed supervisor left running, by step id (see adopt.py): found
         # by `resume`, then taken over by the engine's worker step.
         self.adoptable: dict[int, Any] = {}
@@ -150,19 +151,42 @@ class DockerSandbox:
         return str(self.client.images.get(self.image).id)
 
     def route(
-        self, base_url: str, injection: Injection | None = None, port: int | None = None
+        self,
+        base_url: str,
+        injection: Injection | None = None,
+        port: int | None = None,
+        *,
+        placeholder: str | None = None,
+        vendor: str | None = None,
+        record_dir: Path | None = None,
     ) -> Route:
-        """Open the allowlisted path to one model API endpoint for worker containers; the
-        proxy on it adds the real credential (`injection`), which never enters a container.
-        `port`: the one an adopted container was given (its proxy died with the last run)."""
-        if self._relay is None:
-            self._relay = EgressRelay(ensure_network(self.client, self.egress_network))
-        return self._relay.route(base_url, injection, port)
+        """Open one run's allowlisted path to its model API (a listener of the proxy daemon);
+        the proxy adds the real credential (`injection`), which never enters a container.
+        `port`/`placeholder`: those an adopted container was given (see EgressRelay.route)."""
+        with self._relay_lock:
+            if self._relay is None:
+                self._relay = EgressRelay(ensure_network(self.client, self.egress_network))
+            relay = self._relay
+        return relay.route(
+            base_url,
+            injection,
+            port,
+            placeholder=placeholder,
+            vendor=vendor,
+            record_dir=record_dir,
+        )
+
+    def close_route(self, route: Route) -> None:
+        with self._relay_lock:
+            relay = self._relay
+        if relay is not None:
+            relay.close_route(route)
 
     def close(self) -> None:
-        if self._relay is not None:
-            self._relay.close()
-            self._relay = None
+        with self._relay_lock:
+            relay, self._relay = self._relay, None
+        if relay is not None:
+            relay.close()
 
     def run(self, spec: RunSpec) -> RunResult:
         label = run_dir_label(spec.labels)

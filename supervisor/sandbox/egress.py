@@ -2,13 +2,15 @@
 
 Worker containers join a Docker network created with `internal=True` and inter-container traffic
 off (`enable_icc=false`): the engine gives it no route out and no path to another worker, so
-nothing is reachable but the bridge's own gateway address on the host. For each allowed model
-API the supervisor runs a credential-adding reverse proxy on that gateway address (`credproxy.py`):
-the container speaks plain HTTP to it under a local alias, with a placeholder key, and the proxy
-opens its own TLS connection (SNI and certificate checked) to the one configured API host with the
-real key. Traffic from the network to the host itself is limited to the proxies' ports by an
-iptables chain, so that services on the host are not reachable either. DNS: the network has no
-upstream resolver (see `doctor` for the engine versions that leaked it anyway).
+nothing is reachable but the bridge's own gateway address on the host. For each worker run the
+proxy daemon (`proxyd.py`, one per user and host, outliving any supervisor) listens on that gateway
+address with a credential-adding reverse proxy (`credproxy.py`): the container speaks plain HTTP
+to it under a local alias, with its run's placeholder key, and the proxy opens its own TLS
+connection (SNI and certificate checked) to the one configured API host with the real key.
+Traffic from the network to the host itself is limited to the proxies' ports by an iptables
+chain, so that services on the host are not reachable either; each rule names the process that
+owns it by pid and start time, so a rule outlives neither its owner nor a reused pid. DNS: the
+network has no upstream resolver (see `doctor` for the engine versions that leaked it anyway).
 """
 
 from __future__ import annotations
@@ -26,12 +28,14 @@ from urllib.parse import urlsplit, urlunsplit
 
 from supervisor import process
 from supervisor.errors import SandboxError, SupervisorError
-from supervisor.sandbox.credproxy import CredentialProxy, Injection, Upstream
+from supervisor.sandbox.credproxy import Injection, new_placeholder
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
     import docker
+
+    from supervisor.sandbox.proxy_client import ProxyClient
 
 LOCAL_ALIAS = "model-api.supervisor.internal"
 NETWORK_LABEL = "supervisor.egress"
@@ -44,6 +48,13 @@ class Route:
     url: str  # the base URL to give the CLI inside the container
     alias: str
     gateway: str
+    placeholder: str = ""
+    """The run's own stand-in credential: the container's key variable gets this."""
+
+    @property
+    def port(self) -> int | None:
+        tail = self.url.rsplit(":", 1)[-1].split("/", 1)[0]
+        return int(tail) if tail.isdigit() else None
 
 
 @dataclass(frozen=True)
@@ -199,7 +210,7 @@ class HostFirewall:
 
     def __init__(self, bridge: str) -> None:
         self.bridge = bridge
-        self.chain = f"SUPERVISOR-{bridge[-12:]}".upper()
+        self.chain = self.chain_for(bridge)
         self.warning: str | None = None
         try:
             self._setup()
@@ -209,8 +220,15 @@ class HostFirewall:
                 "services listening on all addresses stay reachable from workers."
             )
 
+    @staticmethod
+    def chain_for(bridge: str) -> str:
+        return f"SUPERVISOR-{bridge[-12:]}".upper()
+
     def allow(self, port: int) -> None:
+        """Open `port`; rules a dead owner left are swept first (the daemon that sets the chain
+        up may live for days, and an older proxy may have died meanwhile)."""
         if self.warning is None:
+            self._drop_orphaned_rules()
             self._iptables("-I", self.chain, "1", *self._rule(port))
 
     def revoke(self, port: int) -> None:
@@ -222,7 +240,7 @@ class HostFirewall:
 
     @staticmethod
     def _rule(port: int) -> list[str]:
-        owner = f"supervisor pid {os.getpid()}"
+        owner = owner_tag()
         return [
             "-p",
             "tcp",
@@ -270,8 +288,7 @@ class HostFirewall:
         of those numbers would be reachable from workers. Rules whose owner is gone are removed."""
         listing = self._iptables("-S", self.chain, check=False).stdout
         for line in listing.splitlines():
-            owner = _OWNER.search(line)
-            if owner is None or _alive(int(owner[1])):
+            if not _orphaned(line):
                 continue
             rule = shlex.split(line)[2:]  # "-A CHAIN <rule...>"
             self._iptables("-D", self.chain, *rule, check=False)
@@ -285,58 +302,100 @@ class HostFirewall:
 
 
 class EgressRelay:
-    """Credential-adding proxies (see `credproxy.py`) on the network's gateway address, one per
-    (model API, credential): the only things a worker container can reach."""
+    """This supervisor's routes in the proxy daemon (`proxyd.py`): one listener per worker run
+    on the network's gateway address, the only thing a worker container can reach. The daemon
+    holds the keys and the streams, so a SIGKILL of this process breaks neither."""
 
     def __init__(self, network: Network) -> None:
+        self.network = network
         self.gateway = network.gateway
-        self.firewall = HostFirewall(network.bridge)
-        self._proxies: dict[tuple[Upstream, Injection], CredentialProxy] = {}
-        self._pinned: dict[tuple[Upstream, Injection, int], CredentialProxy] = {}
+        self.warning: str | None = None
+        self._client: ProxyClient | None = None
+        self._routes: set[str] = set()
         self._lock = threading.Lock()
 
     def route(
-        self, base_url: str, injection: Injection | None = None, port: int | None = None
+        self,
+        base_url: str,
+        injection: Injection | None = None,
+        port: int | None = None,
+        *,
+        placeholder: str | None = None,
+        vendor: str | None = None,
+        record_dir: Path | None = None,
     ) -> Route:
-        """The base URL for the CLI in the container: plain HTTP to the proxy under the local
-        alias, same path as `base_url`. The first route to an API checks that the host is
-        reachable, so a wrong `base_url` stops here with its host named. `port`: a container
-        adopted from a killed run still sends to the port it was given, so its proxy is
-        reopened there (SandboxError if that port is taken)."""
-        upstream = Upstream.from_url(base_url)
-        injection = injection or Injection()
-        key = (upstream, injection)
+        """The base URL for the CLI in the container: plain HTTP to the run's listener under the
+        local alias, same path as `base_url`. Opening it checks that the API host is reachable,
+        so a wrong `base_url` stops here with its host named. `port` and `placeholder`: a
+        container adopted from a killed run still sends to the port and with the placeholder it
+        was given: the daemon's route is re-attached (or reopened there, if the daemon is new)."""
+        from supervisor.sandbox.proxy_client import ProxyClient
+
+        placeholder = placeholder or new_placeholder()
         with self._lock:
-            proxy = self._proxies.get(key)
-            if proxy is not None and port is not None and proxy.port != port:
-                proxy = self._pinned.get((upstream, injection, port))
-            if proxy is None:
-                upstream.connect().close()
-                proxy = CredentialProxy(
-                    upstream, injection, (self.gateway, port or 0), [LOCAL_ALIAS]
-                )
-                self.firewall.allow(proxy.port)
-                if port is None or key not in self._proxies:
-                    self._proxies[key] = proxy
-                else:
-                    self._pinned[(upstream, injection, port)] = proxy
+            if self._client is None:
+                self._client = ProxyClient.connect()
+            answer = self._client.open_route(
+                base_url=base_url,
+                injection=injection or Injection(),
+                placeholder=placeholder,
+                vendor=vendor,
+                record_dir=record_dir,
+                gateway=self.gateway,
+                bridge=self.network.bridge,
+                port=port,
+            )
+            self._routes.add(placeholder)
+            self.warning = answer.get("warning") or self.warning
         parts = urlsplit(base_url)
-        netloc = f"{LOCAL_ALIAS}:{proxy.port}"
+        netloc = f"{LOCAL_ALIAS}:{answer['port']}"
         url = urlunsplit(("http", netloc, parts.path, parts.query, parts.fragment))
-        return Route(url=url, alias=LOCAL_ALIAS, gateway=self.gateway)
+        return Route(url=url, alias=LOCAL_ALIAS, gateway=self.gateway, placeholder=placeholder)
+
+    def close_route(self, route: Route) -> None:
+        """The run is over: its listener, firewall rule and placeholder go."""
+        with self._lock:
+            if self._client is not None and route.placeholder in self._routes:
+                self._routes.discard(route.placeholder)
+                with contextlib.suppress(SupervisorError, OSError):
+                    self._client.close_route(route.placeholder)
 
     def close(self) -> None:
         with self._lock:
-            for proxy in [*self._proxies.values(), *self._pinned.values()]:
-                proxy.close()
-                with contextlib.suppress(SupervisorError):
-                    self.firewall.revoke(proxy.port)
-            self._proxies.clear()
-            self._pinned.clear()
+            if self._client is not None:
+                for placeholder in sorted(self._routes):
+                    with contextlib.suppress(SupervisorError, OSError):
+                        self._client.close_route(placeholder)
+                self._client.close()
+            self._routes.clear()
+            self._client = None
 
 
-_OWNER = re.compile(r"supervisor pid (\d+)")
+_OWNER = re.compile(r"supervisor proxy (\d+) (\d+)")
+_LEGACY_OWNER = re.compile(r"supervisor pid (\d+)")
 
 
-def _alive(pid: int) -> bool:
-    return Path(f"/proc/{pid}").exists()
+def start_time(pid: int) -> int | None:
+    """A process's start time in clock ticks since boot (/proc/<pid>/stat field 22): with the
+    pid it names one process for good, where a pid alone is reused once pids wrap."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rpartition(")")[2].split()  # the command name may hold spaces and parens
+    return int(fields[19]) if len(fields) > 19 and fields[19].isdigit() else None
+
+
+def owner_tag(pid: int | None = None) -> str:
+    """What a firewall rule says about the process that owns it."""
+    pid = pid or os.getpid()
+    return f"supervisor proxy {pid} {start_time(pid) or 0}"
+
+
+def _orphaned(rule: str) -> bool:
+    """A rule whose owner is gone (its pid ended, or now names a later process)."""
+    owner = _OWNER.search(rule)
+    if owner is not None:
+        return start_time(int(owner[1])) != int(owner[2])
+    legacy = _LEGACY_OWNER.search(rule)  # an older version's rule: its pid is all there is
+    return legacy is not None and not Path(f"/proc/{legacy[1]}").exists()

@@ -110,9 +110,12 @@ class StandinSandbox:
     def base_image_id(self) -> str:
         return "sha256:standin"
 
-    def route(self, base_url: str, injection: object = None) -> Route:
+    def route(self, base_url: str, injection: object = None, *_: object, **__: object) -> Route:
         del injection  # no container, no proxy: the scripted worker needs no key
         return Route(url=base_url, alias="standin-api", gateway="127.0.0.1")
+
+    def close_route(self, route: Route) -> None:
+        return None
 
     def remove_stale(self, labels: dict[str, str]) -> list[str]:
         return []

@@ -60,8 +60,9 @@ class ClaudeAdapter(WorkerAdapter):
             # Telemetry, update checks and other side traffic off: the sandbox allows only the API.
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
             "DISABLE_AUTOUPDATER": "1",
-            # The supervisor's retry policy is the one in charge, not the CLI's slow default.
-            "CLAUDE_CODE_MAX_RETRIES": "0",
+            # A few quick retries carry a request over a dropped connection; the supervisor's
+            # policy (rate limits, failover) stays in charge of the rest.
+            "CLAUDE_CODE_MAX_RETRIES": "2",
         }
         return Invocation(argv=argv, env=env)
 

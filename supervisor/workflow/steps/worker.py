@@ -25,7 +25,7 @@ from supervisor.parsing import parse_worker_output
 from supervisor.plan_view import plan_for_prompt
 from supervisor.roles import Role, load_role
 from supervisor.routing.select import cli_for
-from supervisor.sandbox import adopt
+from supervisor.sandbox import adopt, model_paths
 from supervisor.sandbox.docker import RunSpec
 from supervisor.state.store import EventSpec, StepRecord, now
 from supervisor.treedata import CommitFiles
@@ -205,7 +205,14 @@ class _Run:
             self.step_id,
         )
         adapter = adapter_for(cli)
-        route = adopt.route(c.sandbox, self.step_id, cli_settings.base_url, creds.injection)
+        route = adopt.route(
+            c.sandbox,
+            self.step_id,
+            cli_settings.base_url,
+            creds.injection,
+            placeholder=creds.placeholder,
+            vendor=model_paths.VENDOR_OF_CLI.get(cli),
+        )
         plan = wf.context.get("plan")
         task = wf.description
         if component is not None:
