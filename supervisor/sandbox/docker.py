@@ -98,6 +98,9 @@ class RunSpec:
     home_dir: Path | None = None
     """A kept private home bound as $HOME (a continued session, workers/continuation.py);
     None: a fresh home in the container's tmpfs, gone with it."""
+    record_dir: Path | None = None
+    """Where the credential proxy records this run's model exchanges (the proxy contract): its
+    `activity` file tells a CLI waiting on a slow but live model stream from a hung one."""
 
 
 def repo_label(repo: Path) -> str:
@@ -319,8 +322,9 @@ class DockerSandbox:
         streamer.start()
         while True:
             limit = started + spec.timeout
+            last = last_activity(last_output[0], spec.record_dir)
             if spec.idle_timeout is not None:
-                limit = min(limit, last_output[0] + spec.idle_timeout)
+                limit = min(limit, last + spec.idle_timeout)
             exited = _wait_exit(container, max(limit - time.monotonic(), 0.0) + 0.05)
             if exited is not None:
                 streamer.join(timeout=5)
@@ -339,11 +343,13 @@ class DockerSandbox:
                     "Raise step_timeout_seconds/gate_timeout_seconds under limits:, or split "
                     "the step.",
                 )
-            if spec.idle_timeout is not None and now - last_output[0] > spec.idle_timeout:
+            quiet = now - last_activity(last_output[0], spec.record_dir)
+            if spec.idle_timeout is not None and quiet > spec.idle_timeout:
                 _kill(container)
+                streamed = ", nor did its model stream," if spec.record_dir else ""
                 raise CommandTimeoutError(
-                    f"The worker printed nothing for {spec.idle_timeout:.0f} s and was ended as "
-                    "hung.",
+                    f"The worker printed nothing for {spec.idle_timeout:.0f} s{streamed} and "
+                    "was ended as hung.",
                     "Raise idle_timeout_seconds under limits: if the CLI is just slow.",
                 )
 
@@ -375,6 +381,19 @@ class DockerSandbox:
             keep = {a.run_dir for a in self.adoptable.values() if a.run_dir}
             remove_stale_run_dirs(run_dir_label(labels), keep)
         return removed
+
+
+def last_activity(last_output: float, record_dir: Path | None) -> float:
+    """When the worker last showed life, on the monotonic clock: its last line of output, or
+    the last bytes of its model stream (the proxy bumps `<record_dir>/activity`), whichever is
+    later. The file's mtime is wall-clock time, carried over by its age."""
+    if record_dir is None:
+        return last_output
+    try:
+        age = time.time() - os.stat(record_dir / "activity").st_mtime
+    except OSError:
+        return last_output
+    return max(last_output, time.monotonic() - max(age, 0.0))
 
 
 def run_dir_label(labels: dict[str, str]) -> str:
