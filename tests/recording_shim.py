@@ -36,9 +36,7 @@ class RecordingShim:
         self._last_touch = 0.0
         self._httpd = ThreadingHTTPServer((host, 0), _handler(self))
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, args=(0.05,), daemon=True
-        )
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
         self._thread.start()
 
     @property

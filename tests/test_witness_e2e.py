@@ -79,9 +79,7 @@ def run_cli(
 
 
 @pytest.mark.parametrize("cli", CLIS)
-def test_the_witness_reads_the_answer_the_cli_printed(
-    tmp_path: Path, serve: Any, cli: str
-) -> None:
+def test_the_witness_reads_the_answer_the_cli_printed(tmp_path: Path, serve: Any, cli: str) -> None:
     server = serve(
         {
             "when": "ROLE: reviewer",
@@ -115,7 +113,7 @@ def test_a_forged_stdout_differs_from_what_the_api_said(tmp_path: Path, serve: A
                 {
                     "tool_use": {
                         "name": "Bash",
-                        "input": {"command": f"printf '%s\\n' {shlex.quote(forged)} > /proc/1/fd/1"},
+                        "input": {"command": f"printf '%s\\n' {shlex.quote(forged)} >/proc/1/fd/1"},
                     }
                 },
                 {"text": CHANGES},

@@ -390,7 +390,7 @@ def last_activity(last_output: float, record_dir: Path | None) -> float:
     if record_dir is None:
         return last_output
     try:
-        age = time.time() - os.stat(record_dir / "activity").st_mtime
+        age = time.time() - (record_dir / "activity").stat().st_mtime
     except OSError:
         return last_output
     return max(last_output, time.monotonic() - max(age, 0.0))

@@ -1,4 +1,4 @@
-"""When a rate limit resets, read with its units: from the API's headers first, the CLI's words second.
+"""When a rate limit resets, read with units: from the API's headers first, the CLI's words second.
 
 Why its own module: a reset time decides whether a step waits on its CLI or fails over (see
 supervisor/routing/failover.py), and the old reading took the first number and no unit, so "try
@@ -96,7 +96,7 @@ def _absolute(text: str, now: float) -> float | None:
 
 
 def duration_seconds(text: str) -> float | None:
-    """"1h 32m" -> 5520, "6m0s" -> 360, "2 hours" -> 7200, "500ms" -> 0.5; None without units."""
+    """ "1h 32m" -> 5520, "6m0s" -> 360, "2 hours" -> 7200, "500ms" -> 0.5; None without units."""
     parts = _PART.findall(text)
     if not parts:
         return None

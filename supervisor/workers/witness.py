@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import zlib
 from dataclasses import dataclass, field
@@ -128,7 +127,7 @@ def witness(cli: str, record_dir: Path, now: float) -> Witnessed:
     """The run's answer, usage and rate limit, read from its record."""
     vendor = VENDOR_OF_CLI.get(cli, cli)
     decoder = sse.DECODERS[vendor]
-    usage, by_model, turns = Usage(), {}, []
+    usage, by_model, turns = Usage(), dict[str, Usage](), list[sse.Turn]()
     found = Witnessed(vendor, "", False, usage, by_model)
     model_exchanges = [e for e in read_exchanges(record_dir) if decoder.is_model_path(e.path)]
     found.exchanges = len(model_exchanges)
@@ -208,7 +207,7 @@ def _exchange(record_dir: Path, entry: dict[str, Any]) -> Exchange | None:
         candidate = record_dir / body_name
         # Not a link: the record is ours, a link in it is not (nothing follows one out of it).
         with contextlib.suppress(OSError):
-            if not os.path.islink(candidate) and candidate.is_file():
+            if not candidate.is_symlink() and candidate.is_file():
                 body_file = candidate
     status = entry.get("status")
     return Exchange(
@@ -217,9 +216,7 @@ def _exchange(record_dir: Path, entry: dict[str, Any]) -> Exchange | None:
         path=str(entry.get("path") or ""),
         status=status if isinstance(status, int) and not isinstance(status, bool) else None,
         complete=entry.get("complete") is True,
-        headers={
-            str(k).lower(): str(v) for k, v in (headers if isinstance(headers, dict) else {}).items()
-        },
+        headers={str(k).lower(): str(v) for k, v in _items(headers)},
         body_file=body_file,
         started=_number(entry.get("started")),
         ended=_number(entry.get("ended")),
@@ -227,6 +224,10 @@ def _exchange(record_dir: Path, entry: dict[str, Any]) -> Exchange | None:
         refused=str(entry["refused"]) if entry.get("refused") else None,
         truncated=entry.get("truncated") is True,
     )
+
+
+def _items(value: Any) -> list[tuple[Any, Any]]:
+    return list(value.items()) if isinstance(value, dict) else []
 
 
 def _number(value: Any) -> float:
