@@ -15,6 +15,7 @@ import pytest
 from e2e_support import APPROVED, IMAGE, require_sandbox
 from recording_shim import RecordingShim
 
+from supervisor.config import Settings
 from supervisor.sandbox.docker import DockerSandbox, RunSpec
 from supervisor.workers import adapter_for, witness
 
@@ -127,15 +128,41 @@ def test_a_forged_stdout_differs_from_what_the_api_said(tmp_path: Path, serve: A
     assert not witness.matches(seen.text, printed.text)  # ... and the cross-check sees it
 
 
-@pytest.mark.parametrize("cli", ["claude", "gemini"])
-def test_a_slow_but_live_model_stream_is_not_hung(tmp_path: Path, serve: Any, cli: str) -> None:
-    """The model streams an event every 3 s for 24 s while the CLI prints nothing; the idle
-    timeout is 10 s. The record's activity file shows the stream alive, so the run is not
-    ended (issue 25: a gemini reviewer under load was ended as hung)."""
-    server = serve({"when": "ROLE: reviewer", "turns": [{"text": APPROVED, "pace": 3.0}]})
+@pytest.mark.parametrize(("cli", "pace", "idle"), [("claude", 2.0, 12), ("gemini", 5.0, 25)])
+def test_a_slow_but_live_model_stream_is_not_hung(
+    tmp_path: Path, serve: Any, cli: str, pace: float, idle: float
+) -> None:
+    """The model streams an event every few seconds for twice the idle timeout while the CLI
+    prints nothing (gemini's own start-up is silent for up to 15 s: its idle timeout is longer). The record's activity file shows the stream alive, so the run is
+    not ended (issue 25: a gemini reviewer under load was ended as hung)."""
+    slow = APPROVED + "\n" + "The review took its time. " * 16  # 12 pieces of 40 characters
+    server = serve({"when": "ROLE: reviewer", "turns": [{"text": slow, "pace": pace}]})
     printed, record, took = run_cli(
-        cli, server, tmp_path, idle_timeout=10, record_dir=tmp_path / "record"
+        cli, server, tmp_path, idle_timeout=idle, record_dir=tmp_path / "record"
     )
     assert printed.ok, printed.error
-    assert took > 20  # it really outlived the idle timeout
+    assert took > 2 * idle  # it really outlived the idle timeout, twice over
     assert (record / witness.ACTIVITY).exists()
+    assert witness.matches(witness.witness(cli, record, time.time()).text, printed.text)
+
+
+def test_codexs_429_reset_comes_from_the_recorded_headers(tmp_path: Path, serve: Any) -> None:
+    """Codex prints only "exceeded retry limit, last status: 429 Too Many Requests"; the API's
+    headers in the record say when the limit resets, and the engine fails over until then."""
+    from supervisor.config import FailoverSettings
+    from supervisor.recovery import classify_worker
+    from supervisor.routing import failover
+    from supervisor.workflow.steps import witnessing
+
+    limit = {
+        "status": 429,
+        "message": "Rate limit reached for gpt-5.5.",
+        "headers": {"x-ratelimit-reset-requests": "2h0m0s", "x-ratelimit-reset-tokens": "1h2m"},
+    }
+    server = serve({"repeat": True, "turns": [{"error": limit}]})
+    printed, record, _ = run_cli("codex", server, tmp_path)
+    assert printed.error_kind == "rate_limit" and printed.retry_after is None, printed.error
+    settled = witnessing.settle("codex", record, printed, Settings(), "gpt-5.5", time.time())
+    assert settled.result.retry_after == pytest.approx(7200, abs=5)
+    why = classify_worker(settled.result)
+    assert failover.cause_of(why, exhausted=False, settings=FailoverSettings()) == "rate_limited"
