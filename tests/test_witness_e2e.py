@@ -133,8 +133,9 @@ def test_a_slow_but_live_model_stream_is_not_hung(
     tmp_path: Path, serve: Any, cli: str, pace: float, idle: float
 ) -> None:
     """The model streams an event every few seconds for twice the idle timeout while the CLI
-    prints nothing (gemini's own start-up is silent for up to 15 s: its idle timeout is longer). The record's activity file shows the stream alive, so the run is
-    not ended (issue 25: a gemini reviewer under load was ended as hung)."""
+    prints nothing (gemini's own start-up is silent for up to 15 s: its idle timeout is
+    longer). The record's activity file shows the stream alive, so the run is not ended
+    (issue 25: a gemini reviewer under load was ended as hung)."""
     slow = APPROVED + "\n" + "The review took its time. " * 16  # 12 pieces of 40 characters
     server = serve({"when": "ROLE: reviewer", "turns": [{"text": slow, "pace": pace}]})
     printed, record, took = run_cli(
