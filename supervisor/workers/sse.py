@@ -2,18 +2,62 @@
 
 Why per vendor: the witness (witness.py) must rebuild a run's final answer exactly the way the
 CLI does from the same bytes, so that the CLI's stdout can be checked against it. Bounded: at
-most `MAX_EVENTS` events a body, each JSON document depth-checked (witness.loads).
+most `MAX_EVENTS` events a body, each JSON document depth-checked (`loads`).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
-
-if TYPE_CHECKING:
-    from supervisor.workers.witness import Usage
+from typing import Any, Protocol
 
 MAX_EVENTS = 200_000
+MAX_DEPTH = 64
+
+
+@dataclass
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def add(self, other: Usage) -> None:
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+
+
+def loads(data: bytes | str) -> Any:
+    """JSON, or None when it is not JSON or nests deeper than MAX_DEPTH (a RecursionError in
+    the parser otherwise)."""
+    if _too_deep(data):
+        return None
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _too_deep(data: bytes | str) -> bool:
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return False
+    depth, in_string, escaped = 0, False, False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return True
+        elif char in "]}":
+            depth -= 1
+    return False
 
 
 @dataclass
@@ -28,8 +72,6 @@ class Turn:
 
     @property
     def usage(self) -> Usage:
-        from supervisor.workers.witness import Usage
-
         return Usage(self.input_tokens, self.output_tokens)
 
 
@@ -42,8 +84,6 @@ class Decoder(Protocol):
 def events(body: bytes) -> list[Any]:
     """The JSON `data:` payloads of an SSE body, in order (non-JSON ones, like `[DONE]`, left
     out)."""
-    from supervisor.workers.witness import loads
-
     out: list[Any] = []
     text = body.decode("utf-8", "replace").replace("\r\n", "\n")
     for block in text.split("\n\n"):
@@ -60,8 +100,6 @@ def events(body: bytes) -> list[Any]:
 
 
 def _documents(body: bytes, content_type: str) -> list[Any]:
-    from supervisor.workers.witness import loads
-
     if "event-stream" in content_type or body.lstrip().startswith((b"event:", b"data:")):
         return events(body)
     value = loads(body)

@@ -15,7 +15,6 @@ capped number of exchanges and bytes, and JSON nested deeper than `MAX_DEPTH` is
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 import zlib
 from dataclasses import dataclass, field
@@ -23,13 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from supervisor.workers import ratelimit, sse
+from supervisor.workers.sse import MAX_DEPTH, Usage, loads
 
 EXCHANGES = "exchanges.jsonl"
 ACTIVITY = "activity"
 MAX_EXCHANGES = 5000
 MAX_INDEX_BYTES = 32 * 1024 * 1024
 MAX_BODY_BYTES = 64 * 1024 * 1024
-MAX_DEPTH = 64
 VENDOR_OF_CLI = {"claude": "anthropic", "codex": "openai", "gemini": "gemini"}
 _BODY_NAME = re.compile(r"\d{4,9}\.body")
 
@@ -68,16 +67,6 @@ class Exchange:
             except zlib.error:
                 return b""
         return raw
-
-
-@dataclass
-class Usage:
-    input_tokens: int = 0
-    output_tokens: int = 0
-
-    def add(self, other: Usage) -> None:
-        self.input_tokens += other.input_tokens
-        self.output_tokens += other.output_tokens
 
 
 @dataclass
@@ -161,41 +150,6 @@ def _squeeze(text: str) -> str:
     return "".join(text.split())
 
 
-def loads(data: bytes | str) -> Any:
-    """JSON, or None when it is not JSON or nests deeper than MAX_DEPTH (a RecursionError in
-    the parser otherwise)."""
-    if _too_deep(data):
-        return None
-    try:
-        return json.loads(data)
-    except (ValueError, RecursionError):
-        return None
-
-
-def _too_deep(data: bytes | str) -> bool:
-    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
-    if text.count("[") + text.count("{") <= MAX_DEPTH:
-        return False
-    depth, in_string, escaped = 0, False, False
-    for char in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
-            depth += 1
-            if depth > MAX_DEPTH:
-                return True
-        elif char in "]}":
-            depth -= 1
-    return False
-
-
 def _exchange(record_dir: Path, entry: dict[str, Any]) -> Exchange | None:
     seq = entry.get("seq")
     if not isinstance(seq, int) or isinstance(seq, bool):
@@ -232,3 +186,6 @@ def _items(value: Any) -> list[tuple[Any, Any]]:
 
 def _number(value: Any) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
+
+
+__all__ = ["MAX_DEPTH", "Exchange", "Usage", "Witnessed", "loads", "read_exchanges", "witness"]
