@@ -98,6 +98,17 @@ class WorkerError(SupervisorError, RuntimeError):
     """A worker CLI ran but did not produce a usable result."""
 
 
+class ResultTamperedError(WorkerError):
+    """What the CLI printed is not what the model API answered (supervisor/workers/witness.py):
+    something in the sandbox changed the step's result."""
+
+    default_hint = (
+        "Look at the worktree's CLI configuration (.claude/, .gemini/, .codex/, CLAUDE.md, "
+        "GEMINI.md, AGENTS.md) and the worker's commands in `supervisor events`; the step's "
+        "result was not used."
+    )
+
+
 class ParsingError(WorkerError):
     """The worker's answer holds no JSON block, or the JSON does not match the step's schema."""
 

@@ -175,3 +175,47 @@ def test_deciding_changes_nothing_it_was_given() -> None:
     wf = workflow(context)
     decide(wf, FLOW, "test", FLOW.steps["test"], Outcome("failed", feedback="x"), facts())
     assert wf.context == {"breaker": {"test": 1}, "feedback": {}}
+
+
+# -- rate limits, from what the CLI said to the move (issue 25: "2 hours" was read as 2 s) -------
+
+
+def limited(error: str) -> Outcome:
+    from supervisor.recovery import classify_worker
+    from supervisor.workers.base import WorkerResult, retry_after_seconds
+
+    result = WorkerResult(
+        ok=False,
+        text="",
+        error=error,
+        error_kind="rate_limit",
+        retry_after=retry_after_seconds(error),
+    )
+    return Outcome("failed", transient=classify_worker(result), cli="claude")
+
+
+def test_a_limit_that_resets_in_2_hours_fails_over_until_then() -> None:
+    move = moved("implement", limited("429: try again in 2 hours"), clis=["claude", "codex"])
+    assert types(move) == ["failover"] and move.events[0].payload["to"] == "codex"
+    assert move.state.unavailable["claude"].until == pytest.approx(NOW + 7200)
+
+
+def test_a_short_reset_is_waited_out_on_the_same_cli_even_with_a_fallback() -> None:
+    """Failing over at once would only rate-limit the fallback too."""
+    move = moved("implement", limited("Please retry in 30s."), clis=["claude", "codex"])
+    assert move.status == "rate_limited" and move.wait and move.next_step == "implement"
+    assert move.state.waiting_until == pytest.approx(NOW + 30)
+    assert "failover" not in types(move)
+
+
+def test_a_short_limit_that_keeps_coming_back_fails_over_after_the_policys_attempts() -> None:
+    context = {"transient": {"implement": 2}}  # waited out twice already
+    move = moved("implement", limited("Please retry in 30s."), context, clis=["claude", "codex"])
+    assert types(move) == ["failover"]
+
+
+def test_a_limit_resetting_at_a_clock_time_without_a_fallback_waits_until_then() -> None:
+    move = moved("implement", limited("usage limit reached ∙ resets 3pm (UTC)"), clis=["claude"])
+    assert move.status == "rate_limited"
+    wait = move.state.waiting_until - NOW
+    assert 0 < wait <= 24 * 3600  # the next 3 pm, whenever the spec runs

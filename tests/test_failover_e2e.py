@@ -206,3 +206,26 @@ def test_doctor_reports_a_fallback_cli_without_credentials(tmp_path: Path, serve
     assert "roles run on claude, gemini (fallback)" in out
     assert "gemini credentials" in out and "GEMINI_API_KEY" in out
     assert "missing: gemini credentials" in " ".join(result.stderr.split())
+
+
+def test_a_limit_claude_says_resets_in_2_hours_is_2_hours_not_2_seconds(
+    tmp_path: Path, serve: Any
+) -> None:
+    """Issue 25: "try again in 2 hours" was read as 2 s, the step retried three times in 6 s and
+    failed. Claude passes the API's message on; its reset is read with its unit. (Codex says
+    only "last status: 429": its reset comes from the proxy's record of the API's headers,
+    tests/test_witness_e2e.py.)"""
+    limit = {"status": 429, "message": "Rate limit reached. Please try again in 2 hours."}
+    server = serve(
+        {"when": "ROLE: implementer", "turns": [{"error": limit}]},
+        implementer(GOOD_CALC),
+        reviewer(),
+    )
+    repo = repo_for(tmp_path, server, {"implementer": "[claude, codex]", "reviewer": "[codex]"})
+    started = time.time()
+    assert tasks.start_task(TASK, repo).status == "completed"
+    with tasks.reading(repo) as store:
+        events = store.events(store.workflows()[-1].id)
+    (moved,) = [e for e in events if e.type == "failover"]
+    assert (moved.payload["from"], moved.payload["to"]) == ("claude", "codex")
+    assert moved.payload["until"] == pytest.approx(started + 7200, abs=600), moved.payload

@@ -10,6 +10,7 @@ from supervisor.fakeapi import schema_rules
 from supervisor.fakeapi.script import Turn
 
 WORKSPACE = re.compile(r"Workspace Directories:\**\s*\n\s*-\s*(\S+)")
+CHUNK = 40
 TOOL_NAMES = {"Write": "write_file", "Read": "read_file", "Bash": "run_shell_command"}
 
 
@@ -71,7 +72,17 @@ def answer(turn: Turn, body: dict[str, Any]) -> tuple[str, list[bytes]]:
     }
     usage = chunk["usageMetadata"]
     usage["totalTokenCount"] = usage["promptTokenCount"] + usage["candidatesTokenCount"]
-    return "text/event-stream", [f"data: {json.dumps(chunk)}\n\n".encode()]
+    chunks = [chunk]
+    if turn.pace and turn.text:  # a slow model: the text in pieces, as the real API streams
+        pieces = [turn.text[i : i + CHUNK] for i in range(0, len(turn.text), CHUNK)]
+        chunks = [
+            {"candidates": [{"content": {"role": "model", "parts": [{"text": p}]}, "index": 0}]}
+            for p in pieces[:-1]
+        ]
+        last = json.loads(json.dumps(chunk))
+        last["candidates"][0]["content"]["parts"] = [{"text": pieces[-1]}]
+        chunks.append(last)
+    return "text/event-stream", [f"data: {json.dumps(c)}\n\n".encode() for c in chunks]
 
 
 def refusal(body: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:

@@ -45,10 +45,17 @@ class HttpError(_Model):
     status: int = Field(ge=400, le=599)
     message: str = "scripted error"
     retry_after: float | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    """More response headers, as a real API sends them with a 429 (`anthropic-ratelimit-*-reset`,
+    `x-ratelimit-reset-tokens`, an HTTP-date `retry-after`)."""
+    retry_delay: str | None = None
+    """Gemini's `RetryInfo.retryDelay` ("30s") in the error's details."""
 
 
 class Turn(_Model):
     delay: float = Field(0.0, ge=0)
+    pace: float = Field(0.0, ge=0)
+    """Seconds between a streamed answer's events: a slow but live model."""
     text: str | None = None
     tool_use: ToolUse | None = None
     error: HttpError | None = None

@@ -41,6 +41,7 @@ VENDORS: tuple[Vendor, ...] = (anthropic, openai, gemini)
 # Credentials are recorded as present, never by value: a demo may run with a user's real key.
 # The run id the supervisor writes into every worker prompt: it names the attempt in the log.
 _RUN_ID = re.compile(r"RUN: ([\w.-]+)")
+RETRY_INFO = "type.googleapis.com/google.rpc.RetryInfo"
 SECRET_HEADERS = frozenset({"x-api-key", "authorization", "x-goog-api-key", "proxy-authorization"})
 
 Kind = Literal["scripted", "exhausted", "unmatched", "side", "unknown", "probe", "refused"]
@@ -304,12 +305,16 @@ def _handler_for(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
                 extra = {}
                 if turn.error.retry_after is not None:
                     extra["retry-after"] = str(max(0, round(turn.error.retry_after)))
+                extra.update(turn.error.headers)
                 body_out = vendor.error_body(turn.error.status, turn.error.message)
+                if turn.error.retry_delay is not None:
+                    retry = {"@type": RETRY_INFO, "retryDelay": turn.error.retry_delay}
+                    body_out.setdefault("error", {}).setdefault("details", []).append(retry)
                 self._json(turn.error.status, body_out, extra)
                 return
             content_type, chunks = vendor.answer(turn, body)
             if content_type == "text/event-stream":
-                self._sse(chunks)
+                self._sse(chunks, turn.pace)
             else:
                 self._json(200, json.loads(b"".join(chunks)))
 
@@ -336,7 +341,7 @@ def _handler_for(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-        def _sse(self, events: list[bytes]) -> None:
+        def _sse(self, events: list[bytes], pace: float = 0.0) -> None:
             self.send_response(200)
             self.send_header("content-type", "text/event-stream")
             self.send_header("cache-control", "no-cache")
@@ -346,6 +351,8 @@ def _handler_for(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
             self.close_connection = True
             self.end_headers()
             for event in events:
+                if pace:
+                    time.sleep(pace)
                 self.wfile.write(event)
                 self.wfile.flush()
 

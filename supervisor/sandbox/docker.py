@@ -98,6 +98,9 @@ class RunSpec:
     home_dir: Path | None = None
     """A kept private home bound as $HOME (a continued session, workers/continuation.py);
     None: a fresh home in the container's tmpfs, gone with it."""
+    record_dir: Path | None = None
+    """Where the credential proxy records this run's model exchanges (the proxy contract): its
+    `activity` file tells a CLI waiting on a slow but live model stream from a hung one."""
 
 
 def repo_label(repo: Path) -> str:
@@ -345,8 +348,9 @@ class DockerSandbox:
         streamer.start()
         while True:
             limit = started + spec.timeout
+            last = last_activity(last_output[0], spec.record_dir)
             if spec.idle_timeout is not None:
-                limit = min(limit, last_output[0] + spec.idle_timeout)
+                limit = min(limit, last + spec.idle_timeout)
             exited = _wait_exit(container, max(limit - time.monotonic(), 0.0) + 0.05)
             if exited is not None:
                 streamer.join(timeout=5)
@@ -365,11 +369,13 @@ class DockerSandbox:
                     "Raise step_timeout_seconds/gate_timeout_seconds under limits:, or split "
                     "the step.",
                 )
-            if spec.idle_timeout is not None and now - last_output[0] > spec.idle_timeout:
+            quiet = now - last_activity(last_output[0], spec.record_dir)
+            if spec.idle_timeout is not None and quiet > spec.idle_timeout:
                 _kill(container)
+                streamed = ", nor did its model stream," if spec.record_dir else ""
                 raise CommandTimeoutError(
-                    f"The worker printed nothing for {spec.idle_timeout:.0f} s and was ended as "
-                    "hung.",
+                    f"The worker printed nothing for {spec.idle_timeout:.0f} s{streamed} and "
+                    "was ended as hung.",
                     "Raise idle_timeout_seconds under limits: if the CLI is just slow.",
                 )
 
@@ -399,8 +405,23 @@ class DockerSandbox:
                     _remove_volume(volume)
         if LABEL_REPO in labels and run_dirs:
             keep = {a.run_dir for a in self.adoptable.values() if a.run_dir}
+            label = f"{RUN_PREFIX}{run_dir_label(labels)}"
+            keep |= {record_dir_path(label, step_id) for step_id in self.adoptable}
             remove_stale_run_dirs(run_dir_label(labels), keep)
         return removed
+
+
+def last_activity(last_output: float, record_dir: Path | None) -> float:
+    """When the worker last showed life, on the monotonic clock: its last line of output, or
+    the last bytes of its model stream (the proxy bumps `<record_dir>/activity`), whichever is
+    later. The file's mtime is wall-clock time, carried over by its age."""
+    if record_dir is None:
+        return last_output
+    try:
+        age = time.time() - (record_dir / "activity").stat().st_mtime
+    except OSError:
+        return last_output
+    return max(last_output, time.monotonic() - max(age, 0.0))
 
 
 def run_dir_label(labels: dict[str, str]) -> str:
@@ -409,6 +430,12 @@ def run_dir_label(labels: dict[str, str]) -> str:
     if LABEL_WORKFLOW in labels:
         return f"{label}-wf{labels[LABEL_WORKFLOW]}"
     return f"{label}-probe{labels[LABEL_PROBE]}" if LABEL_PROBE in labels else label
+
+
+def record_dir_path(run_label: str, step_id: int) -> Path:
+    """Where the credential proxy records a step's run (workflow/steps/witnessing.py): one name
+    per step, outside every folder a container sees."""
+    return Path(tempfile.gettempdir()) / f"{run_label}-record{step_id}"
 
 
 def remove_stale_run_dirs(label: str, keep: set[Path] | None = None) -> list[Path]:

@@ -36,6 +36,8 @@ class WorkerCall:
     step: str
     argv: list[str]
     env: dict[str, str]
+    record_dir: Path | None = None
+    """Where the credential proxy would record the run's model exchanges (see `record`)."""
 
     @property
     def role(self) -> str:
@@ -89,6 +91,35 @@ def answer(data: dict[str, Any], prose: str = "Done.") -> str:
     return envelope(f"{prose}\n```json\n{json.dumps(data, indent=2)}\n```")
 
 
+def record(
+    call: WorkerCall, text: str, *, status: int = 200, headers: dict[str, str] | None = None
+) -> None:
+    """Record in the run's record folder, as the credential proxy does, the model API answering
+    `text` (or `status`, with its `headers`): the bytes the scripted Anthropic API streams, so
+    the witness (supervisor/workers/witness.py) reads the answer the real API would have sent."""
+    from supervisor.fakeapi import anthropic
+    from supervisor.fakeapi.script import Turn
+
+    assert call.record_dir is not None, "the worker step gave the run no record folder"
+    index = call.record_dir / "exchanges.jsonl"
+    seq = len(index.read_text().splitlines()) if index.exists() else 0
+    request = {"model": "claude-sonnet-4-5", "stream": True, "messages": [{"role": "user"}]}
+    if status == 200:
+        body = b"".join(anthropic.answer(Turn(text=text), request)[1])
+        kept = {"content-type": "text/event-stream", **(headers or {})}
+    else:
+        body = json.dumps(anthropic.error_body(status, text)).encode()
+        kept = {"content-type": "application/json", **(headers or {})}
+    (call.record_dir / f"{seq:04d}.body").write_bytes(body)
+    entry = {
+        "seq": seq, "method": "POST", "path": "/v1/messages", "query": "beta=true",
+        "status": status, "complete": True, "started": time.time(), "ended": time.time(),
+        "headers": kept, "body": f"{seq:04d}.body",
+    }  # fmt: skip
+    with index.open("a") as f:
+        f.write(json.dumps(entry) + "\n")
+
+
 @dataclass
 class StandinSandbox:
     """Runs workers as scripted callables and gates as host subprocesses; records every run."""
@@ -137,6 +168,7 @@ class StandinSandbox:
             step=spec.labels.get("supervisor.step", ""),
             argv=list(spec.argv),
             env=dict(spec.env),
+            record_dir=spec.record_dir,
         )
         self.worker_calls.append(call)
         stdout = self.worker(call)

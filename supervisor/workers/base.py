@@ -6,10 +6,12 @@ printed into one `WorkerResult`. Running it (sandbox, time limits, streaming) is
 
 from __future__ import annotations
 
-import re
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
+
+from supervisor.workers import ratelimit
 
 
 @dataclass
@@ -114,17 +116,7 @@ def classify_message(text: str, status: int | None = None) -> str:
     return "cli"
 
 
-RETRY_AFTER = re.compile(
-    r"(?:retry[- _]after|try again in|reset(?:s)? in)\D{0,12}(\d+(?:\.\d+)?)"
-    r"\s*(ms|s|sec|seconds?)?",
-    re.I,
-)
-
-
-def retry_after_seconds(text: str) -> float | None:
-    """A reset time the CLI passed on from the API, if it did."""
-    match = RETRY_AFTER.search(text)
-    if match is None:
-        return None
-    value = float(match.group(1))
-    return value / 1000 if (match.group(2) or "").lower() == "ms" else value
+def retry_after_seconds(text: str, now: float | None = None) -> float | None:
+    """A reset time the CLI passed on from the API, if it did, read with its units (see
+    ratelimit.py; the proxy's record of the API's own headers comes first, in the worker step)."""
+    return ratelimit.from_text(text, time.time() if now is None else now)

@@ -10,6 +10,7 @@ back in the Outcome's records for the engine to commit with its transition.
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import TYPE_CHECKING, Any
 
 from supervisor import budgets, credentials, prompts, recovery
@@ -26,11 +27,11 @@ from supervisor.plan_view import plan_for_prompt
 from supervisor.roles import Role, load_role
 from supervisor.routing.select import cli_for
 from supervisor.sandbox import adopt, model_paths
-from supervisor.sandbox.docker import RunSpec
+from supervisor.sandbox.docker import RUN_PREFIX, RunSpec, run_dir_label
 from supervisor.state.store import EventSpec, StepRecord, now
 from supervisor.treedata import CommitFiles
 from supervisor.workers import adapter_for, continuation
-from supervisor.workflow.steps import results
+from supervisor.workflow.steps import results, witnessing
 from supervisor.workflow.steps.base import (
     LineSplitter,
     Outcome,
@@ -100,6 +101,8 @@ def run_worker(
         step_id = c.store.start_step(wf.id, name, attempt, role.name, str(worktree), began)
     c.reporter.step(wf.id, name, f"{role.name} via {cli} (attempt {attempt})")
     run = _Run(c, wf, name, role, cli, step_id)
+    label = f"{RUN_PREFIX}{run_dir_label(c.labels(wf.id, name))}"
+    run.record_dir = witnessing.new_record_dir(label, step_id)
     outcome: Outcome | None
     try:
         outcome = run.invoke(cli_settings, creds, worktree, base, tip, component, branch)
@@ -129,6 +132,7 @@ def run_worker(
         )
     finally:
         c.ws.remove_worktree(worktree)
+        witnessing.remove_record_dir(run.record_dir)
     if outcome is not None and run.home is not None:  # a role that may continue its session
         continuation.after_run(outcome, cli, run.session_id, run.home)
     if outcome is None:
@@ -160,6 +164,7 @@ class _Run:
         self.step_id = step_id
         self.home: Path | None = None  # a kept home, when the role may continue its session
         self.session_id: str | None = None
+        self.record_dir: Path | None = None  # where the proxy records the run (witnessing.py)
 
     def invocation(
         self,
@@ -212,6 +217,7 @@ class _Run:
             creds.injection,
             placeholder=creds.placeholder,
             vendor=model_paths.VENDOR_OF_CLI.get(cli),
+            record_dir=self.record_dir,
         )
         plan = wf.context.get("plan")
         task = wf.description
@@ -314,9 +320,12 @@ class _Run:
                 on_output=LineSplitter(adapter.progress, c.reporter.output),
                 on_start=lambda cid: c.store.set_step_container(step_id, cid),
                 home_dir=self.home,
+                record_dir=self.record_dir,
             ),
         )
-        result = adapter.parse_output(run.stdout, run.stderr, run.exit_code)
+        printed = adapter.parse_output(run.stdout, run.stderr, run.exit_code)
+        settled = witnessing.settle(cli, self.record_dir, printed, c.settings, model, time.time())
+        result = settled.result
         self.session_id = result.session_id
         c.reporter.info(
             f"{cli} finished in {run.duration:.1f} s: exit {run.exit_code}, "
@@ -334,7 +343,30 @@ class _Run:
             "duration_s": round(run.duration, 3),
             "session_id": result.session_id,
             "num_turns": result.num_turns,
+            "witnessed": settled.witnessed is not None,  # False: read from stdout (no record)
         }
+        if settled.tampered is not None:
+            tampered = settled.tampered
+            record = StepRecord(
+                step_id,
+                "failed",
+                error=tampered.message,
+                event=EventSpec(
+                    "result_tampered",
+                    step=name,
+                    role=role.name,
+                    status="failed",
+                    payload={
+                        **base_payload,
+                        **err(tampered),
+                        "printed_tail": printed.text[-2000:],
+                        "api_tail": result.text[-2000:],
+                    },
+                    **usage,
+                ),
+                invocation=self.invocation(model, False, run.duration, usage, "tampered"),
+            )
+            return Outcome("failed", escalate=tampered, records=[record])
         if not result.ok:
             error_text = f"The {cli} worker failed ({result.error_kind}): {result.error}"
             why = recovery.classify_worker(result)
