@@ -59,7 +59,13 @@ def open_sandbox(project: Project, clis: list[str]) -> DockerSandbox:
     for cli in clis:
         adapter_for(cli)
         credentials.collect(cli, _cli_settings(project.settings, cli))
-    sandbox = DockerSandbox(project.settings.sandbox.image, project.settings.sandbox.egress_network)
+    chosen = project.settings.sandbox
+    sandbox = DockerSandbox(
+        chosen.image,
+        chosen.egress_network,
+        runtime=chosen.runtime,
+        worker_runtime=chosen.worker_runtime,
+    )
     sandbox.check_image()
     binaries = [adapter_for(cli).binary for cli in clis]
     # A long-lived process (`supervisor worker`, one engine step per call) probes an image once.

@@ -121,14 +121,36 @@ def connect() -> docker.DockerClient:
     return client
 
 
+def runtime_missing(explanation: str) -> SandboxError:
+    return SandboxError(
+        f"The container runtime set in `sandbox.runtime`/`sandbox.worker_runtime` is not "
+        f"registered with the Docker engine ({explanation}).",
+        "Run scripts/setup.sh (it installs gVisor's runsc and registers `runsc` and `runsc-net` "
+        "in /etc/docker/daemon.json), or set the runtime back to `runc`; `supervisor doctor` "
+        "lists the runtimes the engine knows.",
+    )
+
+
 class DockerSandbox:
     mounts_overlay = True
     """Step workspaces may be copy-on-write views (supervisor/overlay.py), mounted as volumes."""
 
-    def __init__(self, image: str, egress_network: str, client: docker.DockerClient | None = None):
+    def __init__(
+        self,
+        image: str,
+        egress_network: str,
+        client: docker.DockerClient | None = None,
+        *,
+        runtime: str = "runc",
+        worker_runtime: str = "runc",
+    ):
         self.image = image
         self.egress_network = egress_network
         self.client = client or connect()
+        # The engine's OCI runtime for containers without network (gates, checks, probes) and
+        # for workers: gVisor (`runsc`) puts a user-space kernel between them and the host's.
+        self.runtime = runtime
+        self.worker_runtime = worker_runtime
         self._relay: EgressRelay | None = None
         # Worker containers a killed supervisor left running, by step id (see adopt.py): found
         # by `resume`, then taken over by the engine's worker step.
@@ -229,6 +251,7 @@ class DockerSandbox:
                 environment={"HOME": HOME, "PYTHONDONTWRITEBYTECODE": "1", **spec.env},
                 volumes={**binds, str(run_path): {"bind": RUN_DIR, "mode": "ro"}},
                 mounts=mounts or None,
+                runtime=self.runtime if spec.network == "none" else self.worker_runtime,
                 network_mode="none" if spec.network == "none" else None,
                 network=None if spec.network == "none" else spec.network,
                 extra_hosts=spec.extra_hosts or None,
@@ -251,6 +274,8 @@ class DockerSandbox:
             ) from e
         except docker.errors.APIError as e:
             _remove_volume(volume)
+            if "unknown runtime" in str(e.explanation or e).lower():
+                raise runtime_missing(str(e.explanation or e)) from e
             raise SandboxError(
                 f"Docker refused to create the container: {e.explanation or e}",
                 "Check `docker info` and the sandbox settings in .supervisor/config.yaml.",
