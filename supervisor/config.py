@@ -397,7 +397,9 @@ def config_layers(
                     "Move it to ~/.supervisor/config.yaml or $SUPERVISOR_STATE_URL.",
                 )
             sandbox = found[-1][1].get("sandbox")
-            chosen = [k for k in USER_ONLY_SANDBOX_KEYS if isinstance(sandbox, dict) and k in sandbox]
+            chosen = [
+                k for k in USER_ONLY_SANDBOX_KEYS if isinstance(sandbox, dict) and k in sandbox
+            ]
             if project_layer and chosen:
                 raise ConfigError(
                     f"{source} sets `sandbox.{chosen[0]}`: the container runtime that isolates "

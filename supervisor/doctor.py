@@ -220,7 +220,9 @@ def runtime_checks(client: object, settings: Settings) -> list[Check]:
     runc configured, one informational row says whether gVisor is there to choose."""
     import docker.errors
 
-    known = sorted((client.info().get("Runtimes") or {}).keys())  # type: ignore[attr-defined]
+    from supervisor.sandbox.runtime import known as registered
+
+    known = registered(client)  # type: ignore[arg-type]
     chosen = {
         settings.sandbox.runtime: "gates",
         settings.sandbox.worker_runtime: "workers",
@@ -243,7 +245,8 @@ def runtime_checks(client: object, settings: Settings) -> list[Check]:
                 Check(
                     row,
                     False,
-                    f"{name} is not registered with the Docker engine (it knows {', '.join(known)})",
+                    f"{name} is not registered with the Docker engine "
+                    f"(it knows {', '.join(known)})",
                     "Run scripts/setup.sh (it installs gVisor and registers runsc and runsc-net "
                     "in /etc/docker/daemon.json), or set the runtime back to runc in "
                     "~/.supervisor/config.yaml.",

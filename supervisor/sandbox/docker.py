@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, cast
 from supervisor import overlay
 from supervisor.errors import CommandTimeoutError, SandboxError
 from supervisor.parsing import strip_ansi
-from supervisor.sandbox import run_files
+from supervisor.sandbox import run_files, runtime
 from supervisor.sandbox.egress import EgressRelay, Route, ensure_network
 
 if TYPE_CHECKING:
@@ -119,16 +119,6 @@ def connect() -> docker.DockerClient:
             "`docker info`.",
         ) from e
     return client
-
-
-def runtime_missing(explanation: str) -> SandboxError:
-    return SandboxError(
-        f"The container runtime set in `sandbox.runtime`/`sandbox.worker_runtime` is not "
-        f"registered with the Docker engine ({explanation}).",
-        "Run scripts/setup.sh (it installs gVisor's runsc and registers `runsc` and `runsc-net` "
-        "in /etc/docker/daemon.json), or set the runtime back to `runc`; `supervisor doctor` "
-        "lists the runtimes the engine knows.",
-    )
 
 
 class DockerSandbox:
@@ -275,7 +265,7 @@ class DockerSandbox:
         except docker.errors.APIError as e:
             _remove_volume(volume)
             if "unknown runtime" in str(e.explanation or e).lower():
-                raise runtime_missing(str(e.explanation or e)) from e
+                raise runtime.missing(str(e.explanation or e)) from e
             raise SandboxError(
                 f"Docker refused to create the container: {e.explanation or e}",
                 "Check `docker info` and the sandbox settings in .supervisor/config.yaml.",
