@@ -6,17 +6,20 @@ repository cannot choose the runtime. scripts/setup.sh registers `runsc` and `ru
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from e2e_support import missing, new_repo, planner, require_sandbox, reviewer
+from e2e_support import IMAGE, missing, new_repo, planner, require_sandbox, reviewer
 from test_attacks_host import attacker
+from test_sandbox import PROBE, local_api  # noqa: F401  (a fixture)
 
 from supervisor import tasks
 from supervisor.config import user_dir
 from supervisor.errors import SandboxError
+from supervisor.sandbox.docker import DockerSandbox, RunSpec
 from supervisor.trust import trust
 
 if TYPE_CHECKING:
@@ -163,3 +166,49 @@ def test_doctor_names_the_fix_for_a_runtime_the_engine_does_not_know(tmp_path: P
     assert "runsc-not-registered is not registered" in row.detail
     assert "scripts/setup.sh" in row.hint
     assert rows["container runtime (workers)"].ok  # runc, still the default for workers
+
+
+@pytest.mark.xdist_group("egress_network")  # test_sandbox's network and its firewall chain
+def test_under_gvisor_a_worker_still_reaches_its_model_api_and_nothing_else(
+    tmp_path: Path,
+    local_api: str,  # noqa: F811  (test_sandbox's fixture)
+) -> None:
+    """runsc-net hands a worker's sockets to the host kernel (inside the worker's own network
+    namespace): the internal network and the host firewall must still hold. The attack: from a
+    gVisor worker, the internet, a service on the host beside the proxy, and anything at all
+    from a gate."""
+    require_gvisor()
+    host_service = socket.create_server(("0.0.0.0", 0))  # what a worker must not reach
+    box = DockerSandbox(
+        IMAGE, "supervisor-egress-test", runtime="runsc", worker_runtime="runsc-net"
+    )
+    try:
+        route = box.route(local_api)
+        fetch = "import urllib.request,sys;print(urllib.request.urlopen(sys.argv[1]).read())"
+        side_door = f"{route.gateway}:{host_service.getsockname()[1]}"
+        worker = box.run(
+            RunSpec(
+                argv=[
+                    "sh",
+                    "-c",
+                    'dmesg | head -n 1; python3 -c "$0" "$1"; python3 -c "$2" 1.1.1.1:443 "$3"',
+                    fetch,
+                    route.url,
+                    PROBE,
+                    side_door,
+                ],
+                worktree=tmp_path,
+                network="supervisor-egress-test",
+                extra_hosts={route.alias: route.gateway},
+            )
+        )
+        gate = box.run(RunSpec(argv=["python3", "-c", PROBE, side_door], worktree=tmp_path))
+    finally:
+        box.close()
+        host_service.close()
+    assert GVISOR in worker.stdout, worker.stderr
+    assert "hello" in worker.stdout
+    assert "BLOCKED 1.1.1.1 443" in worker.stdout
+    assert f"BLOCKED {side_door.replace(':', ' ')}" in worker.stdout
+    assert f"BLOCKED {side_door.replace(':', ' ')}" in gate.stdout
+    assert "OPEN" not in worker.stdout + gate.stdout
