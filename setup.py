@@ -17,6 +17,7 @@ SHIPPED = [
     "sandbox/entrypoint.sh",
     "sandbox/stage_node_modules.py",
     "scripts/setup.sh",
+    "scripts/register-runsc.sh",
     "package.json",
     "package-lock.json",
 ]

@@ -4,7 +4,7 @@
 # image and the sandbox image. Every step is skipped when its inputs have not changed, so a second
 # run takes well under a second. Safe to run concurrently (a lock serialises runs).
 #
-# Steps: 1 system packages  2 Docker engine  3 Python venv  4 npm tools  5 base image
+# Steps: 1 system packages  2 Docker engine (and gVisor, optional: register-runsc.sh)  3 Python venv  4 npm tools  5 base image
 #        6 sandbox image
 #
 # Environment:
@@ -108,6 +108,11 @@ if ! docker_err=$(docker info 2>&1 >/dev/null); then
     "start the engine yourself (sudo systemctl start docker, or dockerd) and re-run"
 fi
 done_step "Docker engine answers"
+# Optional: gVisor registered as `runsc`/`runsc-net` (sandbox.runtime); never fails the setup.
+step "2/6 (gVisor runtime)"
+runsc_log=$(scripts/register-runsc.sh 2>&1 9>&-) || true
+while IFS= read -r line; do [ -z "$line" ] || did "${line#\[setup\] }"; done <<<"$runsc_log"
+done_step "gVisor runtime checked"
 
 # 3. Python virtualenv -----------------------------------------------------------------------
 step "3/6 (Python venv)"

@@ -129,6 +129,12 @@ def login_file_problem(rel: str) -> str | None:
     return None
 
 
+RUNTIME_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+USER_ONLY_SANDBOX_KEYS = ("runtime", "worker_runtime")
+"""Sandbox keys a repository may not set: a cloned repository choosing its own container runtime
+could undo the isolation the user chose (runc in place of gVisor)."""
+
+
 class SandboxSettings(_Model):
     image: str = "supervisor-sandbox:latest"
     egress_network: str = "supervisor-egress"
@@ -140,6 +146,16 @@ class SandboxSettings(_Model):
     cost does not grow with the repository; a resume adopts a worker in one as in a full
     worktree, see sandbox/adopt.py), or each written in full (`full`); an overlay that
     cannot be mounted falls back to `full` by itself."""
+    runtime: str = Field("runc", pattern=RUNTIME_NAME)
+    """The Docker engine's OCI runtime for containers without network: gates, static checks and
+    probes. `runsc` (gVisor, registered by scripts/setup.sh with `--network=none`) answers their
+    system calls in a user-space kernel, so a test suite the repository wrote meets gVisor, not
+    the host's kernel. The user's choice only: a repository's config may not set it."""
+    worker_runtime: str = Field("runc", pattern=RUNTIME_NAME)
+    """The runtime for workers. Debian's gVisor (2022) cannot use its own network stack on
+    kernels that give every network namespace `net.core.rmem_default` (6.x): `runsc-net` runs
+    gVisor with `--network=host`, i.e. the host kernel's network stack inside the worker's own
+    (internal, firewalled) network namespace; the rest of the kernel surface stays gVisor's."""
 
 
 class ProtectedPaths(_Model):
@@ -398,6 +414,14 @@ def _layers(
                 f"{project} sets `state`: where task state is written (and the database "
                 "password) is the user's choice, not the repository's.",
                 "Move it to ~/.supervisor/config.yaml or $SUPERVISOR_STATE_URL.",
+            )
+        sandbox = data.get("sandbox")
+        chosen = [k for k in USER_ONLY_SANDBOX_KEYS if isinstance(sandbox, dict) and k in sandbox]
+        if chosen:
+            raise ConfigError(
+                f"{project} sets `sandbox.{chosen[0]}`: the container runtime that isolates "
+                "workers and gates is the user's choice, not the repository's.",
+                f"Remove it there; set it in {user_dir() / 'config.yaml'} if you want it.",
             )
         from supervisor import trust_records
 

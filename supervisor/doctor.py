@@ -104,6 +104,8 @@ def run_checks(repo: Path | None, settings: Settings) -> list[Check]:
     if client is not None:
         image, versions = _image(client, settings.sandbox.image)
         checks.append(image)
+        if image.ok:
+            checks.extend(runtime_checks(client, settings))
     for cli in ALL_CLIS:
         required = cli in needed
         if client is not None:
@@ -207,3 +209,72 @@ def _auth(cli: str, settings: Settings, required: bool) -> Check:
         return Check(f"{cli} credentials", True, detail, required=required)
     except SupervisorError as e:
         return Check(f"{cli} credentials", False, e.message, e.hint, required)
+
+
+GVISOR_RUNTIMES = ("runsc", "runsc-net")
+
+
+def runtime_checks(client: object, settings: Settings) -> list[Check]:
+    """One row per configured container runtime: registered with the engine, and a trivial
+    container ran under it (a registered gVisor can still fail to start on this kernel). With
+    runc configured, one informational row says whether gVisor is there to choose."""
+    import docker.errors
+
+    from supervisor.sandbox.runtime import known as registered
+
+    known = registered(client)  # type: ignore[arg-type]
+    chosen = {
+        settings.sandbox.runtime: "gates",
+        settings.sandbox.worker_runtime: "workers",
+    }
+    if settings.sandbox.runtime == settings.sandbox.worker_runtime:
+        chosen = {settings.sandbox.runtime: "gates and workers"}
+    if set(chosen) == {"runc"}:
+        gvisor = [r for r in GVISOR_RUNTIMES if r in known]
+        detail = "runc for gates and workers; " + (
+            f"gVisor registered as {', '.join(gvisor)} (sandbox.runtime: runsc to use it)"
+            if gvisor
+            else "gVisor not registered (optional: scripts/setup.sh registers it)"
+        )
+        return [Check("container runtime", True, detail, required=False)]
+    checks = []
+    for name, used_by in chosen.items():
+        row = f"container runtime ({used_by})"
+        if name not in known:
+            checks.append(
+                Check(
+                    row,
+                    False,
+                    f"{name} is not registered with the Docker engine "
+                    f"(it knows {', '.join(known)})",
+                    "Run scripts/setup.sh (it installs gVisor and registers runsc and runsc-net "
+                    "in /etc/docker/daemon.json), or set the runtime back to runc in "
+                    "~/.supervisor/config.yaml.",
+                )
+            )
+            continue
+        try:
+            output = client.containers.run(  # type: ignore[attr-defined]
+                settings.sandbox.image,
+                ["sh", "-c", "dmesg 2>/dev/null | head -n 1; head -n 1 /proc/version"],
+                runtime=name,
+                remove=True,
+                network_mode="none",
+                user="65534:65534",
+                read_only=True,
+            ).decode()
+        except docker.errors.DockerException as e:
+            checks.append(
+                Check(
+                    row,
+                    False,
+                    f"{name} is registered but a container did not run under it: {e}",
+                    "Check the runtime's entry in /etc/docker/daemon.json (Debian's runsc needs "
+                    "--network=none or --network=host on 6.x kernels; scripts/setup.sh "
+                    "registers both) and the engine's log.",
+                )
+            )
+            continue
+        kernel = "gVisor" if "gVisor" in output else output.strip().splitlines()[-1][:60]
+        checks.append(Check(row, True, f"{name}: a container ran ({kernel})"))
+    return checks

@@ -69,9 +69,8 @@ def check_gates(
             if dockerfile.is_file()
             else None
         )
-        sandbox = DockerSandbox(
-            project.settings.sandbox.image, project.settings.sandbox.egress_network
-        )
+        chosen = project.settings.sandbox
+        sandbox = DockerSandbox(chosen.image, chosen.egress_network, runtime=chosen.runtime)
     except SupervisorError as e:
         reason = f"not checked: {e.message.splitlines()[0]}"
         return {name: GateCheck(False, reason, checked=False) for name in gates}

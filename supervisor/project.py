@@ -17,6 +17,7 @@ from supervisor.config import Settings, WorkflowDef, load_settings
 from supervisor.doctor import clis_in_use
 from supervisor.errors import ConfigError, SandboxError, SupervisorError, ToolMissingError
 from supervisor.locks import process_alive
+from supervisor.sandbox import runtime
 from supervisor.sandbox.docker import LABEL_PROBE, LABEL_REPO, DockerSandbox, RunSpec, repo_label
 from supervisor.state.store import Store, Workflow
 from supervisor.workers import adapter_for
@@ -59,8 +60,15 @@ def open_sandbox(project: Project, clis: list[str]) -> DockerSandbox:
     for cli in clis:
         adapter_for(cli)
         credentials.collect(cli, _cli_settings(project.settings, cli))
-    sandbox = DockerSandbox(project.settings.sandbox.image, project.settings.sandbox.egress_network)
+    chosen = project.settings.sandbox
+    sandbox = DockerSandbox(
+        chosen.image,
+        chosen.egress_network,
+        runtime=chosen.runtime,
+        worker_runtime=chosen.worker_runtime,
+    )
     sandbox.check_image()
+    runtime.require(sandbox.client, chosen.runtime, chosen.worker_runtime)
     binaries = [adapter_for(cli).binary for cli in clis]
     # A long-lived process (`supervisor worker`, one engine step per call) probes an image once.
     probed = (sandbox.base_image_id(), tuple(binaries))

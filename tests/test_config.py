@@ -176,3 +176,38 @@ def test_settings_provenance_follows_the_cascade(tmp_path: Path, isolated_user_d
     assert origin["gates.lint"] == str(isolated_user_dir / "config.yaml")
     assert origin["cli"] == "command line"
     assert origin["limits.idle_timeout_seconds"].startswith("package")
+
+
+def test_containers_run_under_runc_unless_the_user_chooses_gvisor(
+    tmp_path: Path, isolated_user_dir: Path
+) -> None:
+    repo = _project(tmp_path, {})
+    assert (load_settings(repo).sandbox.runtime, load_settings(repo).sandbox.worker_runtime) == (
+        "runc",
+        "runc",
+    )
+    (isolated_user_dir / "config.yaml").write_text(
+        "sandbox: {runtime: runsc, worker_runtime: runsc-net}\n"
+    )
+    chosen = load_settings(repo).sandbox
+    assert (chosen.runtime, chosen.worker_runtime) == ("runsc", "runsc-net")
+
+
+@pytest.mark.parametrize("key", ["runtime", "worker_runtime"])
+def test_a_repository_config_may_not_choose_the_container_runtime(
+    tmp_path: Path, isolated_user_dir: Path, key: str
+) -> None:
+    (isolated_user_dir / "config.yaml").write_text("sandbox: {runtime: runsc}\n")
+    repo = _project(tmp_path, {"config.yaml": f"sandbox: {{{key}: runc}}\n"})
+    with pytest.raises(ConfigError, match=f"sets `sandbox.{key}`") as info:
+        load_settings(repo)
+    assert "the user's choice" in info.value.message
+    assert str(isolated_user_dir / "config.yaml") in info.value.hint
+
+
+def test_a_runtime_name_that_is_not_a_docker_runtime_name_is_refused(
+    isolated_user_dir: Path,
+) -> None:
+    (isolated_user_dir / "config.yaml").write_text("sandbox: {runtime: '--privileged'}\n")
+    with pytest.raises(ConfigError, match=r"sandbox\.runtime"):
+        load_settings(None)

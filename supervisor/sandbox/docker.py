@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, cast
 from supervisor import overlay
 from supervisor.errors import CommandTimeoutError, SandboxError
 from supervisor.parsing import strip_ansi
-from supervisor.sandbox import run_files
+from supervisor.sandbox import run_files, runtime
 from supervisor.sandbox.egress import EgressRelay, Route, ensure_network
 
 if TYPE_CHECKING:
@@ -128,10 +128,22 @@ class DockerSandbox:
     mounts_overlay = True
     """Step workspaces may be copy-on-write views (supervisor/overlay.py), mounted as volumes."""
 
-    def __init__(self, image: str, egress_network: str, client: docker.DockerClient | None = None):
+    def __init__(
+        self,
+        image: str,
+        egress_network: str,
+        client: docker.DockerClient | None = None,
+        *,
+        runtime: str = "runc",
+        worker_runtime: str = "runc",
+    ):
         self.image = image
         self.egress_network = egress_network
         self.client = client or connect()
+        # The engine's OCI runtime for containers without network (gates, checks, probes) and
+        # for workers: gVisor (`runsc`) puts a user-space kernel between them and the host's.
+        self.runtime = runtime
+        self.worker_runtime = worker_runtime
         self._relay: EgressRelay | None = None
         self._relay_lock = threading.Lock()  # parallel steps open their first routes at once
         # Worker containers a killed supervisor left running, by step id (see adopt.py): found
@@ -258,6 +270,7 @@ class DockerSandbox:
                 environment={"HOME": HOME, "PYTHONDONTWRITEBYTECODE": "1", **spec.env},
                 volumes={**binds, str(run_path): {"bind": RUN_DIR, "mode": "ro"}},
                 mounts=mounts or None,
+                runtime=self.runtime if spec.network == "none" else self.worker_runtime,
                 network_mode="none" if spec.network == "none" else None,
                 network=None if spec.network == "none" else spec.network,
                 extra_hosts=spec.extra_hosts or None,
@@ -280,6 +293,8 @@ class DockerSandbox:
             ) from e
         except docker.errors.APIError as e:
             _remove_volume(volume)
+            if "unknown runtime" in str(e.explanation or e).lower():
+                raise runtime.missing(str(e.explanation or e)) from e
             raise SandboxError(
                 f"Docker refused to create the container: {e.explanation or e}",
                 "Check `docker info` and the sandbox settings in .supervisor/config.yaml.",
