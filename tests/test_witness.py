@@ -198,8 +198,26 @@ def test_a_printed_answer_the_api_never_gave_is_tampering(tmp_path: Path) -> Non
     assert "REJECTED" in settled.result.text  # what the API said, never the forgery
 
 
-def test_without_a_record_the_cli_stdout_is_used_as_before(tmp_path: Path) -> None:
+def test_an_answer_without_a_record_is_refused_where_the_proxy_records_every_run(
+    tmp_path: Path,
+) -> None:
     settled = witnessing.settle("claude", tmp_path, printed(), Settings(), "m", time.time())
+    assert settled.tampered is not None
+    assert "record" in settled.tampered.message
+
+
+def test_a_failure_without_a_record_is_the_clis_own_failure(tmp_path: Path) -> None:
+    failed = WorkerResult(ok=False, text="", error="Not logged in", error_kind="auth")
+    settled = witnessing.settle("claude", tmp_path, failed, Settings(), "m", time.time())
+    assert settled.tampered is None and settled.result.error_kind == "auth"
+
+
+def test_the_stand_in_sandbox_takes_stdout_when_a_spec_scripted_no_record(
+    tmp_path: Path,
+) -> None:
+    settled = witnessing.settle(
+        "claude", tmp_path, printed(), Settings(), "m", time.time(), record_required=False
+    )
     assert settled.witnessed is None and settled.tampered is None
     assert settled.result.text == ANSWER and settled.result.cost_usd == 0.5
 

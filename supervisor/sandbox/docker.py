@@ -127,6 +127,9 @@ def connect() -> docker.DockerClient:
 class DockerSandbox:
     mounts_overlay = True
     """Step workspaces may be copy-on-write views (supervisor/overlay.py), mounted as volumes."""
+    records_model_exchanges = True
+    """Every worker run's model exchanges are recorded by the credential proxy, outside the
+    container: a run that claims an answer without a record is refused (witnessing.py)."""
 
     def __init__(
         self,

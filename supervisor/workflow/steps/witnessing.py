@@ -7,9 +7,11 @@ come from the record, and the CLI's stdout is only checked against it: a differe
 process in the sandbox changed the result, and the step fails as tampered. A rate limit the CLI
 claims that the API never sent is not believed either.
 
-Without a record the CLI's stdout is all there is: `FALLBACK_WITHOUT_RECORD` (the stand-in
-sandbox of the fast specs, and every run until the proxy daemon writes records). Once it does,
-the fallback can be deleted and a missing record treated as a failed run.
+A sandbox whose proxy records every run (`records_model_exchanges`: the Docker sandbox) must
+have a record for a run that claims an answer: none means the answer never came from the model,
+and the step fails as tampered. A failed run needs none (the CLI may fail before any request).
+Only the stand-in sandbox of the fast specs, which records only what a spec scripts, takes the
+CLI's stdout alone when a run has no record.
 """
 
 from __future__ import annotations
@@ -27,10 +29,6 @@ from supervisor.workers import witness
 if TYPE_CHECKING:
     from supervisor.config import Settings
     from supervisor.workers.base import WorkerResult
-
-FALLBACK_WITHOUT_RECORD = True
-"""Without a record, take the CLI's stdout as today. Delete (with its branch in `settle`) once
-the proxy daemon records every run."""
 
 
 @dataclass
@@ -77,12 +75,17 @@ def settle(
     settings: Settings,
     model: str,
     now: float,
+    *,
+    record_required: bool = True,
 ) -> Settled:
     """The run's result: from the record when there is one, the CLI's stdout its cross-check."""
     if record_dir is None or not witness.has_record(record_dir):
-        if FALLBACK_WITHOUT_RECORD:
+        if not record_required or not printed.ok:
             return Settled(printed)
-        missing = ResultTamperedError(f"The model API's record of the {cli} run is missing.")
+        missing = ResultTamperedError(
+            f"The {cli} worker printed an answer, but the model API's record of the run holds "
+            "no exchange: the answer did not come from the model."
+        )
         return Settled(printed, tampered=missing)
     seen = witness.witness(cli, record_dir, now)
     result = dataclasses.replace(

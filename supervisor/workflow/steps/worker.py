@@ -324,7 +324,15 @@ class _Run:
             ),
         )
         printed = adapter.parse_output(run.stdout, run.stderr, run.exit_code)
-        settled = witnessing.settle(cli, self.record_dir, printed, c.settings, model, time.time())
+        settled = witnessing.settle(
+            cli,
+            self.record_dir,
+            printed,
+            c.settings,
+            model,
+            time.time(),
+            record_required=getattr(c.sandbox, "records_model_exchanges", False),
+        )
         result = settled.result
         self.session_id = result.session_id
         c.reporter.info(
