@@ -59,7 +59,7 @@ def _unittest(text: str) -> int | None:
         re.M,
     ):
         ran = int(match.group(1))
-        details = dict(re.findall(r"([a-z ]+)=(\d+)", match.group(3) or ""))
+        details = {k.strip(): v for k, v in re.findall(r"([a-z ]+)=(\d+)", match.group(3) or "")}
         ran -= sum(int(details.get(k, 0)) for k in ("skipped", "expected failures"))
         total = (total or 0) + max(ran, 0)
     return total

@@ -116,11 +116,8 @@ def weakened(
 
 
 def _renames(git_dir: Path, base: str, head: str) -> dict[str, str]:
-    out = process.run(
-        ["git", "--git-dir", str(git_dir), "diff", "-z", "-M", "--name-status", "--diff-filter=R"]
-        + [base, head],
-        check=False,
-    ).stdout
+    argv = ["git", "--git-dir", str(git_dir), "diff", "-z", "-M", "--name-status"]
+    out = process.run([*argv, "--diff-filter=R", base, head], check=False).stdout
     fields = out.split("\0")
     # -z: "R100", old path, new path, one field each
     return {fields[i + 1]: fields[i + 2] for i in range(0, len(fields) - 2, 3)}
