@@ -19,8 +19,9 @@ from dataclasses import dataclass
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 COUNTED_COMMAND = re.compile(
-    r"(?<![\w-])(test|tests|pytest|unittest|vitest|jest|mocha|ava|tap|nose2?|tox|nox|ctest)(?![\w-])"
+    r"(?<![\w-])(test|pytest|unittest|vitest|jest|mocha|ava|tap|nose2?|tox|nox|ctest)(?![\w/.-])"
 )
+NOT_COUNTED = ("lint", "type", "format", "fmt", "style")
 """A gate whose command (or name) says it runs tests is counted; lint and type checks are not."""
 
 
@@ -39,7 +40,9 @@ class TestCount:
 
 def counted(gate: str, command: str) -> bool:
     """Whether this gate runs a test suite, so its number of tests must not drop."""
-    return gate.startswith("test") or bool(COUNTED_COMMAND.search(command))
+    if gate.startswith("test"):
+        return True
+    return not gate.startswith(NOT_COUNTED) and bool(COUNTED_COMMAND.search(command))
 
 
 def _numbers(text: str) -> dict[str, int]:

@@ -119,6 +119,9 @@ def test_output_without_a_known_summary_has_no_count(output: str) -> None:
         ("types", "tsc --noEmit -p .", False),
         ("lint", "npm run lint", False),
         ("lint", "eslint --ignore-pattern test-data .", False),
+        ("lint", "npx eslint src test", False),
+        ("style", "prettier --check test/", False),
+        ("unit", "eslint test/", False),
     ],
 )
 def test_only_gates_that_run_tests_are_counted(gate: str, command: str, counted: bool) -> None:
