@@ -30,6 +30,68 @@ if TYPE_CHECKING:
 
 PINNED_KEY = "pinned"
 
+GATE_CONFIG: tuple[str, ...] = (
+    ".coveragerc",
+    ".flake8",
+    "ruff.toml",
+    ".ruff.toml",
+    "mypy.ini",
+    ".mypy.ini",
+    "pyrightconfig.json",
+    "pyproject.toml#tool.ruff",
+    "pyproject.toml#tool.mypy",
+    "pyproject.toml#tool.pyright",
+    "pyproject.toml#tool.coverage",
+    "pyproject.toml#tool.hatch.envs",
+    "vite.config.*",  # vitest reads it when there is no vitest.config.*
+    "vitest.workspace.*",
+    "vitest.setup.*",
+    "jest.setup.*",
+    "karma.conf.*",
+    "ava.config.*",
+    "playwright.config.*",
+    "eslint.config.*",
+    ".eslintrc*",
+    ".eslintignore",
+    "tsconfig*.json",
+    "jsconfig*.json",
+    ".prettierrc*",
+    "prettier.config.*",
+    ".prettierignore",
+    "babel.config.*",
+    ".babelrc*",
+    ".swcrc",
+    "biome.json",
+    "biome.jsonc",
+    "package.json#mocha",
+    "package.json#ava",
+    "package.json#c8",
+    "package.json#nyc",
+    "package.json#babel",
+    "package.json#eslintConfig",
+    "package.json#prettier",
+    # Node's module resolution: a committed node_modules or Plug'n'Play map decides what
+    # `vitest` or `jest` even is.
+    "node_modules/",
+    ".pnp.cjs",
+    ".pnp.js",
+    ".pnp.loader.mjs",
+    ".yarn/**",
+    # Go and Rust: lint configuration and test harness switches (`test = false`).
+    ".golangci.yml",
+    ".golangci.yaml",
+    ".golangci.toml",
+    "clippy.toml",
+    ".clippy.toml",
+    "Cargo.toml#lib",
+    "Cargo.toml#bin",
+    "Cargo.toml#test",
+    "Cargo.toml#lints",
+    "Cargo.toml#workspace.lints",
+)
+"""Runner, lint and type-check configuration of every stack a gate runs (issue 24): a config that
+includes nothing, skips everything or relaxes a rule passes any code."""
+
 DEFAULT_PROTECTED: tuple[str, ...] = (
     # Build files whose targets gates run (and what they include).
     "Makefile",
@@ -72,6 +134,7 @@ DEFAULT_PROTECTED: tuple[str, ...] = (
     ".supervisor/**",
     "repomix.config.json",
     ".repomixignore",
+    *GATE_CONFIG,
 )
 
 # cli_project_files: what the AI CLIs load from a worktree by themselves (instructions sent to

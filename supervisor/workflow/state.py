@@ -43,6 +43,11 @@ class WorkflowState(BaseModel):
     gates_passed: dict[str, list[str]] = Field(default_factory=dict)
     reviewed: dict[str, list[str]] = Field(default_factory=dict)
     gate_failure: dict[str, Any] | None = None
+    test_pins: dict[str, int] = Field(default_factory=dict)
+    """Test file -> test functions it must keep, beyond the base commit's: what a test engineer
+    added and a counted gate accepted (supervisor/test_pins.py)."""
+    tests_proposed: dict[str, Any] | None = None
+    """A test engineer's candidate (`tree`, `pins`), pinned once a counted gate passes it."""
     locked_files: list[str] = Field(default_factory=list)
     locked_by: str | None = None
     locked_sha: str | None = None

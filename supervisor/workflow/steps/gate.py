@@ -3,18 +3,20 @@
 The command comes from the configuration pinned at task start, never from the candidate; the
 candidate is checked out into a throwaway worktree and the gate's result is recorded with the
 tree it judged (so the commit step can prove every gate passed on the exact tree it commits).
+A test gate that exits 0 also has to run at least as many tests as on the task's base commit
+(workflow/gate_baseline.py): a suite emptied, skipped or no longer collected fails it.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from supervisor import protected
+from supervisor import protected, test_counts, test_pins
 from supervisor.errors import CommandTimeoutError, SandboxError
-from supervisor.gates import run_gate
+from supervisor.gates import GateResult, run_gate
 from supervisor.state.store import EventSpec, StepRecord, now
 from supervisor.treedata import CommitFiles
-from supervisor.workflow import gate_problems, history
+from supervisor.workflow import gate_baseline, gate_problems, history
 from supervisor.workflow.steps.base import Outcome, StepContext, err
 from supervisor.workflow.steps.images import image_for
 
@@ -70,26 +72,42 @@ def gate_on(c: StepContext, wf: Workflow, name: str, gate: str, commit: str) -> 
         )
     finally:
         c.ws.remove_worktree(worktree)
+    floor, verdict = None, None
+    if result.passed and test_counts.counted(gate, command):
+        floor = gate_baseline.baseline(c, wf, name, gate, command, image, result, commit)
+        verdict = gate_baseline.judge(floor, result)
+        if verdict.note:
+            c.reporter.info(verdict.note)
+    passed = result.passed and not (verdict and verdict.problem)
     record = StepRecord(
         step_id,
-        "succeeded" if result.passed else "failed",
+        "succeeded" if passed else "failed",
         event=EventSpec(
             "gate",
             step=name,
-            status="passed" if result.passed else "failed",
+            status="passed" if passed else "failed",
             payload={
                 "command": command,
                 "exit_code": result.exit_code,
                 "commit": commit,
                 "duration_s": round(result.duration, 3),
                 "output_tail": result.output[-4000:],
+                **(verdict.payload() if verdict else {}),
             },
         ),
     )
     tree = c.ws.tree_hash(commit)
-    if result.passed:
-        passed = history.record_gate_pass(wf.context, gate, tree)
-        return Outcome("passed", git_sha=commit, context={"gates_passed": passed}, records=[record])
+    if passed:
+        context = {"gates_passed": history.record_gate_pass(wf.context, gate, tree)}
+        if floor is not None:
+            context.update(_accept_tests(c, wf, name, floor, result, commit, tree))
+        return Outcome("passed", git_sha=commit, context=context, records=[record])
+    if verdict is not None and verdict.problem:
+        output = f"{verdict.problem}\n{result.output[-3000:]}"
+        failure = {"step": name, "gate": gate, "tree": tree, "output": output}
+        return Outcome(
+            "failed", feedback=verdict.problem, context={"gate_failure": failure}, records=[record]
+        )
     missing = gate_problems.missing_command(result)
     if missing is not None:
         return Outcome(
@@ -103,3 +121,22 @@ def gate_on(c: StepContext, wf: Workflow, name: str, gate: str, commit: str) -> 
     return Outcome(
         "failed", feedback=result.feedback(), context={"gate_failure": failure}, records=[record]
     )
+
+
+def _accept_tests(
+    c: StepContext,
+    wf: Workflow,
+    name: str,
+    floor: gate_baseline.Baseline,
+    result: GateResult,
+    commit: str,
+    tree: str,
+) -> dict[str, Any]:
+    """A test engineer's tests that this counted gate just passed are pinned from now on: their
+    files (test_pins) and the number of tests the run counted (a raised floor)."""
+    proposed = wf.context.get("tests_proposed") or {}
+    if proposed.get("tree") != tree:
+        return {}
+    gate_baseline.raise_floor(c, wf, name, floor, result, commit)
+    pins = test_pins.merged(wf.context.get("test_pins") or {}, proposed.get("pins") or {})
+    return {"test_pins": pins, "tests_proposed": None}

@@ -2,9 +2,9 @@
 
 A worker's answer is data from an adversary: a plan is checked as a work graph, a review's
 verdict is taken as given, and an implementation is judged by what git sees in its worktree, not
-by what the worker claims (loops, locked interfaces, protected paths and the role's own gates are
-checked here). Each handler returns an Outcome whose records close the step run; the engine
-commits them with its transition.
+by what the worker claims (loops, locked interfaces, protected paths, modules shadowing the test
+runner's, weakened test files and the role's own gates are checked here). Each handler returns
+an Outcome whose records close the step run; the engine commits them with its transition.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from supervisor import interfaces, protected
+from supervisor import interfaces, protected, shadowing, test_pins
 from supervisor.dag import WorkGraph
 from supervisor.errors import CandidateRefusedError, ConfigError, StepFailedError
 from supervisor.gates import GateResult, run_gate
@@ -212,9 +212,18 @@ def implementation(a: Answer, worktree: Path, base: str, ref: str, *, in_fan_out
         return Outcome("failed", feedback=problem, context={"trees": seen}, records=records)
     pins = protected.pinned(wf.context, c.settings)
     guarded = protected.changed_protected(c.repo, pins, role.allow_paths, base, sha, changed)
+    guarded += shadowing.added_shadows(c.ws.git_dir, base, sha, changed, pins.allowed, guarded)
     if guarded:
         problem = protected.feedback(guarded)
         records = reject(problem, "protected_path_changed", protected=guarded)
+        return Outcome("failed", feedback=problem, context={"trees": seen}, records=records)
+    floor = test_pins.merged(
+        test_pins.pins_at(c.ws.git_dir, wf.base_sha), wf.context.get("test_pins") or {}
+    )
+    weakened = test_pins.weakened(c.ws.git_dir, floor, wf.base_sha, sha, pins.allowed)
+    if weakened:
+        problem = test_pins.feedback(weakened)
+        records = reject(problem, "tests_weakened", weakened=weakened)
         return Outcome("failed", feedback=problem, context={"trees": seen}, records=records)
     failed_gate = role_gates(c, wf, name, role, sha)
     if failed_gate is not None:
@@ -234,9 +243,10 @@ def implementation(a: Answer, worktree: Path, base: str, ref: str, *, in_fan_out
             "failed", feedback=result.feedback(), context={"trees": seen}, records=records
         )
     c.ws.set_ref(ref, sha, None)
+    proposed = test_pins.proposal(c.ws.git_dir, role.name, sha, tree, floor)
     return Outcome(
         "passed",
-        context={"candidate": sha, "trees": seen},
+        context={"candidate": sha, "trees": seen, **proposed},
         git_sha=sha,
         records=[a.record("succeeded", "implementation", "succeeded")],
     )
