@@ -204,7 +204,9 @@ def kill_inside_a_worker(
     return Kill("", round(time.monotonic() - began, 1), workers)
 
 
-def conversations(server: ScriptedModelServer) -> tuple[dict[str, set[str]], dict[tuple[str, int], int]]:
+def conversations(
+    server: ScriptedModelServer,
+) -> tuple[dict[str, set[str]], dict[tuple[str, int], int]]:
     """Worker runs per step (run ids with at least one answered model turn), and how often
     each (step, turn) was answered."""
     runs: dict[str, set[str]] = {}
@@ -242,14 +244,14 @@ def leftovers(client: Any, repo: Path, pids: list[int]) -> dict[str, list[str]]:
         text=True,
         check=False,
     ).stdout
-    found["worktrees"] += [
-        line for line in listed.splitlines()[1:] if line.startswith("worktree ")
-    ]
+    found["worktrees"] += [line for line in listed.splitlines()[1:] if line.startswith("worktree ")]
     found["overlay_bases"] = sorted(p.name for p in (state / "bases").glob("*"))
     rules = subprocess.run(["iptables", "-S"], capture_output=True, text=True, check=False).stdout
     owners = {f"supervisor pid {pid}" for pid in pids}
     found["firewall_rules"] = [
-        line for line in rules.splitlines() if "supervisor" in line and any(o in line for o in owners)
+        line
+        for line in rules.splitlines()
+        if "supervisor" in line and any(o in line for o in owners)
     ]
     found["locks"] = []
     for lock in sorted((state / "locks").glob("task-*.lock")):
@@ -349,7 +351,9 @@ def totals(runs: list[Run]) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
     parser.add_argument("checkout", nargs="?", type=Path, default=ROOT)
     parser.add_argument("--kills", type=int, default=20, help="kills inside worker steps in all")
     parser.add_argument("--kills-per-run", type=int, default=2)
@@ -385,7 +389,9 @@ def main() -> None:
     figures = totals(runs)
     print(f"{checkout}: {json.dumps(figures)}")
     if args.json:
-        args.json.write_text(json.dumps({"totals": figures, "runs": [asdict(r) for r in runs]}, indent=2))
+        args.json.write_text(
+            json.dumps({"totals": figures, "runs": [asdict(r) for r in runs]}, indent=2)
+        )
 
 
 if __name__ == "__main__":

@@ -41,7 +41,8 @@ HOME = "/tmp/home"
 LABEL_REPO = "supervisor.repo"
 LABEL_WORKFLOW = "supervisor.workflow"
 LABEL_STEP = "supervisor.step"
-LABEL_PROBE = "supervisor.probe"  # the pid of the supervisor whose preflight probe it is
+# The supervisor whose preflight probe it is: its pid and start time (supervisor/owners.py).
+LABEL_PROBE = "supervisor.probe"
 # A worker's workspace, for a later `resume` to adopt it (see adopt.py): "overlay" and the base's
 # commit when it is a copy-on-write view (supervisor/overlay.py).
 LABEL_WORKSPACE = "supervisor.workspace"
@@ -383,6 +384,15 @@ def run_dir_label(labels: dict[str, str]) -> str:
     if LABEL_WORKFLOW in labels:
         return f"{label}-wf{labels[LABEL_WORKFLOW]}"
     return f"{label}-probe{labels[LABEL_PROBE]}" if LABEL_PROBE in labels else label
+
+
+def probe_run_dir_owners(repo: str) -> set[str]:
+    """The owners named by this repository's probe run folders ("<prefix><repo>-probe<owner>-
+    <random>"): a supervisor killed after making the folder but before its container leaves a
+    folder no container points to."""
+    prefix = f"{RUN_PREFIX}{repo}-probe"
+    found = Path(tempfile.gettempdir()).glob(f"{prefix}*")
+    return {p.name.removeprefix(prefix).rpartition("-")[0] for p in found if p.is_dir()}
 
 
 def remove_stale_run_dirs(label: str, keep: set[Path] | None = None) -> list[Path]:
