@@ -143,6 +143,8 @@ class Run:
     answers: int = 0
     answers_paid_twice: int = 0
     leftovers: dict[str, list[str]] = field(default_factory=dict)
+    requests: list[str] = field(default_factory=list)
+    """The scripted API's log: "<kind> turn <n> <run id>" per model request."""
     problems: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -293,6 +295,9 @@ def one_run(checkout: Path, seed: int, kills: int, shell: float, think: float, b
                 run.problems.append(f"{invocation[0]} exit {child.returncode}: {tail}")
             break
         runs, answered = conversations(server)
+        for r in server.requests:
+            found = _RUN.search(json.dumps(r.body, ensure_ascii=False))
+            run.requests.append(f"{r.kind} turn {r.turn} {found[1] if found else '-'}")
     from supervisor import tasks
 
     with tasks.reading(repo) as store:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from supervisor import approval_policy, image_commands, notify, process, protected
+from supervisor import approval_policy, budgets, image_commands, notify, process, protected
 from supervisor.config import WorkflowDef
 from supervisor.doctor import clis_in_use
 from supervisor.errors import (
@@ -292,6 +292,7 @@ def _drive(
         raise  # not an end: the step runs again
     except SupervisorError as e:
         event = "approval" if isinstance(e, ApprovalRequired) else "failed"
+        event = "budget" if isinstance(e, budgets.BudgetExceeded) else event
         notifier.notify(event, store.workflow(wf_id), e.message)
         _notice_problems(notifier, reporter)
         raise
