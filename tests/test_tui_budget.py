@@ -4,7 +4,7 @@ approve <id> --extend`; Textual's pilot over a real repository and a real state 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from test_tui import SIZE, make_repo, tui
@@ -15,6 +15,8 @@ from supervisor.state.store import EventSpec, Store
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from supervisor.tui.app import SupervisorTui
 
 FIGURES = {
     "scope": "task",
@@ -50,6 +52,19 @@ def paused(tmp_path: Path) -> tuple[Path, int]:
     return root, wf.id
 
 
+def told(app: SupervisorTui) -> list[str]:
+    """Every notification the app gives from now on (they expire from the screen)."""
+    said: list[str] = []
+    shown = app.notify
+
+    def notify(message: str, **kwargs: Any) -> None:
+        said.append(message)
+        shown(message, **kwargs)
+
+    app.notify = notify  # type: ignore[method-assign]
+    return said
+
+
 def context(root: Path, wf_id: int) -> dict[str, object]:
     with Store(root / ".supervisor" / "state.db") as store:
         return store.workflow(wf_id).context
@@ -62,13 +77,14 @@ def test_x_on_a_budget_paused_task_raises_its_budget_by_what_is_typed(
 
     async def scenario() -> list[str]:
         app = tui(root)
+        said = told(app)
         async with app.run_test(size=SIZE) as pilot:
             await pilot.press("o")  # not an approval: the screen says which key applies
             await pilot.press("x")
             assert isinstance(app.focused, Input)
             await pilot.press(*"50k tokens", "enter")
             await pilot.pause()
-            return [n.message for n in app._notifications]
+            return said
 
     said = asyncio.run(scenario())
 
@@ -87,10 +103,11 @@ def test_what_is_not_an_extension_is_refused_and_nothing_is_raised(
 
     async def scenario() -> list[str]:
         app = tui(root)
+        said = told(app)
         async with app.run_test(size=SIZE) as pilot:
             await pilot.press("x", *"lots", "enter")
             await pilot.pause()
-            return [n.message for n in app._notifications]
+            return said
 
     said = asyncio.run(scenario())
 
@@ -103,10 +120,11 @@ def test_x_on_a_task_not_paused_on_its_budget_changes_nothing(paused: tuple[Path
 
     async def scenario() -> list[str]:
         app = tui(root)
+        said = told(app)
         async with app.run_test(size=SIZE) as pilot:
             await pilot.press("up", "x")
             await pilot.pause()
-            return [n.message for n in app._notifications]
+            return said
 
     said = asyncio.run(scenario())
 
