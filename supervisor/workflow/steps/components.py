@@ -314,7 +314,7 @@ class ComponentFanOut:
     def _outcome(self, work: WorkGraph, integrated: str) -> Outcome:
         with self.lock:
             ctx = copy.deepcopy(self.ctx)
-        if not self.errors and self.held is not None:
+        if not self.errors and self.held is not None and not self.strays:  # a replan goes first
             held = [c.id for c in work.components.values() if c.status == "pending"]
             payload = {"components": held, **self.held}
             event = EventSpec("components_held", step=self.name, status="budget", payload=payload)
