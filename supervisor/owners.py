@@ -48,8 +48,8 @@ def alive(owner: str) -> bool:
     if not start:
         return process_alive(int(pid))
     found = start_time(int(pid))
-    if found is None:
-        return Path("/proc/self/stat").exists() is False and process_alive(int(pid))
+    if found is None:  # gone, or /proc hides it (another user's, hidepid): ask the kernel
+        return process_alive(int(pid))
     return found == start
 
 
