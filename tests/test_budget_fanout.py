@@ -124,3 +124,21 @@ def test_a_fan_out_whose_components_all_started_before_the_budget_was_reached_co
     assert (wf.status, wf.current_step) == ("budget_exceeded", "commit")
     assert p.events("components_held") == []
     assert (ran(p, "a"), ran(p, "b"), ran(p, "c")) == (1, 1, 1)
+
+
+def test_a_step_held_at_its_budget_stays_on_the_same_step_costing_no_retry_nor_breaker() -> None:
+    """decide() alone: the held step is neither a failure nor an advance."""
+    from test_decide import moved
+
+    from supervisor.budgets import HELD
+    from supervisor.workflow.steps.base import Outcome
+
+    context = {"breaker": {"implement": 2}, "attempts": {"implement": 1}}
+    move = moved(
+        "implement", Outcome(HELD, context={"components": {"c": {"status": "pending"}}}), context
+    )
+
+    assert (move.next_step, move.status, move.error) == ("implement", "running", None)
+    assert move.state.breaker == {"implement": 2} and move.state.attempts == {"implement": 1}
+    assert move.checkpoint_status == HELD and not move.wait and move.sleep_s == 0
+    assert move.state.dump()["components"] == {"c": {"status": "pending"}}
