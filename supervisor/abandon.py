@@ -96,12 +96,19 @@ def abandon(wf_id: int, path: Path) -> Abandonment:
 
 
 def _remove_containers(project: Project, wf_id: int) -> None:
-    """The containers and run folders a killed run of this task left (its resume would have
-    removed them; no other task's). Without a Docker engine there is nothing to remove."""
+    """The containers, volumes and run folders a killed run of this task left (its resume would
+    have removed them; no other task's), and what belongs to no task but to a dead supervisor
+    (a probe killed in its preflight, an image build's HEAD worktree): abandoning a task is
+    often the last command run in a repository, so it cleans what start and resume would.
+    Without a Docker engine there is no container to remove."""
     from supervisor.errors import SandboxError
+    from supervisor.image_commands import remove_dead_head_trees
+    from supervisor.project import remove_dead_probes
     from supervisor.sandbox.docker import LABEL_REPO, LABEL_WORKFLOW, DockerSandbox, repo_label
 
+    remove_dead_head_trees(project)
     with contextlib.suppress(SandboxError):
         settings = project.settings.sandbox
         sandbox = DockerSandbox(settings.image, settings.egress_network)
         sandbox.remove_stale({LABEL_REPO: repo_label(project.root), LABEL_WORKFLOW: str(wf_id)})
+        remove_dead_probes(project, sandbox)

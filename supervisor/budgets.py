@@ -7,7 +7,10 @@ CLIs reported (events' tokens and cost); where a CLI reports tokens but no cost,
 price table prices them (`priced`). Before every step the engine calls `check`, which decides and
 writes nothing: past a limit, the engine stores the workflow as waiting in `budget_exceeded` with
 the figures, and `resume` goes on only once the limit is raised. Within a step, a CLI with its own
-budget flag (claude `--max-budget-usd`) gets what is left, so one run cannot go far past it.
+budget flag (claude `--max-budget-usd`) gets what is left, so one run cannot go far past it, and a
+component fan-out asks `reached` before each new component: past a limit it dispatches none, lets
+the running ones finish and ends as `HELD` (the engine then pauses the task before the same step,
+which a resume after `--extend` continues with the components not yet run).
 
 This module stays light (no pydantic, SQLAlchemy or YAML at import): `approve` and `status` use
 it on the state database directly.
@@ -27,6 +30,8 @@ if TYPE_CHECKING:
 KEY = "budget"
 EXCEEDED = "budget_exceeded"
 KINDS = ("usd", "tokens")
+HELD = "budget"
+"""A step's result when it stopped dispatching work at a budget (see workflow/decide.py)."""
 
 
 class BudgetExceeded(ApprovalRequired):
@@ -89,21 +94,33 @@ def check(settings: Settings, store: Store, wf: Workflow, name: str) -> Verdict:
     if KEY not in ctx:
         ctx[KEY] = pin(settings)
         verdict.events.append(EventSpec("budget_pinned", payload=ctx[KEY]))
-    budget = ctx[KEY]
-    scopes = {"task": spent_of(store.usage_totals(wf.id))}
-    step = name.split("/")[0]
-    scopes[f"step:{step}"] = spent_of(store.usage_totals(wf.id, step=step))
-    for scope, spent in scopes.items():
-        limit = limits(budget, scope)
-        crossed = over(spent, limit)
-        if not crossed:
-            continue
-        figures = {"scope": scope, "step": step, "spent": spent, "limit": limit, "over": crossed}
+    figures = reached(ctx[KEY], store, wf.id, name)
+    if figures is not None:
         ctx[EXCEEDED] = figures
-        verdict.events.append(EventSpec(EXCEEDED, step=step, status=scope, payload=figures))
+        verdict.events.append(
+            EventSpec(EXCEEDED, step=figures["step"], status=figures["scope"], payload=figures)
+        )
         verdict.exceeded = figures
-        break
     return verdict
+
+
+def reached(budget: dict[str, Any], store: Store, wf_id: int, name: str) -> dict[str, Any] | None:
+    """The figures of the first budget (the task's, then step `name`'s) the recorded spend has
+    reached, or None. Also asked while a step runs: a component fan-out dispatches no new
+    component past it (its running ones finish, their work being paid for)."""
+    step = name.split("/")[0]
+    for scope in ("task", f"step:{step}"):
+        limit = limits(budget, scope)
+        if all(v is None for v in limit.values()):
+            continue  # no limit: no need to add up the spend
+        totals = (
+            store.usage_totals(wf_id) if scope == "task" else store.usage_totals(wf_id, step=step)
+        )
+        spent = spent_of(totals)
+        crossed = over(spent, limit)
+        if crossed:
+            return {"scope": scope, "step": step, "spent": spent, "limit": limit, "over": crossed}
+    return None
 
 
 def exceeded_error(wf_id: int, figures: dict[str, Any]) -> BudgetExceeded:
@@ -166,6 +183,23 @@ def extend(wf: Workflow, usd: float | None, tokens: int | None) -> dict[str, Any
     budget["extra"] = extra
     ctx[KEY] = budget
     return ctx
+
+
+def parse_extension(text: str) -> tuple[float | None, int | None]:
+    """What a person typed to raise a budget (the TUI's `x`): "2.50" or "$2.50" dollars, or
+    "50000 tokens" / "50k tokens"; (dollars, tokens)."""
+    import re
+
+    found = re.fullmatch(r"\s*\$?\s*(\d+(?:\.\d+)?)\s*(k?)\s*(tokens?)?\s*", text.lower())
+    if found is None or (found[2] and not found[3]):
+        raise StateError(
+            f"{text.strip()[:40]!r} is not a budget extension.",
+            "Type dollars (2.50) or tokens (50000 tokens, 50k tokens).",
+        )
+    amount = float(found[1])
+    if found[3]:
+        return None, int(amount * (1000 if found[2] else 1))
+    return amount, None
 
 
 def remaining_usd(store: Store, wf: Workflow, name: str) -> float | None:

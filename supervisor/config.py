@@ -175,7 +175,7 @@ class TemplateChoice(_Model):
     disable: list[str] = Field(default_factory=list)
 
 
-NotifyEvent = Literal["approval", "rate_limited", "failed", "completed"]
+NotifyEvent = Literal["approval", "budget", "rate_limited", "failed", "completed"]
 
 
 class NotificationSettings(_Model):

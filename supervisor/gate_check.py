@@ -54,10 +54,10 @@ def check_gates(
 ) -> dict[str, GateCheck]:
     """Each gate's result on HEAD in the project image; every gate unverified (not passed) with
     the reason when the image cannot be built or Docker is not there."""
-    from supervisor import image_commands
+    from supervisor import image_commands, owners
     from supervisor import project as projects
     from supervisor.gates import run_gate
-    from supervisor.sandbox.docker import DockerSandbox, repo_label
+    from supervisor.sandbox.docker import LABEL_PROBE, DockerSandbox, repo_label
 
     if not gates:
         return {}
@@ -75,7 +75,13 @@ def check_gates(
         reason = f"not checked: {e.message.splitlines()[0]}"
         return {name: GateCheck(False, reason, checked=False) for name in gates}
     results: dict[str, GateCheck] = {}
-    labels = {"supervisor.repo": repo_label(project.root), "supervisor.init-check": "1"}
+    # Owned like a preflight probe (no task yet): a later start, resume or abandon removes the
+    # container and run folder of an `init` killed meanwhile (project.remove_dead_probes).
+    labels = {
+        "supervisor.repo": repo_label(project.root),
+        "supervisor.init-check": "1",
+        LABEL_PROBE: owners.this_process(),
+    }
     try:
         with image_commands.head_tree(project) as tree:
             for name, command in gates.items():

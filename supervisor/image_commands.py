@@ -7,12 +7,11 @@ supervisor/project_image.py what the image is made of and how it is built.
 from __future__ import annotations
 
 import contextlib
-import os
 from typing import TYPE_CHECKING, Any, cast
 
-from supervisor import project_image
+from supervisor import owners, project_image
 from supervisor.errors import SandboxError
-from supervisor.locks import critical_section, process_alive
+from supervisor.locks import critical_section
 from supervisor.project import Project, open_project
 from supervisor.sandbox.docker import DockerSandbox
 
@@ -33,7 +32,9 @@ def sandbox_init(path: Path) -> tuple[Path, bool]:
 @contextlib.contextmanager
 def head_tree(project: Project) -> Iterator[Path]:
     """A throwaway worktree of HEAD: what a new task would start from."""
-    tree = project.workspace.add_worktree(f"sandbox-{os.getpid()}", project.workspace.head_commit())
+    # Named for its process (pid and start time): remove_dead_head_trees knows a killed one's.
+    owner = owners.this_process()
+    tree = project.workspace.add_worktree(f"sandbox-{owner}", project.workspace.head_commit())
     try:
         yield tree
     finally:
@@ -45,8 +46,8 @@ def remove_dead_head_trees(project: Project) -> list[str]:
     removed = []
     found = project.workspace.worktrees_dir
     for tree in sorted(found.glob("sandbox-*")) if found.is_dir() else []:
-        pid = tree.name.removeprefix("sandbox-")
-        if pid.isdigit() and not process_alive(int(pid)):
+        owner = tree.name.removeprefix("sandbox-")
+        if owners.is_owner(owner) and not owners.alive(owner):
             project.workspace.remove_worktree(tree)
             removed.append(tree.name)
     return removed

@@ -32,11 +32,12 @@ if TYPE_CHECKING:
     from supervisor.config import Settings
     from supervisor.state.records import Workflow
 
-EVENTS = ("approval", "rate_limited", "failed", "completed")
+EVENTS = ("approval", "budget", "rate_limited", "failed", "completed")
 TIMEOUT_S = 5.0
 
 _SAID = {
     "approval": "waits for your approval",
+    "budget": "paused at its budget (approve --extend raises it)",
     "rate_limited": "is rate limited and waits",
     "failed": "failed",
     "completed": "completed",

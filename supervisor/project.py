@@ -8,17 +8,22 @@ leaves nothing behind. The task lifecycle (start, resume, complete) is superviso
 from __future__ import annotations
 
 import contextlib
-import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from supervisor import credentials, trust
+from supervisor import credentials, faults, owners, trust
 from supervisor.config import Settings, WorkflowDef, load_settings
 from supervisor.doctor import clis_in_use
 from supervisor.errors import ConfigError, SandboxError, SupervisorError, ToolMissingError
-from supervisor.locks import process_alive
 from supervisor.sandbox import runtime
-from supervisor.sandbox.docker import LABEL_PROBE, LABEL_REPO, DockerSandbox, RunSpec, repo_label
+from supervisor.sandbox.docker import (
+    LABEL_PROBE,
+    LABEL_REPO,
+    DockerSandbox,
+    RunSpec,
+    probe_run_dir_owners,
+    repo_label,
+)
 from supervisor.state.store import Store, Workflow
 from supervisor.workers import adapter_for
 from supervisor.workflow.loading import load_workflow, workflow_source
@@ -83,7 +88,10 @@ def open_sandbox(project: Project, clis: list[str]) -> DockerSandbox:
             ],
             worktree=_empty_dir(project),
             timeout=60,
-            labels={LABEL_REPO: repo_label(project.root), LABEL_PROBE: str(os.getpid())},
+            # The owner's pid and start time: a later start-task, resume or abandon removes the
+            # probe of a supervisor killed during it (remove_dead_probes), never a live one's.
+            labels={LABEL_REPO: repo_label(project.root), LABEL_PROBE: owners.this_process()},
+            on_start=lambda _: faults.reached("probe"),
         )
     )
     absent = probe.stdout.split()
@@ -101,8 +109,10 @@ _PROBED: set[tuple[str, tuple[str, ...]]] = set()  # (image id, CLI binaries) fo
 
 
 def remove_dead_probes(project: Project, sandbox: DockerSandbox) -> list[str]:
-    """Probe containers (and run folders) of supervisors killed during their preflight; a live
-    supervisor's probe, another task starting meanwhile, is left alone."""
+    """Probe containers and run folders of supervisors killed during their preflight (a
+    start-task's or a resume's: a probe belongs to no task, so no task's clean-up finds it);
+    a live supervisor's probe, another task starting meanwhile, is left alone. A run folder
+    is made before its container, so a folder without a container counts too."""
     client = getattr(sandbox, "client", None)  # a stand-in sandbox has no engine
     if client is None:
         return []
@@ -110,10 +120,10 @@ def remove_dead_probes(project: Project, sandbox: DockerSandbox) -> list[str]:
     found = client.containers.list(  # ignore_removed: another task's probe may end meanwhile
         all=True, filters={"label": [f"{LABEL_REPO}={repo}", LABEL_PROBE]}, ignore_removed=True
     )
-    dead = {c.labels.get(LABEL_PROBE, "") for c in found}
+    seen = {c.labels.get(LABEL_PROBE, "") for c in found} | probe_run_dir_owners(repo)
     removed: list[str] = []
-    for pid in sorted(p for p in dead if p.isdigit() and not process_alive(int(p))):
-        removed += sandbox.remove_stale({LABEL_REPO: repo, LABEL_PROBE: pid})
+    for owner in sorted(o for o in seen if owners.is_owner(o) and not owners.alive(o)):
+        removed += sandbox.remove_stale({LABEL_REPO: repo, LABEL_PROBE: owner})
     return removed
 
 

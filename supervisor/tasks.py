@@ -15,7 +15,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from supervisor import approval_policy, image_commands, notify, process, protected, trustmap
+from supervisor import (
+    approval_policy,
+    budgets,
+    image_commands,
+    notify,
+    process,
+    protected,
+    trustmap,
+)
 from supervisor.config import WorkflowDef
 from supervisor.doctor import clis_in_use
 from supervisor.errors import (
@@ -91,8 +99,7 @@ def start_task(
         )
         with task_lock(project.state_dir, wf.id):
             _clean_leftovers(project, store, sandbox, wf.id)  # of a reused id (a new database)
-            image_commands.remove_dead_head_trees(project)
-            remove_dead_probes(project, sandbox)
+            _remove_dead_processes_leftovers(project, sandbox)
             if no_gate:
                 store.add_event(
                     wf.id,
@@ -137,6 +144,7 @@ def resume(
             settings = project.settings.model_copy(update={"cli": wf.cli})
             sandbox = open_sandbox(project, clis_in_use(definition, settings, project.root))
             interrupted = _clean_leftovers(project, store, sandbox, wf_id, adopting=True)
+            _remove_dead_processes_leftovers(project, sandbox)
             if interrupted and reporter:
                 reporter.info(f"Interrupted step(s) {', '.join(interrupted)} will run again.")
             if adopt.pending(sandbox) and reporter:
@@ -292,6 +300,7 @@ def _drive(
         raise  # not an end: the step runs again
     except SupervisorError as e:
         event = "approval" if isinstance(e, ApprovalRequired) else "failed"
+        event = "budget" if isinstance(e, budgets.BudgetExceeded) else event
         notifier.notify(event, store.workflow(wf_id), e.message)
         _notice_problems(notifier, reporter)
         raise
@@ -363,6 +372,14 @@ def _run_engine(
         sandbox.close()
         if project.workspace.overlays is not None:
             project.workspace.overlays.close()  # the task's bases: nothing left behind
+
+
+def _remove_dead_processes_leftovers(project: Project, sandbox: DockerSandbox) -> None:
+    """What belongs to no task but to a supervisor process killed before or outside one: its
+    preflight probe and the HEAD worktree of an image build. Start, resume and abandon each
+    remove them, so that no later command depends on one particular command running."""
+    image_commands.remove_dead_head_trees(project)
+    remove_dead_probes(project, sandbox)
 
 
 def _clean_leftovers(

@@ -41,7 +41,8 @@ HOME = "/tmp/home"
 LABEL_REPO = "supervisor.repo"
 LABEL_WORKFLOW = "supervisor.workflow"
 LABEL_STEP = "supervisor.step"
-LABEL_PROBE = "supervisor.probe"  # the pid of the supervisor whose preflight probe it is
+# The supervisor whose preflight probe it is: its pid and start time (supervisor/owners.py).
+LABEL_PROBE = "supervisor.probe"
 # A worker's workspace, for a later `resume` to adopt it (see adopt.py): "overlay" and the base's
 # commit when it is a copy-on-write view (supervisor/overlay.py).
 LABEL_WORKSPACE = "supervisor.workspace"
@@ -454,6 +455,15 @@ def record_dir_path(run_label: str, step_id: int) -> Path:
     """Where the credential proxy records a step's run (workflow/steps/witnessing.py): one name
     per step, outside every folder a container sees."""
     return Path(tempfile.gettempdir()) / f"{run_label}-record{step_id}"
+
+
+def probe_run_dir_owners(repo: str) -> set[str]:
+    """The owners named by this repository's probe run folders ("<prefix><repo>-probe<owner>-
+    <random>"): a supervisor killed after making the folder but before its container leaves a
+    folder no container points to."""
+    prefix = f"{RUN_PREFIX}{repo}-probe"
+    found = Path(tempfile.gettempdir()).glob(f"{prefix}*")
+    return {p.name.removeprefix(prefix).rpartition("-")[0] for p in found if p.is_dir()}
 
 
 def remove_stale_run_dirs(label: str, keep: set[Path] | None = None) -> list[Path]:

@@ -33,7 +33,7 @@ from supervisor.tui.data import Detail, Monitor, ToApprove, to_approve
 if TYPE_CHECKING:
     from pathlib import Path
 
-BELL_ON = ("awaiting_approval", "rate_limited", "failed", "completed")
+BELL_ON = ("awaiting_approval", "budget_exceeded", "rate_limited", "failed", "completed")
 
 
 def _status(value: str) -> Text:
@@ -213,6 +213,8 @@ class SupervisorTui(App[None]):
         Binding("enter", "open", "Approval screen", show=False),
         Binding("o", "open", "Open approval"),
         Binding("g", "refresh_state", "Refresh"),
+        # Shown when it applies (opening a budget-paused workflow says so), not on every screen.
+        Binding("x", "extend", "Extend budget", show=False),
     ]
 
     def __init__(self, repo: Path, db: Path, interval: float = 1.0) -> None:
@@ -314,8 +316,36 @@ class SupervisorTui(App[None]):
         self.query_one("#tree-body", Static).update(_tree_view(detail))
         self.query_one("#events-body", Static).update(_events_view(detail))
 
+    def action_extend(self) -> None:
+        """Raise the budget of a workflow paused on it: what `approve <id> --extend` does."""
+        from supervisor.budgets import parse_extension
+        from supervisor.state.access import decide
+
+        wf_id = self.selected
+        if wf_id is None or self.statuses.get(wf_id) != "budget_exceeded":
+            self.notify(f"Workflow {wf_id} is not paused on its budget.")
+            return
+
+        def extended(answer: str | None) -> None:
+            if not answer:
+                return
+            try:
+                usd, tokens = parse_extension(answer)
+                decide(wf_id, self.repo, approve=True, extend_usd=usd, extend_tokens=tokens)
+            except SupervisorError as e:
+                self.notify(f"{e.message} {e.hint or ''}", severity="error", markup=False)
+                return
+            self.notify(f"Budget raised. Continue with: supervisor resume {wf_id}")
+            self.refresh_state()
+
+        prompt = f"Raise workflow {wf_id}'s budget by (dollars: 2.50, or tokens: 50000 tokens)"
+        self.push_screen(Ask(prompt), extended)
+
     def action_open(self) -> None:
         if self.selected is None:
+            return
+        if self.statuses.get(self.selected) == "budget_exceeded":
+            self.notify(f"Workflow {self.selected} is paused on its budget: x raises it.")
             return
         if self.statuses.get(self.selected) != "awaiting_approval":
             self.notify(f"Workflow {self.selected} is not waiting for approval.")

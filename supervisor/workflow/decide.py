@@ -1,9 +1,10 @@
 """What follows a step's outcome: the engine's next move, decided without acting.
 
 `decide` turns an Outcome into one Move: advance (perhaps to a person's approval), send the work
-back with feedback, run the same step again after a backoff or a rate limit's reset, move it to
-its role's next CLI, or fail. It writes nothing and waits for nothing; the engine commits the Move
-in one transaction (Store.transition) and then sleeps, waits or raises as it says. What a decision
+back with feedback, hold a step that stopped at its budget, run the same step again after a
+backoff or a rate limit's reset, move it to its role's next CLI, or fail. It writes nothing and
+waits for nothing; the engine commits the Move in one transaction (Store.transition) and then
+sleeps, waits or raises as it says. What a decision
 needs from outside (the clock, the breaker's threshold, the role's CLIs, the approval policy's
 verdict on a change about to be committed) comes in as `Facts`, so the same decisions run in the
 embedded runner, in a Temporal activity, and in millisecond specs (tests/test_decide.py).
@@ -15,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from supervisor.budgets import HELD
 from supervisor.errors import CredentialsError, StepFailedError, SupervisorError
 from supervisor.routing import failover
 from supervisor.state.store import EventSpec
@@ -75,6 +77,10 @@ def decide(
             if moved is not None:
                 return moved
         return fail(name, state, events, outcome.escalate, outcome.resume_at)
+    if outcome.result == HELD:
+        # Stopped dispatching at a budget, its running work done and kept: the same step once
+        # the budget allows (the engine's check before it pauses the task with the figures).
+        return Move(name, state, events, checkpoint_status=HELD)
     breaker = state.breaker
     if outcome.result != "passed":
         breaker[name] = breaker.get(name, 0) + 1

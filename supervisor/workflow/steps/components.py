@@ -19,14 +19,13 @@ change, and what a conflict tells its next attempt, is supervisor.workflow.owner
 from __future__ import annotations
 
 import copy
-import re
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from supervisor import recovery
+from supervisor import budgets, recovery
 from supervisor.dag import PROGRESS, WorkGraph
 from supervisor.errors import MergeConflictError, StepFailedError, SupervisorError
 from supervisor.schemas import PlanOutput
@@ -34,6 +33,7 @@ from supervisor.state.store import EventSpec
 from supervisor.workflow import ownership, retries
 from supervisor.workflow.steps import dispatched
 from supervisor.workflow.steps.base import Outcome, StepContext, candidate_ref, component_branch
+from supervisor.workflow.steps.fix_up import fix_up
 from supervisor.workflow.steps.gate import gate_on
 from supervisor.workflow.steps.worker import run_worker
 
@@ -62,6 +62,7 @@ class ComponentFanOut:
         self.work: WorkGraph | None = None
         self.kept: list[str] = self.ctx.setdefault("kept_branches", [])
         """Every branch the user was told is kept, for the whole workflow (a new plan too)."""
+        self.held: dict[str, Any] | None = None  # the budget reached: nothing new dispatched
 
     def run(self) -> Outcome:
         plan = self.ctx.get("plan")
@@ -77,7 +78,7 @@ class ComponentFanOut:
             # Every component is in and a later gate or review sent work back: that is one
             # worker's fix on the integrated result, not a second round of components. (All
             # merged without feedback is a crash after the last merge: nothing is left to run.)
-            return self._fix_up(work, role)
+            return fix_up(self, work, role)
         for cid, comp in work.components.items():
             entry = self.state.setdefault(cid, {"status": "pending", "attempts": 0})
             if entry["status"] == "waiting":  # a rate limit or network error: its turn again
@@ -117,7 +118,7 @@ class ComponentFanOut:
                 if relay is not None and not running and not self.errors and not self.strays:
                     dispatched.hand_over(self, work.batch(limit), integrated)  # raises
                 if relay is None and not self.errors and not self.strays:
-                    for comp in work.batch(limit):
+                    for comp in self._dispatchable(work, limit):
                         comp.status = "running"
                         self._save(comp.id, status="running")
                         running[pool.submit(self._build, comp, integrated)] = comp.id
@@ -129,30 +130,15 @@ class ComponentFanOut:
                     integrated = self._settle(work.components[cid], future.result(), integrated)
         return self._outcome(work, integrated)
 
-    def _fix_up(self, work: WorkGraph, role: str) -> Outcome:
-        """The fix-up after a later gate or review sent the integrated result back. It is the
-        next attempt of the component it concerns, under that component's name and attempt
-        count: the only one, or the one whose files the latest feedback names. When the feedback
-        names several or none, it is a fix of them all (`implement/a+b`), its attempts counted
-        on from theirs."""
-        feedback = self.ctx.get("feedback", {}).get(self.name, [])
-        comps = list(work.components.values())
-        if len(comps) > 1:
-            named = [c for c in comps if _names_a_file(feedback[-1] if feedback else "", c.files)]
-            comps = named if len(named) == 1 else comps
-        step_name = f"{self.name}/{'+'.join(c.id for c in comps)}"
-        attempt = None
-        if len(comps) > 1:
-            earlier = max(
-                self.c.store.count_steps(self.wf.id, f"{self.name}/{c.id}") for c in comps
-            )
-            attempt = earlier + self.c.store.count_steps(self.wf.id, step_name) + 1
-        view = replace(
-            self.wf,
-            context={**self.ctx, "feedback": {**self.ctx["feedback"], step_name: feedback}},
-        )
-        component = comps[0] if len(comps) == 1 else None
-        return run_worker(self.c, view, step_name, role, component=component, attempt=attempt)
+    def _dispatchable(self, work: WorkGraph, limit: int) -> list[Component]:
+        """The next batch, unless the task or this step reached its budget: then none, for good
+        in this run (the running components finish, their work paid for; `_outcome` holds the
+        rest until `approve --extend`)."""
+        ready = work.batch(limit)
+        if ready and self.held is None:
+            budget = self.ctx.get(budgets.KEY) or {}
+            self.held = budgets.reached(budget, self.c.store, self.wf.id, self.name)
+        return [] if self.held is not None else ready
 
     # -- in a worker thread ----------------------------------------------------------------
 
@@ -328,6 +314,11 @@ class ComponentFanOut:
     def _outcome(self, work: WorkGraph, integrated: str) -> Outcome:
         with self.lock:
             ctx = copy.deepcopy(self.ctx)
+        if not self.errors and self.held is not None and not self.strays:  # a replan goes first
+            held = [c.id for c in work.components.values() if c.status == "pending"]
+            payload = {"components": held, **self.held}
+            event = EventSpec("components_held", step=self.name, status="budget", payload=payload)
+            return Outcome(budgets.HELD, context=ctx, events=[event])
         if not self.errors and self.waiting:
             # The longest wait decides; the engine records the waiting state (`status` shows it
             # with its reset time) and runs this step again, for the waiting components only.
@@ -493,8 +484,3 @@ class ComponentFanOut:
                 [event] if event is not None else [],
                 records or [],
             )
-
-
-def _names_a_file(text: str, files: list[str]) -> bool:
-    """Whether `text` (a gate's output, a review) names one of `files` as a whole path."""
-    return any(re.search(rf"(?<![\w./-]){re.escape(f)}(?![\w/-])", text) for f in files if f)
