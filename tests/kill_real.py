@@ -269,14 +269,37 @@ def leftovers(client: Any, repo: Path, pids: list[int]) -> dict[str, list[str]]:
     found["worktrees"] += [line for line in listed.splitlines()[1:] if line.startswith("worktree ")]
     found["overlay_bases"] = sorted(p.name for p in (state / "bases").glob("*"))
     rules = subprocess.run(["iptables", "-S"], capture_output=True, text=True, check=False).stdout
-    owners = {f"supervisor pid {pid}" for pid in pids}
+    owners = {f"supervisor pid {pid}" for pid in pids}  # an older version's relay in-process
+    ports = proxy_ports_of(label)  # the proxy daemon's listeners still open for this task
+    found["proxy_routes"] = [f"port {port}" for port in sorted(ports)]
     found["firewall_rules"] = [
         line
         for line in rules.splitlines()
-        if "supervisor" in line and any(o in line for o in owners)
+        if "supervisor" in line
+        and (any(o in line for o in owners) or any(f"--dport {port} " in line for port in ports))
     ]
     found["locks"] = locks_left(state)
     return {k: v for k, v in found.items() if v}
+
+
+def proxy_ports_of(label: str) -> set[int]:
+    """The listening ports of the proxy daemon's routes that serve this repository's tasks
+    (each has a firewall rule): a clean end closed them all."""
+    from supervisor.sandbox.proxy_client import ProxyClient
+
+    client = ProxyClient.running()
+    if client is None:
+        return set()
+    try:
+        status = client.status()
+    finally:
+        client.close()
+    tasks = status.get("tasks") or {}
+    return {
+        int(port)
+        for key, port in (status.get("routes") or {}).items()
+        if str(tasks.get(key) or "").startswith(f"{label}-wf")
+    }
 
 
 def locks_left(state: Path) -> list[str]:

@@ -224,12 +224,11 @@ def test_a_supervisor_killed_at_random_moments_resumes_to_the_same_tree_repeatin
     assert figures["kills"] >= 1  # the delays are drawn from the run's own length
 
 
-PROXY_OUTLIVES_SUPERVISOR = os.environ.get("SUPERVISOR_PROXY_OUTLIVES_SUPERVISOR") == "1"
-"""Flip to True (or set the variable) once the credential proxy runs as its own process (issue
-25, item 1): until then a kill breaks the model requests in flight and the CLI gives up, so
-adopted workers run again, answers are bought twice, and a resume whose first steps are parallel
-components leaves firewall rules of the relays it built twice. Only these wait for the flag; every
-other leftover and the task's outcome are asserted now."""
+PROXY_OUTLIVES_SUPERVISOR = os.environ.get("SUPERVISOR_PROXY_OUTLIVES_SUPERVISOR", "1") == "1"
+"""The credential proxy runs as its own process (sandbox/proxyd.py, issue 25 item 1), so a kill
+breaks no model request in flight: adopted workers are not run again, no answer is bought twice,
+and no route or firewall rule is left. `SUPERVISOR_PROXY_OUTLIVES_SUPERVISOR=0` measures an
+older checkout (benchmarks/kill_adoption.py) without these assertions."""
 REAL_KILLS = int(os.environ.get("SUPERVISOR_KILL_REAL_KILLS", "2"))
 
 

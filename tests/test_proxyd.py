@@ -170,6 +170,37 @@ def test_a_route_of_a_killed_supervisor_that_nobody_adopts_ends_after_its_grace(
         ask(port, placeholder)
 
 
+def test_a_resume_closes_its_tasks_orphaned_routes_but_those_it_adopts(
+    api: RecordingApi,
+) -> None:
+    """A killed supervisor's routes stay for the containers it left; the next start, resume or
+    abandon of that task closes the ones no container is adopted for, at once, and no other
+    task's: their listeners (and firewall rules) are not left for the grace time."""
+    dead = ProxyClient.connect()
+    adopted, orphan, other = new_placeholder(), new_placeholder(), new_placeholder()
+    ports = {
+        adopted: open_route(dead, api, adopted, task="repo-wf1"),
+        orphan: open_route(dead, api, orphan, task="repo-wf1"),
+        other: open_route(dead, api, other, task="repo-wf2"),
+    }
+    dead.close()  # as a SIGKILL would: no close of its routes
+
+    resuming = ProxyClient.running()
+    assert resuming is not None
+    try:
+        assert resuming.close_orphans("repo-wf1", keep={adopted}) == 1
+        with pytest.raises(OSError):
+            ask(ports[orphan], orphan)
+        for kept in (adopted, other):
+            assert ask(ports[kept], kept).status == 200
+    finally:
+        resuming.close()
+
+
+def test_cleaning_up_starts_no_daemon() -> None:
+    assert ProxyClient.running() is None
+
+
 def test_a_bad_request_on_the_control_socket_is_answered_not_fatal(api: RecordingApi) -> None:
     client = ProxyClient.connect()
     try:

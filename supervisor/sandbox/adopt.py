@@ -246,12 +246,13 @@ def route(
     placeholder: str | None = None,
     vendor: str | None = None,
     record_dir: Path | None = None,
+    task: str | None = None,
 ) -> Route:
     """The step's route to the model API, closed by `run` when the run ends. For an adopted
     container, the route it was given: re-attached in the proxy daemon by its placeholder (or
     reopened on its port when the daemon is new)."""
     adoption = getattr(sandbox, "adopting", {}).get(step_id)
-    options: dict[str, Any] = {"vendor": vendor, "record_dir": record_dir}
+    options: dict[str, Any] = {"vendor": vendor, "record_dir": record_dir, "task": task}
     opened: Route | None = None
     if adoption is not None and adoption.port is not None:
         from supervisor.errors import SandboxError

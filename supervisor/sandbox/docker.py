@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from supervisor import overlay
-from supervisor.errors import CommandTimeoutError, SandboxError
+from supervisor.errors import CommandTimeoutError, SandboxError, SupervisorError
 from supervisor.parsing import strip_ansi
 from supervisor.sandbox import run_files, runtime
 from supervisor.sandbox.egress import EgressRelay, Route, ensure_network
@@ -178,6 +178,7 @@ class DockerSandbox:
         placeholder: str | None = None,
         vendor: str | None = None,
         record_dir: Path | None = None,
+        task: str | None = None,
     ) -> Route:
         """Open one run's allowlisted path to its model API (a listener of the proxy daemon);
         the proxy adds the real credential (`injection`), which never enters a container.
@@ -193,7 +194,23 @@ class DockerSandbox:
             placeholder=placeholder,
             vendor=vendor,
             record_dir=record_dir,
+            task=task,
         )
+
+    def _close_orphaned_routes(self, task: str) -> None:
+        """The proxy daemon's routes of this task whose supervisor died and whose container is
+        not being adopted: their listeners and firewall rules go now, not after their grace."""
+        from supervisor.sandbox.proxy_client import ProxyClient
+
+        keep = {a.placeholder for a in self.adoptable.values() if a.placeholder}
+        client = ProxyClient.running()
+        if client is None:
+            return
+        try:
+            with contextlib.suppress(SupervisorError, OSError):
+                client.close_orphans(task, keep)
+        finally:
+            client.close()
 
     def close_route(self, route: Route) -> None:
         with self._relay_lock:
@@ -427,6 +444,8 @@ class DockerSandbox:
             label = f"{RUN_PREFIX}{run_dir_label(labels)}"
             keep |= {record_dir_path(label, step_id) for step_id in self.adoptable}
             remove_stale_run_dirs(run_dir_label(labels), keep)
+        if LABEL_WORKFLOW in labels:
+            self._close_orphaned_routes(run_dir_label(labels))
         return removed
 
 

@@ -323,6 +323,7 @@ class EgressRelay:
         placeholder: str | None = None,
         vendor: str | None = None,
         record_dir: Path | None = None,
+        task: str | None = None,
     ) -> Route:
         """The base URL for the CLI in the container: plain HTTP to the run's listener under the
         local alias, same path as `base_url`. Opening it checks that the API host is reachable,
@@ -344,6 +345,7 @@ class EgressRelay:
                 gateway=self.gateway,
                 bridge=self.network.bridge,
                 port=port,
+                task=task,
             )
             self._routes.add(placeholder)
             self.warning = answer.get("warning") or self.warning

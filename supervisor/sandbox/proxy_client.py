@@ -133,6 +133,7 @@ class ProxyClient:
         gateway: str,
         bridge: str | None,
         port: int | None = None,
+        task: str | None = None,
     ) -> dict[str, Any]:
         return self.request(
             {
@@ -149,12 +150,24 @@ class ProxyClient:
                 "gateway": gateway,
                 "bridge": bridge,
                 "port": port,
+                "task": task,
                 "ca_bundle": os.environ.get("SUPERVISOR_EXTRA_CA_BUNDLE"),
             }
         )
 
     def close_route(self, placeholder: str) -> None:
         self.request({"op": "close", "placeholder": placeholder})
+
+    def close_orphans(self, task: str, keep: set[str]) -> int:
+        """Close the task's routes whose supervisor died, but for those of the containers being
+        adopted (`keep`): how many were closed."""
+        answer = self.request({"op": "close_orphans", "task": task, "keep": sorted(keep)})
+        return int(answer.get("closed") or 0)
+
+    @classmethod
+    def running(cls, path: Path | None = None) -> ProxyClient | None:
+        """A client of the daemon if one runs; never starts one (cleaning up needs none)."""
+        return _try(path or socket_path())
 
     def status(self) -> dict[str, Any]:
         return self.request({"op": "status"})

@@ -48,6 +48,9 @@ class _Route:
     owner: int | None
     """The control connection that holds it; None once that one dropped (orphaned)."""
     grace: float
+    task: str | None = None
+    """The task whose run it serves (repository and workflow), so that a resume, start or
+    abandon of that task closes what its dead supervisor left (`close_orphans`)."""
 
 
 class Daemon:
@@ -152,12 +155,24 @@ class Daemon:
         if op == "close":
             self._close(str(request["placeholder"]))
             return {"ok": True}
+        if op == "close_orphans":
+            keep = {str(p) for p in request.get("keep") or []}
+            with self._lock:
+                orphans = [
+                    p
+                    for p, r in self.routes.items()
+                    if r.owner is None and r.task == request["task"] and p not in keep
+                ]
+            for placeholder in orphans:
+                self._close(placeholder)
+            return {"ok": True, "closed": len(orphans)}
         if op == "status":
             with self._lock:
                 return {
                     "ok": True,
                     "pid": os.getpid(),
                     "routes": {p[-6:]: r.proxy.port for p, r in self.routes.items()},
+                    "tasks": {p[-6:]: r.task for p, r in self.routes.items()},
                     "controls": self.controls,
                 }
         raise ValueError(f"unknown op {op!r}")
@@ -193,7 +208,8 @@ class Daemon:
                 proxy.close()
                 raise
             grace = float(request.get("grace") or DEFAULT_GRACE)
-            self.routes[placeholder] = _Route(proxy, bridge, owner, grace)
+            task = str(request["task"]) if request.get("task") else None
+            self.routes[placeholder] = _Route(proxy, bridge, owner, grace, task)
             return {"ok": True, "port": proxy.port, "warning": firewall.warning}
 
     def _attach(

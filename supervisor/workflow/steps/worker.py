@@ -218,6 +218,7 @@ class _Run:
             placeholder=creds.placeholder,
             vendor=model_paths.VENDOR_OF_CLI.get(cli),
             record_dir=self.record_dir,
+            task=run_dir_label(c.labels(wf.id, self.name)),
         )
         plan = wf.context.get("plan")
         task = wf.description
