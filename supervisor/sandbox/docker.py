@@ -385,8 +385,9 @@ class DockerSandbox:
         while True:
             limit = started + spec.timeout
             last = last_activity(last_output[0], spec.record_dir)
-            if spec.idle_timeout is not None:
-                limit = min(limit, last + spec.idle_timeout)
+            idle = idle_limit(spec)
+            if idle is not None:
+                limit = min(limit, last + idle)
             exited = _wait_exit(container, max(limit - time.monotonic(), 0.0) + 0.05)
             if exited is not None:
                 streamer.join(timeout=5)
@@ -406,8 +407,15 @@ class DockerSandbox:
                     "the step.",
                 )
             quiet = now - last_activity(last_output[0], spec.record_dir)
-            if spec.idle_timeout is not None and quiet > spec.idle_timeout:
+            idle = idle_limit(spec)
+            if idle is not None and quiet > idle:
                 _kill(container)
+                if idle != spec.idle_timeout:
+                    raise CommandTimeoutError(
+                        f"The worker printed nothing and sent no model request in its first "
+                        f"{idle:.0f} s, and was ended as hung.",
+                        "Check that the CLI starts in the sandbox image (`supervisor doctor`).",
+                    )
                 streamed = ", nor did its model stream," if spec.record_dir else ""
                 raise CommandTimeoutError(
                     f"The worker printed nothing for {spec.idle_timeout:.0f} s{streamed} and "
@@ -447,6 +455,22 @@ class DockerSandbox:
         if LABEL_WORKFLOW in labels:
             self._close_orphaned_routes(run_dir_label(labels))
         return removed
+
+
+STARTUP_ALLOWANCE = 90.0
+"""How long a worker may stay silent before its first model request. A CLI's own start-up
+(gemini's especially) can be silent for tens of seconds on a loaded machine, and no model
+stream vouches for it yet; once the proxy has seen a request, the idle timeout applies."""
+
+
+def idle_limit(spec: RunSpec) -> float | None:
+    """The silence after which the run counts as hung: the idle timeout, or the start-up
+    allowance while the proxy has recorded no request of the run."""
+    if spec.idle_timeout is None:
+        return None
+    if spec.record_dir is not None and not (spec.record_dir / "activity").exists():
+        return max(spec.idle_timeout, STARTUP_ALLOWANCE)
+    return spec.idle_timeout
 
 
 def last_activity(last_output: float, record_dir: Path | None) -> float:
