@@ -194,6 +194,8 @@ def test_a_resume_closes_its_tasks_orphaned_routes_but_those_it_adopts(
         for kept in (adopted, other):
             assert ask(ports[kept], kept).status == 200
     finally:
+        for placeholder in (adopted, other):
+            resuming.close_route(placeholder)
         resuming.close()
 
 
