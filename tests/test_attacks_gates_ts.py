@@ -38,12 +38,12 @@ pytestmark = pytest.mark.docker
 __all__ = ["project", "sandbox"]  # module fixtures shared with the template specs
 
 TASK = "Fix clamp in src/index.ts"
-VITE_CONFIG = """import { defineConfig } from "vite";
-
-export default defineConfig({
+VITE_CONFIG = """export default {
   test: { include: ["nothing/**"], passWithNoTests: true },
-});
+};
 """
+"""A plain object, as vitest reads it when no vitest.config.* exists (the fixture has no `vite`
+package of its own to import defineConfig from)."""
 WORKFLOW = (
     "workflow:\n  initial_step: implement\n  steps:\n"
     "    implement: {role: implementer, next: test, max_retries: 1}\n"

@@ -193,7 +193,7 @@ def test_under_gvisor_a_worker_still_reaches_its_model_api_and_nothing_else(
                     "-c",
                     'dmesg | head -n 1; python3 -c "$0" "$1"; python3 -c "$2" 1.1.1.1:443 "$3"',
                     fetch,
-                    route.url,
+                    f"{route.url}/models",  # a model path: the proxy forwards nothing else
                     PROBE,
                     side_door,
                 ],

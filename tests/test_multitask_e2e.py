@@ -127,7 +127,10 @@ def test_three_tasks_at_once_one_killed_the_others_finish_and_it_resumes(
             gates = [e for e in store.events(wf.id) if e.type == "gate"]
             assert gates and gates[-1].status == "passed", (name, [e.status for e in gates])
         gamma_steps = [(s["name"], s["status"]) for s in store.steps(found["gamma"].id)]
-        assert ("implement", "interrupted") in gamma_steps
+        # Its implementer was running at the kill: the proxy daemon kept its model request alive,
+        # so the resume adopted it and the step ran once.
+        assert [n for n, _ in gamma_steps].count("implement") == 1
+        assert ("implement", "succeeded") in gamma_steps
     assert Workspace(repo).user_checkout_fingerprint() == before
     assert _leftovers(repo) == ([], [])
     print(f"\nthree tasks at once: {side_by_side:.1f} s; the killed one's resume: {resumed:.1f} s")

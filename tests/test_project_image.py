@@ -177,6 +177,7 @@ def test_a_broken_dockerfile_names_the_file(tmp_path: Path) -> None:
     path.write_text(path.read_text() + "\nRUN exit 3\n")  # the user's edit broke it
     _, written = image_commands.sandbox_init(repo)
     assert not written  # an edited file is never overwritten
+    trust(repo)  # the user trusts their own edit (an untrusted one is never built)
     with pytest.raises(SandboxError) as info:
         image_commands.sandbox_build(repo)
     assert str(path) in info.value.hint

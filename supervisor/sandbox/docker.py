@@ -388,7 +388,10 @@ class DockerSandbox:
             idle = idle_limit(spec)
             if idle is not None:
                 limit = min(limit, last + idle)
-            exited = _wait_exit(container, max(limit - time.monotonic(), 0.0) + 0.05)
+            wait = max(limit - time.monotonic(), 0.0)
+            if spec.record_dir is not None:
+                wait = min(wait, RECHECK)  # the start-up ends, or the stream moves, meanwhile
+            exited = _wait_exit(container, wait + 0.05)
             if exited is not None:
                 streamer.join(timeout=5)
                 container.reload()
@@ -457,6 +460,8 @@ class DockerSandbox:
         return removed
 
 
+RECHECK = 5.0
+"""How often a worker's wait looks at its model stream again (one engine request each time)."""
 STARTUP_ALLOWANCE = 90.0
 """How long a worker may stay silent before its first model request. A CLI's own start-up
 (gemini's especially) can be silent for tens of seconds on a loaded machine, and no model

@@ -8,8 +8,9 @@ model API sent back through the proxy cannot. So the proxy keeps, per run, in th
   path, query, status, whether the whole answer was relayed, times, byte counts, the rate-limit
   headers the API sent, and the body file's name; a request the proxy refused carries `refused`.
 - `NNNN.body`, the response body exactly as relayed (written as it streams, capped at 64 MiB).
-- `activity`, whose mtime is bumped at most once a second while bytes flow, so the sandbox can
-  tell a CLI waiting on a slow but live stream from a hung one.
+- `activity`, made at the run's first request and bumped at most once a second while the model's
+  answers flow back, so the sandbox can tell a CLI waiting on a slow but live stream from a hung
+  one (a CLI re-sending a request nobody answers is hung too).
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ class Recorder:
         with self._lock:
             seq = self._seq
             self._seq += 1
-        self.touch(force=True)
+        if seq == 0:
+            self.touch(force=True)  # the run's model traffic began: its start-up is over
         return Exchange(self, seq, method, target)
 
     def touch(self, *, force: bool = False) -> None:
@@ -111,13 +113,15 @@ class Exchange:
         self._done = False
 
     def sent(self, size: int) -> None:
+        """A request's bytes are not a sign of life: a CLI that sends the same request again and
+        again, never answered, is hung all the same."""
         self.entry["request_bytes"] += size
-        self.recorder.touch()
 
     def answered(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
         self.entry["status"] = status
         self.entry["headers"] = kept_headers(headers)
         self._open_body()
+        self.recorder.touch()
 
     def received(self, data: bytes) -> None:
         size = self.entry["response_bytes"]
