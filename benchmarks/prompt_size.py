@@ -6,7 +6,7 @@ Renders, through the real implementer role, templates and context packing, the p
 component of a synthetic N-component plan (three phases, a chain of depends_on, plan-like
 descriptions) on the demo repository, the way the engine does (task text and targets included),
 and prints the largest: with the whole plan as JSON in every prompt (how the engine did it before
-supervisor/plan_view.py) and with the component's view of the plan (how it does it now).
+supervisor/context/plan_view.py) and with the component's view of the plan (how it does it now).
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from supervisor import prompts  # noqa: E402
+from supervisor.context import prompts  # noqa: E402
+from supervisor.context.plan_view import plan_for_prompt  # noqa: E402
+from supervisor.context.roles import load_role  # noqa: E402
 from supervisor.dag import WorkGraph  # noqa: E402
 from supervisor.demo import make_demo_repo  # noqa: E402
-from supervisor.plan_view import plan_for_prompt  # noqa: E402
-from supervisor.roles import load_role  # noqa: E402
 from supervisor.schemas import PlanOutput  # noqa: E402
 from supervisor.workflow.steps.worker import component_task as _component_task  # noqa: E402
 

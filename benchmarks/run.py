@@ -32,8 +32,8 @@ from supervisor.parsing import parse_worker_output  # noqa: E402
 from supervisor.sandbox.docker import DockerSandbox, RunSpec  # noqa: E402
 from supervisor.schemas import ImplementationOutput  # noqa: E402
 from supervisor.state.store import EventSpec, Store  # noqa: E402
-from supervisor.treedata import CommitFiles  # noqa: E402
-from supervisor.workspace import Workspace  # noqa: E402
+from supervisor.workspace.treedata import CommitFiles  # noqa: E402
+from supervisor.workspace.worktrees import Workspace  # noqa: E402
 
 IMAGE = "supervisor-sandbox:latest"
 
@@ -92,8 +92,8 @@ def main() -> None:
         def docker_noop() -> None:
             sandbox.run(RunSpec(argv=["true"], worktree=floor_tree))
 
-        from supervisor.context import build_pack
-        from supervisor.roles import load_role
+        from supervisor.context.assemble import build_pack
+        from supervisor.context.roles import load_role
 
         implementer = load_role("implementer", None)
         five = [f"pkg/mod{i}.py" for i in range(5)]

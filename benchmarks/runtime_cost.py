@@ -22,11 +22,11 @@ from pathlib import Path
 from supervisor import demo, process
 from supervisor.config import load_settings
 from supervisor.fakeapi import ScriptedModelServer, load_script
-from supervisor.gates import run_gate
+from supervisor.project.gates import run_gate
 from supervisor.sandbox.docker import DockerSandbox, RunSpec
 from supervisor.sandbox.runtime import known
 from supervisor.workers.claude import ClaudeAdapter
-from supervisor.workspace import Workspace
+from supervisor.workspace.worktrees import Workspace
 
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 10
 GATE_RUNTIME = sys.argv[2] if len(sys.argv) > 2 else "runsc"

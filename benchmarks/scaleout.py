@@ -38,8 +38,8 @@ from temporal_support import DevServer  # noqa: E402
 
 from supervisor.demo import make_demo_repo, write_project_config  # noqa: E402
 from supervisor.fakeapi import ScriptedModelServer, load_script  # noqa: E402
+from supervisor.guard.trust import trust  # noqa: E402
 from supervisor.state.store import Store  # noqa: E402
-from supervisor.trust import trust  # noqa: E402
 
 THREE_STEPS = (
     "workflow:\n  initial_step: implement\n  steps:\n"
@@ -92,7 +92,7 @@ def wait_all(repo: Path, ids: list[int], timeout: float = 1800) -> float:
     """When every task of `ids` has ended. Polled through the read-only reader (what `status`
     uses), every 20 ms: opening the full store per poll takes the database's write lock and
     would slow the worker it is timing."""
-    from supervisor.state.access import reading
+    from supervisor.task_state import reading
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

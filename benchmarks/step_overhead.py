@@ -42,9 +42,9 @@ def main() -> None:
     demo = importlib.import_module("supervisor.demo")
     fakeapi = importlib.import_module("supervisor.fakeapi")
     docker_mod = importlib.import_module("supervisor.sandbox.docker")
-    workspace = importlib.import_module("supervisor.workspace")
-    context = importlib.import_module("supervisor.context")
-    roles = importlib.import_module("supervisor.roles")
+    workspace = importlib.import_module("supervisor.workspace.worktrees")
+    context = importlib.import_module("supervisor.context.assemble")
+    roles = importlib.import_module("supervisor.context.roles")
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         repo = demo.make_demo_repo(base / "repo")
@@ -64,7 +64,7 @@ def main() -> None:
 
         def source() -> Any:
             try:
-                treedata = importlib.import_module("supervisor.treedata")
+                treedata = importlib.import_module("supervisor.workspace.treedata")
             except ImportError:  # before isolation: the worktree itself
                 return floor_tree
             return treedata.CommitFiles(ws.git_dir, head)

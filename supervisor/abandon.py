@@ -13,14 +13,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from supervisor.errors import GitError
-from supervisor.locks import task_lock
+from supervisor.state.locks import task_lock
 from supervisor.state.store import EventSpec
 from supervisor.workflow.history import refs_under
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from supervisor.project import Project
+    from supervisor.opening import Project
     from supervisor.state.store import Workflow
 
 
@@ -39,7 +39,7 @@ class Abandonment:
 
 
 def preview(wf_id: int, path: Path) -> Abandonment:
-    from supervisor.project import open_project
+    from supervisor.opening import open_project
 
     project = open_project(path)
     with project.store() as store:
@@ -67,7 +67,7 @@ def preview(wf_id: int, path: Path) -> Abandonment:
 
 def abandon(wf_id: int, path: Path) -> Abandonment:
     """Remove what `preview` lists; refused (WorkflowBusyError) while a supervisor runs it."""
-    from supervisor.project import open_project
+    from supervisor.opening import open_project
 
     project = open_project(path)
     with task_lock(project.state_dir, wf_id), project.store() as store:
@@ -75,7 +75,7 @@ def abandon(wf_id: int, path: Path) -> Abandonment:
         ws = project.workspace
         for worktree in plan.worktrees:
             ws.remove_worktree(worktree)
-        from supervisor import overlay
+        from supervisor.workspace import overlay
 
         overlay.remove_bases(ws.state_dir, f"wf{wf_id}-")  # what its views stood on
         for ref in [*plan.refs, *(f"refs/heads/{b}" for b in plan.branches)]:
@@ -103,7 +103,7 @@ def _remove_containers(project: Project, wf_id: int) -> None:
     Without a Docker engine there is no container to remove."""
     from supervisor.errors import SandboxError
     from supervisor.image_commands import remove_dead_head_trees
-    from supervisor.project import remove_dead_probes
+    from supervisor.opening import remove_dead_probes
     from supervisor.sandbox.docker import LABEL_REPO, LABEL_WORKFLOW, DockerSandbox, repo_label
 
     remove_dead_head_trees(project)

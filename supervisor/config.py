@@ -4,7 +4,7 @@ Precedence (lowest first): package `config/` < user `~/.supervisor/config.yaml` 
 `.supervisor/config.yaml` < command-line flags. Every file is validated by a pydantic model that
 forbids unknown keys, and every error names the file (and line, for YAML syntax) and the fix. The
 project layer's settings that decide where credentials go are honoured only once the user trusted
-them (supervisor/trust.py).
+them (supervisor/guard/trust.py).
 """
 
 from __future__ import annotations
@@ -159,7 +159,8 @@ class SandboxSettings(_Model):
 
 
 class ProtectedPaths(_Model):
-    """Changes to the package's list of paths workers may not change (supervisor/protected.py)."""
+    """Changes to the package's list of paths workers may not change
+    (supervisor/guard/protected.py)."""
 
     add: list[str] = Field(default_factory=list)
     remove: list[str] = Field(default_factory=list)
@@ -179,7 +180,8 @@ NotifyEvent = Literal["approval", "budget", "rate_limited", "failed", "completed
 
 
 class NotificationSettings(_Model):
-    """Who hears that a task waits, failed or finished (supervisor/notify.py). `webhook` routes
+    """Who hears that a task waits, failed or finished (supervisor/policy/notify.py). `webhook`
+    routes
     data off the machine, so it is honoured only from the user's own config."""
 
     webhook: str | None = None
@@ -198,7 +200,8 @@ class Price(_Model):
 
 
 class BudgetSettings(_Model):
-    """Spend limits per task and per step (supervisor/budgets.py), and the prices of models whose
+    """Spend limits per task and per step (supervisor/policy/budgets.py), and the prices of models
+    whose
     CLI reports tokens but no cost, in dollars per million tokens."""
 
     task: Budget = Field(default_factory=Budget)
@@ -376,7 +379,7 @@ def config_layers(
     repo: Path | None, overrides: dict[str, Any] | None = None
 ) -> list[tuple[str, dict[str, Any]]]:
     """Each layer of the cascade with its data, lowest precedence first. The repository's layer
-    comes without what it may not set (supervisor/trust.py: its webhook, and the settings that
+    comes without what it may not set (supervisor/guard/trust.py: its webhook, and the settings that
     weaken a protection until the user trusted them)."""
     return _layers(repo, overrides)[0]
 
@@ -389,7 +392,7 @@ def ignored_settings(repo: Path | None) -> list[Any]:
 def _layers(
     repo: Path | None, overrides: dict[str, Any] | None
 ) -> tuple[list[tuple[str, dict[str, Any]]], list[Any]]:
-    from supervisor import trustmap
+    from supervisor.guard import trustmap
 
     package: dict[str, Any] = _mapping(CONFIG_DIR / "defaults.yaml")
     limits = _mapping(CONFIG_DIR / "limits.yaml")
@@ -423,7 +426,7 @@ def _layers(
                 "workers and gates is the user's choice, not the repository's.",
                 f"Remove it there; set it in {user_dir() / 'config.yaml'} if you want it.",
             )
-        from supervisor import trust_records
+        from supervisor.guard import trust_records
 
         below: dict[str, Any] = {}
         for _, layer in found:

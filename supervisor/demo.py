@@ -15,8 +15,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from supervisor import process, trustmap
-from supervisor.trust import trust
+from supervisor import process
+from supervisor.guard import trustmap
+from supervisor.guard.trust import trust
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -192,7 +193,8 @@ def write_project_config(repo: Path, base_url: str) -> None:
 
 
 def run_demo(console: Console, err_console: Console, keep: Path | None) -> None:
-    from supervisor import project, tasks
+    from supervisor import opening as project
+    from supervisor import tasks
     from supervisor.cli.render import workflow_detail
     from supervisor.cli.reporter import RichReporter
     from supervisor.fakeapi import ScriptedModelServer, load_script

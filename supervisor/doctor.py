@@ -10,9 +10,10 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from supervisor import credentials, process
+from supervisor import process
 from supervisor.config import Settings, WorkflowDef
 from supervisor.errors import SupervisorError
+from supervisor.guard import credentials
 from supervisor.resources import NODE_BIN
 from supervisor.workflow.loading import load_workflow
 
@@ -48,7 +49,7 @@ def fallbacks_in_use(definition: WorkflowDef, settings: Settings, repo: Path | N
 
 
 def _role_clis(definition: WorkflowDef, settings: Settings, repo: Path | None) -> list[list[str]]:
-    from supervisor.roles import load_role
+    from supervisor.context.roles import load_role
 
     found = []
     for step in definition.steps.values():
@@ -65,7 +66,7 @@ def diagnose(path: Path) -> list[Check]:
 
     from supervisor.config import load_settings
     from supervisor.errors import RepoError
-    from supervisor.host_git import _git, find_repo_root
+    from supervisor.workspace.host_git import _git, find_repo_root
 
     checks: list[Check] = []
     try:

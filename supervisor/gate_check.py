@@ -16,8 +16,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from supervisor import trustmap
 from supervisor.errors import SupervisorError
+from supervisor.guard import trustmap
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -46,8 +46,6 @@ class GateCheck:
             return True
         return self.runnable and gate == "test"
 
-    """One line for the report and the config comment: "passed in 3 s", "exit 1: …"."""
-
 
 def check_gates(
     repo: Path, gates: dict[str, str], on_output: Callable[[str], None] | None = None
@@ -55,8 +53,8 @@ def check_gates(
     """Each gate's result on HEAD in the project image; every gate unverified (not passed) with
     the reason when the image cannot be built or Docker is not there."""
     from supervisor import image_commands, owners
-    from supervisor import project as projects
-    from supervisor.gates import run_gate
+    from supervisor import opening as projects
+    from supervisor.project.gates import run_gate
     from supervisor.sandbox.docker import LABEL_PROBE, DockerSandbox, repo_label
 
     if not gates:

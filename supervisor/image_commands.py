@@ -1,7 +1,7 @@
 """`supervisor sandbox init|build|status|shell`: the project image commands.
 
 They work on a throwaway worktree of HEAD (what a new task would start from) and leave to
-supervisor/project_image.py what the image is made of and how it is built.
+supervisor/project/project_image.py what the image is made of and how it is built.
 """
 
 from __future__ import annotations
@@ -9,11 +9,12 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any, cast
 
-from supervisor import owners, project_image
+from supervisor import owners
 from supervisor.errors import SandboxError
-from supervisor.locks import critical_section
-from supervisor.project import Project, open_project
+from supervisor.opening import Project, open_project
+from supervisor.project import project_image
 from supervisor.sandbox.docker import DockerSandbox
+from supervisor.state.locks import critical_section
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 
 
 def sandbox_init(path: Path) -> tuple[Path, bool]:
-    from supervisor.detect import detect
+    from supervisor.project.detect import detect
 
     project = open_project(path)
     return project_image.write_dockerfile(

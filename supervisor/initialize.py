@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from supervisor import trustmap
-from supervisor.detect import Detection, detect
+from supervisor.context.roles import PACKS_DIR
 from supervisor.gate_check import GateCheck
-from supervisor.roles import PACKS_DIR
+from supervisor.guard import trustmap
+from supervisor.project.detect import Detection, detect
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -81,7 +81,7 @@ def initialize(
     )
     dockerfile_written = None
     if set(detection.stacks) & {"python", "node", "rust", "go"}:
-        from supervisor import project_image
+        from supervisor.project import project_image
 
         _, dockerfile_written = project_image.write_dockerfile(repo, detection, base_image)
     if check is not None:

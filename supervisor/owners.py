@@ -13,8 +13,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from supervisor.locks import process_alive
-
 SEPARATOR = "."
 
 
@@ -56,3 +54,13 @@ def alive(owner: str) -> bool:
 def is_owner(text: str) -> bool:
     pid, _, start = text.partition(SEPARATOR)
     return pid.isdigit() and (not start or start.isdigit())
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # alive, another user's
+    return True

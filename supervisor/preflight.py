@@ -34,7 +34,7 @@ def check_gates(definition: WorkflowDef, settings: Settings, repo: Path) -> None
     missing = [g for g in gates_used(definition) if g not in settings.gates]
     if not missing:
         return
-    from supervisor.detect import detect
+    from supervisor.project.detect import detect
 
     detected = detect(repo).gates
     proposals = {g: detected[g] for g in missing if g in detected}

@@ -2,7 +2,7 @@
 
 A worker's answer is only ever read through these models: unknown keys and missing fields are
 errors, so a model that drifts from the contract is caught at once and told what to fix. The
-schema each vendor receives is derived from these models by `supervisor.structured_output`.
+schema each vendor receives is derived from these models by `supervisor.workers.structured_output`.
 """
 
 from __future__ import annotations

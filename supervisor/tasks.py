@@ -1,13 +1,13 @@
 """The task lifecycle: start, resume, complete. Several tasks run at once in one repository.
 
-Each task is held by its own lock (supervisor/locks.py) for as long as a supervisor runs
+Each task is held by its own lock (supervisor/state/locks.py) for as long as a supervisor runs
 it, so `resume` of a task still running is refused while other tasks start, run, crash and resume
 beside it. What tasks share is guarded only where they share it: the state database (short
 transactions), git's bookkeeping (`Workspace.git_section`) and the project image build. Clean-up
 after a crash touches the task's own containers, worktrees and run folders, never another's.
 
 The CLI layer only parses arguments and calls these; opening the project and the checks before a
-task exists are supervisor/project.py, the image commands supervisor/image_commands.py.
+task exists are supervisor/opening.py, the image commands supervisor/image_commands.py.
 """
 
 from __future__ import annotations
@@ -15,15 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from supervisor import (
-    approval_policy,
-    budgets,
-    image_commands,
-    notify,
-    process,
-    protected,
-    trustmap,
-)
+from supervisor import image_commands, process
 from supervisor.config import WorkflowDef
 from supervisor.doctor import clis_in_use
 from supervisor.errors import (
@@ -33,8 +25,8 @@ from supervisor.errors import (
     StepFailedError,
     SupervisorError,
 )
-from supervisor.locks import critical_section, task_lock
-from supervisor.project import (  # noqa: F401 (open_project, reading, workflows: re-exported)
+from supervisor.guard import protected, trustmap
+from supervisor.opening import (  # noqa: F401 (open_project, reading, workflows: re-exported)
     Project,
     definition_changed,
     open_project,
@@ -45,11 +37,13 @@ from supervisor.project import (  # noqa: F401 (open_project, reading, workflows
     task_definition,
     workflows,
 )
+from supervisor.policy import approval_policy, budgets, notify
 from supervisor.redaction import redact
 from supervisor.sandbox import adopt
 from supervisor.sandbox.docker import LABEL_REPO, LABEL_WORKFLOW, DockerSandbox, repo_label
-from supervisor.state.access import decide  # noqa: F401 (re-exported: tasks.decide)
+from supervisor.state.locks import critical_section, task_lock
 from supervisor.state.store import EventSpec, Store, Workflow
+from supervisor.task_state import decide  # noqa: F401 (re-exported: tasks.decide)
 from supervisor.workflow import resuming
 from supervisor.workflow.engine import Engine, Reporter
 from supervisor.workflow.loading import workflow_source
@@ -244,9 +238,9 @@ def analyze_deps(wf_id: int, path: Path) -> list[tuple[str, str, str]]:
     """Dependencies between the plan's components suggested by their files' imports on the task
     branch, that the plan does not already order. For a person to confirm; changes nothing."""
     from supervisor.dag import WorkGraph, suggest_dependencies
-    from supervisor.imports import resolve_imports
+    from supervisor.project.imports import resolve_imports
     from supervisor.schemas import PlanOutput
-    from supervisor.treedata import CommitFiles
+    from supervisor.workspace.treedata import CommitFiles
 
     project = open_project(path)
     with project.store() as store:
@@ -288,7 +282,7 @@ def _drive(
     before_commit: Callable[[int], None] | None = None,
     dispatch: list[dict[str, Any]] | None = None,
 ) -> Workflow:
-    """Run the engine, and tell the user (supervisor/notify.py) when the run ends waiting for
+    """Run the engine, and tell the user (supervisor/policy/notify.py) when the run ends waiting for
     them, failed or completed."""
     notifier = notifier or notify.Notifier.from_config(project.root, project.settings)
     try:

@@ -15,7 +15,7 @@ from supervisor.demo import (
     read_turn,
     write_project_config,
 )
-from supervisor.trust import trust
+from supervisor.guard.trust import trust
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -35,8 +35,8 @@ from typing import Any
 
 from supervisor.demo import fenced, make_demo_repo
 from supervisor.fakeapi import ScriptedModelServer, load_script
+from supervisor.guard.trust import trust
 from supervisor.sandbox.docker import LABEL_REPO, LABEL_STEP, LABEL_STEP_ID, repo_label
-from supervisor.trust import trust
 
 TASK = "Build the shapes package"
 COMPONENTS = {
@@ -305,7 +305,7 @@ def proxy_ports_of(label: str) -> set[int]:
 def locks_left(state: Path) -> list[str]:
     """Task locks still held, or still naming the pid of a supervisor that held them: a clean
     end empties its lock file (a SIGKILL leaves the pid, which the next holder overwrites)."""
-    from supervisor.locks import task_holder
+    from supervisor.state.locks import task_holder
 
     left = []
     for lock in sorted((state / "locks").glob("task-*.lock")):

@@ -18,12 +18,12 @@ from supervisor import tasks
 from supervisor.config import AdaptiveSettings, AdaptiveWeights, load_settings
 from supervisor.demo import make_demo_repo
 from supervisor.errors import ConfigError
-from supervisor.project import start_preview
+from supervisor.guard.trust import trust
+from supervisor.opening import start_preview
 from supervisor.routing import adaptive, history, route
 from supervisor.sandbox.standin import StandinSandbox, WorkerCall, answer
 from supervisor.state.records import EventSpec
 from supervisor.state.store import Store
-from supervisor.trust import trust
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -10,7 +10,7 @@ from e2e_support import GOOD_CALC, implementer, new_repo, require_sandbox, revie
 from routing_support import gemini_beats_claude_at_review
 
 from supervisor import tasks
-from supervisor.trust import trust
+from supervisor.guard.trust import trust
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from supervisor import approval_policy, risk
-from supervisor.approval_policy import Facts, FileChange, evaluate, parse
 from supervisor.errors import ConfigError
-from supervisor.trust import trust
+from supervisor.guard.trust import trust
+from supervisor.policy import approval_policy, risk
+from supervisor.policy.approval_policy import Facts, FileChange, evaluate, parse
 
 if TYPE_CHECKING:
-    from supervisor.approval_policy import Policy
+    from supervisor.policy.approval_policy import Policy
 
 
 @pytest.fixture

@@ -21,9 +21,9 @@ from e2e_support import write_workflow as write_workflow_file
 from supervisor import tasks
 from supervisor.config import Limits
 from supervisor.demo import CALC_STUB, TESTS, make_demo_repo, read_turn
-from supervisor.gates import run_gate
+from supervisor.project.gates import run_gate
 from supervisor.sandbox.docker import DockerSandbox
-from supervisor.workspace import Workspace
+from supervisor.workspace.worktrees import Workspace
 
 if TYPE_CHECKING:
     from pathlib import Path

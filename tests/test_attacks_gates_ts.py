@@ -29,9 +29,9 @@ from test_templates_ts_e2e import (  # the module's image, built once by `init`
 
 from supervisor import tasks
 from supervisor.config import Limits
-from supervisor.gates import run_gate
+from supervisor.guard.trust import trust
+from supervisor.project.gates import run_gate
 from supervisor.sandbox.docker import DockerSandbox
-from supervisor.trust import trust
 from supervisor.workflow.gate_baseline import Baseline, judge
 
 pytestmark = pytest.mark.docker
@@ -115,7 +115,7 @@ def test_were_the_config_to_slip_through_the_count_fails_the_gate(
     assert emptied.passed, emptied.output
     assert "No test files found" in emptied.output
 
-    from supervisor.test_counts import count_tests
+    from supervisor.project.test_counts import count_tests
 
     counted = count_tests(base.output)
     assert counted is not None and counted.ran == 2

@@ -28,11 +28,11 @@ from e2e_support import (
 
 from supervisor import image_commands, tasks
 from supervisor.demo import CALC_STUB, MAKEFILE
-from supervisor.dependency_review import DependencyApprovalRequired
 from supervisor.errors import StepFailedError
 from supervisor.fakeapi import ScriptedModelServer, load_script
-from supervisor.trust import trust
-from supervisor.workspace import Workspace
+from supervisor.guard.trust import trust
+from supervisor.policy.dependency_review import DependencyApprovalRequired
+from supervisor.workspace.worktrees import Workspace
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -19,7 +19,7 @@ from test_workflow_e2e import TASK, file_on_branch, leftovers, prompts
 from supervisor import tasks
 from supervisor.demo import fenced, implementation, read_turn
 from supervisor.errors import ConfigError
-from supervisor.workspace import Workspace
+from supervisor.workspace.worktrees import Workspace
 
 if TYPE_CHECKING:
     from pathlib import Path

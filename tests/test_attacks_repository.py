@@ -17,7 +17,7 @@ from test_workflow_e2e import TASK, file_on_branch
 
 from supervisor import tasks
 from supervisor.errors import SupervisorError
-from supervisor.trust import trust
+from supervisor.guard.trust import trust
 
 pytestmark = pytest.mark.docker
 

@@ -10,7 +10,7 @@ import pytest
 from cli_support import supervisor
 from e2e_support import new_repo, require_sandbox, write_workflow
 
-from supervisor.workspace import Workspace
+from supervisor.workspace.worktrees import Workspace
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -16,7 +16,7 @@ from test_notify import Receiver
 from test_notify import receiver as receiver  # a fixture
 
 from supervisor import tasks
-from supervisor.budgets import BudgetExceeded
+from supervisor.policy.budgets import BudgetExceeded
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -130,7 +130,7 @@ def test_a_step_held_at_its_budget_stays_on_the_same_step_costing_no_retry_nor_b
     """decide() alone: the held step is neither a failure nor an advance."""
     from test_decide import moved
 
-    from supervisor.budgets import HELD
+    from supervisor.policy.budgets import HELD
     from supervisor.workflow.steps.base import Outcome
 
     context = {"breaker": {"implement": 2}, "attempts": {"implement": 1}}

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from supervisor import budgets
 from supervisor.config import Settings
 from supervisor.errors import StateError
+from supervisor.policy import budgets
 from supervisor.state.store import EventSpec, Store
 
 if TYPE_CHECKING:

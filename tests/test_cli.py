@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from typer.testing import CliRunner
 
-from supervisor import approvals, tasks
+from supervisor import tasks
 from supervisor.cli.app import app
 from supervisor.config import load_settings
 from supervisor.demo import make_demo_repo
+from supervisor.policy import approvals
 from supervisor.state.store import EventSpec
 from supervisor.workflow.loading import load_workflow
 

@@ -15,12 +15,12 @@ from typing import ClassVar
 import pytest
 
 from supervisor.config import load_settings
-from supervisor.protected import Pinned, changed_protected, pin
+from supervisor.guard.protected import Pinned, changed_protected, pin
 from supervisor.sandbox import run_files
 from supervisor.sandbox.run_files import cli_config_masks, cli_config_paths, runs_ai_cli
-from supervisor.treedata import Entry
 from supervisor.workers import adapter_for, known_clis
 from supervisor.workers.gemini import NO_MCP_SERVER
+from supervisor.workspace.treedata import Entry
 
 
 def build(cli: str, extra: list[str]) -> tuple[list[str], dict[str, bytes]]:

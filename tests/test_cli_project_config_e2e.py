@@ -36,7 +36,7 @@ from supervisor.fakeapi import ScriptedModelServer, load_script
 from supervisor.sandbox import run_files
 from supervisor.sandbox.docker import DockerSandbox, RunSpec
 from supervisor.workers import adapter_for, claude, codex, gemini
-from supervisor.workspace import Workspace
+from supervisor.workspace.worktrees import Workspace
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

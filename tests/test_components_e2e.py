@@ -18,7 +18,7 @@ from supervisor import tasks
 from supervisor.demo import fenced
 from supervisor.errors import StepFailedError
 from supervisor.sandbox.docker import LABEL_REPO, repo_label
-from supervisor.workspace import Workspace
+from supervisor.workspace.worktrees import Workspace
 
 if TYPE_CHECKING:
     from pathlib import Path

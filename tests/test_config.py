@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from supervisor.config import load_settings
+from supervisor.context.roles import load_role
 from supervisor.errors import ConfigError
-from supervisor.roles import load_role
 from supervisor.workflow.loading import load_workflow
 
 if TYPE_CHECKING:

@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from supervisor import prompts, tokens
-from supervisor.context import build_pack
+from supervisor.context import prompts, tokens
+from supervisor.context.assemble import build_pack
+from supervisor.context.roles import Role, RoleContext
 from supervisor.errors import ConfigError
-from supervisor.imports import resolve_imports
-from supervisor.roles import Role, RoleContext
-from supervisor.trust import trust
+from supervisor.guard.trust import trust
+from supervisor.project.imports import resolve_imports
 
 if TYPE_CHECKING:
     from pathlib import Path

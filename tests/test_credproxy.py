@@ -23,9 +23,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from supervisor import credentials
 from supervisor.config import CliSettings
 from supervisor.errors import SandboxError
+from supervisor.guard import credentials
 from supervisor.sandbox.credproxy import CredentialProxy, Injection, Upstream, new_placeholder
 
 if TYPE_CHECKING:

@@ -190,7 +190,7 @@ def test_analyze_deps_reads_the_imports_on_the_task_branch(
 
     from supervisor import tasks
     from supervisor.state.store import Store
-    from supervisor.workspace import Workspace
+    from supervisor.workspace.worktrees import Workspace
 
     monkeypatch.setenv("SUPERVISOR_USER_DIR", str(tmp_path / "user"))
     repo = tmp_path / "repo"

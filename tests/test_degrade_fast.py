@@ -13,11 +13,11 @@ from rich.console import Console
 from test_engine_fast import GATE, Project, component, plans, project, warm_packer, writes
 
 from supervisor import tasks
-from supervisor.approvals import pending
 from supervisor.cli.render import workflows_table
 from supervisor.config import WorkflowDef
 from supervisor.errors import ApprovalRequired, StepFailedError
-from supervisor.trust import trust
+from supervisor.guard.trust import trust
+from supervisor.policy.approvals import pending
 from supervisor.tui.data import step_shown
 
 if TYPE_CHECKING:

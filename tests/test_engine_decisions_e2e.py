@@ -25,8 +25,8 @@ from e2e_support import (
 from supervisor import abandon, tasks
 from supervisor.demo import PLAN, fenced
 from supervisor.errors import ApprovalRequired, ConfigError, StepFailedError, WorkflowBusyError
-from supervisor.locks import task_lock
-from supervisor.workspace import Workspace
+from supervisor.state.locks import task_lock
+from supervisor.workspace.worktrees import Workspace
 
 if TYPE_CHECKING:
     from pathlib import Path

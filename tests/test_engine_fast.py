@@ -19,9 +19,9 @@ import pytest
 from supervisor import tasks
 from supervisor.demo import make_demo_repo
 from supervisor.errors import ApprovalRequired, StepFailedError
+from supervisor.guard.trust import trust
 from supervisor.process import run as run_process
 from supervisor.sandbox.standin import StandinSandbox, WorkerCall, answer, envelope
-from supervisor.trust import trust
 from supervisor.workflow import engine
 from supervisor.workflow.engine import Reporter
 
@@ -150,9 +150,9 @@ class Project:
 def warm_packer() -> None:
     """Repomix's node process and the tokenizer start once per process (2-4 s); pay that here
     rather than in whichever spec runs first."""
-    from supervisor.context import build_pack  # noqa: F401
-    from supervisor.packer import pack
-    from supervisor.tokens import count
+    from supervisor.context.assemble import build_pack  # noqa: F401
+    from supervisor.context.packer import pack
+    from supervisor.context.tokens import count
 
     count("warm")
     pack(Path(__file__).parent, ["conftest.py"])

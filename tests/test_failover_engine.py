@@ -27,8 +27,8 @@ from test_engine_fast import project as project  # the fixture, used by `make`
 from supervisor import tasks
 from supervisor.demo import make_demo_repo
 from supervisor.errors import CredentialsError
+from supervisor.guard.trust import trust
 from supervisor.sandbox.standin import WorkerCall
-from supervisor.trust import trust
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -350,7 +350,7 @@ def test_refused_credentials_without_a_fallback_still_stop_the_task(
 def test_a_fallback_without_credentials_stops_start_task_before_anything_is_created(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, api_keys: None
 ) -> None:
-    """The preflight (supervisor/project.py: open_sandbox) checks every CLI a role may fail over
+    """The preflight (supervisor/opening.py: open_sandbox) checks every CLI a role may fail over
     to, so a missing login is found now, not mid-task; the credentials check runs before any
     container, so no Docker is needed to see it."""
     for key in ("OPENAI_API_KEY", "CODEX_API_KEY"):

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from supervisor import shadowing, test_counts, test_pins
 from supervisor.config import load_settings
-from supervisor.gates import GateResult
-from supervisor.protected import changed_protected, pin
+from supervisor.guard.protected import changed_protected, pin
+from supervisor.project import shadowing, test_counts, test_pins
+from supervisor.project.gates import GateResult
 from supervisor.workflow.gate_baseline import Baseline, judge
 from supervisor.workflow.state import WorkflowState
 

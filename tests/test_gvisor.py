@@ -19,8 +19,8 @@ from test_sandbox import PROBE, local_api  # noqa: F401  (a fixture)
 from supervisor import tasks
 from supervisor.config import user_dir
 from supervisor.errors import SandboxError
+from supervisor.guard.trust import trust
 from supervisor.sandbox.docker import DockerSandbox, RunSpec
-from supervisor.trust import trust
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -10,9 +10,9 @@ import pytest
 
 from supervisor.config import WorkflowDef
 from supervisor.errors import MergeConflictError
-from supervisor.gates import GateResult
+from supervisor.project.gates import GateResult
 from supervisor.workflow import gate_problems, history
-from supervisor.workspace import Workspace
+from supervisor.workspace.worktrees import Workspace
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from cli_support import supervisor
 
-from supervisor.detect import detect
+from supervisor.context.roles import load_role
 from supervisor.initialize import initialize, pack_roles
-from supervisor.roles import load_role
+from supervisor.project.detect import detect
 
 
 def make(root: Path, files: dict[str, str]) -> Path:

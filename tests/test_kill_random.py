@@ -35,8 +35,8 @@ from e2e_support import require_sandbox
 
 from supervisor import tasks
 from supervisor.demo import make_demo_repo
+from supervisor.guard.trust import trust
 from supervisor.process import run as run_process
-from supervisor.trust import trust
 
 pytestmark = pytest.mark.slow
 

@@ -17,7 +17,7 @@ from e2e_support import GOOD_CALC, implementer, new_repo, require_sandbox, write
 
 from supervisor import tasks
 from supervisor.sandbox.docker import LABEL_REPO, repo_label
-from supervisor.workspace import Workspace
+from supervisor.workspace.worktrees import Workspace
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from supervisor.notify import Notifier, RateLimitWatch
+from supervisor.policy.notify import Notifier, RateLimitWatch
 from supervisor.state.store import Store
 
 if TYPE_CHECKING:

@@ -1,4 +1,5 @@
-"""Copy-on-write workspaces (supervisor/overlay.py) on the real engine: a worker that rewrites its
+"""Copy-on-write workspaces (supervisor/workspace/overlay.py) on the real engine: a worker that
+rewrites its
 workspace gets exactly the candidate a fully written worktree gives (or the same refusal), the
 shared base is never changed, and an overlay that cannot be mounted falls back to full trees."""
 
@@ -12,11 +13,11 @@ from typing import TYPE_CHECKING
 import pytest
 from e2e_support import IMAGE, require_sandbox
 
-from supervisor import overlay
 from supervisor.errors import CandidateRefusedError
 from supervisor.sandbox.docker import DockerSandbox, RunSpec
-from supervisor.treedata import SnapshotLimits
-from supervisor.workspace import Workspace, wait_for_deletions
+from supervisor.workspace import overlay
+from supervisor.workspace.treedata import SnapshotLimits
+from supervisor.workspace.worktrees import Workspace, wait_for_deletions
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

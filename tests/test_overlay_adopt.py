@@ -1,4 +1,5 @@
-"""A copy-on-write view (supervisor/overlay.py) outlives the supervisor that made it: a resume
+"""A copy-on-write view (supervisor/workspace/overlay.py) outlives the supervisor that made it: a
+resume
 rebuilds it from what its worker's container labels name (the step's commit and its base's) and
 reads the worker's changes as the dead process would have, keeps the base while the view uses it
 and leaves nothing behind afterwards. Host side only (real git, a real killed process); the
@@ -13,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from supervisor import overlay
-from supervisor.workspace import Workspace, wait_for_deletions
+from supervisor.workspace import overlay
+from supervisor.workspace.worktrees import Workspace, wait_for_deletions
 
 
 def git(repo: Path, *args: str) -> str:
@@ -49,7 +50,7 @@ def repo(tmp_path: Path) -> tuple[Path, str, str]:
 KILLED_RUN = """
 import os, sys
 from pathlib import Path
-from supervisor.workspace import Workspace
+from supervisor.workspace.worktrees import Workspace
 repo, first, second = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 ws = Workspace(repo)
 ws.use_overlay(owner="wf3")

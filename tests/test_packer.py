@@ -16,8 +16,8 @@ import pytest
 from e2e_support import missing
 
 from supervisor.config import NODE_BIN
+from supervisor.context.packer import RepomixPacker
 from supervisor.errors import CommandTimeoutError, ToolMissingError
-from supervisor.packer import RepomixPacker
 from supervisor.process import find_program
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import pytest
 from test_notify import Receiver, _workflow
 
-from supervisor.notify import Notifier, RateLimitWatch
+from supervisor.policy.notify import Notifier, RateLimitWatch
 from supervisor.state.store import EventSpec, Store
 from supervisor.tui.data import Monitor
 

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 import pytest
 from sqlalchemy.engine import make_url
 
+from supervisor import task_state as access
 from supervisor.cli.render import _shown_status
 from supervisor.errors import WorkflowBusyError
-from supervisor.locks import task_lock
-from supervisor.state import access
+from supervisor.state.locks import task_lock
 from supervisor.state.shared_lock import is_held
 from supervisor.state.store import Store
 
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.xdist_group("postgres")
 HOLD = """
 import sys, time
 from pathlib import Path
-from supervisor.locks import task_lock
+from supervisor.state.locks import task_lock
 with task_lock(Path(sys.argv[1]), int(sys.argv[2])):
     print("held", flush=True)
     time.sleep(600)

@@ -21,7 +21,7 @@ import pytest
 from e2e_support import IMAGE, new_repo, planner, require_sandbox
 
 from supervisor import abandon, owners
-from supervisor.project import open_project, remove_dead_probes
+from supervisor.opening import open_project, remove_dead_probes
 from supervisor.sandbox.docker import LABEL_PROBE, LABEL_REPO, RUN_PREFIX, DockerSandbox, repo_label
 
 pytestmark = pytest.mark.docker

@@ -14,9 +14,9 @@ from e2e_support import fenced, implementation, require_sandbox, reviewer
 from supervisor import image_commands, tasks
 from supervisor.errors import SandboxError
 from supervisor.fakeapi import ScriptedModelServer, load_script
-from supervisor.gates import run_gate
+from supervisor.guard.trust import trust
+from supervisor.project.gates import run_gate
 from supervisor.sandbox.docker import DockerSandbox
-from supervisor.trust import trust
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

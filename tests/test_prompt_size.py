@@ -1,7 +1,8 @@
 """What a prompt leaves out is said, and a component's prompt does not grow with the plan.
 
 A component's implementer gets its own component, its dependencies' interfaces and one line about
-the rest of the plan (supervisor.plan_view), so its prompt is the same size at 20 components and
+the rest of the plan (supervisor.context.plan_view), so its prompt is the same size at 20
+components and
 at 40; and a file tree cut at TREE_LINES says so in the prompt and in the pack's record (the
 `context_packed` event carries `Pack.summary()`).
 """
@@ -13,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from supervisor import prompts
-from supervisor.context import TREE_LINES, build_pack
+from supervisor.context import prompts
+from supervisor.context.assemble import TREE_LINES, build_pack
+from supervisor.context.plan_view import plan_for_prompt
+from supervisor.context.roles import load_role
 from supervisor.dag import WorkGraph
-from supervisor.plan_view import plan_for_prompt
-from supervisor.roles import load_role
 from supervisor.schemas import PlanOutput
 
 if TYPE_CHECKING:

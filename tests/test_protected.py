@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from supervisor import protected
 from supervisor.config import load_settings
-from supervisor.dependency_review import dependency_diff, pending_request
 from supervisor.errors import SandboxError
-from supervisor.project_image import dependency_files
-from supervisor.protected import Pinned, changed_protected, part_of, pin, pinned
-from supervisor.trust import trust
+from supervisor.guard import protected
+from supervisor.guard.protected import Pinned, changed_protected, part_of, pin, pinned
+from supervisor.guard.trust import trust
+from supervisor.policy.dependency_review import dependency_diff, pending_request
+from supervisor.project.project_image import dependency_files
 
 if TYPE_CHECKING:
     from pathlib import Path

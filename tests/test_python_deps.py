@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from supervisor.python_deps import read
+from supervisor.project.python_deps import read
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

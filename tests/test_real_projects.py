@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from e2e_support import require_sandbox
 
-from supervisor import image_commands, interfaces, tasks
+from supervisor import image_commands, tasks
 from supervisor.config import Limits
+from supervisor.context import interfaces
 from supervisor.errors import SandboxError, ToolMissingError
 from supervisor.gate_check import check_gates
-from supervisor.gates import run_gate
 from supervisor.initialize import InitReport, initialize
+from supervisor.project.gates import run_gate
 from supervisor.sandbox.docker import DockerSandbox
 
 if TYPE_CHECKING:
@@ -299,7 +300,7 @@ def test_a_task_on_the_setup_py_package_lands_only_the_gated_fix(
     from e2e_support import planner, reviewer
 
     from supervisor.demo import fenced
-    from supervisor.trust import trust
+    from supervisor.guard.trust import trust
 
     repo, _ = slugger
     source = repo / "slugger" / "__init__.py"

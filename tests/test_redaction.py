@@ -327,7 +327,7 @@ def test_new_kinds_leave_look_alikes_alone(text: str) -> None:
         ("config.json", False),
         ("credentials", True),
         ("deploy/credentials.yaml", True),
-        ("supervisor/credentials.py", False),
+        ("supervisor/guard/credentials.py", False),
         ("home/.kube/config", True),
         ("clusters/staging.kubeconfig", True),
         ("kubeconfig", True),

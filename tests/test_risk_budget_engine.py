@@ -15,10 +15,10 @@ from cli_support import supervisor
 from test_engine_fast import Project, reviews, writes
 
 from supervisor import tasks
-from supervisor.budgets import BudgetExceeded
 from supervisor.errors import ApprovalRequired, StateError
+from supervisor.guard.trust import trust
+from supervisor.policy.budgets import BudgetExceeded
 from supervisor.sandbox.standin import answer
-from supervisor.trust import trust
 from supervisor.tui.data import to_approve
 
 if TYPE_CHECKING:

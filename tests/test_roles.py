@@ -7,8 +7,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from supervisor.errors import ConfigError
-from supervisor.roles import (
+from supervisor.context.roles import (
     PACKS_DIR,
     SCHEMA_PATH,
     RoleSpec,
@@ -17,6 +16,7 @@ from supervisor.roles import (
     resolve_role,
     role_json_schema,
 )
+from supervisor.errors import ConfigError
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -156,7 +156,7 @@ def test_a_cycle_in_extends_is_named(repo: Path) -> None:
 def test_a_built_in_role_cannot_extend_itself(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     package = repo.parent / "package_roles"
     write_role(package, "loop", "extends: loop\n")
-    monkeypatch.setattr("supervisor.roles.layers", lambda _repo: [("package", package)])
+    monkeypatch.setattr("supervisor.context.roles.layers", lambda _repo: [("package", package)])
     with pytest.raises(ConfigError, match="extends itself"):
         load_role("loop", repo)
 

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 import pytest
 
 from supervisor.config import FailoverSettings
+from supervisor.context.roles import load_role
 from supervisor.errors import ConfigError
 from supervisor.recovery import Action, Category, Classification
-from supervisor.roles import load_role
 from supervisor.routing import failover
 from supervisor.routing.failover import Unavailable
 from supervisor.routing.select import cli_for
@@ -182,7 +182,7 @@ def test_a_childs_cli_list_replaces_its_parents_instead_of_appending(tmp_path: P
 
 
 def test_the_roles_model_applies_to_its_preferred_cli_only() -> None:
-    from supervisor.roles import Role
+    from supervisor.context.roles import Role
 
     role = Role(
         name="x", template="t", output="plan", cli="claude", fallbacks=["codex"], model="opus"

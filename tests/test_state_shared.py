@@ -167,7 +167,7 @@ def test_a_project_config_cannot_choose_the_state_database_nor_unvetted_temporal
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from supervisor.config import load_settings
-    from supervisor.trust import guarded_settings
+    from supervisor.guard.trust import guarded_settings
 
     monkeypatch.setenv("SUPERVISOR_USER_DIR", str(tmp_path / "user"))
     repo = tmp_path / "repo"

@@ -1,7 +1,8 @@
 """The answer schemas each vendor receives, and the scripted API refusing what the real one refuses.
 
 The refusal rules (supervisor/fakeapi/schema_rules.py) are written from the vendors' documented
-limits and their real error texts; the transformations (supervisor/structured_output.py) must
+limits and their real error texts; the transformations (supervisor/workers/structured_output.py)
+must
 satisfy them for every schema we ship, and for any schema our models could grow into.
 """
 
@@ -17,7 +18,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from supervisor import structured_output
 from supervisor.fakeapi import ScriptedModelServer, load_script
 from supervisor.fakeapi.schema_rules import (
     _walk,
@@ -26,6 +26,7 @@ from supervisor.fakeapi.schema_rules import (
     openai_refusal,
 )
 from supervisor.schemas import OUTPUT_SCHEMAS, ImplementationOutput, ReviewOutput
+from supervisor.workers import structured_output
 
 NAME = "codex_output_schema"
 REAL = sorted(OUTPUT_SCHEMAS.items())

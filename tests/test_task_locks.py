@@ -20,7 +20,6 @@ from e2e_support import new_repo
 
 from supervisor import abandon
 from supervisor.errors import WorkflowBusyError
-from supervisor.locks import critical_section, lock_path, task_holder, task_lock
 from supervisor.sandbox.docker import (
     LABEL_REPO,
     LABEL_WORKFLOW,
@@ -29,13 +28,14 @@ from supervisor.sandbox.docker import (
     repo_label,
     run_dir_label,
 )
+from supervisor.state.locks import critical_section, lock_path, task_holder, task_lock
 from supervisor.state.store import Store
-from supervisor.workspace import Workspace, wait_for_deletions
+from supervisor.workspace.worktrees import Workspace, wait_for_deletions
 
 HOLD = """
 import sys, time
 from pathlib import Path
-from supervisor.locks import {function}
+from supervisor.state.locks import {function}
 with {function}(Path(sys.argv[1]), {argument}):
     print("held", flush=True)
     sys.stdin.readline()
@@ -240,7 +240,7 @@ def test_tasks_writing_the_state_database_at_once_lose_nothing(tmp_path: Path) -
 
 def test_a_killed_image_commands_head_tree_goes_but_a_live_ones_stays(tmp_path: Path) -> None:
     from supervisor.image_commands import remove_dead_head_trees
-    from supervisor.project import open_project
+    from supervisor.opening import open_project
 
     project = open_project(new_repo(tmp_path, "http://127.0.0.1:9"))
     ws = project.workspace
@@ -284,7 +284,7 @@ def test_abandon_removes_the_killed_tasks_containers_and_no_other_tasks(tmp_path
 KILLED_WITH_VIEWS = """
 import os, sys
 from pathlib import Path
-from supervisor.workspace import Workspace
+from supervisor.workspace.worktrees import Workspace
 ws = Workspace(Path(sys.argv[1]))
 for n in (1, 2):
     ws.use_overlay(owner=f"wf{n}")
@@ -314,7 +314,7 @@ def test_a_killed_starts_probe_container_goes_but_a_starting_ones_stays(tmp_path
     import docker
     from e2e_support import IMAGE, require_sandbox
 
-    from supervisor.project import open_project, remove_dead_probes
+    from supervisor.opening import open_project, remove_dead_probes
     from supervisor.sandbox.docker import LABEL_PROBE, DockerSandbox
 
     require_sandbox()

@@ -26,10 +26,10 @@ from supervisor import image_commands, tasks
 from supervisor.config import Limits
 from supervisor.demo import fenced
 from supervisor.gate_check import check_gates
-from supervisor.gates import GateResult, run_gate
+from supervisor.guard.trust import trust
 from supervisor.initialize import initialize
+from supervisor.project.gates import GateResult, run_gate
 from supervisor.sandbox.docker import DockerSandbox
-from supervisor.trust import trust
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -16,8 +16,8 @@ from temporal_support import DevServer
 from test_temporal_e2e import start_worker, supervisor, wait_for
 from test_workflow_e2e import file_on_branch
 
+from supervisor.guard.trust import trust
 from supervisor.state.store import Store
-from supervisor.trust import trust
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -1,4 +1,4 @@
-"""Worker and repository text is data wherever it is shown (supervisor/textsafe.py): escape
+"""Worker and repository text is data wherever it is shown (supervisor/guard/textsafe.py): escape
 sequences are made visible, never obeyed by the terminal, and rich markup in it is shown, never
 parsed (`[/]` in a component id once crashed `status`, `events` and `resume`).
 
@@ -17,10 +17,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from supervisor import notify
 from supervisor.cli.reporter import RichReporter
+from supervisor.guard.textsafe import Guarded, guard, markup, visible
+from supervisor.policy import notify
 from supervisor.state.store import EventSpec, Store
-from supervisor.textsafe import Guarded, guard, markup, visible
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from supervisor import packer
-from supervisor.context import DirFiles
+from supervisor.context import packer
+from supervisor.context.assemble import DirFiles
 from supervisor.errors import CandidateRefusedError, SandboxError
-from supervisor.project_image import dependency_files
-from supervisor.treedata import CommitFiles, SnapshotLimits, escapes
-from supervisor.workspace import Workspace
+from supervisor.project.project_image import dependency_files
+from supervisor.workspace.treedata import CommitFiles, SnapshotLimits, escapes
+from supervisor.workspace.worktrees import Workspace
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -272,7 +272,7 @@ def test_a_directory_chain_deeper_than_path_max_in_an_overlay_layer_refuses_the_
     candidate naming the path, shortened, never an OSError out of the step."""
     from types import SimpleNamespace
 
-    from supervisor import overlay_tree
+    from supervisor.workspace import overlay_tree
 
     upper = tmp_path / "view" / "upper"
     upper.mkdir(parents=True)

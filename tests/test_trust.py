@@ -12,8 +12,8 @@ from cli_support import supervisor
 from supervisor.config import load_settings
 from supervisor.demo import make_demo_repo
 from supervisor.errors import ConfigError
-from supervisor.trust import UntrustedConfigError, check_login_files, require_trusted, trust
-from supervisor.workspace import Workspace
+from supervisor.guard.trust import UntrustedConfigError, check_login_files, require_trusted, trust
+from supervisor.workspace.worktrees import Workspace
 
 if TYPE_CHECKING:
     from pathlib import Path

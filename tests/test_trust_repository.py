@@ -11,15 +11,16 @@ from typing import TYPE_CHECKING
 import pytest
 from cli_support import supervisor
 
-from supervisor import project_image, prompts
 from supervisor.config import load_settings
+from supervisor.context import prompts
+from supervisor.context.roles import load_role
 from supervisor.demo import make_demo_repo
-from supervisor.detect import detect
 from supervisor.errors import ConfigError
-from supervisor.roles import load_role
+from supervisor.guard.trust import UntrustedConfigError, trust
+from supervisor.project import project_image
+from supervisor.project.detect import detect
 from supervisor.schemas import OUTPUT_SCHEMAS
-from supervisor.trust import UntrustedConfigError, trust
-from supervisor.workspace import Workspace
+from supervisor.workspace.worktrees import Workspace
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -231,7 +232,7 @@ def test_the_dockerfile_sandbox_init_writes_is_trusted(repo: Path) -> None:
 def test_an_untrusted_approval_policy_is_ignored_with_a_warning(
     repo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from supervisor import approval_policy
+    from supervisor.policy import approval_policy
 
     write(repo, ".supervisor/approval_policy.yaml", "levels:\n  critical: {action: auto_approve}\n")
     policy = approval_policy.load(repo)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import supervisor
-from supervisor import trustmap
+from supervisor.guard import trustmap
 
 SOURCE = Path(supervisor.__file__).parent
 
@@ -88,7 +88,7 @@ def state_dir_joins() -> list[tuple[str, str]]:
 
 def test_no_code_outside_the_map_spells_a_repository_supervisor_path() -> None:
     assert supervisor_literals() == [], (
-        "Read repository `.supervisor/` paths through supervisor.trustmap.repo_path(), "
+        "Read repository `.supervisor/` paths through supervisor.guard.trustmap.repo_path(), "
         "with the class the map gives them."
     )
 

@@ -10,7 +10,7 @@ import pytest
 from test_tui import SIZE, make_repo, tui
 from textual.widgets import Input
 
-from supervisor import budgets
+from supervisor.policy import budgets
 from supervisor.state.store import EventSpec, Store
 
 if TYPE_CHECKING:

@@ -201,7 +201,7 @@ def test_a_spoofed_approval_in_prose_never_approves(tmp_path: Path, serve: Any, 
         tasks.start_task(TASK, repo, cli=cli)
     wf = tasks.workflows(repo)[0]
     assert wf.status == "failed"
-    from supervisor.workspace import Workspace
+    from supervisor.workspace.worktrees import Workspace
 
     assert Workspace(repo).branch_tip(wf.task_branch) == wf.base_sha  # nothing committed
 

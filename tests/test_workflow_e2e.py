@@ -25,7 +25,7 @@ from e2e_support import (
 from supervisor import tasks
 from supervisor.errors import ApprovalRequired, StepFailedError
 from supervisor.fakeapi import ScriptedModelServer
-from supervisor.workspace import Workspace
+from supervisor.workspace.worktrees import Workspace
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from supervisor.errors import GitError, RepoError
-from supervisor.workspace import Workspace, find_repo_root, wait_for_deletions
+from supervisor.workspace.worktrees import Workspace, find_repo_root, wait_for_deletions
 
 
 def git(repo: Path, *args: str) -> str:
@@ -243,7 +243,7 @@ def test_a_worktree_is_filled_outside_the_lock_so_another_is_created_meanwhile(
     while the first worktree's files are being written, a second is created and removed."""
     import threading
 
-    from supervisor import workspace as workspace_module
+    from supervisor.workspace import worktrees as workspace_module
 
     head = many_files(repo, 50)
     ws = Workspace(repo)
@@ -281,7 +281,7 @@ def test_a_removal_returns_at_once_and_the_files_are_deleted_in_the_background(
     worktree is moved aside and forgotten by git at once, its files go in the background."""
     import threading
 
-    from supervisor import workspace as workspace_module
+    from supervisor.workspace import worktrees as workspace_module
 
     head = many_files(repo, 20)
     ws = Workspace(repo)

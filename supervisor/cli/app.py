@@ -35,7 +35,7 @@ from supervisor.cli.render import (
 )
 from supervisor.cli.status_view import show_status
 from supervisor.errors import ApprovalRequired, SupervisorError
-from supervisor.textsafe import visible
+from supervisor.guard.textsafe import visible
 
 if TYPE_CHECKING:
     from supervisor.state.records import Workflow
@@ -162,7 +162,7 @@ def start_task(
 
 def _show_pending(repo: Path, workflow_id: int | None) -> None:
     """Before the "waits for approval" message: what the approval is about."""
-    from supervisor.approvals import pending
+    from supervisor.policy.approvals import pending
 
     project = projects.open_project(repo)
     found = tasks.workflows(repo)
@@ -272,8 +272,8 @@ def approve(
     ] = None,
 ) -> None:
     """Approve the step a workflow is waiting on, or raise the budget it stopped at."""
-    from supervisor.approvals import risk_lines
-    from supervisor.state.access import decide
+    from supervisor.policy.approvals import risk_lines
+    from supervisor.task_state import decide
 
     wf = decide(
         workflow_id,
@@ -313,8 +313,8 @@ def reject(
     who: AsOption = None,
 ) -> None:
     """Reject the step a workflow is waiting on; the step runs again with your reason."""
-    from supervisor.approvals import risk_lines
-    from supervisor.state.access import decide
+    from supervisor.policy.approvals import risk_lines
+    from supervisor.task_state import decide
 
     wf = decide(workflow_id, repo, approve=False, reason=reason, approver=who)
     for line in risk_lines(wf, str(wf.context.get("approval_step") or "")):
@@ -362,7 +362,7 @@ def events(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
 ) -> None:
     """The workflow's event log."""
-    from supervisor.state import access
+    from supervisor import task_state as access
 
     with access.reading(repo) as store:
         store.workflow(workflow_id)

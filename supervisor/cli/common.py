@@ -27,7 +27,7 @@ class _Lazy:
 
 
 tasks = _Lazy("supervisor.tasks")  # the task lifecycle: start, resume, complete
-projects = _Lazy("supervisor.project")  # opening a repository, preflight, previews
+projects = _Lazy("supervisor.opening")  # opening a repository, preflight, previews
 images = _Lazy("supervisor.image_commands")  # `supervisor sandbox ...`
 
 

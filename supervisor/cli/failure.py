@@ -13,10 +13,10 @@ from typing import NoReturn
 from rich.console import Console
 
 from supervisor.errors import ApprovalRequired, SupervisorError
-from supervisor.textsafe import guard, markup
+from supervisor.guard.textsafe import guard, markup
 
 # Guarded: whatever a command prints, no control character of worker or repository text
-# reaches the terminal (supervisor/textsafe.py), even where a call site forgot to escape.
+# reaches the terminal (supervisor/guard/textsafe.py), even where a call site forgot to escape.
 console = guard(Console())
 err_console = guard(Console(stderr=True))
 

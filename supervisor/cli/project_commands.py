@@ -117,7 +117,7 @@ def metrics(
     ] = False,
 ) -> None:
     """Success rate, retries, time, tokens and cost per role, and per CLI by task type."""
-    from supervisor import metrics as m
+    from supervisor.routing import metrics as m
 
     if suggest:
         from supervisor.routing.suggest import suggestions
@@ -131,7 +131,7 @@ def metrics(
         return
     with tasks.reading(repo) as store:
         rows = store.invocations(m.since(last))
-        from supervisor.budgets import spend_rows
+        from supervisor.policy.budgets import spend_rows
 
         budgets = spend_rows(store)
     roles, clis = m.by_role(rows), m.cli_by_task(rows)

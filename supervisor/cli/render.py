@@ -1,7 +1,8 @@
 """How workflows, steps and events look in a terminal (rich tables).
 
 Every cell that may hold worker or repository text (a task, a component id, a reviewer's words, an
-event's payload, a role file's description) is a Text made by supervisor.textsafe: never parsed as
+event's payload, a role file's description) is a Text made by supervisor.guard.textsafe: never
+parsed as
 markup (`[/]` in a component id crashed `status`), never obeyed as terminal control.
 
 Imported by every command, so it imports rich and nothing heavy: what a table needs from elsewhere
@@ -22,13 +23,13 @@ from rich.text import Text
 from rich.tree import Tree
 
 from supervisor.dag import WorkGraph
-from supervisor.textsafe import text, visible
+from supervisor.guard.textsafe import text, visible
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
 
     from supervisor.config import Settings
-    from supervisor.roles import ResolvedRole, RoleFile
+    from supervisor.context.roles import ResolvedRole, RoleFile
     from supervisor.state.reader import StateReader
     from supervisor.state.records import Event, Workflow
     from supervisor.state.store import Store
@@ -152,7 +153,8 @@ def shown_step(wf: Workflow) -> str:
 def workflow_detail(
     store: Store | StateReader, wf_id: int, pending: list[str] | None = None
 ) -> RenderableType:
-    """One workflow; `pending` says what a waiting approval is about (supervisor.approvals)."""
+    """One workflow; `pending` says what a waiting approval is about
+    (supervisor.policy.approvals)."""
     wf = store.workflow(wf_id)
     totals = store.usage_totals(wf_id)
     head = Table.grid(padding=(0, 2))
@@ -181,7 +183,7 @@ def workflow_detail(
         f"{totals['input_tokens']} in / {totals['output_tokens']} out tokens, "
         f"${totals['cost_usd']:.4f}",
     )
-    from supervisor.budgets import status_line
+    from supervisor.policy.budgets import status_line
 
     budget = status_line(wf, totals)
     if budget:
@@ -222,7 +224,7 @@ def workflow_detail(
             "decide",
             f"supervisor approve {wf_id}  |  supervisor reject {wf_id} --reason '...'",
         )
-        from supervisor.approvals import pending_request
+        from supervisor.policy.approvals import pending_request
 
         request = pending_request(wf, approval)
         if request:

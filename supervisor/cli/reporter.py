@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
-from supervisor.textsafe import markup, visible
+from supervisor.guard.textsafe import markup, visible
 from supervisor.workflow.engine import Reporter
 
 if TYPE_CHECKING:

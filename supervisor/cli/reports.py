@@ -3,7 +3,7 @@
 commands (`status`, `events`, `approve`) import, so that they load only what they draw.
 
 File names, gate commands, strategy and role names come from the repository: every such cell is a
-Text from supervisor.textsafe, never a markup string."""
+Text from supervisor.guard.textsafe, never a markup string."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ from rich.table import Table
 from rich.text import Text
 
 from supervisor.cli.render import _id_column
-from supervisor.textsafe import text
+from supervisor.guard.textsafe import text
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-    from supervisor.context import Pack
+    from supervisor.context.assemble import Pack
     from supervisor.doctor import Check
     from supervisor.initialize import InitReport
     from supervisor.routing.suggest import Suggestion

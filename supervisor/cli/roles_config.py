@@ -19,7 +19,7 @@ config_app = typer.Typer(help="Inspect the effective configuration.", no_args_is
 @roles_app.command("list")
 def roles_list(repo: RepoOption = Path(), as_json: JsonOption = False) -> None:
     """Every role and where it comes from (project shadows user shadows built-in)."""
-    from supervisor.roles import list_roles
+    from supervisor.context.roles import list_roles
 
     files = list_roles(projects.open_project(repo).root)
     if as_json:
@@ -35,7 +35,7 @@ def roles_show(
     as_json: JsonOption = False,
 ) -> None:
     """The resolved role, with the file each field came from."""
-    from supervisor.roles import resolve_role
+    from supervisor.context.roles import resolve_role
 
     resolved = resolve_role(name, projects.open_project(repo).root)
     if as_json:
@@ -61,7 +61,7 @@ def config_show(
     """The effective configuration and which file each value came from; what the repository
     sets but is ignored or not trusted is listed after it."""
     from supervisor.config import ignored_settings, settings_provenance
-    from supervisor.trust import pending
+    from supervisor.guard.trust import pending
 
     overrides = {"cli": cli} if cli else None
     project = projects.open_project(repo, overrides)
@@ -100,7 +100,7 @@ def config_show(
 
 def _routing_trusted(root: Path) -> bool:
     from supervisor.errors import ConfigError
-    from supervisor.trust import require_trusted
+    from supervisor.guard.trust import require_trusted
 
     try:
         require_trusted(root)

@@ -25,7 +25,7 @@ def worker(
     namespace: Annotated[str | None, typer.Option(help="The Temporal namespace.")] = None,
 ) -> None:
     """Run the steps of tasks submitted with `start-task --backend temporal`, on this host."""
-    from supervisor import project as projects
+    from supervisor import opening as projects
     from supervisor.temporal.worker import run_worker
 
     proj = projects.open_project(repo)
@@ -42,7 +42,7 @@ def worker(
 
 def signal_decision(repo: Path, workflow_id: int) -> bool:
     """After approve/reject: wake the task's Temporal workflow, when it has one."""
-    from supervisor.state.access import reading
+    from supervisor.task_state import reading
 
     with reading(repo) as state:
         if not any(e.type == "temporal_submitted" for e in state.events(workflow_id)):

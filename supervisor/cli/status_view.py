@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 def show_status(console: Console, repo: Path, workflow_id: int | None, *, as_json: bool) -> None:
-    from supervisor.state import access
+    from supervisor import task_state as access
 
     if workflow_id is None:
         found = access.workflows(repo)
@@ -33,7 +33,7 @@ def show_status(console: Console, repo: Path, workflow_id: int | None, *, as_jso
         wf = store.workflow(workflow_id)
         about: list[str] = []
         if wf.status in ("awaiting_approval", "budget_exceeded"):
-            from supervisor.approvals import pending
+            from supervisor.policy.approvals import pending
 
             about = pending(wf, access.state_db(repo).parent.parent)
         if as_json:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from rich.live import Live
 
 from supervisor.cli.render import fit, workflow_detail, workflows_table
-from supervisor.textsafe import Guarded
+from supervisor.guard.textsafe import Guarded
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -24,7 +24,7 @@ FINISHED = ("completed", "failed")
 
 def _view(console: Console, repo: Path, wf_id: int | None) -> tuple[RenderableType, bool]:
     """The view to draw, and whether the watched workflow has finished."""
-    from supervisor.state import access
+    from supervisor import task_state as access
 
     # Guarded here, not only by the console: a live display draws past the console's hooks.
     if wf_id is None:
@@ -33,7 +33,7 @@ def _view(console: Console, repo: Path, wf_id: int | None) -> tuple[RenderableTy
         wf = store.workflow(wf_id)
         about: list[str] = []
         if wf.status == "awaiting_approval":
-            from supervisor.approvals import pending
+            from supervisor.policy.approvals import pending
 
             about = pending(wf, access.state_db(repo).parent.parent)
         view = Guarded(fit(console, workflow_detail(store, wf_id, about)))

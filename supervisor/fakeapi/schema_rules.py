@@ -3,7 +3,8 @@
 The scripted API must refuse what the real API refuses, or a schema the real API would reject
 passes every test (issue 11: codex sent a non-strict schema that only the real OpenAI API would
 have refused). These checks are deliberately written from the vendors' documented rules and
-their observed error texts, not from `supervisor.structured_output`, so a transformation that
+their observed error texts, not from `supervisor.workers.structured_output`, so a transformation
+that
 drifts from the rules fails here.
 
 Each function returns the refusal message the real API answers with, or None when it accepts.

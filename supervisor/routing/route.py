@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from supervisor import credentials
 from supervisor.errors import ConfigError, CredentialsError
+from supervisor.guard import credentials
 from supervisor.routing import adaptive, history
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from supervisor.config import Settings, StepDef
-    from supervisor.roles import Role
+    from supervisor.context.roles import Role
     from supervisor.state.store import Store
 
 
@@ -44,7 +44,7 @@ def choose_for_role(
     repo: Path, settings: Settings, store: Store | None, role_name: str, default_cli: str
 ) -> adaptive.Choice:
     """One role's choice; with no state database yet, as if no run were recorded."""
-    from supervisor.roles import load_role
+    from supervisor.context.roles import load_role
 
     role = load_role(role_name, repo)
     found = candidates(role, default_cli)

@@ -17,7 +17,7 @@ from supervisor.workflow.state import WorkflowState
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from supervisor.roles import Role
+    from supervisor.context.roles import Role
 
 
 def cli_for(

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from supervisor.sandbox.docker import RunResult, RunSpec
     from supervisor.sandbox.egress import Route
     from supervisor.state.store import EventSpec, Store
-    from supervisor.workspace import Workspace
+    from supervisor.workspace.worktrees import Workspace
 
 
 class AdoptionLost(SupervisorError):
@@ -95,7 +95,8 @@ class Adoption:
     worktree: Path
     run_dir: Path | None
     lower: str | None = None
-    """The commit of the base under the worker's copy-on-write view (supervisor/overlay.py);
+    """The commit of the base under the worker's copy-on-write view
+    (supervisor/workspace/overlay.py);
     None for a fully written worktree."""
     placeholder: str | None = None
 

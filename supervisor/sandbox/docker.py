@@ -22,11 +22,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from supervisor import overlay
 from supervisor.errors import CommandTimeoutError, SandboxError, SupervisorError
 from supervisor.parsing import strip_ansi
 from supervisor.sandbox import run_files, runtime
 from supervisor.sandbox.egress import EgressRelay, Route, ensure_network
+from supervisor.workspace import overlay
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -44,7 +44,7 @@ LABEL_STEP = "supervisor.step"
 # The supervisor whose preflight probe it is: its pid and start time (supervisor/owners.py).
 LABEL_PROBE = "supervisor.probe"
 # A worker's workspace, for a later `resume` to adopt it (see adopt.py): "overlay" and the base's
-# commit when it is a copy-on-write view (supervisor/overlay.py).
+# commit when it is a copy-on-write view (supervisor/workspace/overlay.py).
 LABEL_WORKSPACE = "supervisor.workspace"
 LABEL_STEP_ID = "supervisor.step_id"  # the step's row (see adopt.py)
 LABEL_LOWER = "supervisor.lower"
@@ -127,7 +127,8 @@ def connect() -> docker.DockerClient:
 
 class DockerSandbox:
     mounts_overlay = True
-    """Step workspaces may be copy-on-write views (supervisor/overlay.py), mounted as volumes."""
+    """Step workspaces may be copy-on-write views (supervisor/workspace/overlay.py), mounted as
+    volumes."""
     records_model_exchanges = True
     """Every worker run's model exchanges are recorded by the credential proxy, outside the
     container: a run that claims an answer without a record is refused (witnessing.py)."""

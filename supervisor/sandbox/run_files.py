@@ -17,7 +17,7 @@ from supervisor.errors import SandboxError
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from supervisor.overlay import View
+    from supervisor.workspace.overlay import View
 
 WORKSPACE = "/workspace"
 

@@ -79,7 +79,8 @@ class ApprovalStore:
 
     def vote_approval(self, approval_id: int, approver: str, required: int) -> list[str]:
         """One person's approval of a pending approval that needs `required` distinct people
-        (supervisor/approval_policy.py); the approval is decided with the last one. Every vote
+        (supervisor/policy/approval_policy.py); the approval is decided with the last one. Every
+        vote
         is an `approval_vote` event; all in one transaction. The approvers so far."""
         with self._tx() as conn:
             row = conn.execute(  # the row lock orders concurrent voters (PostgreSQL)

@@ -1,6 +1,6 @@
 """A task's lock across hosts, when the state is shared (PostgreSQL).
 
-The file lock of supervisor/locks.py only sees this host's processes; with a shared database,
+The file lock of supervisor/state/locks.py only sees this host's processes; with a shared database,
 `supervisor worker`s and `resume`s on several hosts may reach for the same task. So the task is
 also held by a session-level advisory lock, on a connection of its own kept for as long as the
 task runs. PostgreSQL releases it when that session ends: at the end of the run, and when the

@@ -13,11 +13,12 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from supervisor import notify, trustmap
 from supervisor.config import Settings, load_settings, user_dir
-from supervisor.project import Project
+from supervisor.guard import trustmap
+from supervisor.opening import Project
+from supervisor.policy import notify
 from supervisor.resources import CONFIG_DIR
-from supervisor.workspace import Workspace, find_repo_root
+from supervisor.workspace.worktrees import Workspace, find_repo_root
 
 Fingerprint = tuple[tuple[str, int, int], ...]
 

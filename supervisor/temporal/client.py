@@ -91,7 +91,7 @@ def signal_decided(where: dict[str, Any]) -> None:
 
 def submitter(repo: Path) -> Any:
     """The `submit` callback of `tasks.start_task` for this repository's Temporal settings."""
-    from supervisor.project import open_project
+    from supervisor.opening import open_project
 
     project = open_project(repo)
 

@@ -18,7 +18,7 @@ from supervisor.config import WorkflowDef
 from supervisor.dag import WorkGraph
 from supervisor.doctor import clis_in_use
 from supervisor.errors import SupervisorError
-from supervisor.project import open_sandbox
+from supervisor.opening import open_sandbox
 from supervisor.routing import route
 from supervisor.schemas import PlanOutput
 from supervisor.state.store import EventSpec
@@ -30,7 +30,7 @@ from supervisor.workflow.steps.base import Outcome, StepContext
 from supervisor.workflow.steps.components import ComponentFanOut
 
 if TYPE_CHECKING:
-    from supervisor.project import Project
+    from supervisor.opening import Project
     from supervisor.state.store import StepRecord, Store
 
 

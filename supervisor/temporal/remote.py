@@ -23,13 +23,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from supervisor import process, treedata
+from supervisor import process
 from supervisor.errors import (
     CommandTimeoutError,
     GitError,
     RemoteNotUpdatedError,
     ToolFailedError,
 )
+from supervisor.workspace import treedata
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -3,11 +3,12 @@ front of you.
 
 It only reads the state database (supervisor.tui.data) on a timer, so it can be opened and closed
 while a task runs in another terminal and never holds a lock the task waits for. The one write,
-a decision, goes through `supervisor.state.access.decide`, the same code as `supervisor approve`
+a decision, goes through `supervisor.task_state.decide`, the same code as `supervisor approve`
 and `supervisor reject`. Textual is imported here and only here, for this command alone.
 
 Everything shown that a worker or the repository wrote (the task, reviews, file names, the diff,
-events) goes in as Text made visible by supervisor.textsafe: an escape sequence in a summary once
+events) goes in as Text made visible by supervisor.guard.textsafe: an escape sequence in a summary
+once
 wiped the approval screen's header.
 """
 
@@ -26,8 +27,8 @@ from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Sta
 from supervisor.cli.render import STATUS_STYLE, work_tree
 from supervisor.dag import WorkGraph
 from supervisor.errors import SupervisorError
-from supervisor.textsafe import text as as_text
-from supervisor.textsafe import visible
+from supervisor.guard.textsafe import text as as_text
+from supervisor.guard.textsafe import visible
 from supervisor.tui.data import Detail, Monitor, ToApprove, to_approve
 
 if TYPE_CHECKING:
@@ -252,7 +253,7 @@ class SupervisorTui(App[None]):
         self.set_interval(self.interval, self.refresh_state)
 
     def decide(self, wf_id: int, *, approve: bool, reason: str | None) -> None:
-        from supervisor.state.access import decide
+        from supervisor.task_state import decide
 
         decide(wf_id, self.repo, approve=approve, reason=reason)
 
@@ -318,8 +319,8 @@ class SupervisorTui(App[None]):
 
     def action_extend(self) -> None:
         """Raise the budget of a workflow paused on it: what `approve <id> --extend` does."""
-        from supervisor.budgets import parse_extension
-        from supervisor.state.access import decide
+        from supervisor.policy.budgets import parse_extension
+        from supervisor.task_state import decide
 
         wf_id = self.selected
         if wf_id is None or self.statuses.get(wf_id) != "budget_exceeded":
@@ -403,8 +404,8 @@ def _events_view(detail: Detail) -> Text:
 
 
 def run(repo: Path, interval: float = 1.0) -> None:
-    from supervisor.state.access import state_db
-    from supervisor.workspace import find_repo_root
+    from supervisor.task_state import state_db
+    from supervisor.workspace.worktrees import find_repo_root
 
     root = find_repo_root(repo)
     SupervisorTui(root, state_db(root), interval).run()

@@ -207,7 +207,7 @@ class ToApprove:
 
 
 def to_approve(db: Path, repo: Path, wf_id: int) -> ToApprove:
-    from supervisor.approvals import pending
+    from supervisor.policy.approvals import pending
 
     with _shared(db) or StateReader.open(db) or _missing(db) as reader:
         wf = reader.workflow(wf_id)

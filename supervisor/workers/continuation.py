@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from supervisor.config import Settings
-    from supervisor.roles import Role
+    from supervisor.context.roles import Role
 
 RESUMABLE = ("claude", "codex", "gemini")
 STATE_DIR = ".supervisor"
@@ -143,7 +143,7 @@ def begin(run: Any, c: Any, wf: Any, prompt: str) -> Turn:
     run.home = prepare_home(home_dir(c.repo / STATE_DIR, wf.id, run.name), fresh=session is None)
     if session is None:
         return Turn(prompt, None)
-    from supervisor import prompts
+    from supervisor.context import prompts
     from supervisor.redaction import redact
 
     feedback = (wf.context.get("feedback") or {}).get(run.name) or ["(no feedback recorded)"]

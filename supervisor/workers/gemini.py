@@ -26,7 +26,10 @@ NO_MCP_SERVER = "supervisor-allows-no-mcp-server"
 # context file is found under any name (GEMINI.md at any depth), no hooks, no skills, no MCP
 # server, no `.env` read from the workspace. Seen with gemini 0.61.0 against planted files.
 PROJECT_CONFIG_OFF: dict[str, Any] = {
-    "context": {"fileName": ["none-by-supervisor.context-off"], "memoryBoundaryMarkers": []},
+    "context": {
+        "fileName": ["none-by-supervisor.context-off"],
+        "memoryBoundaryMarkers": [],
+    },
     "hooksConfig": {"enabled": False},
     "skills": {"enabled": False},
     "mcp": {"allowed": [NO_MCP_SERVER]},

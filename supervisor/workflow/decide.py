@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from supervisor.budgets import HELD
 from supervisor.errors import CredentialsError, StepFailedError, SupervisorError
+from supervisor.policy.budgets import HELD
 from supervisor.routing import failover
 from supervisor.state.store import EventSpec
 from supervisor.workflow import continuity, degrade, retries
@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from supervisor.workflow.steps.base import Outcome
 
 Judge = Callable[[dict[str, Any], list[EventSpec]], tuple[bool, EventSpec]]
-"""The approval policy on what is about to be committed (supervisor/risk.py): whether a person
+"""The approval policy on what is about to be committed (supervisor/policy/risk.py): whether a
+person
 must approve, and the event that says why; it records its verdict in the state it is given. Its
 second argument is the step's own outcome (the events of the runs it just finished, not yet
 committed): the review that just approved is a fact the policy must see."""
@@ -132,7 +133,7 @@ def _advance(
     status = "running" if next_step is not None else "completed"
     ask = step.human_approval
     if next_step and definition.steps[next_step].action == "commit":
-        # The approval policy judges what is about to be committed (supervisor/risk.py).
+        # The approval policy judges what is about to be committed (supervisor/policy/risk.py).
         judged = state.dump()
         stops, assessed = facts.judge(judged, own_events(outcome))
         stops = degrade.hold_for_a_person(judged) or stops  # stubs: never unseen

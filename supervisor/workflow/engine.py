@@ -19,9 +19,9 @@ import time
 import traceback
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from supervisor import budgets, recovery, risk, trustmap
+from supervisor import recovery
 from supervisor.config import Settings, StepDef, WorkflowDef
-from supervisor.dependency_review import DependencyApprovalRequired
+from supervisor.context.roles import load_role
 from supervisor.errors import (
     ApprovalRequired,
     ConfigError,
@@ -29,7 +29,9 @@ from supervisor.errors import (
     StepFailedError,
     SupervisorError,
 )
-from supervisor.roles import load_role
+from supervisor.guard import trustmap
+from supervisor.policy import budgets, risk
+from supervisor.policy.dependency_review import DependencyApprovalRequired
 from supervisor.routing import failover, route
 from supervisor.state.store import EventSpec, StepRecord
 from supervisor.workers import continuation
@@ -54,7 +56,7 @@ if TYPE_CHECKING:
 
     from supervisor.sandbox.base import Sandbox
     from supervisor.state.store import Store, Workflow
-    from supervisor.workspace import Workspace
+    from supervisor.workspace.worktrees import Workspace
 
 __all__ = [
     "Engine",
@@ -191,7 +193,8 @@ class Engine:
             raise budgets.exceeded_error(wf.id, verdict.exceeded)
 
     def _await_dependencies(self, stop: DependencyApprovalRequired) -> NoReturn:
-        """Commit the wait a dependency change asked for (supervisor/dependency_review.py): the
+        """Commit the wait a dependency change asked for (supervisor/policy/dependency_review.py):
+        the
         workflow awaits approval, the runs that wanted the image close as waiting; then raise."""
         wait = stop.wait
         current = self.store.workflow(wait.wf_id)

@@ -2,7 +2,7 @@
 
 Why: a passing test gate proves only that nothing failed; with its tests deleted, skipped or no
 longer collected it passes too (issue 24: "Ran 0 tests … OK", vitest's "no tests" with
-`passWithNoTests`). So the first time a counted gate (supervisor/test_counts.py) passes a
+`passWithNoTests`). So the first time a counted gate (supervisor/project/test_counts.py) passes a
 candidate, the same command runs once on the base commit, and the number of tests it ran is
 recorded as a `gate_baseline` event: the fact every later run of that gate in the task is
 compared with. A run with fewer tests fails with both counts. When a test engineer's tests pass
@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel
 
-from supervisor import test_counts
 from supervisor.errors import CommandTimeoutError, SandboxError
-from supervisor.gates import GateResult, run_gate
+from supervisor.project import test_counts
+from supervisor.project.gates import GateResult, run_gate
 from supervisor.state.store import EventSpec
 
 if TYPE_CHECKING:

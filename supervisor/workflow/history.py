@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 from supervisor import process
 from supervisor.errors import GitError, MergeConflictError
-from supervisor.host_git import IDENTITY, _git
-from supervisor.treedata import SAFE_CONFIG
+from supervisor.workspace.host_git import IDENTITY, _git
+from supervisor.workspace.treedata import SAFE_CONFIG
 
 if TYPE_CHECKING:
     from supervisor.config import WorkflowDef
-    from supervisor.workspace import Workspace
+    from supervisor.workspace.worktrees import Workspace
 
 
 def attempt_ref(wf_id: int, step: str, step_id: int) -> str:

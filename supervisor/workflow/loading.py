@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from supervisor import trustmap
 from supervisor.config import Settings, WorkflowDef, _mapping, validate
+from supervisor.context.roles import load_role
 from supervisor.errors import ConfigError
+from supervisor.guard import trustmap
 from supervisor.recovery import policy
-from supervisor.roles import load_role
 from supervisor.workers import continuation
 from supervisor.workflow import templates
 

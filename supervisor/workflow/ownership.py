@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from supervisor.dag import WorkGraph
-    from supervisor.workspace import Workspace
+    from supervisor.workspace.worktrees import Workspace
 
 DIFF_BYTES = 30_000
 """Per side, in a conflict's feedback: enough to show the lines, bounded for the prompt."""

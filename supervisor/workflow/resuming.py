@@ -1,15 +1,17 @@
 """Resuming a task: the workflow's state after a crash, a decision or a failure, made ready for
 the engine to carry on. Part of the engine (it writes workflow progress, as only the engine may):
-`supervisor resume` and a timed-out approval (supervisor/risk.py, via the engine) both use it.
+`supervisor resume` and a timed-out approval (supervisor/policy/risk.py, via the engine) both use
+it.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from supervisor import protected, risk
-from supervisor.approvals import REQUEST_KEY
 from supervisor.errors import ApprovalRequired
+from supervisor.guard import protected
+from supervisor.policy import risk
+from supervisor.policy.approvals import REQUEST_KEY
 from supervisor.state.store import EventSpec
 from supervisor.workflow.state import WorkflowState
 
@@ -39,7 +41,7 @@ def prepare(store: Store, wf: Workflow, settings: Settings) -> None:
     if wf.status == "awaiting_approval":
         approval = store.latest_approval(wf.id)
         if approval is not None and approval.status == "pending" and risk.times_out(wf):
-            return  # the engine waits out the rest of the policy's timeout (supervisor/risk.py)
+            return  # the engine waits out the rest of the policy's timeout (policy/risk.py)
         if approval is None or approval.status == "pending":
             raise ApprovalRequired(
                 f"Workflow {wf.id} waits for approval of step '{ctx.get('approval_step')}'.",
@@ -89,7 +91,7 @@ def prepare(store: Store, wf: Workflow, settings: Settings) -> None:
             events=events,
         )
     elif wf.status == "budget_exceeded":
-        from supervisor import budgets
+        from supervisor.policy import budgets
 
         ctx = budgets.resume_check(wf)  # still over: stays paused, says so
         events = [EventSpec("resumed", step=wf.current_step, status=wf.status)]

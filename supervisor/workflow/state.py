@@ -45,7 +45,7 @@ class WorkflowState(BaseModel):
     gate_failure: dict[str, Any] | None = None
     test_pins: dict[str, int] = Field(default_factory=dict)
     """Test file -> test functions it must keep, beyond the base commit's: what a test engineer
-    added and a counted gate accepted (supervisor/test_pins.py)."""
+    added and a counted gate accepted (supervisor/project/test_pins.py)."""
     tests_proposed: dict[str, Any] | None = None
     """A test engineer's candidate (`tree`, `pins`), pinned once a counted gate passes it."""
     locked_files: list[str] = Field(default_factory=list)

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 
-from supervisor import trustmap
 from supervisor.config import (
     TemplateChoice,
     WorkflowDef,
@@ -28,6 +27,7 @@ from supervisor.config import (
     read_yaml,
 )
 from supervisor.errors import ConfigError
+from supervisor.guard import trustmap
 from supervisor.resources import CONFIG_DIR
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from supervisor.errors import SupervisorError
 from supervisor.sandbox.docker import LABEL_REPO, LABEL_STEP, LABEL_WORKFLOW, repo_label
 from supervisor.state.store import EventSpec, StepRecord
-from supervisor.workspace import Workspace
+from supervisor.workspace.worktrees import Workspace
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -25,9 +25,10 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from supervisor import budgets, recovery
+from supervisor import recovery
 from supervisor.dag import PROGRESS, WorkGraph
 from supervisor.errors import MergeConflictError, StepFailedError, SupervisorError
+from supervisor.policy import budgets
 from supervisor.schemas import PlanOutput
 from supervisor.state.store import EventSpec
 from supervisor.workflow import ownership, retries
@@ -78,7 +79,7 @@ class ComponentFanOut:
             # Every component is in and a later gate or review sent work back: that is one
             # worker's fix on the integrated result, not a second round of components. (All
             # merged without feedback is a crash after the last merge: nothing is left to run.)
-            return fix_up(self, work, role)
+            return fix_up(self.c, replace(self.wf, context=self.ctx), self.name, work, role)
         for cid, comp in work.components.items():
             entry = self.state.setdefault(cid, {"status": "pending", "attempts": 0})
             if entry["status"] == "waiting":  # a rate limit or network error: its turn again

@@ -12,7 +12,8 @@ Only this step writes the workflow's context, so the activities never race on it
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import threading
+from typing import TYPE_CHECKING, Any, Protocol
 
 from supervisor.errors import StepFailedError
 from supervisor.recovery import Action, Category, Classification
@@ -21,12 +22,31 @@ from supervisor.workflow import ownership
 from supervisor.workflow.steps.base import Outcome
 
 if TYPE_CHECKING:
-    from supervisor.dag import Component
-    from supervisor.workflow.steps.components import ComponentFanOut
+    from supervisor.dag import Component, WorkGraph
 
 # What a component's activity may set on its component's entry (the rest is this step's).
 ENTRY_FIELDS = ("status", "sha", "base")
 FINISHED = ("implemented", "gated")
+
+
+class FanOut(Protocol):
+    """What this module reads and writes of the fan-out step (steps/components.py): declared
+    here, so that the fan-out imports this module and this module never imports it back."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def scope(self) -> str: ...
+    @property
+    def state(self) -> dict[str, dict[str, Any]]: ...
+    @property
+    def claims(self) -> dict[str, str]: ...
+    @property
+    def lock(self) -> threading.Lock: ...
+    @property
+    def work(self) -> WorkGraph | None: ...
+
+    def _save(self, cid: str, **fields: Any) -> None: ...
 
 
 class ComponentsDispatched(Exception):
@@ -37,7 +57,7 @@ class ComponentsDispatched(Exception):
         self.ids = ids
 
 
-def hand_over(fan: ComponentFanOut, batch: list[Component], integrated: str) -> None:
+def hand_over(fan: FanOut, batch: list[Component], integrated: str) -> None:
     """Record the batch as running (from the integration commit `integrated`, which the
     context holds) and stop the step; nothing to hand over: return."""
     if not batch:
@@ -48,7 +68,7 @@ def hand_over(fan: ComponentFanOut, batch: list[Component], integrated: str) -> 
     raise ComponentsDispatched([c.id for c in batch])
 
 
-def take(fan: ComponentFanOut, results: list[dict[str, Any]]) -> list[tuple[str, Outcome]]:
+def take(fan: FanOut, results: list[dict[str, Any]]) -> list[tuple[str, Outcome]]:
     """Apply the components' results to the context (one transaction each); returns the
     failures, for the step to settle as it settles a local one. A result for a component that
     is not running any more (a repeated or stale one) is ignored."""
@@ -72,7 +92,7 @@ def take(fan: ComponentFanOut, results: list[dict[str, Any]]) -> list[tuple[str,
     return failed
 
 
-def _claim(fan: ComponentFanOut, cid: str, paths: list[str]) -> dict[str, list[str]]:
+def _claim(fan: FanOut, cid: str, paths: list[str]) -> dict[str, list[str]]:
     """Take the undeclared files a component changed, as the local check does; components that
     ran at once on other hosts could not see each other's claims, so a file another one claimed
     first is out of this one's scope (file -> owner)."""
@@ -84,9 +104,7 @@ def _claim(fan: ComponentFanOut, cid: str, paths: list[str]) -> dict[str, list[s
     return strays
 
 
-def _strayed(
-    fan: ComponentFanOut, cid: str, strays: dict[str, list[str]], sha: str | None
-) -> Outcome:
+def _strayed(fan: FanOut, cid: str, strays: dict[str, list[str]], sha: str | None) -> Outcome:
     with fan.lock:
         own = [p for p, owner in fan.claims.items() if owner == cid]
     if fan.work is not None and cid in fan.work.components:

@@ -11,32 +11,30 @@ from supervisor.workflow.steps.worker import run_worker
 
 if TYPE_CHECKING:
     from supervisor.dag import WorkGraph
-    from supervisor.workflow.steps.base import Outcome
-    from supervisor.workflow.steps.components import ComponentFanOut
+    from supervisor.state.store import Workflow
+    from supervisor.workflow.steps.base import Outcome, StepContext
 
 
-def fix_up(fan: ComponentFanOut, work: WorkGraph, role: str) -> Outcome:
+def fix_up(c: StepContext, wf: Workflow, name: str, work: WorkGraph, role: str) -> Outcome:
     """The fix-up after a later gate or review sent the integrated result back. It is the
     next attempt of the component it concerns, under that component's name and attempt
     count: the only one, or the one whose files the latest feedback names. When the feedback
     names several or none, it is a fix of them all (`implement/a+b`), its attempts counted
     on from theirs."""
-    feedback = fan.ctx.get("feedback", {}).get(fan.name, [])
+    ctx = wf.context
+    feedback = ctx.get("feedback", {}).get(name, [])
     comps = list(work.components.values())
     if len(comps) > 1:
         named = [c for c in comps if _names_a_file(feedback[-1] if feedback else "", c.files)]
         comps = named if len(named) == 1 else comps
-    step_name = f"{fan.name}/{'+'.join(c.id for c in comps)}"
+    step_name = f"{name}/{'+'.join(comp.id for comp in comps)}"
     attempt = None
     if len(comps) > 1:
-        earlier = max(fan.c.store.count_steps(fan.wf.id, f"{fan.name}/{c.id}") for c in comps)
-        attempt = earlier + fan.c.store.count_steps(fan.wf.id, step_name) + 1
-    view = replace(
-        fan.wf,
-        context={**fan.ctx, "feedback": {**fan.ctx["feedback"], step_name: feedback}},
-    )
+        earlier = max(c.store.count_steps(wf.id, f"{name}/{comp.id}") for comp in comps)
+        attempt = earlier + c.store.count_steps(wf.id, step_name) + 1
+    view = replace(wf, context={**ctx, "feedback": {**ctx["feedback"], step_name: feedback}})
     component = comps[0] if len(comps) == 1 else None
-    return run_worker(fan.c, view, step_name, role, component=component, attempt=attempt)
+    return run_worker(c, view, step_name, role, component=component, attempt=attempt)
 
 
 def _names_a_file(text: str, files: list[str]) -> bool:

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from supervisor import protected, test_counts, test_pins
 from supervisor.errors import CommandTimeoutError, SandboxError
-from supervisor.gates import GateResult, run_gate
+from supervisor.guard import protected
+from supervisor.project import test_counts, test_pins
+from supervisor.project.gates import GateResult, run_gate
 from supervisor.state.store import EventSpec, StepRecord, now
-from supervisor.treedata import CommitFiles
 from supervisor.workflow import gate_baseline, gate_problems, history
 from supervisor.workflow.steps.base import Outcome, StepContext, err
 from supervisor.workflow.steps.images import image_for
+from supervisor.workspace.treedata import CommitFiles
 
 if TYPE_CHECKING:
     from supervisor.config import StepDef

@@ -14,20 +14,20 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from supervisor.state.store import Workflow
-    from supervisor.treedata import CommitFiles
     from supervisor.workflow.steps.base import StepContext
+    from supervisor.workspace.treedata import CommitFiles
 
 
 def image_for(c: StepContext, wf: Workflow, name: str, worktree: Path | CommitFiles) -> str | None:
     """The project image for this worktree's dependency files, built first if they changed
     (the build may use the network; the gate that follows never does)."""
-    from supervisor import project_image
+    from supervisor.project import project_image
 
     wanted = project_image.image_for(c.repo, worktree, c.sandbox.base_image_id())
     if wanted is None:
         return None
     if not project_image.exists(c.sandbox.client, wanted.tag):
-        from supervisor import dependency_review
+        from supervisor.policy import dependency_review
 
         dependency_review.await_approval(c, wf, name, worktree, wanted)
         files = ", ".join(wanted.files) or "no dependency files"

@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from supervisor import interfaces
+from supervisor.context import interfaces
 from supervisor.state.store import EventSpec
-from supervisor.treedata import CommitFiles
 from supervisor.workflow.steps.base import Outcome, StepContext
 from supervisor.workflow.steps.images import image_for
+from supervisor.workspace.treedata import CommitFiles
 
 if TYPE_CHECKING:
     from supervisor.state.store import Workflow

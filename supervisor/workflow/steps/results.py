@@ -14,20 +14,22 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from supervisor import interfaces, protected, shadowing, test_pins
+from supervisor.context import interfaces
 from supervisor.dag import WorkGraph
 from supervisor.errors import CandidateRefusedError, ConfigError, StepFailedError
-from supervisor.gates import GateResult, run_gate
+from supervisor.guard import protected
+from supervisor.project import shadowing, test_pins
+from supervisor.project.gates import GateResult, run_gate
 from supervisor.schemas import PlanOutput
 from supervisor.state.store import EventSpec, StepRecord
-from supervisor.treedata import SnapshotLimits
 from supervisor.workflow import gate_problems, history
 from supervisor.workflow.steps.base import Outcome, StepContext, err
+from supervisor.workspace.treedata import SnapshotLimits
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from supervisor.roles import Role
+    from supervisor.context.roles import Role
     from supervisor.state.store import Workflow
 
 

@@ -13,7 +13,10 @@ import dataclasses
 import time
 from typing import TYPE_CHECKING, Any
 
-from supervisor import budgets, credentials, prompts, recovery
+from supervisor import recovery
+from supervisor.context import prompts
+from supervisor.context.plan_view import plan_for_prompt
+from supervisor.context.roles import Role, load_role
 from supervisor.errors import (
     CommandTimeoutError,
     ConfigError,
@@ -22,14 +25,13 @@ from supervisor.errors import (
     SandboxError,
     SupervisorError,
 )
+from supervisor.guard import credentials
 from supervisor.parsing import parse_worker_output
-from supervisor.plan_view import plan_for_prompt
-from supervisor.roles import Role, load_role
+from supervisor.policy import budgets
 from supervisor.routing.select import cli_for
 from supervisor.sandbox import adopt, model_paths
 from supervisor.sandbox.docker import RUN_PREFIX, RunSpec, run_dir_label
 from supervisor.state.store import EventSpec, StepRecord, now
-from supervisor.treedata import CommitFiles
 from supervisor.workers import adapter_for, continuation
 from supervisor.workflow.steps import results, witnessing
 from supervisor.workflow.steps.base import (
@@ -42,6 +44,7 @@ from supervisor.workflow.steps.base import (
     message,
 )
 from supervisor.workflow.steps.images import image_for
+from supervisor.workspace.treedata import CommitFiles
 
 if TYPE_CHECKING:
     from pathlib import Path

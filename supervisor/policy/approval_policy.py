@@ -4,7 +4,7 @@ A policy is data (config/approval_policy.yaml, overridable per user and project)
 critical down to low, each with conditions over the candidate's *facts* (what changed, as git sees
 it, plus what the gates and reviewers said) and an action. Evaluation is pure: `evaluate(policy,
 facts)` names the level, the action and every condition that fired, in words a person can check.
-Gathering the facts from git and the event log lives in supervisor/risk.py.
+Gathering the facts from git and the event log lives in supervisor/policy/risk.py.
 
 The file is checked by hand rather than by pydantic so that a typo gets an error naming the very
 condition, level or group, and the list of what is allowed there.
@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from supervisor import trustmap
 from supervisor.errors import ConfigError
+from supervisor.guard import trustmap
 
 LEVELS = ("critical", "high", "medium", "low")
 """Highest first: the order in which levels are tried."""
@@ -132,8 +132,8 @@ def load(repo: Path | None) -> Policy:
 
 def _trusted_policy(repo: Path) -> bool:
     """A repository's policy could lower every level: it counts only as the user trusted it."""
-    from supervisor import trust
-    from supervisor.packer import read_regular
+    from supervisor.context.packer import read_regular
+    from supervisor.guard import trust
 
     path = trustmap.repo_path(repo, trustmap.POLICY, trustmap.NEEDS_TRUST)
     data = read_regular(repo, [trustmap.POLICY]).get(trustmap.POLICY)

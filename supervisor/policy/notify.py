@@ -11,7 +11,8 @@ off the machine it is honoured only from the user's own config (SUPERVISOR_USER_
 repository controls.
 
 The task's description and the detail quote worker and repository text. It reaches each channel as
-data: control characters made visible (supervisor/textsafe.py), and `&`, `<`, `>` escaped where
+data: control characters made visible (supervisor/guard/textsafe.py), and `&`, `<`, `>` escaped
+where
 the channel reads them as markup (a desktop notification's body, a Slack-style `text`, where
 `<!channel>` pings everyone and `<http://x|here>` is a link).
 """
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from supervisor.textsafe import visible
+from supervisor.guard.textsafe import visible
 
 if TYPE_CHECKING:
     from supervisor.config import Settings

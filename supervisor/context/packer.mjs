@@ -6,7 +6,7 @@
 // --no-file-summary --no-directory-structure`, and are the supervisor's only: no repomix config
 // file (the worktree's or a global one) is loaded, so no instruction file, include list or
 // ignore setting a worker wrote applies; `cwd` is a host directory of regular files the
-// supervisor wrote from blobs (supervisor/packer.py), so nothing is read through a symlink.
+// supervisor wrote from blobs (supervisor/context/packer.py), so nothing is read through a symlink.
 import { readFile, rm } from "node:fs/promises";
 import path from "node:path";
 import readline from "node:readline";
@@ -51,7 +51,7 @@ const SHARED_SECURITY_POOL = {
 };
 
 // Repomix's own token metrics start a tiktoken worker on every pack; the supervisor counts
-// tokens itself (supervisor/tokens.py), so they are skipped through pack()'s dependency seam.
+// tokens itself (supervisor/context/tokens.py), so they are skipped through pack()'s dependency seam.
 const SKIP_METRICS = {
   createMetricsTaskRunner: () => ({
     taskRunner: { run: async () => 0, cleanup: async () => {} },

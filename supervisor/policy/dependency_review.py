@@ -17,14 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from supervisor import process, protected
-from supervisor.approvals import REQUEST_KEY, pending_request  # noqa: F401 (re-exported)
+from supervisor import process
 from supervisor.errors import ApprovalRequired
-from supervisor.project_image import DEPENDENCY_FILES
+from supervisor.guard import protected
+from supervisor.policy.approvals import REQUEST_KEY, pending_request  # noqa: F401 (re-exported)
+from supervisor.project.project_image import DEPENDENCY_FILES
 from supervisor.state.store import EventSpec, StepRecord
 
 if TYPE_CHECKING:
-    from supervisor.project_image import ProjectImage
+    from supervisor.project.project_image import ProjectImage
     from supervisor.state.store import Store, Workflow
     from supervisor.workflow.steps.base import StepContext
 

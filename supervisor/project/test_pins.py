@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pathspec
 
 from supervisor import process
-from supervisor.treedata import CommitFiles
+from supervisor.workspace.treedata import CommitFiles
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import pathspec
 
-from supervisor.treedata import CommitFiles
+from supervisor.workspace.treedata import CommitFiles
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -97,16 +97,6 @@ def task_holder(state_dir: Path, wf_id: int) -> int | None:
         return None
 
 
-def process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # alive, another user's
-    return True
-
-
 @contextmanager
 def critical_section(state_dir: Path, name: str) -> Iterator[None]:
     """A short section that tasks of one repository must not run at the same time (git's

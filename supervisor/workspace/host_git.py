@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from supervisor import process, treedata
+from supervisor import process
 from supervisor.errors import GitError, RepoError, ToolFailedError
+from supervisor.workspace import treedata
 
 STATE_DIR = ".supervisor"
 """The supervisor's own folder in the repository: state, locks, views, logs."""

@@ -12,8 +12,8 @@ import contextlib
 from typing import TYPE_CHECKING
 
 from supervisor.errors import StateError
-from supervisor.host_git import STATE_DIR, find_repo_root
 from supervisor.state.reader import open_reader
+from supervisor.workspace.host_git import STATE_DIR, find_repo_root
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -53,8 +53,8 @@ def supervisors(path: Path, found: list[Workflow]) -> dict[int, int | None]:
     """For each running workflow, the pid of the supervisor running it (ELSEWHERE: a process on
     another host), or None when none does (it crashed or was killed: `supervisor resume <id>`
     continues it, beside other tasks)."""
-    from supervisor.locks import task_holder
     from supervisor.state.location import state_url
+    from supervisor.state.locks import task_holder
 
     state_dir = state_db(path).parent
     pids = {wf.id: task_holder(state_dir, wf.id) for wf in found if wf.status == "running"}
@@ -79,14 +79,15 @@ def decide(
 ) -> Workflow:
     """Record a human decision on the pending approval (`resume` acts on it), or raise the
     budget of a workflow paused on it. The approver is `approver` or git's user.email; an
-    approval that the policy gives to several people (supervisor/approval_policy.py) is decided
+    approval that the policy gives to several people (supervisor/policy/approval_policy.py) is
+    decided
     by the last of them, and one person's second approval is refused."""
     from supervisor.state.store import EventSpec, Store
 
     with Store(state_db(path)) as store:
         wf = store.workflow(wf_id)
         if wf.status == "budget_exceeded" or extend_usd or extend_tokens:
-            from supervisor import budgets
+            from supervisor.policy import budgets
 
             if not approve:
                 raise StateError(
@@ -147,8 +148,9 @@ def git_email(repo: Path) -> str:
     import getpass
     import socket
 
-    from supervisor import process, treedata
+    from supervisor import process
     from supervisor.errors import SupervisorError
+    from supervisor.workspace import treedata
 
     try:
         email = process.run(

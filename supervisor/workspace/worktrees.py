@@ -6,7 +6,8 @@ and workers only ever see a detached worktree under `.supervisor/worktrees/`.
 
 A worktree belongs to its worker, so the host never runs git in it: worktrees are filled from
 blobs, candidates are built from the file system as data and removed without reading their `.git`
-(supervisor/treedata.py); every git call runs with hooks, fsmonitor and the untracked cache off.
+(supervisor/workspace/treedata.py); every git call runs with hooks, fsmonitor and the untracked
+cache off.
 """
 
 from __future__ import annotations
@@ -22,18 +23,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from supervisor import overlay, overlay_tree, treedata
 from supervisor.errors import (
     CandidateRefusedError,
     GitError,
     MergeConflictError,
 )
-from supervisor.host_git import IDENTITY, _git
-from supervisor.host_git import STATE_DIR as STATE_DIR
-from supervisor.host_git import find_repo_root as find_repo_root
-from supervisor.locks import critical_section
-from supervisor.worktree_deletion import _delete_in_background, _delete_tree
-from supervisor.worktree_deletion import wait_for_deletions as wait_for_deletions
+from supervisor.state.locks import critical_section
+from supervisor.workspace import overlay, overlay_tree, treedata
+from supervisor.workspace.host_git import IDENTITY, _git
+from supervisor.workspace.host_git import STATE_DIR as STATE_DIR
+from supervisor.workspace.host_git import find_repo_root as find_repo_root
+from supervisor.workspace.worktree_deletion import _delete_in_background, _delete_tree
+from supervisor.workspace.worktree_deletion import wait_for_deletions as wait_for_deletions
 
 ZERO_SHA = "0" * 40
 # What the supervisor writes while it runs, as opposed to the configuration a team commits.
@@ -72,7 +73,8 @@ class Workspace:
         owner: str | None = None,
         enabled: bool = True,
     ) -> None:
-        """Make step workspaces copy-on-write views of shared bases (supervisor/overlay.py),
+        """Make step workspaces copy-on-write views of shared bases
+        (supervisor/workspace/overlay.py),
         for a sandbox that mounts them; `on_fallback(reason)` is told when a view could not be
         mounted and steps went back to fully written worktrees. `owner` ("wf<id>"): the task
         whose bases these are; `enabled=False`: only adopted views, new steps get full trees."""

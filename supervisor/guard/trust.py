@@ -1,7 +1,8 @@
 """Trusting what a repository sets that decides where credentials go or weakens a protection.
 
 A repository's `.supervisor/` files are written by whoever wrote the repository. Most of what they
-set (gates, the workflow, context strategies) only shapes the work; supervisor/trustmap.py lists
+set (gates, the workflow, context strategies) only shapes the work; supervisor/guard/trustmap.py
+lists
 each input and its class. Two kinds of settings are honoured only once the user ran `supervisor
 trust` there, like direnv's `allow`:
 
@@ -29,14 +30,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from supervisor import trustmap
 from supervisor.config import _mapping, login_file_problem, read_yaml, user_dir
 from supervisor.errors import ConfigError
-from supervisor.trust_records import NEVER, Ignored, effect, untrusted_reason
-from supervisor.trust_records import key as _key
-from supervisor.trust_records import records as _records
-from supervisor.trust_records import warn as warn  # re-exported: the readers warn through it
-from supervisor.trust_records import write_records as _write_records
+from supervisor.guard import trustmap
+from supervisor.guard.trust_records import NEVER, Ignored, effect, untrusted_reason
+from supervisor.guard.trust_records import key as _key
+from supervisor.guard.trust_records import records as _records
+from supervisor.guard.trust_records import warn as warn  # re-exported: the readers warn through it
+from supervisor.guard.trust_records import write_records as _write_records
 
 if TYPE_CHECKING:
     from supervisor.config import Settings
@@ -134,7 +135,7 @@ def role_allow_paths_trusted(repo: Path, role: str, value: Any) -> bool:
 def trust_files(repo: Path) -> dict[str, bytes]:
     """The repository's needs-trust files as they are now: its templates, Dockerfile and
     approval policy, by path below the root (symlinks are never followed)."""
-    from supervisor.packer import read_regular
+    from supervisor.context.packer import read_regular
 
     names = [POLICY, DOCKERFILE]
     templates = trustmap.repo_path(repo, TEMPLATES, trustmap.NEEDS_TRUST)

@@ -31,10 +31,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from supervisor import treedata
 from supervisor.errors import GitError
-from supervisor.locks import process_alive
-from supervisor.treedata import Entry, Stamp
+from supervisor.owners import process_alive
+from supervisor.workspace import treedata
+from supervisor.workspace.treedata import Entry, Stamp
 
 OPAQUE_XATTR = "user.overlay.opaque"
 MOUNT_FLAGS = "nosuid,nodev"

@@ -21,10 +21,12 @@ import contextlib
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
-from supervisor import approval_policy, notify, process, treedata
-from supervisor.approval_policy import Facts, FileChange
+from supervisor import process
 from supervisor.errors import SupervisorError
+from supervisor.policy import approval_policy, notify
+from supervisor.policy.approval_policy import Facts, FileChange
 from supervisor.state.store import EventSpec
+from supervisor.workspace import treedata
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

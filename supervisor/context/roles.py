@@ -15,9 +15,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from supervisor import trustmap
 from supervisor.config import read_yaml, user_dir, validate
 from supervisor.errors import ConfigError
+from supervisor.guard import trustmap
 from supervisor.resources import CONFIG_DIR
 from supervisor.schemas import OUTPUT_SCHEMAS
 
@@ -325,7 +325,7 @@ def _read_spec(role_file: RoleFile) -> dict[str, Any]:
         )
     found = spec.model_dump(exclude_none=True)
     if role_file.layer == "project" and found.get("allow_paths"):
-        from supervisor import trust  # a repository role opening protected paths needs trust
+        from supervisor.guard import trust  # a repository role opening protected paths needs trust
 
         repo = role_file.path.parent.parent.parent
         if not trust.role_allow_paths_trusted(repo, role_file.name, data.get("allow_paths")):

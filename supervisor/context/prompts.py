@@ -5,7 +5,7 @@ project's `.supervisor/templates/` shadows the package's templates file by file,
 trusted them: a repository's template is its author's code, so every template (ours too) renders
 in one `ImmutableSandboxedEnvironment`, which refuses `__globals__`, `__subclasses__` and the
 like, and a repository template is used only while its content is the one `supervisor trust`
-recorded (else the built-in one, with a warning; supervisor/trust.py). The whole prompt
+recorded (else the built-in one, with a warning; supervisor/guard/trust.py). The whole prompt
 is redacted (supervisor/redaction.py): the task, the feedback (gate output), the plan and the
 context alike, and the pack's redaction counts include them all.
 """
@@ -21,8 +21,8 @@ from jinja2.exceptions import SecurityError
 from jinja2.loaders import split_template_path
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from supervisor import trust, trustmap
 from supervisor.errors import ConfigError
+from supervisor.guard import trust, trustmap
 from supervisor.redaction import marker_counts, redact
 from supervisor.resources import PROMPTS_DIR
 
@@ -31,8 +31,8 @@ if TYPE_CHECKING:
 
     from pydantic import BaseModel
 
-    from supervisor.context import Pack, Source
-    from supervisor.roles import Role
+    from supervisor.context.assemble import Pack, Source
+    from supervisor.context.roles import Role
 
 
 # Stands for the context pack while the text around it is redacted (no rule matches it).
@@ -46,7 +46,7 @@ class _Templates(jinja2.BaseLoader):
     def get_source(
         self, environment: jinja2.Environment, template: str
     ) -> tuple[str, str | None, Callable[[], bool] | None]:
-        from supervisor.packer import read_regular
+        from supervisor.context.packer import read_regular
 
         parts = split_template_path(template)  # refuses `..`
         repo = _REPO.get()
@@ -86,8 +86,8 @@ ENVIRONMENT = ImmutableSandboxedEnvironment(
 
 def schema_text(schema: type[BaseModel], cli: str | None = None) -> str:
     """The answer schema as JSON: pydantic's own for the prompt (None), or the dialect the
-    CLI's vendor accepts for a structured-output file (`supervisor.structured_output`)."""
-    from supervisor import structured_output
+    CLI's vendor accepts for a structured-output file (`supervisor.workers.structured_output`)."""
+    from supervisor.workers import structured_output
 
     return structured_output.text(schema, cli)
 
@@ -142,8 +142,8 @@ def compose(
     degrade: str | None = None,
 ) -> tuple[str, Pack]:
     """The role's prompt with its context pack; the pack gets what the bare prompt leaves over."""
-    from supervisor import tokens
-    from supervisor.context import build_pack
+    from supervisor.context import tokens
+    from supervisor.context.assemble import build_pack
 
     variables: dict[str, Any] = {
         "role": role,

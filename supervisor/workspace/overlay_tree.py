@@ -20,9 +20,16 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from supervisor import treedata
-from supervisor.overlay import DIR, LNK, OPAQUE_XATTR, OTHER, REG, WHITEOUT, Base, View
-from supervisor.treedata import EXECUTABLE, GITLINK, REGULAR, SYMLINK, Entry, SnapshotLimits
+from supervisor.workspace import treedata
+from supervisor.workspace.overlay import DIR, LNK, OPAQUE_XATTR, OTHER, REG, WHITEOUT, Base, View
+from supervisor.workspace.treedata import (
+    EXECUTABLE,
+    GITLINK,
+    REGULAR,
+    SYMLINK,
+    Entry,
+    SnapshotLimits,
+)
 
 ZERO = "0" * 40
 MAX_GIT_COPY = 2000  # entries of a nested `.git` copied for git to judge it a repository

@@ -11,10 +11,11 @@ import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from supervisor import credentials, faults, owners, trust
+from supervisor import faults, owners
 from supervisor.config import Settings, WorkflowDef, load_settings
 from supervisor.doctor import clis_in_use
 from supervisor.errors import ConfigError, SandboxError, SupervisorError, ToolMissingError
+from supervisor.guard import credentials, trust
 from supervisor.sandbox import runtime
 from supervisor.sandbox.docker import (
     LABEL_PROBE,
@@ -27,13 +28,13 @@ from supervisor.sandbox.docker import (
 from supervisor.state.store import Store, Workflow
 from supervisor.workers import adapter_for
 from supervisor.workflow.loading import load_workflow, workflow_source
-from supervisor.workspace import Workspace, find_repo_root
+from supervisor.workspace.worktrees import Workspace, find_repo_root
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-    from supervisor.context import Pack
+    from supervisor.context.assemble import Pack
 
 STATE_DIR = ".supervisor"
 
@@ -131,7 +132,7 @@ def require_trust(project: Project) -> None:
     """Before anything is created: the repository's credential-routing settings are trusted,
     and no CLI's login files point outside the home directory, and a project Dockerfile (built
     with network, the workers' image) is the one the user trusted."""
-    from supervisor import project_image
+    from supervisor.project import project_image
 
     trust.require_trusted(project.root)
     trust.check_login_files(project.settings)
@@ -227,7 +228,7 @@ def approval_stops(
     no_gate: bool = False,
 ) -> str:
     """Every human approval the run will stop at, said before it starts (`--yes` approves none)."""
-    from supervisor.approvals import preview_line
+    from supervisor.policy.approvals import preview_line
 
     project = open_project(path, {"cli": cli} if cli else None)
     require_trust(project)
@@ -267,8 +268,8 @@ def reading(path: Path) -> Iterator[Store]:
 
 def context_preview(path: Path, role_name: str, targets: list[str], task: str) -> tuple[str, Pack]:
     """What a role would be sent, packed from the checkout as it is; nothing runs."""
-    from supervisor import prompts
-    from supervisor.roles import load_role
+    from supervisor.context import prompts
+    from supervisor.context.roles import load_role
 
     project = open_project(path)
     role = load_role(role_name, project.root)

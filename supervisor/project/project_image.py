@@ -22,17 +22,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from supervisor import trustmap
+from supervisor.context.packer import read_regular
 from supervisor.errors import SandboxError
-from supervisor.packer import read_regular
-from supervisor.treedata import CommitFiles, materialize
+from supervisor.guard import trustmap
+from supervisor.workspace.treedata import CommitFiles, materialize
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
     import docker
 
-    from supervisor.detect import Detection
+    from supervisor.project.detect import Detection
 
 DOCKERFILE = Path(trustmap.DOCKERFILE)
 DEPENDENCY_FILES = re.compile(
@@ -79,7 +79,7 @@ ENV PATH=/opt/venv/bin:$PATH VIRTUAL_ENV=/opt/venv PYTHONPATH=/workspace:/worksp
 # supervisor writes supervisor-requirements.txt and supervisor-constraints.txt into /deps at build
 # time: every dependency the project declares (pyproject, setup.py, setup.cfg, Pipfile,
 # requirements files) and the versions its lock and constraints files pin, read as data
-# (supervisor/python_deps.py). The venv is writable to everyone: gates run on a throw-away
+# (supervisor/project/python_deps.py). The venv is writable to everyone: gates run on a throw-away
 # container layer, where tools write caches and bytecode next to the packages.
 # Wheels only (PIP_ONLY_BINARY): building a source distribution runs its setup code during the
 # build, which has network access. Remove the line if a dependency has no wheel for this platform.
@@ -192,7 +192,7 @@ def write_dockerfile(repo: Path, detection: Detection, base_image: str) -> tuple
         return path, False
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(dockerfile_text(detection, base_image))
-    from supervisor import trust
+    from supervisor.guard import trust
 
     trust.trust_file(repo, trustmap.DOCKERFILE)  # the user asked for it, and the text is ours
     return path, True
@@ -202,7 +202,7 @@ def trusted_dockerfile(repo: Path) -> bytes | None:
     """The project Dockerfile as the user trusted it (None without one). It is built with
     network on the host's engine and the workers run in its image: a repository's Dockerfile
     that the user has not trusted as it is now stops here, with its diff."""
-    from supervisor import trust
+    from supervisor.guard import trust
 
     path = trustmap.repo_path(repo, trustmap.DOCKERFILE, trustmap.NEEDS_TRUST)
     data = read_regular(repo, [trustmap.DOCKERFILE]).get(trustmap.DOCKERFILE)
@@ -254,7 +254,7 @@ class ProjectImage:
 def image_for(repo: Path, tree: Path | CommitFiles, base_id: str) -> ProjectImage | None:
     """The image tag for the dependency files in `tree` (a commit's blobs, or a directory);
     None without a Dockerfile."""
-    from supervisor import python_deps
+    from supervisor.project import python_deps
 
     dockerfile = repo / DOCKERFILE
     if not dockerfile.is_file():

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 REQUEST_KEY = "dependency_request"
 """Where a dependency change waiting for approval is kept in the workflow's context
-(supervisor/dependency_review.py); read here so that `status` stays light."""
+(supervisor/policy/dependency_review.py); read here so that `status` stays light."""
 
 _WHAT = {"plan": "the plan", "implementation": "its changes", "review": "the review and changes"}
 
@@ -29,7 +29,7 @@ _WHAT = {"plan": "the plan", "implementation": "its changes", "review": "the rev
 def _output_of(step_role: str | None, repo: Path | None) -> str | None:
     if not step_role:
         return None
-    from supervisor.roles import load_role
+    from supervisor.context.roles import load_role
 
     try:
         return load_role(step_role, repo).output
@@ -79,14 +79,14 @@ def pending(wf: Workflow, repo: Path) -> list[str]:
 
 def risk_lines(wf: Workflow, step: str) -> list[str]:
     """The approval policy's level and reasons, when the waiting approval is the one it judged."""
-    from supervisor.approval_policy import describe
+    from supervisor.policy.approval_policy import describe
 
     risk = wf.context.get("risk") or {}
     return describe(risk) if risk.get("step") == step else []
 
 
 def budget_lines(wf: Workflow) -> list[str]:
-    from supervisor.budgets import EXCEEDED, describe_spend
+    from supervisor.policy.budgets import EXCEEDED, describe_spend
 
     figures = wf.context.get(EXCEEDED) or {}
     if not figures:

@@ -5,7 +5,7 @@ The supervisor decides what a role sees: its context strategy lists sections in 
 (system and task) comes first of all. Everything is redacted before it is counted, secret-looking
 files never leave the host, and when the whole exceeds the budget the lowest-priority items go
 first, each one recorded. The selected files are packed by the pinned Repomix, kept running
-(supervisor/packer.py); its own secret scan may still drop a file, which is recorded too.
+(supervisor/context/packer.py); its own secret scan may still drop a file, which is recorded too.
 
 A worker's worktree is never read by path: the engine passes the commit the step starts from
 (`CommitFiles`), whose files are blobs; symlinks are not files here and are never followed.
@@ -21,15 +21,18 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from supervisor import packer, process, tokens, treedata, trustmap
+from supervisor import process
 from supervisor.config import read_yaml, validate
+from supervisor.context import packer, tokens
 from supervisor.errors import ConfigError
-from supervisor.imports import resolve_imports
+from supervisor.guard import trustmap
+from supervisor.project.imports import resolve_imports
 from supervisor.redaction import is_secret_file, redact
 from supervisor.resources import CONFIG_DIR
+from supervisor.workspace import treedata
 
 if TYPE_CHECKING:
-    from supervisor.roles import Role
+    from supervisor.context.roles import Role
 
 MAX_FILE_BYTES = 256_000
 FILE_OVERHEAD_TOKENS = 12  # the <file path="..."> wrapper Repomix puts around each file

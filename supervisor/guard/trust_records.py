@@ -2,7 +2,7 @@
 
 The settings cascade (supervisor/config.py) drops a repository's untrusted weakening settings as
 it reads them, so what it needs lives here, under it: the records `supervisor trust` writes in
-the user directory, and the warning. supervisor/trust.py builds the rest on top.
+the user directory, and the warning. supervisor/guard/trust.py builds the rest on top.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from supervisor import trustmap
 from supervisor.errors import ConfigError
+from supervisor.guard import trustmap
 
 TRUST_FILE = "trusted.json"
 CONFIG = trustmap.CONFIG
