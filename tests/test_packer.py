@@ -139,7 +139,7 @@ def test_a_killed_supervisor_leaves_no_packer_behind(repomix: str, project: Path
     script = (
         "import os, signal, sys\n"
         "from pathlib import Path\n"
-        "from supervisor import packer\n"
+        "from supervisor.context import packer\n"
         "packer.pack(Path(sys.argv[1]), ['README.md'])\n"
         "print(packer._PACKER._proc.pid, flush=True)\n"
         "os.kill(os.getpid(), signal.SIGKILL)\n"
