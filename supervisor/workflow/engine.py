@@ -49,6 +49,7 @@ from supervisor.workflow.steps.base import (
     err,
     message,
 )
+from supervisor.workflow.steps.dispatched import ComponentsDispatched
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -130,8 +131,10 @@ class Engine:
                 outcome = self._routed(wf, name, step)
             except DependencyApprovalRequired as stop:  # a rebuild waits for a person
                 self._await_dependencies(stop)
-            except (ApprovalRequired, RemoteNotUpdatedError):
-                raise  # a wait for a person, or the same step again (temporal/remote.py)
+            except (ApprovalRequired, RemoteNotUpdatedError, ComponentsDispatched):
+                # a wait for a person, the same step again (temporal/remote.py), or the fan-out
+                # handing its components to the Temporal runner (steps/dispatched.py)
+                raise
             except Exception as e:  # anything else ends the step as failed, resumable
                 outcome = self._crashed(wf, name, e)
             self._transition(wf, definition, name, step, outcome)
