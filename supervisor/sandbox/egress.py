@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
-from supervisor import process
+from supervisor import owners, process
 from supervisor.errors import SandboxError, SupervisorError
 from supervisor.sandbox.credproxy import Injection, new_placeholder
 
@@ -377,27 +377,16 @@ _OWNER = re.compile(r"supervisor proxy (\d+) (\d+)")
 _LEGACY_OWNER = re.compile(r"supervisor pid (\d+)")
 
 
-def start_time(pid: int) -> int | None:
-    """A process's start time in clock ticks since boot (/proc/<pid>/stat field 22): with the
-    pid it names one process for good, where a pid alone is reused once pids wrap."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat.rpartition(")")[2].split()  # the command name may hold spaces and parens
-    return int(fields[19]) if len(fields) > 19 and fields[19].isdigit() else None
-
-
 def owner_tag(pid: int | None = None) -> str:
     """What a firewall rule says about the process that owns it."""
     pid = pid or os.getpid()
-    return f"supervisor proxy {pid} {start_time(pid) or 0}"
+    return f"supervisor proxy {pid} {owners.start_time(pid) or 0}"
 
 
 def _orphaned(rule: str) -> bool:
     """A rule whose owner is gone (its pid ended, or now names a later process)."""
     owner = _OWNER.search(rule)
     if owner is not None:
-        return start_time(int(owner[1])) != int(owner[2])
+        return owners.start_time(int(owner[1])) != owner[2]
     legacy = _LEGACY_OWNER.search(rule)  # an older version's rule: its pid is all there is
     return legacy is not None and not Path(f"/proc/{legacy[1]}").exists()
