@@ -28,6 +28,12 @@ class ConfigError(SupervisorError, ValueError):
     exit_code = 2
 
 
+class UsageError(SupervisorError):
+    """A command's arguments cannot be used as given (exit 2, like a parse error)."""
+
+    exit_code = 2
+
+
 class RepoError(SupervisorError):
     """The target is not a usable git repository."""
 

@@ -93,7 +93,7 @@ def test_status_shows_spend_against_the_task_budget_and_why_it_is_paused() -> No
     wf = paused()
     line = budgets.status_line(wf, {"input_tokens": 800, "output_tokens": 100, "cost_usd": 1.2})
     assert line == (
-        "task budget: $1.2000 of $1.00, 900 of 5000 tokens; paused: task reached its usd budget"
+        "task budget: $1.20 of $1.00, 900 of 5000 tokens; paused: task reached its usd budget"
     )
     unbudgeted = SimpleNamespace(id=1, status="running", context={})
     assert budgets.status_line(unbudgeted, {}) is None
