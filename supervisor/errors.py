@@ -125,6 +125,15 @@ class StateError(SupervisorError):
     exit_code = 2
 
 
+class AlreadyDecidedError(StateError):
+    """The approval a command would decide was decided already (`decision`: approved or
+    rejected) and waits for `supervisor resume` to act on it."""
+
+    def __init__(self, message: str, hint: str | None = None, *, decision: str) -> None:
+        super().__init__(message, hint)
+        self.decision = decision
+
+
 class WorkflowBusyError(StateError):
     """Another supervisor process is running this task (its task lock is held)."""
 

@@ -272,17 +272,25 @@ def approve(
     ] = None,
 ) -> None:
     """Approve the step a workflow is waiting on, or raise the budget it stopped at."""
+    from supervisor.errors import AlreadyDecidedError
     from supervisor.policy.approvals import risk_lines
     from supervisor.task_state import decide
 
-    wf = decide(
-        workflow_id,
-        repo,
-        approve=True,
-        approver=who,
-        extend_usd=extend,
-        extend_tokens=extend_tokens,
-    )
+    try:
+        wf = decide(
+            workflow_id,
+            repo,
+            approve=True,
+            approver=who,
+            extend_usd=extend,
+            extend_tokens=extend_tokens,
+        )
+    except AlreadyDecidedError as e:
+        if e.decision != "approved":
+            raise
+        # Approving twice is no mistake worth an error: it stands approved, and says what's next.
+        console.print(f"{e.message} {e.hint}", highlight=False, markup=False)
+        return
     if extend is not None or extend_tokens is not None:
         console.print(
             f"Budget raised. Continue with: supervisor resume {workflow_id}", highlight=False
@@ -334,13 +342,21 @@ def status(
         bool, typer.Option("--watch", "-w", help="Redraw until Ctrl-C or the workflow ends.")
     ] = False,
     interval: Annotated[float, typer.Option(help="Seconds between redraws (--watch).")] = 2.0,
+    exit_status: Annotated[
+        bool,
+        typer.Option(
+            "--exit-status",
+            help="With --watch: exit 1 if the workflow fails or its supervisor died, 10 if it "
+            "waits for a person, 0 when it completes.",
+        ),
+    ] = False,
 ) -> None:
     """List workflows, or show one in detail (with what a waiting approval is about)."""
-    if watch:
+    if watch or exit_status:
         from supervisor.cli.watch import watch as watching
 
-        watching(console, repo, workflow_id, max(0.1, interval))
-        return
+        code = watching(console, repo, workflow_id, max(0.1, interval), exit_status)
+        raise typer.Exit(code)
     show_status(console, repo, workflow_id, as_json=as_json)
 
 

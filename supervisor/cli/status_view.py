@@ -48,4 +48,5 @@ def show_status(console: Console, repo: Path, workflow_id: int | None, *, as_jso
                 }
             )
             return
-        console.print(fit(console, workflow_detail(store, workflow_id, about)))
+        pids = access.supervisors(repo, [wf])
+        console.print(fit(console, workflow_detail(store, workflow_id, about, pids)))
