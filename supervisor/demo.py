@@ -261,12 +261,10 @@ def write_project_config(repo: Path, base_url: str) -> None:
 
 def run_demo(console: Console, err_console: Console, keep: Path | None) -> None:
     from supervisor import opening as project
-    from supervisor import tasks
+    from supervisor import resources, tasks
     from supervisor.cli.render import workflow_detail
     from supervisor.cli.reporter import RichReporter
     from supervisor.fakeapi import ScriptedModelServer, load_script
-
-    from supervisor import resources
 
     missing = setup_missing(resources.NODE_MODULES)
     if missing:

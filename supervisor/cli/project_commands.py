@@ -88,8 +88,9 @@ def analyze_deps(
 
 
 def doctor(repo: RepoOption = Path(), as_json: JsonOption = False) -> None:
-    """Check the repository, Docker, the sandbox image, each CLI and its credentials, Repomix
-    and git."""
+    """Check the repository, Docker, the sandbox image, the CLIs and their credentials.
+
+    Repomix and git too; each finding with its fix."""
     from supervisor.doctor import diagnose
 
     checks = diagnose(repo)
@@ -147,7 +148,11 @@ def metrics(
 
 def demo(
     keep: Annotated[
-        Path | None, typer.Option(help="Make the demo repository here and keep it (a new or empty directory, or an earlier demo's).")
+        Path | None,
+        typer.Option(
+            help="Make the demo repository here and keep it (a new or empty directory, or an "
+            "earlier demo's)."
+        ),
     ] = None,
 ) -> None:
     """Run a real task on a throw-away repository, answered by a scripted model API."""

@@ -121,7 +121,6 @@ def connect() -> docker.DockerClient:
     return client
 
 
-
 class DockerSandbox:
     mounts_overlay = True
     """Step workspaces may be copy-on-write views (supervisor/workspace/overlay.py), mounted as
