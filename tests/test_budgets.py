@@ -47,7 +47,7 @@ def test_a_budget_is_reached_at_its_limit_and_an_unset_one_never() -> None:
 
 def test_extend_raises_the_paused_scope_and_resume_then_goes_on() -> None:
     wf = paused()
-    with pytest.raises(budgets.BudgetExceeded, match=r"spent \$1\.2000 of \$1\.00"):
+    with pytest.raises(budgets.BudgetExceeded, match=r"spent \$1\.20 of \$1\.00"):
         budgets.resume_check(wf)
 
     wf.context = budgets.extend(wf, 2.00, None)

@@ -279,7 +279,7 @@ def test_a_task_past_its_token_budget_pauses_until_approve_extend_raises_it(
     # Each stand-in run reports 120 tokens and $0.001: the budget is spent after two steps.
     p = budgeted(project, "budgets:\n  task: {tokens: 200, usd: 0.5}\n")
 
-    with pytest.raises(BudgetExceeded, match=r"spent \$0\.0020 of \$0\.50, 240 of 200 tokens"):
+    with pytest.raises(BudgetExceeded, match=r"spent \$0\.002 of \$0\.50, 240 of 200 tokens"):
         p.start()
 
     wf = p.workflow()

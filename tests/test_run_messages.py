@@ -159,3 +159,30 @@ def test_a_rejection_shows_until_the_resume_runs_the_step_again(
     again = supervisor("approve", "1", *repo)
     assert again.returncode == 2
     assert "already rejected" in again.stderr and "supervisor resume 1" in again.stderr
+
+
+def test_ctrl_c_during_a_run_says_which_workflow_and_how_to_resume_it(
+    project: Callable[..., Project],
+) -> None:
+    """The interrupt arrives while the worker runs (as Ctrl-C does); the finished steps stay."""
+
+    def interrupted(call: object) -> str:
+        raise KeyboardInterrupt
+
+    p = project(
+        IMPLEMENT_REVIEW_COMMIT,
+        None,
+        ("ROLE: implementer", writes({"answer.txt": "right\n"})),
+        ("ROLE: reviewer", interrupted),
+        ("ROLE: reviewer", reviews("APPROVED")),
+    )
+    stopped = supervisor("start-task", "Write the answer file", "--yes", "--repo", str(p.root))
+    assert stopped.returncode == 130
+    assert "Interrupted. Workflow 1 keeps the steps it finished" in stopped.stderr
+    assert "continue it with: supervisor resume 1" in stopped.stderr
+    assert "Traceback" not in stopped.stderr and "Aborted!" not in stopped.stderr
+
+    resumed = supervisor("resume", "1", "--repo", str(p.root))
+    assert resumed.returncode == 0, resumed.stderr
+    assert p.workflow().status == "completed"
+    assert [c.role for _, c in p.script.calls] == ["implementer", "reviewer", "reviewer"]
