@@ -147,9 +147,8 @@ def dollars(amount: float) -> str:
 
 
 def describe_spend(spent: dict[str, float], limit: dict[str, float | None]) -> str:
-    usd = dollars(spent["usd"]) + (
-        f" of {dollars(float(limit['usd']))}" if limit.get("usd") else ""
-    )
+    cap = limit.get("usd")
+    usd = dollars(spent["usd"]) + (f" of {dollars(cap)}" if cap else "")
     tokens = f"{int(spent['tokens'])}" + (
         f" of {int(limit['tokens'] or 0)}" if limit.get("tokens") else ""
     )
