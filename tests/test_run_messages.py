@@ -186,3 +186,21 @@ def test_ctrl_c_during_a_run_says_which_workflow_and_how_to_resume_it(
     assert resumed.returncode == 0, resumed.stderr
     assert p.workflow().status == "completed"
     assert [c.role for _, c in p.script.calls] == ["implementer", "reviewer", "reviewer"]
+
+
+def test_complete_task_asks_in_the_words_of_its_preview(
+    project: Callable[..., Project],
+) -> None:
+    """The preview says "Squash ai/1-... into main": the question and the fix say squash too,
+    not "Merge?"."""
+    p = project(
+        IMPLEMENT_REVIEW_COMMIT,
+        None,
+        ("ROLE: implementer", writes({"answer.txt": "right\n"})),
+        ("ROLE: reviewer", reviews("APPROVED")),
+    )
+    assert p.start().status == "completed"
+    asked = supervisor("complete-task", "1", "--repo", str(p.root))  # no terminal to confirm
+    assert asked.stdout.startswith("Squash ai/1-")
+    assert "Pass --yes to squash without confirming" in asked.stderr
+    assert "merge" not in (asked.stdout.splitlines()[0] + asked.stderr).lower()
