@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from supervisor import process
+from supervisor.errors import ToolMissingError, UsageError
 from supervisor.guard import trustmap
 from supervisor.guard.trust import trust
 
@@ -77,18 +78,84 @@ if __name__ == "__main__":
 MAKEFILE = "test:\n\tpython3 -m unittest -v\n"
 
 
+FILES = {
+    "calc.py": CALC_STUB,
+    "test_calc.py": TESTS,
+    "Makefile": MAKEFILE,
+    "README.md": "# calc\n\nA tiny calculator used by the supervisor demo.\n",
+}
+MARKER = "supervisor-demo"
+"""A file in the demo repository's .git/ (never committed, never in the way): this directory is
+a demo's, so a later `demo --keep` may run there again."""
+
+
 def make_demo_repo(path: Path) -> Path:
-    """A git repository with a stubbed module, its tests and a Makefile, one commit."""
+    """A git repository with a stubbed module, its tests and a Makefile, one commit. In an
+    earlier demo's repository, the stub files are put back on `main` (committed if they changed);
+    nothing else there is touched."""
     path.mkdir(parents=True, exist_ok=True)
-    (path / "calc.py").write_text(CALC_STUB)
-    (path / "test_calc.py").write_text(TESTS)
-    (path / "Makefile").write_text(MAKEFILE)
-    (path / "README.md").write_text("# calc\n\nA tiny calculator used by the supervisor demo.\n")
     git = ["git", "-C", str(path), "-c", "user.name=demo", "-c", "user.email=demo@localhost"]
-    process.run([*git, "init", "-q", "-b", "main"])
-    process.run([*git, "add", "-A"])
-    process.run([*git, "commit", "-q", "-m", "Calculator stub with tests"])
+    again = is_demo(path)
+    if again:
+        process.run([*git, "checkout", "-q", "main"])
+    for name, content in FILES.items():
+        (path / name).write_text(content)
+    if not again:
+        process.run([*git, "init", "-q", "-b", "main"])
+        (path / ".git" / MARKER).write_text("Made by `supervisor demo`.\n")
+    process.run([*git, "add", "--", *FILES])
+    staged = process.run([*git, "diff", "--cached", "--quiet"], check=False).returncode
+    if staged or not again:
+        process.run([*git, "commit", "-q", "-m", "Calculator stub with tests"])
     return path
+
+
+def is_demo(path: Path) -> bool:
+    return (path / ".git" / MARKER).is_file()
+
+
+def check_keep(path: Path) -> str | None:
+    """Refuse to make the demo where it would overwrite or commit someone's files: `--keep`
+    takes a new or empty directory, or an earlier demo's whose work tree is clean (then says
+    so: the returned note)."""
+    if not path.exists():
+        return None
+    if not path.is_dir():
+        raise UsageError(
+            f"--keep {path}: that is a file, not a directory.",
+            "Name a new or empty directory, e.g. `supervisor demo --keep ./supervisor-demo`.",
+        )
+    if is_demo(path):
+        changed = process.run(
+            ["git", "-C", str(path), "status", "--porcelain", "--", ".", ":!.supervisor"],
+            check=False,
+        ).stdout.strip()
+        if changed:
+            raise UsageError(
+                f"--keep {path} holds an earlier demo with changes of yours "
+                f"({len(changed.splitlines())} path(s) changed or added); the demo leaves them "
+                "alone.",
+                "Commit or remove them there, or name a new or empty directory.",
+            )
+        return f"{path} holds an earlier demo: running it again there (a new workflow)."
+    if any(path.iterdir()):
+        raise UsageError(
+            f"--keep {path} is not empty and is not an earlier demo's directory; the demo would "
+            "overwrite and commit files there, so it does nothing.",
+            "Name a new or empty directory, e.g. `supervisor demo --keep ./supervisor-demo`.",
+        )
+    return None
+
+
+def setup_missing(node_modules: Path) -> list[str]:
+    """What the demo needs from `supervisor setup` and does not find: the claude CLI and Repomix
+    with its token encoding (the image and Docker are checked as every task checks them)."""
+    wanted = {
+        "the claude CLI": node_modules / ".bin" / "claude",
+        "Repomix": node_modules / ".bin" / "repomix",
+        "the token encoding": node_modules / "gpt-tokenizer" / "data",
+    }
+    return [name for name, where in wanted.items() if not where.exists()]
 
 
 def fenced(data: dict[str, Any]) -> str:
@@ -194,14 +261,24 @@ def write_project_config(repo: Path, base_url: str) -> None:
 
 def run_demo(console: Console, err_console: Console, keep: Path | None) -> None:
     from supervisor import opening as project
-    from supervisor import tasks
+    from supervisor import resources, tasks
     from supervisor.cli.render import workflow_detail
     from supervisor.cli.reporter import RichReporter
     from supervisor.fakeapi import ScriptedModelServer, load_script
 
+    missing = setup_missing(resources.NODE_MODULES)
+    if missing:
+        raise ToolMissingError(
+            f"The demo needs what setup installs, and {', '.join(missing)} "
+            f"{'is' if len(missing) == 1 else 'are'} not installed yet.",
+            f"Run `{resources.setup_command()}` first, then `supervisor demo` again.",
+        )
+    note = check_keep(keep) if keep is not None else None
     started = time.monotonic()
     workdir = Path(tempfile.mkdtemp(prefix="supervisor-demo-")) if keep is None else keep
     repo = make_demo_repo(workdir / "calc" if keep is None else keep)
+    if note:
+        console.print(note, highlight=False, markup=False)
     console.print(f"[bold]Demo repository:[/bold] {repo}")
     # The scripted server plays the model; no real key is needed or sent anywhere.
     os.environ["ANTHROPIC_API_KEY"] = "demo-key-not-a-secret"

@@ -28,6 +28,12 @@ class ConfigError(SupervisorError, ValueError):
     exit_code = 2
 
 
+class UsageError(SupervisorError):
+    """A command's arguments cannot be used as given (exit 2, like a parse error)."""
+
+    exit_code = 2
+
+
 class RepoError(SupervisorError):
     """The target is not a usable git repository."""
 
@@ -117,6 +123,15 @@ class StateError(SupervisorError):
     """The state database refuses the operation (unknown id, wrong status, busy)."""
 
     exit_code = 2
+
+
+class AlreadyDecidedError(StateError):
+    """The approval a command would decide was decided already (`decision`: approved or
+    rejected) and waits for `supervisor resume` to act on it."""
+
+    def __init__(self, message: str, hint: str | None = None, *, decision: str) -> None:
+        super().__init__(message, hint)
+        self.decision = decision
 
 
 class WorkflowBusyError(StateError):

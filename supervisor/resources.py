@@ -56,3 +56,12 @@ SANDBOX_DIR = data_root() / "sandbox"
 SETUP_SCRIPT = data_root() / "scripts" / "setup.sh"
 NODE_MODULES = node_root() / "node_modules"
 NODE_BIN = NODE_MODULES / ".bin"
+
+
+def setup_command() -> str:
+    """The command that installs what supervisor runs on, as this installation was made: a
+    source checkout runs its own script, a package install (pip, pipx) the `setup` command.
+    A fix names the one the user can run, not both."""
+    if in_checkout():
+        return f"bash {CHECKOUT_ROOT / 'scripts' / 'setup.sh'}"
+    return "supervisor setup"

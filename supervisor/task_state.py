@@ -111,6 +111,8 @@ def decide(
             )
             return store.workflow(wf_id)
         approval = store.latest_approval(wf_id)
+        if wf.status == "awaiting_approval" and approval is not None:
+            refuse_decided(wf_id, approval.step, approval.status, approve)
         if wf.status != "awaiting_approval" or approval is None or approval.status != "pending":
             raise StateError(
                 f"Workflow {wf_id} is not waiting for approval (status: {wf.status}).",
@@ -140,6 +142,30 @@ def decide(
                 ),
             )
         return store.workflow(wf_id)
+
+
+def refuse_decided(wf_id: int, step: str, decided: str, approve: bool) -> None:
+    """An approval already decided is not decided again: say what was decided and that a
+    resume acts on it (the second `approve` used to say "not waiting for approval (status:
+    awaiting_approval)")."""
+    from supervisor.errors import AlreadyDecidedError
+
+    resume = f"supervisor resume {wf_id}"
+    if decided == "approved":
+        raise AlreadyDecidedError(
+            f"Workflow {wf_id} is already approved (step '{step}'); it goes on when resumed."
+            + ("" if approve else " A rejection now would change nothing."),
+            f"Continue it with `{resume}`"
+            + ("." if approve else "; reject at its next approval, or `supervisor abandon`."),
+            decision=decided,
+        )
+    if decided == "rejected":
+        raise AlreadyDecidedError(
+            f"Workflow {wf_id}'s step '{step}' is already rejected; a resume runs it again "
+            "with the reason given.",
+            f"Run `{resume}`; approve the step's next result when it asks again.",
+            decision=decided,
+        )
 
 
 def git_email(repo: Path) -> str:

@@ -82,7 +82,7 @@ def test_a_budget_reached_mid_fan_out_lets_running_components_finish_and_holds_t
     p = fan_out(project)
     (tmp_path / "user" / "config.yaml").write_text(f"notifications:\n  webhook: {receiver.url}\n")
 
-    with pytest.raises(BudgetExceeded, match=r"spent \$0\.0030, 360 of 200 tokens"):
+    with pytest.raises(BudgetExceeded, match=r"spent \$0\.003, 360 of 200 tokens"):
         p.start()
 
     wf = p.workflow()

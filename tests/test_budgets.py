@@ -47,7 +47,7 @@ def test_a_budget_is_reached_at_its_limit_and_an_unset_one_never() -> None:
 
 def test_extend_raises_the_paused_scope_and_resume_then_goes_on() -> None:
     wf = paused()
-    with pytest.raises(budgets.BudgetExceeded, match=r"spent \$1\.2000 of \$1\.00"):
+    with pytest.raises(budgets.BudgetExceeded, match=r"spent \$1\.20 of \$1\.00"):
         budgets.resume_check(wf)
 
     wf.context = budgets.extend(wf, 2.00, None)
@@ -93,7 +93,7 @@ def test_status_shows_spend_against_the_task_budget_and_why_it_is_paused() -> No
     wf = paused()
     line = budgets.status_line(wf, {"input_tokens": 800, "output_tokens": 100, "cost_usd": 1.2})
     assert line == (
-        "task budget: $1.2000 of $1.00, 900 of 5000 tokens; paused: task reached its usd budget"
+        "task budget: $1.20 of $1.00, 900 of 5000 tokens; paused: task reached its usd budget"
     )
     unbudgeted = SimpleNamespace(id=1, status="running", context={})
     assert budgets.status_line(unbudgeted, {}) is None

@@ -279,7 +279,7 @@ def test_a_task_past_its_token_budget_pauses_until_approve_extend_raises_it(
     # Each stand-in run reports 120 tokens and $0.001: the budget is spent after two steps.
     p = budgeted(project, "budgets:\n  task: {tokens: 200, usd: 0.5}\n")
 
-    with pytest.raises(BudgetExceeded, match=r"spent \$0\.0020 of \$0\.50, 240 of 200 tokens"):
+    with pytest.raises(BudgetExceeded, match=r"spent \$0\.002 of \$0\.50, 240 of 200 tokens"):
         p.start()
 
     wf = p.workflow()
@@ -289,7 +289,7 @@ def test_a_task_past_its_token_budget_pauses_until_approve_extend_raises_it(
     review_argv = p.sandbox.runs[-1].argv
     assert review_argv[review_argv.index("--max-budget-usd") + 1] == "0.50"
     shown = cli(p.root, "status", "1")
-    assert "task budget: $0.0020 of $0.50, 240 of 200 tokens" in shown.stdout
+    assert "task budget: $0.002 of $0.50, 240 of 200 tokens" in shown.stdout
     assert "--extend" in shown.stdout
 
     with pytest.raises(BudgetExceeded):
@@ -302,7 +302,7 @@ def test_a_task_past_its_token_budget_pauses_until_approve_extend_raises_it(
     assert p.resume().status == "completed"
     assert p.on_branch("answer.txt") == "right\n"
     metrics = cli(p.root, "metrics")
-    assert "workflow 1 (completed): task budget: $0.0020 of $0.50, 240 of 1200 tokens" in (
+    assert "workflow 1 (completed): task budget: $0.002 of $0.50, 240 of 1200 tokens" in (
         metrics.stdout
     )
 

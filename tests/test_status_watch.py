@@ -1,5 +1,7 @@
-"""`supervisor status <id> --watch`: redraws as the workflow moves and ends by itself once it has
-finished, while another process writes the state (a real SQLite database, a real git repository)."""
+"""`supervisor status <id> --watch`: redraws as the workflow moves and ends by itself once only a
+person can move it (finished, waiting for an approval, or no supervisor running it any more), while
+another process writes the state (a real SQLite database, a real git repository, real file locks).
+`--exit-status` (as `gh run watch`) says in the exit code how it ended."""
 
 from __future__ import annotations
 
@@ -10,7 +12,11 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
+import pytest
+
+from supervisor.state.locks import task_lock
 from supervisor.state.store import Store
+from tests.cli_support import supervisor
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -39,6 +45,8 @@ def test_watch_follows_the_workflow_and_ends_when_it_completes(tmp_path: Path) -
         "COLUMNS": "100",
         "TTY_COMPATIBLE": "1",  # drawn as on a terminal: each redraw reaches the output
     }
+    held = task_lock(db.parent, wf.id)  # a live supervisor runs it (this test process)
+    held.__enter__()
     watcher = subprocess.Popen(
         [sys.executable, "-m", "supervisor", "status", str(wf.id), "--watch", "--interval", "0.2",
          "--repo", str(repo)],
@@ -54,6 +62,7 @@ def test_watch_follows_the_workflow_and_ends_when_it_completes(tmp_path: Path) -
         rest, errors = watcher.communicate(timeout=30)
         out, err = (first + rest).decode(), errors.decode()
     finally:
+        held.__exit__(None, None, None)
         if watcher.poll() is None:
             watcher.kill()
     assert watcher.returncode == 0, err
@@ -74,3 +83,68 @@ def shown_until(watcher: subprocess.Popen[bytes], text: str, deadline: float) ->
             assert chunk, f"ended before showing {text!r}: {shown!r}"
             shown += chunk
     return shown
+
+
+def make_workflow(tmp_path: Path) -> tuple[Path, int]:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "init"], check=True)
+    with Store(repo / ".supervisor" / "state.db") as store:
+        wf = store.create_workflow(
+            description="watch me",
+            cli="claude",
+            base_branch="main",
+            base_sha="a" * 40,
+            branch_for_id=lambda i: f"ai/{i}-watch-me",
+            definition={},
+            first_step="implement",
+        )
+    return repo, wf.id
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "said"),
+    [
+        ("completed", 0, "Workflow 1 completed."),
+        ("failed", 1, "Workflow 1 failed. After fixing the cause: supervisor resume 1"),
+        ("awaiting_approval", 10, "waits for approval: supervisor approve 1"),
+        ("budget_exceeded", 10, "paused at its budget"),
+    ],
+)
+def test_exit_status_says_how_the_workflow_ended(
+    tmp_path: Path, status: str, code: int, said: str
+) -> None:
+    repo, wf_id = make_workflow(tmp_path)
+    with Store(repo / ".supervisor" / "state.db") as store:
+        store.set_status(wf_id, status)
+    watched = supervisor("status", str(wf_id), "--watch", "--interval", "0.1", "--exit-status",
+                         cwd=repo)  # fmt: skip
+    assert watched.returncode == code, watched.stderr
+    assert said in watched.stdout
+    plain = supervisor("status", str(wf_id), "--watch", "--interval", "0.1", cwd=repo)
+    assert plain.returncode == 0, "without --exit-status a watch that ends exits 0"
+
+
+def test_watch_stops_waiting_on_a_task_whose_supervisor_died(tmp_path: Path) -> None:
+    """`running` in the database, and no process holds its task lock: it was killed. The watch
+    says so, with the command that continues it, instead of waiting forever."""
+    repo, wf_id = make_workflow(tmp_path)
+    watched = supervisor("status", str(wf_id), "-w", "--interval", "0.1", "--exit-status",
+                         cwd=repo)  # fmt: skip
+    assert watched.returncode == 1
+    assert "running (no supervisor)" in watched.stdout  # the detail says what the list says
+    assert "No supervisor runs workflow 1 any more" in watched.stdout
+    assert "Continue it with: supervisor resume 1" in watched.stdout
+
+
+def test_the_detail_view_says_no_supervisor_as_the_list_does(tmp_path: Path) -> None:
+    repo, wf_id = make_workflow(tmp_path)
+    listed = supervisor("status", cwd=repo)
+    shown = supervisor("status", str(wf_id), cwd=repo)
+    assert "running (no supervisor)" in listed.stdout
+    assert "running (no supervisor)" in shown.stdout
+    with task_lock(repo / ".supervisor", wf_id):
+        held = supervisor("status", str(wf_id), cwd=repo)
+    assert "no supervisor" not in held.stdout

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from supervisor.cli import project_commands, roles_config, sandbox_commands, scaleout
+from supervisor.cli import help_text, project_commands, roles_config, sandbox_commands, scaleout
 from supervisor.cli.common import (
     JsonOption,
     RepoOption,
@@ -28,6 +28,7 @@ from supervisor.cli.common import (
     tasks,
 )
 from supervisor.cli.failure import report
+from supervisor.cli.interrupt import resumable
 from supervisor.cli.render import (
     events_view,
     fit,
@@ -44,9 +45,9 @@ if TYPE_CHECKING:
 app = typer.Typer(
     name="supervisor",
     help="Runs AI coding CLIs as stateless, sandboxed workers with orchestrator-enforced gates.",
-    no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 hide_flag_types()
 
@@ -59,8 +60,9 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
+@app.callback(invoke_without_command=True)
 def main_options(
+    ctx: typer.Context,
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Show version.")
     ] = False,
@@ -68,6 +70,9 @@ def main_options(
     """supervisor: dependable long-running work with AI coding CLIs."""
     fit_to_output(console)
     fit_to_output(err_console)
+    if ctx.invoked_subcommand is None:  # a bare `supervisor` asks what there is: not an error
+        typer.echo(ctx.get_help())
+        raise typer.Exit(0)
 
 
 @app.command("start-task")
@@ -123,7 +128,7 @@ def start_task(
         typer.confirm("Start?", abort=True)
     else:
         stops = projects.approval_stops(repo, cli=cli, roles=overrides, no_gate=no_gate)
-        if not stops.startswith("none"):
+        if not stops.startswith("none:"):  # "none planned; the approval policy ..." is said
             err_console.print(
                 f"Approvals this run asks for: {stops}", highlight=False, markup=False
             )
@@ -137,16 +142,17 @@ def start_task(
     elif backend not in (None, "embedded"):
         raise SupervisorError(f"--backend {backend!r} is unknown.", "Use embedded or temporal.")
     try:
-        wf = tasks.start_task(
-            description,
-            repo,
-            cli=cli,
-            roles=overrides,
-            reporter=RichReporter(err_console),
-            no_gate=no_gate,
-            allow_protected=allow_protected,
-            submit=submit,
-        )
+        with resumable(repo):
+            wf = tasks.start_task(
+                description,
+                repo,
+                cli=cli,
+                roles=overrides,
+                reporter=RichReporter(err_console),
+                no_gate=no_gate,
+                allow_protected=allow_protected,
+                submit=submit,
+            )
     except ApprovalRequired:
         _show_pending(repo, None)
         raise
@@ -177,13 +183,14 @@ def _show_pending(repo: Path, workflow_id: int | None) -> None:
 def complete_task(
     workflow_id: Annotated[int, typer.Argument(help="The workflow id.")],
     repo: RepoOption = Path(),
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Merge without confirming.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Land without confirming.")] = False,
     squash: Annotated[bool, typer.Option("--squash", help="Land it as one commit.")] = False,
     merge: Annotated[bool, typer.Option("--merge", help="Land it with a merge commit.")] = False,
     rebase: Annotated[bool, typer.Option("--rebase", help="Replay its commits.")] = False,
 ) -> None:
-    """Land a completed task's branch on the branch it started from, after a preview (squash
-    by default for a single-component task, merge otherwise)."""
+    """Land a completed task's branch on the branch it started from, after a preview.
+
+    Squash by default for a single-component task, merge otherwise."""
     from supervisor.workflow.history import default_mode
 
     chosen = [m for m, on in (("squash", squash), ("merge", merge), ("rebase", rebase)) if on]
@@ -205,9 +212,10 @@ def complete_task(
         if not sys.stdin.isatty():
             raise SupervisorError(
                 "complete-task needs confirmation, and there is no terminal.",
-                "Pass --yes to merge without confirming.",
+                f"Pass --yes to {mode} without confirming.",
             )
-        typer.confirm("Merge?", abort=True)
+        # The question names the mode the preview announced ("Squash ... into main?").
+        typer.confirm(f"{mode.capitalize()} into {preview.base_branch}?", abort=True)
     new = tasks.complete_task(workflow_id, repo, mode)
     console.print(f"[green]✓[/green] {preview.base_branch} now at {new[:12]} ({mode})")
 
@@ -245,7 +253,8 @@ def resume(
     from supervisor.cli.reporter import RichReporter
 
     try:
-        wf = tasks.resume(workflow_id, repo, reporter=RichReporter(err_console))
+        with resumable(repo, workflow_id):
+            wf = tasks.resume(workflow_id, repo, reporter=RichReporter(err_console))
     except ApprovalRequired:
         _show_pending(repo, workflow_id)
         raise
@@ -272,17 +281,25 @@ def approve(
     ] = None,
 ) -> None:
     """Approve the step a workflow is waiting on, or raise the budget it stopped at."""
+    from supervisor.errors import AlreadyDecidedError
     from supervisor.policy.approvals import risk_lines
     from supervisor.task_state import decide
 
-    wf = decide(
-        workflow_id,
-        repo,
-        approve=True,
-        approver=who,
-        extend_usd=extend,
-        extend_tokens=extend_tokens,
-    )
+    try:
+        wf = decide(
+            workflow_id,
+            repo,
+            approve=True,
+            approver=who,
+            extend_usd=extend,
+            extend_tokens=extend_tokens,
+        )
+    except AlreadyDecidedError as e:
+        if e.decision != "approved":
+            raise
+        # Approving twice is no mistake worth an error: it stands approved, and says what's next.
+        console.print(f"{e.message} {e.hint}", highlight=False, markup=False)
+        return
     if extend is not None or extend_tokens is not None:
         console.print(
             f"Budget raised. Continue with: supervisor resume {workflow_id}", highlight=False
@@ -331,16 +348,27 @@ def status(
     repo: RepoOption = Path(),
     as_json: JsonOption = False,
     watch: Annotated[
-        bool, typer.Option("--watch", "-w", help="Redraw until Ctrl-C or the workflow ends.")
+        bool,
+        typer.Option(
+            "--watch", "-w", help="Redraw until Ctrl-C, or until the workflow ends or waits."
+        ),
     ] = False,
     interval: Annotated[float, typer.Option(help="Seconds between redraws (--watch).")] = 2.0,
+    exit_status: Annotated[
+        bool,
+        typer.Option(
+            "--exit-status",
+            help="With --watch: exit 1 if the workflow fails or its supervisor died, 10 if it "
+            "waits for a person, 0 when it completes.",
+        ),
+    ] = False,
 ) -> None:
     """List workflows, or show one in detail (with what a waiting approval is about)."""
-    if watch:
+    if watch or exit_status:
         from supervisor.cli.watch import watch as watching
 
-        watching(console, repo, workflow_id, max(0.1, interval))
-        return
+        code = watching(console, repo, workflow_id, max(0.1, interval), exit_status)
+        raise typer.Exit(code)
     show_status(console, repo, workflow_id, as_json=as_json)
 
 
@@ -380,6 +408,7 @@ app.add_typer(roles_config.config_app, name="config")
 app.add_typer(sandbox_commands.sandbox_app, name="sandbox")
 project_commands.register(app)  # init, context, analyze-deps, doctor, metrics, demo, setup
 app.command("worker")(scaleout.worker)
+help_text.arrange(app)  # panels, examples, exit codes (supervisor/cli/help_text.py)
 
 
 def main() -> None:

@@ -88,8 +88,9 @@ def analyze_deps(
 
 
 def doctor(repo: RepoOption = Path(), as_json: JsonOption = False) -> None:
-    """Check the repository, Docker, the sandbox image, each CLI and its credentials, Repomix
-    and git."""
+    """Check the repository, Docker, the sandbox image, the CLIs and their credentials.
+
+    Repomix and git too; each finding with its fix."""
     from supervisor.doctor import diagnose
 
     checks = diagnose(repo)
@@ -119,18 +120,19 @@ def metrics(
     """Success rate, retries, time, tokens and cost per role, and per CLI by task type."""
     from supervisor.routing import metrics as m
 
+    period = m.since(last)  # a usage error before anything is opened
     if suggest:
         from supervisor.routing.suggest import suggestions
 
         with tasks.reading(repo) as store:
-            found = suggestions(store, m.since(last))
+            found = suggestions(store, period)
         if as_json:
             _json([s.model_dump() for s in found])
             return
         console.print(suggestions_report(found, last), highlight=False, markup=False)
         return
     with tasks.reading(repo) as store:
-        rows = store.invocations(m.since(last))
+        rows = store.invocations(period)
         from supervisor.policy.budgets import spend_rows
 
         budgets = spend_rows(store)
@@ -146,7 +148,11 @@ def metrics(
 
 def demo(
     keep: Annotated[
-        Path | None, typer.Option(help="Make the demo repository here and keep it.")
+        Path | None,
+        typer.Option(
+            help="Make the demo repository here and keep it (a new or empty directory, or an "
+            "earlier demo's)."
+        ),
     ] = None,
 ) -> None:
     """Run a real task on a throw-away repository, answered by a scripted model API."""

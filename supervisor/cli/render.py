@@ -109,14 +109,15 @@ def _one(value: object) -> Text:
     return text(value, lines=False)
 
 
-def _shown_status(wf: Workflow, supervisors: dict[int, int | None] | None) -> str:
-    """A running task that no supervisor runs any more (killed) says so: resume continues it."""
-    from supervisor.degradation import label
+def _shown_status(
+    wf: Workflow, supervisors: dict[int, int | None] | None, degraded: bool = True
+) -> str:
+    """A running task that no supervisor runs any more (killed) says so: resume continues it
+    (supervisor/status_label.py)."""
+    from supervisor.status_label import shown_status
 
-    degraded = f" ({label(wf.context)})" if wf.context.get("degraded") else ""
-    if supervisors is not None and wf.id in supervisors and supervisors[wf.id] is None:
-        return f"{wf.status} (no supervisor){degraded}"
-    return wf.status + degraded
+    orphan = supervisors is not None and wf.id in supervisors and supervisors[wf.id] is None
+    return shown_status(wf, supervised=not orphan, degraded=degraded)
 
 
 def workflows_table(
@@ -151,16 +152,19 @@ def shown_step(wf: Workflow) -> str:
 
 
 def workflow_detail(
-    store: Store | StateReader, wf_id: int, pending: list[str] | None = None
+    store: Store | StateReader,
+    wf_id: int,
+    pending: list[str] | None = None,
+    supervisors: dict[int, int | None] | None = None,
 ) -> RenderableType:
     """One workflow; `pending` says what a waiting approval is about
-    (supervisor.policy.approvals)."""
+    (supervisor.policy.approvals); `supervisors` as for `workflows_table`."""
     wf = store.workflow(wf_id)
     totals = store.usage_totals(wf_id)
     head = Table.grid(padding=(0, 2))
     head.add_row("workflow", str(wf.id))
     head.add_row("task", text(wf.description))
-    head.add_row("status", _status(wf.status))
+    head.add_row("status", _status(wf.status, _shown_status(wf, supervisors, degraded=False)))
     from supervisor.degradation import label
 
     if wf.context.get("degraded"):

@@ -26,6 +26,13 @@ def show_status(console: Console, repo: Path, workflow_id: int | None, *, as_jso
         pids = access.supervisors(repo, found)
         if as_json:
             json_out([{**plain(wf), "supervisor_pid": pids.get(wf.id)} for wf in found])
+        elif not found:  # an empty table says nothing; say how to get a row
+            console.print(
+                'No workflows in this repository yet. Start one: supervisor start-task "what to '
+                'do"  (or see one run first: supervisor demo)',
+                highlight=False,
+                markup=False,
+            )
         else:
             console.print(fit(console, workflows_table(found, pids)))
         return
@@ -48,4 +55,5 @@ def show_status(console: Console, repo: Path, workflow_id: int | None, *, as_jso
                 }
             )
             return
-        console.print(fit(console, workflow_detail(store, workflow_id, about)))
+        pids = access.supervisors(repo, [wf])
+        console.print(fit(console, workflow_detail(store, workflow_id, about, pids)))

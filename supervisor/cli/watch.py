@@ -1,12 +1,16 @@
 """`supervisor status --watch`: the `status` view redrawn in place, for those who stay in the shell.
 
 It reads the state database read-only on each refresh (like `status`), so it never blocks the task
-it watches. It ends on Ctrl-C, or, when it watches one workflow, once that workflow has finished.
+it watches. It ends on Ctrl-C, or, when it watches one workflow, once nothing will move it without
+a person: it finished, it waits for an approval (or a resume after one), or no supervisor runs it
+any more (killed: it says so, with the command that continues it). With `--exit-status` (as `gh
+run watch`) the exit code says how it ended (supervisor/cli/watch.py `Ending`).
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rich.live import Live
@@ -19,16 +23,66 @@ if TYPE_CHECKING:
 
     from rich.console import Console, RenderableType
 
-FINISHED = ("completed", "failed")
+    from supervisor.state.records import Workflow
+
+WAITING_CODE = 10
+"""The exit code of a workflow that waits for a person, as `start-task` and `resume` use it."""
 
 
-def _view(console: Console, repo: Path, wf_id: int | None) -> tuple[RenderableType, bool]:
-    """The view to draw, and whether the watched workflow has finished."""
+@dataclass(frozen=True)
+class Ending:
+    """Why the watch stopped: the line it prints, and its exit code under --exit-status."""
+
+    message: str
+    code: int
+
+
+def ending(wf: Workflow, supervised: bool) -> Ending | None:
+    """Whether the watched workflow stands where only a person moves it; None: keep watching.
+    `supervised`: a process runs it (a `running` task with none was killed)."""
+    from supervisor.status_label import decision
+
+    resume = f"supervisor resume {wf.id}"
+    if wf.status == "completed":
+        return Ending(f"Workflow {wf.id} completed.", 0)
+    if wf.status == "failed":
+        return Ending(f"Workflow {wf.id} failed. After fixing the cause: {resume}", 1)
+    if wf.status == "interrupted":
+        return Ending(f"Workflow {wf.id} was interrupted. Continue it with: {resume}", 1)
+    if wf.status == "awaiting_approval":
+        if decision(wf) is not None:
+            return Ending(f"Workflow {wf.id} is {decision(wf)}; continue it with: {resume}", 10)
+        return Ending(
+            f"Workflow {wf.id} waits for approval: supervisor approve {wf.id} "
+            f'(or supervisor reject {wf.id} --reason "..."), then {resume}',
+            WAITING_CODE,
+        )
+    if wf.status == "budget_exceeded":
+        return Ending(
+            f"Workflow {wf.id} paused at its budget: supervisor approve {wf.id} --extend "
+            f"<dollars>, then {resume}",
+            WAITING_CODE,
+        )
+    if wf.status == "running" and not supervised:
+        return Ending(
+            f"No supervisor runs workflow {wf.id} any more (it was stopped or crashed). "
+            f"Continue it with: {resume}",
+            1,
+        )
+    return None
+
+
+def _view(
+    console: Console, repo: Path, wf_id: int | None
+) -> tuple[RenderableType, Workflow | None, bool]:
+    """The view to draw; the watched workflow and whether a supervisor runs it."""
     from supervisor import task_state as access
 
     # Guarded here, not only by the console: a live display draws past the console's hooks.
     if wf_id is None:
-        return Guarded(fit(console, workflows_table(access.workflows(repo)))), False
+        found = access.workflows(repo)
+        table = workflows_table(found, access.supervisors(repo, found))
+        return Guarded(fit(console, table)), None, True
     with access.reading(repo) as store:
         wf = store.workflow(wf_id)
         about: list[str] = []
@@ -36,17 +90,36 @@ def _view(console: Console, repo: Path, wf_id: int | None) -> tuple[RenderableTy
             from supervisor.policy.approvals import pending
 
             about = pending(wf, access.state_db(repo).parent.parent)
-        view = Guarded(fit(console, workflow_detail(store, wf_id, about)))
-        return view, wf.status in FINISHED
+        pids = access.supervisors(repo, [wf])
+        view = Guarded(fit(console, workflow_detail(store, wf_id, about, pids)))
+        return view, wf, pids.get(wf.id, 0) is not None
 
 
-def watch(console: Console, repo: Path, wf_id: int | None, interval: float) -> None:
-    view, done = _view(console, repo, wf_id)
+def watch(
+    console: Console, repo: Path, wf_id: int | None, interval: float, exit_status: bool = False
+) -> int:
+    """Watch until Ctrl-C or an ending; the exit code (0 unless `exit_status`)."""
+    view, wf, supervised = _view(console, repo, wf_id)
+    orphaned_at: str | None = None  # the update seen with no supervisor, to see it twice
+    end: Ending | None = None
     with Live(view, console=console, auto_refresh=False, transient=False) as live:
         try:
-            while not done:
+            while True:
+                if wf is not None:
+                    # A task between its creation and its lock has no supervisor for a moment:
+                    # only the same state seen twice with none counts as a dead supervisor.
+                    stamp = f"{wf.status} {wf.updated_at}"
+                    dead = not supervised and orphaned_at == stamp
+                    orphaned_at = None if supervised else stamp
+                    end = ending(wf, supervised or not dead)
+                    if end is not None:
+                        break
                 time.sleep(interval)
-                view, done = _view(console, repo, wf_id)
+                view, wf, supervised = _view(console, repo, wf_id)
                 live.update(view, refresh=True)
         except KeyboardInterrupt:
-            pass
+            return 0
+    if end is None:
+        return 0
+    console.print(end.message, highlight=False, markup=False)
+    return end.code if exit_status else 0

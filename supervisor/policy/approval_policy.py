@@ -350,6 +350,40 @@ def _some(items: list[str], limit: int = 4) -> str:
     return ", ".join(items[:limit]) + more
 
 
+def _said(name: str, value: Any) -> str:
+    """One condition in a person's words, for the start preview."""
+    if name == "sensitive":
+        return "the change touches " + "/".join(value) + " paths"
+    if name == "deleted_files_over":
+        return "it deletes a file" if not value else f"it deletes over {value} files"
+    if name == "review_issues" and isinstance(value, list | tuple):
+        return f"a reviewer lists {'/'.join(value)} issues"
+    return {
+        "files_over": f"it changes over {value} files",
+        "lines_over": f"it changes over {value} lines",
+        "public_api_changed": "it changes a public API",
+        "gates_fixed": "it fixes a gate that failed earlier",
+        "security_concerns": "a reviewer lists security concerns",
+        "review_issues": "a reviewer lists issues",
+    }.get(name, name)
+
+
+def stop_conditions(policy: Policy) -> list[str]:
+    """When the policy stops a run for a person, in words: each stopping level's `when_any`
+    conditions, and its `when_all` ones joined by "and" unless each of them stops alone; a
+    level with no condition stops every candidate ("always")."""
+    stopping = [level for level in policy.levels if level.action in STOPS]
+    alone = list(dict.fromkeys(_said(n, v) for level in stopping for n, v in level.when_any))
+    said = list(alone)
+    for level in stopping:
+        together = [_said(n, v) for n, v in level.when_all]
+        if together and not set(together) <= set(alone):
+            said.append(" and ".join(together))
+        if not together and not level.when_any:
+            said.append("always")
+    return list(dict.fromkeys(said))
+
+
 def describe(risk: dict[str, Any]) -> list[str]:
     """A recorded decision (`as_context`), as the lines `approve`, `status` and the TUI show."""
     action = risk.get("action", "?")

@@ -56,12 +56,33 @@ def planned(definition: WorkflowDef, repo: Path | None) -> list[str]:
 
 
 def preview_line(definition: WorkflowDef, repo: Path | None) -> str:
+    """The approvals the run asks for, and when the approval policy may stop it before its
+    commit step besides (it judges the candidate then, so the preview can only say when)."""
     stops = planned(definition, repo)
+    policy = _policy_stops(definition, repo)
     if not stops:
+        if policy:
+            return "none planned; " + policy
         return "none: the run goes to the end without stopping"
-    return (
+    line = (
         f"{len(stops)}: " + "; ".join(stops) + ". The run stops there until `supervisor approve` "
         "(--yes does not approve them)"
+    )
+    return f"{line}; {policy}" if policy else line
+
+
+def _policy_stops(definition: WorkflowDef, repo: Path | None) -> str:
+    from supervisor.policy.approval_policy import load, stop_conditions
+
+    commits = [name for name, step in definition.steps.items() if step.action == "commit"]
+    when = stop_conditions(load(repo)) if commits else []
+    if not when:
+        return ""
+    if when == ["always"]:
+        return f"the approval policy stops before '{commits[0]}' for a person every time"
+    return (
+        f"the approval policy stops before '{commits[0]}' for a person (exit 10, until "
+        f"`supervisor approve`) when: {'; '.join(when)}"
     )
 
 

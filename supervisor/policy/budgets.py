@@ -134,8 +134,21 @@ def exceeded_error(wf_id: int, figures: dict[str, Any]) -> BudgetExceeded:
     )
 
 
+def dollars(amount: float) -> str:
+    """An amount with the digits that matter: cents from a cent up, two significant digits
+    below ($0.002 is not "$0.00", $0.00314 is "$0.0031"), at most six decimals."""
+    import math
+
+    if amount == 0 or abs(amount) >= 0.01:
+        return f"${amount:.2f}"
+    places = min(6, 1 - math.floor(math.log10(abs(amount))))
+    shown = f"{amount:.{places}f}".rstrip("0")
+    return f"${shown}" if len(shown.split(".")[1]) >= 2 else f"${amount:.2f}"
+
+
 def describe_spend(spent: dict[str, float], limit: dict[str, float | None]) -> str:
-    usd = f"${spent['usd']:.4f}" + (f" of ${limit['usd']:.2f}" if limit.get("usd") else "")
+    cap = limit.get("usd")
+    usd = dollars(spent["usd"]) + (f" of {dollars(cap)}" if cap else "")
     tokens = f"{int(spent['tokens'])}" + (
         f" of {int(limit['tokens'] or 0)}" if limit.get("tokens") else ""
     )

@@ -73,8 +73,9 @@ def assess(
         "policy": policy.source,
     }
     event = EventSpec("risk_assessed", step=name, status=decision.level, payload=payload)
-    for line in approval_policy.describe(record):
-        engine.reporter.info(line)
+    if not decision.stops:  # a stop shows them once, with what waits (policy/approvals.pending)
+        for line in approval_policy.describe(record):
+            engine.reporter.info(line)
     return decision.action != "auto_approve", event
 
 

@@ -12,7 +12,7 @@ from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from supervisor.errors import SupervisorError
+from supervisor.errors import UsageError
 
 PERIOD = re.compile(r"^(\d+)([dhm])$")
 
@@ -22,7 +22,7 @@ def since(last: str | None) -> datetime | None:
         return None
     match = PERIOD.match(last.strip())
     if match is None:
-        raise SupervisorError(
+        raise UsageError(
             f"--last {last!r} is not a period.", "Use a number and d, h or m: --last 30d."
         )
     amount, unit = int(match.group(1)), match.group(2)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from supervisor.errors import CommandTimeoutError, SandboxError, SupervisorError
 from supervisor.parsing import strip_ansi
-from supervisor.sandbox import run_files, runtime
+from supervisor.sandbox import reach, run_files, runtime
 from supervisor.sandbox.egress import EgressRelay, Route, ensure_network
 from supervisor.workspace import overlay
 
@@ -117,11 +117,7 @@ def connect() -> docker.DockerClient:
         client = docker.from_env(timeout=120)
         client.ping()
     except docker.errors.DockerException as e:
-        raise SandboxError(
-            f"The Docker engine is not reachable: {e}",
-            "Start it (scripts/setup.sh does, or `sudo systemctl start docker`) and check "
-            "`docker info`.",
-        ) from e
+        raise reach.unreachable(e, os.environ.get("DOCKER_HOST")) from e
     return client
 
 
@@ -164,7 +160,7 @@ class DockerSandbox:
         except docker.errors.ImageNotFound as e:
             raise SandboxError(
                 f"The sandbox image '{self.image}' is not built.",
-                "Run scripts/setup.sh, which builds it (offline too).",
+                reach.build_hint(),
             ) from e
 
     def base_image_id(self) -> str:
@@ -311,7 +307,7 @@ class DockerSandbox:
             _remove_volume(volume)
             raise SandboxError(
                 f"The sandbox image '{self.image}' is not built.",
-                "Run scripts/setup.sh, which builds it (offline too).",
+                reach.build_hint(),
             ) from e
         except docker.errors.APIError as e:
             _remove_volume(volume)

@@ -14,6 +14,7 @@ from supervisor.errors import StateError
 from supervisor.state import schema as t
 from supervisor.state.records import Approval, EventSpec, now
 from supervisor.state.rows import _append, _clean
+from supervisor.status_label import DECISION_KEY
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
@@ -63,6 +64,7 @@ class ApprovalStore:
                     t.approvals.c.id == approval_id
                 )
             ).one()
+            _record_decision(conn, row[0], approval_id, decision)
             _append(
                 conn,
                 row[0],
@@ -123,9 +125,20 @@ class ApprovalStore:
                     .values(status="approved", reason=None, decided_at=now())
                 )
                 decided = {"approvers": given}
+                _record_decision(conn, row[0], approval_id, "approved")
                 _append(
                     conn,
                     row[0],
                     EventSpec("approval_decided", step=row[1], status="approved", payload=decided),
                 )
         return given
+
+
+def _record_decision(conn: Connection, wf_id: int, approval_id: int, decision: str) -> None:
+    """The decision, in the workflow's own row: `status` and the TUI list read workflows only,
+    and a decided approval must not still look like one waiting for a person."""
+    context = conn.execute(
+        select(t.workflows.c.context).where(t.workflows.c.id == wf_id)
+    ).scalar_one()
+    marked = {**context, DECISION_KEY: {"approval": approval_id, "status": decision}}
+    conn.execute(update(t.workflows).where(t.workflows.c.id == wf_id).values(context=marked))

@@ -115,8 +115,8 @@ class ClaudeAdapter(WorkerAdapter):
                 elif block.get("type") == "text" and block.get("text", "").strip():
                     parts.append(block["text"].strip().splitlines()[0][:100])
             return "\n".join(parts) or None
-        if kind == "result":
-            return f"result: {'error' if event.get('is_error') else 'ok'}"
+        # No line for the CLI's own "result": whether the step's answer holds is said after
+        # it is validated (workflow/steps/worker.py), not before.
         return None
 
 

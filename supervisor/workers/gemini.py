@@ -119,8 +119,8 @@ class GeminiAdapter(WorkerAdapter):
             params = event.get("parameters") or {}
             target = params.get("file_path") or params.get("command") or ""
             return f"→ {event.get('tool_name')} {str(target)[:80]}".rstrip()
-        if event.get("type") == "result":
-            return f"result: {event.get('status')}"
+        # No line for the CLI's own "result": whether the step's answer holds is said after
+        # it is validated (workflow/steps/worker.py), not before.
         return None
 
 

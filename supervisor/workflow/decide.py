@@ -141,7 +141,7 @@ def _advance(
         ask, events = ask or stops, [*events, assessed]
     if ask:
         status = "awaiting_approval"
-        state.approval_step = name
+        state.approval_step, state.decision = name, None
         events.append(EventSpec("approval_requested", step=name, status="pending"))
     if name in state.degraded:
         events.append(EventSpec("degraded_result", step=name, status=state.degraded[name]))

@@ -204,6 +204,7 @@ class Engine:
         if current.status != "awaiting_approval":
             state = WorkflowState.load(current.context)
             state.approval_step, state.dependency_request = wait.producer, wait.request
+            state.decision = None
             self.store.transition(
                 wait.wf_id,
                 step=wait.producer,

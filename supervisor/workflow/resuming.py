@@ -48,6 +48,7 @@ def prepare(store: Store, wf: Workflow, settings: Settings) -> None:
                 f"Approve with `supervisor approve {wf.id}` or reject with `supervisor reject "
                 f'{wf.id} --reason "..."`, then resume.',
             )
+        ctx.pop("decision", None)  # acted on now (supervisor/status_label.py)
         step = wf.current_step
         events = [EventSpec("resumed", status=approval.status, payload={"approval": approval.id})]
         if approval.status == "rejected":

@@ -64,6 +64,9 @@ class WorkflowState(BaseModel):
     """Step -> its continued CLI session: cli, session_id, turns (workflow/continuity.py)."""
     # waits for a person or a clock
     approval_step: str | None = None
+    decision: dict[str, Any] | None = None
+    """A person's decision on the waiting approval (`approval`, `status`), until a resume acts
+    on it: what `status` shows as `approved (run supervisor resume N)`."""
     waiting_until: float | None = None
     pinned: dict[str, Any] | None = None
     dependency_request: dict[str, Any] | None = None

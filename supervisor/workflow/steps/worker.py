@@ -418,6 +418,7 @@ class _Run:
         try:
             output = parse_worker_output(result.text, role.schema)
         except ParsingError as e:
+            c.reporter.info(f"answer not usable: {e.message}")
             status = "rejected" if role.output == "review" else "failed"
             why = recovery.classify_exception(e)
             record = StepRecord(
@@ -439,6 +440,8 @@ class _Run:
                 ),
             )
             return Outcome("failed", feedback=e.message, records=[record])
+        # The outcome is said once the answer is validated, not when the CLI says it is done.
+        c.reporter.info(f"answer valid: {getattr(output, 'status', 'ok')}")
         done = results.Answer(
             c=c,
             wf=wf,
