@@ -61,6 +61,35 @@ def offered_packs(detection: Detection) -> list[tuple[str, bool]]:
     return [(p, True) for p in suggested] + [(p, False) for p in rest]
 
 
+LANGUAGE_PACKS = {"rust": "rust", "go": "go"}
+"""Packs for one language, offered only where that language was detected."""
+
+
+def checklist(detection: Detection) -> list[tuple[str, bool]]:
+    """The packs interactive init lists, suggested ones first and selected: every pack but
+    those for a language this project does not use (Rust and Go for a Python project)."""
+    return [
+        (pack, suggested)
+        for pack, suggested in offered_packs(detection)
+        if suggested or LANGUAGE_PACKS.get(pack, "") in ("", *detection.stacks)
+    ]
+
+
+def toggle(selected: list[bool], answer: str) -> list[bool]:
+    """The checklist after the user's answer: numbers (1-based, separated by spaces or commas)
+    flip those rows, `all` and `none` set every row. A ValueError names what was not understood.
+    """
+    words = answer.replace(",", " ").lower().split()
+    if words in (["all"], ["none"]):
+        return [words == ["all"]] * len(selected)
+    flipped = list(selected)
+    for word in words:
+        if not word.isdigit() or not 1 <= int(word) <= len(selected):
+            raise ValueError(f"'{word}' is not a number from 1 to {len(selected)}")
+        flipped[int(word) - 1] = not flipped[int(word) - 1]
+    return flipped
+
+
 def initialize(
     repo: Path,
     choose: Callable[[str, bool], bool] | None = None,
