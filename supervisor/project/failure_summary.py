@@ -44,9 +44,19 @@ RUNNERS: list[tuple[str, re.Pattern[str], re.Pattern[str]]] = [
         re.compile(r"^[ \t]*● ([^\n]+? › [^\n]+?)[ \t]*$", re.M),
     ),
     (
+        "node:test",
+        re.compile(r"^(?:ℹ|#) (fail \d+)[ \t]*$", re.M),
+        re.compile(r"^[ \t]*(?:✖ (.+?) \([\d.]+m?s\)|not ok \d+ - (.+?))[ \t]*$", re.M),
+    ),
+    (
         "unittest",
         re.compile(r"^(FAILED \([^)\n]*\))[ \t]*$", re.M),
         re.compile(r"^(?:FAIL|ERROR): (\S+)", re.M),
+    ),
+    (
+        "ruff",
+        re.compile(r"^(Found \d+ errors?)\.?", re.M),
+        re.compile(r"^(?:[ \t]*--> )?(\S+:\d+:\d+)(?:: [A-Z]+\d+)?", re.M),
     ),
 ]
 
@@ -57,7 +67,8 @@ def summarize(output: str) -> str:
     text = strip_ansi(output)
     for _runner, counts, names in RUNNERS:
         count = [m.group(1).strip(" =,") for m in counts.finditer(text)]
-        failing = list(dict.fromkeys(m.group(1) for m in names.finditer(text)))
+        found = (next(g for g in m.groups() if g) for m in names.finditer(text))
+        failing = list(dict.fromkeys(found))
         if not failing and not count:
             continue
         head = count[-1] if count else f"{len(failing)} failed"

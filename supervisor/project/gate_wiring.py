@@ -64,9 +64,7 @@ def templates_running(gate: str) -> list[str]:
     return [name for name in SHIPPED if gate in gates_run(load_template(name, None)["steps"])]
 
 
-def wire(
-    repo: Path, choice: TemplateChoice, gates: list[str], custom_workflow: bool
-) -> GateWiring:
+def wire(repo: Path, choice: TemplateChoice, gates: list[str], custom_workflow: bool) -> GateWiring:
     """Where each of `gates` runs in the workflow `choice` gives (steps init added on an earlier
     run are left out of `choice` first, so running init again gives the same answer)."""
     from supervisor.workflow import templates

@@ -485,7 +485,7 @@ def _build_error(repo: Path, message: str, log: list[str], *, shown: bool) -> Sa
     """The failure's telling line first (the build log's last line, such as `mv: cannot stat
     'node_modules'`, rather than Docker's `The command '/bin/sh -c …' returned a non-zero code`),
     then the log's tail, unless the log was already streamed to the user: it is shown once."""
-    lines = [line.rstrip() for line in "".join(log).splitlines() if line.strip()]
+    lines = [line.rstrip() for line in strip_ansi("".join(log)).splitlines() if line.strip()]
     lines = [line for line in lines if not line.lstrip().startswith(("Step ", "---> "))]
     cause = lines[-1].strip() if lines else strip_ansi(message).strip().splitlines()[0]
     body = f"Building the project sandbox image failed: {cause}"
