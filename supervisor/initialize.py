@@ -17,7 +17,7 @@ from supervisor.context.roles import PACKS_DIR
 from supervisor.gate_check import GateCheck
 from supervisor.guard import trustmap
 from supervisor.project.detect import Detection, detect
-from supervisor.project.gate_wiring import GateWiring
+from supervisor.workflow.gate_wiring import GateWiring
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -165,7 +165,7 @@ def _wiring(repo: Path, detection: Detection, checks: dict[str, GateCheck]) -> G
     """Where the gates init writes run in the workflow the project's settings choose."""
     from supervisor.config import TemplateChoice, load_settings
     from supervisor.errors import ConfigError
-    from supervisor.project.gate_wiring import wire
+    from supervisor.workflow.gate_wiring import wire
 
     kept = [g for g in detection.gates if g not in checks or checks[g].keep(g)]
     try:

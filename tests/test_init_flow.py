@@ -21,8 +21,9 @@ import pytest
 from supervisor.gate_check import GateCheck
 from supervisor.guard import trust
 from supervisor.initialize import checklist, initialize, toggle
-from supervisor.project import failure_summary, gate_wiring, project_image
+from supervisor.project import failure_summary, project_image
 from supervisor.project.detect import detect
+from supervisor.workflow import gate_wiring
 
 PYTEST_OUTPUT = """\
 F.F                                                                      [100%]
