@@ -11,7 +11,6 @@ making failing tests pass is often the very task.
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -23,7 +22,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-TAIL = 400
 MISSING = re.compile(
     r"(: not found$|command not found|No rule to make target|Missing script|ERR_PNPM_NO_SCRIPT"
     r"|No module named pytest)",
@@ -39,6 +37,8 @@ class GateCheck:
     """False when the gate could not run (no Docker, the image does not build): unverified."""
     runnable: bool = True
     """False when the command itself is missing (exit 126/127): never worth writing."""
+    hint: str = ""
+    """For a gate that could not run: how to make it run."""
 
     def keep(self, gate: str) -> bool:
         """Whether init writes this gate into the config."""
@@ -48,10 +48,15 @@ class GateCheck:
 
 
 def check_gates(
-    repo: Path, gates: dict[str, str], on_output: Callable[[str], None] | None = None
+    repo: Path,
+    gates: dict[str, str],
+    on_output: Callable[[str], None] | None = None,
+    on_gate: Callable[[str, GateCheck | None], None] | None = None,
 ) -> dict[str, GateCheck]:
     """Each gate's result on HEAD in the project image; every gate unverified (not passed) with
-    the reason when the image cannot be built or Docker is not there."""
+    the reason and its fix when the image cannot be built or Docker is not there. `on_output`
+    hears the image build's log, `on_gate(name, None)` when a gate starts and
+    `on_gate(name, check)` when it ends: init's progress."""
     from supervisor import image_commands, owners
     from supervisor import opening as projects
     from supervisor.project.gates import run_gate
@@ -71,7 +76,7 @@ def check_gates(
         sandbox = DockerSandbox(chosen.image, chosen.egress_network, runtime=chosen.runtime)
     except SupervisorError as e:
         reason = f"not checked: {e.message.splitlines()[0]}"
-        return {name: GateCheck(False, reason, checked=False) for name in gates}
+        return {name: GateCheck(False, reason, checked=False, hint=e.hint) for name in gates}
     results: dict[str, GateCheck] = {}
     # Owned like a preflight probe (no task yet): a later start, resume or abandon removes the
     # container and run folder of an `init` killed meanwhile (project.remove_dead_probes).
@@ -83,23 +88,23 @@ def check_gates(
     try:
         with image_commands.head_tree(project) as tree:
             for name, command in gates.items():
+                if on_gate is not None:
+                    on_gate(name, None)
                 try:
                     result = run_gate(
                         sandbox, name, command, tree, project.settings.limits, labels, image=tag
                     )
                 except SupervisorError as e:
                     reason = f"not checked: {e.message.splitlines()[0]}"
-                    results[name] = GateCheck(False, reason, checked=False)
-                    continue
-                if result.passed:
-                    results[name] = GateCheck(True, f"passed in {result.duration:.0f} s")
+                    results[name] = GateCheck(False, reason, checked=False, hint=e.hint)
                 else:
-                    last = _last_line(result.output)
-                    results[name] = GateCheck(
-                        False,
-                        f"exit {result.exit_code}: {last}",
-                        runnable=_runnable(result.exit_code, result.output),
+                    results[name] = (
+                        GateCheck(True, f"passed in {result.duration:.0f} s")
+                        if result.passed
+                        else failed(result.exit_code, result.output)
                     )
+                if on_gate is not None:
+                    on_gate(name, results[name])
     finally:
         sandbox.close()
     return results
@@ -111,6 +116,11 @@ def _runnable(exit_code: int, output: str) -> bool:
     return exit_code not in (126, 127) and not MISSING.search(output[-2000:])
 
 
-def _last_line(output: str) -> str:
-    lines = [line.strip() for line in output.strip().splitlines() if line.strip()]
-    return (lines[-1] if lines else "no output")[:TAIL].replace(os.linesep, " ")
+def failed(exit_code: int, output: str) -> GateCheck:
+    """A failing gate's reason is the runner's own summary of the failing tests, not the last
+    line of its output (supervisor/project/failure_summary.py)."""
+    from supervisor.project.failure_summary import summarize
+
+    return GateCheck(
+        False, f"exit {exit_code}: {summarize(output)}", runnable=_runnable(exit_code, output)
+    )

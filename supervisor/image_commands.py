@@ -118,9 +118,13 @@ def sandbox_status(path: Path) -> dict[str, Any]:
     }
 
 
-def sandbox_shell_argv(path: Path, command: list[str] | None) -> list[str]:
-    """`docker run` for an interactive shell in the gate sandbox, on a copy of HEAD."""
-    from supervisor import process
+def sandbox_shell(path: Path, command: list[str] | None) -> int:
+    """An interactive shell (or `command`) in the gate sandbox, on a writable throwaway copy of
+    HEAD, as a gate gets one: uncommitted files are not there, and what the command writes
+    (coverage, caches) is discarded with the copy. The command's exit code."""
+    import subprocess
+
+    from supervisor.sandbox.run_files import own_for_container
 
     project = open_project(path)
     tag, _ = (
@@ -128,6 +132,25 @@ def sandbox_shell_argv(path: Path, command: list[str] | None) -> list[str]:
         if (project.root / project_image.DOCKERFILE).is_file()
         else (project.settings.sandbox.image, None)
     )
+    with head_tree(project) as tree:
+        own_for_container(tree)
+        try:
+            return subprocess.run(shell_argv(tree, tag, command), check=False).returncode
+        except KeyboardInterrupt:
+            return 130
+
+
+def shell_argv(tree: Path, tag: str, command: list[str] | None) -> list[str]:
+    """`docker run` for the gate sandbox on `tree`: no network, the tree writable, the root file
+    system the container's own layer (discarded with it), the worktree's `.git` file read-only."""
+    from supervisor import process
+    from supervisor.project.gates import CACHE_HOMES
+    from supervisor.sandbox.run_files import container_user, git_file_read_only
+
+    env = {"HOME": "/tmp/home", **CACHE_HOMES}
+    mounts = [f"{tree}:/workspace:rw"] + [
+        f"{host}:{bind['bind']}:ro" for host, bind in git_file_read_only(tree).items()
+    ]
     return [
         process.find_program("docker"),
         "run",
@@ -136,15 +159,16 @@ def sandbox_shell_argv(path: Path, command: list[str] | None) -> list[str]:
         *(["-t"] if not command else []),
         "--network",
         "none",
-        "--read-only",
+        "--cap-drop",
+        "ALL",
+        "--security-opt",
+        "no-new-privileges",
         "--tmpfs",
         "/tmp:rw,exec",
         "--user",
-        "65534:65534",
-        "-e",
-        "HOME=/tmp",
-        "-v",
-        f"{project.root}:/workspace:ro",
+        container_user(),
+        *(arg for key, value in env.items() for arg in ("-e", f"{key}={value}")),
+        *(arg for mount in mounts for arg in ("-v", mount)),
         "-w",
         "/workspace",
         tag,

@@ -17,6 +17,7 @@ from supervisor.context.roles import PACKS_DIR
 from supervisor.gate_check import GateCheck
 from supervisor.guard import trustmap
 from supervisor.project.detect import Detection, detect
+from supervisor.workflow.gate_wiring import GateWiring
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -45,6 +46,8 @@ class InitReport:
     left_alone: list[str] = field(default_factory=list)
     gate_checks: dict[str, GateCheck] = field(default_factory=dict)
     """Each detected gate run once on the untouched project (empty when not checked)."""
+    wiring: GateWiring | None = None
+    """Where each gate written runs in the project's workflow."""
 
 
 def pack_roles(pack: str) -> list[str]:
@@ -58,16 +61,47 @@ def offered_packs(detection: Detection) -> list[tuple[str, bool]]:
     return [(p, True) for p in suggested] + [(p, False) for p in rest]
 
 
+LANGUAGE_PACKS = {"rust": "rust", "go": "go"}
+"""Packs for one language, offered only where that language was detected."""
+
+
+def checklist(detection: Detection) -> list[tuple[str, bool]]:
+    """The packs interactive init lists, suggested ones first and selected: every pack but
+    those for a language this project does not use (Rust and Go for a Python project)."""
+    return [
+        (pack, suggested)
+        for pack, suggested in offered_packs(detection)
+        if suggested or LANGUAGE_PACKS.get(pack, "") in ("", *detection.stacks)
+    ]
+
+
+def toggle(selected: list[bool], answer: str) -> list[bool]:
+    """The checklist after the user's answer: numbers (1-based, separated by spaces or commas)
+    flip those rows, `all` and `none` set every row. A ValueError names what was not understood.
+    """
+    words = answer.replace(",", " ").lower().split()
+    if words in (["all"], ["none"]):
+        return [words == ["all"]] * len(selected)
+    flipped = list(selected)
+    for word in words:
+        if not word.isdigit() or not 1 <= int(word) <= len(selected):
+            raise ValueError(f"'{word}' is not a number from 1 to {len(selected)}")
+        flipped[int(word) - 1] = not flipped[int(word) - 1]
+    return flipped
+
+
 def initialize(
     repo: Path,
     choose: Callable[[str, bool], bool] | None = None,
     base_image: str = "supervisor-sandbox:latest",
     check: Callable[[Path, dict[str, str]], dict[str, GateCheck]] | None = None,
+    detection: Detection | None = None,
 ) -> InitReport:
     """Write `.supervisor/`; `choose(pack, suggested)` decides each pack (None: suggestions);
     `check(repo, gates)` runs the detected gates on the untouched project first (None: not
-    checked), and a gate that fails is written commented out."""
-    detection = detect(repo)
+    checked), and a gate that fails is written commented out. `detection`: what the caller
+    already showed the user (None: detected now)."""
+    detection = detection or detect(repo)
     packs = [
         pack
         for pack, suggested in offered_packs(detection)
@@ -79,41 +113,75 @@ def initialize(
     manifest: dict[str, str] = (
         json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
     )
-    dockerfile_written = None
     if set(detection.stacks) & {"python", "node", "rust", "go"}:
         from supervisor.project import project_image
 
-        _, dockerfile_written = project_image.write_dockerfile(repo, detection, base_image)
+        text = project_image.dockerfile_text(detection, base_image)
+        if _write(state, DOCKERFILE, text, manifest, report):
+            from supervisor.guard import trust
+
+            trust.trust_file(repo, trustmap.DOCKERFILE)  # the user asked for it; the text is ours
     if check is not None:
         report.gate_checks = check(repo, dict(detection.gates))
-    files: dict[str, str] = {"config.yaml": _config_text(detection, packs, report.gate_checks)}
+    report.wiring = _wiring(repo, detection, report.gate_checks)
+    files: dict[str, str] = {
+        "config.yaml": _config_text(detection, packs, report.gate_checks, report.wiring)
+    }
     for pack in packs:
         for role in pack_roles(pack):
             files[f"roles/{role}.yaml"] = (PACKS_DIR / pack / f"{role}.yaml").read_text()
     for rel, text in files.items():
-        target = state / rel
-        digest = _digest(text)
-        if target.exists():
-            current = _digest(target.read_text())
-            if current == digest:
-                report.unchanged.append(rel)
-                manifest[rel] = digest
-                continue
-            if manifest.get(rel) != current:
-                report.left_alone.append(rel)  # edited by the user, or not ours
-                continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
-        manifest[rel] = digest
-        report.written.append(rel)
+        _write(state, rel, text, manifest, report)
     (state / "templates").mkdir(parents=True, exist_ok=True)
-    if dockerfile_written is not None:
-        (report.written if dockerfile_written else report.left_alone).append("sandbox/Dockerfile")
     manifest_path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return report
 
 
-def _config_text(detection: Detection, packs: list[str], checks: dict[str, GateCheck]) -> str:
+DOCKERFILE = "sandbox/Dockerfile"
+
+
+def _write(state: Path, rel: str, text: str, manifest: dict[str, str], report: InitReport) -> bool:
+    """Write one file unless the user changed what init wrote there before (its hash in the
+    manifest): True if written."""
+    target = state / rel
+    digest = _digest(text)
+    if target.exists() or target.is_symlink():
+        current = _digest(target.read_text()) if target.is_file() else ""
+        if current == digest:
+            report.unchanged.append(rel)
+            manifest[rel] = digest
+            return False
+        if not current or manifest.get(rel) != current or target.is_symlink():
+            report.left_alone.append(rel)  # edited by the user, or not ours
+            return False
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+    manifest[rel] = digest
+    report.written.append(rel)
+    return True
+
+
+def _wiring(repo: Path, detection: Detection, checks: dict[str, GateCheck]) -> GateWiring:
+    """Where the gates init writes run in the workflow the project's settings choose."""
+    from supervisor.config import TemplateChoice, load_settings
+    from supervisor.errors import ConfigError
+    from supervisor.workflow.gate_wiring import wire
+
+    kept = [g for g in detection.gates if g not in checks or checks[g].keep(g)]
+    try:
+        choice = load_settings(repo).workflow
+    except ConfigError:
+        choice = TemplateChoice()
+    custom = trustmap.repo_path(repo, trustmap.WORKFLOW, trustmap.DATA).is_file()
+    return wire(repo, choice, kept, custom)
+
+
+def _config_text(
+    detection: Detection,
+    packs: list[str],
+    checks: dict[str, GateCheck],
+    wiring: GateWiring | None = None,
+) -> str:
     body: dict[str, object] = {}
     failing = {g: c for g, c in checks.items() if not c.keep(g) and g in detection.gates}
     gates = {g: cmd for g, cmd in detection.gates.items() if g not in failing}
@@ -150,6 +218,18 @@ def _config_text(detection: Detection, packs: list[str], checks: dict[str, GateC
         "#   claude: {base_url: 'https://api.anthropic.com'}",
         "#   codex: {base_url: 'https://api.openai.com/v1'}",
     ]
+    if wiring is not None and wiring.added:
+        body["workflow"] = {"add": wiring.added}
+        header.append(
+            f"# {wiring.workflow.capitalize()} runs no {' or '.join(wiring.added)} gate, so the "
+            "workflow below adds a step for each (remove it when you choose a template that runs "
+            "them)."
+        )
+    for gate, others in (wiring.not_run if wiring is not None else {}).items():
+        elsewhere = f"; the {', '.join(others)} template(s) run it" if others else ""
+        header.append(
+            f"# The {gate} gate is not run by {wiring.workflow if wiring else ''}{elsewhere}."
+        )
     text = yaml.safe_dump(body, sort_keys=False) if body else ""
     return "\n".join(header) + "\n" + text
 

@@ -16,7 +16,6 @@ from supervisor.cli.plain import json_out as _json
 from supervisor.cli.render import fit
 from supervisor.cli.reports import (
     doctor_table,
-    init_report,
     metrics_tables,
     pack_report,
     suggestions_report,
@@ -35,23 +34,10 @@ def init(
         ),
     ] = True,
 ) -> None:
-    """Detect the project, choose role packs, and write .supervisor/."""
-    from supervisor.initialize import PACK_TITLES, initialize, pack_roles
+    """Detect the project, choose role packs, check its gates, and write .supervisor/."""
+    from supervisor.cli import init_flow
 
-    root = projects.open_project(repo).root
-
-    def choose(pack: str, suggested: bool) -> bool:
-        if yes or not sys.stdin.isatty():
-            return suggested
-        roles = ", ".join(pack_roles(pack))
-        return typer.confirm(
-            f"  [{'x' if suggested else ' '}] {PACK_TITLES[pack]} ({roles})", default=suggested
-        )
-
-    from supervisor.gate_check import check_gates as run_checks
-
-    report = initialize(root, choose, check=run_checks if check_gates else None)
-    console.print(init_report(report))
+    init_flow.run(projects.open_project(repo).root, yes=yes, check_gates=check_gates)
 
 
 def context(

@@ -1,4 +1,4 @@
-"""How the setup and housekeeping commands report in a terminal: `context` (a pack), `init`,
+"""How the setup and housekeeping commands report in a terminal: `context` (a pack),
 `doctor`, `metrics` and `sandbox status`. Apart from supervisor/cli/render.py, which the reading
 commands (`status`, `events`, `approve`) import, so that they load only what they draw.
 
@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 
     from supervisor.context.assemble import Pack
     from supervisor.doctor import Check
-    from supervisor.initialize import InitReport
     from supervisor.routing.suggest import Suggestion
 
 
@@ -60,29 +59,6 @@ def pack_report(pack: Pack) -> RenderableType:
             text(item["section"]), text(item["path"] or "-", lines=False), str(item["tokens"])
         )
     return Group(head, files, pruned)
-
-
-def init_report(report: InitReport) -> RenderableType:
-    d = report.detection
-    lines = Table.grid(padding=(0, 2))
-    lines.add_row("detected", text(", ".join(d.stacks + d.frameworks) or "nothing specific"))
-    for finding, source in d.evidence.items():
-        lines.add_row("", text(f"{finding}: {source}", "dim"))
-    lines.add_row("role packs", text(", ".join(report.packs) or "none"))
-    gates = ", ".join(f"{k}: {v}" for k, v in d.gates.items())
-    lines.add_row("gates", text(gates or "none detected"))
-    for gate, check in report.gate_checks.items():
-        verdict = "kept" if check.keep(gate) else "left out"
-        style = "green" if check.passed else "yellow"
-        lines.add_row(
-            "", text(f"{gate} on the untouched project: {check.summary} ({verdict})", style)
-        )
-    lines.add_row("written", text(", ".join(report.written) or "-"))
-    if report.unchanged:
-        lines.add_row("unchanged", text(", ".join(report.unchanged)))
-    if report.left_alone:
-        lines.add_row("left alone (edited)", text(", ".join(report.left_alone), "yellow"))
-    return lines
 
 
 def doctor_table(checks: list[Check]) -> Table:

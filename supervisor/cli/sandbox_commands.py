@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated
 
@@ -60,6 +59,6 @@ def sandbox_shell(
         typer.Argument(help="Run this instead of a shell (the rest of the line, options too)."),
     ] = None,
 ) -> None:
-    """A shell in the gate sandbox (no network, your checkout read-only) to debug a gate."""
-    argv = images.sandbox_shell_argv(repo, command)
-    os.execvp(argv[0], argv)
+    """A shell in the gate sandbox (no network) on a writable throwaway copy of HEAD, as a gate
+    gets one, to debug a gate: uncommitted files are not there, and nothing it writes is kept."""
+    raise typer.Exit(images.sandbox_shell(repo, command))

@@ -293,25 +293,35 @@ def _gates(repo: Path, files: list[str], d: Detection) -> None:
     elif "go" in d.stacks:
         d.gates["test"] = "go test ./..."
         d.evidence["gate:test"] = "go.mod"
-    if "lint" in targets:
-        d.gates["lint"] = "make lint"
-    elif "ruff" in d.frameworks:
-        d.gates["lint"] = "ruff check ."
-    elif "flake8" in d.frameworks:
-        d.gates["lint"] = "flake8"
-    elif "node" in d.stacks and _npm_script(repo, "lint"):
-        d.gates["lint"] = f"{runner} run lint"
-    elif "eslint" in d.frameworks:
-        d.gates["lint"] = "npx eslint ."
-    elif "rust" in d.stacks:
-        d.gates["lint"] = "cargo clippy -- -D warnings"
-    elif "go" in d.stacks:
-        d.gates["lint"] = "go vet ./..."
+    lint = _lint(repo, targets, runner, d)
+    if lint is not None:
+        d.gates["lint"], d.evidence["gate:lint"] = lint
     if "node" in d.stacks and "typescript" in d.frameworks and "types" not in d.gates:
         if _npm_script(repo, "typecheck"):
             d.gates["types"] = f"{runner} run typecheck"
+            d.evidence["gate:types"] = "package.json (scripts.typecheck)"
         elif (repo / "tsconfig.json").is_file():
             d.gates["types"] = "tsc --noEmit -p ."
+            d.evidence["gate:types"] = "tsconfig.json"
+
+
+def _lint(repo: Path, targets: set[str], runner: str, d: Detection) -> tuple[str, str] | None:
+    """The lint command and its evidence, the project's own entry point first."""
+    if "lint" in targets:
+        return "make lint", "Makefile (target lint)"
+    if "ruff" in d.frameworks:
+        return "ruff check .", d.evidence.get("ruff", "ruff dependency")
+    if "flake8" in d.frameworks:
+        return "flake8", d.evidence.get("flake8", "flake8 dependency")
+    if "node" in d.stacks and _npm_script(repo, "lint"):
+        return f"{runner} run lint", "package.json (scripts.lint)"
+    if "eslint" in d.frameworks:
+        return "npx eslint .", d.evidence.get("eslint", "eslint dependency")
+    if "rust" in d.stacks:
+        return "cargo clippy -- -D warnings", "Cargo.toml"
+    if "go" in d.stacks:
+        return "go vet ./...", "go.mod"
+    return None
 
 
 def _make_targets(repo: Path) -> set[str]:

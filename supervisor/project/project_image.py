@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from supervisor.context.packer import read_regular
 from supervisor.errors import SandboxError
 from supervisor.guard import trustmap
+from supervisor.parsing import strip_ansi
 from supervisor.workspace.treedata import CommitFiles, materialize
 
 if TYPE_CHECKING:
@@ -96,13 +97,16 @@ NODE_INSTALL = {
     "npm": "if [ -f package-lock.json ] || [ -f npm-shrinkwrap.json ]; "
     "then npm ci --no-audit --no-fund --ignore-scripts; "
     "else npm install --no-audit --no-fund --ignore-scripts; fi",
-    "pnpm": "pnpm install --frozen-lockfile --ignore-scripts --config.store-dir=/tmp/pnpm-store "
-    "--config.package-import-method=copy && rm -rf /tmp/pnpm-store",
-    "yarn1": "yarn install --frozen-lockfile --non-interactive --ignore-scripts "
-    "--cache-folder /tmp/yarn-cache && rm -rf /tmp/yarn-cache",
+    "pnpm": "pnpm install $([ -f pnpm-lock.yaml ] && echo --frozen-lockfile) --ignore-scripts "
+    "--config.store-dir=/tmp/pnpm-store --config.package-import-method=copy "
+    "&& rm -rf /tmp/pnpm-store",
+    "yarn1": "yarn install $([ -f yarn.lock ] && echo --frozen-lockfile) --non-interactive "
+    "--ignore-scripts --cache-folder /tmp/yarn-cache && rm -rf /tmp/yarn-cache",
     "yarn": "YARN_NODE_LINKER=node-modules YARN_ENABLE_GLOBAL_CACHE=false "
-    "YARN_ENABLE_SCRIPTS=false yarn install --immutable && rm -rf .yarn/cache",
+    "YARN_ENABLE_SCRIPTS=false yarn install $([ -f yarn.lock ] && echo --immutable) "
+    "&& rm -rf .yarn/cache",
 }
+"""Each manager installs exactly what the lock file says, or resolves afresh without one."""
 
 RUST = (
     r"""
@@ -148,11 +152,13 @@ def node_section(manager: str, version: str) -> tuple[str, str]:
     )
     install = (
         "\n# node_modules at the file system root, where Node's lookup from /workspace finds it,\n"
-        "# installed exactly as the lock file says. Writable to everyone: gates run on a\n"
+        "# installed exactly as the lock file says (created empty for a project without\n"
+        "# dependencies, where the install makes none). Writable to everyone: gates run on a\n"
         "# throw-away container layer, where tools (vitest, jest, babel, tsc --incremental) write\n"
         "# caches next to their packages without changing the image.\n"
         f"RUN cd /deps && {NODE_INSTALL.get(key, NODE_INSTALL['npm'])} \\\n"
-        " && mv node_modules /node_modules && chmod -R a+rwX /node_modules\n"
+        " && mkdir -p node_modules && mv node_modules /node_modules \\\n"
+        " && chmod -R a+rwX /node_modules\n"
         "ENV PATH=/node_modules/.bin:$PATH\n"
     )
     return toolchain, install
@@ -375,15 +381,16 @@ def build(
                     "supervisor.dependency-files": ",".join(image.files),
                 },
             ):
-                text = chunk.get("stream") or ""
+                text = strip_ansi(chunk.get("stream") or "")
                 if text:
                     log.append(text)
                     if on_output is not None:
                         on_output(text)
                 if "error" in chunk:
-                    raise _build_error(repo, chunk["error"], log)
+                    raise _build_error(repo, chunk["error"], log, shown=on_output is not None)
         except docker.errors.APIError as e:
-            raise _build_error(repo, str(e.explanation or e), log) from e
+            message = str(e.explanation or e)
+            raise _build_error(repo, message, log, shown=on_output is not None) from e
     return time.monotonic() - started
 
 
@@ -474,11 +481,21 @@ def project_images(client: docker.DockerClient, repo: Path) -> list[Any]:
     return client.images.list(filters={"label": f"{LABEL_PROJECT}={repo.resolve()}"})
 
 
-def _build_error(repo: Path, message: str, log: list[str]) -> SandboxError:
-    tail = "".join(log).strip().splitlines()[-15:]
+def _build_error(repo: Path, message: str, log: list[str], *, shown: bool) -> SandboxError:
+    """The failure's telling line first (the build log's last line, such as `mv: cannot stat
+    'node_modules'`, rather than Docker's `The command '/bin/sh -c …' returned a non-zero code`),
+    then the log's tail, unless the log was already streamed to the user: it is shown once."""
+    lines = [line.rstrip() for line in strip_ansi("".join(log)).splitlines() if line.strip()]
+    lines = [line for line in lines if not line.lstrip().startswith(("Step ", "---> "))]
+    cause = lines[-1].strip() if lines else strip_ansi(message).strip().splitlines()[0]
+    body = f"Building the project sandbox image failed: {cause}"
+    if not shown:
+        body += f"\n  ({strip_ansi(message).strip()})\n" + "\n".join(
+            f"  | {line}" for line in lines[-15:]
+        )
+    where = "the build output above" if shown else "the build output"
     return SandboxError(
-        f"Building the project sandbox image failed: {message.strip()}\n"
-        + "\n".join(f"  | {line}" for line in tail),
-        f"Fix the dependency or {repo / DOCKERFILE} (see the build output above), then run "
+        body,
+        f"Fix the dependency or {repo / DOCKERFILE} (see {where}), then run "
         "`supervisor sandbox build`; nothing else was changed.",
     )
