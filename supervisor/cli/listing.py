@@ -1,0 +1,104 @@
+"""One way for every listing to print: plain rows for a pipe, a table that fits for a terminal.
+
+Anchored on what `gh` and `docker` do. A listing piped to another program (stdout is not a
+terminal) is one item a line, its values tab-separated and whole, with no header and no table
+edges, so `cut -f2`, `grep` and `awk` work on it and nothing is lost to a width. A terminal gets a
+table (supervisor/cli/tables.py) in which identifiers (ids, step and role names, branches, SHAs,
+image tags, paths) are never cut or folded: only free text (a task, an event's details, a
+description) is shortened, with "…"; where even the identifiers do not fit the terminal, each item
+becomes a block of lines instead.
+
+No rich here: a piped `supervisor status` should not pay for importing it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from supervisor.guard.plaintext import visible
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from rich.console import Console, RenderableType
+
+Kind = Literal["id", "text", "short"]
+"""`id`: shown whole, always (a name, a branch, a SHA, a path); `short`: a short value shown whole
+(a number, a time, a status); `text`: free text, shortened with "…" to what the terminal has."""
+
+
+@dataclass(frozen=True)
+class Column:
+    header: str
+    kind: Kind = "id"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """A value with the style a terminal shows it in (a status's colour); a pipe gets the value."""
+
+    value: str
+    style: str = ""
+
+
+@dataclass
+class Listing:
+    title: str
+    columns: list[Column]
+    rows: list[list[str | Cell]] = field(default_factory=list)
+
+    def add(self, *cells: str | Cell) -> None:
+        if len(cells) != len(self.columns):
+            raise ValueError(f"{self.title}: {len(cells)} cells for {len(self.columns)} columns")
+        self.rows.append(list(cells))
+
+
+_SPACE = re.compile(r"\s+")
+
+
+def value(cell: str | Cell) -> str:
+    return cell.value if isinstance(cell, Cell) else cell
+
+
+def shown(cell: str | Cell, kind: Kind) -> str:
+    """A cell's text on one line: free text with its line breaks as spaces, anything else with
+    them shown as `\\x0a` (a tab or newline inside a worker's component id must not start a new
+    row or column); control characters never reach the output (supervisor/guard/plaintext.py)."""
+    raw = value(cell)
+    if kind == "text":
+        return visible(_SPACE.sub(" ", raw).strip(), lines=False)
+    return visible(raw, lines=False)
+
+
+def plain(listing: Listing) -> str:
+    """The rows, tab-separated, whole: what a pipe gets."""
+    kinds = [c.kind for c in listing.columns]
+    return "".join(
+        "\t".join(shown(cell, kind) for cell, kind in zip(row, kinds, strict=True)) + "\n"
+        for row in listing.rows
+    )
+
+
+def show(
+    console: Console,
+    *listings: Listing,
+    narrow: Callable[[], RenderableType] | None = None,
+) -> None:
+    """Print `listings`: plain rows when stdout is not a terminal, else tables that fit it.
+    `narrow`: what a terminal gets instead of a single listing's table where its identifiers
+    do not fit (by default each item as a block of lines)."""
+    if not console.is_terminal:
+        console.file.write("\n".join(plain(one) for one in listings if one.rows))
+        console.file.flush()
+        return
+    from supervisor.cli.tables import fitted
+
+    for one in listings:
+        console.print(fitted(one, narrow if len(listings) == 1 else None))
+
+
+def write_plain(console: Console, listings: Sequence[Listing]) -> None:
+    """Plain rows, whatever stdout is (a command that chose the plain form itself)."""
+    console.file.write("\n".join(plain(one) for one in listings if one.rows))
