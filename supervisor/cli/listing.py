@@ -24,9 +24,11 @@ if TYPE_CHECKING:
 
     from rich.console import Console, RenderableType
 
-Kind = Literal["id", "text", "short"]
-"""`id`: shown whole, always (a name, a branch, a SHA, a path); `short`: a short value shown whole
-(a number, a time, a status); `text`: free text, shortened with "…" to what the terminal has."""
+Kind = Literal["id", "text", "wrap", "short"]
+"""`id`: shown whole on one line, always (a name, a branch, a SHA, a path); `short`: a short value
+shown whole (a number, a time, a status); `text`: free text, shortened with "…" to what the
+terminal has; `wrap`: a value that must be read whole (a setting, what doctor found), wrapped over
+lines where it is long."""
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,7 @@ def shown(cell: str | Cell, kind: Kind) -> str:
     them shown as `\\x0a` (a tab or newline inside a worker's component id must not start a new
     row or column); control characters never reach the output (supervisor/guard/plaintext.py)."""
     raw = value(cell)
-    if kind == "text":
+    if kind in ("text", "wrap"):
         return visible(_SPACE.sub(" ", raw).strip(), lines=False)
     return visible(raw, lines=False)
 

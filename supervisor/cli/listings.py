@@ -63,7 +63,7 @@ def workflows(found: list[Workflow], supervisors: Mapping[int, int | None] | Non
         "Workflows",
         [
             Column("id", "short"),
-            Column("status"),
+            Column("status", "short"),
             Column("step"),
             Column("branch"),
             Column("task", "text"),
@@ -230,7 +230,7 @@ def doctor(checks: list[Check]) -> Listing:
     configured workflow does not need it), then the check, what it found and the fix."""
     listing = Listing(
         "supervisor doctor",
-        [Column("", "short"), Column("check"), Column("found", "text"), Column("fix", "text")],
+        [Column("", "short"), Column("check"), Column("found", "wrap"), Column("fix", "wrap")],
     )
     for check in checks:
         listing.add(
@@ -271,7 +271,9 @@ def images(info: Mapping[str, Any]) -> Listing:
 
 
 def settings(flat: Mapping[str, object], provenance: Mapping[str, str]) -> Listing:
-    listing = Listing("Effective configuration", [Column("key"), Column("value"), Column("from")])
+    listing = Listing(
+        "Effective configuration", [Column("key"), Column("value", "wrap"), Column("from")]
+    )
     for key, value in flat.items():
         listing.add(key, yaml_value(value), short_path(provenance.get(key, "(default)")))
     return listing

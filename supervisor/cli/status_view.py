@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from supervisor.cli.plain import json_out, plain
-from supervisor.cli.render import fit, workflow_detail, workflows_table
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -27,7 +26,10 @@ def show_status(console: Console, repo: Path, workflow_id: int | None, *, as_jso
         if as_json:
             json_out([{**plain(wf), "supervisor_pid": pids.get(wf.id)} for wf in found])
         else:
-            console.print(fit(console, workflows_table(found, pids)))
+            from supervisor.cli.listing import show
+            from supervisor.cli.listings import workflows
+
+            show(console, workflows(found, pids))
         return
     with access.reading(repo) as store:
         wf = store.workflow(workflow_id)
@@ -48,4 +50,6 @@ def show_status(console: Console, repo: Path, workflow_id: int | None, *, as_jso
                 }
             )
             return
-        console.print(fit(console, workflow_detail(store, workflow_id, about)))
+        from supervisor.cli.render import workflow_detail
+
+        console.print(workflow_detail(store, workflow_id, about))

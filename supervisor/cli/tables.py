@@ -17,7 +17,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from supervisor.cli.listing import Cell, Listing, shown
+from supervisor.cli.listing import Cell, Kind, Listing, shown
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -41,7 +41,7 @@ def widths(listing: Listing, width: int) -> list[int] | None:
         max([cell_len(c.header), *(cell_len(shown(r[i], c.kind)) for r in listing.rows)])
         for i, c in enumerate(cols)
     ]
-    free = [i for i, c in enumerate(cols) if c.kind == "text"]
+    free = [i for i, c in enumerate(cols) if c.kind in ("text", "wrap")]
     room = width - edges(len(cols)) - sum(n for i, n in enumerate(natural) if i not in free)
     floors = {i: min(natural[i], max(MIN_TEXT, cell_len(cols[i].header))) for i in free}
     if room < sum(floors.values()):
@@ -55,10 +55,11 @@ def widths(listing: Listing, width: int) -> list[int] | None:
     return out if left >= 0 else None
 
 
-def _cell(cell: str | Cell, kind: str, style: str = "") -> Text:
-    text = shown(cell, "text" if kind == "text" else "id")
+def _cell(cell: str | Cell, kind: Kind, style: str = "") -> Text:
     own = cell.style if isinstance(cell, Cell) else ""
-    return Text(text, style=own or style, no_wrap=True, overflow="ellipsis")
+    if kind == "wrap":
+        return Text(shown(cell, kind), style=own or style, overflow="fold")
+    return Text(shown(cell, kind), style=own or style, no_wrap=True, overflow="ellipsis")
 
 
 def table(listing: Listing, sizes: list[int]) -> Table:
@@ -67,26 +68,41 @@ def table(listing: Listing, sizes: list[int]) -> Table:
         drawn.add_column(
             column.header,
             width=size,
-            no_wrap=True,
-            overflow="ellipsis" if column.kind == "text" else "ignore",
+            no_wrap=column.kind != "wrap",
+            overflow={"text": "ellipsis", "wrap": "fold"}.get(column.kind, "ignore"),
         )
     for row in listing.rows:
         drawn.add_row(*(_cell(c, col.kind) for c, col in zip(row, listing.columns, strict=True)))
     return drawn
 
 
-def blocks(listing: Listing) -> RenderableType:
-    """Each item as lines: its first value, then `header: value` a line. An identifier longer
-    than the terminal is left whole for the terminal to wrap; free text is cut with "…"."""
+def blocks(listing: Listing, width: int) -> RenderableType:
+    """Each item as lines: its first value and its short values (numbers, times, statuses) on
+    one line, then `header: value` a line for the others. An identifier longer than the
+    terminal is left whole for the terminal to wrap; free text is cut with "…"."""
     parts: list[RenderableType] = []
     if listing.title:
         parts.append(Text(listing.title, style="italic"))
-    first, *rest = listing.columns
+    cols = listing.columns
     for row in listing.rows:
-        parts.append(_cell(row[0], first.kind, "bold"))
-        for column, cell in zip(rest, row[1:], strict=True):
-            line = Text(f"  {column.header}: ", style="dim")
-            line.append_text(_cell(cell, column.kind))
+        parts.append(_cell(row[0], cols[0].kind, "bold"))
+        pairs = [
+            Text.assemble((f"{column.header}: ", "dim"), _cell(cell, "short"))
+            for column, cell in zip(cols[1:], row[1:], strict=True)
+            if column.kind == "short" and shown(cell, "short")
+        ]
+        line = Text("")
+        for pair in pairs:  # packed into lines of `width`, never split inside a pair
+            if line and cell_len(line.plain) + 2 + cell_len(pair.plain) > width:
+                parts.append(line)
+                line = Text("")
+            line.append_text(Text("  ") + pair)
+        if line:
+            parts.append(line)
+        for column, cell in zip(cols[1:], row[1:], strict=True):
+            if column.kind == "short" or not shown(cell, column.kind):
+                continue
+            line = Text.assemble((f"  {column.header}: ", "dim"), _cell(cell, column.kind))
             if column.kind == "text":
                 line.no_wrap, line.overflow = True, "ellipsis"
             else:
@@ -112,7 +128,7 @@ class Fitted:
         elif self.narrow is not None:
             yield self.narrow()
         else:
-            yield blocks(self.listing)
+            yield blocks(self.listing, options.max_width)
 
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
         return Measurement(1, options.max_width)
