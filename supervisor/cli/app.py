@@ -28,7 +28,7 @@ from supervisor.cli.common import (
     tasks,
 )
 from supervisor.cli.failure import report
-from supervisor.cli.render import fit_to_output
+from supervisor.cli.plain import fit_to_output
 from supervisor.cli.status_view import show_status
 from supervisor.errors import ApprovalRequired, SupervisorError
 from supervisor.guard.textsafe import visible

@@ -12,7 +12,6 @@ is imported where it is drawn (see tests/test_cli_imports.py).
 from __future__ import annotations
 
 import json
-import os
 import time
 from typing import TYPE_CHECKING
 
@@ -37,22 +36,8 @@ if TYPE_CHECKING:
     from supervisor.state.records import Event, Workflow
     from supervisor.state.store import Store
 
-PIPE_WIDTH = 1000
-"""Width for output that is not a terminal: lines as long as they need, nothing cut."""
 NARROW = 120
 """Below this many columns, events print one per block instead of as a table."""
-
-
-def fit_to_output(console: Console) -> None:
-    """A terminal keeps rich's width; a pipe or a file gets PIPE_WIDTH (rich would otherwise
-    assume 80 columns and cut identifiers like `implementer_fa…`), unless COLUMNS says."""
-    columns = os.environ.get("COLUMNS", "")
-    if columns.isdigit():
-        console.width = int(columns)
-    elif not console.is_terminal:
-        console.width = PIPE_WIDTH
-    else:
-        console.width = None  # type: ignore[assignment]  # back to the terminal's own width
 
 
 def fit(console: Console, renderable: RenderableType) -> RenderableType:
