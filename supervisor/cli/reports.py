@@ -106,8 +106,8 @@ def doctor_table(checks: list[Check]) -> RenderableType:
     for check in checks:
         shown = verdict(check)
         mark, style = MARKS[shown]
-        name = check.name + (" (not needed by this workflow)" if shown == "optional" else "")
-        table.add_row(Text(mark, style=style), text(name, lines=False), text(check.detail))
+        detail = check.detail + (" (not needed by this workflow)" if shown == "optional" else "")
+        table.add_row(Text(mark, style=style), text(check.name, lines=False), text(detail))
         if shown != "ok" and check.hint:
             table.add_row("", "", text(f"fix: {check.hint}", "dim"))
     return Group(Text("supervisor doctor", style="italic"), table)
