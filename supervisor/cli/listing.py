@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Literal
 from supervisor.guard.plaintext import visible
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable
 
     from rich.console import Console, RenderableType
 
@@ -99,8 +99,3 @@ def show(
 
     for one in listings:
         console.print(fitted(one, narrow if len(listings) == 1 else None))
-
-
-def write_plain(console: Console, listings: Sequence[Listing]) -> None:
-    """Plain rows, whatever stdout is (a command that chose the plain form itself)."""
-    console.file.write("\n".join(plain(one) for one in listings if one.rows))

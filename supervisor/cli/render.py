@@ -22,7 +22,8 @@ from rich.text import Text
 from rich.tree import Tree
 
 from supervisor.cli import listings
-from supervisor.cli.listings import STATUS_STYLE
+from supervisor.cli.listing import Listing
+from supervisor.cli.listings import STATUS_STYLE as STATUS_STYLE
 from supervisor.cli.tables import fitted
 from supervisor.dag import WorkGraph
 from supervisor.guard.textsafe import text, visible
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from rich.console import Console, RenderableType
 
     from supervisor.config import Settings
-    from supervisor.context.roles import ResolvedRole, RoleFile
+    from supervisor.context.roles import ResolvedRole
     from supervisor.state.reader import StateReader
     from supervisor.state.records import Event, Workflow
     from supervisor.state.store import Store
@@ -209,28 +210,17 @@ def events_blocks(events: list[Event]) -> RenderableType:
     return Group(*blocks)
 
 
-roles_rows = listings.role_rows
-
-
-def roles_table(files: list[RoleFile]) -> RenderableType:
-    return fitted(listings.roles(roles_rows(files)))
-
-
 def role_detail(resolved: ResolvedRole) -> RenderableType:
     return fitted(role_listing(resolved))
 
 
-def role_listing(resolved: ResolvedRole) -> listings.Listing:
+def role_listing(resolved: ResolvedRole) -> Listing:
     chain = " → ".join(f"{f.name} ({f.layer})" for f in resolved.chain)
     flat = _flat(resolved.role.model_dump(mode="json"))
     return listings.role_fields(f"Role {resolved.role.name}: {chain}", flat, resolved.provenance)
 
 
-def config_table(settings: Settings, provenance: dict[str, str]) -> RenderableType:
-    return fitted(config_listing(settings, provenance))
-
-
-def config_listing(settings: Settings, provenance: dict[str, str]) -> listings.Listing:
+def config_listing(settings: Settings, provenance: dict[str, str]) -> Listing:
     return listings.settings(_flat(settings.model_dump(mode="json")), provenance)
 
 

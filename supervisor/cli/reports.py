@@ -113,14 +113,6 @@ def doctor_table(checks: list[Check]) -> RenderableType:
     return Group(Text("supervisor doctor", style="italic"), table)
 
 
-def metrics_tables(
-    roles: list[dict[str, object]], clis: dict[str, dict[str, dict[str, float]]]
-) -> RenderableType:
-    from supervisor.cli import listings
-
-    return Group(*(fitted(one) for one in listings.metrics(roles, clis)))  # type: ignore[arg-type]
-
-
 def suggestions_report(found: list[Suggestion], last: str | None) -> str:
     """`metrics --suggest`: each suggestion with the figures behind it."""
     period = f"the last {last}" if last else "all recorded runs"

@@ -22,10 +22,19 @@ from supervisor.cli.listing import Cell, Kind, Listing, shown
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
+    from rich.console import Console, ConsoleOptions, OverflowMethod, RenderableType, RenderResult
 
 MIN_TEXT = 12
 """Fewer columns than this for a free-text column, and the listing is drawn as blocks."""
+
+
+OVERFLOW: dict[Kind, OverflowMethod] = {
+    "id": "ignore",
+    "short": "ignore",
+    "text": "ellipsis",
+    "wrap": "fold",
+}
+"""Identifiers get their whole width, so they never overflow; free text is cut, values wrap."""
 
 
 def edges(columns: int) -> int:
@@ -69,7 +78,7 @@ def table(listing: Listing, sizes: list[int]) -> Table:
             column.header,
             width=size,
             no_wrap=column.kind != "wrap",
-            overflow={"text": "ellipsis", "wrap": "fold"}.get(column.kind, "ignore"),
+            overflow=OVERFLOW[column.kind],
         )
     for row in listing.rows:
         drawn.add_row(*(_cell(c, col.kind) for c, col in zip(row, listing.columns, strict=True)))

@@ -22,7 +22,8 @@ from rich.markup import escape
 from rich.segment import Segment
 from rich.text import Text
 
-from supervisor.guard.plaintext import UNSAFE, visible
+from supervisor.guard.plaintext import UNSAFE
+from supervisor.guard.plaintext import visible as visible
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
