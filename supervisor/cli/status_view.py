@@ -1,8 +1,8 @@
 """What `supervisor status` prints: the list of workflows, or one in detail.
 
 Shared by the full command line (supervisor/cli/app.py) and the quick entry point
-(supervisor/cli/entry.py), so both print the same thing; it imports rich and the state reader,
-never typer, the engine or SQLAlchemy (for a SQLite state).
+(supervisor/cli/entry.py), so both print the same thing; it imports the state reader (and rich
+only to draw for a terminal), never typer, the engine or SQLAlchemy (for a SQLite state).
 """
 
 from __future__ import annotations
