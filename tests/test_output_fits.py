@@ -25,8 +25,8 @@ from rich.cells import cell_len
 from rich.console import Console
 from routing_support import record_run
 
-from supervisor.cli.listing import show
 from supervisor.cli.listings import doctor as doctor_listing
+from supervisor.cli.output import show
 from supervisor.cli.reports import doctor_table
 from supervisor.doctor import Check
 from supervisor.state.records import EventSpec
@@ -262,7 +262,9 @@ def test_a_component_id_with_a_tab_newline_or_escape_cannot_forge_a_row(tmp_path
     eight fields, and the escape is shown, never sent to the terminal."""
     root = tmp_path / "repo"
     root.mkdir()
-    subprocess.run(["git", "-C", str(root), "init", "-q"], check=True)
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "init"], check=True)
     evil = "a\tforged\nforged-row\x1b[2J\x1b]0;owned\x07"
     with Store(root / ".supervisor" / "state.db") as store:
         wf = store.create_workflow(

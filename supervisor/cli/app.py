@@ -368,8 +368,8 @@ def events(
             record = {**e.__dict__, "timestamp": e.timestamp.isoformat()}
             sys.stdout.write(json.dumps(record, default=str) + "\n")
         return
-    from supervisor.cli.listing import show
     from supervisor.cli.listings import events as listed
+    from supervisor.cli.output import show
 
     if not console.is_terminal:
         show(console, listed(log))  # whole rows, the payload's SHAs and paths uncut

@@ -15,14 +15,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from supervisor.guard.plaintext import visible
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from rich.console import Console, RenderableType
 
 Kind = Literal["id", "text", "wrap", "short"]
 """`id`: shown whole on one line, always (a name, a branch, a SHA, a path); `short`: a short value
@@ -81,21 +76,3 @@ def plain(listing: Listing) -> str:
         "\t".join(shown(cell, kind) for cell, kind in zip(row, kinds, strict=True)) + "\n"
         for row in listing.rows
     )
-
-
-def show(
-    console: Console,
-    *listings: Listing,
-    narrow: Callable[[], RenderableType] | None = None,
-) -> None:
-    """Print `listings`: plain rows when stdout is not a terminal, else tables that fit it.
-    `narrow`: what a terminal gets instead of a single listing's table where its identifiers
-    do not fit (by default each item as a block of lines)."""
-    if not console.is_terminal:
-        console.file.write("\n".join(plain(one) for one in listings if one.rows))
-        console.file.flush()
-        return
-    from supervisor.cli.tables import fitted
-
-    for one in listings:
-        console.print(fitted(one, narrow if len(listings) == 1 else None))

@@ -115,8 +115,8 @@ def doctor(repo: RepoOption = Path(), as_json: JsonOption = False) -> None:
     elif console.is_terminal:
         console.print(doctor_table(checks))
     else:
-        from supervisor.cli.listing import show
         from supervisor.cli.listings import doctor as listed
+        from supervisor.cli.output import show
 
         show(console, listed(checks))
     missing = [c for c in checks if c.required and not c.ok]
@@ -164,8 +164,8 @@ def metrics(
         data = {"by_role": roles, "cli_by_task_type": clis, "budgets": budgets}
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
         return
-    from supervisor.cli.listing import show
     from supervisor.cli.listings import metrics as listed
+    from supervisor.cli.output import show
 
     show(console, *listed(roles, clis))
     for row in budgets:

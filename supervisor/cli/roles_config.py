@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from supervisor.cli.common import JsonOption, RepoOption, console, projects
-from supervisor.cli.listing import show
+from supervisor.cli.output import show
 from supervisor.cli.plain import json_out as _json
 
 roles_app = typer.Typer(help="Inspect roles: built-in, user and project.", no_args_is_help=True)

@@ -26,8 +26,8 @@ def show_status(console: Console, repo: Path, workflow_id: int | None, *, as_jso
         if as_json:
             json_out([{**plain(wf), "supervisor_pid": pids.get(wf.id)} for wf in found])
         else:
-            from supervisor.cli.listing import show
             from supervisor.cli.listings import workflows
+            from supervisor.cli.output import show
 
             show(console, workflows(found, pids))
         return
