@@ -30,6 +30,9 @@ lines where it is long."""
 class Column:
     header: str
     kind: Kind = "id"
+    optional: bool = False
+    """A terminal too narrow for the whole table leaves this column out before it gives up the
+    table for blocks (as `gh` drops columns); a pipe always gets it."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,12 @@ class Listing:
     title: str
     columns: list[Column]
     rows: list[list[str | Cell]] = field(default_factory=list)
+
+    def without_optional(self) -> Listing:
+        keep = [i for i, c in enumerate(self.columns) if not c.optional]
+        return Listing(
+            self.title, [self.columns[i] for i in keep], [[r[i] for i in keep] for r in self.rows]
+        )
 
     def add(self, *cells: str | Cell) -> None:
         if len(cells) != len(self.columns):

@@ -67,7 +67,7 @@ def workflows(found: list[Workflow], supervisors: Mapping[int, int | None] | Non
             Column("step"),
             Column("branch"),
             Column("task", "text"),
-            Column("updated", "short"),
+            Column("updated", "short", optional=True),
         ],
     )
     for wf in found:

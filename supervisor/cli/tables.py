@@ -4,7 +4,8 @@ Rich, left to itself, makes a too-wide table fit by cutting or folding every col
 included (`implementer_fa…`, a branch folded over three lines). Here the widths are chosen
 first: identifier and short columns get their whole width, free-text columns share what is left
 (each at least MIN_TEXT, cut with "…" beyond), and where the identifiers alone do not fit, each
-item is drawn as a block of lines, identifiers first, instead of a table.
+item is drawn as a block of lines, identifiers first, instead of a table (after leaving out the
+columns marked optional, if that is enough).
 """
 
 from __future__ import annotations
@@ -134,6 +135,11 @@ class Fitted:
         sizes = widths(self.listing, options.max_width)
         if sizes is not None:
             yield table(self.listing, sizes)
+            return
+        fewer = self.listing.without_optional()
+        sizes = widths(fewer, options.max_width)
+        if sizes is not None and len(fewer.columns) < len(self.listing.columns):
+            yield table(fewer, sizes)
         elif self.narrow is not None:
             yield self.narrow()
         else:
