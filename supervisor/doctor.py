@@ -6,10 +6,13 @@ configured workflow needs it (the CLIs its roles run on); the others are informa
 
 from __future__ import annotations
 
+import json
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from pathlib import Path
+from typing import TypeVar
 
 from supervisor import process
 from supervisor.config import Settings, WorkflowDef
@@ -17,9 +20,6 @@ from supervisor.errors import SupervisorError
 from supervisor.guard import credentials
 from supervisor.resources import NODE_BIN
 from supervisor.workflow.loading import load_workflow
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 ALL_CLIS = ("claude", "codex", "gemini")
 VERSION = re.compile(r"\d+\.\d+\.\d+")
@@ -213,6 +213,51 @@ def _image(client: object, image: str) -> tuple[Check, dict[str, str | None]]:
         ), {}
     size = found.attrs.get("Size", 0) / 1e6
     label = (found.labels or {}).get("supervisor.build-hash", "-")
+    versions = remembered(versions_file(), found.id)
+    if versions is None:
+        versions = _probe(client, image)
+        remember(versions_file(), found.id, versions)
+    return Check("sandbox image", True, f"{image} ({size:.0f} MB, build {label})"), versions
+
+
+def versions_file() -> Path:
+    """Per user ($SUPERVISOR_USER_DIR moves it): a repository has no say in it."""
+    from supervisor.config import user_dir
+
+    return user_dir() / "cache" / "image-cli-versions.json"
+
+
+def remembered(path: Path, image_id: str) -> dict[str, str | None] | None:
+    """The CLI versions found before in the image with this id (its content hash: they cannot
+    have changed), or None. A second `doctor` starts no container for them."""
+    try:
+        known = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    found = known.get(image_id) if isinstance(known, dict) else None
+    if not isinstance(found, dict) or not all(isinstance(v, str | None) for v in found.values()):
+        return None
+    return {str(k): v for k, v in found.items()}
+
+
+def remember(path: Path, image_id: str, versions: dict[str, str | None]) -> None:
+    """Keeps the last few images' versions; a cache that cannot be written only costs time."""
+    try:
+        known = json.loads(path.read_text())
+    except (OSError, ValueError):
+        known = {}
+    known = {k: v for k, v in (known if isinstance(known, dict) else {}).items() if k != image_id}
+    kept = dict(list(known.items())[-7:]) | {image_id: versions}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(json.dumps(kept, indent=1))
+        partial.replace(path)
+    except OSError:
+        return
+
+
+def _probe(client: object, image: str) -> dict[str, str | None]:
     # Each CLI takes seconds to print its version (Node starting): asked at once, not in turn.
     probe = (
         " ".join(f"(echo {c}=$({c} --version 2>/dev/null | tail -n 1)) &" for c in ALL_CLIS)
@@ -233,7 +278,7 @@ def _image(client: object, image: str) -> tuple[Check, dict[str, str | None]]:
         name, _, value = line.partition("=")
         match = VERSION.search(value)
         versions[name] = match.group(0) if match else None
-    return Check("sandbox image", True, f"{image} ({size:.0f} MB, build {label})"), versions
+    return versions
 
 
 def _auth(cli: str, settings: Settings, required: bool) -> Check:

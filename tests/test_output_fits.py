@@ -281,3 +281,22 @@ def test_a_component_id_with_a_tab_newline_or_escape_cannot_forge_a_row(tmp_path
         assert "\x1b" not in done.stdout and "\x07" not in done.stdout
         assert all(len(line.split("\t")) == fields for line in done.stdout.splitlines())
         assert "forged-row" not in [line.split("\t")[0] for line in done.stdout.splitlines()]
+
+
+def test_doctor_remembers_an_images_cli_versions_by_its_id(tmp_path: Path) -> None:
+    """An image id is its content's hash: the versions asked once hold for good, so a second
+    `doctor` starts no container for them; a file that is not ours is ignored, not trusted."""
+    from supervisor.doctor import remember, remembered
+
+    cache = tmp_path / "cache" / "versions.json"
+    assert remembered(cache, "sha256:a") is None
+    remember(cache, "sha256:a", {"claude": "2.1.197", "codex": None})
+    assert remembered(cache, "sha256:a") == {"claude": "2.1.197", "codex": None}
+    assert remembered(cache, "sha256:b") is None
+    for i in range(12):
+        remember(cache, f"sha256:{i}", {"claude": "1.0.0"})
+    assert remembered(cache, "sha256:11") and remembered(cache, "sha256:a") is None  # the last 8
+    cache.write_text('{"sha256:a": {"claude": ["not", "a", "version"]}}')
+    assert remembered(cache, "sha256:a") is None
+    cache.write_text("not json")
+    assert remembered(cache, "sha256:a") is None
