@@ -6,9 +6,13 @@ configured workflow needs it (the CLIs its roles run on); the others are informa
 
 from __future__ import annotations
 
+import json
+import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TypeVar
 
 from supervisor import process
 from supervisor.config import Settings, WorkflowDef
@@ -16,9 +20,6 @@ from supervisor.errors import SupervisorError
 from supervisor.guard import credentials
 from supervisor.resources import NODE_BIN
 from supervisor.workflow.loading import load_workflow
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 ALL_CLIS = ("claude", "codex", "gemini")
 VERSION = re.compile(r"\d+\.\d+\.\d+")
@@ -31,6 +32,9 @@ class Check:
     detail: str
     hint: str = ""
     required: bool = True
+    warning: bool = False
+    """It works, but something found needs a look (an engine affected by an advisory whose
+    condition does not hold here): shown as a warning, never with a ✓."""
 
 
 def clis_in_use(definition: WorkflowDef, settings: Settings, repo: Path | None) -> list[str]:
@@ -58,7 +62,12 @@ def _role_clis(definition: WorkflowDef, settings: Settings, repo: Path | None) -
     return found
 
 
-def diagnose(path: Path) -> list[Check]:
+_T = TypeVar("_T")
+Progress = Callable[[str], None]
+"""Told the name of each group of checks as it finishes (doctor's progress line)."""
+
+
+def diagnose(path: Path, progress: Progress | None = None) -> list[Check]:
     """Every check for the repository at `path`. A diagnostic must not refuse to run where a
     task would: a missing repository, a repository without commits or a broken configuration is
     one failed row, and the other checks still run (with the package defaults if need be)."""
@@ -81,35 +90,35 @@ def diagnose(path: Path) -> list[Check]:
     except SupervisorError as e:
         checks.append(Check("configuration", False, e.message, e.hint))
         settings = load_settings(None)
-    return [*checks, *run_checks(root, settings)]
+    return [*checks, *run_checks(root, settings, progress)]
 
 
-def run_checks(repo: Path | None, settings: Settings) -> list[Check]:
-    checks: list[Check] = []
-    try:
-        definition = load_workflow(repo, settings)
-        needed = clis_in_use(definition, settings, repo)
-        spare = fallbacks_in_use(definition, settings, repo)
-        runs_on = ", ".join(f"{c} (fallback)" if c in spare else c for c in needed)
-        checks.append(Check("workflow", True, f"valid; roles run on {runs_on}"))
-    except SupervisorError as e:
-        needed = [settings.cli]
-        checks.append(Check("workflow", False, e.message, e.hint))
-    checks.append(_git())
-    checks.append(_repomix())
-    engine, client = _docker()
-    checks.append(engine)
-    if client is not None:
-        checks.append(_engine_dns(client))
-    versions: dict[str, str | None] = {}
-    if client is not None:
-        image, versions = _image(client, settings.sandbox.image)
-        checks.append(image)
-        if image.ok:
-            checks.extend(runtime_checks(client, settings))
+def run_checks(
+    repo: Path | None, settings: Settings, progress: Progress | None = None
+) -> list[Check]:
+    """The checks at once, in threads: most of doctor's time is waiting on subprocesses and the
+    Docker engine (a container that asks each CLI its version), not on this process. The rows
+    come back in the same order whatever finishes first."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def done(name: str, result: _T) -> _T:
+        if progress is not None:
+            progress(name)
+        return result
+
+    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="doctor") as pool:
+        workflow = pool.submit(lambda: done("workflow", _workflow(repo, settings)))
+        git = pool.submit(lambda: done("git", _git()))
+        repomix = pool.submit(lambda: done("repomix", _repomix()))
+        docker = pool.submit(lambda: done("Docker", _docker_checks(settings)))
+        (workflow_check, needed), (docker_checks, versions, has_engine) = (
+            workflow.result(),
+            docker.result(),
+        )
+        checks = [workflow_check, git.result(), repomix.result(), *docker_checks]
     for cli in ALL_CLIS:
         required = cli in needed
-        if client is not None:
+        if has_engine:
             version = versions.get(cli)
             checks.append(
                 Check(
@@ -122,6 +131,34 @@ def run_checks(repo: Path | None, settings: Settings) -> list[Check]:
             )
         checks.append(_auth(cli, settings, required))
     return checks
+
+
+def _workflow(repo: Path | None, settings: Settings) -> tuple[Check, list[str]]:
+    """The workflow's check, and the CLIs it needs (their rows are required, the others not)."""
+    try:
+        definition = load_workflow(repo, settings)
+        needed = clis_in_use(definition, settings, repo)
+        spare = fallbacks_in_use(definition, settings, repo)
+        runs_on = ", ".join(f"{c} (fallback)" if c in spare else c for c in needed)
+        return Check("workflow", True, f"valid; roles run on {runs_on}"), needed
+    except SupervisorError as e:
+        return Check("workflow", False, e.message, e.hint), [settings.cli]
+
+
+def _docker_checks(settings: Settings) -> tuple[list[Check], dict[str, str | None], bool]:
+    """The engine, its DNS verdict, the image (and the CLI versions in it), the runtimes: one
+    after the other, since each needs the one before."""
+    engine, client = _docker()
+    checks = [engine]
+    versions: dict[str, str | None] = {}
+    if client is None:
+        return checks, versions, False
+    checks.append(_engine_dns(client))
+    image, versions = _image(client, settings.sandbox.image)
+    checks.append(image)
+    if image.ok:
+        checks.extend(runtime_checks(client, settings))
+    return checks, versions, True
 
 
 def _git() -> Check:
@@ -159,7 +196,7 @@ def _engine_dns(client: object) -> Check:
 
     version = client.version().get("Version", "?")  # type: ignore[attr-defined]
     verdict = dns_verdict(version)
-    return Check("sandbox DNS", verdict.ok, verdict.detail, verdict.hint)
+    return Check("sandbox DNS", verdict.ok, verdict.detail, verdict.hint, warning=verdict.warning)
 
 
 def _image(client: object, image: str) -> tuple[Check, dict[str, str | None]]:
@@ -176,7 +213,56 @@ def _image(client: object, image: str) -> tuple[Check, dict[str, str | None]]:
         ), {}
     size = found.attrs.get("Size", 0) / 1e6
     label = (found.labels or {}).get("supervisor.build-hash", "-")
-    probe = "; ".join(f"echo {c}=$({c} --version 2>/dev/null | tail -n 1)" for c in ALL_CLIS)
+    versions = remembered(versions_file(), found.id)
+    if versions is None:
+        versions = _probe(client, image)
+        remember(versions_file(), found.id, versions)
+    return Check("sandbox image", True, f"{image} ({size:.0f} MB, build {label})"), versions
+
+
+def versions_file() -> Path:
+    """Per user ($SUPERVISOR_USER_DIR moves it): a repository has no say in it."""
+    from supervisor.config import user_dir
+
+    return user_dir() / "cache" / "image-cli-versions.json"
+
+
+def remembered(path: Path, image_id: str) -> dict[str, str | None] | None:
+    """The CLI versions found before in the image with this id (its content hash: they cannot
+    have changed), or None. A second `doctor` starts no container for them."""
+    try:
+        known = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    found = known.get(image_id) if isinstance(known, dict) else None
+    if not isinstance(found, dict) or not all(isinstance(v, str | None) for v in found.values()):
+        return None
+    return {str(k): v for k, v in found.items()}
+
+
+def remember(path: Path, image_id: str, versions: dict[str, str | None]) -> None:
+    """Keeps the last few images' versions; a cache that cannot be written only costs time."""
+    try:
+        known = json.loads(path.read_text())
+    except (OSError, ValueError):
+        known = {}
+    known = {k: v for k, v in (known if isinstance(known, dict) else {}).items() if k != image_id}
+    kept = dict(list(known.items())[-7:]) | {image_id: versions}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(json.dumps(kept, indent=1))
+        partial.replace(path)
+    except OSError:
+        return
+
+
+def _probe(client: object, image: str) -> dict[str, str | None]:
+    # Each CLI takes seconds to print its version (Node starting): asked at once, not in turn.
+    probe = (
+        " ".join(f"(echo {c}=$({c} --version 2>/dev/null | tail -n 1)) &" for c in ALL_CLIS)
+        + " wait"
+    )
     output = client.containers.run(  # type: ignore[attr-defined]
         image,
         ["sh", "-c", probe],
@@ -192,7 +278,7 @@ def _image(client: object, image: str) -> tuple[Check, dict[str, str | None]]:
         name, _, value = line.partition("=")
         match = VERSION.search(value)
         versions[name] = match.group(0) if match else None
-    return Check("sandbox image", True, f"{image} ({size:.0f} MB, build {label})"), versions
+    return versions
 
 
 def _auth(cli: str, settings: Settings, required: bool) -> Check:

@@ -117,6 +117,8 @@ def test_doctor_reports_a_repository_without_commits_as_one_row(tmp_path: Path) 
     assert "no commits yet" in rows["repository"]["detail"]
     assert "git commit" in rows["repository"]["hint"]
     assert {"workflow", "git", "Docker engine"} <= set(rows)  # the other checks still ran
+    fix = result.exception.hint  # --json shows no table to point at
+    assert "table" not in fix and "`hint`" in fix
 
 
 def test_roles_list_never_cuts_an_identifier_when_piped(repo: Path) -> None:
@@ -134,10 +136,15 @@ def test_roles_list_never_cuts_an_identifier_when_piped(repo: Path) -> None:
     assert mine["extends"] == "implementer_fast" and mine["layer"] == "project"
 
 
-def test_at_80_columns_roles_fold_rather_than_cut(repo: Path) -> None:
-    table = run("roles", "list", "--repo", repo, env={"COLUMNS": "80"})
-    assert all(len(line) <= 80 for line in table.stdout.splitlines())
-    assert "security_auditor" in table.stdout and "implementer_fast" in table.stdout
+TERMINAL = {"TTY_COMPATIBLE": "1"}
+"""Rich takes stdout for a terminal (the runner's is a pipe, which gets plain rows)."""
+
+
+def test_in_a_terminal_of_80_columns_roles_stay_whole(repo: Path) -> None:
+    table = run("roles", "list", "--repo", repo, env={"COLUMNS": "80", **TERMINAL})
+    lines = table.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines)
+    assert "security_auditor" in lines and "implementer_fast" in lines  # each on its own line
 
 
 def test_every_listing_command_answers_in_json(repo: Path) -> None:
@@ -172,14 +179,14 @@ def test_events_at_80_columns_print_one_block_per_event(repo: Path) -> None:
                 payload={"changed_files": [f"src/module_{i}.py" for i in range(12)]},
             ),
         )
-    narrow = run("events", wf_id, "--repo", repo, env={"COLUMNS": "80"}).stdout
+    narrow = run("events", wf_id, "--repo", repo, env={"COLUMNS": "80", **TERMINAL}).stdout
     lines = narrow.splitlines()
     assert all(len(line) <= 80 for line in lines), narrow
     words = " ".join(narrow.split())
     # whole identifiers (wrapped at a space at worst), never squeezed to a few letters
     assert "implementation succeeded implement/calculator_component · implementer_fast" in words
     assert any("src/module_11.py" in line for line in lines)  # the details, folded below
-    wide = run("events", wf_id, "--repo", repo, env={"COLUMNS": "200"}).stdout
+    wide = run("events", wf_id, "--repo", repo, env={"COLUMNS": "200", **TERMINAL}).stdout
     assert "┃ type" in wide.replace("  ", " ")  # a table again when there is room
 
 

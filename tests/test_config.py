@@ -155,11 +155,7 @@ def test_config_show_names_the_layer_of_every_value(
     )
     result = supervisor("config", "show", "--repo", str(repo), "--cli", "claude", columns=250)
     assert result.returncode == 0, result.stderr
-    rows = {
-        line.split("│")[1].strip(): line
-        for line in result.stdout.splitlines()
-        if line.count("│") >= 3
-    }
+    rows = {line.split("\t")[0]: line for line in result.stdout.splitlines()}  # piped: plain rows
     assert str(repo / ".supervisor" / "config.yaml") in rows["gates.test"]
     assert str(isolated_user_dir / "config.yaml") in rows["limits.gate_timeout_seconds"]
     assert "command line" in rows["cli"]

@@ -29,11 +29,7 @@ from supervisor.cli.common import (
 )
 from supervisor.cli.failure import report
 from supervisor.cli.interrupt import resumable
-from supervisor.cli.render import (
-    events_view,
-    fit,
-    fit_to_output,
-)
+from supervisor.cli.plain import fit_to_output
 from supervisor.cli.status_view import show_status
 from supervisor.errors import ApprovalRequired, SupervisorError
 from supervisor.guard.textsafe import visible
@@ -400,7 +396,15 @@ def events(
             record = {**e.__dict__, "timestamp": e.timestamp.isoformat()}
             sys.stdout.write(json.dumps(record, default=str) + "\n")
         return
-    console.print(fit(console, events_view(log, console.width)))
+    from supervisor.cli.listings import events as listed
+    from supervisor.cli.output import show
+
+    if not console.is_terminal:
+        show(console, listed(log))  # whole rows, the payload's SHAs and paths uncut
+        return
+    from supervisor.cli.render import events_view
+
+    console.print(events_view(log, console.width))
 
 
 app.add_typer(roles_config.roles_app, name="roles")

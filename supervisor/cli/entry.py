@@ -54,7 +54,7 @@ def main() -> None:
         full()
         return
     from supervisor.cli.failure import console, err_console, report
-    from supervisor.cli.render import fit_to_output
+    from supervisor.cli.plain import fit_to_output
     from supervisor.cli.status_view import show_status
     from supervisor.errors import SupervisorError
 

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def json_out(data: object) -> None:
@@ -17,3 +21,19 @@ def json_out(data: object) -> None:
 def plain(record: object) -> dict[str, Any]:
     """A state record (a dataclass) as JSON-ready data."""
     return dataclasses.asdict(record)  # type: ignore[call-overload,no-any-return]
+
+
+PIPE_WIDTH = 1000
+"""Width for output that is not a terminal: lines as long as they need, nothing cut."""
+
+
+def fit_to_output(console: Console) -> None:
+    """A terminal keeps rich's width; a pipe or a file gets PIPE_WIDTH (rich would otherwise
+    assume 80 columns and cut identifiers like `implementer_fa…`), unless COLUMNS says."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit():
+        console.width = int(columns)
+    elif not console.is_terminal:
+        console.width = PIPE_WIDTH
+    else:
+        console.width = None  # type: ignore[assignment]  # back to the terminal's own width

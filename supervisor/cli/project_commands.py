@@ -13,10 +13,8 @@ import typer
 
 from supervisor.cli.common import JsonOption, RepoOption, console, err_console, projects, tasks
 from supervisor.cli.plain import json_out as _json
-from supervisor.cli.render import fit
 from supervisor.cli.reports import (
     doctor_table,
-    metrics_tables,
     pack_report,
     suggestions_report,
 )
@@ -48,9 +46,14 @@ def context(
     task: Annotated[str, typer.Option(help="The task text to budget for.")] = "(dry run)",
     repo: RepoOption = Path(),
     show: Annotated[bool, typer.Option("--show", help="Print the whole prompt too.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Dry run: what the role would be sent, its token count, what was pruned or redacted."""
     prompt, pack = projects.context_preview(repo, role, target or [], task)
+    if as_json:
+        cli = projects.cli_choice(repo, role)
+        _json({**pack.summary(), "cli": cli, **({"prompt": prompt} if show else {})})
+        return
     if show:
         console.print(prompt, markup=False, highlight=False)
     console.print(pack_report(pack))
@@ -60,9 +63,13 @@ def context(
 def analyze_deps(
     workflow_id: Annotated[int, typer.Argument(help="The workflow id.")],
     repo: RepoOption = Path(),
+    as_json: JsonOption = False,
 ) -> None:
     """Suggest dependencies between the plan's components from their files' imports."""
     found = tasks.analyze_deps(workflow_id, repo)
+    if as_json:
+        _json([{"component": c, "depends_on": d, "why": why} for c, d, why in found])
+        return
     if not found:
         console.print("No undeclared dependencies: the plan already orders every import.")
         return
@@ -74,22 +81,39 @@ def analyze_deps(
 
 
 def doctor(repo: RepoOption = Path(), as_json: JsonOption = False) -> None:
-    """Check the repository, Docker, the sandbox image, the CLIs and their credentials.
-
-    Repomix and git too; each finding with its fix."""
+    """Check the repository, Docker, the sandbox image, each CLI and its credentials, Repomix
+    and git (at once: it takes as long as the slowest, the image's CLI versions)."""
     from supervisor.doctor import diagnose
 
-    checks = diagnose(repo)
+    if err_console.is_terminal and not as_json:
+        with err_console.status("doctor: checking…") as line:
+            finished: list[str] = []
+
+            def progress(name: str) -> None:
+                finished.append(name)
+                line.update(f"doctor: checking… ({', '.join(finished)} done)")
+
+            checks = diagnose(repo, progress)
+    else:
+        checks = diagnose(repo)
     if as_json:
         _json([c.__dict__ for c in checks])
+    elif console.is_terminal:
+        console.print(doctor_table(checks))
     else:
-        console.print(fit(console, doctor_table(checks)))
+        from supervisor.cli.listings import doctor as listed
+        from supervisor.cli.output import show
+
+        show(console, listed(checks))
     missing = [c for c in checks if c.required and not c.ok]
     if missing:
+        where = (
+            "the `hint` of each row whose `ok` is false" if as_json else "the fixes listed above"
+        )
         raise SupervisorError(
             f"{len(missing)} thing(s) the configured workflow needs are missing: "
             f"{', '.join(c.name for c in missing)}.",
-            "Apply the fixes in the table above.",
+            f"Apply {where}, then run `supervisor doctor` again.",
         )
 
 
@@ -127,7 +151,10 @@ def metrics(
         data = {"by_role": roles, "cli_by_task_type": clis, "budgets": budgets}
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
         return
-    console.print(fit(console, metrics_tables(roles, clis)))
+    from supervisor.cli.listings import metrics as listed
+    from supervisor.cli.output import show
+
+    show(console, *listed(roles, clis))
     for row in budgets:
         console.print(f"workflow {row['workflow']} ({row['status']}): {row['line']}", markup=False)
 

@@ -12,7 +12,6 @@ is imported where it is drawn (see tests/test_cli_imports.py).
 from __future__ import annotations
 
 import json
-import os
 import time
 from typing import TYPE_CHECKING
 
@@ -22,6 +21,10 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from supervisor.cli import listings
+from supervisor.cli.listing import Listing
+from supervisor.cli.listings import STATUS_STYLE as STATUS_STYLE
+from supervisor.cli.tables import fitted
 from supervisor.dag import WorkGraph
 from supervisor.guard.textsafe import text, visible
 
@@ -29,73 +32,19 @@ if TYPE_CHECKING:
     from rich.console import Console, RenderableType
 
     from supervisor.config import Settings
-    from supervisor.context.roles import ResolvedRole, RoleFile
+    from supervisor.context.roles import ResolvedRole
     from supervisor.state.reader import StateReader
     from supervisor.state.records import Event, Workflow
     from supervisor.state.store import Store
 
-STATUS_STYLE = {
-    "completed": "green",
-    "running": "cyan",
-    "awaiting_approval": "yellow",
-    "failed": "red",
-    "succeeded": "green",
-    "rejected": "yellow",
-    "interrupted": "magenta",
-    "rate_limited": "yellow",
-    "complete": "green",
-    "in_progress": "cyan",
-    "pending": "dim",
-}
-
-
-PIPE_WIDTH = 1000
-"""Width for output that is not a terminal: lines as long as they need, nothing cut."""
 NARROW = 120
-MIN_OTHER = 8
-"""Columns a table leaves each non-identifier column before it folds identifiers."""
 """Below this many columns, events print one per block instead of as a table."""
 
 
-def fit_to_output(console: Console) -> None:
-    """A terminal keeps rich's width; a pipe or a file gets PIPE_WIDTH (rich would otherwise
-    assume 80 columns and cut identifiers like `implementer_fa…`), unless COLUMNS says."""
-    columns = os.environ.get("COLUMNS", "")
-    if columns.isdigit():
-        console.width = int(columns)
-    elif not console.is_terminal:
-        console.width = PIPE_WIDTH
-    else:
-        console.width = None  # type: ignore[assignment]  # back to the terminal's own width
-
-
-def _id_column(table: Table, header: str, values: list[str]) -> None:
-    """A column of identifiers: kept on one line, whole, while the other columns wrap; folded
-    onto the next line (never cut with an ellipsis) when even that does not fit: see `fit`."""
-    del values  # every identifier column takes the same treatment, whatever its values
-    table.add_column(header, no_wrap=True, overflow="fold")
-
-
 def fit(console: Console, renderable: RenderableType) -> RenderableType:
-    """Let identifier columns fold where the terminal is too narrow to keep each on one line
-    (next to a few columns for the rest); rich would otherwise crop them, and the table's edge
-    with them."""
-    if isinstance(renderable, Group):
-        for part in renderable.renderables:
-            fit(console, part)
-    elif isinstance(renderable, Table):
-        ids = [c for c in renderable.columns if c.no_wrap and c.overflow == "fold"]
-        if not ids:
-            return renderable
-        widest = [
-            max([console.measure(c.header).maximum, *(console.measure(x).maximum for x in c.cells)])
-            for c in ids
-        ]
-        others = (len(renderable.columns) - len(ids)) * MIN_OTHER
-        edges = 3 * len(renderable.columns) + 1
-        if sum(widest) + others + edges > console.width:
-            for column in ids:
-                column.no_wrap = False
+    """`renderable` as it is: every listing fits itself to the width it is drawn at
+    (supervisor/cli/tables.py). Kept for the callers that still wrap their views in it."""
+    del console
     return renderable
 
 
@@ -109,46 +58,15 @@ def _one(value: object) -> Text:
     return text(value, lines=False)
 
 
-def _shown_status(
-    wf: Workflow, supervisors: dict[int, int | None] | None, degraded: bool = True
-) -> str:
-    """A running task that no supervisor runs any more (killed) says so: resume continues it
-    (supervisor/status_label.py)."""
-    from supervisor.status_label import shown_status
-
-    orphan = supervisors is not None and wf.id in supervisors and supervisors[wf.id] is None
-    return shown_status(wf, supervised=not orphan, degraded=degraded)
+_shown_status = listings.shown_status
+shown_step = listings.shown_step
 
 
 def workflows_table(
     workflows: list[Workflow], supervisors: dict[int, int | None] | None = None
-) -> Table:
+) -> RenderableType:
     """`supervisors`: the pid running each running task (None: no supervisor runs it)."""
-    table = Table(title="Workflows", title_justify="left")
-    table.add_column("id")
-    _id_column(table, "status", [_shown_status(wf, supervisors) for wf in workflows])
-    _id_column(table, "step", [shown_step(wf) for wf in workflows])
-    _id_column(table, "branch", [wf.task_branch for wf in workflows])
-    for column in ("task", "updated"):
-        table.add_column(column)
-    for wf in workflows:
-        table.add_row(
-            str(wf.id),
-            _status(wf.status, _shown_status(wf, supervisors)),
-            _one(shown_step(wf)),
-            _one(wf.task_branch),
-            _one(wf.description[:50]),
-            wf.updated_at.strftime("%Y-%m-%d %H:%M:%S"),
-        )
-    return table
-
-
-def shown_step(wf: Workflow) -> str:
-    """The step the workflow stands at: while it waits for an approval, the step whose result
-    waits (the database already points at the next one)."""
-    if wf.status == "awaiting_approval" and wf.context.get("approval_step"):
-        return f"{wf.context['approval_step']} (awaiting approval)"
-    return wf.current_step or "-"
+    return fitted(listings.workflows(workflows, supervisors))
 
 
 def workflow_detail(
@@ -235,27 +153,7 @@ def workflow_detail(
             head.add_row(
                 "dependencies", text(f"changed by '{request['producer']}': {request['diff']}")
             )
-    steps = Table(title="Steps", title_justify="left")
-    rows = store.steps(wf_id)
-    steps.add_column("#")
-    _id_column(steps, "step", [r["name"] for r in rows])
-    steps.add_column("attempt")
-    _id_column(steps, "role", [r["role"] or "(gate)" for r in rows])
-    for column in ("status", "started", "took"):
-        steps.add_column(column)
-    for row in rows:
-        took = ""
-        if row["finished_at"] is not None:
-            took = f"{(row['finished_at'] - row['started_at']).total_seconds():.1f}s"
-        steps.add_row(
-            str(row["id"]),
-            _one(row["name"]),
-            str(row["attempt"]),
-            _one(row["role"] or "(gate)"),
-            _status(row["status"]),
-            row["started_at"].strftime("%H:%M:%S"),
-            took,
-        )
+    steps = fitted(listings.steps(store.steps(wf_id)))
     work = WorkGraph.of_workflow(wf.context)
     if work is None:
         return Group(head, steps)
@@ -282,38 +180,11 @@ def work_tree(task: str, work: WorkGraph) -> Tree:
 
 
 def events_view(events: list[Event], width: int) -> RenderableType:
-    """A table on a wide terminal; one event per block below NARROW columns, where a table
-    of eight columns would squeeze each to a few letters."""
-    return events_table(events) if width >= NARROW else events_blocks(events)
-
-
-def _tokens(e: Event) -> str:
-    if e.input_tokens or e.output_tokens:
-        return f"{e.input_tokens or 0}/{e.output_tokens or 0}"
-    return ""
-
-
-def events_table(events: list[Event]) -> Table:
-    table = Table(title="Events", title_justify="left")
-    table.add_column("#")
-    table.add_column("time")
-    _id_column(table, "type", [e.type for e in events])
-    _id_column(table, "step", [e.step or "" for e in events])
-    _id_column(table, "role", [e.role or "" for e in events])
-    for column in ("status", "tokens", "details"):
-        table.add_column(column)
-    for e in events:
-        table.add_row(
-            str(e.id),
-            e.timestamp.strftime("%H:%M:%S"),
-            _one(e.type),
-            _one(e.step or ""),
-            _one(e.role or ""),
-            _status(e.status),
-            _tokens(e),
-            text(json.dumps(e.payload, default=str)[:120]),
-        )
-    return table
+    """A table where the terminal is wide enough for its identifiers whole; one event per block
+    below that (or below NARROW columns, where the details would get a few letters)."""
+    if width < NARROW:
+        return events_blocks(events)
+    return fitted(listings.events(events), lambda: events_blocks(events))
 
 
 def events_blocks(events: list[Event]) -> RenderableType:
@@ -322,7 +193,7 @@ def events_blocks(events: list[Event]) -> RenderableType:
     blocks: list[RenderableType] = [Text("Events", style="italic")]
     for e in events:
         where = visible(" · ".join(x for x in (e.step, e.role) if x), lines=False)
-        tokens = _tokens(e)
+        tokens = listings.tokens(e)
         head = Text.assemble(
             (f"#{e.id} ", "bold"),
             f"{e.timestamp:%H:%M:%S} ",
@@ -342,81 +213,21 @@ def events_blocks(events: list[Event]) -> RenderableType:
     return Group(*blocks)
 
 
-def roles_rows(files: list[RoleFile]) -> list[dict[str, object]]:
-    """Every role file, in lookup order; `shadowed` when an earlier layer has the same name."""
-    import yaml
-
-    rows: list[dict[str, object]] = []
-    seen: set[str] = set()
-    for f in files:
-        data = yaml.safe_load(f.path.read_text()) or {}
-        data = data if isinstance(data, dict) else {}
-        rows.append(
-            {
-                "role": f.name,
-                "layer": "built-in" if f.layer == "package" else f.layer,
-                "extends": str(data.get("extends") or ""),
-                "description": str(data.get("description") or ""),
-                "file": str(f.path),
-                "shadowed": f.name in seen,
-            }
-        )
-        seen.add(f.name)
-    return rows
-
-
-def roles_table(files: list[RoleFile]) -> Table:
-    table = Table(
-        title="Roles (the first of a name wins: project > user > built-in)", title_justify="left"
-    )
-    rows = roles_rows(files)
-    _id_column(table, "role", [str(r["role"]) for r in rows])
-    table.add_column("layer", no_wrap=True)
-    _id_column(table, "extends", [str(r["extends"]) for r in rows])
-    table.add_column("description")
-    table.add_column("file", overflow="fold")
-    for r in rows:
-        table.add_row(
-            text(r["role"], "dim strike" if r["shadowed"] else "bold", lines=False),
-            str(r["layer"]),
-            _one(r["extends"]),
-            text(r["description"]),
-            text(_short(str(r["file"]))),
-        )
-    return table
-
-
 def role_detail(resolved: ResolvedRole) -> RenderableType:
+    return fitted(role_listing(resolved))
+
+
+def role_listing(resolved: ResolvedRole) -> Listing:
     chain = " → ".join(f"{f.name} ({f.layer})" for f in resolved.chain)
-    table = Table(title=text(f"Role {resolved.role.name}: {chain}"), title_justify="left")
-    table.add_column("field")
-    table.add_column("value")
-    table.add_column("from")
-    flat = _flat(resolved.role.model_dump())
-    for key, value in flat.items():
-        source = resolved.provenance.get(key, "(default)")
-        table.add_row(_one(key), text(str(value)[:200]), text(_short(source.lstrip(" +"))))
-    return table
+    flat = _flat(resolved.role.model_dump(mode="json"))
+    return listings.role_fields(f"Role {resolved.role.name}: {chain}", flat, resolved.provenance)
 
 
-def config_table(settings: Settings, provenance: dict[str, str]) -> Table:
-    table = Table(title="Effective configuration", title_justify="left")
-    flat = _flat(settings.model_dump())
-    _id_column(table, "key", list(flat))
-    table.add_column("value", overflow="fold")
-    table.add_column("from", overflow="fold")
-    for key, value in flat.items():
-        table.add_row(_one(key), text(value), text(_short(provenance.get(key, "(default)"))))
-    return table
+def config_listing(settings: Settings, provenance: dict[str, str]) -> Listing:
+    return listings.settings(_flat(settings.model_dump(mode="json")), provenance)
 
 
-def _short(text: str) -> str:
-    """Paths as a person reads them: package files relative, the home directory as ~."""
-    from pathlib import Path
-
-    from supervisor.config import PACKAGE_ROOT
-
-    return text.replace(f"{PACKAGE_ROOT}/", "").replace(f"{Path.home()}/", "~/")
+_short = listings.short_path
 
 
 def _flat(data: dict[str, object], prefix: str = "") -> dict[str, object]:

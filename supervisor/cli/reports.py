@@ -13,7 +13,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from supervisor.cli.render import _id_column
+from supervisor.cli.tables import fitted
 from supervisor.guard.textsafe import text
 
 if TYPE_CHECKING:
@@ -61,60 +61,32 @@ def pack_report(pack: Pack) -> RenderableType:
     return Group(head, files, pruned)
 
 
-def doctor_table(checks: list[Check]) -> Table:
-    table = Table(title="supervisor doctor", title_justify="left")
-    for column in ("", "check", "found", "fix"):
-        table.add_column(column)
+MARKS = {
+    "ok": ("✓", "green"),
+    "warning": ("!", "yellow"),
+    "failed": ("✗", "red"),
+    "optional": ("-", "yellow"),
+}
+
+
+def doctor_table(checks: list[Check]) -> RenderableType:
+    """One check a line: its mark, its name, what it found (wrapped, never cut: it may hold a
+    path or an image tag), and under a finding or a failure the fix. A finding on a check that
+    passed (an engine affected by an advisory) is a warning, never a ✓."""
+    from supervisor.cli.listings import verdict
+
+    table = Table.grid(padding=(0, 1))
+    table.add_column(no_wrap=True)
+    table.add_column(no_wrap=True)
+    table.add_column(overflow="fold")
     for check in checks:
-        mark = (
-            Text("✓", style="green")
-            if check.ok
-            else Text("✗" if check.required else "-", style="red" if check.required else "yellow")
-        )
-        name = check.name + ("" if check.required else " (not needed by this workflow)")
-        hint = text(check.hint if not check.ok else "")
-        table.add_row(mark, text(name), text(check.detail), hint)
-    return table
-
-
-def metrics_tables(
-    roles: list[dict[str, object]], clis: dict[str, dict[str, dict[str, float]]]
-) -> RenderableType:
-    per_role = Table(title="Per role", title_justify="left")
-    _id_column(per_role, "role", [str(r["role"]) for r in roles])
-    for column in (
-        "runs",
-        "success",
-        "avg retries",
-        "avg time",
-        "tokens in/out",
-        "cost",
-        "errors",
-    ):
-        per_role.add_column(column)
-    for r in roles:
-        per_role.add_row(
-            text(r["role"], lines=False),
-            str(r["runs"]),
-            f"{float(r['success_rate']):.0%}",  # type: ignore[arg-type]
-            f"{float(r['avg_retries']):.1f}",  # type: ignore[arg-type]
-            f"{float(r['avg_duration_s']):.1f}s",  # type: ignore[arg-type]
-            f"{r['input_tokens']}/{r['output_tokens']}",
-            f"${float(r['cost_usd']):.4f}",  # type: ignore[arg-type]
-            text(", ".join(f"{k} x{v}" for k, v in r["errors"].items()) or "-"),  # type: ignore[attr-defined]
-        )
-    tasks = sorted({t for by_task in clis.values() for t in by_task})
-    matrix = Table(title="CLI by task type (success rate, runs)", title_justify="left")
-    matrix.add_column("cli")
-    for task in tasks:
-        matrix.add_column(text(task, lines=False))
-    for cli, by_task in clis.items():
-        cells = [
-            f"{by_task[t]['success_rate']:.0%} ({int(by_task[t]['runs'])})" if t in by_task else "-"
-            for t in tasks
-        ]
-        matrix.add_row(text(cli, lines=False), *cells)
-    return Group(per_role, matrix)
+        shown = verdict(check)
+        mark, style = MARKS[shown]
+        detail = check.detail + (" (not needed by this workflow)" if shown == "optional" else "")
+        table.add_row(Text(mark, style=style), text(check.name, lines=False), text(detail))
+        if shown != "ok" and check.hint:
+            table.add_row("", "", text(f"fix: {check.hint}", "dim"))
+    return Group(Text("supervisor doctor", style="italic"), table)
 
 
 def suggestions_report(found: list[Suggestion], last: str | None) -> str:
@@ -140,17 +112,7 @@ def sandbox_report(info: dict[str, object]) -> RenderableType:
     )
     head.add_row("dependency files", text(", ".join(info["dependency_files"]) or "-"))  # type: ignore[arg-type]
     head.add_row("image for HEAD", str(info["wanted"] or "-"))
-    images = Table(title="Project images", title_justify="left")
-    found = info["images"]
-    _id_column(images, "tag", [", ".join(i["tags"]) for i in found])  # type: ignore[attr-defined]
-    for column in ("built", "size", "from", "current"):
-        images.add_column(column)
-    for image in info["images"]:  # type: ignore[attr-defined]
-        images.add_row(
-            ", ".join(image["tags"]),
-            image["created"],
-            f"{image['size_mb']} MB",
-            text(image["files"]),
-            "✓" if image["current"] else "",
-        )
+    from supervisor.cli import listings
+
+    images = fitted(listings.images(info))
     return Group(head, images)

@@ -9,8 +9,8 @@ from typing import Annotated
 import typer
 
 from supervisor.cli.common import JsonOption, RepoOption, console, projects
+from supervisor.cli.output import show
 from supervisor.cli.plain import json_out as _json
-from supervisor.cli.render import config_table, fit, role_detail, roles_rows, roles_table
 
 roles_app = typer.Typer(help="Inspect roles: built-in, user and project.", no_args_is_help=True)
 config_app = typer.Typer(help="Inspect the effective configuration.", no_args_is_help=True)
@@ -19,13 +19,14 @@ config_app = typer.Typer(help="Inspect the effective configuration.", no_args_is
 @roles_app.command("list")
 def roles_list(repo: RepoOption = Path(), as_json: JsonOption = False) -> None:
     """Every role and where it comes from (project shadows user shadows built-in)."""
+    from supervisor.cli.listings import role_rows, roles
     from supervisor.context.roles import list_roles
 
-    files = list_roles(projects.open_project(repo).root)
+    rows = role_rows(list_roles(projects.open_project(repo).root))
     if as_json:
-        _json(roles_rows(files))
+        _json(rows)
     else:
-        console.print(fit(console, roles_table(files)))
+        show(console, roles(rows))
 
 
 @roles_app.command("show")
@@ -49,7 +50,9 @@ def roles_show(
             }
         )
     else:
-        console.print(fit(console, role_detail(resolved)))
+        from supervisor.cli.render import role_listing
+
+        show(console, role_listing(resolved))
 
 
 @config_app.command("show")
@@ -81,7 +84,9 @@ def config_show(
             }
         )
         return
-    console.print(fit(console, config_table(project.settings, provenance)))
+    from supervisor.cli.render import config_listing
+
+    show(console, config_listing(project.settings, provenance))
     lines = [f"  {i.key}: {json.dumps(i.value)}  ({i.reason})" for i in ignored]
     lines += [
         f"  {key}: {json.dumps(value)}  (not trusted: start-task stops until "

@@ -9,7 +9,6 @@ import typer
 
 from supervisor.cli.common import JsonOption, RepoOption, console, err_console, images
 from supervisor.cli.plain import json_out as _json
-from supervisor.cli.render import fit
 from supervisor.cli.reports import sandbox_report
 
 sandbox_app = typer.Typer(help="The project's sandbox image.", no_args_is_help=True)
@@ -42,8 +41,13 @@ def sandbox_status(repo: RepoOption = Path(), as_json: JsonOption = False) -> No
     info = images.sandbox_status(repo)
     if as_json:
         _json(info)
+    elif console.is_terminal:
+        console.print(sandbox_report(info))
     else:
-        console.print(fit(console, sandbox_report(info)))
+        from supervisor.cli.listings import images as listed
+        from supervisor.cli.output import show
+
+        show(console, listed(info))
 
 
 @sandbox_app.command(

@@ -1,8 +1,8 @@
 """What `supervisor status` prints: the list of workflows, or one in detail.
 
 Shared by the full command line (supervisor/cli/app.py) and the quick entry point
-(supervisor/cli/entry.py), so both print the same thing; it imports rich and the state reader,
-never typer, the engine or SQLAlchemy (for a SQLite state).
+(supervisor/cli/entry.py), so both print the same thing; it imports the state reader (and rich
+only to draw for a terminal), never typer, the engine or SQLAlchemy (for a SQLite state).
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from supervisor.cli.plain import json_out, plain
-from supervisor.cli.render import fit, workflow_detail, workflows_table
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -34,7 +33,10 @@ def show_status(console: Console, repo: Path, workflow_id: int | None, *, as_jso
                 markup=False,
             )
         else:
-            console.print(fit(console, workflows_table(found, pids)))
+            from supervisor.cli.listings import workflows
+            from supervisor.cli.output import show
+
+            show(console, workflows(found, pids))
         return
     with access.reading(repo) as store:
         wf = store.workflow(workflow_id)
@@ -56,4 +58,6 @@ def show_status(console: Console, repo: Path, workflow_id: int | None, *, as_jso
             )
             return
         pids = access.supervisors(repo, [wf])
-        console.print(fit(console, workflow_detail(store, workflow_id, about, pids)))
+        from supervisor.cli.render import workflow_detail
+
+        console.print(workflow_detail(store, workflow_id, about, pids))

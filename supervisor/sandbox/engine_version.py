@@ -27,6 +27,8 @@ class DnsVerdict:
     ok: bool
     detail: str
     hint: str = ""
+    warning: bool = False
+    """Not a leak here, but a finding: doctor shows it as a warning, never with a ✓."""
 
 
 def parse(version: str) -> tuple[int, int, int] | None:
@@ -80,4 +82,6 @@ def dns_verdict(version: str, resolv_conf_path: Path = Path("/etc/resolv.conf"))
         True,
         f"engine {version} is affected by {ADVISORY}, but the host resolver is not on loopback, "
         "so queries from internal networks have no route (upgrade before changing the resolver)",
+        upgrade,
+        warning=True,
     )
