@@ -5,17 +5,18 @@
 Builds a repository whose state database holds `--workflows` workflows (every tenth waiting for
 approval, each with a 5-component plan) and `--events` events spread over them, then measures:
 
-- open: a fresh interpreter that imports the TUI, mounts it headless (Textual's test driver),
-  draws the list and the selected workflow once and exits; wall time, median of 5 (what a person
-  waits for before the first screen, minus the terminal's own drawing), and its CPU time (on a
-  busy machine, the better guide to what an idle one would show);
+- open: a fresh interpreter that imports the TUI and mounts it headless (Textual's test driver);
+  wall time until the first screen is drawn (what a person waits for before seeing anything,
+  minus the terminal's own drawing) and until the list and the selected workflow's events are
+  filled in, medians of 5, beside a bare `python -c pass` timed in the same runs, and the
+  process's CPU time;
 - refresh: in one process, the timer's refresh (`SupervisorTui.refresh_state`: re-read every
   workflow, add the events since the last refresh to the usage totals, redraw the rows and the
   selected workflow's tree and events), median of `--runs`, once with nothing new and once with 50
   new events written between refreshes.
 
-Targets: open < 1 s, refresh < 50 ms. The load average is printed with the figures: the machine is
-shared, and a busy one inflates both.
+Targets (issue 30): open (first screen drawn) <= 0.5 s, refresh < 50 ms. The load average is
+printed with the figures: the machine is shared, and a busy one inflates both.
 """
 
 from __future__ import annotations
@@ -29,23 +30,31 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-OPEN_TARGET_S = 1.0
+OPEN_TARGET_S = 0.5
 REFRESH_TARGET_S = 0.050
 
 OPEN = """
 import asyncio, sys
 from pathlib import Path
 from supervisor.tui.app import SupervisorTui
-root = Path(sys.argv[1])
+from textual.widgets import DataTable
+root, workflows = Path(sys.argv[1]), int(sys.argv[2])
 async def main():
     app = SupervisorTui(root, root / ".supervisor" / "state.db", interval=60)
     async with app.run_test(size=(140, 45)) as pilot:
         await pilot.pause()
+        print("painted", flush=True)
+        table = app.query_one("#workflows", DataTable)
+        while table.row_count < workflows or not str(app.query_one("#events-body").content):
+            await asyncio.sleep(0.005)
+        await pilot.pause()
+        print("filled", flush=True)
 asyncio.run(main())
 """
 
@@ -120,17 +129,45 @@ def make_state(base: Path, workflows: int, events: int) -> Path:
     return repo
 
 
-def time_open(repo: Path, runs: int = 5) -> tuple[float, float]:
-    """Median wall time and median CPU time (user + system) of the opening process."""
-    walls, cpus = [], []
+@dataclass
+class Opening:
+    """Medians over the runs, in seconds."""
+
+    bare: float  # `python -c pass`: the floor no Python program opens under
+    painted: float  # the first screen drawn (what a person waits for before seeing anything)
+    filled: float  # the list and the selected workflow's events in place
+    cpu: float  # user + system CPU of the whole opening process
+
+
+def time_open(repo: Path, workflows: int, runs: int = 5) -> Opening:
+    """Each run a fresh interpreter that mounts the TUI headless (Textual's test driver) and says
+    when the first screen is drawn and when the data is in; interleaved with a bare `python -c
+    pass`, so both see the same machine load."""
+    bare, painted, filled, cpus = [], [], [], []
     for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        bare.append(time.perf_counter() - start)
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-c", OPEN, str(repo)], check=True, cwd=ROOT)
-        walls.append(time.perf_counter() - start)
+        child = subprocess.Popen(
+            [sys.executable, "-c", OPEN, str(repo), str(workflows)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert child.stdout is not None
+        marks = {}
+        for line in child.stdout:
+            marks[line.strip()] = time.perf_counter() - start
+        if child.wait() != 0:
+            raise SystemExit("the TUI failed to open")
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        painted.append(marks["painted"])
+        filled.append(marks["filled"])
         cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
-    return statistics.median(walls), statistics.median(cpus)
+    m = statistics.median
+    return Opening(m(bare), m(painted), m(filled), m(cpus))
 
 
 def time_refresh(repo: Path, runs: int, new_events: int) -> float:
@@ -167,20 +204,23 @@ def main() -> int:
         repo = make_state(Path(tmp), args.workflows, args.events)
         print(f"state: {args.workflows} workflows, {args.events} events")
         print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-        opened, opened_cpu = time_open(repo)
+        opened = time_open(repo, args.workflows)
         idle = time_refresh(repo, args.runs, 0)
         busy = time_refresh(repo, args.runs, 50)
+        print(f"bare `python -c pass`: {opened.bare:.3f} s")
         print(
-            f"open (fresh process, first screen drawn): {opened:.3f} s wall, "
-            f"{opened_cpu:.3f} s CPU (target < 1 s)"
+            f"open, first screen drawn: {opened.painted:.3f} s wall "
+            f"({opened.painted / opened.bare:.1f} x bare; target <= {OPEN_TARGET_S} s)"
         )
+        print(f"open, list and events filled in: {opened.filled:.3f} s wall")
+        print(f"open, CPU of the whole process (to filled): {opened.cpu:.3f} s")
         print(f"refresh, nothing new: {idle * 1000:.1f} ms (target < 50 ms)")
         print(f"refresh, 50 new events: {busy * 1000:.1f} ms (target < 50 ms)")
         print(f"cores: {os.cpu_count()}")
         print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-        # CPU time is the judge of the open: on a shared machine the wall time mostly measures
-        # the wait for a core (compare the load average with the core count).
-        ok = opened_cpu < OPEN_TARGET_S and max(idle, busy) < REFRESH_TARGET_S
+        # On a shared machine the wall time partly measures the wait for a core: compare it with
+        # the bare interpreter's and the load average with the core count.
+        ok = opened.painted <= OPEN_TARGET_S and max(idle, busy) < REFRESH_TARGET_S
     print("within targets" if ok else "OVER TARGET")
     return 0 if ok else 1
 
