@@ -52,7 +52,7 @@ async def main():
         print("painted", flush=True)
         table = app.query_one("#workflows", DataTable)
         while table.row_count < workflows or not str(app.query_one("#events-body").content):
-            await asyncio.sleep(0.005)
+            await asyncio.sleep(0.002)
         await pilot.pause()
         print("filled", flush=True)
 asyncio.run(main())

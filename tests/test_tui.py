@@ -111,7 +111,10 @@ def tui(root: Path) -> SupervisorTui:
 
 async def settled(pilot: Pilot[None]) -> None:
     """The TUI draws first and reads the state after, in a thread: wait for it to land."""
-    await pilot.app.workers.wait_for_complete()
+    app = pilot.app
+    assert isinstance(app, SupervisorTui)
+    while not app.filled:
+        await pilot.pause(0.01)
     await pilot.pause()
 
 
@@ -121,6 +124,18 @@ async def opened(app: SupervisorTui, size: tuple[int, int] = SIZE) -> AsyncItera
     async with app.run_test(size=size) as pilot:
         await settled(pilot)
         yield pilot
+
+
+def screen_text(app: SupervisorTui) -> str:
+    """The screen as plain text, one line a row (what a person reads in the terminal)."""
+    import io
+
+    from rich.console import Console
+
+    width, height = app.size
+    console = Console(width=width, height=height, file=io.StringIO(), record=True, safe_box=False)
+    console.print(app.screen._compositor.render_update(full=True))
+    return console.export_text(styles=False)
 
 
 def latest_approval(root: Path, wf_id: int) -> Any:

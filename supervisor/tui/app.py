@@ -65,6 +65,7 @@ class SupervisorTui(App[None]):
     #diff { height: 1fr; border: round $primary; }
     #buttons { height: 3; }
     #ask { width: 70; height: auto; border: thick $accent; background: $surface; padding: 1; }
+    #ask Label { width: 100%; }
     #ask .how { color: $text-muted; }
     #ask .offer { height: 3; }
     Ask, OfferResume { align: center middle; }
@@ -93,6 +94,7 @@ class SupervisorTui(App[None]):
         self.pages: dict[int, int] = {}  # events shown per workflow
         self.resuming: dict[int, Resuming] = {}
         self.follow = True  # scroll the events to the newest on the next draw
+        self.filled = False  # the first read of the state has been drawn
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -125,6 +127,7 @@ class SupervisorTui(App[None]):
         result = event.worker.result
         assert isinstance(result, Snapshot)
         self._apply(result)
+        self.filled = True
         self.set_interval(self.interval, self.refresh_state)
 
     def decide(self, wf_id: int, *, approve: bool, reason: str | None) -> None:
@@ -161,19 +164,23 @@ class SupervisorTui(App[None]):
         from supervisor.tui.views import status_text
 
         table = self.query_one("#workflows", DataTable)
-        rang = False
-        for row in snap.rows:
-            wf = row.workflow
-            status = row.status
-            cells = (  # Text, not str: DataTable reads a str as markup
-                Text(str(wf.id)),
-                status_text(status),
+        fixed = {  # Text, not str: DataTable reads a str as markup
+            row.workflow.id: (
+                Text(str(row.workflow.id)),
+                status_text(row.status),
                 as_text(row.step, lines=False),
                 Text(row.elapsed),
                 Text(f"{row.tokens:,}"),
                 Text(f"${row.cost:.4f}"),
-                as_text(_cut(wf.description, TASK_SHOWN), lines=False),
             )
+            for row in snap.rows
+        }
+        room = _task_room(table, [*fixed.values(), *(c[:-1] for c in self.cells.values())])
+        rang = False
+        for row in snap.rows:
+            wf = row.workflow
+            status = row.status
+            cells = (*fixed[wf.id], as_text(_cut(wf.description, room), lines=False))
             before = self.statuses.get(wf.id)
             rang = rang or (before is not None and before != status and status in BELL_ON)
             self.statuses[wf.id] = status
@@ -350,6 +357,17 @@ class SupervisorTui(App[None]):
                     severity="warning",
                     markup=False,
                 )
+
+
+def _task_room(table: DataTable[object], rows: list[tuple[Text, ...]]) -> int:
+    """Characters the task column has before the list scrolls sideways: the task is free text,
+    so it is what gives way (with "…") at 80 columns, not the ids, statuses and steps."""
+    if not table.size.width:
+        return TASK_SHOWN
+    headers = [c.label.cell_len for c in table.columns.values()][:-1]
+    widths = [max([h, *(r[i].cell_len for r in rows)]) for i, h in enumerate(headers)]
+    used = sum(widths) + 2 * table.cell_padding * (len(widths) + 1) + 1  # the scroll bar
+    return max(6, min(TASK_SHOWN, table.size.width - used))
 
 
 def _cut(value: str, width: int) -> str:
