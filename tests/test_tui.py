@@ -257,7 +257,8 @@ def test_snapshot_of_the_approval_screen(repo: tuple[Path, int], snap_compare: A
 
 def test_snapshot_of_the_rejection_reason_dialog(repo: tuple[Path, int], snap_compare: Any) -> None:
     root, _ = repo
-    assert snap_compare(tui(root), terminal_size=SIZE, run_before=settled, press=["o", "r", *"too broad"])
+    press = ["o", "r", *"too broad"]
+    assert snap_compare(tui(root), terminal_size=SIZE, run_before=settled, press=press)
 
 
 def test_the_bell_rings_when_a_workflow_starts_waiting(repo: tuple[Path, int]) -> None:

@@ -78,7 +78,7 @@ def test_the_events_follow_the_newest_unless_the_person_scrolled_up(tmp_path: Pa
             app.refresh_state()
             await pilot.pause()
             seen.append("bottom" if pane.scroll_y == pane.max_scroll_y else "not at bottom")
-            seen.append("n4" in screen_text(app) and "newest shown" or "newest not shown")
+            seen.append("newest shown" if "n4" in screen_text(app) else "newest not shown")
             pane.scroll_home(animate=False)
             await pilot.pause()
             add_events(root, wf_id, 5)

@@ -88,7 +88,7 @@ class SupervisorTui(App[None]):
         self.repo, self.db, self.interval = repo, db, interval
         self.monitor: Monitor | None = None  # made in the loading thread: it imports the readers
         self.statuses: dict[int, str] = {}  # each row's status as shown
-        self.cells: dict[int, tuple[object, ...]] = {}  # what each row shows
+        self.cells: dict[int, tuple[Text, ...]] = {}  # what each row shows
         self.selected: int | None = None
         self.shown: tuple[int | None, object] = (None, None)  # the detail drawn, and as of when
         self.pages: dict[int, int] = {}  # events shown per workflow
@@ -376,8 +376,8 @@ def _cut(value: str, width: int) -> str:
 
 
 def run(repo: Path, interval: float = 1.0) -> None:
-    from supervisor.task_state import state_db
-    from supervisor.workspace.worktrees import find_repo_root
+    # host_git, not task_state: the state's readers load in the thread, after the first paint
+    from supervisor.workspace.host_git import STATE_DIR, find_repo_root
 
     root = find_repo_root(repo)
-    SupervisorTui(root, state_db(root), interval).run()
+    SupervisorTui(root, root / STATE_DIR / "state.db", interval).run()
