@@ -287,6 +287,7 @@ class SupervisorTui(App[None]):
                 return
             self.notify(f"Budget raised. Continue with: supervisor resume {wf_id}")
             self.refresh_state()
+            self.offer_resume(wf_id, f"Raised workflow {wf_id}'s budget.")
 
         prompt = f"Raise workflow {wf_id}'s budget by (dollars: 2.50, or tokens: 50000 tokens)"
         self.push_screen(Ask(prompt), extended)
