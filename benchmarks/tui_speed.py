@@ -45,11 +45,18 @@ from pathlib import Path
 from supervisor.tui.app import SupervisorTui
 from textual.widgets import DataTable
 root, workflows = Path(sys.argv[1]), int(sys.argv[2])
+load = getattr(SupervisorTui, "_load", None)
+if load is not None:  # draws first: the read starts right after the first paint
+    def painted(self):
+        print("painted", flush=True)
+        load(self)
+    SupervisorTui._load = painted
 async def main():
     app = SupervisorTui(root, root / ".supervisor" / "state.db", interval=60)
     async with app.run_test(size=(140, 45)) as pilot:
         await pilot.pause()
-        print("painted", flush=True)
+        if load is None:  # reads before the first paint
+            print("painted", flush=True)
         table = app.query_one("#workflows", DataTable)
         while table.row_count < workflows or not str(app.query_one("#events-body").content):
             await asyncio.sleep(0.002)

@@ -104,7 +104,6 @@ class SupervisorTui(App[None]):
                 yield Static("Reading the state…", id="tree-body")
             with VerticalScroll(id="events"):
                 yield Static("", id="events-body")
-        yield Footer()
 
     def on_mount(self) -> None:
         table = self.query_one("#workflows", DataTable)
@@ -113,6 +112,9 @@ class SupervisorTui(App[None]):
         self.call_after_refresh(self._load)
 
     def _load(self) -> None:
+        """After the first paint: the footer (its key bar costs a frame's worth) and the read."""
+        self.mount(Footer())
+        self.call_after_refresh(self.screen.refresh_bindings)  # what the footer draws its keys on
         self.run_worker(self._first_read, name="load", thread=True)
 
     def _first_read(self) -> Snapshot:
