@@ -272,3 +272,23 @@ def test_every_key_the_screens_bind_is_in_the_help() -> None:
     documented = {k for listed, _ in (*keys.MAIN, *keys.APPROVAL) for k in listed.split(", ")}
     bound = {b.key for screen in (SupervisorTui, ApprovalScreen) for b in screen.BINDINGS}
     assert bound <= documented, bound - documented
+
+
+def test_a_state_database_the_readers_refuse_is_named_on_screen_not_a_traceback(
+    tmp_path: Path,
+) -> None:
+    root, _ = make_repo(tmp_path / "repo")
+    db(root).write_bytes(b"not a database, but a file of that name" * 100)
+    for extra in ("-wal", "-shm"):
+        db(root).with_name("state.db" + extra).unlink(missing_ok=True)
+
+    async def scenario() -> str:
+        app = tui(root)
+        async with app.run_test(size=SMALL) as pilot:
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            return str(app.query_one("#tree-body").content)
+
+    shown = asyncio.run(scenario())
+    assert "state.db cannot be opened" in shown and "move it aside" in shown, shown
+    assert "Traceback" not in shown

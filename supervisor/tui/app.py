@@ -115,7 +115,7 @@ class SupervisorTui(App[None]):
         """After the first paint: the footer (its key bar costs a frame's worth) and the read."""
         self.mount(Footer())
         self.call_after_refresh(self.screen.refresh_bindings)  # what the footer draws its keys on
-        self.run_worker(self._first_read, name="load", thread=True)
+        self.run_worker(self._first_read, name="load", thread=True, exit_on_error=False)
 
     def _first_read(self) -> Snapshot:
         from supervisor.tui.data import Monitor
@@ -124,7 +124,19 @@ class SupervisorTui(App[None]):
         return self._read()
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        if event.worker.name != "load" or event.state != WorkerState.SUCCESS:
+        if event.worker.name != "load":
+            return
+        if event.state == WorkerState.ERROR:
+            # A state the readers refuse (a newer schema, a broken file): say why, in place.
+            error = event.worker.error
+            said = (
+                f"{error.message}\n{error.hint or ''}"
+                if isinstance(error, SupervisorError)
+                else repr(error)
+            )
+            self.query_one("#tree-body", Static).update(Text(said, style="red"))
+            return
+        if event.state != WorkerState.SUCCESS:
             return
         result = event.worker.result
         assert isinstance(result, Snapshot)
@@ -141,8 +153,8 @@ class SupervisorTui(App[None]):
         self.refresh_state()
 
     def refresh_state(self) -> None:
-        """Read and redraw; before the first read has landed there is nothing to refresh."""
-        if self.monitor is None:
+        """Read and redraw; until the first read (in its thread) has landed, nothing to do."""
+        if not self.filled:
             return
         self._apply(self._read())
 
