@@ -8,7 +8,7 @@ after a decision the screen offers to start that resume (supervisor.tui.resume).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Protocol, cast
 
 from rich.table import Table
 from rich.text import Text
@@ -27,6 +27,16 @@ if TYPE_CHECKING:
     from supervisor.tui.data import ToApprove
 
 SEND = "Enter sends, Escape cancels."
+
+
+class Decides(Protocol):
+    """What the approval screen needs of the app (supervisor.tui.app.SupervisorTui), named here
+    so this module does not import the app that imports it."""
+
+    def decide(self, wf_id: int, *, approve: bool, reason: str | None) -> None: ...
+    def pop_screen(self) -> object: ...
+    def refresh_state(self) -> None: ...
+    def offer_resume(self, wf_id: int, said: str) -> None: ...
 
 
 class Ask(ModalScreen[str | None]):
@@ -204,10 +214,7 @@ class ApprovalScreen(Screen[None]):
         self.app.pop_screen()
 
     def _decide(self, *, approve: bool, reason: str | None) -> None:
-        from supervisor.tui.app import SupervisorTui
-
-        app = self.app
-        assert isinstance(app, SupervisorTui)
+        app = cast("Decides", self.app)
         wf_id = self.item.workflow.id
         try:
             app.decide(wf_id, approve=approve, reason=reason)
