@@ -5,6 +5,7 @@ the same code as `supervisor approve` / `reject`."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 from typing import TYPE_CHECKING, Any
@@ -13,10 +14,14 @@ import pytest
 from textual.widgets import DataTable, Input
 
 from supervisor.state.store import EventSpec, Store
-from supervisor.tui.app import ApprovalScreen, SupervisorTui
+from supervisor.tui.app import SupervisorTui
+from supervisor.tui.approval import ApprovalScreen
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
     from pathlib import Path
+
+    from textual.pilot import Pilot
 
 SIZE = (140, 45)
 
@@ -104,6 +109,35 @@ def tui(root: Path) -> SupervisorTui:
     return SupervisorTui(root, root / ".supervisor" / "state.db", interval=60)
 
 
+async def settled(pilot: Pilot[None]) -> None:
+    """The TUI draws first and reads the state after, in a thread: wait for it to land."""
+    app = pilot.app
+    assert isinstance(app, SupervisorTui)
+    while not app.filled:
+        await pilot.pause(0.01)
+    await pilot.pause()
+
+
+@contextlib.asynccontextmanager
+async def opened(app: SupervisorTui, size: tuple[int, int] = SIZE) -> AsyncIterator[Pilot[None]]:
+    """The TUI running headless, its state read."""
+    async with app.run_test(size=size) as pilot:
+        await settled(pilot)
+        yield pilot
+
+
+def screen_text(app: SupervisorTui) -> str:
+    """The screen as plain text, one line a row (what a person reads in the terminal)."""
+    import io
+
+    from rich.console import Console
+
+    width, height = app.size
+    console = Console(width=width, height=height, file=io.StringIO(), record=True, safe_box=False)
+    console.print(app.screen._compositor.render_update(full=True))
+    return console.export_text(styles=False)
+
+
 def latest_approval(root: Path, wf_id: int) -> Any:
     with Store(root / ".supervisor" / "state.db") as store:
         return store.latest_approval(wf_id)
@@ -116,7 +150,7 @@ def test_the_list_shows_each_workflow_with_status_step_tokens_and_cost(
 
     async def scenario() -> list[list[str]]:
         app = tui(root)
-        async with app.run_test(size=SIZE):
+        async with opened(app):
             table = app.query_one("#workflows", DataTable)
             return [[str(c) for c in table.get_row(key)] for key in table.rows]
 
@@ -136,7 +170,7 @@ def test_pressing_a_on_the_approval_screen_records_the_approval(repo: tuple[Path
 
     async def scenario() -> str:
         app = tui(root)
-        async with app.run_test(size=SIZE) as pilot:
+        async with opened(app) as pilot:
             await pilot.press("o")
             screen = app.screen
             assert isinstance(screen, ApprovalScreen)
@@ -157,7 +191,7 @@ def test_r_asks_for_a_reason_and_records_the_rejection_with_it(repo: tuple[Path,
 
     async def scenario() -> None:
         app = tui(root)
-        async with app.run_test(size=SIZE) as pilot:
+        async with opened(app) as pilot:
             await pilot.press("o", "r")
             assert isinstance(app.screen.query_one(Input), Input)
             assert latest_approval(root, wf_id).status == "pending"  # nothing before the reason
@@ -174,7 +208,7 @@ def test_an_empty_reason_rejects_nothing(repo: tuple[Path, int]) -> None:
 
     async def scenario() -> None:
         app = tui(root)
-        async with app.run_test(size=SIZE) as pilot:
+        async with opened(app) as pilot:
             await pilot.press("o", "r", "enter")
             await pilot.pause()
 
@@ -188,7 +222,7 @@ def test_d_toggles_the_diff_and_the_mouse_approves(repo: tuple[Path, int]) -> No
     async def scenario() -> list[bool]:
         app = tui(root)
         seen = []
-        async with app.run_test(size=SIZE) as pilot:
+        async with opened(app) as pilot:
             await pilot.press("o")
             diff = app.screen.query_one("#diff")
             seen.append(diff.display)
@@ -209,7 +243,7 @@ def test_a_workflow_that_is_not_waiting_opens_no_approval_screen(repo: tuple[Pat
 
     async def scenario() -> bool:
         app = tui(root)
-        async with app.run_test(size=SIZE) as pilot:
+        async with opened(app) as pilot:
             await pilot.press("up", "o")
             return isinstance(app.screen, ApprovalScreen)
 
@@ -218,12 +252,13 @@ def test_a_workflow_that_is_not_waiting_opens_no_approval_screen(repo: tuple[Pat
 
 def test_snapshot_of_the_approval_screen(repo: tuple[Path, int], snap_compare: Any) -> None:
     root, _ = repo
-    assert snap_compare(tui(root), terminal_size=SIZE, press=["o"])
+    assert snap_compare(tui(root), terminal_size=SIZE, run_before=settled, press=["o"])
 
 
 def test_snapshot_of_the_rejection_reason_dialog(repo: tuple[Path, int], snap_compare: Any) -> None:
     root, _ = repo
-    assert snap_compare(tui(root), terminal_size=SIZE, press=["o", "r", *"too broad"])
+    press = ["o", "r", *"too broad"]
+    assert snap_compare(tui(root), terminal_size=SIZE, run_before=settled, press=press)
 
 
 def test_the_bell_rings_when_a_workflow_starts_waiting(repo: tuple[Path, int]) -> None:
@@ -237,7 +272,7 @@ def test_the_bell_rings_when_a_workflow_starts_waiting(repo: tuple[Path, int]) -
 
     async def scenario() -> None:
         app = Counted(root, root / ".supervisor" / "state.db", interval=60)
-        async with app.run_test(size=SIZE) as pilot:
+        async with opened(app) as pilot:
             app.refresh_state()
             assert rings == []  # what was already waiting at start does not ring
             with Store(root / ".supervisor" / "state.db") as store:
@@ -265,7 +300,7 @@ def test_a_task_description_is_shown_as_written_not_as_markup(repo: tuple[Path, 
 
     async def scenario() -> str:
         app = tui(root)
-        async with app.run_test(size=SIZE):
+        async with opened(app):
             table = app.query_one("#workflows", DataTable)
             return str(table.get_row(list(table.rows)[-1])[-1])
 

@@ -7,7 +7,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from test_tui import SIZE, make_repo, tui
+from test_tui import make_repo, opened, tui
 from textual.widgets import Input
 
 from supervisor.policy import budgets
@@ -78,7 +78,7 @@ def test_x_on_a_budget_paused_task_raises_its_budget_by_what_is_typed(
     async def scenario() -> list[str]:
         app = tui(root)
         said = told(app)
-        async with app.run_test(size=SIZE) as pilot:
+        async with opened(app) as pilot:
             await pilot.press("o")  # not an approval: the screen says which key applies
             await pilot.press("x")
             assert isinstance(app.focused, Input)
@@ -104,7 +104,7 @@ def test_what_is_not_an_extension_is_refused_and_nothing_is_raised(
     async def scenario() -> list[str]:
         app = tui(root)
         said = told(app)
-        async with app.run_test(size=SIZE) as pilot:
+        async with opened(app) as pilot:
             await pilot.press("x", *"lots", "enter")
             await pilot.pause()
             return said
@@ -121,7 +121,7 @@ def test_x_on_a_task_not_paused_on_its_budget_changes_nothing(paused: tuple[Path
     async def scenario() -> list[str]:
         app = tui(root)
         said = told(app)
-        async with app.run_test(size=SIZE) as pilot:
+        async with opened(app) as pilot:
             await pilot.press("up", "x")
             await pilot.pause()
             return said

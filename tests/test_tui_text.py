@@ -8,11 +8,11 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from test_tui import git, make_repo, tui
+from test_tui import git, make_repo, opened, tui
 from textual.widgets import Header
 
 from supervisor.state.store import EventSpec, Store
-from supervisor.tui.app import ApprovalScreen
+from supervisor.tui.approval import ApprovalScreen
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -48,7 +48,7 @@ def test_the_approval_screen_shows_escape_sequences_and_markup_literally(tmp_pat
 
     async def scenario() -> tuple[str, bool]:
         app = tui(root)
-        async with app.run_test(size=(140, 90)) as pilot:
+        async with opened(app, (140, 90)) as pilot:
             await pilot.press("o")
             assert isinstance(app.screen, ApprovalScreen)
             await pilot.press("d")  # the diff too

@@ -1,5 +1,6 @@
-"""`supervisor tui` in a real terminal (tmux): a person approves a waiting task with a key press,
-and `supervisor resume` carries the task on to the end.
+"""`supervisor tui` in a real terminal (tmux) of 80×24: a person approves a waiting task with a key
+press, lets the TUI start `supervisor resume`, watches it carry the task to the end with every
+step, role and status name whole, and quits with Ctrl-C.
 
 The waiting task comes from the real pipeline (the real `claude` binary in the real sandbox against
 the scripted model API), stopped at a `human_approval` step as tests/test_workflow_e2e.py does. The
@@ -50,13 +51,13 @@ def real_parts(api_keys: None) -> None:
 class Terminal:
     """A tmux session on its own server socket, so nothing of the user's tmux is touched."""
 
-    def __init__(self, command: list[str], cwd: Path) -> None:
+    def __init__(self, command: list[str], cwd: Path, size: tuple[int, int] = (140, 45)) -> None:
         self.socket = f"supervisor-test-{uuid.uuid4().hex[:8]}"
         self.tmux = ["tmux", "-L", self.socket, "-f", "/dev/null"]
         env_args = [f"{k}={v}" for k, v in os.environ.items() if k.startswith("SUPERVISOR_")]
         subprocess.run(
             [
-                *self.tmux, "new-session", "-d", "-s", "t", "-x", "140", "-y", "45",
+                *self.tmux, "new-session", "-d", "-s", "t", "-x", str(size[0]), "-y", str(size[1]),
                 "-c", str(cwd), "env", "TERM=xterm-256color", *env_args, *command,
             ],
             check=True,
@@ -76,6 +77,10 @@ class Terminal:
             subprocess.run([*self.tmux, "send-keys", "-t", "t", key], check=True)
             time.sleep(0.3)
 
+    def running(self) -> bool:
+        done = subprocess.run([*self.tmux, "has-session", "-t", "t"], capture_output=True)
+        return done.returncode == 0
+
     def close(self) -> None:
         subprocess.run([*self.tmux, "kill-server"], check=False, capture_output=True)
 
@@ -90,7 +95,9 @@ def wait_for(what: Callable[[], Any], timeout: float, describe: Callable[[], str
     raise AssertionError(f"timed out; screen:\n{describe()}")
 
 
-def test_approving_in_the_tui_lets_resume_finish_the_task(tmp_path: Path, serve: Any) -> None:
+def test_approving_in_the_tui_and_resuming_from_it_finishes_the_task(
+    tmp_path: Path, serve: Any
+) -> None:
     """And the user's webhook hears that the task waits, then that it completed."""
     server = serve(planner(), implementer(GOOD_CALC), reviewer())
     repo = new_repo(tmp_path, server.url)
@@ -112,27 +119,35 @@ def test_approving_in_the_tui_lets_resume_finish_the_task(tmp_path: Path, serve:
     wf = tasks.workflows(repo)[0]
     db = repo / ".supervisor" / "state.db"
 
-    term = Terminal([sys.executable, "-m", "supervisor", "tui", "--repo", str(repo)], repo)
+    term = Terminal(
+        [sys.executable, "-m", "supervisor", "tui", "--repo", str(repo)], repo, size=(80, 24)
+    )
     try:
         wait_for(lambda: "awaiting_approval" in term.screen(), 60, term.screen)
+        assert "plan (approval)" in term.screen()  # the step, whole, at 80 columns
         term.keys("o")
         wait_for(lambda: "[A]pprove" in term.screen(), 30, term.screen)
-        assert "plan: COMPLETE" in term.screen()  # what is being approved: the plan
         term.keys("a")
+        wait_for(lambda: "Resume workflow" in term.screen(), 30, term.screen)
+        with Store(db) as store:
+            assert store.latest_approval(wf.id).status == "approved"
+        term.keys("y")  # the TUI starts `supervisor resume` and follows it in the state
 
-        def decided() -> str | None:
+        def finished() -> str | None:
             with Store(db) as store:
-                approval = store.latest_approval(wf.id)
-            return approval.status if approval and approval.status != "pending" else None
+                status = store.workflow(wf.id).status
+            return status if status in ("completed", "failed") else None
 
-        assert wait_for(decided, 30, term.screen) == "approved"
-        wait_for(lambda: f"supervisor resume {wf.id}" in term.screen(), 15, term.screen)
-        term.keys("q")
+        assert wait_for(finished, 600, term.screen) == "completed"
+        wait_for(lambda: " completed " in term.screen().split("\n")[2], 30, term.screen)
+        words = term.screen().replace("│", " ").split()
+        for name in ("implementer", "reviewer", "succeeded"):
+            assert name in words, term.screen()  # whole, not folded over two lines
+        term.keys("C-c")
+        wait_for(lambda: not term.running(), 30, term.screen)
     finally:
         term.close()
 
-    done = tasks.resume(wf.id, repo)
-    assert done.status == "completed"
     hook.server.shutdown()
     assert [(b["event"], b["workflow"]["id"]) for b in hook.bodies] == [
         ("approval", wf.id),

@@ -33,6 +33,7 @@ from supervisor.cli.plain import fit_to_output
 from supervisor.cli.status_view import show_status
 from supervisor.errors import ApprovalRequired, SupervisorError
 from supervisor.guard.textsafe import visible
+from supervisor.tui import keys as tui_keys
 
 if TYPE_CHECKING:
     from supervisor.state.records import Workflow
@@ -368,7 +369,7 @@ def status(
     show_status(console, repo, workflow_id, as_json=as_json)
 
 
-@app.command()
+@app.command(epilog=tui_keys.help_text())
 def tui(
     repo: RepoOption = Path(),
     interval: Annotated[float, typer.Option(help="Seconds between refreshes.")] = 1.0,

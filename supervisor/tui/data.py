@@ -21,11 +21,12 @@ from supervisor.state.reader import StateReader
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from supervisor.state.records import Event, Workflow
+    from supervisor.state.records import Approval, Event, Workflow
     from supervisor.state.store import Store
 
 GIT = ["git", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"]
 WAITING = ("awaiting_approval", "rate_limited")
+DECIDED = ("approved", "rejected")
 
 
 @dataclass
@@ -37,6 +38,28 @@ class Row:
     elapsed: str
     tokens: int
     cost: float
+    decided: str | None = None  # a decision recorded on the waiting approval, not yet applied
+
+    @property
+    def status(self) -> str:
+        return status_shown(self.workflow, self.decided)
+
+
+def status_shown(wf: Workflow, decided: str | None) -> str:
+    """What the list says a workflow stands at. A decision (`approve`, `reject`, the TUI's
+    buttons) only records itself on the pending approval; the workflow stays
+    `awaiting_approval` until `resume` applies it (supervisor.task_state.decide,
+    supervisor.workflow.resuming). Saying `awaiting_approval` and offering [A]pprove again
+    after the person approved was wrong, so the list says what was decided."""
+    if wf.status == "awaiting_approval" and decided in DECIDED:
+        return decided
+    return wf.status
+
+
+def resumable(status: str) -> bool:
+    """Whether `supervisor resume` has something to do: not a finished task, nor one that still
+    waits for a person's decision (the core refuses both, and says so)."""
+    return status not in ("completed", "awaiting_approval")
 
 
 @dataclass
@@ -74,6 +97,7 @@ class Monitor:
     changed: set[int | None] = field(default_factory=set)  # workflows with new events
     stamps: dict[int, str] = field(default_factory=dict)  # updated_at as stored, per workflow
     known: dict[int, Workflow] = field(default_factory=dict)
+    decided: dict[int, str] = field(default_factory=dict)  # latest approval's status, if decided
 
     def _reader(self) -> StateReader | None:
         reader = StateReader.open(self.db)
@@ -90,10 +114,14 @@ class Monitor:
         if shared is not None:  # PostgreSQL: every workflow and its totals, read again
             with shared as store:
                 found = store.workflows()
+                self.decided = {}
                 for wf in found:
                     totals = store.usage_totals(wf.id)
                     tokens = int(totals["input_tokens"]) + int(totals["output_tokens"])
                     self.usage[wf.id] = Usage(tokens, float(totals["cost_usd"]))
+                    approval = store.latest_approval(wf.id) if _waits(wf) else None
+                    if approval is not None and approval.status in DECIDED:
+                        self.decided[wf.id] = approval.status
             self.changed = {wf.id for wf in found}
             return self._rows(found)
         reader = self._reader()
@@ -102,7 +130,22 @@ class Monitor:
         with reader:
             found = self._workflows(reader)
             self._add_usage(reader.conn)
+            self._decisions(reader.conn, [wf.id for wf in found if _waits(wf)])
         return self._rows(found)
+
+    def _decisions(self, conn: sqlite3.Connection, waiting: list[int]) -> None:
+        """The latest approval of each waiting workflow, when a person has decided it."""
+        self.decided = {}
+        for start in range(0, len(waiting), 500):
+            chunk = waiting[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for wf_id, status in conn.execute(
+                "SELECT workflow_id, status FROM approvals WHERE id IN (SELECT max(id) FROM "
+                f"approvals WHERE workflow_id IN ({marks}) GROUP BY workflow_id)",
+                chunk,
+            ):
+                if status in DECIDED:
+                    self.decided[int(wf_id)] = str(status)
 
     def _rows(self, found: list[Workflow]) -> list[Row]:
         now = datetime.now(UTC).replace(tzinfo=None)
@@ -113,6 +156,7 @@ class Monitor:
                 elapsed(wf, now),
                 self.usage.get(wf.id, Usage()).tokens,
                 self.usage.get(wf.id, Usage()).cost,
+                self.decided.get(wf.id),
             )
             for wf in found
         ]
@@ -161,7 +205,7 @@ class Monitor:
                 log = store.events(wf_id)[-events:]
                 steps = store.steps(wf_id)
                 approval = store.latest_approval(wf_id)
-            return Detail(wf, log, steps, approval.step if approval else None)
+            return Detail(wf, log, steps, approval.step if approval else None, _decision(approval))
         reader = self._reader()
         if reader is None:
             return None
@@ -174,7 +218,15 @@ class Monitor:
             log = reader.events(wf_id, after_id=recent[0] - 1 if recent else 0)
             steps = reader.steps(wf_id)
             approval = reader.latest_approval(wf_id)
-        return Detail(wf, log, steps, approval.step if approval else None)
+        return Detail(wf, log, steps, approval.step if approval else None, _decision(approval))
+
+
+def _decision(approval: Approval | None) -> str | None:
+    return approval.status if approval is not None and approval.status in DECIDED else None
+
+
+def _waits(wf: Workflow) -> bool:
+    return wf.status == "awaiting_approval"
 
 
 @dataclass
@@ -183,6 +235,11 @@ class Detail:
     events: list[Event]
     steps: list[dict[str, Any]]
     approval_step: str | None
+    decided: str | None = None  # the latest approval's decision, when a person has made one
+
+    @property
+    def status(self) -> str:
+        return status_shown(self.workflow, self.decided)
 
 
 @dataclass

@@ -1,0 +1,31 @@
+"""The TUI's keys, in one place: `supervisor tui --help` prints them without importing Textual,
+and the screens' bindings are checked against them (tests/test_tui_keys.py)."""
+
+from __future__ import annotations
+
+MAIN = (
+    ("up/down", "choose a workflow"),
+    ("enter, o", "open the approval screen of a workflow waiting for approval"),
+    ("r", "resume: starts `supervisor resume ID` in the background"),
+    ("x", "raise the budget of a workflow paused on it"),
+    ("e", "show older events of the selected workflow"),
+    ("g", "refresh now"),
+    ("q, ctrl+c", "quit (a resume started here goes on)"),
+)
+APPROVAL = (
+    ("a", "approve"),
+    ("r", "reject (asks for the reason, fed back to the step)"),
+    ("c", "comment (recorded with your approval)"),
+    ("d", "show or hide the diff"),
+    ("s, escape", "back to the list"),
+)
+
+
+def help_text() -> str:
+    """The keys as `--help` shows them (Typer keeps lines that follow a lone \\b)."""
+    lines = ["\b", "Keys in the list:"]
+    lines += [f"  {key:<11} {what}" for key, what in MAIN]
+    lines += ["", "\b", "Keys on the approval screen:"]
+    lines += [f"  {key:<11} {what}" for key, what in APPROVAL]
+    lines += ["", "\b", "In a text box: enter sends, escape cancels."]
+    return "\n".join(lines)
