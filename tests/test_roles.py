@@ -83,7 +83,7 @@ def test_every_built_in_role_resolves(repo: Path) -> None:
 
 @pytest.mark.parametrize("pack", sorted(p.name for p in PACKS_DIR.iterdir()))
 def test_every_pack_role_resolves_once_installed(repo: Path, pack: str) -> None:
-    for source in (PACKS_DIR / pack).glob("*.yaml"):
+    for source in (PACKS_DIR / pack / "roles").glob("*.yaml"):
         project_role(repo, source.stem, source.read_text())
         assert load_role(source.stem, repo).name == source.stem
 
