@@ -156,7 +156,9 @@ def test_a_cycle_in_extends_is_named(repo: Path) -> None:
 def test_a_built_in_role_cannot_extend_itself(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     package = repo.parent / "package_roles"
     write_role(package, "loop", "extends: loop\n")
-    monkeypatch.setattr("supervisor.context.roles.layers", lambda _repo: [("package", package)])
+    monkeypatch.setattr(
+        "supervisor.context.roles.search_layers", lambda _repo: [("package", package, None)]
+    )
     with pytest.raises(ConfigError, match="extends itself"):
         load_role("loop", repo)
 

@@ -355,6 +355,8 @@ def roles_rows(files: list[RoleFile]) -> list[dict[str, object]]:
             {
                 "role": f.name,
                 "layer": "built-in" if f.layer == "package" else f.layer,
+                "pack": f.pack or "",
+                "version": f.version or "",
                 "extends": str(data.get("extends") or ""),
                 "description": str(data.get("description") or ""),
                 "file": str(f.path),
@@ -367,7 +369,8 @@ def roles_rows(files: list[RoleFile]) -> list[dict[str, object]]:
 
 def roles_table(files: list[RoleFile]) -> Table:
     table = Table(
-        title="Roles (the first of a name wins: project > user > built-in)", title_justify="left"
+        title="Roles (the first of a name wins: project > user > community > built-in)",
+        title_justify="left",
     )
     rows = roles_rows(files)
     _id_column(table, "role", [str(r["role"]) for r in rows])
@@ -378,7 +381,7 @@ def roles_table(files: list[RoleFile]) -> Table:
     for r in rows:
         table.add_row(
             text(r["role"], "dim strike" if r["shadowed"] else "bold", lines=False),
-            str(r["layer"]),
+            text(f"[{r['layer']}]" + (f" {r['pack']} {r['version']}" if r["pack"] else "")),
             _one(r["extends"]),
             text(r["description"]),
             text(_short(str(r["file"]))),

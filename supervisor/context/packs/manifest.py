@@ -23,6 +23,8 @@ from supervisor.resources import CONFIG_DIR
 
 MANIFEST = "pack.yaml"
 PACK_SCHEMA_PATH = CONFIG_DIR / "pack_schema.json"
+PACKS_DIR = CONFIG_DIR / "role_packs"
+"""The built-in packs, in the same format as community ones (`supervisor init` offers them)."""
 NAME = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 FILE_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
 
@@ -171,8 +173,6 @@ def load_pack(root: Path) -> Pack:
 
 
 def builtin_packs() -> list[Pack]:
-    from supervisor.context.roles import PACKS_DIR
-
     return [load_pack(p) for p in sorted(PACKS_DIR.iterdir()) if (p / MANIFEST).is_file()]
 
 

@@ -17,7 +17,7 @@ from supervisor.config import RolePackSettings, read_yaml, user_dir, validate
 from supervisor.context.packs import fetch, versions
 from supervisor.context.packs.lock import LockEntry, Scope, file_hashes, verify
 from supervisor.context.packs.manifest import MANIFEST, Pack, PackDependency, load_pack
-from supervisor.errors import ConfigError
+from supervisor.errors import ConfigError, PackChangedError
 from supervisor.guard import trustmap
 
 
@@ -121,10 +121,11 @@ def install(
         _check_supervisor(pack)
         lock = scope.read()
         old = lock.packs.get(pack.name)
-        if old is not None and old.commit == commit and (scope.pack_dir(pack.name)).is_dir():
-            verify(scope, old)
+        if old is not None and old.commit == commit and _intact(scope, old):
             report.unchanged.append(old)
         elif old is not None and not request.update and request.parent is None:
+            if old.commit == commit:
+                verify(scope, old)  # changed since: say so, with the fix
             raise ConfigError(
                 f"Role pack '{pack.name}' {old.version} is installed already ({old.source}).",
                 f"Run `supervisor role install --update {pack.name}` to move it to another "
@@ -300,6 +301,14 @@ def _check_supervisor(pack: Pack) -> None:
             f"Role pack '{pack.name}' needs supervisor {wanted}; this is {have}.",
             "Install a version of the pack made for this supervisor, or upgrade supervisor.",
         )
+
+
+def _intact(scope: Scope, entry: LockEntry) -> bool:
+    try:
+        verify(scope, entry)
+    except PackChangedError:
+        return False
+    return True
 
 
 def _dependency_names(scope: Scope, entry: LockEntry) -> list[str]:
