@@ -20,8 +20,12 @@ from cli_support import supervisor
 from supervisor.context import prompts
 from supervisor.context.packs import versions
 from supervisor.context.packs.lock import Scope
-from supervisor.context.packs.manifest import builtin_packs, load_pack, pack_json_schema
-from supervisor.context.packs.manifest import PACK_SCHEMA_PATH
+from supervisor.context.packs.manifest import (
+    PACK_SCHEMA_PATH,
+    builtin_packs,
+    load_pack,
+    pack_json_schema,
+)
 from supervisor.context.packs.store import Request, install, user_scope
 from supervisor.context.roles import list_roles, load_role, resolve_role
 from supervisor.errors import ConfigError, PackChangedError
@@ -239,7 +243,7 @@ def test_a_changed_pack_is_refused_by_name_until_updated(registry: Path) -> None
     # an added file counts too, and the template is refused as the role is
     role_file.write_text(RISK_ROLE)
     (role_file.parent / "extra.yaml").write_text("extends: reviewer\n")
-    with pytest.raises(PackChangedError, match="roles/extra.yaml was added"):
+    with pytest.raises(PackChangedError, match=r"roles/extra\.yaml was added"):
         prompts.render(
             "@pack/risk-reviewers/risk.j2", None, REVIEW, role=None, task="", feedback=[],
             plan="", run_id="", degrade="", context_pack="",

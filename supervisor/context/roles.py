@@ -176,8 +176,11 @@ def find_role(name: str, repo: Path | None, below: RoleFile | str | None = None)
         index = next(
             i
             for i, (layer, directory, _) in enumerate(search)
-            if (layer == below if isinstance(below, str) else
-                layer == below.layer and below.path.parent == directory)
+            if (
+                layer == below
+                if isinstance(below, str)
+                else layer == below.layer and below.path.parent == directory
+            )
         )
         search = search[index + 1 :]
     for layer, directory, pack in search:

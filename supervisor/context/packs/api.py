@@ -21,9 +21,7 @@ def scope_for(repo: Path | None, project: bool) -> Scope:
     return store.user_scope()
 
 
-def install(
-    spec: str, repo: Path | None, project: bool, update: bool
-) -> store.InstallReport:
+def install(spec: str, repo: Path | None, project: bool, update: bool) -> store.InstallReport:
     """`SOURCE[@VERSION]`; with `update`, SOURCE may be an installed pack's name (fetched again
     from its recorded source, at VERSION or its recorded request)."""
     source, version = store.split_source(spec)
@@ -57,9 +55,7 @@ def remove(name: str, repo: Path | None, project: bool) -> tuple[Scope, LockEntr
     return found[0], store.remove(found[0], name)
 
 
-def _installed_scope(
-    name: str, repo: Path | None, project: bool
-) -> tuple[Scope, LockEntry] | None:
+def _installed_scope(name: str, repo: Path | None, project: bool) -> tuple[Scope, LockEntry] | None:
     for scope in [scope_for(repo, True)] if project else store.scopes(repo):
         entry = scope.read().packs.get(name)
         if entry is not None:

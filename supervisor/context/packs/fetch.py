@@ -122,7 +122,9 @@ def tags(clone: Path) -> list[str]:
 
 def commit_of(clone: Path, ref: str) -> str:
     if ref.startswith("-"):
-        raise ConfigError(f"'{ref}' is not a version.", "Give a tag, a range, a branch or a commit.")
+        raise ConfigError(
+            f"'{ref}' is not a version.", "Give a tag, a range, a branch or a commit."
+        )
     try:
         return git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", cwd=clone).strip()
     except GitError as e:

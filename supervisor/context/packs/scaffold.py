@@ -41,7 +41,6 @@ system_prompt_additions: |
 _TEMPLATE = '{% extends "review_strict.j2" %}\n'
 
 
-
 def init(target: Path, name: str) -> list[Path]:
     import re
 

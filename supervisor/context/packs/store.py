@@ -1,7 +1,7 @@
 """Installed role packs: where they live, installing, updating, removing and searching them.
 
 Project packs (`role install --project`) live in `.supervisor/roles/packs/` with the lock
-`.supervisor/roles.lock`, user packs in `~/.supervisor/roles/packs/` with `~/.supervisor/roles.lock`.
+`.supervisor/roles.lock`; user packs in `~/.supervisor/roles/packs/`, `~/.supervisor/roles.lock`.
 A pack is staged, validated (manifest, refused keys) and only then moved into place and locked,
 so a failed install leaves the previous state as it was.
 """
@@ -234,7 +234,7 @@ def search(repo: Path | None, word: str) -> list[Found]:
             found[(name, version)] = Found(
                 name, version, str(data.get("description", "")), source, where
             )
-    return sorted(found.values(), key=lambda f: (f.name, versions.version(f.version) or 0))  # type: ignore[arg-type]
+    return sorted(found.values(), key=lambda f: (f.name, versions.order(f.version)))
 
 
 def _resolve(clone: Path, requested: str | None) -> tuple[str | None, str]:

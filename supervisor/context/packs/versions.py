@@ -67,3 +67,8 @@ def satisfies(have: str, wanted: str | None) -> bool:
         exact = version(wanted)
         return exact is not None and exact == parsed
     return spec.contains(parsed, prereleases=True)
+
+
+def order(text: str) -> Version:
+    """A sort key: the version, or 0 for a name that is none (a branch, a commit)."""
+    return version(text) or Version("0")
