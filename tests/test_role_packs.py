@@ -464,3 +464,22 @@ def test_built_in_packs_load_by_the_same_mechanism(user: Path) -> None:
 
 def test_a_scope_without_a_lock_has_no_packs(tmp_path: Path) -> None:
     assert Scope("user", tmp_path / "p", tmp_path / "roles.lock").read().packs == {}
+
+
+def test_a_pack_brings_its_own_context_strategy(registry: Path) -> None:
+    from supervisor.context.assemble import load_strategy
+
+    release = risk_release("1.0.0")
+    release["pack.yaml"] = release["pack.yaml"].replace(
+        "requires:", "context_strategies: [risk_files]\nrequires:"
+    )
+    release["roles/risk_reviewer.yaml"] += "context: {strategy: risk_files}\n"
+    release["context_strategies/risk_files.yaml"] = (
+        "name: risk_files\nsections:\n  - kind: diff\n"
+        "  - kind: related\n    include: ['risk/**']\n"
+    )
+    publish(registry, "strategic", {"1.0.0": release})
+    install(user_scope(), Request(str(registry / "strategic.git")))
+    role = load_role("risk_reviewer", None)
+    assert role.context.strategy == "@pack/risk-reviewers/risk_files"
+    assert load_strategy(role.context.strategy, None).name == "risk_files"

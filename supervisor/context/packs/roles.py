@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from supervisor.context.packs.manifest import refuse
-from supervisor.context.packs.store import pack_settings
+from supervisor.context.packs.store import find_installed, pack_settings
 from supervisor.guard.trust_records import warn
 
 TEMPLATE_PREFIX = "@pack"  # prompts.PACK_PREFIX
@@ -26,6 +26,10 @@ def community_spec(
     template = found.get("template")
     if template and (path.parent.parent / "templates" / template).is_file():
         found["template"] = f"{TEMPLATE_PREFIX}/{pack}/{template}"
+    context = found.get("context") or {}
+    strategy = context.get("strategy")
+    if strategy and (path.parent.parent / "context_strategies" / f"{strategy}.yaml").is_file():
+        context["strategy"] = f"{TEMPLATE_PREFIX}/{pack}/{strategy}"
     settings = pack_settings()
     clis = [found["cli"]] if isinstance(found.get("cli"), str) else found.get("cli") or []
     refused_clis = [c for c in clis if not _allowed(c, settings.pack_clis)]
@@ -53,6 +57,22 @@ def community_spec(
             "~/.supervisor/config.yaml)."
         )
     return found
+
+
+def pack_strategy(repo: Path | None, name: str) -> Path:
+    """The file of an installed pack's context strategy (`@pack/<pack>/<name>`), once the pack
+    matches its lock."""
+    from supervisor.errors import ConfigError
+
+    parts = name.split("/")
+    found = find_installed(repo, parts[1]) if len(parts) == 3 else None
+    path = found.pack().root / "context_strategies" / f"{parts[2]}.yaml" if found else None
+    if path is None or not path.is_file() or path.is_symlink():
+        raise ConfigError(
+            f"Context strategy '{name}' is not in an installed pack.",
+            "Install the pack (`supervisor role install`), or name a built-in strategy.",
+        )
+    return path
 
 
 def _allowed(value: str, allowed: list[str]) -> bool:
