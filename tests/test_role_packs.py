@@ -412,7 +412,8 @@ def test_role_show_names_the_file_of_each_field(registry: Path, tmp_path: Path) 
 
 def test_search_reads_only_what_was_fetched(registry: Path) -> None:
     assert run("role", "install", f"{registry / 'base-reviewer.git'}").exit_code == 0
-    assert json.loads(run("role", "search", "trading", "--json").stdout) == []
+    before = json.loads(run("role", "search", "trading", "--json").stdout)
+    assert [f["where"] for f in before] == ["built-in"]  # risk-reviewers not fetched yet
     install(user_scope(), Request(str(registry / "risk-reviewers.git"), "1.0.0"))
     found = json.loads(run("role", "search", "trading", "--json").stdout)
     assert {(f["name"], f["version"]) for f in found} >= {
@@ -475,11 +476,36 @@ def test_a_pack_brings_its_own_context_strategy(registry: Path) -> None:
     )
     release["roles/risk_reviewer.yaml"] += "context: {strategy: risk_files}\n"
     release["context_strategies/risk_files.yaml"] = (
-        "name: risk_files\nsections:\n  - kind: diff\n"
-        "  - kind: related\n    include: ['risk/**']\n"
+        "name: risk_files\nsections:\n  - kind: diff\n  - kind: related\n    include: ['risk/**']\n"
     )
     publish(registry, "strategic", {"1.0.0": release})
     install(user_scope(), Request(str(registry / "strategic.git")))
     role = load_role("risk_reviewer", None)
     assert role.context.strategy == "@pack/risk-reviewers/risk_files"
     assert load_strategy(role.context.strategy, None).name == "risk_files"
+
+
+def test_a_pack_for_another_supervisor_is_refused(registry: Path) -> None:
+    release = risk_release("1.0.0")
+    release["pack.yaml"] = release["pack.yaml"].replace("'>=0.1'", "'>=99'")
+    assert "'>=99'" in release["pack.yaml"]
+    publish(registry, "future", {"1.0.0": release})
+    with pytest.raises(ConfigError, match="needs supervisor >=99"):
+        install(user_scope(), Request(str(registry / "future.git")))
+
+
+def test_search_finds_the_built_in_packs_too(user: Path) -> None:
+    found = json.loads(run("role", "search", "trading", "--json").stdout)
+    assert [(f["name"], f["where"]) for f in found] == [("trading", "built-in")]
+
+
+def test_a_pack_too_big_to_be_one_is_refused(
+    registry: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("supervisor.context.packs.fetch.MAX_PACK_BYTES", 2000)
+    release = risk_release("1.0.0")
+    release["data.bin"] = "x" * 5000
+    publish(registry, "bulky", {"1.0.0": release})
+    with pytest.raises(ConfigError, match="more than"):
+        install(user_scope(), Request(str(registry / "bulky.git")))
+    assert not user_scope().lock_path.exists()

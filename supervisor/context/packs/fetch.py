@@ -34,6 +34,9 @@ GIT = [
     "-c",
     "advice.detachedHead=false",
 ]
+MAX_PACK_BYTES = 5 * 1024 * 1024
+"""A role pack is YAML and templates: anything this big is not one (and would be hashed at every
+role lookup)."""
 _SHORTHAND = re.compile(r"^[A-Za-z0-9.-]+\.[A-Za-z]{2,}/[\w.-]+/[\w.-]+$")
 _OWNER_REPO = re.compile(r"^[\w.-]+/[\w.-]+$")
 
@@ -159,11 +162,19 @@ def export(clone: Path, commit: str, target: Path) -> list[str]:
     if proc.returncode != 0:
         raise GitError(f"git archive {commit} failed: {proc.stderr.decode()[-600:]}")
     written: list[str] = []
+    total = 0
     with tarfile.open(fileobj=io.BytesIO(proc.stdout)) as tar:
         for member in tar.getmembers():
             parts = Path(member.name).parts
             if not member.isreg() or ".." in parts or member.name.startswith("/"):
                 continue
+            total += member.size
+            if total > MAX_PACK_BYTES:
+                raise ConfigError(
+                    f"The pack at commit {commit[:12]} holds more than "
+                    f"{MAX_PACK_BYTES // (1024 * 1024)} MB of files ({member.name} and before).",
+                    "A role pack is YAML and templates; keep other files out of its repository.",
+                )
             data = tar.extractfile(member)
             if data is None:
                 continue

@@ -16,7 +16,13 @@ from pathlib import Path
 from supervisor.config import RolePackSettings, read_yaml, user_dir, validate
 from supervisor.context.packs import fetch, versions
 from supervisor.context.packs.lock import LockEntry, Scope, file_hashes, verify
-from supervisor.context.packs.manifest import MANIFEST, Pack, PackDependency, load_pack
+from supervisor.context.packs.manifest import (
+    MANIFEST,
+    Pack,
+    PackDependency,
+    builtin_packs,
+    load_pack,
+)
 from supervisor.errors import ConfigError, PackChangedError
 from supervisor.guard import trustmap
 
@@ -205,14 +211,17 @@ class Found:
 
 
 def search(repo: Path | None, word: str) -> list[Found]:
-    """Packs installed or already fetched whose name, description, author, keywords or roles
-    mention `word`; offline: only what is on this machine is read."""
+    """Packs built in, installed or already fetched whose name, description, author, keywords
+    or roles mention `word`; offline: only what is on this machine is read."""
     needle = word.lower()
     found: dict[tuple[str, str], Found] = {}
     candidates: list[tuple[str, str, str, dict[str, object]]] = []
     for item in installed(repo):
         data = read_yaml(item.root / MANIFEST) if (item.root / MANIFEST).is_file() else {}
         candidates.append((item.scope.name, item.entry.source, item.entry.version, data or {}))
+    for pack in builtin_packs():
+        data = read_yaml(pack.root / MANIFEST)
+        candidates.append(("built-in", str(pack.root), pack.manifest.version, data))
     sources = user_dir() / "cache" / "role-sources"
     for clone in sorted(sources.iterdir()) if sources.is_dir() else []:
         marker = clone / "supervisor-source"
@@ -293,9 +302,13 @@ def _check_supervisor(pack: Pack) -> None:
     wanted = pack.manifest.requires.supervisor
     if not wanted:
         return
+    from importlib.metadata import PackageNotFoundError
     from importlib.metadata import version as installed_version
 
-    have = installed_version("supervisor")
+    try:
+        have = installed_version("supervisor")
+    except PackageNotFoundError:  # run from a source checkout: no version to hold it to
+        return
     if not versions.satisfies(have, wanted):
         raise ConfigError(
             f"Role pack '{pack.name}' needs supervisor {wanted}; this is {have}.",
