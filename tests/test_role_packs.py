@@ -12,7 +12,7 @@ import json
 import os
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from cli_support import supervisor
@@ -30,6 +30,9 @@ from supervisor.context.packs.store import Request, install, user_scope
 from supervisor.context.roles import list_roles, load_role, resolve_role
 from supervisor.errors import ConfigError, PackChangedError
 from supervisor.schemas import OUTPUT_SCHEMAS
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 REVIEW = OUTPUT_SCHEMAS["review"]
 
@@ -509,3 +512,50 @@ def test_a_pack_too_big_to_be_one_is_refused(
     with pytest.raises(ConfigError, match="more than"):
         install(user_scope(), Request(str(registry / "bulky.git")))
     assert not user_scope().lock_path.exists()
+
+
+@pytest.fixture
+def gnupg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A keyring of the test's own; its gpg-agent is stopped afterwards."""
+    home = tmp_path / "gnupg"
+    home.mkdir(mode=0o700)
+    monkeypatch.setenv("GNUPGHOME", str(home))
+    yield home
+    subprocess.run(
+        ["gpgconf", "--homedir", str(home), "--kill", "gpg-agent"], check=False, capture_output=True
+    )
+
+
+def test_a_signed_tag_installs_when_signed_packs_are_required(
+    tmp_path: Path, user: Path, gnupg: Path
+) -> None:
+    subprocess.run(
+        ["gpg", "--batch", "--passphrase", "", "--quick-gen-key", "pack author <a@localhost>",
+         "ed25519", "sign", "never"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    registry = tmp_path / "signed-registry"
+    registry.mkdir()
+    bare = publish(
+        registry,
+        "base-reviewer",
+        {
+            "1.0.0": {
+                "pack.yaml": manifest("base-reviewer", "1.0.0", ["base_reviewer"]),
+                "roles/base_reviewer.yaml": BASE_ROLE,
+            }
+        },
+    )
+    work = registry / "work" / "base-reviewer"
+    (work / "pack.yaml").write_text(manifest("base-reviewer", "1.1.0", ["base_reviewer"]))
+    git(work, "commit", "-q", "-am", "release 1.1.0")
+    git(work, "-c", "user.signingkey=a@localhost", "tag", "-s", "-m", "1.1.0", "1.1.0")
+    git(work, "push", "-q", str(bare), "1.1.0")
+    (user / "config.yaml").write_text("roles: {require_signed: true}\n")
+
+    unsigned = run("role", "install", f"{bare}@1.0.0")
+    assert unsigned.exit_code == 2
+    assert "Tag '1.0.0'" in unsigned.output and "not signed" in unsigned.output
+    signed = run("role", "install", f"{bare}@1.1.0")
+    assert signed.exit_code == 0, signed.output
+    assert user_scope().read().packs["base-reviewer"].ref == "1.1.0"

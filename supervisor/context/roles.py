@@ -2,8 +2,10 @@
 
 A role file may be partial; `extends` names its parent and the two merge field by field: scalars
 override, lists append (parent first), dicts deep-merge, and `system_prompt_additions`
-concatenate. Files are looked up project → user → package, so a project can shadow a built-in
-role, or extend the built-in role of the same name (the lookup then starts one layer down).
+concatenate. Files are looked up project → user → installed role packs (the project's, then the
+user's: supervisor/context/packs/) → package, so a project can shadow a built-in role, or extend
+the built-in role of the same name (the lookup then starts one layer down). A pack's role is used
+only while the pack's files match its lock, and through what a pack may set (packs/roles.py).
 """
 
 from __future__ import annotations
