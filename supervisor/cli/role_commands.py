@@ -72,8 +72,7 @@ def role_install(
     ] = False,
     repo: RepoOption = Path(),
 ) -> None:
-    """Fetch a role pack with git (no hooks, no submodules, nothing run), its dependencies
-    too, and lock its commit and file hashes."""
+    """Fetch a role pack and its dependencies with git (nothing run); lock commit and hashes."""
     from supervisor.context.packs import api
 
     _print(api.install(source, _root(repo, project), project, update))
