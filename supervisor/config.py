@@ -253,6 +253,18 @@ class TemporalSettings(_Model):
     spread_components: bool = True
 
 
+class RolePackSettings(_Model):
+    """What installed role packs may do; read from the user's own config only (a repository
+    cannot loosen it), by supervisor/context/packs/store.py."""
+
+    require_signed: bool = False
+    """Install a pack only at a tag `git verify-tag` accepts."""
+    pack_clis: list[str] = Field(default_factory=list)
+    """CLIs a community role may ask for (`*`: any); any other `cli:` of a pack is ignored."""
+    pack_models: list[str] = Field(default_factory=list)
+    """Models a community role may ask for (`*`: any); any other model of a pack is ignored."""
+
+
 class Settings(_Model):
     cli: str = "claude"
     workflow: TemplateChoice = Field(default_factory=TemplateChoice)
@@ -271,6 +283,7 @@ class Settings(_Model):
     # embedded: this process runs the task; temporal: a `supervisor worker` runs its steps
     backend: Literal["embedded", "temporal"] = "embedded"
     temporal: TemporalSettings = Field(default_factory=TemporalSettings)
+    roles: RolePackSettings = Field(default_factory=RolePackSettings)
 
 
 DEGRADE_LEVELS = ["simplified", "minimal"]

@@ -28,6 +28,14 @@ class ConfigError(SupervisorError, ValueError):
     exit_code = 2
 
 
+class PackChangedError(ConfigError):
+    """An installed role pack's files no longer match the hashes its lock recorded."""
+
+    def __init__(self, message: str, hint: str | None = None, *, pack: str) -> None:
+        super().__init__(message, hint)
+        self.pack = pack
+
+
 class UsageError(SupervisorError):
     """A command's arguments cannot be used as given (exit 2, like a parse error)."""
 

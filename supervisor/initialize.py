@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
+from supervisor.context.packs.manifest import load_pack
 from supervisor.context.roles import PACKS_DIR
 from supervisor.gate_check import GateCheck
 from supervisor.guard import trustmap
@@ -51,7 +52,7 @@ class InitReport:
 
 
 def pack_roles(pack: str) -> list[str]:
-    return sorted(p.stem for p in (PACKS_DIR / pack).glob("*.yaml"))
+    return sorted(load_pack(PACKS_DIR / pack).manifest.roles)
 
 
 def offered_packs(detection: Detection) -> list[tuple[str, bool]]:
@@ -129,7 +130,7 @@ def initialize(
     }
     for pack in packs:
         for role in pack_roles(pack):
-            files[f"roles/{role}.yaml"] = (PACKS_DIR / pack / f"{role}.yaml").read_text()
+            files[f"roles/{role}.yaml"] = load_pack(PACKS_DIR / pack).role_path(role).read_text()
     for rel, text in files.items():
         _write(state, rel, text, manifest, report)
     (state / "templates").mkdir(parents=True, exist_ok=True)

@@ -83,7 +83,7 @@ def test_every_built_in_role_resolves(repo: Path) -> None:
 
 @pytest.mark.parametrize("pack", sorted(p.name for p in PACKS_DIR.iterdir()))
 def test_every_pack_role_resolves_once_installed(repo: Path, pack: str) -> None:
-    for source in (PACKS_DIR / pack).glob("*.yaml"):
+    for source in (PACKS_DIR / pack / "roles").glob("*.yaml"):
         project_role(repo, source.stem, source.read_text())
         assert load_role(source.stem, repo).name == source.stem
 
@@ -156,7 +156,9 @@ def test_a_cycle_in_extends_is_named(repo: Path) -> None:
 def test_a_built_in_role_cannot_extend_itself(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     package = repo.parent / "package_roles"
     write_role(package, "loop", "extends: loop\n")
-    monkeypatch.setattr("supervisor.context.roles.layers", lambda _repo: [("package", package)])
+    monkeypatch.setattr(
+        "supervisor.context.roles.search_layers", lambda _repo: [("package", package, None)]
+    )
     with pytest.raises(ConfigError, match="extends itself"):
         load_role("loop", repo)
 

@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from supervisor.cli import help_text, project_commands, roles_config, sandbox_commands, scaleout
+from supervisor.cli import (
+    help_text,
+    project_commands,
+    role_commands,
+    roles_config,
+    sandbox_commands,
+    scaleout,
+)
 from supervisor.cli.common import (
     JsonOption,
     RepoOption,
@@ -409,6 +416,7 @@ def events(
 
 
 app.add_typer(roles_config.roles_app, name="roles")
+app.add_typer(role_commands.role_app, name="role")
 app.add_typer(roles_config.config_app, name="config")
 app.add_typer(sandbox_commands.sandbox_app, name="sandbox")
 project_commands.register(app)  # init, context, analyze-deps, doctor, metrics, demo, setup

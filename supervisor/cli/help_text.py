@@ -34,6 +34,7 @@ PANELS = {
     "trust": SET_UP,
     "config": SET_UP,
     "roles": SET_UP,
+    "role": SET_UP,
     "sandbox": SET_UP,
     "context": SET_UP,
     "worker": TEAM,

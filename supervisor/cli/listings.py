@@ -159,6 +159,8 @@ def role_rows(files: list[RoleFile]) -> list[dict[str, object]]:
             {
                 "role": f.name,
                 "layer": "built-in" if f.layer == "package" else f.layer,
+                "pack": f.pack or "",
+                "version": f.version or "",
                 "extends": str(data.get("extends") or ""),
                 "description": str(data.get("description") or ""),
                 "file": str(f.path),
@@ -171,10 +173,12 @@ def role_rows(files: list[RoleFile]) -> list[dict[str, object]]:
 
 def roles(rows: list[dict[str, object]]) -> Listing:
     listing = Listing(
-        "Roles (the first of a name wins: project > user > built-in)",
+        "Roles (the first of a name wins: project > user > community > built-in)",
         [
             Column("role"),
             Column("layer", "short"),
+            Column("pack"),
+            Column("version", "short"),
             Column("extends"),
             Column("file"),
             Column("description", "text"),
@@ -183,7 +187,9 @@ def roles(rows: list[dict[str, object]]) -> Listing:
     for r in rows:
         listing.add(
             Cell(str(r["role"]), "dim strike" if r["shadowed"] else "bold"),
-            str(r["layer"]),
+            f"[{r['layer']}]",
+            str(r["pack"]) or "-",
+            str(r["version"]) or "-",
             str(r["extends"]),
             short_path(str(r["file"])),
             str(r["description"]),

@@ -104,6 +104,11 @@ class Pack:
 
 
 def load_strategy(name: str, repo: Path | None) -> Strategy:
+    if name.startswith("@pack/"):  # an installed pack's own (supervisor/context/packs/roles.py)
+        from supervisor.context.packs.roles import pack_strategy
+
+        path = pack_strategy(repo, name)
+        return validate(Strategy, read_yaml(path), path)
     places = [CONFIG_DIR / "context_strategies"]
     if repo is not None:
         places.insert(0, trustmap.repo_path(repo, trustmap.STRATEGIES, trustmap.DATA))

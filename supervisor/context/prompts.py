@@ -50,6 +50,8 @@ class _Templates(jinja2.BaseLoader):
 
         parts = split_template_path(template)  # refuses `..`
         repo = _REPO.get()
+        if parts[0] == PACK_PREFIX:
+            return _pack_template(repo, parts), template, None
         if repo is not None:
             rel = "/".join([TEMPLATES, *parts])
             trustmap.repo_path(repo, rel, trustmap.NEEDS_TRUST)
@@ -69,6 +71,20 @@ class _Templates(jinja2.BaseLoader):
         return path.read_text(encoding="utf-8"), str(path), None
 
 
+def _pack_template(repo: Path | None, parts: list[str]) -> str:
+    """An installed pack's template (`@pack/<pack>/<file>`), once the pack matches its lock."""
+    from supervisor.context.packs.store import find_installed
+
+    found = find_installed(repo, parts[1]) if len(parts) == 3 else None
+    if found is None:
+        raise jinja2.TemplateNotFound("/".join(parts))
+    path = found.pack().template_path(parts[2])
+    if not path.is_file() or path.is_symlink():
+        raise jinja2.TemplateNotFound("/".join(parts))
+    return path.read_text(encoding="utf-8")
+
+
+PACK_PREFIX = "@pack"
 _REPO: ContextVar[Path | None] = ContextVar("template_repo", default=None)
 TEMPLATES = trustmap.TEMPLATES
 

@@ -2,8 +2,10 @@
 
 A role file may be partial; `extends` names its parent and the two merge field by field: scalars
 override, lists append (parent first), dicts deep-merge, and `system_prompt_additions`
-concatenate. Files are looked up project → user → package, so a project can shadow a built-in
-role, or extend the built-in role of the same name (the lookup then starts one layer down).
+concatenate. Files are looked up project → user → installed role packs (the project's, then the
+user's: supervisor/context/packs/) → package, so a project can shadow a built-in role, or extend
+the built-in role of the same name (the lookup then starts one layer down). A pack's role is used
+only while the pack's files match its lock, and through what a pack may set (packs/roles.py).
 """
 
 from __future__ import annotations
@@ -11,18 +13,21 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from supervisor.config import read_yaml, user_dir, validate
+from supervisor.context.packs.manifest import PACKS_DIR as PACKS_DIR
 from supervisor.errors import ConfigError
 from supervisor.guard import trustmap
 from supervisor.resources import CONFIG_DIR
 from supervisor.schemas import OUTPUT_SCHEMAS
 
+if TYPE_CHECKING:
+    from supervisor.context.packs.store import Installed
+
 SCHEMA_PATH = CONFIG_DIR / "role_schema.json"
-PACKS_DIR = CONFIG_DIR / "role_packs"
 
 
 class _Model(BaseModel):
@@ -136,7 +141,10 @@ class Role(_Model):
 class RoleFile:
     name: str
     path: Path
-    layer: str  # project | user | package
+    layer: str  # project | user | community | package
+    pack: str | None = None
+    """The installed pack a community role comes from."""
+    version: str | None = None
 
 
 @dataclass
@@ -147,23 +155,44 @@ class ResolvedRole:
 
 
 def layers(repo: Path | None) -> list[tuple[str, Path]]:
-    found = [("user", user_dir() / "roles"), ("package", CONFIG_DIR / "base_roles")]
+    return [(layer, directory) for layer, directory, _ in search_layers(repo)]
+
+
+def search_layers(repo: Path | None) -> list[tuple[str, Path, Installed | None]]:
+    """Project → user → installed packs (the project's, then the user's) → package."""
+    from supervisor.context.packs.store import installed
+
+    found: list[tuple[str, Path, Installed | None]] = [("user", user_dir() / "roles", None)]
     if repo is not None:
-        found.insert(0, ("project", trustmap.repo_path(repo, trustmap.ROLES, trustmap.NEEDS_TRUST)))
-    return found
+        roles_dir = trustmap.repo_path(repo, trustmap.ROLES, trustmap.NEEDS_TRUST)
+        found.insert(0, ("project", roles_dir, None))
+    found += [("community", i.root / "roles", i) for i in installed(repo)]
+    return [*found, ("package", CONFIG_DIR / "base_roles", None)]
 
 
-def find_role(name: str, repo: Path | None, below: str | None = None) -> RoleFile:
-    """The first file for `name`, searching the layers after `below` when given."""
-    search = layers(repo)
+def find_role(name: str, repo: Path | None, below: RoleFile | str | None = None) -> RoleFile:
+    """The first file for `name`, searching the layers after `below`'s when given. A role of an
+    installed pack is used only while the pack's files match its lock."""
+    search = search_layers(repo)
     if below is not None:
-        index = [layer for layer, _ in search].index(below)
+        index = next(
+            i
+            for i, (layer, directory, _) in enumerate(search)
+            if (
+                layer == below
+                if isinstance(below, str)
+                else layer == below.layer and below.path.parent == directory
+            )
+        )
         search = search[index + 1 :]
-    for layer, directory in search:
+    for layer, directory, pack in search:
         path = directory / f"{name}.yaml"
-        if path.is_file():
-            return RoleFile(name, path, layer)
-    places = ", ".join(str(d) for _, d in search) or "(no layer below)"
+        if path.is_file() or (pack is not None and path.is_symlink()):
+            if pack is None:
+                return RoleFile(name, path, layer)
+            pack.pack()  # verifies the lock: a changed pack is refused by name
+            return RoleFile(name, path, layer, pack.entry.name, pack.entry.version)
+    places = ", ".join(str(d) for _, d, _ in search) or "(no layer below)"
     raise ConfigError(
         f"Unknown role '{name}': no {name}.yaml in {places}.",
         "Check the name, or add the role file to .supervisor/roles/ (`supervisor roles list` "
@@ -174,9 +203,12 @@ def find_role(name: str, repo: Path | None, below: str | None = None) -> RoleFil
 def list_roles(repo: Path | None) -> list[RoleFile]:
     """Every role file, the shadowed ones included, in lookup order."""
     files = []
-    for layer, directory in layers(repo):
+    for layer, directory, pack in search_layers(repo):
         if directory.is_dir():
-            files += [RoleFile(p.stem, p, layer) for p in sorted(directory.glob("*.yaml"))]
+            name, version = (pack.entry.name, pack.entry.version) if pack else (None, None)
+            files += [
+                RoleFile(p.stem, p, layer, name, version) for p in sorted(directory.glob("*.yaml"))
+            ]
     return files
 
 
@@ -197,7 +229,7 @@ def resolve_role(name: str, repo: Path | None) -> ResolvedRole:
         parent = spec.get("extends")
         if parent is None:
             break
-        below = current.layer if parent == current.name else None
+        below = current if parent == current.name else None
         if parent == current.name and current.layer == "package":
             raise ConfigError(
                 f"Role '{current.name}' in {current.path} extends itself.",
@@ -324,6 +356,10 @@ def _read_spec(role_file: RoleFile) -> dict[str, Any]:
             "Make the name match the file name, or drop the `name:` line.",
         )
     found = spec.model_dump(exclude_none=True)
+    if role_file.pack is not None:
+        from supervisor.context.packs.roles import community_spec
+
+        return community_spec(role_file.path, role_file.pack, data, found)
     if role_file.layer == "project" and found.get("allow_paths"):
         from supervisor.guard import trust  # a repository role opening protected paths needs trust
 

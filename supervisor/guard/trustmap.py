@@ -36,6 +36,8 @@ STATE_DIR = ".supervisor"
 CONFIG = ".supervisor/config.yaml"
 TEMPLATES = ".supervisor/templates"
 ROLES = ".supervisor/roles"
+ROLE_PACKS = ".supervisor/roles/packs"
+ROLES_LOCK = ".supervisor/roles.lock"
 POLICY = ".supervisor/approval_policy.yaml"
 DOCKERFILE = ".supervisor/sandbox/Dockerfile"
 STRATEGIES = ".supervisor/context_strategies"
@@ -69,6 +71,13 @@ REPOSITORY: tuple[Input, ...] = (
         NEEDS_TRUST,
         "role files: `env` and `flags` route credentials, `allow_paths` opens protected paths",
     ),
+    Input(
+        ".supervisor/roles/packs/**",
+        DATA,
+        "installed role packs: verified against roles.lock; keys that route credentials or "
+        "weaken a protection are refused, templates render sandboxed",
+    ),
+    Input(".supervisor/roles.lock", DATA, "sources, commits and file hashes of installed packs"),
     Input(
         ".supervisor/approval_policy.yaml",
         NEEDS_TRUST,
