@@ -9,8 +9,8 @@ and check each is refused by name.
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
