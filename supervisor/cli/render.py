@@ -109,23 +109,33 @@ def _one(value: object) -> Text:
     return text(value, lines=False)
 
 
-def _shown_status(wf: Workflow, supervisors: dict[int, int | None] | None) -> str:
-    """A running task that no supervisor runs any more (killed) says so: resume continues it."""
+def _shown_status(
+    wf: Workflow,
+    supervisors: dict[int, int | None] | None,
+    runners: dict[int, str] | None = None,
+) -> str:
+    """A running task that no supervisor runs any more (killed) says so: resume continues it.
+    `runners`: who runs it, as supervisor/state/runner_view.py tells it."""
     from supervisor.degradation import label
 
     degraded = f" ({label(wf.context)})" if wf.context.get("degraded") else ""
+    if runners and wf.id in runners:
+        return runners[wf.id] + degraded
     if supervisors is not None and wf.id in supervisors and supervisors[wf.id] is None:
         return f"{wf.status} (no supervisor){degraded}"
     return wf.status + degraded
 
 
 def workflows_table(
-    workflows: list[Workflow], supervisors: dict[int, int | None] | None = None
+    workflows: list[Workflow],
+    supervisors: dict[int, int | None] | None = None,
+    runners: dict[int, str] | None = None,
 ) -> Table:
-    """`supervisors`: the pid running each running task (None: no supervisor runs it)."""
+    """`supervisors`: the pid running each running task (None: no supervisor runs it);
+    `runners`: who runs it, across hosts and runners."""
     table = Table(title="Workflows", title_justify="left")
     table.add_column("id")
-    _id_column(table, "status", [_shown_status(wf, supervisors) for wf in workflows])
+    _id_column(table, "status", [_shown_status(wf, supervisors, runners) for wf in workflows])
     _id_column(table, "step", [shown_step(wf) for wf in workflows])
     _id_column(table, "branch", [wf.task_branch for wf in workflows])
     for column in ("task", "updated"):
@@ -133,7 +143,7 @@ def workflows_table(
     for wf in workflows:
         table.add_row(
             str(wf.id),
-            _status(wf.status, _shown_status(wf, supervisors)),
+            _status(wf.status, _shown_status(wf, supervisors, runners)),
             _one(shown_step(wf)),
             _one(wf.task_branch),
             _one(wf.description[:50]),
@@ -151,16 +161,19 @@ def shown_step(wf: Workflow) -> str:
 
 
 def workflow_detail(
-    store: Store | StateReader, wf_id: int, pending: list[str] | None = None
+    store: Store | StateReader,
+    wf_id: int,
+    pending: list[str] | None = None,
+    runner: str | None = None,
 ) -> RenderableType:
     """One workflow; `pending` says what a waiting approval is about
-    (supervisor.policy.approvals)."""
+    (supervisor.policy.approvals); `runner`, who runs it (supervisor/state/runner_view.py)."""
     wf = store.workflow(wf_id)
     totals = store.usage_totals(wf_id)
     head = Table.grid(padding=(0, 2))
     head.add_row("workflow", str(wf.id))
     head.add_row("task", text(wf.description))
-    head.add_row("status", _status(wf.status))
+    head.add_row("status", _status(wf.status, runner))
     from supervisor.degradation import label
 
     if wf.context.get("degraded"):

@@ -24,13 +24,20 @@ def show_status(console: Console, repo: Path, workflow_id: int | None, *, as_jso
     if workflow_id is None:
         found = access.workflows(repo)
         pids = access.supervisors(repo, found)
+        runners = access.runners(repo, found, pids)
         if as_json:
-            json_out([{**plain(wf), "supervisor_pid": pids.get(wf.id)} for wf in found])
+            json_out(
+                [
+                    {**plain(wf), "supervisor_pid": pids.get(wf.id), "runner": runners.get(wf.id)}
+                    for wf in found
+                ]
+            )
         else:
-            console.print(fit(console, workflows_table(found, pids)))
+            console.print(fit(console, workflows_table(found, pids, runners)))
         return
     with access.reading(repo) as store:
         wf = store.workflow(workflow_id)
+        runner = access.runners(repo, [wf], access.supervisors(repo, [wf])).get(wf.id)
         about: list[str] = []
         if wf.status in ("awaiting_approval", "budget_exceeded"):
             from supervisor.policy.approvals import pending
@@ -45,7 +52,8 @@ def show_status(console: Console, repo: Path, workflow_id: int | None, *, as_jso
                     "usage": store.usage_totals(workflow_id),
                     "approval": plain(approval) if approval else None,
                     "to_approve": about,
+                    "runner": runner,
                 }
             )
             return
-        console.print(fit(console, workflow_detail(store, workflow_id, about)))
+        console.print(fit(console, workflow_detail(store, workflow_id, about, runner)))

@@ -213,7 +213,7 @@ def acquire(
                 "Wait for it to finish; a holder that stops answering loses its hold after "
                 f"{ttl_s:.0f} s.",
                 current,
-            )
+            ) from None
     return Held(engine, name, holder, ttl_s)
 
 
