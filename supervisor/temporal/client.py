@@ -92,6 +92,7 @@ def _record(store: Store, wf_id: int, settings: TemporalSettings, wid: str, queu
         "task_queue": queue,
         "workflow_id": wid,
         "repository": repository,
+        "remote": settings.remote,
     }
     store.add_event(wf_id, EventSpec(kind, status="submitted", payload=payload))
 
