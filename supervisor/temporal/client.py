@@ -28,12 +28,10 @@ if TYPE_CHECKING:
 SUBMITTED = "temporal_submitted"
 
 
-def workflow_id(repo: Path, wf_id: int) -> str:
+def workflow_id(repository: str, wf_id: int) -> str:
     """Unique per repository and task (two repositories' task 1 are two workflows); the same
     in every clone, so a hand-back from any host replaces the same workflow."""
-    from supervisor.temporal.identity import repository_id
-
-    return f"supervisor-{repository_id(repo)}-{wf_id}"
+    return f"supervisor-{repository}-{wf_id}"
 
 
 async def connect(address: str, namespace: str, timeout: float | None = None) -> Any:
@@ -107,7 +105,7 @@ class Submitter:
 
         self.project = project
         self.settings = project.settings.temporal
-        self.repository = repository_id(project.root)
+        self.repository = repository_id(project.root, self.settings.remote)
         self.queue = queue_for(project.root, self.settings)
 
         async def probe() -> None:
@@ -120,7 +118,7 @@ class Submitter:
     def __call__(self, wf: Workflow) -> None:
         from supervisor.temporal.workflow import TaskInput
 
-        wid = workflow_id(self.project.root, wf.id)
+        wid = workflow_id(self.repository, wf.id)
         task = TaskInput(wf.id, self.settings.heartbeat_timeout_seconds, None, self.repository)
         try:
             if self.settings.remote:  # the worker hosts' clones take the task from there

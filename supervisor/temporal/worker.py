@@ -36,7 +36,7 @@ def preflight(project: Project) -> str:
     from supervisor.temporal import remote
     from supervisor.temporal.identity import repository_id
 
-    own = repository_id(project.root)
+    own = repository_id(project.root, project.settings.temporal.remote)
     with project.store() as store, store.engine.connect() as conn:
         rows = conn.execute(
             text("SELECT workflow_id, payload FROM events WHERE type = 'temporal_submitted'")
