@@ -130,15 +130,29 @@ class StepActivities:
             raise
 
     def _component(self, task: ComponentInput) -> dict[str, Any]:
+        from supervisor.state import leases
         from supervisor.temporal.components import run_component
 
         self._mine(task.repository)
         project = self.projects.open(self.repo)[0]
         shared = project.settings.temporal.remote
-        try:
-            return run_component(project, task.wf_id, task.component, shared)
-        except GitError as e:  # the remote out of reach: Temporal tries again later
-            raise ApplicationError(e.message, type="RemoteUnavailable") from e
+        name = leases.component_name(task.wf_id, task.component)
+        with project.store() as store:
+            while True:  # a silent earlier attempt's lease: wait for it to expire
+                try:
+                    held = leases.acquire(
+                        store.engine, name, task.wf_id, f"component {task.component}"
+                    )
+                    break
+                except leases.LeaseBusyError:
+                    time.sleep(BUSY_POLL)
+            held.start()
+            try:
+                return run_component(project, task.wf_id, task.component, shared)
+            except GitError as e:  # the remote out of reach: Temporal tries again later
+                raise ApplicationError(e.message, type="RemoteUnavailable") from e
+            finally:
+                held.release()
 
     def _step(self, task: TaskInput) -> StepResult:
         self._mine(task.repository)
