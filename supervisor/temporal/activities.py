@@ -137,6 +137,7 @@ class StepActivities:
         project = self.projects.open(self.repo)[0]
         shared = project.settings.temporal.remote
         name = leases.component_name(task.wf_id, task.component)
+        doing = f"component {task.component}"
         with project.store() as store:
             while True:  # a silent earlier attempt's lease: wait for it to expire
                 try:
