@@ -141,9 +141,7 @@ class StepActivities:
         with project.store() as store:
             while True:  # a silent earlier attempt's lease: wait for it to expire
                 try:
-                    held = leases.acquire(
-                        store.engine, name, task.wf_id, f"component {task.component}"
-                    )
+                    held = leases.acquire(store.engine, name, task.wf_id, doing)
                     break
                 except leases.LeaseBusyError:
                     time.sleep(BUSY_POLL)
