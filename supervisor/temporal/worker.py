@@ -115,7 +115,8 @@ class _ExpectedRetry(logging.Filter):
         if record.exc_info and record.exc_info[1] is not None:
             kind = getattr(record.exc_info[1], "type", None)
             if kind in self.EXPECTED:
-                record.msg = f"{record.getMessage()}: {kind}: {record.exc_info[1]}"
+                said = " ".join(str(record.exc_info[1]).split())  # one line a retry
+                record.msg = f"{record.getMessage()}: {said}"
                 record.args = None
                 record.exc_info = None
                 record.exc_text = None
