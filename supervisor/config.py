@@ -245,6 +245,9 @@ class TemporalSettings(_Model):
     task_queue: str | None = None
     # A worker silent this long is taken for dead: its step is retried on another worker.
     heartbeat_timeout_seconds: float = Field(30, gt=0)
+    # How many times a step or component is tried before the task is failed in Temporal (and
+    # recorded failed in the state); a busy task is waited for, not counted.
+    max_attempts: int = Field(10, ge=1)
     # A git URL every worker host reads and pushes the tasks' branches and refs to, so each host
     # keeps its own clone (supervisor/temporal/remote.py); unset: every worker of the queue
     # works in the same checkout.

@@ -196,3 +196,53 @@ def test_the_approval_diff_in_the_submitting_checkout_shows_a_candidate_made_on_
     assert shown.returncode == 0, shown.stderr
     assert "calc.py" in shown.stdout and "unavailable" not in shown.stdout, shown.stdout
     assert "refs/heads/ai/" not in git_out("-C", str(repo), "for-each-ref", "refs/heads/")
+
+
+@pytest.mark.docker
+def test_a_step_that_gives_up_in_temporal_is_failed_in_the_state_and_resume_hands_it_back(
+    tmp_path: Path, serve: Any, api_keys: None, temporal: DevServer, shared_state: str
+) -> None:
+    require_sandbox()
+    server = serve(implementer(GOOD_CALC))
+    remote = tmp_path / "team.git"
+    settings = config(temporal, remote).replace("}\n", ", max_attempts: 2}\n")
+    repo = new_repo(tmp_path, server.url, settings)
+    write_workflow(repo, ONE_STEP)
+    subprocess.run(["git", "clone", "-q", "--bare", str(repo), str(remote)], check=True)
+    host = clone_for_a_host(remote, repo, tmp_path / "host-a")
+    started = supervisor("start-task", "--yes", "--backend", "temporal", "Implement add",
+                         "--repo", str(repo))  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    with Store(repo / ".supervisor" / "state.db") as store:
+        branch = store.workflow(1).task_branch
+    # The task's refs vanish from the remote: every attempt to fetch them fails.
+    refs = git_out("--git-dir", str(remote), "for-each-ref", "--format=%(refname)")
+    for ref in refs.split():
+        if ref == f"refs/heads/{branch}" or ref.startswith("refs/supervisor/wf1/"):
+            subprocess.run(["git", "--git-dir", str(remote), "update-ref", "-d", ref], check=True)
+    log = tmp_path / "worker.log"
+    proc = worker(host, temporal, log)
+    try:
+        failed = wait_for(repo, 1, {"failed", "completed"}, log)
+        assert failed.status == "failed" and "Failed in Temporal" in (failed.error or "")
+        shown = status_until(repo, "failed in Temporal:", log)
+        assert "couldn't find remote ref" in shown or "git fetch" in shown, shown
+        # Put the refs back (the team fixed the remote), and resume: Temporal runs it again.
+        subprocess.run(["git", "-C", str(repo), "push", "-q", str(remote),
+                        f"{failed.base_sha}:refs/supervisor/wf1/base",
+                        f"refs/heads/{branch}:refs/heads/{branch}"], check=True)  # fmt: skip
+        resumed = supervisor("resume", "1", "--repo", str(repo))
+        assert resumed.returncode == 0, resumed.stderr
+        assert "handed back to Temporal" in resumed.stderr
+        done = wait_for(repo, 1, {"completed"}, log)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert git_out("--git-dir", str(remote), "show", f"{done.task_branch}:calc.py") == GOOD_CALC
+    with Store(repo / ".supervisor" / "state.db") as store:
+        types = [e.type for e in store.events(1)]
+    assert types.count("temporal_failed") == 1 and types[-1] == "workflow_completed"
+    # The user's checkout ran nothing: no step's worktree or container came from it.
+    assert not (repo / ".supervisor" / "worktrees").exists() or not any(
+        (repo / ".supervisor" / "worktrees").iterdir()
+    )

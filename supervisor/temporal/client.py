@@ -119,7 +119,10 @@ class Submitter:
         from supervisor.temporal.workflow import TaskInput
 
         wid = workflow_id(self.repository, wf.id)
-        task = TaskInput(wf.id, self.settings.heartbeat_timeout_seconds, None, self.repository)
+        task = TaskInput(
+            wf.id, self.settings.heartbeat_timeout_seconds, None, self.repository,
+            self.settings.max_attempts,
+        )  # fmt: skip
         try:
             if self.settings.remote:  # the worker hosts' clones take the task from there
                 from supervisor.temporal import remote
@@ -207,7 +210,9 @@ def hand_back(project: Project, wf_id: int) -> str:
         update={"address": where["address"], "namespace": where["namespace"]}
     )
     repository = str(where.get("repository") or "")
-    task_input = TaskInput(wf_id, settings.heartbeat_timeout_seconds, None, repository)
+    task_input = TaskInput(
+        wf_id, settings.heartbeat_timeout_seconds, None, repository, settings.max_attempts
+    )
     _start(settings, str(where["workflow_id"]), task_input, str(where["task_queue"]), replace=True)
     with project.store() as store:
         _record(store, wf_id, settings, str(where["workflow_id"]), str(where["task_queue"]),

@@ -43,6 +43,7 @@ class TaskInput:
     # The repository's identity (supervisor/temporal/identity.py): a worker of another
     # repository refuses the task instead of running it in its own clone.
     repository: str = ""
+    max_attempts: int = 10  # of a step or component (temporal.max_attempts)
 
 
 @dataclass
@@ -101,14 +102,16 @@ class TaskWorkflow:
     async def _steps(self, task: TaskInput) -> StepResult:
         relayed: list[dict[str, Any]] | None = None
         while True:
-            step = TaskInput(task.wf_id, task.heartbeat_timeout_s, relayed, task.repository)
+            step = TaskInput(
+                task.wf_id, task.heartbeat_timeout_s, relayed, task.repository, task.max_attempts
+            )
             result: StepResult = await workflow.execute_activity(
                 RUN_STEP,
                 step,
                 result_type=StepResult,
                 start_to_close_timeout=STEP_TIMEOUT,
                 heartbeat_timeout=timedelta(seconds=task.heartbeat_timeout_s),
-                retry_policy=_retries(),
+                retry_policy=_retries(task.max_attempts),
             )
             relayed = None
             if result.status == "dispatched":  # one activity per component, on any worker
@@ -136,7 +139,7 @@ class TaskWorkflow:
                 result_type=dict,
                 start_to_close_timeout=STEP_TIMEOUT,
                 heartbeat_timeout=timedelta(seconds=task.heartbeat_timeout_s),
-                retry_policy=_retries(),
+                retry_policy=_retries(task.max_attempts),
             )
             for cid in ids
         ]
@@ -154,13 +157,13 @@ class TaskWorkflow:
         return results
 
 
-def _retries() -> RetryPolicy:
+def _retries(attempts: int) -> RetryPolicy:
     """A busy task is not a failure here: the activity waits for the holder's lease itself
     (supervisor/state/leases.py), so the attempts count real failures only."""
     return RetryPolicy(
         initial_interval=timedelta(seconds=1),
         maximum_interval=timedelta(seconds=30),
-        maximum_attempts=10,
+        maximum_attempts=attempts,
         non_retryable_error_types=["OtherRepository"],
     )
 
