@@ -19,7 +19,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 WORKFLOW_NAME = "supervisor-task"
 RUN_STEP = "supervisor-run-step"
@@ -168,11 +168,9 @@ def _retries(attempts: int) -> RetryPolicy:
     )
 
 
-def _reason(error: BaseException) -> str:
-    """The innermost message of an activity's failure (an ApplicationError's own words)."""
-    found = str(error)
-    cause = error.__cause__
-    while cause is not None:
-        found = str(cause) or found
-        cause = cause.__cause__
-    return found[:2000]
+def _reason(error: ActivityError) -> str:
+    """The activity's own words (its ApplicationError's message: what supervisor said), on one
+    line; Temporal's wrapper otherwise."""
+    cause = error.cause
+    said = cause.message if isinstance(cause, ApplicationError) else str(cause or error)
+    return " ".join(said.split())[:2000]
