@@ -36,6 +36,7 @@ from supervisor.errors import (
     SupervisorError,
     WorkflowBusyError,
 )
+from supervisor.state.postgres import StateUnavailableError
 from supervisor.temporal import remote
 from supervisor.temporal.cache import ProjectCache
 from supervisor.temporal.identity import repository_id
@@ -202,6 +203,9 @@ class StepActivities:
         except RemoteNotUpdatedError as e:
             # Nothing of the step was committed: Temporal runs it again, after a fresh fetch.
             raise ApplicationError(e.message, type="RemoteUnavailable") from e
+        except StateUnavailableError as e:
+            # This host cannot reach the state: nothing was recorded; another worker tries.
+            raise ApplicationError(e.message, type="StateUnavailable") from e
         except SupervisorError as e:
             # Recorded by the engine (the task failed); a person decides what next.
             return StepResult("failed", error=e.message)

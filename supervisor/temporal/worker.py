@@ -109,7 +109,7 @@ class _ExpectedRetry(logging.Filter):
     """An activity that failed in a way Temporal retries (the remote out of reach, another host
     moved the refs) is one line in the worker's log, not a traceback."""
 
-    EXPECTED = ("RemoteUnavailable", "WorkflowBusy", "OtherRepository")
+    EXPECTED = ("RemoteUnavailable", "WorkflowBusy", "OtherRepository", "StateUnavailable")
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.exc_info and record.exc_info[1] is not None:
