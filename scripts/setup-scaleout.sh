@@ -4,10 +4,15 @@
 # Not part of scripts/setup.sh: a single-machine user needs none of it. Safe to re-run.
 #
 #   bash scripts/setup-scaleout.sh           install
-#   bash scripts/setup-scaleout.sh --trial   install, then start a local trial: a PostgreSQL
+#   bash scripts/setup-scaleout.sh --trial [REPO]
+#                                            install, then start a local trial: a PostgreSQL
 #                                            cluster and the Temporal dev server under
-#                                            .cache/scaleout, and print the settings to use
+#                                            .cache/scaleout, a database for the repository
+#                                            REPO (default: the current directory's), and print
+#                                            the settings to use. Safe to re-run while it is up,
+#                                            and once per repository.
 set -euo pipefail
+CALLER=$PWD
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 log() { printf '[setup-scaleout] %s\n' "$*" >&2; }
@@ -31,8 +36,16 @@ fi
 log "Temporal CLI: $(.venv/bin/temporal --version)"
 
 [ "${1:-}" = "--trial" ] || exit 0
+REPO=$(cd "$CALLER" && cd "${2:-.}" && git rev-parse --show-toplevel 2>/dev/null) || {
+  log "--trial needs a git repository with a commit: run it in yours, or pass its path"; exit 1; }
+# One database per repository, named after its identity (its root commits, as the worker
+# checks it: supervisor/temporal/identity.py), so two repositories never share tasks.
+REPO_ID=$(.venv/bin/python -c \
+  'import sys; from pathlib import Path; from supervisor.temporal.identity import repository_id
+print(repository_id(Path(sys.argv[1])))' "$REPO")
+DB=supervisor_$REPO_ID
 
-TRIAL=$ROOT/.cache/scaleout
+TRIAL=${SUPERVISOR_TRIAL_DIR:-$ROOT/.cache/scaleout}
 mkdir -p "$TRIAL"
 RUN_AS=()
 if [ "$(id -u)" -eq 0 ]; then  # PostgreSQL refuses to run as root
@@ -47,17 +60,40 @@ if [ ! -d "$TRIAL/pg" ]; then
   "${RUN_AS[@]}" "$PG_BIN/initdb" -D "$TRIAL/pg" -U supervisor --auth=scram-sha-256 \
     --pwfile="$TRIAL/pw" -E UTF8 >/dev/null
 fi
+# A host that drops off the network must not hold its sessions for hours: the server probes
+# idle clients every few seconds and ends sessions idle for an hour.
 "${RUN_AS[@]}" "$PG_BIN/pg_ctl" -D "$TRIAL/pg" -l "$TRIAL/pg.log" -w status >/dev/null 2>&1 ||
   "${RUN_AS[@]}" "$PG_BIN/pg_ctl" -D "$TRIAL/pg" -l "$TRIAL/pg.log" -w start \
-    -o "-p $PG_PORT -c listen_addresses=127.0.0.1 -c unix_socket_directories=''" >/dev/null
-nohup .venv/bin/temporal server start-dev --headless --ip 127.0.0.1 --port "$TEMPORAL_PORT" \
-  --db-filename "$TRIAL/temporal.db" >"$TRIAL/temporal.log" 2>&1 &
-echo $! > "$TRIAL/temporal.pid"
-log "PostgreSQL on 127.0.0.1:$PG_PORT (data $TRIAL/pg), Temporal on 127.0.0.1:$TEMPORAL_PORT"
+    -o "-p $PG_PORT -c listen_addresses=127.0.0.1 -c unix_socket_directories='' \
+        -c tcp_keepalives_idle=10 -c tcp_keepalives_interval=5 -c tcp_keepalives_count=3 \
+        -c idle_session_timeout=3600000" >/dev/null
+PGPASSWORD=supervisor "$PG_BIN/psql" -h 127.0.0.1 -p "$PG_PORT" -U supervisor -d postgres -Atqc \
+  "SELECT 1 FROM pg_database WHERE datname = '$DB'" | grep -q 1 ||
+  PGPASSWORD=supervisor "$PG_BIN/createdb" -h 127.0.0.1 -p "$PG_PORT" -U supervisor "$DB"
+
+temporal_up() {
+  .venv/bin/temporal operator cluster health --address "127.0.0.1:$TEMPORAL_PORT" >/dev/null 2>&1
+}
+if temporal_up; then
+  log "Temporal already answers on 127.0.0.1:$TEMPORAL_PORT (left as it is)"
+else
+  nohup .venv/bin/temporal server start-dev --headless --ip 127.0.0.1 --port "$TEMPORAL_PORT" \
+    --db-filename "$TRIAL/temporal.db" >"$TRIAL/temporal.log" 2>&1 &
+  STARTED=$!
+  for _ in $(seq 1 120); do
+    temporal_up && break
+    kill -0 "$STARTED" 2>/dev/null || { log "Temporal did not start:"; tail -20 "$TRIAL/temporal.log" >&2; exit 1; }
+    sleep 0.5
+  done
+  temporal_up || { log "Temporal did not answer within 60 s: $TRIAL/temporal.log"; exit 1; }
+  echo "$STARTED" > "$TRIAL/temporal.pid"  # only once it answers: never a dead server's pid
+fi
+log "PostgreSQL on 127.0.0.1:$PG_PORT (database $DB for $REPO), Temporal on 127.0.0.1:$TEMPORAL_PORT"
 cat <<MSG
-# A local trial (loopback only, a fixed trial password). Then, in the repository:
-#   supervisor start-task --backend temporal "..."   and   supervisor worker
-export SUPERVISOR_STATE_URL=postgresql+psycopg://supervisor:supervisor@127.0.0.1:$PG_PORT/postgres
+# A local trial (loopback only, a fixed trial password). In $REPO and each worker's clone:
+export SUPERVISOR_STATE_URL=postgresql+psycopg://supervisor:supervisor@127.0.0.1:$PG_PORT/$DB
 # in ~/.supervisor/config.yaml:  temporal: {address: "127.0.0.1:$TEMPORAL_PORT"}
+# then:  supervisor start-task --backend temporal "..."   and, on each worker host:  supervisor worker
+# (or set backend: temporal in the config to make it the default)
 # stop: kill \$(cat $TRIAL/temporal.pid); ${RUN_AS[*]} $PG_BIN/pg_ctl -D $TRIAL/pg stop
 MSG

@@ -85,12 +85,18 @@ def abandon(wf_id: int, path: Path) -> Abandonment:
 
         discard_all(project.state_dir, wf_id)  # kept CLI homes of continued sessions
         wf = store.workflow(wf_id)
+        removed = plan.items()
+        url = project.settings.temporal.remote
+        if url and any(e.type == "temporal_submitted" for e in store.events(wf_id)):
+            from supervisor.temporal import remote  # the task's refs on the team's remote too
+
+            removed += [f"remote ref {ref}" for ref in remote.unpublish(project.root, url, wf)]
         store.update_workflow(
             wf_id,
             status="abandoned",
             current_step=None,
             context=wf.context,
-            events=[EventSpec("abandoned", status="abandoned", payload={"removed": plan.items()})],
+            events=[EventSpec("abandoned", status="abandoned", payload={"removed": removed})],
         )
     return plan
 

@@ -241,9 +241,13 @@ class TemporalSettings(_Model):
 
     address: str = "127.0.0.1:7233"
     namespace: str = "default"
-    task_queue: str = "supervisor"
+    # Unset: one queue per repository, named after its root commits (temporal/identity.py)
+    task_queue: str | None = None
     # A worker silent this long is taken for dead: its step is retried on another worker.
     heartbeat_timeout_seconds: float = Field(30, gt=0)
+    # How many times a step or component is tried before the task is failed in Temporal (and
+    # recorded failed in the state); a busy task is waited for, not counted.
+    max_attempts: int = Field(10, ge=1)
     # A git URL every worker host reads and pushes the tasks' branches and refs to, so each host
     # keeps its own clone (supervisor/temporal/remote.py); unset: every worker of the queue
     # works in the same checkout.

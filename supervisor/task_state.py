@@ -67,6 +67,16 @@ def supervisors(path: Path, found: list[Workflow]) -> dict[int, int | None]:
     return pids
 
 
+def runners(path: Path, found: list[Workflow], pids: dict[int, int | None]) -> dict[int, str]:
+    """Who runs each running task, as every host sees it (supervisor/state/runner_view.py)."""
+    from supervisor.state.runner_view import labels
+
+    if not any(wf.status in ("running", "failed") for wf in found):
+        return {}
+    with reading(path) as state:
+        return labels(state, found, pids)
+
+
 def decide(
     wf_id: int,
     path: Path,

@@ -100,6 +100,7 @@ def test_what_the_reader_cannot_serve_goes_to_the_store(tmp_path: Path) -> None:
     conn = sqlite3.connect(db)
     conn.execute("DELETE FROM schema_migrations WHERE version > 1")
     conn.execute("DROP TABLE invocations")
+    conn.execute("DROP TABLE leases")
     conn.commit()
     conn.close()
     assert StateReader.open(db) is None

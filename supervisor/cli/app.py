@@ -252,10 +252,16 @@ def abandon(
 def resume(
     workflow_id: Annotated[int, typer.Argument(help="The workflow id.")],
     repo: RepoOption = Path(),
+    here: Annotated[
+        bool, typer.Option("--here", help="Run a task submitted to Temporal in this checkout.")
+    ] = False,
 ) -> None:
     """Continue a workflow from its last checkpoint (after a crash, failure or approval)."""
     from supervisor.cli.reporter import RichReporter
+    from supervisor.cli.scaleout import resume_elsewhere
 
+    if resume_elsewhere(repo, workflow_id, here):
+        return
     try:
         with resumable(repo, workflow_id):
             wf = tasks.resume(workflow_id, repo, reporter=RichReporter(err_console))

@@ -41,12 +41,25 @@ def status_cell(value: str | None, shown: str | None = None) -> Cell:
 
 
 def shown_status(
-    wf: Workflow, supervisors: Mapping[int, int | None] | None, degraded: bool = True
+    wf: Workflow,
+    supervisors: Mapping[int, int | None] | None,
+    degraded: bool = True,
+    runners: Mapping[int, str] | None = None,
 ) -> str:
     """A running task that no supervisor runs any more (killed) says so: resume continues it;
-    the one label is supervisor/status_label.py's."""
+    the one label is supervisor/status_label.py's. `runners`: who runs a task across hosts and
+    runners (supervisor/state/runner_view.py), which says more than a local pid can."""
     from supervisor.status_label import shown_status as label
 
+    if runners and wf.id in runners:
+        from supervisor.degradation import label as degradation
+
+        shown = runners[wf.id]
+        return (
+            f"{shown} ({degradation(wf.context)})"
+            if degraded and wf.context.get("degraded")
+            else shown
+        )
     orphan = supervisors is not None and wf.id in supervisors and supervisors[wf.id] is None
     return label(wf, supervised=not orphan, degraded=degraded)
 
@@ -59,7 +72,11 @@ def shown_step(wf: Workflow) -> str:
     return wf.current_step or "-"
 
 
-def workflows(found: list[Workflow], supervisors: Mapping[int, int | None] | None) -> Listing:
+def workflows(
+    found: list[Workflow],
+    supervisors: Mapping[int, int | None] | None,
+    runners: Mapping[int, str] | None = None,
+) -> Listing:
     listing = Listing(
         "Workflows",
         [
@@ -74,7 +91,7 @@ def workflows(found: list[Workflow], supervisors: Mapping[int, int | None] | Non
     for wf in found:
         listing.add(
             str(wf.id),
-            status_cell(wf.status, shown_status(wf, supervisors)),
+            status_cell(wf.status, shown_status(wf, supervisors, runners=runners)),
             shown_step(wf),
             wf.task_branch,
             wf.description,

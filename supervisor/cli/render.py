@@ -74,15 +74,19 @@ def workflow_detail(
     wf_id: int,
     pending: list[str] | None = None,
     supervisors: dict[int, int | None] | None = None,
+    runner: str | None = None,
 ) -> RenderableType:
     """One workflow; `pending` says what a waiting approval is about
-    (supervisor.policy.approvals); `supervisors` as for `workflows_table`."""
+    (supervisor.policy.approvals); `supervisors` as for `workflows_table`; `runner`, who runs
+    it across hosts (supervisor/state/runner_view.py)."""
     wf = store.workflow(wf_id)
     totals = store.usage_totals(wf_id)
     head = Table.grid(padding=(0, 2))
     head.add_row("workflow", str(wf.id))
     head.add_row("task", text(wf.description))
-    head.add_row("status", _status(wf.status, _shown_status(wf, supervisors, degraded=False)))
+    head.add_row(
+        "status", _status(wf.status, runner or _shown_status(wf, supervisors, degraded=False))
+    )
     from supervisor.degradation import label
 
     if wf.context.get("degraded"):

@@ -16,7 +16,10 @@ from supervisor.cli.common import RepoOption, err_console
 def worker(
     repo: RepoOption = Path(),
     queue: Annotated[
-        str | None, typer.Option(help="The task queue to poll (default: temporal.task_queue).")
+        str | None,
+        typer.Option(
+            help="The task queue to poll (default: temporal.task_queue, else the repository's)."
+        ),
     ] = None,
     max_parallel: Annotated[
         int, typer.Option("--max-parallel", min=1, help="Steps this host runs at once.")
@@ -38,6 +41,37 @@ def worker(
         queue or cfg.task_queue,
         max_parallel,
     )
+
+
+def resume_elsewhere(repo: Path, workflow_id: int, here: bool) -> bool:
+    """`resume` of a task Temporal owns hands it back to Temporal (a new run of its workflow
+    from the recorded state) instead of running it here; `--here` runs it here, warned."""
+    from supervisor.task_state import reading
+
+    with reading(repo) as state:
+        owned = any(e.type == "temporal_submitted" for e in state.events(workflow_id))
+    if not owned:
+        return False
+    if here:
+        err_console.print(
+            f"Warning: task {workflow_id} was submitted to Temporal; running it here, in this "
+            "checkout. Its workflow may still be retrying: whichever holds the task first runs "
+            "it, the other waits.",
+            highlight=False,
+            markup=False,
+        )
+        return False
+    from supervisor import opening
+    from supervisor.temporal.client import hand_back
+
+    queue = hand_back(opening.open_project(repo), workflow_id)
+    err_console.print(
+        f"Task {workflow_id} handed back to Temporal: a worker on queue {queue} continues it "
+        f"(`supervisor status {workflow_id}`; `resume --here` runs it in this checkout).",
+        highlight=False,
+        markup=False,
+    )
+    return True
 
 
 def signal_decision(repo: Path, workflow_id: int) -> bool:

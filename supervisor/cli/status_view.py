@@ -23,8 +23,14 @@ def show_status(console: Console, repo: Path, workflow_id: int | None, *, as_jso
     if workflow_id is None:
         found = access.workflows(repo)
         pids = access.supervisors(repo, found)
+        runners = access.runners(repo, found, pids)
         if as_json:
-            json_out([{**plain(wf), "supervisor_pid": pids.get(wf.id)} for wf in found])
+            json_out(
+                [
+                    {**plain(wf), "supervisor_pid": pids.get(wf.id), "runner": runners.get(wf.id)}
+                    for wf in found
+                ]
+            )
         elif not found:  # an empty table says nothing; say how to get a row
             console.print(
                 'No workflows in this repository yet. Start one: supervisor start-task "what to '
@@ -36,10 +42,11 @@ def show_status(console: Console, repo: Path, workflow_id: int | None, *, as_jso
             from supervisor.cli.listings import workflows
             from supervisor.cli.output import show
 
-            show(console, workflows(found, pids))
+            show(console, workflows(found, pids, runners))
         return
     with access.reading(repo) as store:
         wf = store.workflow(workflow_id)
+        runner = access.runners(repo, [wf], access.supervisors(repo, [wf])).get(wf.id)
         about: list[str] = []
         if wf.status in ("awaiting_approval", "budget_exceeded"):
             from supervisor.policy.approvals import pending
@@ -54,10 +61,11 @@ def show_status(console: Console, repo: Path, workflow_id: int | None, *, as_jso
                     "usage": store.usage_totals(workflow_id),
                     "approval": plain(approval) if approval else None,
                     "to_approve": about,
+                    "runner": runner,
                 }
             )
             return
         pids = access.supervisors(repo, [wf])
         from supervisor.cli.render import workflow_detail
 
-        console.print(workflow_detail(store, workflow_id, about, pids))
+        console.print(workflow_detail(store, workflow_id, about, pids, runner))

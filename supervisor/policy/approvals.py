@@ -148,6 +148,9 @@ def _plan_lines(plan: dict[str, object]) -> list[str]:
 def _diff_lines(wf: Workflow, repo: Path) -> list[str]:
     """The candidate (or the task branch) against the task's base, as `git diff --stat`."""
     head = wf.context.get("candidate") or f"refs/heads/{wf.task_branch}"
+    from supervisor.workspace.fetch_back import fetch_task_refs
+
+    fetch_task_refs(wf, repo)  # a candidate a worker host made is on the shared remote only
     try:
         stat = process.run(
             [

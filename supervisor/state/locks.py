@@ -12,6 +12,7 @@ git's own bookkeeping (`critical_section` around `worktree add/prune` and ref up
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 from contextlib import contextmanager
@@ -52,7 +53,7 @@ def task_lock(state_dir: Path, wf_id: int) -> Iterator[None]:
         handle.write(f"pid {os.getpid()}")
         handle.flush()
         try:
-            with _across_hosts(wf_id):
+            with _across_hosts(state_dir, wf_id):
                 yield
         finally:
             handle.seek(0)
@@ -62,18 +63,20 @@ def task_lock(state_dir: Path, wf_id: int) -> Iterator[None]:
 
 
 @contextmanager
-def _across_hosts(wf_id: int) -> Iterator[None]:
+def _across_hosts(state_dir: Path, wf_id: int) -> Iterator[None]:
     """With a shared state database, the task is held there too (supervisor/state/shared_lock.py):
-    another host's supervisor sees none of this host's file locks."""
+    another host's supervisor sees none of this host's file locks. With SQLite, the holder is
+    only recorded there, for `status`."""
     from supervisor.state.location import state_url
     from supervisor.state.postgres import is_postgres
+    from supervisor.state.shared_lock import held, recorded
 
     url = state_url()
     if not is_postgres(url):
-        yield
+        db = state_dir / "state.db"
+        with recorded(db, wf_id) if db.is_file() else contextlib.nullcontext():
+            yield
         return
-    from supervisor.state.shared_lock import held
-
     assert url is not None
     with held(url, wf_id):
         yield

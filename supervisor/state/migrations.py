@@ -119,6 +119,20 @@ MIGRATIONS.append(
     )
 )
 
+# Who runs each task, step or component right now, and which workers poll which queue: a lease
+# row per holder, renewed while it lives (supervisor/state/leases.py). Times are epoch seconds.
+LEASES_TABLE = """CREATE TABLE leases (
+    name VARCHAR PRIMARY KEY,
+    workflow_id INTEGER,
+    holder VARCHAR NOT NULL,
+    host VARCHAR NOT NULL,
+    pid INTEGER NOT NULL,
+    doing VARCHAR NOT NULL,
+    heartbeat_at DOUBLE PRECISION NOT NULL,
+    expires_at DOUBLE PRECISION NOT NULL
+)"""
+MIGRATIONS.append((3, "runner leases", [LEASES_TABLE]))
+
 LATEST_VERSION = MIGRATIONS[-1][0]
 
 

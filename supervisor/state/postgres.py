@@ -197,8 +197,13 @@ def table_names(conn: Connection) -> list[str]:
     return [str(r[0]) for r in rows]
 
 
+class StateUnavailableError(StateError):
+    """The shared database cannot be reached or used (down, cut off, a wrong password): not a
+    fact about the task, so a Temporal activity lets another worker try instead of failing it."""
+
+
 def unreachable(url: str, error: Any) -> StateError:
-    return StateError(
+    return StateUnavailableError(
         f"The state database {describe(url)} cannot be reached or used: {error}",
         "Check that PostgreSQL runs there, that the user, password and database in state.url "
         "exist (createdb), and that this host may connect (pg_hba.conf).",

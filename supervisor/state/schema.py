@@ -156,6 +156,19 @@ invocations = Table(
     Column("timestamp", UtcDateTime(), nullable=False),
 )
 
+leases = Table(
+    "leases",
+    metadata,
+    Column("name", String, primary_key=True),
+    Column("workflow_id", Integer),
+    Column("holder", String, nullable=False),
+    Column("host", String, nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("doing", String, nullable=False),
+    Column("heartbeat_at", Float, nullable=False),
+    Column("expires_at", Float, nullable=False),
+)
+
 Index("ix_events_workflow", events.c.workflow_id, events.c.id)
 Index("ix_steps_workflow", steps.c.workflow_id, steps.c.id)
 Index("ix_checkpoints_workflow", checkpoints.c.workflow_id, checkpoints.c.id)

@@ -1,95 +1,109 @@
-"""A task's lock across hosts, when the state is shared (PostgreSQL).
+"""A task's lock across hosts, and the record of who holds it (supervisor/state/leases.py).
 
 The file lock of supervisor/state/locks.py only sees this host's processes; with a shared database,
 `supervisor worker`s and `resume`s on several hosts may reach for the same task. So the task is
-also held by a session-level advisory lock, on a connection of its own kept for as long as the
-task runs. PostgreSQL releases it when that session ends: at the end of the run, and when the
-holding process dies (its connection closes; TCP keepalives bound how long the session of a host
-that vanished lingers), so a crash never leaves a task locked.
+also held by a lease row in the shared database, renewed while its holder lives. A holder that
+dies, is paused (SIGSTOP) or drops off the network stops renewing it and loses it after the
+lease's time to live (a session-level advisory lock lingered for as long as the holder's kernel
+kept its TCP session, hours); one that died on this host loses it at once.
+
+With the repository's own SQLite file the file lock is the lock; the lease row is still written,
+as the record `status` reads (where the task runs, since when it was last heard from).
 """
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from supervisor.errors import WorkflowBusyError
+from supervisor.state import leases
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-TASK_LOCK_CLASS = (
-    0x53555056  # "SUPV": the first key of the two-key advisory lock; the task id is the second
-)
-KEEPALIVE = {
-    "keepalives": 1,
-    "keepalives_idle": 10,
-    "keepalives_interval": 5,
-    "keepalives_count": 3,
-}
+_held: dict[int, leases.Held] = {}
+_guard = threading.Lock()
+
+
+def current(wf_id: int) -> leases.Held | None:
+    """This process's hold on task `wf_id`, while it runs it (for a check before a commit)."""
+    with _guard:
+        return _held.get(wf_id)
 
 
 @contextmanager
 def held(url: str, wf_id: int) -> Iterator[None]:
-    """Hold task `wf_id` in the shared database `url`; WorkflowBusyError while a process on any
-    host holds it."""
-    from sqlalchemy import text
-    from sqlalchemy.exc import OperationalError
+    """Hold task `wf_id` in the shared database `url`; WorkflowBusyError while a live process
+    on any host holds it."""
+    from supervisor.errors import WorkflowBusyError
+    from supervisor.state.postgres import describe
+    from supervisor.state.store import Store
 
-    from supervisor.state.postgres import describe, make_engine, unreachable
-
-    engine = make_engine(url, connect_args=KEEPALIVE)
-    keys = {"cls": TASK_LOCK_CLASS, "task": wf_id}
-    try:
+    with Store(Path("/nonexistent/state.db"), url=url) as store:
         try:
-            conn = engine.connect()
-        except OperationalError as e:
-            raise unreachable(url, e.orig) from e
-        with conn:
-            got = conn.execute(text("SELECT pg_try_advisory_lock(:cls, :task)"), keys).scalar()
-            conn.commit()  # the lock is the session's; no transaction stays open while it runs
-            if not got:
-                raise WorkflowBusyError(
-                    f"Task {wf_id} is running in another process, perhaps on another host: it "
-                    f"holds the task's lock in the shared state database {describe(url)}.",
-                    f"Wait for it to finish (`supervisor status {wf_id}`), or stop that process; "
-                    f"then `supervisor resume {wf_id}` continues the task.",
+            hold = leases.hold(store.engine, leases.task_name(wf_id), wf_id)
+            lease = hold.__enter__()
+        except leases.LeaseBusyError as e:
+            raise WorkflowBusyError(
+                f"Task {wf_id} is running in another process, perhaps on another host: "
+                f"{e.message.removeprefix(leases.task_name(wf_id) + ' is held by ')} "
+                f"(shared state database {describe(url)}).",
+                f"Wait for it to finish (`supervisor status {wf_id}`), or stop that process; "
+                f"then `supervisor resume {wf_id}` continues the task. {e.hint}",
+            ) from None
+        with _guard:
+            _held[wf_id] = lease
+        try:
+            yield
+        finally:
+            with _guard:
+                _held.pop(wf_id, None)
+            hold.__exit__(None, None, None)
+
+
+@contextmanager
+def recorded(db: Path, wf_id: int) -> Iterator[None]:
+    """With a SQLite state: the caller holds the task's file lock, so any lease row of the task
+    is a dead holder's; this process's replaces it."""
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(f"sqlite:///{db}", connect_args={"timeout": 30})
+    lease = None
+    try:
+        with contextlib.suppress(Exception):  # an older database without the table: no record
+            with engine.begin() as conn:
+                conn.execute(
+                    text("DELETE FROM leases WHERE name = :n"), {"n": leases.task_name(wf_id)}
                 )
-            try:
-                yield
-            finally:
-                conn.execute(text("SELECT pg_advisory_unlock(:cls, :task)"), keys)
-                conn.commit()
+            lease = leases.acquire(engine, leases.task_name(wf_id), wf_id)
+            lease.start()
+        with _guard:
+            if lease is not None:
+                _held[wf_id] = lease
+        yield
     finally:
+        with _guard:
+            _held.pop(wf_id, None)
+        if lease is not None:
+            lease.release()
         engine.dispose()
 
 
 def is_held(url: str, wf_id: int) -> bool:
-    """Whether some session, on any host, holds task `wf_id`."""
+    """Whether a live process, on any host, holds task `wf_id`."""
     return wf_id in held_tasks(url, [wf_id])
 
 
 def held_tasks(url: str, wf_ids: list[int]) -> set[int]:
-    """Which of `wf_ids` a process on some host is running (for `status`: a task running on
-    another host is not one whose supervisor died)."""
-    from sqlalchemy import text
-
-    from supervisor.state.postgres import make_engine
+    """Which of `wf_ids` a live process on some host runs."""
+    from supervisor.state.store import Store
 
     if not wf_ids:
         return set()
-    engine = make_engine(url)
-    try:
-        with engine.connect() as conn:
-            rows = conn.execute(
-                text(
-                    "SELECT objid FROM pg_locks WHERE locktype = 'advisory' AND granted "
-                    "AND classid = :cls AND database = "
-                    "(SELECT oid FROM pg_database WHERE datname = current_database())"
-                ),
-                {"cls": TASK_LOCK_CLASS},
-            )
-            held = {int(r[0]) for r in rows}
-    finally:
-        engine.dispose()
-    return held & set(wf_ids)
+    with Store(Path("/nonexistent/state.db"), url=url) as store:
+        found = leases.all_leases(store)
+    names = {leases.task_name(i): i for i in wf_ids}
+    return {names[x.name] for x in found if x.name in names and not x.expired()}

@@ -9,13 +9,19 @@ local Docker engine (no remote Docker socket):
 - RUN_COMPONENT, one of those components' worker and gates (supervisor/temporal/components.py),
   any number at once on any hosts.
 
+- RECORD_FAILURE, the workflow's last word when a step gave up: the reason, written to the
+  state, so the task is `failed` there too and `supervisor resume` hands it back.
+
 Each runs in a thread while the activity heartbeats, so Temporal retries it elsewhere when this
-host stops answering.
+host stops answering. A task another process holds (its lease, supervisor/state/leases.py) is
+waited for, not failed: the holder finishes, or stops answering and loses its lease. A task of
+another repository is refused (`OtherRepository`): its ids mean other tasks in this clone.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -30,12 +36,16 @@ from supervisor.errors import (
     SupervisorError,
     WorkflowBusyError,
 )
+from supervisor.state.postgres import StateUnavailableError
 from supervisor.temporal import remote
 from supervisor.temporal.cache import ProjectCache
+from supervisor.temporal.identity import repository_id
 from supervisor.temporal.workflow import (
+    RECORD_FAILURE,
     RUN_COMPONENT,
     RUN_STEP,
     ComponentInput,
+    FailureInput,
     StepResult,
     TaskInput,
 )
@@ -47,6 +57,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 HEARTBEAT_EVERY = 1.0  # cheap (a local call the SDK batches); keeps short timeouts usable
+BUSY_POLL = 2.0  # how often a step waiting for another holder's lease tries again
 
 
 class StepActivities:
@@ -54,6 +65,7 @@ class StepActivities:
         self.repo = repo
         self.pool = ThreadPoolExecutor(max_parallel, thread_name_prefix="supervisor-step")
         self.projects = ProjectCache()  # settings read once per configuration, not per step
+        self.given_up: set[int] = set()  # tasks whose waiting step Temporal cancelled
 
     @activity.defn(name=RUN_STEP)
     async def run_step(self, task: TaskInput) -> StepResult:
@@ -63,32 +75,115 @@ class StepActivities:
     async def run_component(self, task: ComponentInput) -> dict[str, Any]:
         return await self._heartbeating(self._component, task)
 
+    @activity.defn(name=RECORD_FAILURE)
+    async def record_failure(self, task: FailureInput) -> None:
+        return await self._heartbeating(self._record, task)
+
+    def _mine(self, repository: str) -> None:
+        """Refuse a task of another repository: its id names another task in this clone."""
+        project = self.projects.open(self.repo)[0]
+        own = repository_id(project.root, project.settings.temporal.remote)
+        if repository and repository != own:
+            raise ApplicationError(
+                f"This worker serves repository {own} ({self.repo}); the task belongs to "
+                f"repository {repository}. Give each repository its own task queue (the default) "
+                "and its own state database.",
+                type="OtherRepository",
+                non_retryable=True,
+            )
+
+    def _record(self, task: FailureInput) -> None:
+        from supervisor.state.runner_view import FAILED
+        from supervisor.state.store import EventSpec
+
+        self._mine(task.repository)
+        project = self.projects.open(self.repo)[0]
+        with project.store() as store:
+            wf = store.workflow(task.wf_id)
+            if wf.status in ("completed", "abandoned"):
+                return
+            store.set_status(
+                task.wf_id,
+                "failed",
+                error=f"Failed in Temporal: {task.reason}",
+                event=EventSpec(
+                    FAILED,
+                    step=wf.current_step,
+                    status="failed",
+                    payload={
+                        "reason": task.reason,
+                        "hint": f"`supervisor resume {task.wf_id}` hands it back to Temporal.",
+                    },
+                ),
+            )
+
     async def _heartbeating(self, work: Callable[[Any], T], task: Any) -> T:
         running = asyncio.get_running_loop().run_in_executor(self.pool, work, task)
-        while True:
-            done, _ = await asyncio.wait({running}, timeout=HEARTBEAT_EVERY)
-            if done:
-                return running.result()
-            activity.heartbeat()
+        try:
+            while True:
+                done, _ = await asyncio.wait({running}, timeout=HEARTBEAT_EVERY)
+                if done:
+                    return running.result()
+                activity.heartbeat()
+        except asyncio.CancelledError:
+            if isinstance(task, TaskInput):
+                self.given_up.add(task.wf_id)  # a step waiting for a lease stops waiting
+            raise
 
     def _component(self, task: ComponentInput) -> dict[str, Any]:
+        from supervisor.state import leases
         from supervisor.temporal.components import run_component
 
+        self._mine(task.repository)
         project = self.projects.open(self.repo)[0]
         shared = project.settings.temporal.remote
-        try:
-            return run_component(project, task.wf_id, task.component, shared)
-        except GitError as e:  # the remote out of reach: Temporal tries again later
-            raise ApplicationError(e.message, type="RemoteUnavailable") from e
+        name = leases.component_name(task.wf_id, task.component)
+        doing = f"component {task.component}"
+        with project.store() as store:
+            while True:  # a silent earlier attempt's lease: wait for it to expire
+                try:
+                    held = leases.acquire(store.engine, name, task.wf_id, doing)
+                    break
+                except leases.LeaseBusyError:
+                    time.sleep(BUSY_POLL)
+            held.start()
+            try:
+                return run_component(project, task.wf_id, task.component, shared)
+            except GitError as e:  # the remote out of reach: Temporal tries again later
+                raise ApplicationError(e.message, type="RemoteUnavailable") from e
+            finally:
+                held.release()
 
     def _step(self, task: TaskInput) -> StepResult:
+        self._mine(task.repository)
+        self.given_up.discard(task.wf_id)
+        while True:
+            try:
+                return self._one_step(task)
+            except WorkflowBusyError as e:
+                # Another process holds the task: it finishes, or stops renewing its lease and
+                # loses it (supervisor/state/leases.py). Not an attempt spent.
+                if task.wf_id in self.given_up:
+                    raise ApplicationError(e.message, type="WorkflowBusy") from e
+                time.sleep(BUSY_POLL)
+
+    def _one_step(self, task: TaskInput) -> StepResult:
         from supervisor import tasks
+        from supervisor.state import shared_lock
 
         wf_id = task.wf_id
         opened = self.projects.open(self.repo)
         shared = opened[0].settings.temporal.remote
         spread = opened[0].settings.temporal.spread_components
-        publish = None
+        lease: remote.Lease | None = None
+
+        def publish(_: int) -> None:
+            held = shared_lock.current(wf_id)
+            if held is not None:
+                held.check()  # another worker took the task over while this one was silent
+            if shared and lease is not None:
+                remote.push(opened[0].root, shared, row, lease)
+
         try:
             if shared:  # this host's clone takes the task's refs from the shared remote
                 with opened[0].store() as store:
@@ -97,10 +192,6 @@ class StepActivities:
                     lease = remote.fetch(opened[0].root, shared, row)
                 except GitError as e:  # the remote out of reach: Temporal tries again later
                     raise ApplicationError(e.message, type="RemoteUnavailable") from e
-
-                def publish(_: int) -> None:
-                    remote.push(opened[0].root, shared, row, lease)
-
             wf = tasks.resume(
                 wf_id, self.repo, one_step=True, opened=opened, before_commit=publish,
                 dispatch=(task.components or []) if spread else None,
@@ -112,9 +203,9 @@ class StepActivities:
         except RemoteNotUpdatedError as e:
             # Nothing of the step was committed: Temporal runs it again, after a fresh fetch.
             raise ApplicationError(e.message, type="RemoteUnavailable") from e
-        except WorkflowBusyError as e:
-            # Another process still holds the task (e.g. start-task finishing its set-up).
-            raise ApplicationError(e.message, type="WorkflowBusy") from e
+        except StateUnavailableError as e:
+            # This host cannot reach the state: nothing was recorded; another worker tries.
+            raise ApplicationError(e.message, type="StateUnavailable") from e
         except SupervisorError as e:
             # Recorded by the engine (the task failed); a person decides what next.
             return StepResult("failed", error=e.message)

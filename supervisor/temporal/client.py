@@ -1,81 +1,223 @@
-"""Submitting a task to Temporal and telling its workflow about a person's decision.
+"""Submitting a task to Temporal, handing it back after a failure, and telling its workflow
+about a person's decision.
+
+A submission is atomic: the Temporal server and the shared remote are checked before the task
+exists (`Submitter.__init__`); then the task is created, its refs published and its workflow
+started, and a failure of either undoes the other (the remote's refs, the local branch) and
+leaves the task `abandoned` with the reason, never `running` with nothing to run it.
 
 The submission is recorded as a `temporal_submitted` event (address, namespace, queue, workflow
-id), so that `approve` and `reject`, from any machine with the shared state database, know where
-to send the signal without any configuration of their own.
+id, repository), so that `approve`, `reject` and `resume`, from any machine with the shared
+state database, know where to send it without any configuration of their own.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from typing import TYPE_CHECKING, Any
 
-from supervisor.errors import RunnerUnavailableError
+from supervisor.errors import RunnerUnavailableError, StateError, SupervisorError, WorkflowBusyError
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from supervisor.config import TemporalSettings
+    from supervisor.opening import Project
     from supervisor.state.store import Store, Workflow
 
 SUBMITTED = "temporal_submitted"
 
 
-def workflow_id(repo: Path, wf_id: int) -> str:
-    """Unique per repository and task (two repositories' task 1 are two workflows)."""
-    digest = hashlib.sha256(str(repo.resolve()).encode()).hexdigest()[:12]
-    return f"supervisor-{digest}-{wf_id}"
+def workflow_id(repository: str, wf_id: int) -> str:
+    """Unique per repository and task (two repositories' task 1 are two workflows); the same
+    in every clone, so a hand-back from any host replaces the same workflow."""
+    return f"supervisor-{repository}-{wf_id}"
 
 
-async def connect(address: str, namespace: str) -> Any:
+async def connect(address: str, namespace: str, timeout: float | None = None) -> Any:
     from temporalio.client import Client
 
     try:
-        return await Client.connect(address, namespace=namespace)
+        coro = Client.connect(address, namespace=namespace)
+        return await (asyncio.wait_for(coro, timeout) if timeout else coro)
     except Exception as e:  # the SDK raises RuntimeError for every connection failure
         raise RunnerUnavailableError(
-            f"Cannot reach the Temporal server at {address} (namespace {namespace}): {e}",
+            f"Cannot reach the Temporal server at {address} (namespace {namespace}): "
+            f"{e or type(e).__name__}",
             "Start it (`temporal server start-dev`, or bash scripts/setup-scaleout.sh --trial) or "
             "set temporal.address in your config; `--backend embedded` runs the task here.",
         ) from e
 
 
-def submit_task(store: Store, repo: Path, wf: Workflow, settings: TemporalSettings) -> str:
-    """Start the task's Temporal workflow; its id. The workers run it from here on."""
-    from supervisor.state.store import EventSpec
-    from supervisor.temporal.workflow import WORKFLOW_NAME, TaskInput
+def _start(settings: TemporalSettings, wid: str, task: Any, queue: str, replace: bool) -> None:
+    from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 
-    wid = workflow_id(repo, wf.id)
-    if settings.remote:  # the worker hosts' clones take the task from there
-        from supervisor.temporal import remote
-
-        remote.publish(repo, settings.remote, wf)
+    from supervisor.temporal.workflow import WORKFLOW_NAME
 
     async def start() -> None:
-        client = await connect(settings.address, settings.namespace)
+        client = await connect(settings.address, settings.namespace, timeout=15)
         await client.start_workflow(
             WORKFLOW_NAME,
-            TaskInput(wf.id, settings.heartbeat_timeout_seconds),
+            task,
             id=wid,
-            task_queue=settings.task_queue,
+            task_queue=queue,
+            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+            id_conflict_policy=(
+                WorkflowIDConflictPolicy.TERMINATE_EXISTING
+                if replace
+                else WorkflowIDConflictPolicy.FAIL
+            ),
         )
 
-    asyncio.run(start())
+    try:
+        asyncio.run(start())
+    except SupervisorError:
+        raise
+    except Exception as e:
+        raise RunnerUnavailableError(
+            f"The Temporal server at {settings.address} did not start the task's workflow: {e}",
+            "Check the server (`temporal operator cluster health`), then submit again.",
+        ) from e
+
+
+def _record(store: Store, wf_id: int, settings: TemporalSettings, wid: str, queue: str,
+            repository: str, kind: str = SUBMITTED) -> None:  # fmt: skip
+    from supervisor.state.store import EventSpec
+
     payload = {
         "address": settings.address,
         "namespace": settings.namespace,
-        "task_queue": settings.task_queue,
+        "task_queue": queue,
         "workflow_id": wid,
+        "repository": repository,
+        "remote": settings.remote,
     }
-    store.add_event(wf.id, EventSpec(SUBMITTED, status="submitted", payload=payload))
-    return wid
+    store.add_event(wf_id, EventSpec(kind, status="submitted", payload=payload))
+
+
+class Submitter:
+    """The `submit` callback of `tasks.start_task`; made only once Temporal and the shared
+    remote answer, so a task is never created for a runner out of reach."""
+
+    def __init__(self, project: Project) -> None:
+        from supervisor.temporal import remote
+        from supervisor.temporal.identity import queue_for, repository_id
+
+        self.project = project
+        self.settings = project.settings.temporal
+        self.repository = repository_id(project.root, self.settings.remote)
+        self.queue = queue_for(project.root, self.settings)
+
+        async def probe() -> None:
+            await connect(self.settings.address, self.settings.namespace, timeout=15)
+
+        asyncio.run(probe())
+        if self.settings.remote:
+            remote.check_reachable(project.root, self.settings.remote)
+
+    def __call__(self, wf: Workflow) -> None:
+        from supervisor.temporal.workflow import TaskInput
+
+        wid = workflow_id(self.repository, wf.id)
+        task = TaskInput(
+            wf.id, self.settings.heartbeat_timeout_seconds, None, self.repository,
+            self.settings.max_attempts,
+        )  # fmt: skip
+        try:
+            if self.settings.remote:  # the worker hosts' clones take the task from there
+                from supervisor.temporal import remote
+
+                remote.publish(self.project.root, self.settings.remote, wf)
+            with self.project.store() as store:  # recorded before a worker can read it
+                _record(store, wf.id, self.settings, wid, self.queue, self.repository)
+            _start(self.settings, wid, task, self.queue, replace=False)
+        except SupervisorError as e:
+            self._undo(wf, e)
+            raise
+
+    def _undo(self, wf: Workflow, error: SupervisorError) -> None:
+        """Leave nothing of a submission that failed: the remote's refs, the local branch; the
+        task is `abandoned`, saying why."""
+        from supervisor.state.store import EventSpec
+
+        removed: list[str] = []
+        if self.settings.remote:
+            from supervisor.temporal import remote
+
+            try:
+                removed = remote.unpublish(self.project.root, self.settings.remote, wf)
+            except SupervisorError:
+                removed = ["(the remote could not be cleaned: see `supervisor abandon`)"]
+        ws = self.project.workspace
+        if ws.branch_exists(wf.task_branch):
+            ws.delete_ref(f"refs/heads/{wf.task_branch}")
+        with self.project.store() as store:
+            store.update_workflow(
+                wf.id,
+                status="abandoned",
+                current_step=None,
+                context=store.workflow(wf.id).context,
+                events=[
+                    EventSpec(
+                        "submission_failed",
+                        status="abandoned",
+                        payload={"error": error.message, "removed_remote_refs": removed},
+                    )
+                ],
+            )
+
+
+def submitter(repo: Path) -> Submitter:
+    from supervisor.opening import open_project
+
+    return Submitter(open_project(repo))
 
 
 def submission(store: Any, wf_id: int) -> dict[str, Any] | None:
     """Where the task was submitted, or None when this process's runner runs it."""
     found = [e for e in store.events(wf_id) if e.type == SUBMITTED]
     return dict(found[-1].payload) if found else None
+
+
+def hand_back(project: Project, wf_id: int) -> str:
+    """`resume` of a task Temporal owns: a new run of its workflow, from the recorded state
+    (the old run, if any is left, is replaced). Refused while a worker runs it."""
+    from supervisor.state import leases
+    from supervisor.temporal.workflow import TaskInput
+
+    with project.store() as store:
+        wf = store.workflow(wf_id)
+        where = submission(store, wf_id)
+        assert where is not None
+        task = leases.task_name(wf_id)
+        live = [
+            x
+            for x in leases.all_leases(store)
+            if (x.name == task or x.name.startswith(task + "/")) and not x.expired()
+        ]
+    if wf.status == "completed":
+        raise StateError(
+            f"Task {wf_id} is completed; nothing to resume.", f"supervisor complete {wf_id}"
+        )
+    if live:
+        x = live[0]
+        doing = x.doing or f"step {wf.current_step}"
+        raise WorkflowBusyError(
+            f"Task {wf_id} runs on {x.host} under Temporal ({doing}).",
+            f"Nothing to do: follow it with `supervisor status {wf_id}`.",
+        )
+    settings = project.settings.temporal.model_copy(
+        update={"address": where["address"], "namespace": where["namespace"]}
+    )
+    repository = str(where.get("repository") or "")
+    task_input = TaskInput(
+        wf_id, settings.heartbeat_timeout_seconds, None, repository, settings.max_attempts
+    )
+    _start(settings, str(where["workflow_id"]), task_input, str(where["task_queue"]), replace=True)
+    with project.store() as store:
+        _record(store, wf_id, settings, str(where["workflow_id"]), str(where["task_queue"]),
+                repository)  # fmt: skip
+    return str(where["task_queue"])
 
 
 def signal_decided(where: dict[str, Any]) -> None:
@@ -87,16 +229,3 @@ def signal_decided(where: dict[str, Any]) -> None:
         await client.get_workflow_handle(where["workflow_id"]).signal(DECIDED_SIGNAL)
 
     asyncio.run(send())
-
-
-def submitter(repo: Path) -> Any:
-    """The `submit` callback of `tasks.start_task` for this repository's Temporal settings."""
-    from supervisor.opening import open_project
-
-    project = open_project(repo)
-
-    def submit(wf: Workflow) -> None:
-        with project.store() as store:
-            submit_task(store, project.root, wf, project.settings.temporal)
-
-    return submit

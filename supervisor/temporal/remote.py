@@ -46,10 +46,48 @@ def refspecs(wf: Workflow) -> list[str]:
 
 
 def publish(repo: Path, url: str, wf: Workflow) -> None:
-    """At start-task: the task's base commit and branch, from the user's checkout."""
-    _git(repo, "push", "--force", url,
-         f"{wf.base_sha}:refs/supervisor/wf{wf.id}/base",
-         f"refs/heads/{wf.task_branch}:refs/heads/{wf.task_branch}")  # fmt: skip
+    """At start-task: the task's base commit and branch, from the user's checkout; each over
+    what the remote had a moment ago (a task id of a discarded database), under that lease."""
+    base, branch = f"refs/supervisor/wf{wf.id}/base", f"refs/heads/{wf.task_branch}"
+    seen = remote_refs(repo, url, base, branch)
+    leases = [f"--force-with-lease={ref}:{seen.get(ref, '')}" for ref in (base, branch)]
+    _git(repo, "push", *leases, url, f"{wf.base_sha}:{base}", f"{branch}:{branch}")
+
+
+def remote_refs(repo: Path, url: str, *patterns: str) -> dict[str, str]:
+    """The remote's refs matching `patterns` (git ls-remote's), ref -> commit."""
+    try:
+        out = process.run(_argv(repo, "ls-remote", url, *patterns), timeout=60).stdout
+    except (ToolFailedError, CommandTimeoutError) as e:
+        detail = e.output if isinstance(e, ToolFailedError) else e.message
+        raise GitError(
+            f"The shared remote {url} cannot be read: {detail.strip()[-1000:]}",
+            "Check that temporal.remote is a git URL this host can read and push to.",
+        ) from e
+    found = (line.split("\t", 1) for line in out.splitlines() if "\t" in line)
+    return {ref: sha for sha, ref in found}
+
+
+def check_reachable(repo: Path, url: str) -> None:
+    """A worker's preflight: the shared remote answers."""
+    remote_refs(repo, url, "refs/heads/__supervisor-probe__")
+
+
+def unpublish(repo: Path, url: str, wf: Workflow) -> list[str]:
+    """Remove the task's branches and refs from the remote (abandon; a failed submission),
+    each only as it was seen: a host pushing meanwhile keeps its ref. The refs removed."""
+    branch = f"refs/heads/{wf.task_branch}"
+    own = f"refs/supervisor/wf{wf.id}/"
+    seen = {
+        ref: sha
+        for ref, sha in remote_refs(repo, url).items()
+        if ref == branch or ref.startswith((branch + "--", own))
+    }
+    if not seen:
+        return []
+    leases = [f"--force-with-lease={ref}:{sha}" for ref, sha in sorted(seen.items())]
+    _git(repo, "push", *leases, url, *(f":{ref}" for ref in sorted(seen)))
+    return sorted(seen)
 
 
 @dataclass
@@ -138,7 +176,16 @@ def push_component(repo: Path, url: str, branch: str | None, attempts: str) -> N
     """After a component's activity: its branch and its attempts' audit refs (under
     `attempts`) alone; other hosts push their components' at the same time, and the step that
     merges them fetches them all."""
-    specs = [f"{attempts}/*:{attempts}/*"]
+    mine = refs_under_local(repo, attempts + "/")
     if branch is not None:
-        specs.append(f"refs/heads/{branch}:refs/heads/{branch}")
-    _git(repo, "push", "--force", url, *specs)
+        mine.append(f"refs/heads/{branch}")
+    if not mine:
+        return
+    seen = remote_refs(repo, url, f"{attempts}/*", *([f"refs/heads/{branch}"] if branch else []))
+    leases = [f"--force-with-lease={ref}:{seen.get(ref, '')}" for ref in mine]
+    _git(repo, "push", *leases, url, *(f"{ref}:{ref}" for ref in mine))
+
+
+def refs_under_local(repo: Path, prefix: str) -> list[str]:
+    found = process.run(_argv(repo, "for-each-ref", "--format=%(refname)", prefix)).stdout
+    return found.split()

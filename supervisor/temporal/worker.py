@@ -3,24 +3,78 @@
 Each host runs one (or more) with its own clone of the repository; `--max-parallel` bounds the
 steps it runs at once. The workflow code runs here too (Temporal hands it to any worker of the
 queue); it is deterministic and cheap, the steps are the activities.
+
+Before it polls, a worker checks what its steps will need, so that a misconfigured host says so
+and exits instead of taking tasks it can only fail: the state database (its URL and password),
+the shared remote, the Temporal server, and that the database is this repository's. While it
+polls it holds a lease (`worker:<queue>:...`, supervisor/state/leases.py), which is how `status`
+on any host tells a task queued for a worker from one with no worker to run it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import logging
+import os
 from typing import TYPE_CHECKING
+
+from supervisor.errors import StateError
 
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from supervisor.opening import Project
 
-def run_worker(repo: Path, address: str, namespace: str, queue: str, max_parallel: int) -> None:
+
+def preflight(project: Project) -> str:
+    """The repository's identity, once the state database and shared remote answer."""
+    from sqlalchemy import text
+
+    from supervisor.state.location import state_url
+    from supervisor.temporal import remote
+    from supervisor.temporal.identity import repository_id
+
+    own = repository_id(project.root, project.settings.temporal.remote)
+    with project.store() as store, store.engine.connect() as conn:
+        rows = conn.execute(
+            text("SELECT workflow_id, payload FROM events WHERE type = 'temporal_submitted'")
+        ).fetchall()
+    others = set()
+    for wf_id, payload in rows:
+        data = payload if isinstance(payload, dict) else json.loads(payload)
+        if data.get("repository") not in (None, own):
+            others.add(wf_id)
+    if others:
+        where = "the shared state database" if state_url() else str(project.state_dir)
+        raise StateError(
+            f"{where} holds tasks of another repository (task(s) "
+            f"{', '.join(map(str, sorted(others)[:5]))}); this clone is repository {own}.",
+            "Give each repository its own database (`bash scripts/setup-scaleout.sh --trial` "
+            "prints one per repository), and set state.url for this one.",
+        )
+    if project.settings.temporal.remote:
+        remote.check_reachable(project.root, project.settings.temporal.remote)
+    return own
+
+
+def run_worker(
+    repo: Path, address: str, namespace: str, queue: str | None, max_parallel: int
+) -> None:
     from temporalio.worker import Worker
 
+    from supervisor.opening import open_project
+    from supervisor.state import leases
     from supervisor.temporal.activities import StepActivities
     from supervisor.temporal.client import connect
+    from supervisor.temporal.identity import queue_for
     from supervisor.temporal.workflow import TaskWorkflow
+
+    project = open_project(repo)
+    own = preflight(project)
+    queue = queue or queue_for(project.root, project.settings.temporal)
+    quiet_expected_retries()
 
     async def main() -> None:
         client = await connect(address, namespace)
@@ -29,11 +83,49 @@ def run_worker(repo: Path, address: str, namespace: str, queue: str, max_paralle
             client,
             task_queue=queue,
             workflows=[TaskWorkflow],
-            activities=[steps.run_step, steps.run_component],
+            activities=[steps.run_step, steps.run_component, steps.record_failure],
             max_concurrent_activities=max_parallel,
         )
-        print(f"supervisor worker: {repo} polling {queue!r} at {address}", flush=True)
-        await worker.run()
+        with (
+            project.store() as store,
+            leases.hold(
+                store.engine,
+                leases.worker_name(queue, f"{leases.host()}-{os.getpid()}"),
+                None,
+                doing=f"repository {own}",
+            ),
+        ):
+            print(
+                f"supervisor worker: {repo} (repository {own}) polling {queue!r} at {address}",
+                flush=True,
+            )
+            await worker.run()
 
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(main())
+
+
+class _ExpectedRetry(logging.Filter):
+    """An activity that failed in a way Temporal retries (the remote out of reach, another host
+    moved the refs) is one line in the worker's log, not a traceback."""
+
+    EXPECTED = ("RemoteUnavailable", "WorkflowBusy", "OtherRepository", "StateUnavailable")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.exc_info[1] is not None:
+            kind = getattr(record.exc_info[1], "type", None)
+            if kind in self.EXPECTED:
+                said = " ".join(str(record.exc_info[1]).split())  # one line a retry
+                record.msg = f"{record.getMessage()}: {said}"
+                record.args = None
+                record.exc_info = None
+                record.exc_text = None
+        return True
+
+
+def quiet_expected_retries() -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
+    for name in ("temporalio.activity", "temporalio.worker._activity", "temporalio"):
+        logging.getLogger(name).addFilter(_ExpectedRetry())
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_ExpectedRetry())

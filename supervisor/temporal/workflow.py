@@ -19,10 +19,12 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
 
 WORKFLOW_NAME = "supervisor-task"
 RUN_STEP = "supervisor-run-step"
 RUN_COMPONENT = "supervisor-run-component"
+RECORD_FAILURE = "supervisor-record-failure"
 DECIDED_SIGNAL = "decided"
 
 # A step may run for most of an hour (limits.step_timeout_seconds plus gates); the activity
@@ -38,12 +40,24 @@ class TaskInput:
     # What the components the last step handed over came back with (plain data, applied by
     # that step when it runs again: supervisor/workflow/steps/dispatched.py).
     components: list[dict[str, Any]] | None = None
+    # The repository's identity (supervisor/temporal/identity.py): a worker of another
+    # repository refuses the task instead of running it in its own clone.
+    repository: str = ""
+    max_attempts: int = 10  # of a step or component (temporal.max_attempts)
 
 
 @dataclass
 class ComponentInput:
     wf_id: int
     component: str
+    repository: str = ""
+
+
+@dataclass
+class FailureInput:
+    wf_id: int
+    reason: str
+    repository: str = ""
 
 
 @dataclass
@@ -67,16 +81,37 @@ class TaskWorkflow:
 
     @workflow.run
     async def run(self, task: TaskInput) -> StepResult:
+        """Every way this ends in failure is written to the state database first (a step's
+        activity that gave up, on any worker), so the task never stays `running` there while
+        Temporal has given it up; `supervisor resume` hands it back."""
+        try:
+            return await self._steps(task)
+        except ActivityError as e:
+            reason = _reason(e)
+            await workflow.execute_activity(
+                RECORD_FAILURE,
+                FailureInput(task.wf_id, reason, task.repository),
+                start_to_close_timeout=timedelta(minutes=2),
+                retry_policy=RetryPolicy(
+                    maximum_interval=timedelta(seconds=30),
+                    maximum_attempts=0,  # until a worker of the task's repository writes it
+                ),
+            )
+            return StepResult("failed", error=reason)
+
+    async def _steps(self, task: TaskInput) -> StepResult:
         relayed: list[dict[str, Any]] | None = None
         while True:
-            step = TaskInput(task.wf_id, task.heartbeat_timeout_s, relayed)
+            step = TaskInput(
+                task.wf_id, task.heartbeat_timeout_s, relayed, task.repository, task.max_attempts
+            )
             result: StepResult = await workflow.execute_activity(
                 RUN_STEP,
                 step,
                 result_type=StepResult,
                 start_to_close_timeout=STEP_TIMEOUT,
                 heartbeat_timeout=timedelta(seconds=task.heartbeat_timeout_s),
-                retry_policy=_retries(),
+                retry_policy=_retries(task.max_attempts),
             )
             relayed = None
             if result.status == "dispatched":  # one activity per component, on any worker
@@ -100,11 +135,11 @@ class TaskWorkflow:
         runs = [
             workflow.execute_activity(
                 RUN_COMPONENT,
-                ComponentInput(task.wf_id, cid),
+                ComponentInput(task.wf_id, cid, task.repository),
                 result_type=dict,
                 start_to_close_timeout=STEP_TIMEOUT,
                 heartbeat_timeout=timedelta(seconds=task.heartbeat_timeout_s),
-                retry_policy=_retries(),
+                retry_policy=_retries(task.max_attempts),
             )
             for cid in ids
         ]
@@ -122,9 +157,20 @@ class TaskWorkflow:
         return results
 
 
-def _retries() -> RetryPolicy:
+def _retries(attempts: int) -> RetryPolicy:
+    """A busy task is not a failure here: the activity waits for the holder's lease itself
+    (supervisor/state/leases.py), so the attempts count real failures only."""
     return RetryPolicy(
         initial_interval=timedelta(seconds=1),
         maximum_interval=timedelta(seconds=30),
-        maximum_attempts=10,
+        maximum_attempts=attempts,
+        non_retryable_error_types=["OtherRepository"],
     )
+
+
+def _reason(error: ActivityError) -> str:
+    """The activity's own words (its ApplicationError's message: what supervisor said), on one
+    line; Temporal's wrapper otherwise."""
+    cause = error.cause
+    said = cause.message if isinstance(cause, ApplicationError) else str(cause or error)
+    return " ".join(said.split())[:2000]

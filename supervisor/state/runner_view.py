@@ -1,0 +1,75 @@
+"""One truth about who runs a task, for `status`: read from the leases (supervisor/state/leases.py)
+and the task's events, the same on every host that shares the state.
+
+A task Temporal owns (a `temporal_submitted` event) is never "no supervisor": it is queued on its
+task queue (with or without a worker polling it), running on a named host, stalled (its holder
+silent past its lease), or failed in Temporal with the reason the workflow recorded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import TYPE_CHECKING, Any
+
+from supervisor.state import leases
+
+if TYPE_CHECKING:
+    from supervisor.state.records import Workflow
+
+SUBMITTED = "temporal_submitted"
+FAILED = "temporal_failed"
+
+
+def labels(state: Any, found: list[Workflow], pids: dict[int, int | None]) -> dict[int, str]:
+    """The status to show for each running or Temporal-failed task in `found`."""
+    held: list[leases.Lease] = []
+    with contextlib.suppress(Exception):  # a database older than the leases: no records
+        held = [x for x in leases.all_leases(state) if not x.dead_here()]
+    now = time.time()
+    shown: dict[int, str] = {}
+    for wf in found:
+        if wf.status not in ("running", "failed"):
+            continue
+        events = state.events(wf.id)
+        submitted = next((e.payload for e in reversed(events) if e.type == SUBMITTED), None)
+        if wf.status == "failed":
+            if events and events[-1].type == FAILED:
+                shown[wf.id] = f"failed in Temporal: {events[-1].payload.get('reason', '?')}"
+            elif events and events[-1].type == SUBMITTED:  # handed back by `resume`
+                shown[wf.id] = "resumed: " + _running(wf, held, submitted, None, now)
+            continue
+        shown[wf.id] = _running(wf, held, submitted, pids.get(wf.id), now)
+    return shown
+
+
+def _running(
+    wf: Workflow,
+    held: list[leases.Lease],
+    submitted: dict[str, Any] | None,
+    pid: int | None,
+    now: float,
+) -> str:
+    task = leases.task_name(wf.id)
+    mine = [x for x in held if x.name == task or x.name.startswith(task + "/")]
+    stalled = [x for x in mine if x.expired(now)]
+    if stalled:
+        x = stalled[0]
+        what = f" ({x.doing})" if x.doing else ""
+        return f"stalled: worker {x.host} silent for {x.silent_for(now):.0f} s{what}"
+    if mine:
+        where = [
+            f"{x.host} ({x.doing or 'step ' + str(wf.current_step or '-')})"
+            for x in mine
+            if x.name != task or len(mine) == 1
+        ]
+        return "running on " + ", ".join(where)
+    if submitted is not None:
+        queue = str(submitted.get("task_queue", "?"))
+        polling = [x for x in held if x.name.startswith(f"worker:{queue}:") and not x.expired(now)]
+        if not polling:
+            return f"queued (no worker on queue {queue})"
+        return f"queued on {queue} ({len(polling)} worker(s) polling)"
+    if pid is not None:
+        return "running"
+    return "running (no supervisor)"
