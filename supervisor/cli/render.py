@@ -161,6 +161,11 @@ def workflow_detail(
     head.add_row("workflow", str(wf.id))
     head.add_row("task", text(wf.description))
     head.add_row("status", _status(wf.status))
+    from supervisor.depth_view import label as depth_label
+
+    depth = depth_label(wf.context)
+    if depth:
+        head.add_row("depth", text(depth))
     from supervisor.degradation import label
 
     if wf.context.get("degraded"):

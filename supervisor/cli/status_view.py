@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from supervisor.cli.plain import json_out, plain
+from supervisor import depth_view
 from supervisor.cli.render import fit, workflow_detail, workflows_table
 
 if TYPE_CHECKING:
@@ -45,6 +46,7 @@ def show_status(console: Console, repo: Path, workflow_id: int | None, *, as_jso
                     "usage": store.usage_totals(workflow_id),
                     "approval": plain(approval) if approval else None,
                     "to_approve": about,
+                    "depth": depth_view.summary(wf.context),
                 }
             )
             return

@@ -30,6 +30,7 @@ from supervisor.errors import SupervisorError
 from supervisor.guard.textsafe import text as as_text
 from supervisor.guard.textsafe import visible
 from supervisor.tui.data import Detail, Monitor, ToApprove, to_approve
+from supervisor.depth_view import label as depth_label
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -362,7 +363,9 @@ class SupervisorTui(App[None]):
 def _tree_view(detail: Detail) -> Table | Text:
     wf = detail.workflow
     work = WorkGraph.of_workflow(wf.context)
-    steps = Table(title=f"workflow {wf.id}: steps", title_justify="left", expand=True)
+    depth = depth_label(wf.context)
+    title = Text(f"workflow {wf.id}: steps" + (f" · depth {depth}" if depth else ""))
+    steps = Table(title=title, title_justify="left", expand=True)
     for column in ("step", "try", "role", "status"):
         steps.add_column(column)
     for row in detail.steps[-15:]:

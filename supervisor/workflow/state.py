@@ -20,6 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from supervisor.errors import StateError
 from supervisor.routing.failover import Unavailable
+from supervisor.schemas import AnalysisOutput, ResearchOutput
+from supervisor.workflow.depth import DepthState
 
 VERSION = 1
 
@@ -31,6 +33,12 @@ class WorkflowState(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     version: int = VERSION
+    # how deep the task goes (supervisor/workflow/depth.py), and what decided it
+    depth: DepthState | None = None
+    analysis: AnalysisOutput | None = None
+    """The analyzer's verdict, as validated."""
+    research: ResearchOutput | None = None
+    """The investigator's report, a document for the planner's prompt."""
     # the plan and its components
     plan: dict[str, Any] | None = None
     planned_by: str | None = None
