@@ -11,7 +11,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from supervisor import faults, owners
+from supervisor import depth_view, faults, owners
 from supervisor.config import Settings, WorkflowDef, load_settings
 from supervisor.doctor import clis_in_use
 from supervisor.errors import ConfigError, SandboxError, SupervisorError, ToolMissingError
@@ -27,7 +27,6 @@ from supervisor.sandbox.docker import (
 )
 from supervisor.state.store import EventSpec, Store, Workflow
 from supervisor.workers import adapter_for
-from supervisor import depth_view
 from supervisor.workflow import depth
 from supervisor.workflow.loading import load_workflow, workflow_source
 from supervisor.workspace.worktrees import Workspace, find_repo_root

@@ -199,6 +199,7 @@ LAYERS: dict[str, int] = {
     "faults": 5,
     "dag": 5,
     "degradation": 5,
+    "depth_view": 5,
     "recovery": 5,
     "redaction": 5,
     "owners": 5,

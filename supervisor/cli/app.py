@@ -128,7 +128,7 @@ def start_task(
             cli=cli,
             roles=overrides,
             no_gate=no_gate,
-            asked=depth,  # type: ignore[arg-type]  # checked above
+            asked=depth,  # checked above
         )
         stops = projects.approval_stops(repo, cli=cli, roles=overrides, no_gate=no_gate)
         console.print(
@@ -162,7 +162,7 @@ def start_task(
             no_gate=no_gate,
             allow_protected=allow_protected,
             submit=submit,
-            depth=depth,  # type: ignore[arg-type]  # checked above
+            depth=depth,  # checked above
         )
     except ApprovalRequired:
         _show_pending(repo, None)

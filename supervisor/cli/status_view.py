@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from supervisor.cli.plain import json_out, plain
 from supervisor import depth_view
+from supervisor.cli.plain import json_out, plain
 from supervisor.cli.render import fit, workflow_detail, workflows_table
 
 if TYPE_CHECKING:

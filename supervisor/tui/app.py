@@ -26,11 +26,11 @@ from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Sta
 
 from supervisor.cli.render import STATUS_STYLE, work_tree
 from supervisor.dag import WorkGraph
+from supervisor.depth_view import label as depth_label
 from supervisor.errors import SupervisorError
 from supervisor.guard.textsafe import text as as_text
 from supervisor.guard.textsafe import visible
 from supervisor.tui.data import Detail, Monitor, ToApprove, to_approve
-from supervisor.depth_view import label as depth_label
 
 if TYPE_CHECKING:
     from pathlib import Path
