@@ -72,7 +72,7 @@ def opening_prompts(server: ScriptedModelServer, marker: str) -> list[str]:
     found = []
     for r in server.requests:
         text = json.dumps(r.body)
-        if r.kind == "scripted" and r.index == 0 and marker in text:
+        if r.kind == "scripted" and r.turn == 0 and marker in text:
             found.append(text)
     return found
 
