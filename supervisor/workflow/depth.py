@@ -24,13 +24,14 @@ step, its gates, the review and the approval policy run unchanged.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Literal
-
-from pydantic import BaseModel, ConfigDict
+from typing import TYPE_CHECKING, Any
 
 from supervisor.config import StepDef, WorkflowDef
 from supervisor.errors import ConfigError
 from supervisor.state.store import EventSpec
+from supervisor.workflow.state import Asked, DepthState, PathName
+
+__all__ = ["Asked", "DepthState", "PathName"]
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -38,33 +39,10 @@ if TYPE_CHECKING:
     from supervisor.config import DepthSettings
     from supervisor.workflow.state import WorkflowState
 
-Asked = Literal["auto", "simple", "planned", "researched"]
-PathName = Literal["simple", "planned", "researched"]
 ASKED: tuple[Asked, ...] = ("auto", "simple", "planned", "researched")
 ORDER: dict[str, int] = {"simple": 0, "planned": 1, "researched": 2}
 ANALYZE, RESEARCH = "analyze", "research"
 SIMPLE_COMPONENT = "task"
-
-
-class DepthState(BaseModel):
-    """The task's depth as pinned at start-task, and the path taken once it is known."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    asked: Asked
-    simple_max: int
-    researched_min: int
-    plan_step: str
-    simple_step: str
-    analyze_step: str | None = None
-    research_step: str | None = None
-    path: PathName | None = None
-    """The path taken; None while the analyzer has not answered."""
-    by_score: PathName | None = None
-    """The path the score and thresholds alone give (the least depth)."""
-    suggested: PathName | None = None
-    """The analyzer's own `path`."""
-    why: str = ""
 
 
 def choose(
