@@ -273,3 +273,14 @@ def test_a_script_that_names_the_analyzer_answers_it() -> None:
     script = {"conversations": [{"when": "ROLE: analyzer", "turns": [{"text": "mine"}]}]}
     player = ScriptPlayer(load_script(script))
     assert player.choose("a", "ROLE: analyzer", 0).turn.text == "mine"
+
+
+@pytest.mark.parametrize("path", ["../outside.py", "/etc/passwd", "src/../../x", "\\\\host\\share"])
+def test_a_verdict_or_report_naming_a_file_outside_the_repository_is_refused(path: str) -> None:
+    """The analyzer and the investigator are workers: their file lists steer context packing
+    and the simple path's plan, so a path out of the repository is refused with the reason."""
+    with pytest.raises(ParsingError, match="inside it"):
+        parse_worker_output(fenced(verdict(expected_files=["calc.py", path])), AnalysisOutput)
+    report = {"findings": ["f"], "files": [path], "risks": [], "open_questions": []}
+    with pytest.raises(ParsingError, match="inside it"):
+        parse_worker_output(fenced(report), ResearchOutput)

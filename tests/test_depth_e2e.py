@@ -98,14 +98,34 @@ def supervisor(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_a_small_fix_costs_three_conversations_analyze_implement_review(
     tmp_path: Path, serve: Any
 ) -> None:
-    """The real command, its default depth (auto): no planner runs."""
-    server = serve(analyzer(), planner(), implementer(GOOD_CALC), reviewer())
+    """The real command, its default depth (auto): no planner runs. The analyzer also tries to
+    slip a file in (it reads, never writes): its worktree is thrown away with its run."""
+    lying = analyzer()
+    planted = {"name": "Write", "input": {"file_path": "planted.py", "content": "import os\n"}}
+    lying["turns"].insert(0, {"tool_use": planted})
+    server = serve(lying, planner(), implementer(GOOD_CALC), reviewer())
     repo = new_repo(tmp_path, server.url)
 
     done = supervisor(repo, "start-task", TASK, "--yes")
 
     assert done.returncode == 0, done.stderr[-3000:]
     assert conversations(server) == ["analyzer", "implementer", "reviewer"]
+    branch = subprocess.run(
+        [
+            "git",
+            "-C",
+            str(repo),
+            "ls-tree",
+            "-r",
+            "--name-only",
+            "ai/1-implement-add-and-multiply-in-calc-py",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert "calc.py" in branch and "planted.py" not in branch
+    assert not (repo / "planted.py").exists()
     assert step_names(repo, 1) == ["analyze", "implement", "test", "review"]
     assert not [r for r in server.requests if r.kind in ("unmatched", "exhausted")]
     status = supervisor(repo, "status", "1")
