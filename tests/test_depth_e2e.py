@@ -110,21 +110,6 @@ def test_a_small_fix_costs_three_conversations_analyze_implement_review(
 
     assert done.returncode == 0, done.stderr[-3000:]
     assert conversations(server) == ["analyzer", "implementer", "reviewer"]
-    branch = subprocess.run(
-        [
-            "git",
-            "-C",
-            str(repo),
-            "ls-tree",
-            "-r",
-            "--name-only",
-            "ai/1-implement-add-and-multiply-in-calc-py",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    assert "calc.py" in branch and "planted.py" not in branch
     assert not (repo / "planted.py").exists()
     assert step_names(repo, 1) == ["analyze", "implement", "test", "review"]
     assert not [r for r in server.requests if r.kind in ("unmatched", "exhausted")]
@@ -134,6 +119,21 @@ def test_a_small_fix_costs_three_conversations_analyze_implement_review(
     assert shown["status"] == "completed"
     assert (shown["depth"]["path"], shown["depth"]["complexity"]) == ("simple", 2)
     assert shown["depth"]["expected_files"] == ["calc.py"]
+    branch = subprocess.run(
+        [
+            "git",
+            "-C",
+            str(repo),
+            "ls-tree",
+            "-r",
+            "--name-only",
+            shown["task_branch"],
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert "calc.py" in branch and "planted.py" not in branch
     with tasks.reading(repo) as store:
         [chosen] = [e for e in store.events(1) if e.type == "depth_chosen"]
     assert chosen.status == "simple" and chosen.payload["verdict"]["complexity"] == 2
