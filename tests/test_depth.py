@@ -284,3 +284,39 @@ def test_a_verdict_or_report_naming_a_file_outside_the_repository_is_refused(pat
     report = {"findings": ["f"], "files": [path], "risks": [], "open_questions": []}
     with pytest.raises(ParsingError, match="inside it"):
         parse_worker_output(fenced(report), ResearchOutput)
+
+
+@pytest.mark.parametrize(
+    ("template", "researched_min"),
+    [("_base", 7), ("mvp", 7), ("open_source", 6), ("enterprise", 5), ("security_critical", 4)],
+)
+def test_the_shipped_templates_research_from_their_own_threshold(
+    template: str, researched_min: int
+) -> None:
+    from supervisor.config import TemplateChoice
+    from supervisor.workflow import templates
+
+    definition = WorkflowDef.model_validate(
+        templates.build(TemplateChoice(template=template), None)
+    )
+    pinned, context, _ = prepared("auto", definition)
+    assert context["depth"]["researched_min"] == researched_min
+    state = WorkflowState.load(context).merged(
+        {"analysis": verdict(complexity=researched_min, path="planned")}
+    )
+    routed = depth.route(pinned.initial_step, state, TASK)
+    assert routed is not None and routed[0] == "research"
+    assert pinned.steps["research"].next == "plan"
+
+
+def test_a_low_score_never_skips_a_plan_that_waits_for_a_persons_sign_off() -> None:
+    steps = {**BASE.steps, "plan": StepDef(role="planner", next="implement", human_approval=True)}
+    signed = WorkflowDef(initial_step="plan", steps=steps)
+    pinned, context, _ = prepared("auto", signed)
+    state = WorkflowState.load(context).merged({"analysis": verdict(complexity=1)})
+    routed = depth.route(pinned.initial_step, state, TASK)
+    assert routed is not None and routed[0] == "plan"
+    assert state.depth is not None and state.depth.path == "planned" and state.plan is None
+    assert "sign-off" in state.depth.why
+    forced, _, _ = prepared("simple", signed)  # a person asked for it
+    assert forced.initial_step == "implement"

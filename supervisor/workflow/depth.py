@@ -9,7 +9,9 @@ path. The engine then chooses the path here, from the score and the thresholds (
 - the score sets the least depth: up to `simple_max` simple, from `researched_min` researched,
   planned between;
 - the analyzer's own `path` may only make the task deeper than its score says, never shallower
-  (going deeper costs one model conversation; going too shallow costs a failed task).
+  (going deeper costs one model conversation; going too shallow costs a failed task);
+- a template whose plan waits for a person's sign-off (enterprise) is never simple by score: the
+  analyzer is a worker, and a low score must not skip a person's check.
 
 Both the score's path and the analyzer's are recorded (event `depth_chosen`, WorkflowState.depth).
 `--depth simple|planned|researched` skips the analyzer; `planned` is exactly the fixed pipeline.
@@ -100,6 +102,7 @@ def prepare(
         researched_min=researched_min or settings.researched_min,
         plan_step=plan_step,
         simple_step=_simple_step(definition, plan_step),
+        plan_signed_off=first.human_approval,
     )
     steps = dict(definition.steps)
     added: dict[str, StepDef] = {}
@@ -139,6 +142,9 @@ def route(name: str, state: WorkflowState, description: str) -> tuple[str, Event
         verdict.complexity, verdict.path, pin.simple_max, pin.researched_min
     )
     pin.suggested = verdict.path
+    if pin.path == "simple" and pin.plan_signed_off:
+        pin.path = "planned"
+        pin.why += "; planned: the plan waits for a person's sign-off, which no score skips"
     if pin.path == "simple":
         start = simple_start(description, verdict.expected_files)
         state.plan, state.planned_by = start["plan"], start["planned_by"]

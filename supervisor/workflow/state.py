@@ -41,6 +41,9 @@ class DepthState(BaseModel):
     simple_step: str
     analyze_step: str | None = None
     research_step: str | None = None
+    plan_signed_off: bool = False
+    """The planner's step waits for a person's approval: the analyzer (a worker) cannot skip
+    that by scoring low; only `--depth simple`, asked by a person, can."""
     path: PathName | None = None
     """The path taken; None while the analyzer has not answered."""
     by_score: PathName | None = None
