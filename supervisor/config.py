@@ -63,6 +63,22 @@ class Limits(_Model):
     its planner, or allowed (see supervisor.workflow.ownership)."""
 
 
+class DepthSettings(_Model):
+    """How deep a task goes (supervisor/workflow/depth.py): the analyzer's complexity score up to
+    `simple_max` may take the simple path (no planner); from `researched_min` on, the task is
+    researched before it is planned. Between them: planned (the fixed pipeline)."""
+
+    simple_max: int = Field(3, ge=0, le=10)
+    researched_min: int = Field(7, ge=1, le=11)
+    """11: never researched automatically (`start-task --depth researched` still can)."""
+
+    @model_validator(mode="after")
+    def _ordered(self) -> DepthSettings:
+        if self.simple_max >= self.researched_min:
+            raise ValueError("`simple_max` must be below `researched_min`")
+        return self
+
+
 class AdaptiveWeights(_Model):
     """How much each figure counts in a CLI's score (normalised to sum 1; the plan's 0.7/0.3)."""
 
@@ -281,6 +297,7 @@ class Settings(_Model):
     notifications: NotificationSettings = Field(default_factory=NotificationSettings)
     budgets: BudgetSettings = Field(default_factory=BudgetSettings)
     adaptive: AdaptiveSettings = Field(default_factory=AdaptiveSettings)
+    depth: DepthSettings = Field(default_factory=DepthSettings)
     continuity: ContinuitySettings = Field(default_factory=ContinuitySettings)
     failover: FailoverSettings = Field(default_factory=FailoverSettings)
     state: StateSettings = Field(default_factory=StateSettings)
@@ -341,9 +358,17 @@ class StepDef(_Model):
         return "role" if self.role else "gate" if self.gate else "action"
 
 
+class TemplateDepth(_Model):
+    """A template's own depth setting: the complexity from which its tasks are researched
+    before they are planned (over limits.yaml's `depth.researched_min`)."""
+
+    researched_min: int = Field(ge=1, le=11)
+
+
 class WorkflowDef(_Model):
     initial_step: str
     steps: dict[str, StepDef]
+    depth: TemplateDepth | None = None
 
 
 # libyaml's safe loader when PyYAML was built with it: the same documents and errors, and every
@@ -415,6 +440,7 @@ def _layers(
     limits = _mapping(CONFIG_DIR / "limits.yaml")
     package["limits"] = limits.get("limits", {})
     package["adaptive"] = limits.get("adaptive", {})
+    package["depth"] = limits.get("depth", {})
     package["continuity"] = limits.get("continuity", {})
     package["failover"] = limits.get("failover", {})
     found = [(f"package ({CONFIG_DIR})", package)]

@@ -203,11 +203,25 @@ def read_turn(path: str) -> dict[str, Any]:
     return {"tool_use": {"name": "Read", "input": {"file_path": path}}}
 
 
+ANALYSIS = {
+    "complexity": 2,
+    "path": "simple",
+    "reasons": ["Two small functions in one file; the existing tests say what they must do."],
+    "expected_files": ["calc.py"],
+    "recommended_components": 1,
+}
+
+
 def demo_script() -> dict[str, Any]:
-    """Planner, a buggy first implementation, a fixed second one after the gate's feedback, and
-    an approving review."""
+    """The analyzer (a small fix: the simple path, no planner), a buggy first implementation, a
+    fixed second one after the gate's feedback, and an approving review. The planner's answer
+    stays for `--depth planned` runs of the same task."""
     return {
         "conversations": [
+            {
+                "when": "ROLE: analyzer",
+                "turns": [{"text": "My verdict.\n" + fenced(ANALYSIS)}],
+            },
             {
                 "when": "ROLE: planner",
                 "turns": [{"text": "Here is the plan.\n" + fenced(PLAN)}],
@@ -286,7 +300,9 @@ def run_demo(console: Console, err_console: Console, keep: Path | None) -> None:
         write_project_config(repo, server.url)
         console.print(f"[bold]Scripted model API:[/bold] {server.url}")
         console.print(f"[bold]Task:[/bold] {TASK}\n")
-        wf = tasks.start_task(TASK, repo, cli="claude", reporter=RichReporter(err_console))
+        wf = tasks.start_task(
+            TASK, repo, cli="claude", reporter=RichReporter(err_console), depth="auto"
+        )
         requests = len(server.requests)
     elapsed = time.monotonic() - started
     with project.reading(repo) as store:

@@ -11,7 +11,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from supervisor import faults, owners
+from supervisor import depth_view, faults, owners
 from supervisor.config import Settings, WorkflowDef, load_settings
 from supervisor.doctor import clis_in_use
 from supervisor.errors import ConfigError, SandboxError, SupervisorError, ToolMissingError
@@ -25,8 +25,9 @@ from supervisor.sandbox.docker import (
     probe_run_dir_owners,
     repo_label,
 )
-from supervisor.state.store import Store, Workflow
+from supervisor.state.store import EventSpec, Store, Workflow
 from supervisor.workers import adapter_for
+from supervisor.workflow import depth
 from supervisor.workflow.loading import load_workflow, workflow_source
 from supervisor.workspace.worktrees import Workspace, find_repo_root
 
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from supervisor.context.assemble import Pack
+    from supervisor.workflow.depth import Asked
 
 STATE_DIR = ".supervisor"
 
@@ -156,13 +158,28 @@ def task_definition(
     return definition, skipped
 
 
+def with_depth(
+    project: Project, definition: WorkflowDef, asked: Asked, description: str
+) -> tuple[WorkflowDef, dict[str, Any], list[EventSpec]]:
+    """The definition a task of depth `asked` pins, its first context and events
+    (supervisor/workflow/depth.py)."""
+    from supervisor.context.roles import load_role
+
+    def plans(role: str) -> bool:
+        return load_role(role, project.root).output == "plan"
+
+    return depth.prepare(definition, asked, project.settings.depth, description, plans)
+
+
 def definition_changed(project: Project, wf: Workflow) -> bool:
-    """Whether the workflow the repository defines now differs from the one `wf` started with."""
+    """Whether the workflow the repository defines now differs from the one `wf` started with
+    (the steps its depth added left out)."""
     try:
         current = load_workflow(project.root, project.settings)
     except SupervisorError:
         return True
-    return current.model_dump() != WorkflowDef.model_validate(wf.definition).model_dump()
+    started = depth.original(WorkflowDef.model_validate(wf.definition), wf.context)
+    return current.model_dump() != started.model_dump()
 
 
 def start_preview(
@@ -172,11 +189,13 @@ def start_preview(
     cli: str | None = None,
     roles: dict[str, str] | None = None,
     no_gate: bool = False,
+    asked: Asked = "auto",
 ) -> str:
     """What start-task would create, for a person to confirm; creates nothing."""
     project = open_project(path, {"cli": cli} if cli else None)
     require_trust(project)
     definition, skipped = task_definition(project, roles, no_gate)
+    definition, context, _ = with_depth(project, definition, asked, description)
     ws = project.workspace
     steps = " → ".join(definition.steps)
     return (
@@ -185,6 +204,7 @@ def start_preview(
         "(your checkout and uncommitted changes are not touched)\n"
         f"  workflow  {workflow_source(project.root, project.settings)}: {steps}\n"
         f"  CLIs      {', '.join(clis_in_use(definition, project.settings, project.root))}"
+        f"\n  depth     {depth_view.describe(context)}"
         + (f"\n  gates     none (--no-gate leaves out: {', '.join(skipped)})" if no_gate else "")
         + "".join(f"\n  routing   {line}" for line in routing_preview(project, definition))
     )

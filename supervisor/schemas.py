@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class _Strict(BaseModel):
@@ -94,7 +94,46 @@ class ReviewOutput(_Strict):
     security_concerns: list[str] = Field(default_factory=list)
 
 
+def _repository_paths(paths: list[str]) -> list[str]:
+    """A worker names files of the repository: relative, inside it. Others are refused, not
+    dropped, so the worker is told (the paths steer context packing and the simple path's plan)."""
+    bad = [p for p in paths if p.startswith(("/", "\\")) or ".." in p.replace("\\", "/").split("/")]
+    if bad:
+        raise ValueError(f"paths must be relative to the repository, inside it: {bad[:5]}")
+    return paths
+
+
+class AnalysisOutput(_Strict):
+    """The analyzer's verdict on a task, before anything is planned: every field is required, so
+    a verdict without a score or a path is refused, never guessed (supervisor/workflow/depth.py
+    turns the score into the path the task takes)."""
+
+    complexity: int = Field(ge=1, le=10, description="1 = a one-line fix, 10 = a new subsystem.")
+    path: Literal["simple", "planned", "researched"] = Field(
+        description="simple: one implementer, no plan; planned: plan then implement; "
+        "researched: investigate the code first, then plan."
+    )
+    reasons: list[str] = Field(min_length=1, description="Why this score and path.")
+    expected_files: list[str] = Field(description="The files the task will likely touch.")
+    recommended_components: int = Field(ge=1, le=50)
+
+    _inside = field_validator("expected_files")(_repository_paths)
+
+
+class ResearchOutput(_Strict):
+    """The investigator's report: a document for the planner's prompt, never an edit."""
+
+    findings: list[str] = Field(min_length=1)
+    files: list[str] = Field(description="The files that matter for the task.")
+    risks: list[str]
+    open_questions: list[str]
+
+    _inside = field_validator("files")(_repository_paths)
+
+
 OUTPUT_SCHEMAS: dict[str, type[BaseModel]] = {
+    "analysis": AnalysisOutput,
+    "research": ResearchOutput,
     "plan": PlanOutput,
     "implementation": ImplementationOutput,
     "review": ReviewOutput,

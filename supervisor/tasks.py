@@ -35,6 +35,7 @@ from supervisor.opening import (  # noqa: F401 (open_project, reading, workflows
     remove_dead_probes,
     require_trust,
     task_definition,
+    with_depth,
     workflows,
 )
 from supervisor.policy import approval_policy, budgets, notify
@@ -52,6 +53,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
+    from supervisor.workflow.depth import Asked
+
 
 def start_task(
     description: str,
@@ -63,10 +66,14 @@ def start_task(
     no_gate: bool = False,
     allow_protected: list[str] | None = None,
     submit: Callable[[Workflow], None] | None = None,
+    depth: Asked = "planned",
 ) -> Workflow:
     """`allow_protected`: protected paths (gitignore patterns) this task's workers may change.
     Other tasks running in the repository do not stop this one from starting. `submit`: hand
-    the created task to another runner (supervisor/temporal/) instead of running it here."""
+    the created task to another runner (supervisor/temporal/) instead of running it here.
+    `depth` (supervisor/workflow/depth.py): `auto` runs the analyzer first, as `start-task`
+    does by default; this function's default is the fixed pipeline (`planned`), which callers
+    that script every conversation (the specs) rely on."""
     if not description.strip():
         raise StateError("The task description is empty.", 'Describe the task: start-task "..."')
     description, _ = redact(description)  # its branch name, state and prompts never hold a secret
@@ -74,6 +81,7 @@ def start_task(
     require_trust(project)
     cli = project.settings.cli
     definition, skipped = task_definition(project, roles, no_gate)
+    definition, depth_context, depth_events = with_depth(project, definition, depth, description)
     approval_policy.load(project.root)  # a bad policy file stops the task before it starts
     sandbox = open_sandbox(project, clis_in_use(definition, project.settings, project.root))
     if trustmap.repo_path(project.root, trustmap.DOCKERFILE, trustmap.NEEDS_TRUST).is_file():
@@ -89,7 +97,11 @@ def start_task(
             branch_for_id=lambda i: f"ai/{i}-{ws.slugify(description)}",
             definition=definition.model_dump(),
             first_step=definition.initial_step,
-            **protected.pinned_start(project.settings, allow_protected),
+            **_with_depth_start(
+                protected.pinned_start(project.settings, allow_protected),
+                depth_context,
+                depth_events,
+            ),
         )
         with task_lock(project.state_dir, wf.id):
             _clean_leftovers(project, store, sandbox, wf.id)  # of a reused id (a new database)
@@ -109,6 +121,13 @@ def start_task(
                 submit(wf)
                 return store.workflow(wf.id)
             return _drive(project, store, sandbox, wf.id, reporter)
+
+
+def _with_depth_start(
+    start: dict[str, Any], context: dict[str, Any], events: list[EventSpec]
+) -> dict[str, Any]:
+    """The pinned checks' first context and events, with the depth's."""
+    return {"context": {**start["context"], **context}, "events": [*start["events"], *events]}
 
 
 def resume(

@@ -200,6 +200,7 @@ LAYERS: dict[str, int] = {
     "dag": 5,
     "degradation": 5,
     "status_label": 5,
+    "depth_view": 5,
     "recovery": 5,
     "redaction": 5,
     "owners": 5,

@@ -30,6 +30,7 @@ BUILT_IN = [
     "tech_lead",
     "security_auditor",
     "investigator",
+    "analyzer",
 ]
 
 

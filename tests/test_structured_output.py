@@ -71,7 +71,10 @@ def test_the_refusal_names_the_nested_object_that_breaks_the_rules() -> None:
     )
 
 
-@pytest.mark.parametrize(("output", "model"), REAL)
+@pytest.mark.parametrize(
+    ("output", "model"),
+    [(o, m) for o, m in REAL if any(not f.is_required() for f in m.model_fields.values())],
+)
 def test_null_for_an_optional_field_means_its_default(output: str, model: type[BaseModel]) -> None:
     """Strict mode makes the model write every optional field, as null when it has nothing."""
     strict = structured_output.for_cli(model, "codex")

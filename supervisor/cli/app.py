@@ -104,8 +104,19 @@ def start_task(
         str | None,
         typer.Option(help="embedded (run here) or temporal (submit; `supervisor worker` runs it)."),
     ] = None,
+    depth: Annotated[
+        str,
+        typer.Option(
+            help="auto (an analyzer scores the task first), simple (no planner), planned (plan "
+            "first) or researched (investigate, then plan)."
+        ),
+    ] = "auto",
 ) -> None:
     """Create the task branch and run the workflow on it."""
+    if depth not in ("auto", "simple", "planned", "researched"):
+        raise SupervisorError(
+            f"--depth {depth!r} is unknown.", "Use auto, simple, planned or researched."
+        )
     overrides = {}
     for item in role or []:
         step, sep, name = item.partition("=")
@@ -121,7 +132,12 @@ def start_task(
                 "Pass --yes to start without confirming.",
             )
         preview = projects.start_preview(
-            description, repo, cli=cli, roles=overrides, no_gate=no_gate
+            description,
+            repo,
+            cli=cli,
+            roles=overrides,
+            no_gate=no_gate,
+            asked=depth,  # checked above
         )
         stops = projects.approval_stops(repo, cli=cli, roles=overrides, no_gate=no_gate)
         console.print(
@@ -156,6 +172,7 @@ def start_task(
                 no_gate=no_gate,
                 allow_protected=allow_protected,
                 submit=submit,
+                depth=depth,  # checked above
             )
     except ApprovalRequired:
         _show_pending(repo, None)

@@ -87,6 +87,11 @@ def workflow_detail(
     head.add_row(
         "status", _status(wf.status, runner or _shown_status(wf, supervisors, degraded=False))
     )
+    from supervisor.depth_view import label as depth_label
+
+    depth = depth_label(wf.context)
+    if depth:
+        head.add_row("depth", text(depth))
     from supervisor.degradation import label
 
     if wf.context.get("degraded"):

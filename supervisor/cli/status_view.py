@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from supervisor import depth_view
 from supervisor.cli.plain import json_out, plain
 
 if TYPE_CHECKING:
@@ -62,6 +63,7 @@ def show_status(console: Console, repo: Path, workflow_id: int | None, *, as_jso
                     "approval": plain(approval) if approval else None,
                     "to_approve": about,
                     "runner": runner,
+                    "depth": depth_view.summary(wf.context),
                 }
             )
             return

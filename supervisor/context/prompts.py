@@ -156,6 +156,7 @@ def compose(
     diff: str,
     run_id: str = "dry-run",
     degrade: str | None = None,
+    research: str = "",
 ) -> tuple[str, Pack]:
     """The role's prompt with its context pack; the pack gets what the bare prompt leaves over."""
     from supervisor.context import tokens
@@ -168,6 +169,7 @@ def compose(
         "plan": plan,
         "run_id": run_id,
         "degrade": degrade or "",  # a degraded attempt's reduced scope (prompts/_degrade.j2)
+        "research": research,  # an investigator's report, for the planner (workflow/depth.py)
     }
     bare, _ = redact(render(role.template, repo, role.schema, context_pack="", **variables))
     pack = build_pack(

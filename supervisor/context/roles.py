@@ -69,7 +69,7 @@ class RoleSpec(_Model):
     flags: list[str] | None = None
     env: dict[str, str] | None = None
     template: str | None = None
-    output: Literal["plan", "implementation", "review"] | None = None
+    output: Literal["analysis", "research", "plan", "implementation", "review"] | None = None
     system_prompt_additions: str | None = None
     strengths: list[str] | None = None
     allowed_tools: list[str] | None = None
@@ -105,7 +105,7 @@ class Role(_Model):
     flags: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     template: str
-    output: Literal["plan", "implementation", "review"]
+    output: Literal["analysis", "research", "plan", "implementation", "review"]
     system_prompt_additions: str = ""
     strengths: list[str] = Field(default_factory=list)
     allowed_tools: list[str] = Field(default_factory=list)

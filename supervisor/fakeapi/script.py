@@ -11,11 +11,17 @@ turns already in the request.
 When no unused conversation matches, a conversation that was started but never reached its last
 turn is played again from the start: the run that started it broke off (a dropped connection, a
 killed container) and the supervisor retried it, and a model asked the same thing answers alike.
+
+The analyzer (supervisor/workflow/depth.py) is answered only by conversations whose `when` names
+it (`ROLE: analyzer`); without one, a default verdict answers it (the fixed pipeline: `planned`,
+complexity 5), so a script written for the planner, implementer and reviewer plays unchanged
+behind `start-task --depth auto` and none of its conversations is spent on the analyzer.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +32,15 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 EXHAUSTED_TEXT = "(script exhausted)"
 UNMATCHED_TEXT = "(no scripted conversation matched)"
+ANALYZER_MARK = "ROLE: analyzer"
+DEFAULT_VERDICT = {
+    "complexity": 5,
+    "path": "planned",
+    "reasons": ["(the scripted API's default verdict: no conversation scripts the analyzer)"],
+    "expected_files": [],
+    "recommended_components": 1,
+}
+DEFAULT_ANALYSIS_TEXT = "Verdict.\n```json\n" + json.dumps(DEFAULT_VERDICT) + "\n```"
 
 
 class _Model(BaseModel):
@@ -86,7 +101,7 @@ def load_script(source: dict[str, Any] | str | Path | Script) -> Script:
     return Script.model_validate(source)
 
 
-Outcome = Literal["scripted", "exhausted", "unmatched"]
+Outcome = Literal["scripted", "exhausted", "unmatched", "default"]
 
 
 @dataclass(frozen=True)
@@ -127,6 +142,8 @@ class ScriptPlayer:
                 chosen = None
             if chosen is not None:
                 self._furthest[chosen] = max(self._furthest.get(chosen, -1), turn_index)
+        if chosen is None and ANALYZER_MARK in full_text:
+            return Choice(Turn(text=DEFAULT_ANALYSIS_TEXT), "default", None, turn_index)
         if chosen is None:
             return Choice(Turn(text=UNMATCHED_TEXT), "unmatched", None, turn_index)
         turns = self.script.conversations[chosen].turns
@@ -145,8 +162,12 @@ class ScriptPlayer:
             ]
 
     def _take(self, text: str) -> int | None:
+        analyzer = ANALYZER_MARK in text
         matching = [
-            i for i, c in enumerate(self.script.conversations) if c.when is None or c.when in text
+            i
+            for i, c in enumerate(self.script.conversations)
+            if (c.when is None or c.when in text)
+            and (not analyzer or (c.when is not None and "analyzer" in c.when))
         ]
         for index in matching:
             if index not in self._used or self.script.conversations[index].repeat:

@@ -44,12 +44,15 @@ _RUN_ID = re.compile(r"RUN: ([\w.-]+)")
 RETRY_INFO = "type.googleapis.com/google.rpc.RetryInfo"
 SECRET_HEADERS = frozenset({"x-api-key", "authorization", "x-goog-api-key", "proxy-authorization"})
 
-Kind = Literal["scripted", "exhausted", "unmatched", "side", "unknown", "probe", "refused"]
+Kind = Literal[
+    "scripted", "exhausted", "unmatched", "default", "side", "unknown", "probe", "refused"
+]
 
 
 @dataclass
 class Recorded:
-    """One request as received. `kind`: scripted / exhausted / unmatched (a model turn), side (a
+    """One request as received. `kind`: scripted / exhausted / unmatched / default (a model turn;
+    default: the built-in analyzer verdict, supervisor/fakeapi/script.py), side (a
     CLI call outside the agent loop: count_tokens, a session-title request), unknown (a path
     nobody handles), probe (HEAD/GET, e.g. the CLI's connectivity check)."""
 

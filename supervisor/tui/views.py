@@ -40,7 +40,12 @@ def tree_view(detail: Detail) -> RenderableType:
     steps = Text()
     steps.append(f"workflow {wf.id}: ", style="bold")
     steps.append_text(status_text(detail.status))
+    from supervisor.depth_view import label as depth_label
+
+    depth = depth_label(wf.context)
     steps.append("\n")
+    if depth:
+        steps.append(f"depth {depth}\n", style="dim")
     if detail.decided:
         steps.append(f"r resumes it (supervisor resume {wf.id})\n", style="bold")
     steps.append("steps\n", style="bold")

@@ -20,7 +20,7 @@ from supervisor.errors import CredentialsError, StepFailedError, SupervisorError
 from supervisor.policy.budgets import HELD
 from supervisor.routing import failover
 from supervisor.state.store import EventSpec
-from supervisor.workflow import continuity, degrade, retries
+from supervisor.workflow import continuity, degrade, depth, retries
 from supervisor.workflow.state import WorkflowState
 from supervisor.workflow.steps.base import err, message
 
@@ -97,7 +97,7 @@ def decide(
     if outcome.transient is not None:
         return _same_again(wf, name, step, state, events, outcome.transient, outcome, facts)
     if outcome.result == "passed":
-        return _advance(definition, name, step, state, events, outcome, facts)
+        return _advance(wf, definition, name, step, state, events, outcome, facts)
     return _send_back(wf, definition, name, step, state, events, outcome, facts)
 
 
@@ -117,6 +117,7 @@ def fail(
 
 
 def _advance(
+    wf: Workflow,
     definition: WorkflowDef,
     name: str,
     step: StepDef,
@@ -130,6 +131,10 @@ def _advance(
     state.transient.pop(name, None)
     state.feedback.pop(name, None)
     next_step = step.next
+    routed = depth.route(name, state, wf.description)  # the analyzer's verdict, gated
+    if routed is not None:
+        next_step = routed[0]
+        events.append(routed[1])
     status = "running" if next_step is not None else "completed"
     ask = step.human_approval
     if next_step and definition.steps[next_step].action == "commit":

@@ -14,14 +14,43 @@ validated, with `version: 1`. A context from a newer supervisor is refused (Stat
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from supervisor.errors import StateError
 from supervisor.routing.failover import Unavailable
+from supervisor.schemas import AnalysisOutput, ResearchOutput
 
 VERSION = 1
+
+Asked = Literal["auto", "simple", "planned", "researched"]
+PathName = Literal["simple", "planned", "researched"]
+
+
+class DepthState(BaseModel):
+    """The task's depth (supervisor/workflow/depth.py) as pinned at start-task, and the path
+    taken once it is known."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    asked: Asked
+    simple_max: int
+    researched_min: int
+    plan_step: str
+    simple_step: str
+    analyze_step: str | None = None
+    research_step: str | None = None
+    plan_signed_off: bool = False
+    """The planner's step waits for a person's approval: the analyzer (a worker) cannot skip
+    that by scoring low; only `--depth simple`, asked by a person, can."""
+    path: PathName | None = None
+    """The path taken; None while the analyzer has not answered."""
+    by_score: PathName | None = None
+    """The path the score and thresholds alone give (the least depth)."""
+    suggested: PathName | None = None
+    """The analyzer's own `path`."""
+    why: str = ""
 
 
 class WorkflowState(BaseModel):
@@ -31,6 +60,12 @@ class WorkflowState(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     version: int = VERSION
+    # how deep the task goes (supervisor/workflow/depth.py), and what decided it
+    depth: DepthState | None = None
+    analysis: AnalysisOutput | None = None
+    """The analyzer's verdict, as validated."""
+    research: ResearchOutput | None = None
+    """The investigator's report, a document for the planner's prompt."""
     # the plan and its components
     plan: dict[str, Any] | None = None
     planned_by: str | None = None

@@ -69,11 +69,11 @@ def load_template(name: str, repo: Path | None) -> dict[str, Any]:
         data = read_yaml(path) or {}
         if not isinstance(data, dict):
             raise ConfigError(f"{path} must hold a mapping.", "See config/workflow_templates/.")
-        unknown = set(data) - {"name", "description", "extends", "initial_step", "steps"}
+        unknown = set(data) - {"name", "description", "extends", "initial_step", "steps", "depth"}
         if unknown:
             raise ConfigError(
                 f"{path} has unknown keys: {', '.join(sorted(unknown))}.",
-                "A template has name, description, extends, initial_step and steps.",
+                "A template has name, description, extends, initial_step, steps and depth.",
             )
         layers.append(data)
         current = data.get("extends")
@@ -81,6 +81,8 @@ def load_template(name: str, repo: Path | None) -> dict[str, Any]:
     for data in reversed(layers):
         if "initial_step" in data:
             merged["initial_step"] = data["initial_step"]
+        if "depth" in data:  # the nearest template's setting wins
+            merged["depth"] = data["depth"]
         for step, fields in (data.get("steps") or {}).items():
             if fields is None:  # a child removes a parent's step
                 merged["steps"].pop(step, None)

@@ -33,7 +33,8 @@ from supervisor.sandbox import adopt, model_paths
 from supervisor.sandbox.docker import RUN_PREFIX, RunSpec, run_dir_label
 from supervisor.state.store import EventSpec, StepRecord, now
 from supervisor.workers import adapter_for, continuation
-from supervisor.workflow.steps import results, witnessing
+from supervisor.workflow import depth
+from supervisor.workflow.steps import assessing, results, witnessing
 from supervisor.workflow.steps.base import (
     LineSplitter,
     Outcome,
@@ -244,6 +245,7 @@ class _Run:
             diff=c.ws.diff(tip, base) if base != tip else "",
             run_id=f"wf{wf.id}-{name}-{role.name}-step{step_id}",
             degrade=(wf.context.get("degraded") or {}).get(name),  # the engine's decision
+            research=depth.research_document(wf.context) if role.output == "plan" else "",
         )
         try:
             resumed = continuation.begin(self, c, wf, prompt)
@@ -461,6 +463,8 @@ class _Run:
             return results.implementation(done, worktree, base, ref, in_fan_out=branch is not None)
         if role.output == "review":
             return results.review(done, base)
+        if role.output in ("analysis", "research"):
+            return assessing.answer(done)
         return results.plan(done)
 
 
