@@ -341,7 +341,7 @@ def status(
 
         watching(console, repo, workflow_id, max(0.1, interval))
         return
-    show_status(console, repo, workflow_id, as_json=as_json)
+    show_status(lambda: console, repo, workflow_id, as_json=as_json)
 
 
 @app.command()

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 class StatusArgs(NamedTuple):
@@ -46,6 +49,14 @@ def quick_status(args: list[str]) -> StatusArgs | None:
     return StatusArgs(workflow_id, repo, as_json)
 
 
+def _console() -> Console:
+    from supervisor.cli.failure import console
+    from supervisor.cli.render import fit_to_output
+
+    fit_to_output(console)
+    return console
+
+
 def main() -> None:
     quick = quick_status(sys.argv[1:])
     if quick is None:
@@ -53,14 +64,14 @@ def main() -> None:
 
         full()
         return
-    from supervisor.cli.failure import console, err_console, report
-    from supervisor.cli.render import fit_to_output
     from supervisor.cli.status_view import show_status
     from supervisor.errors import SupervisorError
 
-    fit_to_output(console)
-    fit_to_output(err_console)
     try:
-        show_status(console, quick.repo, quick.workflow_id, as_json=quick.as_json)
+        show_status(_console, quick.repo, quick.workflow_id, as_json=quick.as_json)
     except SupervisorError as e:
+        from supervisor.cli.failure import err_console, report
+        from supervisor.cli.render import fit_to_output
+
+        fit_to_output(err_console)
         report(e)

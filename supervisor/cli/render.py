@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from typing import TYPE_CHECKING
 
 from rich.console import Group
@@ -22,7 +21,9 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from supervisor.dag import WorkGraph
+from supervisor.cli import detail
+from supervisor.cli.detail import STATUS_STYLE as STATUS_STYLE
+from supervisor.cli.detail import shown_step as shown_step
 from supervisor.guard.textsafe import text, visible
 
 if TYPE_CHECKING:
@@ -30,24 +31,10 @@ if TYPE_CHECKING:
 
     from supervisor.config import Settings
     from supervisor.context.roles import ResolvedRole, RoleFile
+    from supervisor.dag import WorkGraph
     from supervisor.state.reader import StateReader
     from supervisor.state.records import Event, Workflow
     from supervisor.state.store import Store
-
-STATUS_STYLE = {
-    "completed": "green",
-    "running": "cyan",
-    "awaiting_approval": "yellow",
-    "failed": "red",
-    "succeeded": "green",
-    "rejected": "yellow",
-    "interrupted": "magenta",
-    "rate_limited": "yellow",
-    "complete": "green",
-    "in_progress": "cyan",
-    "pending": "dim",
-}
-
 
 PIPE_WIDTH = 1000
 """Width for output that is not a terminal: lines as long as they need, nothing cut."""
@@ -142,120 +129,38 @@ def workflows_table(
     return table
 
 
-def shown_step(wf: Workflow) -> str:
-    """The step the workflow stands at: while it waits for an approval, the step whose result
-    waits (the database already points at the next one)."""
-    if wf.status == "awaiting_approval" and wf.context.get("approval_step"):
-        return f"{wf.context['approval_step']} (awaiting approval)"
-    return wf.current_step or "-"
-
-
 def workflow_detail(
     store: Store | StateReader, wf_id: int, pending: list[str] | None = None
 ) -> RenderableType:
-    """One workflow; `pending` says what a waiting approval is about
-    (supervisor.policy.approvals)."""
-    wf = store.workflow(wf_id)
-    totals = store.usage_totals(wf_id)
+    """One workflow (supervisor/cli/detail.py says what is in it), drawn for a terminal."""
+    return detail_view(detail.workflow_detail(store, wf_id, pending))
+
+
+def detail_view(shown: detail.Detail) -> RenderableType:
     head = Table.grid(padding=(0, 2))
-    head.add_row("workflow", str(wf.id))
-    head.add_row("task", text(wf.description))
-    head.add_row("status", _status(wf.status))
-    from supervisor.degradation import label
-
-    if wf.context.get("degraded"):
-        head.add_row("degraded", text(label(wf.context).removeprefix("degraded: "), "yellow"))
-    approval = store.latest_approval(wf_id)
-    if wf.status == "awaiting_approval":
-        waiting = str(wf.context.get("approval_step") or (approval.step if approval else "?"))
-        head.add_row(
-            "current step",
-            text(f"{waiting} (awaiting approval); then: {wf.current_step or 'the end'}"),
-        )
-    else:
-        head.add_row("current step", _one(shown_step(wf)))
-    head.add_row(
-        "branch",
-        text(f"{wf.task_branch} (from {wf.base_branch or 'detached'} {wf.base_sha[:10]})"),
-    )
-    head.add_row(
-        "usage",
-        f"{totals['input_tokens']} in / {totals['output_tokens']} out tokens, "
-        f"${totals['cost_usd']:.4f}",
-    )
-    from supervisor.policy.budgets import status_line
-
-    budget = status_line(wf, totals)
-    if budget:
-        head.add_row("budget", text(budget, "yellow" if "paused" in budget else ""))
-    if wf.error:
-        head.add_row("error", text(wf.error, "red"))
-    if wf.status == "rate_limited" and wf.context.get("waiting_until"):
-        from datetime import datetime
-
-        until = datetime.fromtimestamp(float(wf.context["waiting_until"]))
-        head.add_row(
-            "waiting", Text(f"rate limited until {until:%H:%M:%S}; retries then", style="yellow")
-        )
-    for cli, gone in (wf.context.get("unavailable") or {}).items():
-        from datetime import datetime
-
-        until = gone.get("until")
-        if until is not None and float(until) <= time.time():
-            continue  # its reset has passed: steps use it again
-        when = f"until {datetime.fromtimestamp(float(until)):%H:%M:%S}" if until else "for now"
-        head.add_row("failover", text(f"{cli} passed over {when} ({gone.get('cause')})", "yellow"))
-    for cid, entry in (wf.context.get("components") or {}).items():
-        if entry.get("status") == "waiting":
-            from datetime import datetime
-
-            until = entry.get("until")
-            when = f"until {datetime.fromtimestamp(float(until)):%H:%M:%S}" if until else "to retry"
-            head.add_row(
-                "waiting",
-                text(f"component {cid} waits {when}: {entry.get('reason', '')[:120]}", "yellow"),
-            )
-    if wf.status == "budget_exceeded":
-        head.add_row("waiting for", text("\n".join(pending or ["a budget extension"]), "yellow"))
-    if wf.status == "awaiting_approval" and approval is not None:
-        head.add_row("waiting for", text(f"approval of '{approval.step}' ({approval.status})"))
-        head.add_row("to approve", text("\n".join(pending or ["-"])))
-        head.add_row(
-            "decide",
-            f"supervisor approve {wf_id}  |  supervisor reject {wf_id} --reason '...'",
-        )
-        from supervisor.policy.approvals import pending_request
-
-        request = pending_request(wf, approval)
-        if request:
-            head.add_row(
-                "dependencies", text(f"changed by '{request['producer']}': {request['diff']}")
-            )
+    for row in shown.rows:
+        value = _status(row.value) if row.style == detail.STATUS else text(row.value, row.style)
+        head.add_row(row.label, value)
     steps = Table(title="Steps", title_justify="left")
-    rows = store.steps(wf_id)
     steps.add_column("#")
-    _id_column(steps, "step", [r["name"] for r in rows])
+    _id_column(steps, "step", [r.name for r in shown.steps])
     steps.add_column("attempt")
-    _id_column(steps, "role", [r["role"] or "(gate)" for r in rows])
+    _id_column(steps, "role", [r.role for r in shown.steps])
     for column in ("status", "started", "took"):
         steps.add_column(column)
-    for row in rows:
-        took = ""
-        if row["finished_at"] is not None:
-            took = f"{(row['finished_at'] - row['started_at']).total_seconds():.1f}s"
+    for r in shown.steps:
         steps.add_row(
-            str(row["id"]),
-            _one(row["name"]),
-            str(row["attempt"]),
-            _one(row["role"] or "(gate)"),
-            _status(row["status"]),
-            row["started_at"].strftime("%H:%M:%S"),
-            took,
+            str(r.id),
+            _one(r.name),
+            str(r.attempt),
+            _one(r.role),
+            _status(r.status),
+            r.started,
+            r.took,
         )
-    work = WorkGraph.of_workflow(wf.context)
-    if work is None:
+    if shown.work is None:
         return Group(head, steps)
-    return Group(head, work_tree(wf.description, work), steps)
+    return Group(head, work_tree(shown.workflow.description, shown.work), steps)
 
 
 def work_tree(task: str, work: WorkGraph) -> Tree:

@@ -1,24 +1,35 @@
 """What `supervisor status` prints: the list of workflows, or one in detail.
 
 Shared by the full command line (supervisor/cli/app.py) and the quick entry point
-(supervisor/cli/entry.py), so both print the same thing; it imports rich and the state reader,
-never typer, the engine or SQLAlchemy (for a SQLite state).
+(supervisor/cli/entry.py), so both print the same thing. It never imports typer, the engine or
+SQLAlchemy (for a SQLite state); one workflow's detail printed to a pipe is plain lines
+(supervisor/cli/status_plain.py) and does not import rich either: a script polling `status <id>`
+waits for little more than the interpreter.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 from supervisor.cli.plain import json_out, plain
-from supervisor.cli.render import fit, workflow_detail, workflows_table
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
     from rich.console import Console
 
 
-def show_status(console: Console, repo: Path, workflow_id: int | None, *, as_json: bool) -> None:
+def to_a_pipe() -> bool:
+    """Whether stdout is a pipe or a file rather than a terminal: plain lines, no rich."""
+    return not sys.stdout.isatty()
+
+
+def show_status(
+    console: Callable[[], Console], repo: Path, workflow_id: int | None, *, as_json: bool
+) -> None:
+    """`console`: the rich console to print to, made only when a table is drawn."""
     from supervisor import task_state as access
 
     if workflow_id is None:
@@ -27,7 +38,10 @@ def show_status(console: Console, repo: Path, workflow_id: int | None, *, as_jso
         if as_json:
             json_out([{**plain(wf), "supervisor_pid": pids.get(wf.id)} for wf in found])
         else:
-            console.print(fit(console, workflows_table(found, pids)))
+            from supervisor.cli.render import fit, workflows_table
+
+            out = console()
+            out.print(fit(out, workflows_table(found, pids)))
         return
     with access.reading(repo) as store:
         wf = store.workflow(workflow_id)
@@ -48,4 +62,15 @@ def show_status(console: Console, repo: Path, workflow_id: int | None, *, as_jso
                 }
             )
             return
-        console.print(fit(console, workflow_detail(store, workflow_id, about)))
+        from supervisor.cli.detail import workflow_detail
+
+        shown = workflow_detail(store, workflow_id, about)
+    if to_a_pipe():
+        from supervisor.cli.status_plain import detail_lines
+
+        sys.stdout.write("\n".join(detail_lines(shown)) + "\n")
+        return
+    from supervisor.cli.render import detail_view, fit
+
+    out = console()
+    out.print(fit(out, detail_view(shown)))

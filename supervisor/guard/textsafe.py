@@ -15,13 +15,15 @@ terminal (the layout is then a few cells off, which is why the call sites escape
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 from rich.console import RenderHook
 from rich.markup import escape
 from rich.segment import Segment
 from rich.text import Text
+
+from supervisor.guard.visible import UNSAFE as _UNSAFE
+from supervisor.guard.visible import visible as visible
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
@@ -34,26 +36,6 @@ if TYPE_CHECKING:
         RenderResult,
     )
     from rich.measure import Measurement
-
-_CONTROLS = "\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069"
-"""C0 but tab and newline, DEL, C1, and the bidirectional overrides (which reorder what a person
-reads: "Trojan source"). Tab and newline are layout, handled by `lines`."""
-_UNSAFE = re.compile(f"[{_CONTROLS}]")
-_UNSAFE_ONE_LINE = re.compile(f"[{_CONTROLS}\t\n]")
-
-
-def _shown(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
-def visible(value: object, *, lines: bool = True) -> str:
-    """`value` as text whose every control character is shown, never obeyed: ESC becomes the
-    four characters `\\x1b`. `lines`: newlines and tabs are kept (where the layout has room for
-    them); without it they are shown as `\\x0a` and `\\x09` too, for one-line places (a table
-    cell holding an identifier, a window title)."""
-    text = value if isinstance(value, str) else str(value)
-    return (_UNSAFE if lines else _UNSAFE_ONE_LINE).sub(_shown, text)
 
 
 def markup(value: object, *, lines: bool = True) -> str:
