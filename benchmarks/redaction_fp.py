@@ -5,8 +5,9 @@
 Runs the redaction over every tracked file of this repository's own (SCANNED, OTHERS: the package,
 the specs with the two real fixture projects under tests/fixtures/, benchmarks, scripts, config,
 prompts, docs, README): our own code holds no secrets, so every value redacted there is a false
-positive, except in the files that hold fake secrets on purpose (FIXTURES). Prints the rule count per layer, the files and lines scanned, the
-values redacted per kind (target 0) and the time taken; `--show` lists each redacted line.
+positive, except in the files that hold fake secrets on purpose (FIXTURES). Prints the rule
+count per layer, the files and lines scanned, the values redacted per kind (target 0) and the
+time taken; `--show` lists each redacted line.
 """
 
 from __future__ import annotations
