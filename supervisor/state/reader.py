@@ -113,11 +113,11 @@ class StateReader:
             yield _NOT_ASCII.sub(_escaped, "".join(row[0] for row in rows))
 
     def usage_totals(self, wf_id: int) -> dict[str, float]:
+        """The running sums the events trigger keeps (state/migrations.py, version 3)."""
         row = self.conn.execute(
-            "SELECT coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0), "
-            "coalesce(sum(cost_usd), 0.0) FROM events WHERE workflow_id = ?",
+            "SELECT input_tokens, output_tokens, cost_usd FROM event_usage WHERE workflow_id = ?",
             (wf_id,),
-        ).fetchone()
+        ).fetchone() or (0, 0, 0.0)
         return {"input_tokens": row[0], "output_tokens": row[1], "cost_usd": float(row[2])}
 
     def latest_approval(self, wf_id: int) -> Approval | None:

@@ -157,13 +157,6 @@ invocations = Table(
 )
 
 Index("ix_events_workflow", events.c.workflow_id, events.c.id)
-Index(
-    "ix_events_usage",
-    events.c.workflow_id,
-    events.c.input_tokens,
-    events.c.output_tokens,
-    events.c.cost_usd,
-)
 Index("ix_steps_workflow", steps.c.workflow_id, steps.c.id)
 Index("ix_checkpoints_workflow", checkpoints.c.workflow_id, checkpoints.c.id)
 Index("ix_approvals_workflow", approvals.c.workflow_id, approvals.c.id)
