@@ -115,7 +115,10 @@ NOT_SECRET_WORDS = re.compile(r"tokeni[sz]|secretary")
 PLACEHOLDER = re.compile(
     r"""(?ix)^(?:
       \$\{[^}]*\}.*|\$\(.*|\$[A-Z_][A-Z0-9_]*|%\(?\w+\)?s?|\{\{.*|<[^>]*>?|\[redacted.*
-      |x{3,}|\*{3,}|\.{3,}|changeme|change_me|replace_?me|password\d*|secret|example|dummy
+      |\{[^{}]*\}  # an f-string's or a template's field: `{self.password}`, `{PASS}`
+      |.*<[\w\-]*>?  # ending in a placeholder (`sk-test-<32 hex>` cut at its space)
+      |x{3,}|\*{3,}|\.{3,}|changeme|change_me|replace_?me|password\d*|pass|passwd|pwd|secret
+      |example|dummy
       |test|none|null|nil|true|false|todo|fixme|placeholder|redacted|your[_\-].*
       |.*\(.*|(?:os\.environ|os\.getenv|process\.env|env|settings|config|secrets|vars)\b.*
     )$"""
@@ -266,6 +269,9 @@ def _cli_password(m: re.Match[str], marker: _Marker) -> str:
 def _url_password(m: re.Match[str], marker: _Marker) -> str:
     password = m.group(2)
     if password.startswith("[REDACTED") or _is_reference(password) or PLACEHOLDER.match(password):
+        return m.group(0)
+    user = m.group(1).rsplit("/", 1)[-1].rstrip(":")
+    if password == user:  # `postgres:postgres@`, `guest:guest@`: a default, not a secret
         return m.group(0)
     return m.group(1) + marker("url_password") + m.group(3)
 

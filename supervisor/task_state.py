@@ -9,23 +9,37 @@ sqlite3 reader (supervisor.state.reader); the one write here, a decision, throug
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from supervisor.errors import StateError
 from supervisor.state.reader import open_reader
-from supervisor.workspace.host_git import STATE_DIR, find_repo_root
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
-    from pathlib import Path
 
     from supervisor.state.reader import StateReader
     from supervisor.state.records import Workflow
     from supervisor.state.store import Store
 
 
+STATE_DIR = ".supervisor"
+"""supervisor.workspace.host_git.STATE_DIR, not imported: it brings git's runner with it."""
+
+
 def state_db(path: Path) -> Path:
-    """The state database of the repository that holds `path`."""
+    """The state database of the repository that holds `path`.
+
+    When the nearest folder with a `.git` above `path` has a state database, that is it, found
+    without running git (two processes, a third of a `status`); anything else (no database yet,
+    GIT_DIR or GIT_WORK_TREE set) asks git, which also names what is wrong."""
+    from supervisor.state.location import state_db_beside_git
+
+    found = state_db_beside_git(path)
+    if found is not None:
+        return found
+    from supervisor.workspace.host_git import find_repo_root
+
     return find_repo_root(path) / STATE_DIR / "state.db"
 
 
@@ -128,6 +142,8 @@ def decide(
                 f"Workflow {wf_id} is not waiting for approval (status: {wf.status}).",
                 f"Run `supervisor status {wf_id}` to see where it stands.",
             )
+        from supervisor.workspace.host_git import find_repo_root
+
         who = approver or git_email(find_repo_root(path))
         if not approve:
             store.decide_approval(approval.id, "rejected", reason, approver=who)

@@ -16,7 +16,13 @@ Files pinned to one process with `pytest.mark.xdist_group`:
   process so that they never run two servers and their workers at once.
 - `checkout_setup` (the specs that run scripts/setup.sh in this checkout, and the one that checks
   nothing holds its lock afterwards): setup.sh holds `.cache/setup.lock` while it runs, so the
-  check must not run beside them."""
+  check must not run beside them.
+
+Longest first: `--dist loadgroup` hands out the groups (largest first), then single specs in
+collection order. `pytest_collection_modifyitems` below puts the minutes-long specs (`slow`),
+then the other end-to-end ones (`docker`, `cli`), before the fast specs, so the run's last
+minutes are filled with sub-second specs instead of one process finishing a long pipeline while
+the others sit idle (the longest-processing-time-first rule)."""
 
 from __future__ import annotations
 
@@ -29,6 +35,32 @@ from supervisor.fakeapi import ScriptedModelServer, load_script
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from pathlib import Path
+
+
+LONG_FILES = frozenset(
+    {
+        "test_adopt_e2e.py",
+        "test_adaptive_e2e.py",
+        "test_attacks_gates.py",
+        "test_attacks_gates_ts.py",
+        "test_components_e2e.py",
+        "test_templates_ts_e2e.py",
+    }
+)
+"""Files of end-to-end specs of one to three minutes each (docs/test-durations.md)."""
+
+
+def _weight(item: pytest.Item) -> int:
+    """0 for the minutes-long specs, 1 for other end-to-end specs, 2 for the fast ones."""
+    if item.get_closest_marker("slow") or item.path.name in LONG_FILES:
+        return 0
+    if item.get_closest_marker("docker") or item.get_closest_marker("cli"):
+        return 1
+    return 2
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=_weight)  # stable: files keep their own order within a weight
 
 
 @pytest.fixture

@@ -134,20 +134,25 @@ def finished(repo: Path, done: subprocess.CompletedProcess[str]) -> Any:
     return wf
 
 
-@pytest.mark.parametrize("module", ["argparse", "signal"])
-def test_a_module_shadowing_what_unittest_imports_is_refused_with_its_name(
-    tmp_path: Path, serve: Any, module: str
+def test_modules_shadowing_what_unittest_imports_are_refused_each_with_its_name(
+    tmp_path: Path, serve: Any
 ) -> None:
-    server = serve(attacker(write(f"{module}.py", SHADOW)), honest(), reviewer())
+    """Two shadows in one attempt (one run of the pipeline for both): each is named."""
+    modules = ["argparse", "signal"]
+    server = serve(
+        attacker(*(write(f"{module}.py", SHADOW) for module in modules)), honest(), reviewer()
+    )
     repo = project(tmp_path, server)
 
     wf = finished(repo, start_task(repo))
 
-    assert show(repo, wf.task_branch, f"{module}.py") is None
+    for module in modules:
+        assert show(repo, wf.task_branch, f"{module}.py") is None
     refused = events(repo, wf.id, "protected_path_changed")
-    named = f"{module}.py (shadows the module {module})"
-    assert [e.payload["protected"] for e in refused] == [[named]]
-    assert named in feedback_prompts(server)[0]
+    named = [f"{module}.py (shadows the module {module})" for module in modules]
+    assert [sorted(e.payload["protected"]) for e in refused] == [named]
+    for name in named:
+        assert name in feedback_prompts(server)[0]
     gates = events(repo, wf.id, "gate")
     assert [g.status for g in gates] == ["passed"]  # only the honest fix reached the gate
     assert gates[0].payload["tests"] == 2 and gates[0].payload["base_tests"] == 2

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from e2e_support import require_sandbox, reviewer, run_to_the_end, write_workflow, writes
-from test_templates_ts_e2e import (  # the module's image, built once by `init`
+from test_templates_ts_e2e import (  # the image, built once per process by `init`
     FIXED,
     SOURCE,
     Project,
@@ -34,7 +34,7 @@ from supervisor.project.gates import run_gate
 from supervisor.sandbox.docker import DockerSandbox
 from supervisor.workflow.gate_baseline import Baseline, judge
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("ts_project")]  # see the templates
 __all__ = ["project", "sandbox"]  # module fixtures shared with the template specs
 
 TASK = "Fix clamp in src/index.ts"

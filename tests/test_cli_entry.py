@@ -122,3 +122,120 @@ def test_the_quick_answer_is_the_full_command_lines_answer(
     assert quick[1] or quick[2]  # it did say something
     if args == ["status", "9"]:
         assert quick[0] != 0 and "9" in quick[2]
+
+
+def test_status_of_one_workflow_to_a_pipe_is_plain_lines_with_control_characters_shown(
+    tmp_path: Path,
+) -> None:
+    """A script reading `status <id>` gets `label  value` lines, the plan's tree and the steps,
+    with no table borders; a worker's escape sequence in the task arrives as `\\x1b`."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (root / "README.md").write_text("x\n")
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "init"], check=True)
+    plan = {
+        "status": "COMPLETE",
+        "phases": [
+            {"id": "p1", "components": [{"id": "core", "description": "c", "files": ["core.py"]}]}
+        ],
+    }
+    with Store(root / ".supervisor" / "state.db") as store:
+        wf = store.create_workflow(
+            description="fix \x1b]0;owned\x07 the title",
+            cli="claude",
+            base_branch="main",
+            base_sha="b" * 40,
+            branch_for_id=lambda i: f"ai/{i}-t",
+            definition={},
+            first_step="plan",
+        )
+        step = store.start_step(wf.id, "plan", 1, "planner", None)
+        store.finish_step(step, "succeeded", event=EventSpec("plan", input_tokens=3))
+        store.update_workflow(
+            wf.id,
+            status="running",
+            current_step="implement",
+            context={"plan": plan, "components": {"core": {"status": "pending"}}},
+        )
+        store.set_status(wf.id, "failed", error="gate\x1b[2J failed")
+    shown = subprocess.run(
+        [sys.executable, "-m", "supervisor", "status", str(wf.id), "--repo", str(root)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    lines = shown.splitlines()
+    assert lines[:3] == [
+        "workflow      1",
+        "task          fix \\x1b]0;owned\\x07 the title",
+        "status        failed",
+    ]
+    assert "error         gate\\x1b[2J failed" in lines
+    assert "\x1b" not in shown and "│" not in shown and "┃" not in shown
+    assert "  phase p1 pending" in lines and "    core pending  core.py" in lines
+    header = lines.index("Steps") + 1
+    assert lines[header].split() == ["#", "step", "attempt", "role", "status", "started", "took"]
+    assert lines[header + 1].split()[:5] == ["1", "plan", "1", "planner", "succeeded"]
+
+
+def test_the_streamed_event_log_holds_each_event_as_the_store_reads_it(tmp_path: Path) -> None:
+    """`events <id> --json`, made by SQLite: the same objects as the store's events, in order;
+    ASCII only (a payload's ESC, bidirectional override or emoji escaped as JSON does), and a
+    timestamp without microseconds as `isoformat` writes it."""
+    import json
+    from datetime import datetime
+
+    from sqlalchemy import insert
+
+    from supervisor.state import schema
+
+    whole = datetime(2026, 1, 2, 3, 4, 5)
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (root / "README.md").write_text("x\n")
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "init"], check=True)
+    with Store(root / ".supervisor" / "state.db") as store:
+        wf = store.create_workflow(
+            description="t",
+            cli="claude",
+            base_branch="main",
+            base_sha="c" * 40,
+            branch_for_id=lambda i: f"ai/{i}-t",
+            definition={},
+            first_step="plan",
+        )
+        step = store.start_step(wf.id, "plan", 1, "planner", None)
+        odd = {"text": 'caf\u00e9 \x1b[2J \u202e \U0001f600 "q" \\', "n": [1, 2.5, None]}
+        cost = EventSpec("plan", role="planner", payload=odd, input_tokens=3, cost_usd=0.0125)
+        store.finish_step(step, "succeeded", event=cost)
+        with store.engine.begin() as conn:  # an event at a whole second
+            conn.execute(
+                insert(schema.events),
+                [{"workflow_id": wf.id, "type": "note", "payload": {}, "timestamp": whole}],
+            )
+        expected = [
+            {**e.__dict__, "timestamp": e.timestamp.isoformat()} for e in store.events(wf.id)
+        ]
+    assert expected[-1]["timestamp"] == "2026-01-02T03:04:05"
+    shown = subprocess.run(
+        [sys.executable, "-m", "supervisor", "events", str(wf.id), "--json", "--repo", str(root)],
+        capture_output=True,
+        check=True,
+    ).stdout
+    assert shown.isascii()
+    assert [json.loads(line) for line in shown.splitlines()] == expected
+    assert any(e["payload"] == odd for e in expected)
+    unknown = subprocess.run(
+        [sys.executable, "-m", "supervisor", "events", "9", "--json", "--repo", str(root)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert unknown.returncode != 0 and "No workflow with id 9" in unknown.stderr

@@ -147,3 +147,15 @@ def test_deciding_commands_load_no_worker_stack(
         assert store.latest_approval(int(args[1])).status != "pending"  # type: ignore[union-attr]
     assert loaded(modules, NEVER) == []
     assert sorted(m for m in modules if m.startswith(NEVER_PREFIXES)) == []
+
+
+@pytest.mark.parametrize("args", [["status", "1"], ["events", "1", "--json"]], ids=["id", "events"])
+def test_a_piped_status_or_event_stream_loads_neither_rich_nor_git_runner(
+    repo: Path, tmp_path: Path, args: list[str]
+) -> None:
+    """To a pipe (as here) they print plain lines, and the state database beside `.git` is
+    found without git's runner (the approval's summary may still run git: workflow 1 waits for
+    one)."""
+    modules = modules_after(repo, tmp_path, *args)
+    assert "supervisor.state.reader" in modules
+    assert loaded(modules, ("rich", "supervisor.workspace.host_git")) == []

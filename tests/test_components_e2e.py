@@ -18,6 +18,7 @@ from supervisor import tasks
 from supervisor.demo import fenced
 from supervisor.errors import StepFailedError
 from supervisor.sandbox.docker import LABEL_REPO, repo_label
+from supervisor.state.store import Store
 from supervisor.workspace.worktrees import Workspace
 
 if TYPE_CHECKING:
@@ -308,8 +309,10 @@ def test_a_rate_limited_component_waits_while_the_others_go_on_and_resume_contin
     tmp_path: Path, serve: Any
 ) -> None:
     # The reset time reaches the supervisor through the CLI's error text, as with the real API.
-    message = "rate limited, try again in 30 seconds"
-    limited = {"error": {"status": 429, "message": message, "retry_after": 30}}
+    # Ten minutes: the other component is surely merged before it, however loaded the machine
+    # (with 30 s, a slow circle let square's reset pass first); the spec then moves the clock.
+    message = "rate limited, try again in 600 seconds"
+    limited = {"error": {"status": 429, "message": message, "retry_after": 600}}
     server = serve(
         planner(plan(component("square", ["square.py"]), component("circle", ["circle.py"]))),
         {"when": "one component of the plan: 'square'", "turns": [limited]},
@@ -348,7 +351,12 @@ def test_a_rate_limited_component_waits_while_the_others_go_on_and_resume_contin
         run.send_signal(signal.SIGKILL)
         run.wait()
 
-    done = tasks.resume(wf.id, repo)  # waits out the rest of the reset, then runs square only
+    with Store(repo / ".supervisor" / "state.db") as store:  # ten minutes later
+        wf = store.workflow(wf.id)
+        assert float(wf.context["waiting_until"]) > time.time() + 60
+        later = {**wf.context, "waiting_until": time.time()}
+        store.update_workflow(wf.id, status=wf.status, current_step=wf.current_step, context=later)
+    done = tasks.resume(wf.id, repo)  # the reset has passed: it runs square only
 
     assert done.status == "completed"
     assert git(repo, "show", f"{done.task_branch}:square.py") == SQUARE

@@ -211,10 +211,29 @@ def test_a_secret_already_caught_by_its_prefix_is_counted_once() -> None:
         "auth_header = build_header(user)",
         "Use a Bearer token in the Authorization header.",
         "task-description-for-the-whole-project-2024",
+        # This repository's own former false positives (benchmarks/redaction_fp.py):
+        "`state.url: postgresql+psycopg://user:pass@host/db` (the user's own",
+        'return f"postgresql+psycopg://{USER}:{self.password}@127.0.0.1:{self.port}/{db}"',
+        "(`ANTHROPIC_API_KEY=sk-supervisor-<32 hex>`) and a plain-HTTP base URL",
+        "SUPERVISOR_STATE_URL=postgresql+psycopg://supervisor:supervisor@127.0.0.1:5432/pg",
     ],
 )
 def test_ordinary_code_and_placeholders_are_left_alone(text: str) -> None:
     assert redact(text) == (text, {})
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://supervisor:s3cr3t-Pa55@db/app",
+        "https://deploy:passw0rd!@example.com/x",
+        "https://ci:{hunter2@example.com/x",  # a brace, but no template field
+    ],
+)
+def test_a_url_password_that_is_no_placeholder_or_default_is_still_redacted(url: str) -> None:
+    redacted, counts = redact(url)
+    assert counts == {"url_password": 1}, redacted
+    assert "@" in redacted and redacted.split("://")[0] == url.split("://")[0]
 
 
 def test_base64_image_data_in_a_data_uri_is_left_alone() -> None:

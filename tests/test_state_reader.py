@@ -113,3 +113,28 @@ def test_what_the_reader_cannot_serve_goes_to_the_store(tmp_path: Path) -> None:
     junk.write_text("not a database")
     with pytest.raises(StateError, match="cannot be opened"):
         open_reader(junk)
+
+
+def test_usage_totals_follow_every_appended_event_and_an_upgrade_counts_the_old_ones(
+    tmp_path: Path,
+) -> None:
+    """The reader's totals come from running sums a trigger keeps: they match the store's sums
+    over the log after more events, and a database from before the sums has them filled in."""
+    db = tmp_path / "state.db"
+    first, second = populated(db)
+    with Store(db) as store:
+        store.add_event(first, EventSpec("more", input_tokens=7, output_tokens=2, cost_usd=0.5))
+        store.add_event(second, EventSpec("note"))  # no usage: nothing changes
+        expected = {wf_id: store.usage_totals(wf_id) for wf_id in (first, second)}
+    with StateReader.open(db) as reader:  # type: ignore[union-attr]
+        assert {wf_id: reader.usage_totals(wf_id) for wf_id in expected} == expected
+        assert reader.usage_totals(99) == {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
+    conn = sqlite3.connect(db)  # back to schema version 3: no sums yet
+    conn.execute("DELETE FROM schema_migrations WHERE version = 4")
+    conn.execute("DROP TRIGGER events_usage")
+    conn.execute("DROP TABLE event_usage")
+    conn.commit()
+    conn.close()
+    Store(db).close()  # the upgrade
+    with StateReader.open(db) as reader:  # type: ignore[union-attr]
+        assert {wf_id: reader.usage_totals(wf_id) for wf_id in expected} == expected

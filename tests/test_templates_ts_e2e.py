@@ -34,7 +34,9 @@ from supervisor.sandbox.docker import DockerSandbox
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-pytestmark = pytest.mark.docker
+# One project image for this file and test_attacks_gates_ts.py (their fixtures are per process:
+# `session`), so both files run in one xdist process.
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("ts_project")]
 FIXTURE = Path(__file__).parent / "fixtures" / "ts_vitest"
 TASK = "Fix clamp in src/index.ts"
 TEMPLATES = ["_base", "mvp", "open_source", "enterprise", "security_critical"]
@@ -83,12 +85,12 @@ def git(repo: Path, *args: str) -> str:
     ).stdout
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def project(tmp_path_factory: pytest.TempPathFactory, sandbox: DockerSandbox) -> Iterator[Project]:
     """Made once: `init` run on the fixture (image built, gates checked on the untouched
     project), then clamp broken by a commit; kept as a pristine copy. Each test works on a
     fresh copy at the same path, so the project image (named after the checkout's path and its
-    lock file) is built once for the module."""
+    lock file) is built once per test process, for this module and test_attacks_gates_ts."""
     require_sandbox()
     root = tmp_path_factory.mktemp("ts_templates")
     repo = root / "repo"
@@ -120,7 +122,7 @@ def project(tmp_path_factory: pytest.TempPathFactory, sandbox: DockerSandbox) ->
     print(f"\nTypeScript project, wall time per template: {WALL_SECONDS}")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def sandbox() -> Iterator[DockerSandbox]:
     box = DockerSandbox(IMAGE, "supervisor-egress-test")
     yield box

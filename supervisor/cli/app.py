@@ -10,7 +10,6 @@ not wait for them. `tasks`, `projects` and `images` below are modules imported o
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -396,7 +395,7 @@ def status(
 
         code = watching(console, repo, workflow_id, max(0.1, interval), exit_status)
         raise typer.Exit(code)
-    show_status(console, repo, workflow_id, as_json=as_json)
+    show_status(lambda: console, repo, workflow_id, as_json=as_json)
 
 
 @app.command(epilog=tui_keys.help_text())
@@ -419,14 +418,14 @@ def events(
     """The workflow's event log."""
     from supervisor import task_state as access
 
+    if as_json:
+        from supervisor.cli.events_json import stream_events
+
+        stream_events(repo, workflow_id)
+        return
     with access.reading(repo) as store:
         store.workflow(workflow_id)
         log = store.events(workflow_id)
-    if as_json:
-        for e in log:
-            record = {**e.__dict__, "timestamp": e.timestamp.isoformat()}
-            sys.stdout.write(json.dumps(record, default=str) + "\n")
-        return
     from supervisor.cli.listings import events as listed
     from supervisor.cli.output import show
 

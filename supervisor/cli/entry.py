@@ -2,7 +2,8 @@
 
 `supervisor status` is what a person types most, often in a loop, and typer spends a third of
 that command's time building a parser for every command before it runs one. Its plain forms
-(`status [ID] [--repo PATH] [--json]`) are answered here without loading typer; anything else,
+(`status [ID] [--repo PATH] [--json]`) and `events ID --json [--repo PATH]` are answered here
+without loading typer; anything else,
 `status --help` and `status --watch` included, goes to the full command line
 (supervisor/cli/app.py), which parses it as always. Both print through
 supervisor/cli/status_view.py, so the output is the same (tests/test_cli_entry.py).
@@ -12,7 +13,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from rich.console import Console
 
 
 class StatusArgs(NamedTuple):
@@ -46,21 +52,52 @@ def quick_status(args: list[str]) -> StatusArgs | None:
     return StatusArgs(workflow_id, repo, as_json)
 
 
+def quick_events(args: list[str]) -> tuple[int, Path] | None:
+    """`events ID --json [--repo PATH]`: the workflow id and repository, or None for anything
+    the full parser should see (the table form draws with rich anyway)."""
+    if args[:1] != ["events"] or "--json" not in args:
+        return None
+    parsed = quick_status(["status", *(a for a in args[1:] if a != "--json"), "--json"])
+    if parsed is None or parsed.workflow_id is None or args.count("--json") != 1:
+        return None
+    return parsed.workflow_id, parsed.repo
+
+
+def _console() -> Console:
+    from supervisor.cli.failure import console
+    from supervisor.cli.plain import fit_to_output
+
+    fit_to_output(console)
+    return console
+
+
 def main() -> None:
+    events = quick_events(sys.argv[1:])
+    if events is not None:
+        from supervisor.cli.events_json import stream_events
+
+        _answer(lambda: stream_events(events[1], events[0]))
+        return
     quick = quick_status(sys.argv[1:])
     if quick is None:
         from supervisor.cli.app import main as full
 
         full()
         return
-    from supervisor.cli.failure import console, err_console, report
-    from supervisor.cli.plain import fit_to_output
     from supervisor.cli.status_view import show_status
+
+    _answer(lambda: show_status(_console, quick.repo, quick.workflow_id, as_json=quick.as_json))
+
+
+def _answer(command: Callable[[], None]) -> None:
+    """Run a quick command; its error ends the process as the full command line's would."""
     from supervisor.errors import SupervisorError
 
-    fit_to_output(console)
-    fit_to_output(err_console)
     try:
-        show_status(console, quick.repo, quick.workflow_id, as_json=quick.as_json)
+        command()
     except SupervisorError as e:
+        from supervisor.cli.failure import err_console, report
+        from supervisor.cli.plain import fit_to_output
+
+        fit_to_output(err_console)
         report(e)

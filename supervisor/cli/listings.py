@@ -16,6 +16,7 @@ from supervisor.cli.listing import Cell, Column, Listing
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from supervisor.cli.detail import StepRow
     from supervisor.context.roles import RoleFile
     from supervisor.doctor import Check
     from supervisor.state.records import Event, Workflow
@@ -100,7 +101,7 @@ def workflows(
     return listing
 
 
-def steps(rows: list[dict[str, Any]]) -> Listing:
+def steps(rows: list[StepRow]) -> Listing:
     listing = Listing(
         "Steps",
         [
@@ -114,17 +115,14 @@ def steps(rows: list[dict[str, Any]]) -> Listing:
         ],
     )
     for row in rows:
-        took = ""
-        if row["finished_at"] is not None:
-            took = f"{(row['finished_at'] - row['started_at']).total_seconds():.1f}s"
         listing.add(
-            str(row["id"]),
-            row["name"],
-            str(row["attempt"]),
-            row["role"] or "(gate)",
-            status_cell(row["status"]),
-            row["started_at"].strftime("%H:%M:%S"),
-            took,
+            str(row.id),
+            row.name,
+            str(row.attempt),
+            row.role,
+            status_cell(row.status),
+            row.started,
+            row.took,
         )
     return listing
 

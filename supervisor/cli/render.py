@@ -12,7 +12,6 @@ is imported where it is drawn (see tests/test_cli_imports.py).
 from __future__ import annotations
 
 import json
-import time
 from typing import TYPE_CHECKING
 
 from rich.console import Group
@@ -21,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from supervisor.cli import listings
+from supervisor.cli import detail, listings
 from supervisor.cli.listing import Listing
 from supervisor.cli.listings import STATUS_STYLE as STATUS_STYLE
 from supervisor.cli.tables import fitted
@@ -37,6 +36,8 @@ if TYPE_CHECKING:
     from supervisor.state.records import Event, Workflow
     from supervisor.state.store import Store
 
+PIPE_WIDTH = 1000
+"""Width for output that is not a terminal: lines as long as they need, nothing cut."""
 NARROW = 120
 """Below this many columns, events print one per block instead of as a table."""
 
@@ -76,97 +77,21 @@ def workflow_detail(
     supervisors: dict[int, int | None] | None = None,
     runner: str | None = None,
 ) -> RenderableType:
-    """One workflow; `pending` says what a waiting approval is about
-    (supervisor.policy.approvals); `supervisors` as for `workflows_table`; `runner`, who runs
-    it across hosts (supervisor/state/runner_view.py)."""
-    wf = store.workflow(wf_id)
-    totals = store.usage_totals(wf_id)
+    """One workflow (supervisor/cli/detail.py says what is in it), drawn for a terminal;
+    `supervisors` as for `workflows_table`; `runner`, who runs it across hosts
+    (supervisor/state/runner_view.py)."""
+    return detail_view(detail.workflow_detail(store, wf_id, pending, supervisors, runner))
+
+
+def detail_view(shown: detail.Detail) -> RenderableType:
     head = Table.grid(padding=(0, 2))
-    head.add_row("workflow", str(wf.id))
-    head.add_row("task", text(wf.description))
-    head.add_row(
-        "status", _status(wf.status, runner or _shown_status(wf, supervisors, degraded=False))
-    )
-    from supervisor.depth_view import label as depth_label
-
-    depth = depth_label(wf.context)
-    if depth:
-        head.add_row("depth", text(depth))
-    from supervisor.degradation import label
-
-    if wf.context.get("degraded"):
-        head.add_row("degraded", text(label(wf.context).removeprefix("degraded: "), "yellow"))
-    approval = store.latest_approval(wf_id)
-    if wf.status == "awaiting_approval":
-        waiting = str(wf.context.get("approval_step") or (approval.step if approval else "?"))
-        head.add_row(
-            "current step",
-            text(f"{waiting} (awaiting approval); then: {wf.current_step or 'the end'}"),
-        )
-    else:
-        head.add_row("current step", _one(shown_step(wf)))
-    head.add_row(
-        "branch",
-        text(f"{wf.task_branch} (from {wf.base_branch or 'detached'} {wf.base_sha[:10]})"),
-    )
-    head.add_row(
-        "usage",
-        f"{totals['input_tokens']} in / {totals['output_tokens']} out tokens, "
-        f"${totals['cost_usd']:.4f}",
-    )
-    from supervisor.policy.budgets import status_line
-
-    budget = status_line(wf, totals)
-    if budget:
-        head.add_row("budget", text(budget, "yellow" if "paused" in budget else ""))
-    if wf.error:
-        head.add_row("error", text(wf.error, "red"))
-    if wf.status == "rate_limited" and wf.context.get("waiting_until"):
-        from datetime import datetime
-
-        until = datetime.fromtimestamp(float(wf.context["waiting_until"]))
-        head.add_row(
-            "waiting", Text(f"rate limited until {until:%H:%M:%S}; retries then", style="yellow")
-        )
-    for cli, gone in (wf.context.get("unavailable") or {}).items():
-        from datetime import datetime
-
-        until = gone.get("until")
-        if until is not None and float(until) <= time.time():
-            continue  # its reset has passed: steps use it again
-        when = f"until {datetime.fromtimestamp(float(until)):%H:%M:%S}" if until else "for now"
-        head.add_row("failover", text(f"{cli} passed over {when} ({gone.get('cause')})", "yellow"))
-    for cid, entry in (wf.context.get("components") or {}).items():
-        if entry.get("status") == "waiting":
-            from datetime import datetime
-
-            until = entry.get("until")
-            when = f"until {datetime.fromtimestamp(float(until)):%H:%M:%S}" if until else "to retry"
-            head.add_row(
-                "waiting",
-                text(f"component {cid} waits {when}: {entry.get('reason', '')[:120]}", "yellow"),
-            )
-    if wf.status == "budget_exceeded":
-        head.add_row("waiting for", text("\n".join(pending or ["a budget extension"]), "yellow"))
-    if wf.status == "awaiting_approval" and approval is not None:
-        head.add_row("waiting for", text(f"approval of '{approval.step}' ({approval.status})"))
-        head.add_row("to approve", text("\n".join(pending or ["-"])))
-        head.add_row(
-            "decide",
-            f"supervisor approve {wf_id}  |  supervisor reject {wf_id} --reason '...'",
-        )
-        from supervisor.policy.approvals import pending_request
-
-        request = pending_request(wf, approval)
-        if request:
-            head.add_row(
-                "dependencies", text(f"changed by '{request['producer']}': {request['diff']}")
-            )
-    steps = fitted(listings.steps(store.steps(wf_id)))
-    work = WorkGraph.of_workflow(wf.context)
-    if work is None:
+    for row in shown.rows:
+        value = _status(row.value) if row.style == detail.STATUS else text(row.value, row.style)
+        head.add_row(row.label, value)
+    steps = fitted(listings.steps(shown.steps))
+    if shown.work is None:
         return Group(head, steps)
-    return Group(head, work_tree(wf.description, work), steps)
+    return Group(head, work_tree(shown.workflow.description, shown.work), steps)
 
 
 def work_tree(task: str, work: WorkGraph) -> Tree:

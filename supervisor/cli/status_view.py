@@ -1,24 +1,36 @@
 """What `supervisor status` prints: the list of workflows, or one in detail.
 
 Shared by the full command line (supervisor/cli/app.py) and the quick entry point
-(supervisor/cli/entry.py), so both print the same thing; it imports the state reader (and rich
-only to draw for a terminal), never typer, the engine or SQLAlchemy (for a SQLite state).
+(supervisor/cli/entry.py), so both print the same thing. It never imports typer, the engine or
+SQLAlchemy (for a SQLite state); one workflow's detail printed to a pipe is plain lines
+(supervisor/cli/status_plain.py) and does not import rich either: a script polling `status <id>`
+waits for little more than the interpreter.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 from supervisor import depth_view
 from supervisor.cli.plain import json_out, plain
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
     from rich.console import Console
 
 
-def show_status(console: Console, repo: Path, workflow_id: int | None, *, as_json: bool) -> None:
+def to_a_pipe() -> bool:
+    """Whether stdout is a pipe or a file rather than a terminal: plain lines, no rich."""
+    return not sys.stdout.isatty()
+
+
+def show_status(
+    console: Callable[[], Console], repo: Path, workflow_id: int | None, *, as_json: bool
+) -> None:
+    """`console`: the rich console to print to, made only when a table is drawn."""
     from supervisor import task_state as access
 
     if workflow_id is None:
@@ -33,17 +45,15 @@ def show_status(console: Console, repo: Path, workflow_id: int | None, *, as_jso
                 ]
             )
         elif not found:  # an empty table says nothing; say how to get a row
-            console.print(
+            sys.stdout.write(
                 'No workflows in this repository yet. Start one: supervisor start-task "what to '
-                'do"  (or see one run first: supervisor demo)',
-                highlight=False,
-                markup=False,
+                'do"  (or see one run first: supervisor demo)\n'
             )
         else:
             from supervisor.cli.listings import workflows
             from supervisor.cli.output import show
 
-            show(console, workflows(found, pids, runners))
+            show(console(), workflows(found, pids, runners))
         return
     with access.reading(repo) as store:
         wf = store.workflow(workflow_id)
@@ -68,6 +78,15 @@ def show_status(console: Console, repo: Path, workflow_id: int | None, *, as_jso
             )
             return
         pids = access.supervisors(repo, [wf])
-        from supervisor.cli.render import workflow_detail
+        from supervisor.cli.detail import workflow_detail
 
-        console.print(workflow_detail(store, workflow_id, about, pids, runner))
+        shown = workflow_detail(store, workflow_id, about, pids, runner)
+    if to_a_pipe():
+        from supervisor.cli.status_plain import detail_lines
+
+        sys.stdout.write("\n".join(detail_lines(shown)) + "\n")
+        return
+    from supervisor.cli.render import detail_view
+
+    out = console()
+    out.print(detail_view(shown))

@@ -22,8 +22,8 @@ from rich.markup import escape
 from rich.segment import Segment
 from rich.text import Text
 
-from supervisor.guard.plaintext import UNSAFE
-from supervisor.guard.plaintext import visible as visible
+from supervisor.guard.visible import UNSAFE as _UNSAFE
+from supervisor.guard.visible import visible as visible
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
@@ -36,8 +36,6 @@ if TYPE_CHECKING:
         RenderResult,
     )
     from rich.measure import Measurement
-
-_UNSAFE = UNSAFE
 
 
 def markup(value: object, *, lines: bool = True) -> str:

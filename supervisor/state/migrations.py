@@ -133,6 +133,40 @@ LEASES_TABLE = """CREATE TABLE leases (
 )"""
 MIGRATIONS.append((3, "runner leases", [LEASES_TABLE]))
 
+MIGRATIONS.append(
+    (
+        4,
+        "running usage totals",
+        # `status <id>` shows a workflow's tokens and cost: summing them over 100,000 events read
+        # every row of the log. A trigger keeps the sums as events are appended (the log is
+        # append-only, so they only grow); the reader reads one row. PostgreSQL, read through
+        # the store, sums from an index instead (supervisor/state/postgres.py).
+        [
+            """CREATE TABLE IF NOT EXISTS event_usage (
+                workflow_id INTEGER PRIMARY KEY REFERENCES workflows (id),
+                input_tokens INTEGER NOT NULL,
+                output_tokens INTEGER NOT NULL,
+                cost_usd FLOAT NOT NULL
+            )""",
+            """INSERT OR REPLACE INTO event_usage
+               SELECT workflow_id, coalesce(sum(input_tokens), 0),
+                      coalesce(sum(output_tokens), 0), coalesce(sum(cost_usd), 0.0)
+               FROM events WHERE workflow_id IS NOT NULL GROUP BY workflow_id""",
+            """CREATE TRIGGER IF NOT EXISTS events_usage AFTER INSERT ON events
+               WHEN NEW.workflow_id IS NOT NULL
+               BEGIN
+                 INSERT INTO event_usage VALUES (
+                   NEW.workflow_id, coalesce(NEW.input_tokens, 0),
+                   coalesce(NEW.output_tokens, 0), coalesce(NEW.cost_usd, 0.0))
+                 ON CONFLICT (workflow_id) DO UPDATE SET
+                   input_tokens = input_tokens + excluded.input_tokens,
+                   output_tokens = output_tokens + excluded.output_tokens,
+                   cost_usd = cost_usd + excluded.cost_usd;
+               END""",
+        ],
+    )
+)
+
 LATEST_VERSION = MIGRATIONS[-1][0]
 
 

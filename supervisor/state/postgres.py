@@ -124,6 +124,10 @@ PG_MIGRATIONS: dict[int, list[str]] = {
         )""",
         "CREATE INDEX ix_invocations_time ON invocations (timestamp)",
     ],
+    4: [
+        "CREATE INDEX IF NOT EXISTS ix_events_usage "
+        "ON events (workflow_id, input_tokens, output_tokens, cost_usd)"
+    ],
 }
 
 MIGRATIONS_TABLE = (

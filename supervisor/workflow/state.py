@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from supervisor.errors import StateError
 from supervisor.routing.failover import Unavailable
 from supervisor.schemas import AnalysisOutput, ResearchOutput
+from supervisor.workflow.gate_reuse import GateRun
 
 VERSION = 1
 
@@ -78,6 +79,9 @@ class WorkflowState(BaseModel):
     gates_passed: dict[str, list[str]] = Field(default_factory=dict)
     reviewed: dict[str, list[str]] = Field(default_factory=dict)
     gate_failure: dict[str, Any] | None = None
+    gate_runs: list[GateRun] = Field(default_factory=list)
+    """The task's latest gate runs by tree, command, image and pins: reused, never run twice
+    (supervisor/workflow/gate_reuse.py)."""
     test_pins: dict[str, int] = Field(default_factory=dict)
     """Test file -> test functions it must keep, beyond the base commit's: what a test engineer
     added and a counted gate accepted (supervisor/project/test_pins.py)."""

@@ -24,10 +24,15 @@ SAFE = ["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"]
 
 
 def submitted_remote(wf_id: int, repo: Path) -> str | None:
+    from supervisor.state.location import state_db_beside_git
     from supervisor.state.reader import open_reader
-    from supervisor.workspace.host_git import STATE_DIR, find_repo_root
 
-    with open_reader(find_repo_root(repo) / STATE_DIR / "state.db") as state:
+    db = state_db_beside_git(repo)
+    if db is None:
+        from supervisor.workspace.host_git import STATE_DIR, find_repo_root
+
+        db = find_repo_root(repo) / STATE_DIR / "state.db"
+    with open_reader(db) as state:
         found = [e.payload for e in state.events(wf_id) if e.type == "temporal_submitted"]
     url = found[-1].get("remote") if found else None
     return str(url) if url else None

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from supervisor.errors import CandidateRefusedError, GitError
-from supervisor.guard.textsafe import visible
+from supervisor.guard.visible import visible
 
 # Hooks, fsmonitor (a command git runs), the untracked cache (state git writes into the index).
 SAFE_CONFIG = (

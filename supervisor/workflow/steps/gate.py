@@ -16,7 +16,7 @@ from supervisor.guard import protected
 from supervisor.project import test_counts, test_pins
 from supervisor.project.gates import GateResult, run_gate
 from supervisor.state.store import EventSpec, StepRecord, now
-from supervisor.workflow import gate_baseline, gate_problems, history
+from supervisor.workflow import gate_baseline, gate_problems, gate_reuse, history
 from supervisor.workflow.steps.base import Outcome, StepContext, err
 from supervisor.workflow.steps.images import image_for
 from supervisor.workspace.treedata import CommitFiles
@@ -41,19 +41,33 @@ def gate_on(c: StepContext, wf: Workflow, name: str, gate: str, commit: str) -> 
     command = protected.pinned(wf.context, c.settings).gates[gate]
     attempt = c.store.count_steps(wf.id, name) + 1
     began = now()  # the step's time includes making its worktree
-    worktree = c.ws.add_worktree(f"wf{wf.id}-{name}-{attempt}", commit)
-    step_id = c.store.start_step(wf.id, name, attempt, None, str(worktree), began)
-    c.reporter.step(wf.id, name, f"gate `{command}` (no network)")
-
-    def failed(e: SandboxError | CommandTimeoutError) -> StepRecord:
-        event = EventSpec("gate", step=name, status="failed", payload=err(e))
-        return StepRecord(step_id, "failed", error=e.message, event=event)
-
     try:
         image = image_for(c, wf, name, CommitFiles(c.ws.git_dir, commit))
     except SandboxError as e:
-        c.ws.remove_worktree(worktree)
-        return Outcome("failed", escalate=e, records=[failed(e)])
+        step_id = c.store.start_step(wf.id, name, attempt, None, None, began)
+        event = EventSpec("gate", step=name, status="failed", payload=err(e))
+        record = StepRecord(step_id, "failed", error=e.message, event=event)
+        return Outcome("failed", escalate=e, records=[record])
+    tree = c.ws.tree_hash(commit)
+    image_id = gate_reuse.image_id(c.sandbox, image)
+    key = gate_reuse.key_of(tree, command, image_id, wf.context.get("test_pins") or {})
+    earlier = gate_reuse.find(wf.context, key)
+    if earlier is not None:
+        step_id = c.store.start_step(wf.id, name, attempt, None, None, began)
+        c.reporter.step(wf.id, name, f"gate `{command}`: same tree, command and image as before")
+        reused = EventSpec(
+            "gate_reused",
+            step=name,
+            status="passed" if earlier.exit_code == 0 else "failed",
+            payload={"command": command, "tree": tree, "image": image_id, "ran_on": earlier.commit},
+        )
+        c.store.add_event(wf.id, reused)
+        return _judged(
+            c, wf, name, gate, command, image, commit, tree, step_id, earlier.result(name), {}
+        )
+    worktree = c.ws.add_worktree(f"wf{wf.id}-{name}-{attempt}", commit)
+    step_id = c.store.start_step(wf.id, name, attempt, None, str(worktree), began)
+    c.reporter.step(wf.id, name, f"gate `{command}` (no network)")
     try:
         result = run_gate(
             c.sandbox,
@@ -65,14 +79,44 @@ def gate_on(c: StepContext, wf: Workflow, name: str, gate: str, commit: str) -> 
             on_output=c.reporter.output,
             image=image,
         )
-    except CommandTimeoutError as e:
+    except CommandTimeoutError as e:  # no result: nothing to remember
+        event = EventSpec("gate", step=name, status="failed", payload=err(e))
+        record = StepRecord(step_id, "failed", error=e.message, event=event)
         return Outcome(
-            "failed",
-            feedback=f"The '{name}' gate timed out: {e.message}",
-            records=[failed(e)],
+            "failed", feedback=f"The '{name}' gate timed out: {e.message}", records=[record]
         )
     finally:
         c.ws.remove_worktree(worktree)
+    run = gate_reuse.GateRun(
+        key=key,
+        gate=gate,
+        command=command,
+        tree=tree,
+        commit=commit,
+        image=image_id,
+        exit_code=result.exit_code,
+        output=result.output,
+        duration=result.duration,
+    )
+    remembered = {"gate_runs": gate_reuse.remembered(wf.context, run)}
+    return _judged(c, wf, name, gate, command, image, commit, tree, step_id, result, remembered)
+
+
+def _judged(
+    c: StepContext,
+    wf: Workflow,
+    name: str,
+    gate: str,
+    command: str,
+    image: str | None,
+    commit: str,
+    tree: str,
+    step_id: int,
+    result: GateResult,
+    remembered: dict[str, Any],
+) -> Outcome:
+    """The gate step's outcome from its run's result (fresh or reused): the test count checked
+    against the task's floor, the pass recorded for the tree, or the failure fed back."""
     floor, verdict = None, None
     if result.passed and test_counts.counted(gate, command):
         floor = gate_baseline.baseline(c, wf, name, gate, command, image, result, commit)
@@ -97,9 +141,8 @@ def gate_on(c: StepContext, wf: Workflow, name: str, gate: str, commit: str) -> 
             },
         ),
     )
-    tree = c.ws.tree_hash(commit)
     if passed:
-        context = {"gates_passed": history.record_gate_pass(wf.context, gate, tree)}
+        context = {**remembered, "gates_passed": history.record_gate_pass(wf.context, gate, tree)}
         if floor is not None:
             context.update(_accept_tests(c, wf, name, floor, result, commit, tree))
         return Outcome("passed", git_sha=commit, context=context, records=[record])
@@ -107,10 +150,13 @@ def gate_on(c: StepContext, wf: Workflow, name: str, gate: str, commit: str) -> 
         output = f"{verdict.problem}\n{result.output[-3000:]}"
         failure = {"step": name, "gate": gate, "tree": tree, "output": output}
         return Outcome(
-            "failed", feedback=verdict.problem, context={"gate_failure": failure}, records=[record]
+            "failed",
+            feedback=verdict.problem,
+            context={**remembered, "gate_failure": failure},
+            records=[record],
         )
     missing = gate_problems.missing_command(result)
-    if missing is not None:
+    if missing is not None:  # not remembered: the image is fixed before the gate runs again
         return Outcome(
             "failed",
             escalate=gate_problems.missing_command_error(
@@ -120,7 +166,10 @@ def gate_on(c: StepContext, wf: Workflow, name: str, gate: str, commit: str) -> 
         )
     failure = {"step": name, "gate": gate, "tree": tree, "output": result.output[-4000:]}
     return Outcome(
-        "failed", feedback=result.feedback(), context={"gate_failure": failure}, records=[record]
+        "failed",
+        feedback=result.feedback(),
+        context={**remembered, "gate_failure": failure},
+        records=[record],
     )
 
 

@@ -1,0 +1,178 @@
+"""What `supervisor status <id>` says about one workflow, as data: drawn with rich for a terminal
+(supervisor/cli/render.py) and as plain lines for a pipe (supervisor/cli/status_plain.py).
+
+Imports neither rich nor SQLAlchemy, so that the plain form starts as fast as the interpreter.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from supervisor.dag import WorkGraph
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from supervisor.state.reader import StateReader
+    from supervisor.state.records import Workflow
+    from supervisor.state.store import Store
+
+STATUS_STYLE = {
+    "completed": "green",
+    "running": "cyan",
+    "awaiting_approval": "yellow",
+    "failed": "red",
+    "succeeded": "green",
+    "rejected": "yellow",
+    "interrupted": "magenta",
+    "rate_limited": "yellow",
+    "complete": "green",
+    "in_progress": "cyan",
+    "pending": "dim",
+}
+STATUS = "status"
+"""The style of a row whose value is a status: coloured by STATUS_STYLE."""
+
+
+@dataclass(frozen=True)
+class Row:
+    label: str
+    value: str
+    style: str = ""
+
+
+@dataclass(frozen=True)
+class StepRow:
+    id: int
+    name: str
+    attempt: int
+    role: str
+    status: str
+    started: str
+    took: str
+
+
+@dataclass(frozen=True)
+class Detail:
+    workflow: Workflow
+    rows: list[Row]
+    steps: list[StepRow]
+    work: WorkGraph | None
+
+
+def _clock(timestamp: float | str) -> str:
+    from datetime import datetime
+
+    return f"{datetime.fromtimestamp(float(timestamp)):%H:%M:%S}"
+
+
+def workflow_detail(
+    store: Store | StateReader,
+    wf_id: int,
+    pending: list[str] | None = None,
+    supervisors: Mapping[int, int | None] | None = None,
+    runner: str | None = None,
+) -> Detail:
+    """One workflow; `pending` says what a waiting approval is about
+    (supervisor.policy.approvals); `supervisors`, the pid running each running task (None: no
+    supervisor runs it); `runner`, who runs it across hosts (supervisor/state/runner_view.py),
+    which says more than a local pid."""
+    from supervisor import depth_view
+    from supervisor.status_label import shown_status
+
+    wf = store.workflow(wf_id)
+    totals = store.usage_totals(wf_id)
+    orphan = supervisors is not None and wf.id in supervisors and supervisors[wf.id] is None
+    rows = [
+        Row("workflow", str(wf.id)),
+        Row("task", wf.description),
+        Row("status", runner or shown_status(wf, supervised=not orphan, degraded=False), STATUS),
+    ]
+    depth = depth_view.label(wf.context)
+    if depth:
+        rows.append(Row("depth", depth))
+    if wf.context.get("degraded"):
+        from supervisor.degradation import label
+
+        rows.append(Row("degraded", label(wf.context).removeprefix("degraded: "), "yellow"))
+    approval = store.latest_approval(wf_id)
+    if wf.status == "awaiting_approval":
+        waiting = str(wf.context.get("approval_step") or (approval.step if approval else "?"))
+        then = wf.current_step or "the end"
+        rows.append(Row("current step", f"{waiting} (awaiting approval); then: {then}"))
+    else:
+        rows.append(Row("current step", shown_step(wf)))
+    base = f"{wf.base_branch or 'detached'} {wf.base_sha[:10]}"
+    rows.append(Row("branch", f"{wf.task_branch} (from {base})"))
+    rows.append(
+        Row(
+            "usage",
+            f"{totals['input_tokens']} in / {totals['output_tokens']} out tokens, "
+            f"${totals['cost_usd']:.4f}",
+        )
+    )
+    from supervisor.policy.budgets import status_line
+
+    budget = status_line(wf, totals)
+    if budget:
+        rows.append(Row("budget", budget, "yellow" if "paused" in budget else ""))
+    if wf.error:
+        rows.append(Row("error", wf.error, "red"))
+    if wf.status == "rate_limited" and wf.context.get("waiting_until"):
+        until = _clock(wf.context["waiting_until"])
+        rows.append(Row("waiting", f"rate limited until {until}; retries then", "yellow"))
+    for cli, gone in (wf.context.get("unavailable") or {}).items():
+        until = gone.get("until")
+        if until is not None and float(until) <= time.time():
+            continue  # its reset has passed: steps use it again
+        when = f"until {_clock(until)}" if until else "for now"
+        rows.append(Row("failover", f"{cli} passed over {when} ({gone.get('cause')})", "yellow"))
+    for cid, entry in (wf.context.get("components") or {}).items():
+        if entry.get("status") == "waiting":
+            until = entry.get("until")
+            when = f"until {_clock(until)}" if until else "to retry"
+            reason = entry.get("reason", "")[:120]
+            rows.append(Row("waiting", f"component {cid} waits {when}: {reason}", "yellow"))
+    if wf.status == "budget_exceeded":
+        rows.append(Row("waiting for", "\n".join(pending or ["a budget extension"]), "yellow"))
+    if wf.status == "awaiting_approval" and approval is not None:
+        rows.append(Row("waiting for", f"approval of '{approval.step}' ({approval.status})"))
+        rows.append(Row("to approve", "\n".join(pending or ["-"])))
+        rows.append(
+            Row(
+                "decide", f"supervisor approve {wf_id}  |  supervisor reject {wf_id} --reason '...'"
+            )
+        )
+        from supervisor.policy.approvals import pending_request
+
+        request = pending_request(wf, approval)
+        if request:
+            changed = f"changed by '{request['producer']}': {request['diff']}"
+            rows.append(Row("dependencies", changed))
+    steps = [
+        StepRow(
+            id=row["id"],
+            name=row["name"],
+            attempt=row["attempt"],
+            role=row["role"] or "(gate)",
+            status=row["status"] or "",
+            started=row["started_at"].strftime("%H:%M:%S"),
+            took=(
+                f"{(row['finished_at'] - row['started_at']).total_seconds():.1f}s"
+                if row["finished_at"] is not None
+                else ""
+            ),
+        )
+        for row in store.steps(wf_id)
+    ]
+    return Detail(wf, rows, steps, WorkGraph.of_workflow(wf.context))
+
+
+def shown_step(wf: Workflow) -> str:
+    """The step the workflow stands at: while it waits for an approval, the step whose result
+    waits (the database already points at the next one)."""
+    if wf.status == "awaiting_approval" and wf.context.get("approval_step"):
+        return f"{wf.context['approval_step']} (awaiting approval)"
+    return wf.current_step or "-"

@@ -1,0 +1,61 @@
+"""`supervisor status <id>` for a pipe or a file: the terminal view's contents as plain lines.
+
+A script or `watch` reading it gets no table borders to strip, and the command starts as fast as
+the interpreter: nothing here imports rich (tests/test_cli_imports.py). Every value is made
+visible (supervisor/guard/visible.py): worker and repository text never reaches the reader as
+terminal control.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from supervisor.guard.visible import visible
+
+if TYPE_CHECKING:
+    from supervisor.cli.detail import Detail
+    from supervisor.dag import WorkGraph
+
+
+def detail_lines(shown: Detail) -> list[str]:
+    width = max(len(row.label) for row in shown.rows)
+    lines: list[str] = []
+    for row in shown.rows:
+        first, *more = visible(row.value).split("\n")
+        lines.append(f"{row.label:<{width}}  {first}")
+        lines.extend(f"{'':<{width}}  {line}" for line in more)
+    if shown.work is not None:
+        lines += ["", *tree_lines(shown.workflow.description, shown.work)]
+    lines += [
+        "",
+        "Steps",
+        *columns(
+            ["#", "step", "attempt", "role", "status", "started", "took"],
+            [
+                [str(r.id), r.name, str(r.attempt), r.role, r.status, r.started, r.took]
+                for r in shown.steps
+            ],
+        ),
+    ]
+    return lines
+
+
+def tree_lines(task: str, work: WorkGraph) -> list[str]:
+    """Feature → phases → components, indented, each with its rolled-up status."""
+    lines = [f"feature {work.feature_status()}  {visible(task[:70], lines=False)}"]
+    for phase in work.phases:
+        lines.append(f"  phase {visible(phase, lines=False)} {work.phase_status(phase)}")
+        for comp in work.in_phase(phase):
+            after = f"  after {', '.join(comp.depends_on)}" if comp.depends_on else ""
+            where = visible(f"{', '.join(comp.files)}{after}", lines=False)
+            lines.append(f"    {visible(comp.id, lines=False)} {comp.status}  {where}")
+    return lines
+
+
+def columns(header: list[str], rows: list[list[str]]) -> list[str]:
+    """Left-aligned columns two spaces apart; no cell is ever cut."""
+    cells = [header, *([visible(c, lines=False) for c in row] for row in rows)]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    return [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells
+    ]
