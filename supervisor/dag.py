@@ -34,6 +34,7 @@ PROGRESS = {
     "failed": "failed",
     "conflict": "failed",
     "waiting": "waiting",
+    "expanding": "waiting",  # split into a sub-plan, or waiting for the engine to decide
 }
 
 

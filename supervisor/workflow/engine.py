@@ -268,6 +268,7 @@ class Engine:
             failover=self.settings.failover,
             role_clis=clis,
             judge=judge,
+            decomposition=self.settings.limits.decomposition,
         )
 
     def _wait(self, wf: Workflow) -> bool:
