@@ -190,8 +190,8 @@ class ComponentFanOut:
     def _gate_and_hand_over(self, cid: str) -> Outcome:
         entry = self.state[cid]
         sha = entry["sha"]
-        if entry["status"] == "implemented" and not entry.get("qa"):
-            strayed = self._out_of_scope(cid)
+        if entry["status"] == "implemented":
+            strayed = None if entry.get("qa") else self._out_of_scope(cid)  # parts were checked
             if strayed is not None:
                 return strayed
             for gate in self.step.gates:
