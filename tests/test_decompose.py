@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from supervisor.config import DecompositionLimits
-from supervisor.dag import WorkGraph
+from supervisor.dag import WorkGraph, flatten
 from supervisor.schemas import PlanOutput
 from supervisor.workflow import decompose
 from supervisor.workflow.decompose import Tree, settle, validate_subplan
@@ -172,7 +172,7 @@ def test_the_flattened_tree_is_a_valid_work_graph_with_the_parent_after_its_part
     }
     tree = Tree()
     installed(tree, "c2")
-    work = WorkGraph.from_plan(PlanOutput.model_validate(decompose.flatten(plan, tree)))
+    work = WorkGraph.from_plan(PlanOutput.model_validate(flatten(plan, tree.children())))
     order = work.merge_order()
     assert order.index("c1") < order.index("c2.1") < order.index("c2") < order.index("c3")
     assert order.index("c2.2") < order.index("c2")

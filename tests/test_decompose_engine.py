@@ -87,7 +87,7 @@ def test_a_component_reported_too_large_is_split_and_its_parts_merge_into_it_bef
     gates = [e.step for e in p.events("gate")]
     assert "implement/big/test" in gates  # the QA pass on the merged parts
     # The sub-planner saw the reason and the component's files.
-    sub = [c.prompt for _, c in p.script.calls if "SUB-PLAN" in c.prompt][0]
+    sub = next(c.prompt for _, c in p.script.calls if "SUB-PLAN" in c.prompt)
     assert "two modules, each a day's work" in sub and "b1.txt, b2.txt" in sub
     tree = p.workflow().context["decomposition"]["nodes"]["big"]
     assert tree["status"] == "expanded" and tree["depth"] == 1

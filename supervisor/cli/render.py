@@ -215,6 +215,11 @@ def workflow_detail(
                 "waiting",
                 text(f"component {cid} waits {when}: {entry.get('reason', '')[:120]}", "yellow"),
             )
+    for cid, node in ((wf.context.get("decomposition") or {}).get("nodes") or {}).items():
+        if node.get("status") == "blocked":  # a split that went as far as it could
+            said = "; ".join(node.get("failures") or [])[-600:]
+            why = f"component {cid} (depth {node.get('depth')}): {node.get('problem')}. {said}"
+            head.add_row("needs you", text(why, "yellow"))
     if wf.status == "budget_exceeded":
         head.add_row("waiting for", text("\n".join(pending or ["a budget extension"]), "yellow"))
     if wf.status == "awaiting_approval" and approval is not None:
@@ -265,13 +270,16 @@ def work_tree(task: str, work: WorkGraph) -> Tree:
     for phase in work.phases:
         shown = visible(f"phase {phase} ", lines=False)
         branch = tree.add(Text.assemble(shown, _status(work.phase_status(phase))))
-        for comp in work.in_phase(phase):
-            after = f"  after {', '.join(comp.depends_on)}" if comp.depends_on else ""
-            branch.add(
+        placed: dict[str, Tree] = {}
+        for comp in work.in_phase(phase):  # a sub-component under its parent (flatten's order)
+            after = [d for d in comp.depends_on if work.components[d].parent != comp.id]
+            shown = f"  after {', '.join(after)}" if after else ""
+            kind = "sub-component " * (comp.parent is not None)
+            placed[comp.id] = placed.get(comp.parent or "", branch).add(
                 Text.assemble(
-                    visible(f"{comp.id} ", lines=False),
+                    visible(f"{kind}{comp.id} ", lines=False),
                     _status(comp.status),
-                    (visible(f"  {', '.join(comp.files)}{after}", lines=False), "dim"),
+                    (visible(f"  {', '.join(comp.files)}{shown}", lines=False), "dim"),
                 )
             )
     return tree

@@ -7,7 +7,7 @@ never typer, the engine or SQLAlchemy (for a SQLite state).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from supervisor.cli.plain import json_out, plain
 from supervisor.cli.render import fit, workflow_detail, workflows_table
@@ -45,7 +45,35 @@ def show_status(console: Console, repo: Path, workflow_id: int | None, *, as_jso
                     "usage": store.usage_totals(workflow_id),
                     "approval": plain(approval) if approval else None,
                     "to_approve": about,
+                    "components": components_json(wf.context),
                 }
             )
             return
         console.print(fit(console, workflow_detail(store, workflow_id, about)))
+
+
+def components_json(context: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every component of the plan and of its sub-plans, with its place in the tree (`depth` 0:
+    a component of the plan, 1: a sub-component, ...) and, for a split one, why."""
+    from supervisor.dag import WorkGraph, depth
+
+    work = WorkGraph.of_workflow(context)
+    if work is None:
+        return []
+    nodes = (context.get("decomposition") or {}).get("nodes") or {}
+    found = []
+    for comp in work.components.values():
+        item: dict[str, Any] = {
+            "id": comp.id,
+            "phase": comp.phase,
+            "parent": comp.parent,
+            "depth": depth(work, comp.id),
+            "status": comp.status,
+            "files": comp.files,
+        }
+        node = nodes.get(comp.id)
+        if node:
+            item["split"] = {k: node.get(k) for k in ("status", "trigger", "reason", "problem")}
+            item["split"]["failures"] = node.get("failures") or []
+        found.append(item)
+    return found

@@ -80,6 +80,10 @@ class Tree(BaseModel):
             depth, parent = depth + 1, self.parent_of(parent)
         return depth
 
+    def children(self) -> dict[str, list[dict[str, Any]]]:
+        """Parent -> its installed sub-components, as supervisor.dag.flatten takes them."""
+        return {cid: node.children for cid, node in self.nodes.items() if node.children}
+
     def lineage(self, cid: str) -> list[str]:
         """The component and its ancestors, nearest first."""
         found = [cid]
@@ -339,39 +343,6 @@ def _event(kind: str, step: str, cid: str, node: Node, **extra: Any) -> EventSpe
 
 
 # -- the tree as one work graph --------------------------------------------------------------
-
-
-def flatten(plan: dict[str, Any], tree: Tree) -> dict[str, Any]:
-    """The plan with every installed sub-plan in it, for the work graph: a sub-component sits in
-    its parent's phase and inherits the parent's dependencies (they are done before it starts);
-    the parent depends on its sub-components, so that it comes back (for its QA pass) once they
-    are all merged into its branch."""
-    deps_of: dict[str, list[str]] = {}
-    for phase in plan.get("phases") or []:
-        for comp in phase.get("components") or []:
-            deps_of[comp["id"]] = list(comp.get("depends_on") or [])
-    for dep in plan.get("dependencies") or []:
-        if dep["source"] in deps_of and dep["target"] not in deps_of[dep["source"]]:
-            deps_of[dep["source"]].append(dep["target"])
-
-    def expand(comp: dict[str, Any], inherited: list[str]) -> list[dict[str, Any]]:
-        node = tree.nodes.get(comp["id"])
-        own = list(dict.fromkeys([*inherited, *(comp.get("depends_on") or [])]))
-        if node is None or not node.children:
-            return [{**comp, "depends_on": own}]
-        below: list[dict[str, Any]] = []
-        for child in node.children:
-            below += expand(child, own)
-        children = [c["id"] for c in node.children]
-        return [{**comp, "depends_on": [*own, *children]}, *below]
-
-    phases = []
-    for phase in plan.get("phases") or []:
-        comps: list[dict[str, Any]] = []
-        for comp in phase.get("components") or []:
-            comps += expand({**comp, "depends_on": deps_of[comp["id"]]}, [])
-        phases.append({**phase, "components": comps})
-    return {**plan, "phases": phases, "dependencies": []}
 
 
 def describe(tree: Tree, plan: dict[str, Any] | None) -> list[tuple[int, str]]:

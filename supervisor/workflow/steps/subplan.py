@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import copy
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from supervisor.context import prompts
-from supervisor.dag import WorkGraph
+from supervisor.dag import WorkGraph, flatten
 from supervisor.schemas import PlanOutput
 from supervisor.state.store import EventSpec
 from supervisor.workflow import decompose
@@ -29,9 +29,36 @@ from supervisor.workflow.steps.base import Outcome
 from supervisor.workflow.steps.worker import run_worker
 
 if TYPE_CHECKING:
+    import threading
+
+    from supervisor.config import StepDef
     from supervisor.dag import Component
-    from supervisor.state.store import StepRecord
-    from supervisor.workflow.steps.components import ComponentFanOut
+    from supervisor.state.store import StepRecord, Workflow
+    from supervisor.workflow.steps.base import StepContext
+
+
+class ComponentFanOut(Protocol):
+    """What of the fan-out (steps/components.py) this module uses: it imports this module."""
+
+    c: StepContext
+    wf: Workflow
+    name: str
+    step: StepDef
+    ctx: dict[str, Any]
+    state: dict[str, dict[str, Any]]
+    lock: threading.Lock
+    tree: decompose.Tree
+    flat_plan: dict[str, Any] | None
+    splitting: list[str]
+    pending_records: list[StepRecord]
+
+    def _save(self, cid: str, **fields: Any) -> None: ...
+    def _view(self) -> Workflow: ...
+    def _branch(self, cid: str) -> str: ...
+    def _gate_and_hand_over(self, cid: str) -> Outcome: ...
+    def base_for(self, cid: str, integrated: str) -> str: ...
+    def snapshot(self) -> dict[str, Any]: ...
+
 
 PENDING = ("requested", "proposed", "invalid", "qa_failed")
 """Node statuses the engine has not settled yet: the fan-out hands them over before anything."""
@@ -39,7 +66,8 @@ PENDING = ("requested", "proposed", "invalid", "qa_failed")
 
 def work_graph(fan: ComponentFanOut, plan: dict[str, Any]) -> WorkGraph:
     """The fan-out's work graph: the plan with its installed sub-plans."""
-    flat = decompose.flatten(plan, fan.tree) if fan.tree.nodes else plan
+    children = fan.tree.children()
+    flat = flatten(plan, children) if children else plan
     fan.flat_plan = flat
     return WorkGraph.from_plan(PlanOutput.model_validate(flat))
 
