@@ -90,7 +90,9 @@ class ComponentFanOut:
                 entry["status"] = "pending"
                 entry.pop("until", None)
             if entry["status"] in ("failed", "conflict"):
-                self._keep_and_resume(cid, entry)
+                ownership.keep_and_resume(
+                    self.c, self.wf, self.name, self.kept, cid, entry, self._branch(cid)
+                )
             if entry["status"] != "merged" and self._branch(cid) in self.kept:
                 entry["branch"] = ownership.fresh_branch(
                     self.c.ws, component_branch(self.wf.task_branch, cid), self.kept
@@ -424,37 +426,6 @@ class ComponentFanOut:
         branch = self._branch(cid)
         if branch not in self.kept:
             self.c.ws.delete_ref(f"refs/heads/{branch}")
-
-    def _keep_and_resume(self, cid: str, entry: dict[str, Any]) -> None:
-        """Before a failed or conflicting component runs again: its branch, which the failure
-        message named as kept, is left alone for good and the next attempt gets a new one.
-        After a conflict, the event names the step that resolves it (the conflict itself is in
-        that step's feedback since the conflict)."""
-        branch = self._branch(cid)
-        if self.c.ws.branch_exists(branch) and branch not in self.kept:
-            self.kept.append(branch)
-        if branch in self.kept:
-            entry["branch"] = ownership.fresh_branch(
-                self.c.ws, component_branch(self.wf.task_branch, cid), self.kept
-            )
-        conflict = entry.get("conflict")
-        if conflict is not None:
-            self.c.store.add_event(
-                self.wf.id,
-                EventSpec(
-                    "component_conflict_resolving",
-                    step=f"{self.name}/{cid}",
-                    status="resuming",
-                    payload={
-                        "component": cid,
-                        "resolved_by": f"{self.name}/{cid}",
-                        "kept_branch": conflict["branch"],
-                        "kept_commit": conflict["commit"],
-                        "files": conflict["files"],
-                        "next_branch": self._branch(cid),
-                    },
-                ),
-            )
 
     def _out_of_scope(self, cid: str) -> Outcome | None:
         """None when the component kept to its files (it then claims the undeclared ones it
