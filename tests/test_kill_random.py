@@ -59,7 +59,7 @@ CONFIG = """clis:
   claude:
     base_url: http://127.0.0.1:9
 gates:
-  check: "ls a.txt b.txt 2>/dev/null | grep -q txt"
+  check: "ls a.txt b.txt c.txt 2>/dev/null | grep -q txt"
   test: "test -f a.txt && test -f b.txt"
 """
 
