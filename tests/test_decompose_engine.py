@@ -144,3 +144,44 @@ def test_past_the_depth_bound_the_task_waits_for_a_person_with_the_reasons(
     assert "still too much" in blocked.payload["reason"]
     node = wf.context["decomposition"]["nodes"]["big.1"]
     assert node["status"] == "blocked" and node["depth"] == 2
+
+
+def test_attack_a_sub_plan_that_reaches_outside_its_component_is_sent_back_with_the_reason(
+    project: Callable[..., Project],
+) -> None:
+    """The sub-planner (an untrusted worker) hands a sub-component the project's own
+    configuration and a dependency on another level; both are refused, it is told why, and only
+    its corrected sub-plan runs."""
+    p = project(
+        WORKFLOW,
+        GATE,
+        (
+            "SUB-PLAN OF COMPONENT 'big'",
+            subplan(component("x", "b1.txt"), component("y", ".supervisor/config.yaml")),
+        ),
+        (
+            "SUB-PLAN OF COMPONENT 'big'",
+            subplan(component("x", "b1.txt", depends_on=["a"]), component("y", "b2.txt")),
+        ),
+        (
+            "SUB-PLAN OF COMPONENT 'big'",
+            subplan(component("x", "b1.txt"), component("y", "b2.txt")),
+        ),
+        ("ROLE: planner", plans(component("a", "a.txt"), component("big", "b1.txt", "b2.txt"))),
+        ("'a'", writes({"a.txt": "a\n"})),
+        ("'big'", too_large("two jobs")),
+        ("'big.1'", writes({"b1.txt": "one\n"})),
+        ("'big.2'", writes({"b2.txt": "two\n"})),
+        ("ROLE: reviewer", reviews("APPROVED")),
+    )
+    with (p.root / ".supervisor" / "config.yaml").open("a") as config:
+        config.write("limits:\n  decomposition:\n    max_plan_attempts: 3\n")
+    wf = p.start()
+
+    assert wf.status == "completed"
+    refused = [e.payload["problem"] for e in p.events("subplan_rejected")]
+    assert ".supervisor/config.yaml" in refused[0] and "outside the scope" in refused[0]
+    assert "siblings only" in refused[1]
+    asked = [c.prompt for _, c in p.script.calls if "SUB-PLAN" in c.prompt]
+    assert ".supervisor/config.yaml" in asked[1]  # the planner is told why
+    assert p.git("diff", "--stat", wf.base_sha, wf.task_branch, "--", ".supervisor") == ""

@@ -124,13 +124,16 @@ def _ask_planner(
         return outcome
     fan.pending_records = list(outcome.records)
     plan = outcome.context.get("plan")
-    if outcome.result != "passed" or not plan:
-        node.status, node.problem = "invalid", outcome.feedback or "the sub-plan was refused"
-        return None
+    # A plan the planner's own check refused (a dangling dependency, say) is read too: what a
+    # sub-plan may not say has a more precise reason here (a dependency on another level).
+    answered = next((r.output for r in outcome.records if isinstance(r.output, dict)), None)
     owned = {f for other in work.components.values() if other.id != cid for f in other.files}
-    children, problem = decompose.validate_subplan(
-        cid, comp.files, plan, {*work.components, *owned}
-    )
+    taken = {*work.components, *owned}
+    children, problem = decompose.validate_subplan(cid, comp.files, plan or answered or {}, taken)
+    if outcome.result != "passed" or not plan:
+        node.status = "invalid"
+        node.problem = problem or outcome.feedback or "the sub-plan was refused"
+        return None
     if problem is not None:
         node.status, node.problem = "invalid", problem
     else:
@@ -144,7 +147,7 @@ def _ask_planner(
 def over_scope(fan: ComponentFanOut, comp: Component) -> bool:
     """A component planned too big is split before any worker starts on it (the engine
     decides); True when it was asked for."""
-    if comp.id in fan.tree.nodes:  # split already, or past splitting
+    if comp.id in fan.tree.nodes or fan.c.dispatch is not None:  # split already, or past it
         return False
     estimated = _estimated_lines(fan.flat_plan, comp.id)
     limits = fan.c.settings.limits.decomposition
@@ -199,8 +202,8 @@ def failure_trigger(
 ) -> decompose.Trigger | None:
     """Why a failed component is split rather than failed or retried: it said it is too big, or
     its retries are spent (its QA pass, for a split one); None: as before."""
-    if outcome.escalate is not None:
-        return None
+    if outcome.escalate is not None or fan.c.dispatch is not None:
+        return None  # the Temporal runner's components are not split (yet): as before
     node = fan.tree.nodes.get(cid)
     container = node is not None and bool(node.children)
     if exhausted:
