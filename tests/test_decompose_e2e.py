@@ -1,8 +1,9 @@
 """Recursive decomposition on the real parts: the real `claude` CLI in the real sandbox against
 the scripted model API, real git and SQLite. A component its worker reports too large, or that
 fails its gates after its retries, is split into a sub-plan whose parts run, merge into it, pass
-its QA gate, and the tip passes the project's tests; past the depth bound a person decides
-(exit 10) with the reasons in `status`."""
+its QA gate, and the tip passes the project's tests; a sub-plan reaching outside its component
+is sent back with the reason; past the depth bound a person decides (exit 10) with the reasons
+in `status`."""
 
 from __future__ import annotations
 
@@ -94,7 +95,10 @@ def kinds(repo: Path, wf_id: int) -> list[tuple[str, Any]]:
 def test_a_component_reported_too_large_is_split_in_two_that_pass_and_the_tip_passes_the_tests(
     tmp_path: Path, serve: Any
 ) -> None:
+    # The attack: the sub-planner's first answer hands a part the project's own configuration.
+    grab = plan(component("calc", "calc.py"), component("config", ".supervisor/config.yaml"))
     server = serve(
+        planner(grab, when="SUB-PLAN OF COMPONENT 'all'"),
         split_into_calc_and_shapes("all"),
         planner(plan(component("all", "calc.py", "shapes.py"))),
         too_large("all", "calc and shapes are two separate jobs"),
@@ -105,6 +109,10 @@ def test_a_component_reported_too_large_is_split_in_two_that_pass_and_the_tip_pa
     wf = tasks.start_task(TASK, repo)
 
     assert wf.status == "completed"
+    with tasks.reading(repo) as store:
+        (refused,) = [e for e in store.events(wf.id) if e.type == "subplan_rejected"]
+    assert ".supervisor/config.yaml" in refused.payload["problem"]
+    assert git(repo, "diff", "--stat", wf.base_sha, wf.task_branch, "--", ".supervisor") == ""
     assert git(repo, "show", f"{wf.task_branch}:calc.py") == GOOD_CALC
     assert git(repo, "show", f"{wf.task_branch}:shapes.py") == SHAPES
     seen = kinds(repo, wf.id)
