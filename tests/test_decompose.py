@@ -183,3 +183,37 @@ def test_the_flattened_tree_is_a_valid_work_graph_with_the_parent_after_its_part
         (1, "c2.2"),
         (0, "c3"),
     ]
+
+
+def test_status_shows_sub_components_under_their_parent_with_their_depth() -> None:
+    from rich.console import Console
+
+    from supervisor.cli.render import work_tree
+    from supervisor.cli.status_view import components_json
+
+    tree = Tree()
+    installed(tree, "c2")
+    context = {
+        "plan": {
+            "status": "COMPLETE",
+            "phases": [{"id": "p1", "description": "", "components": [comp("c2", "b.py")]}],
+            "estimated_components": 1,
+        },
+        "decomposition": tree.model_dump(mode="json"),
+        "components": {"c2": {"status": "pending"}, "c2.1": {"status": "merged"}},
+    }
+    work = WorkGraph.of_workflow(context)
+    assert work is not None
+    console = Console(record=True, width=100)
+    console.print(work_tree("the task", work))
+    lines = console.export_text().splitlines()
+    (parent,) = [line for line in lines if " c2 " in f"{line} "]
+    (child,) = [line for line in lines if "sub-component c2.1" in line]
+    assert child.index("sub-component") > parent.index("c2")  # indented under its parent
+    assert "after" not in parent  # its own parts are shown under it, not as dependencies
+    shown = {c["id"]: (c["depth"], c["parent"], c["status"]) for c in components_json(context)}
+    assert shown == {
+        "c2": (0, None, "pending"),
+        "c2.1": (1, "c2", "complete"),
+        "c2.2": (1, "c2", "pending"),
+    }

@@ -133,8 +133,11 @@ def test_past_the_depth_bound_the_task_waits_for_a_person_with_the_reasons(
     )
     with (p.root / ".supervisor" / "config.yaml").open("a") as config:
         config.write("limits:\n  decomposition:\n    max_depth: 1\n")
-    with pytest.raises(ApprovalRequired):
+    with pytest.raises(ApprovalRequired) as stopped:
         p.start()
+    # What the exit-10 message and the notification say.
+    assert "component big.1 (depth 2) needs you" in stopped.value.message
+    assert "still too much" in stopped.value.message
 
     wf = p.workflow()
     assert wf.status == "awaiting_approval"

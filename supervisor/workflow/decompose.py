@@ -360,3 +360,16 @@ def describe(tree: Tree, plan: dict[str, Any] | None) -> list[tuple[int, str]]:
         for comp in phase.get("components") or []:
             walk(comp["id"], 0)
     return found
+
+
+def blocked_summary(context: dict[str, Any]) -> str:
+    """What a person is told (the exit-10 message, the notification): each component whose
+    split went as far as it could, why, and what it went through; "" when none."""
+    nodes = (context.get("decomposition") or {}).get("nodes") or {}
+    said = [
+        f"component {cid} (depth {n.get('depth')}) needs you: {n.get('problem')} "
+        f"[{'; '.join(n.get('failures') or [])[-300:]}]"
+        for cid, n in nodes.items()
+        if n.get("status") == "blocked"
+    ]
+    return f" ({'; '.join(said)})" if said else ""
