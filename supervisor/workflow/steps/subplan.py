@@ -204,6 +204,8 @@ def failure_trigger(
     its retries are spent (its QA pass, for a split one); None: as before."""
     if outcome.escalate is not None or fan.c.dispatch is not None:
         return None  # the Temporal runner's components are not split (yet): as before
+    if fan.c.settings.limits.decomposition.max_depth == 0:
+        return None  # splitting is off: a component fails after its retries, as before
     node = fan.tree.nodes.get(cid)
     container = node is not None and bool(node.children)
     if exhausted:
