@@ -46,6 +46,19 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class DecompositionLimits(_Model):
+    """When a component is split into a sub-plan (supervisor/workflow/decompose.py)."""
+
+    max_depth: int = Field(3, ge=0)
+    """Levels of sub-plans below the plan's components; 0 turns decomposition off."""
+    max_files: int = Field(12, ge=1)
+    """A component planned over this many files is split before any worker starts on it."""
+    max_estimated_lines: int = Field(800, ge=1)
+    """... or over this many lines (the plan's `estimated_lines`)."""
+    max_plan_attempts: int = Field(2, ge=1)
+    """Sub-plans asked for one component before an invalid answer goes to a person."""
+
+
 class Limits(_Model):
     step_timeout_seconds: float = Field(900, gt=0)
     idle_timeout_seconds: float = Field(300, gt=0)
@@ -61,6 +74,7 @@ class Limits(_Model):
     component_scope: Literal["feedback", "replan", "allow"] = "feedback"
     """A component that changes another's files: sent back with feedback, the plan sent back to
     its planner, or allowed (see supervisor.workflow.ownership)."""
+    decomposition: DecompositionLimits = Field(default_factory=DecompositionLimits)
 
 
 class DepthSettings(_Model):

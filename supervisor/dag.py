@@ -12,6 +12,7 @@ one, and importing networkx costs a command ~0.3 s.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +35,7 @@ PROGRESS = {
     "failed": "failed",
     "conflict": "failed",
     "waiting": "waiting",
+    "expanding": "waiting",  # split into a sub-plan, or waiting for the engine to decide
 }
 
 
@@ -46,6 +48,8 @@ class Component:
     depends_on: list[str]
     order: int
     status: str = "pending"
+    parent: str | None = None
+    """The component it is a sub-component of (supervisor/workflow/decompose.py), if any."""
 
 
 def _networkx() -> Any:
@@ -172,7 +176,12 @@ class WorkGraph:
         plan = context.get("plan")
         if not plan:
             return None
-        work = cls._of_plan_data(plan)
+        children = tree_children(context)
+        work = cls._of_plan_data(flatten(plan, children) if children else plan)
+        for parent, below in children.items():
+            for child in below:
+                if child["id"] in work.components:
+                    work.components[child["id"]].parent = parent
         for cid, entry in (context.get("components") or {}).items():
             if cid in work.components:
                 work.components[cid].status = PROGRESS.get(entry.get("status"), "pending")
@@ -183,6 +192,52 @@ class WorkGraph:
 
     def feature_status(self) -> str:
         return rollup([self.phase_status(p) for p in self.phases])
+
+
+def depth(work: WorkGraph, cid: str) -> int:
+    """0 for a component of the plan, 1 for a sub-component, and so on."""
+    found, parent = 0, work.components[cid].parent
+    while parent is not None and parent in work.components:
+        found, parent = found + 1, work.components[parent].parent
+    return found
+
+
+def tree_children(context: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """Parent component -> its sub-components, as the workflow's context stores the tree."""
+    nodes = (context.get("decomposition") or {}).get("nodes") or {}
+    return {cid: list(n["children"]) for cid, n in nodes.items() if n.get("children")}
+
+
+def flatten(plan: dict[str, Any], children: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """The plan with every installed sub-plan in it, for the work graph: a sub-component sits in
+    its parent's phase and inherits the parent's dependencies (they are done before it starts);
+    the parent depends on its sub-components, so that it comes back (for its QA pass) once they
+    are all merged into its branch."""
+    deps_of: dict[str, list[str]] = {}
+    for phase in plan.get("phases") or []:
+        for comp in phase.get("components") or []:
+            deps_of[comp["id"]] = list(comp.get("depends_on") or [])
+    for dep in plan.get("dependencies") or []:
+        if dep["source"] in deps_of and dep["target"] not in deps_of[dep["source"]]:
+            deps_of[dep["source"]].append(dep["target"])
+
+    def expand(comp: dict[str, Any], inherited: list[str]) -> list[dict[str, Any]]:
+        own = list(dict.fromkeys([*inherited, *(comp.get("depends_on") or [])]))
+        below_ids = [c["id"] for c in children.get(comp["id"], [])]
+        if not below_ids:
+            return [{**comp, "depends_on": own}]
+        below: list[dict[str, Any]] = []
+        for child in children[comp["id"]]:
+            below += expand(child, own)
+        return [{**comp, "depends_on": [*own, *below_ids]}, *below]
+
+    phases = []
+    for phase in plan.get("phases") or []:
+        comps: list[dict[str, Any]] = []
+        for comp in phase.get("components") or []:
+            comps += expand({**comp, "depends_on": deps_of[comp["id"]]}, [])
+        phases.append({**phase, "components": comps})
+    return {**plan, "phases": phases, "dependencies": []}
 
 
 def rollup(statuses: list[str]) -> str:

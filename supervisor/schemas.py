@@ -41,6 +41,7 @@ class ComponentDefinition(_Strict):
     description: str
     files: list[str] = Field(default_factory=list, description="Files this component touches.")
     depends_on: list[str] = Field(default_factory=list)
+    estimated_lines: int = Field(0, ge=0, description="Lines it will write or change, roughly.")
 
 
 class PhaseDefinition(_Strict):
@@ -69,8 +70,9 @@ class PlanOutput(_Strict):
 class ImplementationOutput(_Strict):
     """The implementer's answer. Its file lists are claims: the supervisor checks the worktree."""
 
-    status: Literal["SUCCESS", "PARTIAL", "FAILED"]
+    status: Literal["SUCCESS", "PARTIAL", "FAILED", "TOO_LARGE"]
     summary: str = ""
+    reason: str = Field("", description="With TOO_LARGE: why the work is too big for one worker.")
     files_created: list[str] = Field(default_factory=list)
     files_modified: list[str] = Field(default_factory=list)
     tests_written: list[str] = Field(default_factory=list)

@@ -256,7 +256,7 @@ def complete_task(wf_id: int, path: Path, mode: str | None = None) -> str:
 def analyze_deps(wf_id: int, path: Path) -> list[tuple[str, str, str]]:
     """Dependencies between the plan's components suggested by their files' imports on the task
     branch, that the plan does not already order. For a person to confirm; changes nothing."""
-    from supervisor.dag import WorkGraph, suggest_dependencies
+    from supervisor.dag import WorkGraph, flatten, suggest_dependencies, tree_children
     from supervisor.project.imports import resolve_imports
     from supervisor.schemas import PlanOutput
     from supervisor.workspace.treedata import CommitFiles
@@ -269,7 +269,9 @@ def analyze_deps(wf_id: int, path: Path) -> list[tuple[str, str, str]]:
             f"Workflow {wf_id} has no plan yet.",
             f"Run it past its planning step (`supervisor resume {wf_id}`), then analyze.",
         )
-    work = WorkGraph.from_plan(PlanOutput.model_validate(wf.context["plan"]))
+    # With its sub-plans: a sub-component (`c2.1`) is a component of the graph like any other.
+    plan = flatten(wf.context["plan"], tree_children(wf.context))
+    work = WorkGraph.from_plan(PlanOutput.model_validate(plan))
     ws = project.workspace
     tree = CommitFiles(ws.git_dir, ws.branch_tip(wf.task_branch))  # blobs, not a checkout
     files = set(tree.files())

@@ -2,9 +2,11 @@
 
 `python tests/kill_driver.py <repo> <log> start|resume` runs the task (or resumes workflow 1) on
 the stand-in sandbox with scripted workers that always give the same answers, so every run,
-however often it is interrupted, must end at the same tree. Each worker invocation appends its
-step's name to <log> (flushed to disk before the answer goes back), which is how the spec counts
-the invocations a kill cost.
+however often it is interrupted, must end at the same tree. With SUPERVISOR_KILL_PLAN=expanded,
+component b (b.txt and c.txt) reports itself too large and is split into a sub-plan (b.1 writes
+b.txt, b.2 c.txt): the kill may then land inside the nested sub-plan. Each worker invocation
+appends its step's name to <log> (flushed to disk before the answer goes back), which is how the
+spec counts the invocations a kill cost.
 """
 
 from __future__ import annotations
@@ -36,25 +38,70 @@ PLAN = {
 }
 
 
+EXPANDED = os.environ.get("SUPERVISOR_KILL_PLAN") == "expanded"
+SUB_PLAN = {
+    **PLAN,
+    "phases": [
+        {
+            "id": "p1",
+            "description": "b in two",
+            "components": [
+                {"id": "one", "description": "b.txt", "files": ["b.txt"]},
+                {"id": "two", "description": "c.txt", "files": ["c.txt"]},
+            ],
+        }
+    ],
+}
+TOO_LARGE = {"status": "TOO_LARGE", "summary": "b", "reason": "b.txt and c.txt are two jobs"}
+
+
+EXPANDED_PLAN = {
+    **PLAN,
+    "phases": [
+        {
+            "id": "p1",
+            "description": "all",
+            "components": [
+                {"id": "a", "description": "the a part", "files": ["a.txt"]},
+                {"id": "b", "description": "the b part", "files": ["b.txt", "c.txt"]},
+            ],
+        }
+    ],
+}
+
+
+def plan() -> dict[str, object]:
+    return EXPANDED_PLAN if EXPANDED else PLAN
+
+
+def implement(call: WorkerCall) -> str:
+    if EXPANDED and "one component of the plan: 'b'" in call.prompt:
+        return answer(TOO_LARGE)
+    part, path = "a", "a.txt"
+    for marker, part_path in (("'b'", "b.txt"), ("'b.1'", "b.txt"), ("'b.2'", "c.txt")):
+        if f"one component of the plan: {marker}" in call.prompt:
+            part, path = marker.strip("'"), part_path
+    call.write(path, f"the {part} part\n")
+    return answer(
+        {
+            "status": "SUCCESS",
+            "summary": f"wrote {path}",
+            "files_created": [path],
+            "files_modified": [],
+            "tests_written": [],
+            "blockers": [],
+        }
+    )
+
+
 def worker(log: Path) -> StandinSandbox:
     def run(call: WorkerCall) -> str:
         if call.role == "planner":
-            reply = answer(PLAN)
+            reply = answer(SUB_PLAN if "SUB-PLAN OF COMPONENT 'b'" in call.prompt else plan())
         elif call.role == "reviewer":
             reply = answer({"status": "APPROVED", "summary": "fine", "issues": []})
         else:
-            part = "a" if "'a'" in call.prompt else "b"
-            call.write(f"{part}.txt", f"the {part} part\n")
-            reply = answer(
-                {
-                    "status": "SUCCESS",
-                    "summary": f"wrote {part}.txt",
-                    "files_created": [f"{part}.txt"],
-                    "files_modified": [],
-                    "tests_written": [],
-                    "blockers": [],
-                }
-            )
+            reply = implement(call)
         with log.open("a") as handle:
             handle.write(call.step + "\n")
             handle.flush()

@@ -135,6 +135,11 @@ def workflow_detail(
             when = f"until {_clock(until)}" if until else "to retry"
             reason = entry.get("reason", "")[:120]
             rows.append(Row("waiting", f"component {cid} waits {when}: {reason}", "yellow"))
+    for cid, node in ((wf.context.get("decomposition") or {}).get("nodes") or {}).items():
+        if node.get("status") == "blocked":  # a split that went as far as it could
+            said = "; ".join(node.get("failures") or [])[-600:]
+            why = f"component {cid} (depth {node.get('depth')}): {node.get('problem')}. {said}"
+            rows.append(Row("needs you", why, "yellow"))
     if wf.status == "budget_exceeded":
         rows.append(Row("waiting for", "\n".join(pending or ["a budget extension"]), "yellow"))
     if wf.status == "awaiting_approval" and approval is not None:

@@ -101,13 +101,16 @@ def work_tree(task: str, work: WorkGraph) -> Tree:
     for phase in work.phases:
         shown = visible(f"phase {phase} ", lines=False)
         branch = tree.add(Text.assemble(shown, _status(work.phase_status(phase))))
-        for comp in work.in_phase(phase):
-            after = f"  after {', '.join(comp.depends_on)}" if comp.depends_on else ""
-            branch.add(
+        placed: dict[str, Tree] = {}
+        for comp in work.in_phase(phase):  # a sub-component under its parent (flatten's order)
+            after = [d for d in comp.depends_on if work.components[d].parent != comp.id]
+            shown = f"  after {', '.join(after)}" if after else ""
+            kind = "sub-component " * (comp.parent is not None)
+            placed[comp.id] = placed.get(comp.parent or "", branch).add(
                 Text.assemble(
-                    visible(f"{comp.id} ", lines=False),
+                    visible(f"{kind}{comp.id} ", lines=False),
                     _status(comp.status),
-                    (visible(f"  {', '.join(comp.files)}{after}", lines=False), "dim"),
+                    (visible(f"  {', '.join(comp.files)}{shown}", lines=False), "dim"),
                 )
             )
     return tree

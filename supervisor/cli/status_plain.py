@@ -41,14 +41,20 @@ def detail_lines(shown: Detail) -> list[str]:
 
 
 def tree_lines(task: str, work: WorkGraph) -> list[str]:
-    """Feature → phases → components, indented, each with its rolled-up status."""
+    """Feature → phases → components → sub-components, indented, each with its rolled-up
+    status."""
+    from supervisor.dag import depth
+
     lines = [f"feature {work.feature_status()}  {visible(task[:70], lines=False)}"]
     for phase in work.phases:
         lines.append(f"  phase {visible(phase, lines=False)} {work.phase_status(phase)}")
-        for comp in work.in_phase(phase):
-            after = f"  after {', '.join(comp.depends_on)}" if comp.depends_on else ""
-            where = visible(f"{', '.join(comp.files)}{after}", lines=False)
-            lines.append(f"    {visible(comp.id, lines=False)} {comp.status}  {where}")
+        for comp in work.in_phase(phase):  # a sub-component under its parent, indented
+            after = [d for d in comp.depends_on if work.components[d].parent != comp.id]
+            shown = f"  after {', '.join(after)}" if after else ""
+            where = visible(f"{', '.join(comp.files)}{shown}", lines=False)
+            indent = "  " * (2 + depth(work, comp.id))
+            kind = "sub-component " * (comp.parent is not None)
+            lines.append(f"{indent}{kind}{visible(comp.id, lines=False)} {comp.status}  {where}")
     return lines
 
 

@@ -10,7 +10,7 @@ waits for little more than the interpreter.
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from supervisor import depth_view
 from supervisor.cli.plain import json_out, plain
@@ -74,6 +74,7 @@ def show_status(
                     "to_approve": about,
                     "runner": runner,
                     "depth": depth_view.summary(wf.context),
+                    "components": components_json(wf.context),
                 }
             )
             return
@@ -90,3 +91,30 @@ def show_status(
 
     out = console()
     out.print(detail_view(shown))
+
+
+def components_json(context: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every component of the plan and of its sub-plans, with its place in the tree (`depth` 0:
+    a component of the plan, 1: a sub-component, ...) and, for a split one, why."""
+    from supervisor.dag import WorkGraph, depth
+
+    work = WorkGraph.of_workflow(context)
+    if work is None:
+        return []
+    nodes = (context.get("decomposition") or {}).get("nodes") or {}
+    found = []
+    for comp in work.components.values():
+        item: dict[str, Any] = {
+            "id": comp.id,
+            "phase": comp.phase,
+            "parent": comp.parent,
+            "depth": depth(work, comp.id),
+            "status": comp.status,
+            "files": comp.files,
+        }
+        node = nodes.get(comp.id)
+        if node:
+            item["split"] = {k: node.get(k) for k in ("status", "trigger", "reason", "problem")}
+            item["split"]["failures"] = node.get("failures") or []
+        found.append(item)
+    return found

@@ -16,11 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from supervisor.config import DecompositionLimits
 from supervisor.errors import CredentialsError, StepFailedError, SupervisorError
 from supervisor.policy.budgets import HELD
 from supervisor.routing import failover
 from supervisor.state.store import EventSpec
-from supervisor.workflow import continuity, degrade, depth, retries
+from supervisor.workflow import continuity, decompose, degrade, depth, retries
 from supervisor.workflow.state import WorkflowState
 from supervisor.workflow.steps.base import err, message
 
@@ -47,6 +48,7 @@ class Facts:
     failover: FailoverSettings
     role_clis: list[str]  # the step's CLIs, preferred first (failover.chain)
     judge: Judge
+    decomposition: DecompositionLimits = field(default_factory=DecompositionLimits)
 
 
 @dataclass
@@ -78,6 +80,8 @@ def decide(
             if moved is not None:
                 return moved
         return fail(name, state, events, outcome.escalate, outcome.resume_at)
+    if outcome.result == decompose.EXPAND:  # the fan-out's tree changes: one transition
+        return _expand(name, state, events, facts)
     if outcome.result == HELD:
         # Stopped dispatching at a budget, its running work done and kept: the same step once
         # the budget allows (the engine's check before it pauses the task with the figures).
@@ -153,6 +157,27 @@ def _advance(
     if status == "completed":
         events.append(EventSpec("workflow_completed", status="completed"))
     return Move(next_step, state, events, status, git_sha=outcome.git_sha, request_approval=ask)
+
+
+def _expand(name: str, state: WorkflowState, events: list[EventSpec], facts: Facts) -> Move:
+    """A component split, a sub-plan installed or sent back, a retry on another CLI; or, when
+    none of these is left, the task waits for a person (exit 10, as for an approval)."""
+    limits, clis = facts.decomposition, facts.role_clis
+    done = decompose.settle(state.decomposition, state.components, name, limits, clis)
+    events = [*events, *done.events]
+    if not done.human:
+        return Move(name, state, events, checkpoint_status=decompose.EXPAND, info=done.info)
+    state.approval_step = name
+    events.append(EventSpec("approval_requested", step=name, status="pending"))
+    return Move(
+        name,
+        state,
+        events,
+        "awaiting_approval",
+        checkpoint_status="awaiting_approval",
+        request_approval=True,
+        info=done.info,
+    )
 
 
 def own_events(outcome: Outcome) -> list[EventSpec]:

@@ -35,7 +35,7 @@ from supervisor.policy.dependency_review import DependencyApprovalRequired
 from supervisor.routing import failover, route
 from supervisor.state.store import EventSpec, StepRecord
 from supervisor.workers import continuation
-from supervisor.workflow import resuming
+from supervisor.workflow import decompose, resuming
 from supervisor.workflow.decide import Facts, decide
 from supervisor.workflow.state import WorkflowState
 from supervisor.workflow.steps import registry as steps
@@ -112,7 +112,7 @@ class Engine:
             if wf.status == "awaiting_approval":
                 raise ApprovalRequired(
                     f"Workflow {wf_id} waits for approval of step '{_pending_step(wf)}'"
-                    f"{risk.summary(wf)}.",
+                    f"{risk.summary(wf)}{decompose.blocked_summary(wf.context)}.",
                     f"Approve with `supervisor approve {wf_id}` or reject with `supervisor reject "
                     f'{wf_id} --reason "..."`, then run `supervisor resume {wf_id}`.',
                 )
@@ -269,6 +269,7 @@ class Engine:
             failover=self.settings.failover,
             role_clis=clis,
             judge=judge,
+            decomposition=self.settings.limits.decomposition,
         )
 
     def _wait(self, wf: Workflow) -> bool:

@@ -35,10 +35,15 @@ conflicting files since their merge base.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from supervisor.state.store import EventSpec
+from supervisor.workflow.steps.base import component_branch
 
 if TYPE_CHECKING:
     from supervisor.dag import WorkGraph
+    from supervisor.state.store import Workflow
+    from supervisor.workflow.steps.base import StepContext
     from supervisor.workspace.worktrees import Workspace
 
 DIFF_BYTES = 30_000
@@ -122,3 +127,40 @@ def fresh_branch(ws: Workspace, default: str, kept: list[str]) -> str:
     while f"{default}--{n}" in kept or ws.branch_exists(f"{default}--{n}"):
         n += 1
     return f"{default}--{n}"
+
+
+def keep_and_resume(
+    c: StepContext,
+    wf: Workflow,
+    name: str,
+    kept: list[str],
+    cid: str,
+    entry: dict[str, Any],
+    branch: str,
+) -> None:
+    """Before a failed or conflicting component runs again: its branch, which the failure
+    message named as kept, is left alone for good and the next attempt gets a new one.
+    After a conflict, the event names the step that resolves it (the conflict itself is in
+    that step's feedback since the conflict)."""
+    if c.ws.branch_exists(branch) and branch not in kept:
+        kept.append(branch)
+    if branch in kept:
+        entry["branch"] = fresh_branch(c.ws, component_branch(wf.task_branch, cid), kept)
+    conflict = entry.get("conflict")
+    if conflict is not None:
+        c.store.add_event(
+            wf.id,
+            EventSpec(
+                "component_conflict_resolving",
+                step=f"{name}/{cid}",
+                status="resuming",
+                payload={
+                    "component": cid,
+                    "resolved_by": f"{name}/{cid}",
+                    "kept_branch": conflict["branch"],
+                    "kept_commit": conflict["commit"],
+                    "files": conflict["files"],
+                    "next_branch": entry.get("branch") or branch,
+                },
+            ),
+        )

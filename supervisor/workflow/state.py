@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from supervisor.errors import StateError
 from supervisor.routing.failover import Unavailable
 from supervisor.schemas import AnalysisOutput, ResearchOutput
+from supervisor.workflow.decompose import Tree
 from supervisor.workflow.gate_reuse import GateRun
 
 VERSION = 1
@@ -74,6 +75,8 @@ class WorkflowState(BaseModel):
     integrated: str | None = None
     claims: dict[str, str] = Field(default_factory=dict)
     kept_branches: list[str] = Field(default_factory=list)
+    decomposition: Tree = Field(default_factory=Tree)
+    """Components split into sub-plans, and why (supervisor/workflow/decompose.py)."""
     # the work under judgement, and what judged it
     candidate: str | None = None
     gates_passed: dict[str, list[str]] = Field(default_factory=dict)

@@ -29,10 +29,9 @@ from supervisor import recovery
 from supervisor.dag import PROGRESS, WorkGraph
 from supervisor.errors import MergeConflictError, StepFailedError, SupervisorError
 from supervisor.policy import budgets
-from supervisor.schemas import PlanOutput
 from supervisor.state.store import EventSpec
-from supervisor.workflow import ownership, retries
-from supervisor.workflow.steps import dispatched
+from supervisor.workflow import decompose, ownership, retries
+from supervisor.workflow.steps import dispatched, subplan
 from supervisor.workflow.steps.base import Outcome, StepContext, candidate_ref, component_branch
 from supervisor.workflow.steps.fix_up import fix_up
 from supervisor.workflow.steps.gate import gate_on
@@ -64,10 +63,15 @@ class ComponentFanOut:
         self.kept: list[str] = self.ctx.setdefault("kept_branches", [])
         """Every branch the user was told is kept, for the whole workflow (a new plan too)."""
         self.held: dict[str, Any] | None = None  # the budget reached: nothing new dispatched
+        self.tree = decompose.Tree.model_validate(self.ctx.get("decomposition") or {})
+        """Components split into sub-plans (steps/subplan.py); sub-components are components."""
+        self.flat_plan: dict[str, Any] | None = None
+        self.splitting: list[str] = []  # split asked for: the engine decides once the rest ran
+        self.pending_records: list[StepRecord] = []
 
     def run(self) -> Outcome:
         plan = self.ctx.get("plan")
-        work = WorkGraph.from_plan(PlanOutput.model_validate(plan)) if plan else None
+        work = subplan.work_graph(self, plan) if plan else None
         self.work = work
         role = self.step.role or ""
         if work is None or not work.components:
@@ -86,7 +90,9 @@ class ComponentFanOut:
                 entry["status"] = "pending"
                 entry.pop("until", None)
             if entry["status"] in ("failed", "conflict"):
-                self._keep_and_resume(cid, entry)
+                ownership.keep_and_resume(
+                    self.c, self.wf, self.name, self.kept, cid, entry, self._branch(cid)
+                )
             if entry["status"] != "merged" and self._branch(cid) in self.kept:
                 entry["branch"] = ownership.fresh_branch(
                     self.c.ws, component_branch(self.wf.task_branch, cid), self.kept
@@ -105,6 +111,9 @@ class ComponentFanOut:
             or self.c.ws.branch_tip(self.wf.task_branch)
         )
         self.ctx["integrated"] = integrated
+        tree_changes = subplan.before_dispatch(self, work, integrated)  # the engine decides
+        if tree_changes is not None:
+            return tree_changes
         for cid, outcome in finished:  # a component that failed elsewhere: counted as here
             integrated = self._settle(work.components[cid], outcome, integrated)
         order = {cid: i for i, cid in enumerate(work.merge_order())}
@@ -118,11 +127,14 @@ class ComponentFanOut:
             while True:
                 if relay is not None and not running and not self.errors and not self.strays:
                     dispatched.hand_over(self, work.batch(limit), integrated)  # raises
-                if relay is None and not self.errors and not self.strays:
+                if relay is None and not self.errors and not self.strays and not self.splitting:
                     for comp in self._dispatchable(work, limit):
+                        if subplan.over_scope(self, comp):
+                            continue
                         comp.status = "running"
+                        base = self.base_for(comp.id, integrated)
                         self._save(comp.id, status="running")
-                        running[pool.submit(self._build, comp, integrated)] = comp.id
+                        running[pool.submit(self._build, comp, base)] = comp.id
                 if not running:
                     break
                 done, _ = wait(running, return_when=FIRST_COMPLETED)
@@ -148,8 +160,10 @@ class ComponentFanOut:
         not retried here: the component waits, and the engine's one recovery policy runs the
         step again for it once the others are done (see `_outcome`)."""
         step_name = f"{self.name}/{comp.id}"
+        if subplan.is_container(self, comp.id):  # its sub-components are in: the QA pass
+            return subplan.qa_pass(self, comp)
         outcome = run_worker(
-            self.c,
+            subplan.routed(self, comp.id),
             self._view(),
             step_name,
             self.step.role or "",
@@ -179,7 +193,7 @@ class ComponentFanOut:
         entry = self.state[cid]
         sha = entry["sha"]
         if entry["status"] == "implemented":
-            strayed = self._out_of_scope(cid)
+            strayed = None if entry.get("qa") else self._out_of_scope(cid)  # parts were checked
             if strayed is not None:
                 return strayed
             for gate in self.step.gates:
@@ -190,15 +204,35 @@ class ComponentFanOut:
             self._save(cid, status="gated")
         return Outcome("passed", git_sha=sha)
 
+    def base_for(self, cid: str, integrated: str) -> str:
+        """Where a component starts and merges: its split parent's branch (begun at the
+        integration when its first sub-component starts), else the integration commit."""
+        parent = self.tree.parent_of(cid)
+        if parent is None:
+            return integrated
+        entry = self.state.setdefault(parent, {"status": "pending", "attempts": 0})
+        if not entry.get("integrated"):
+            begun = self.base_for(parent, integrated)
+            with self.lock:
+                entry["integrated"] = begun
+        return str(entry["integrated"])
+
+    def snapshot(self) -> dict[str, Any]:
+        with self.lock:
+            subplan.snapshot_tree(self, self.ctx)
+            return copy.deepcopy(self.ctx)
+
     # -- in the main thread ----------------------------------------------------------------
 
     def _settle(self, comp: Component, outcome: Outcome, integrated: str) -> str:
         """Merge a finished component, or count its failure; returns the integration commit."""
         ws = self.c.ws
         branch = self._branch(comp.id)
+        parent = self.tree.parent_of(comp.id)
+        into = self.base_for(comp.id, integrated)  # a sub-component merges into its parent
         if outcome.result == "passed" and outcome.git_sha:
             try:
-                merged = ws.merge_commits(integrated, outcome.git_sha, f"Merge component {comp.id}")
+                merged = ws.merge_commits(into, outcome.git_sha, f"Merge component {comp.id}")
             except MergeConflictError as e:
                 comp.status = "failed"
                 self.errors[comp.id] = e
@@ -211,11 +245,11 @@ class ComponentFanOut:
                         "commit": outcome.git_sha,
                         "branch": branch,
                         "files": e.files,
-                        "into": integrated,
+                        "into": into,
                     },
                     # what a resumed attempt is told: both sides of the conflicting files
                     feedback=ownership.conflict_feedback(
-                        ws, comp.id, branch, outcome.git_sha, integrated, e.files
+                        ws, comp.id, branch, outcome.git_sha, into, e.files
                     ),
                     event=EventSpec(
                         "component_conflict",
@@ -230,7 +264,8 @@ class ComponentFanOut:
                     ),
                 )
                 return integrated
-            ws.set_ref(candidate_ref(self.wf.id), merged, None)
+            if parent is None:
+                ws.set_ref(candidate_ref(self.wf.id), merged, None)
             comp.status = "complete"
             payload: dict[str, Any] = {
                 "component": comp.id,
@@ -242,17 +277,21 @@ class ComponentFanOut:
                 resolved = self.state[comp.id].pop("conflict", None)
             if resolved is not None:
                 payload["resolves_conflict"] = resolved
+            if parent is not None:
+                payload["parent"] = parent
+                with self.lock:
+                    self.state[parent]["integrated"] = merged
             self._save(
                 comp.id,
                 status="merged",
-                integrated=merged,
+                integrated=merged if parent is None else None,
                 event=EventSpec(
                     "component_merged", step=self.name, status="merged", payload=payload
                 ),
             )
             self._drop_branch(comp.id)
             self.c.reporter.info(f"component {comp.id} merged ({merged[:12]})")
-            return merged
+            return merged if parent is None else integrated
         if outcome.transient is not None and outcome.escalate is None:
             why = outcome.transient
             comp.status = "waiting"  # the others go on; the engine's recovery policy resumes it
@@ -283,6 +322,10 @@ class ComponentFanOut:
         )
         attempts = counted.failures
         problem = outcome.feedback or outcome.result
+        trigger = subplan.failure_trigger(self, comp.id, outcome, counted.exhausted)
+        if trigger is not None:  # split, or decided on by the engine (steps/subplan.py)
+            subplan.split(self, comp, trigger, problem, outcome.cli, attempts=attempts)
+            return integrated
         if outcome.escalate is not None:
             error = outcome.escalate
         elif counted.exhausted:
@@ -313,8 +356,9 @@ class ComponentFanOut:
         return integrated
 
     def _outcome(self, work: WorkGraph, integrated: str) -> Outcome:
-        with self.lock:
-            ctx = copy.deepcopy(self.ctx)
+        ctx = self.snapshot()
+        if not self.errors and self.splitting:  # the engine splits (steps/subplan.py)
+            return Outcome(decompose.EXPAND, context=ctx)
         if not self.errors and self.held is not None and not self.strays:  # a replan goes first
             held = [c.id for c in work.components.values() if c.status == "pending"]
             payload = {"components": held, **self.held}
@@ -383,37 +427,6 @@ class ComponentFanOut:
         if branch not in self.kept:
             self.c.ws.delete_ref(f"refs/heads/{branch}")
 
-    def _keep_and_resume(self, cid: str, entry: dict[str, Any]) -> None:
-        """Before a failed or conflicting component runs again: its branch, which the failure
-        message named as kept, is left alone for good and the next attempt gets a new one.
-        After a conflict, the event names the step that resolves it (the conflict itself is in
-        that step's feedback since the conflict)."""
-        branch = self._branch(cid)
-        if self.c.ws.branch_exists(branch) and branch not in self.kept:
-            self.kept.append(branch)
-        if branch in self.kept:
-            entry["branch"] = ownership.fresh_branch(
-                self.c.ws, component_branch(self.wf.task_branch, cid), self.kept
-            )
-        conflict = entry.get("conflict")
-        if conflict is not None:
-            self.c.store.add_event(
-                self.wf.id,
-                EventSpec(
-                    "component_conflict_resolving",
-                    step=f"{self.name}/{cid}",
-                    status="resuming",
-                    payload={
-                        "component": cid,
-                        "resolved_by": f"{self.name}/{cid}",
-                        "kept_branch": conflict["branch"],
-                        "kept_commit": conflict["commit"],
-                        "files": conflict["files"],
-                        "next_branch": self._branch(cid),
-                    },
-                ),
-            )
-
     def _out_of_scope(self, cid: str) -> Outcome | None:
         """None when the component kept to its files (it then claims the undeclared ones it
         changed); else a failure whose feedback names each file and its owner."""
@@ -452,7 +465,10 @@ class ComponentFanOut:
     def _view(self) -> Workflow:
         """The workflow as a worker should see it now (feedback and loop memory included)."""
         with self.lock:
-            return replace(self.wf, context=copy.deepcopy(self.ctx))
+            ctx = copy.deepcopy(self.ctx)
+        if self.flat_plan is not None and self.tree.nodes:  # sub-components see the tree
+            ctx["plan"] = self.flat_plan
+        return replace(self.wf, context=ctx)
 
     def _save(
         self,
@@ -469,6 +485,7 @@ class ComponentFanOut:
         step runs that finished with it), through the engine's writer."""
         with self.lock:
             self.state[cid].update(fields)
+            subplan.snapshot_tree(self, self.ctx)
             if integrated is not None:
                 self.ctx["integrated"] = integrated
                 self.ctx["candidate"] = integrated

@@ -130,6 +130,15 @@ def review(a: Answer, base: str) -> Outcome:
 def implementation(a: Answer, worktree: Path, base: str, ref: str, *, in_fan_out: bool) -> Outcome:
     """Trust the worktree, not the worker's claims: what changed is what git sees."""
     c, wf, name, role, data = a.c, a.wf, a.name, a.role, a.data
+    if data["status"] == "TOO_LARGE":  # nothing of it is kept: the fan-out may split it
+        reason = data["reason"] or "; ".join(data["blockers"]) or "(no reason given)"
+        record = a.record("failed", "too_large", "too_large", error=reason)
+        return Outcome(
+            "failed",
+            feedback=f"The worker reported the work too large for one worker: {reason}",
+            context={"too_large": reason} if in_fan_out else {},
+            records=[record],
+        )
     limits = c.settings.limits
     try:
         sha = c.ws.snapshot(
