@@ -76,6 +76,16 @@ def test_scope_over_the_limits_asks_for_a_split_but_not_at_the_depth_bound() -> 
     assert decompose.over_scope(["a.py"], 10, 0, LIMITS) is None
 
 
+def test_a_context_pack_over_the_roles_token_budget_asks_for_a_split() -> None:
+    over = decompose.PackFact("implementer", 30_001, 30_000)
+    why = decompose.over_scope(["a.py"], 10, 0, LIMITS, over)
+    assert why is not None and "30001 tokens" in why and "implementer" in why
+    assert "context.token_budget" in why  # the setting a person would change
+    fits = decompose.PackFact("implementer", 30_000, 30_000)
+    assert decompose.over_scope(["a.py"], 10, 0, LIMITS, fits) is None
+    assert decompose.over_scope(["a.py"], 10, 2, LIMITS, over) is None  # at the depth bound
+
+
 def installed(tree: Tree, parent: str, n: int = 2) -> dict[str, dict[str, Any]]:
     components: dict[str, dict[str, Any]] = {parent: {"status": "expanding", "attempts": 2}}
     decompose.request(tree, parent, "too_large", "big", "claude")

@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from test_engine_fast import Project, plans, project, reviews, warm_packer, writes
 
+from supervisor.context.tokens import count
 from supervisor.errors import ApprovalRequired
+from supervisor.guard.trust import trust
 from supervisor.sandbox.standin import answer
 
 if TYPE_CHECKING:
@@ -188,3 +190,43 @@ def test_attack_a_sub_plan_that_reaches_outside_its_component_is_sent_back_with_
     asked = [c.prompt for _, c in p.script.calls if "SUB-PLAN" in c.prompt]
     assert ".supervisor/config.yaml" in asked[1]  # the planner is told why
     assert p.git("diff", "--stat", wf.base_sha, wf.task_branch, "--", ".supervisor") == ""
+
+
+def test_a_component_whose_pack_would_pass_its_roles_token_budget_is_split_before_it_runs(
+    project: Callable[..., Project],
+) -> None:
+    """Its worker would see a pruned pack, without all of its own files: split it first. Each
+    part's files fit the implementer's budget; the whole component's do not."""
+    p = project(
+        WORKFLOW,
+        GATE,
+        (
+            "SUB-PLAN OF COMPONENT 'big'",
+            subplan(component("x", "b1.txt"), component("y", "b2.txt")),
+        ),
+        ("ROLE: planner", plans(component("big", "b1.txt", "b2.txt"))),
+        ("'big.1'", writes({"b1.txt": "one\n"})),
+        ("'big.2'", writes({"b2.txt": "two\n"})),
+        ("ROLE: reviewer", reviews("APPROVED")),
+    )
+    text = "".join(f"line {i} of the old module, kept as it is\n" for i in range(300))
+    for name in ("b1.txt", "b2.txt"):
+        (p.root / name).write_text(text)
+    p.git("add", "b1.txt", "b2.txt")
+    p.git("commit", "-q", "-m", "two old modules")
+    budget = count(text) + 2_000  # one file and its prompt fit; both files do not
+    roles = p.root / ".supervisor" / "roles"
+    roles.mkdir()
+    (roles / "implementer.yaml").write_text(
+        f"extends: implementer\ncontext:\n  token_budget: {budget}\n"
+    )
+    trust(p.root)
+    wf = p.start()
+
+    assert wf.status == "completed"
+    (asked,) = p.events("component_split_requested")
+    assert asked.status == "scope" and asked.payload["component"] == "big"
+    assert f"implementer role's token budget ({budget}" in asked.payload["reason"]
+    implementers = [c.prompt for _, c in p.script.calls if c.role == "implementer"]
+    assert implementers and not any("'big' (phase" in prompt for prompt in implementers)
+    assert {p.on_branch("b1.txt"), p.on_branch("b2.txt")} == {"one\n", "two\n"}

@@ -199,6 +199,27 @@ def build_pack(
     )
 
 
+def scope_tokens(source: Source, role: Role, task: str, targets: list[str]) -> int:
+    """The tokens a component's planned scope needs in its worker's pack before any pruning:
+    its task and its own files (a `dir/` names every file under it) as they would be packed,
+    redacted, with Repomix's wrapper. Cheap (no Repomix run): the decomposition's token-budget
+    check (supervisor/workflow/decompose.py) compares it with the role's budget."""
+    usable = [
+        f
+        for f in source.files()
+        if not is_secret_file(f) and not _matches_any(f, role.context.exclude)
+    ]
+    wanted = [
+        f for f in usable if any(f == t or (t.endswith("/") and f.startswith(t)) for t in targets)
+    ]
+    total = tokens.count(redact(task)[0])
+    for data in source.read_many(wanted).values():  # one git call for all of them
+        if len(data) <= MAX_FILE_BYTES and b"\0" not in data[:8192]:  # as `_read` packs
+            text = data.decode("utf-8", errors="replace")
+            total += tokens.count(redact(text)[0]) + FILE_OVERHEAD_TOKENS
+    return total
+
+
 def _gather(
     source: Source, strategy: Strategy, spec: Any, usable: set[str], targets: list[str], diff: str
 ) -> list[Item]:

@@ -97,13 +97,34 @@ class Tree(BaseModel):
 # -- what the fan-out asks -------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class PackFact:
+    """What the acting side measured of a component's context pack before any worker starts:
+    the tokens its planned scope needs (the task and the component's own files as they would be
+    packed, before any pruning) against its role's `context.token_budget`."""
+
+    role: str
+    tokens: int
+    budget: int
+
+
 def over_scope(
-    comp_files: list[str], estimated_lines: int, depth: int, limits: DecompositionLimits
+    comp_files: list[str],
+    estimated_lines: int,
+    depth: int,
+    limits: DecompositionLimits,
+    pack: PackFact | None = None,
 ) -> str | None:
     """Why a component's planned scope is too big for one worker, or None. A component at the
-    depth bound runs as it is: splitting it is no longer possible."""
+    depth bound runs as it is: splitting it is no longer possible. A pack over the budget would
+    be pruned to fit, so its worker would not even see all of its own files: split instead."""
     if depth >= limits.max_depth:
         return None
+    if pack is not None and pack.tokens > pack.budget:
+        return (
+            f"its context pack would take {pack.tokens} tokens, over the {pack.role} role's "
+            f"token budget ({pack.budget}, context.token_budget)"
+        )
     if len(comp_files) > limits.max_files:
         return (
             f"it names {len(comp_files)} files, over limits.decomposition.max_files "

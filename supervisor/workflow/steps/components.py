@@ -129,10 +129,10 @@ class ComponentFanOut:
                     dispatched.hand_over(self, work.batch(limit), integrated)  # raises
                 if relay is None and not self.errors and not self.strays and not self.splitting:
                     for comp in self._dispatchable(work, limit):
-                        if subplan.over_scope(self, comp):
+                        base = self.base_for(comp.id, integrated)
+                        if subplan.over_scope(self, comp, base):
                             continue
                         comp.status = "running"
-                        base = self.base_for(comp.id, integrated)
                         self._save(comp.id, status="running")
                         running[pool.submit(self._build, comp, base)] = comp.id
                 if not running:

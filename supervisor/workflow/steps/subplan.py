@@ -21,12 +21,15 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from supervisor.context import prompts
+from supervisor.context.assemble import scope_tokens
+from supervisor.context.roles import load_role
 from supervisor.dag import WorkGraph, flatten
 from supervisor.schemas import PlanOutput
 from supervisor.state.store import EventSpec
 from supervisor.workflow import decompose
 from supervisor.workflow.steps.base import Outcome
-from supervisor.workflow.steps.worker import run_worker
+from supervisor.workflow.steps.worker import component_task, run_worker
+from supervisor.workspace.treedata import CommitFiles
 
 if TYPE_CHECKING:
     import threading
@@ -144,7 +147,7 @@ def _ask_planner(
 # -- splits the fan-out asks for -------------------------------------------------------------
 
 
-def over_scope(fan: ComponentFanOut, comp: Component) -> bool:
+def over_scope(fan: ComponentFanOut, comp: Component, base: str) -> bool:
     """A component planned too big is split before any worker starts on it (the engine
     decides); True when it was asked for."""
     if comp.id in fan.tree.nodes or fan.c.dispatch is not None:  # split already, or past it
@@ -153,10 +156,23 @@ def over_scope(fan: ComponentFanOut, comp: Component) -> bool:
     limits = fan.c.settings.limits.decomposition
     depth = fan.tree.depth_of(comp.id)
     why = decompose.over_scope(comp.files, estimated, depth, limits)
+    if why is None and depth < limits.max_depth and fan.step.role:
+        why = decompose.over_scope(
+            comp.files, estimated, depth, limits, _pack_fact(fan, comp, base)
+        )
     if why is None:
         return False
     split(fan, comp, "scope", why, None)
     return True
+
+
+def _pack_fact(fan: ComponentFanOut, comp: Component, base: str) -> decompose.PackFact:
+    """The tokens the component's worker's pack would need, measured on the commit it starts
+    from, against its role's budget (what supervisor/workflow/decompose.py judges)."""
+    role = load_role(str(fan.step.role), fan.c.repo)
+    task = fan.wf.description + component_task(comp)
+    needed = scope_tokens(CommitFiles(fan.c.ws.git_dir, base), role, task, comp.files)
+    return decompose.PackFact(role.name, needed, role.context.token_budget)
 
 
 def _estimated_lines(plan: dict[str, Any] | None, cid: str) -> int:
