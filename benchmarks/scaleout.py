@@ -2,10 +2,11 @@
 
     .venv/bin/python benchmarks/scaleout.py [--repeat 3] [--tasks 12] [--workers 1,2,3]
 
-1. Per-step overhead: the same 3-step task (implement, test gate, commit; the real `claude` in
-   the real sandbox against the scripted model API) run embedded (`start-task`) and through
-   Temporal (`start-task --backend temporal`, one warm `supervisor worker`), alternating, in the
-   same run; (temporal - embedded) / steps, medians. Target: under 0.3 s a step.
+1. Per-step overhead and submission: the same 3-step task (implement, test gate, commit; the
+   real `claude` in the real sandbox against the scripted model API) run embedded (`start-task`)
+   and through Temporal (`start-task --backend temporal`, one warm `supervisor worker`),
+   alternating, in the same run (see `overhead`); medians. Targets: under 0.3 s a step, a
+   submission under 1 s.
 2. Makespan of N independent components (N one-step tasks: implement then commit) on 1, 2 and 3
    worker processes (`--max-parallel 1` each): all submitted first, then the workers start; the
    makespan runs from their start to the last completion. Speed-up against 1 worker, and
@@ -106,8 +107,22 @@ def wait_all(repo: Path, ids: list[int], timeout: float = 1800) -> float:
     raise SystemExit(f"tasks in {repo} did not finish: {statuses}")
 
 
+def _steps_time(repo: Path, wf_id: int) -> tuple[float, int]:
+    """How long the task's steps took, from its creation to its last state change (the state's
+    own clock), and how many engine steps it ran (commit has no step row)."""
+    with Store(repo / ".supervisor" / "state.db") as store:
+        wf = store.workflow(wf_id)
+        steps = len(store.checkpoints(wf_id))
+    return (wf.updated_at - wf.created_at).total_seconds(), steps
+
+
 def overhead(base: Path, url: str, temporal: DevServer, repeat: int) -> None:
-    embedded_s, temporal_s, steps = [], [], 0
+    """Per round, alternating: the embedded `start-task` (E: its setup, then its steps, E_s of
+    them by the state's clock) and the Temporal one (S: the submitting command, until it
+    returns; T_s: from then to the task's completion on the warm worker). Per-step overhead
+    (T_s - E_s) / steps; submission's extra over starting the task here S - (E - E_s)."""
+    rows: list[tuple[float, float, float, float]] = []
+    steps = 0
     log = base / "overhead-worker.log"
     trepo = repo_for(base, "temporal", url, temporal, "overhead", THREE_STEPS)
     pool = worker(trepo, temporal, "overhead", log)
@@ -116,21 +131,47 @@ def overhead(base: Path, url: str, temporal: DevServer, repeat: int) -> None:
             erepo = repo_for(base, f"embedded{i}", url, temporal, "unused", THREE_STEPS)
             began = time.monotonic()
             cli("start-task", "--yes", f"Embedded {i}", "--repo", str(erepo))
-            embedded_s.append(time.monotonic() - began)
+            e = time.monotonic() - began
+            e_steps, steps = _steps_time(erepo, 1)
             began = time.monotonic()
             cli("start-task", "--yes", "--backend", "temporal", f"Temporal {i}", "--repo",
                 str(trepo))  # fmt: skip
-            temporal_s.append(wait_all(trepo, [i + 1]) - began)
-            with Store(trepo / ".supervisor" / "state.db") as store:
-                steps = len(store.checkpoints(i + 1))  # engine steps (commit has no step row)
+            submitted = time.monotonic()
+            t_steps = wait_all(trepo, [i + 1]) - submitted
+            rows.append((e, e_steps, submitted - began, t_steps))
+            print(f"  round {i}: embedded {e:.2f} s ({e_steps:.2f} s of steps); Temporal "
+                  f"submission {submitted - began:.2f} s, then {t_steps:.2f} s to completion "
+                  f"({steps} steps)  load {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
+        pool.kill()
+        pool.wait()
+        warm = _warm_submission(trepo, repeat)
     finally:
         pool.kill()
         pool.wait()
-    e, t = statistics.median(embedded_s), statistics.median(temporal_s)
+    e, e_s, s, t_s = (statistics.median(col) for col in zip(*rows, strict=True))
     print(
-        f"per-step overhead: embedded task {e:.2f} s, Temporal task {t:.2f} s, {steps} steps "
-        f"-> {(t - e) / steps:+.2f} s a step (target < 0.30)  load {os.getloadavg()[0]:.1f}"
+        f"per-step overhead: embedded steps {e_s:.2f} s, Temporal steps {t_s:.2f} s, {steps} "
+        f"steps -> {(t_s - e_s) / steps:+.2f} s a step (target < 0.30)  "
+        f"load {os.getloadavg()[0]:.1f}\n"
+        f"submission: `start-task --backend temporal` {s:.2f} s against the embedded command's "
+        f"setup {e - e_s:.2f} s -> {s - (e - e_s):+.2f} s; in a warm process (submitter + "
+        f"start_task) {warm:.2f} s (target < 1.0)",
+        flush=True,
     )
+
+
+def _warm_submission(repo: Path, repeat: int) -> float:
+    """Submission without the Python start-up every command pays: `submitter` (the server and
+    remote checks) and `start_task` with it, in this process after a first one; median."""
+    from supervisor import tasks as task_api
+    from supervisor.temporal.client import submitter
+
+    took = []
+    for i in range(repeat + 1):
+        began = time.monotonic()
+        task_api.start_task(f"Warm {i}", repo, submit=submitter(repo))
+        took.append(time.monotonic() - began)
+    return statistics.median(took[1:])
 
 
 def makespan(base: Path, url: str, temporal: DevServer, tasks: int, workers: list[int]) -> None:
