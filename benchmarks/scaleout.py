@@ -2,10 +2,11 @@
 
     .venv/bin/python benchmarks/scaleout.py [--repeat 3] [--tasks 12] [--workers 1,2,3]
 
-1. Per-step overhead: the same 3-step task (implement, test gate, commit; the real `claude` in
-   the real sandbox against the scripted model API) run embedded (`start-task`) and through
-   Temporal (`start-task --backend temporal`, one warm `supervisor worker`), alternating, in the
-   same run; (temporal - embedded) / steps, medians. Target: under 0.3 s a step.
+1. Per-step overhead and submission: the same 3-step task (implement, test gate, commit; the
+   real `claude` in the real sandbox against the scripted model API) run embedded (`start-task`)
+   and through Temporal (`start-task --backend temporal`, one warm `supervisor worker`),
+   alternating, in the same run (see `overhead`); medians. Targets: under 0.3 s a step, a
+   submission under 1 s.
 2. Makespan of N independent components (N one-step tasks: implement then commit) on 1, 2 and 3
    worker processes (`--max-parallel 1` each): all submitted first, then the workers start; the
    makespan runs from their start to the last completion. Speed-up against 1 worker, and
@@ -27,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -106,31 +108,110 @@ def wait_all(repo: Path, ids: list[int], timeout: float = 1800) -> float:
     raise SystemExit(f"tasks in {repo} did not finish: {statuses}")
 
 
+@dataclass
+class Timeline:
+    """One task by the state's clock (the host's): when it was created, when its first step
+    began, when it ended, and how long its steps themselves ran (the worker, the gates)."""
+
+    created: float
+    first: float
+    ended: float
+    busy: float
+    steps: int  # engine steps (checkpoints: the commit action has no step row)
+
+    def between(self, began: float) -> float:
+        """From `began` to the end, less the steps themselves: what the runner spent."""
+        return self.ended - began - self.busy
+
+
+def timeline(repo: Path, wf_id: int) -> Timeline:
+    with Store(repo / ".supervisor" / "state.db") as store:
+        wf = store.workflow(wf_id)
+        rows = store.steps(wf_id)
+        steps = len(store.checkpoints(wf_id))
+    busy = sum((r["finished_at"] - r["started_at"]).total_seconds() for r in rows)
+    first = min(r["started_at"] for r in rows).timestamp()
+    return Timeline(wf.created_at.timestamp(), first, wf.updated_at.timestamp(), busy, steps)
+
+
+def handed_over(repo: Path, wf_id: int) -> float:
+    """When the submission recorded the task as Temporal's, just before starting its workflow."""
+    from supervisor.temporal.client import SUBMITTED
+
+    with Store(repo / ".supervisor" / "state.db") as store:
+        return max(e.timestamp for e in store.events(wf_id) if e.type == SUBMITTED).timestamp()
+
+
 def overhead(base: Path, url: str, temporal: DevServer, repeat: int) -> None:
-    embedded_s, temporal_s, steps = [], [], 0
+    """Per round, alternating, the embedded `start-task` and the Temporal one. What the runner
+    spends outside the steps themselves: embedded, from the task's creation to its end; through
+    Temporal, from its hand-over (the `temporal_submitted` event: then the server's start, the
+    worker's pick-up, each activity's round trip and set-up) to the end; per-step overhead =
+    the difference / steps, medians.
+    Submission: the submitting command's wall time against the embedded command's until its
+    first step (its start-up and preflight: the same work, but for the submitting)."""
+    rows: list[tuple[float, float, float, float, float]] = []
+    steps = 0
     log = base / "overhead-worker.log"
     trepo = repo_for(base, "temporal", url, temporal, "overhead", THREE_STEPS)
     pool = worker(trepo, temporal, "overhead", log)
     try:
         for i in range(repeat):
             erepo = repo_for(base, f"embedded{i}", url, temporal, "unused", THREE_STEPS)
-            began = time.monotonic()
+            began = time.time()
             cli("start-task", "--yes", f"Embedded {i}", "--repo", str(erepo))
-            embedded_s.append(time.monotonic() - began)
-            began = time.monotonic()
+            e = timeline(erepo, 1)
+            began_t = time.time()
             cli("start-task", "--yes", "--backend", "temporal", f"Temporal {i}", "--repo",
                 str(trepo))  # fmt: skip
-            temporal_s.append(wait_all(trepo, [i + 1]) - began)
-            with Store(trepo / ".supervisor" / "state.db") as store:
-                steps = len(store.checkpoints(i + 1))  # engine steps (commit has no step row)
+            submitted = time.time()
+            wait_all(trepo, [i + 1])
+            t = timeline(trepo, i + 1)
+            handed = handed_over(trepo, i + 1)  # a worker may start before the command exits
+            steps = t.steps
+            row = (
+                e.first - began,
+                submitted - began_t,
+                e.between(e.created),
+                t.between(handed),
+                (t.between(handed) - e.between(e.created)) / steps,
+            )
+            rows.append(row)  # fmt: skip
+            print(f"  round {i}: embedded command to its first step {row[0]:.2f} s, runner "
+                  f"outside the steps {row[2]:.2f} s (steps {e.busy:.2f} s); Temporal "
+                  f"submission {row[1]:.2f} s, runner outside the steps {row[3]:.2f} s (steps "
+                  f"{t.busy:.2f} s) -> {row[4]:+.2f} s a step  load {os.getloadavg()[0]:.1f}",
+                  flush=True)  # fmt: skip
+        pool.kill()
+        pool.wait()
+        warm = _warm_submission(trepo, repeat)
     finally:
         pool.kill()
         pool.wait()
-    e, t = statistics.median(embedded_s), statistics.median(temporal_s)
+    first, submit, e_out, t_out, per_step = (statistics.median(c) for c in zip(*rows, strict=True))
     print(
-        f"per-step overhead: embedded task {e:.2f} s, Temporal task {t:.2f} s, {steps} steps "
-        f"-> {(t - e) / steps:+.2f} s a step (target < 0.30)  load {os.getloadavg()[0]:.1f}"
+        f"per-step overhead: outside the steps, embedded {e_out:.2f} s, Temporal {t_out:.2f} s, "
+        f"{steps} steps -> {per_step:+.2f} s a step (target < 0.30)  "
+        f"load {os.getloadavg()[0]:.1f}\n"
+        f"submission: `start-task --backend temporal` {submit:.2f} s, the embedded command to "
+        f"its first step {first:.2f} s -> {submit - first:+.2f} s; in a warm process "
+        f"(submitter + start_task) {warm:.2f} s (target < 1.0)",
+        flush=True,
     )
+
+
+def _warm_submission(repo: Path, repeat: int) -> float:
+    """Submission without the Python start-up every command pays: `submitter` (the server and
+    remote checks) and `start_task` with it, in this process after a first one; median."""
+    from supervisor import tasks as task_api
+    from supervisor.temporal.client import submitter
+
+    took = []
+    for i in range(repeat + 1):
+        began = time.monotonic()
+        task_api.start_task(f"Warm {i}", repo, submit=submitter(repo))
+        took.append(time.monotonic() - began)
+    return statistics.median(took[1:])
 
 
 def makespan(base: Path, url: str, temporal: DevServer, tasks: int, workers: list[int]) -> None:

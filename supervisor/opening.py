@@ -62,9 +62,10 @@ def open_project(path: Path, overrides: dict[str, Any] | None = None) -> Project
     return Project(root, load_settings(root, overrides), Workspace(root))
 
 
-def open_sandbox(project: Project, clis: list[str]) -> DockerSandbox:
+def open_sandbox(project: Project, clis: list[str], *, probe_clis: bool = True) -> DockerSandbox:
     """Engine up, image built, every CLI the workflow uses inside it with credentials present;
-    or a clear error, before anything is created."""
+    or a clear error, before anything is created. Not `probe_clis`: the CLIs are not looked for in
+    the image, for a task submitted to workers that run it in their own (and probe it there)."""
     for cli in clis:
         adapter_for(cli)
         credentials.collect(cli, _cli_settings(project.settings, cli))
@@ -80,7 +81,7 @@ def open_sandbox(project: Project, clis: list[str]) -> DockerSandbox:
     binaries = [adapter_for(cli).binary for cli in clis]
     # A long-lived process (`supervisor worker`, one engine step per call) probes an image once.
     probed = (sandbox.base_image_id(), tuple(binaries))
-    if probed in _PROBED:
+    if probed in _PROBED or not probe_clis:
         return sandbox
     probe = sandbox.run(
         RunSpec(

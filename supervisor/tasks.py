@@ -83,7 +83,8 @@ def start_task(
     definition, skipped = task_definition(project, roles, no_gate)
     definition, depth_context, depth_events = with_depth(project, definition, depth, description)
     approval_policy.load(project.root)  # a bad policy file stops the task before it starts
-    sandbox = open_sandbox(project, clis_in_use(definition, project.settings, project.root))
+    clis = clis_in_use(definition, project.settings, project.root)
+    sandbox = open_sandbox(project, clis, probe_clis=submit is None)  # a worker probes its own
     if trustmap.repo_path(project.root, trustmap.DOCKERFILE, trustmap.NEEDS_TRUST).is_file():
         image_commands.sandbox_build(project.root)  # a broken image stops the task before it starts
     with project.store() as store:
@@ -139,12 +140,14 @@ def resume(
     opened: tuple[Project, notify.Notifier] | None = None,
     before_commit: Callable[[int], None] | None = None,
     dispatch: list[dict[str, Any]] | None = None,
+    kept: Kept | None = None,
 ) -> Workflow:
     """Continue task `wf_id`; refused (WorkflowBusyError) while a live supervisor runs it.
     `one_step`: run one step and leave waits to the caller (the Temporal activity). `opened`:
     the project and notifier the caller already read from this same configuration (a worker
     keeps them across its steps, supervisor/temporal/cache.py). `dispatch`: a component fan-out
-    hands its components to the runner (supervisor/workflow/steps/dispatched.py)."""
+    hands its components to the runner (supervisor/workflow/steps/dispatched.py). `kept`: what
+    the caller's last step of this task left open (see `Kept`), used and updated."""
     project = opened[0] if opened else open_project(path)
     require_trust(project)
     with project.store() as store:
@@ -155,9 +158,14 @@ def resume(
                 return wf
             definition = WorkflowDef.model_validate(wf.definition)
             settings = project.settings.model_copy(update={"cli": wf.cli})
-            sandbox = open_sandbox(project, clis_in_use(definition, settings, project.root))
-            interrupted = _clean_leftovers(project, store, sandbox, wf_id, adopting=True)
-            _remove_dead_processes_leftovers(project, sandbox)
+            if kept is not None and kept.sandbox is not None:
+                sandbox = kept.sandbox
+            else:
+                sandbox = open_sandbox(project, clis_in_use(definition, settings, project.root))
+            interrupted: list[str] = []
+            if kept is None or kept.mark is None or kept.mark != _mark(store, wf_id):
+                interrupted = _clean_leftovers(project, store, sandbox, wf_id, adopting=True)
+                _remove_dead_processes_leftovers(project, sandbox)
             if interrupted and reporter:
                 reporter.info(f"Interrupted step(s) {', '.join(interrupted)} will run again.")
             if adopt.pending(sandbox) and reporter:
@@ -174,10 +182,49 @@ def resume(
             if not project.workspace.branch_exists(wf.task_branch):
                 project.workspace.create_task_branch(wf.id, wf.description, base=wf.base_sha)
             notifier = opened[1] if opened else None
-            return _drive(
-                project, store, sandbox, wf_id, reporter, one_step, notifier, before_commit,
-                dispatch,
-            )  # fmt: skip
+            if kept is None:
+                return _drive(
+                    project, store, sandbox, wf_id, reporter, one_step, notifier, before_commit,
+                    dispatch,
+                )  # fmt: skip
+            kept.sandbox, kept.mark = None, None  # until this step ends as it should
+            try:
+                wf = _drive(
+                    project, store, sandbox, wf_id, reporter, one_step, notifier, before_commit,
+                    dispatch, keep_open=True,
+                )  # fmt: skip
+            except BaseException:
+                sandbox.close()
+                raise
+            kept.sandbox, kept.mark = sandbox, _mark(store, wf_id)
+            return wf
+
+
+@dataclass
+class Kept:
+    """What a worker keeps open between the steps of one task it runs one at a time
+    (supervisor/temporal/activities.py): the sandbox (its engine client, probed image and the
+    proxy's relay) and the task's state as its last step left it. A step that finds the state
+    as it was (`mark`: nobody ran anything of the task meanwhile, on any host) and ended without
+    an error has nothing to clean up; anything else and the next step cleans up as `resume`
+    does."""
+
+    sandbox: DockerSandbox | None = None
+    mark: tuple[Any, ...] | None = None
+
+    def close(self) -> None:
+        if self.sandbox is not None:
+            self.sandbox.close()
+        self.sandbox, self.mark = None, None
+
+
+def _mark(store: Store, wf_id: int) -> tuple[Any, ...]:
+    """Changes with anything run of the task: its row and its steps' rows."""
+    wf = store.workflow(wf_id)
+    steps = store.steps(wf_id)
+    last = steps[-1] if steps else {}
+    return (wf.updated_at, wf.status, wf.current_step, len(steps), last.get("id"),
+            last.get("status"))  # fmt: skip
 
 
 @dataclass
@@ -302,6 +349,7 @@ def _drive(
     notifier: notify.Notifier | None = None,
     before_commit: Callable[[int], None] | None = None,
     dispatch: list[dict[str, Any]] | None = None,
+    keep_open: bool = False,
 ) -> Workflow:
     """Run the engine, and tell the user (supervisor/policy/notify.py) when the run ends waiting for
     them, failed or completed."""
@@ -309,8 +357,9 @@ def _drive(
     try:
         with notify.RateLimitWatch(notifier, project.state_dir / "state.db", wf_id):
             wf = _run_engine(
-                project, store, sandbox, wf_id, reporter, one_step, before_commit, dispatch
-            )
+                project, store, sandbox, wf_id, reporter, one_step, before_commit, dispatch,
+                keep_open,
+            )  # fmt: skip
     except RemoteNotUpdatedError:
         raise  # not an end: the step runs again
     except SupervisorError as e:
@@ -354,6 +403,7 @@ def _run_engine(
     one_step: bool = False,
     before_commit: Callable[[int], None] | None = None,
     dispatch: list[dict[str, Any]] | None = None,
+    keep_open: bool = False,
 ) -> Workflow:
     if project.settings.sandbox.workspace == "overlay" and sandbox.mounts_overlay:
         project.workspace.use_overlay(
@@ -384,7 +434,8 @@ def _run_engine(
         raise
     finally:
         adopt.release(sandbox, store, project.workspace)  # any the engine did not reach
-        sandbox.close()
+        if not keep_open:
+            sandbox.close()
         if project.workspace.overlays is not None:
             project.workspace.overlays.close()  # the task's bases: nothing left behind
 

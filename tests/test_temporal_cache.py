@@ -32,3 +32,37 @@ def test_a_worker_keeps_the_settings_until_the_config_file_changes(
     assert edited.settings is not first.settings
     assert edited.settings.limits.max_files_added == 7
     assert notifier.events == list(first.settings.notifications.events)
+
+
+def test_a_worker_skips_the_clean_up_only_when_nothing_ran_of_the_task_since_its_own_step(
+    tmp_path: Path,
+) -> None:
+    """A worker's next step of a task finds nothing to clean up when the task is as its own
+    last step left it; a step started anywhere else since (another host, a killed attempt)
+    or any change of the task's row changes the mark, and the clean-up runs as `resume`'s."""
+    from supervisor.state.store import Store
+    from supervisor.tasks import Kept, _mark
+
+    with Store(tmp_path / "state.db") as store:
+        wf = store.create_workflow(
+            description="Shapes",
+            cli="claude",
+            base_branch="main",
+            base_sha="a" * 40,
+            branch_for_id=lambda i: f"ai/{i}-shapes",
+            definition={"initial_step": "implement", "steps": {}},
+            first_step="implement",
+        )
+        left = _mark(store, wf.id)
+        assert _mark(store, wf.id) == left  # read again: the same
+
+        store.start_step(wf.id, "implement", 2, "implementer", "/tmp/elsewhere")
+        assert _mark(store, wf.id) != left  # another host's step: clean up before this one
+
+        after = _mark(store, wf.id)
+        store.interrupt_running_steps(wf.id)
+        assert _mark(store, wf.id) != after  # its step's status moved
+
+    kept = Kept(mark=left)
+    kept.close()  # a step that failed, or a task that left the worker: nothing kept
+    assert kept.sandbox is None and kept.mark is None

@@ -21,6 +21,7 @@ another repository is refused (`OtherRepository`): its ids mean other tasks in t
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -54,6 +55,8 @@ from supervisor.workflow.steps.dispatched import ComponentsDispatched
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from supervisor.tasks import Kept
+
 T = TypeVar("T")
 
 HEARTBEAT_EVERY = 1.0  # cheap (a local call the SDK batches); keeps short timeouts usable
@@ -66,6 +69,9 @@ class StepActivities:
         self.pool = ThreadPoolExecutor(max_parallel, thread_name_prefix="supervisor-step")
         self.projects = ProjectCache()  # settings read once per configuration, not per step
         self.given_up: set[int] = set()  # tasks whose waiting step Temporal cancelled
+        # Per task, what its last step here left open, for the settings it was opened with.
+        self.kept: dict[int, tuple[object, Kept]] = {}
+        self._kept_lock = threading.Lock()
 
     @activity.defn(name=RUN_STEP)
     async def run_step(self, task: TaskInput) -> StepResult:
@@ -167,12 +173,39 @@ class StepActivities:
                     raise ApplicationError(e.message, type="WorkflowBusy") from e
                 time.sleep(BUSY_POLL)
 
+    def _kept(self, wf_id: int, settings: object) -> Kept:
+        """The task's open sandbox and clean-up state, unless the settings changed since."""
+        from supervisor.tasks import Kept
+
+        with self._kept_lock:
+            found = self.kept.get(wf_id)
+            if found is not None and found[0] is settings:
+                return found[1]
+            self.kept[wf_id] = (settings, Kept())
+        if found is not None:
+            found[1].close()
+        return self.kept[wf_id][1]
+
+    def _forget(self, wf_id: int) -> None:
+        """The task left this worker's hands (ended, waits for a person, failed)."""
+        with self._kept_lock:
+            found = self.kept.pop(wf_id, None)
+        if found is not None:
+            found[1].close()
+
     def _one_step(self, task: TaskInput) -> StepResult:
+        result = self._one_step_kept(task)
+        if result.status != "running":
+            self._forget(task.wf_id)
+        return result
+
+    def _one_step_kept(self, task: TaskInput) -> StepResult:
         from supervisor import tasks
         from supervisor.state import shared_lock
 
         wf_id = task.wf_id
         opened = self.projects.open(self.repo)
+        kept = self._kept(wf_id, opened[0].settings)
         shared = opened[0].settings.temporal.remote
         spread = opened[0].settings.temporal.spread_components
         lease: remote.Lease | None = None
@@ -194,7 +227,7 @@ class StepActivities:
                     raise ApplicationError(e.message, type="RemoteUnavailable") from e
             wf = tasks.resume(
                 wf_id, self.repo, one_step=True, opened=opened, before_commit=publish,
-                dispatch=(task.components or []) if spread else None,
+                dispatch=(task.components or []) if spread else None, kept=kept,
             )  # fmt: skip
         except ComponentsDispatched as handed:
             return StepResult("dispatched", components=handed.ids)

@@ -49,13 +49,15 @@ async def connect(address: str, namespace: str, timeout: float | None = None) ->
         ) from e
 
 
-def _start(settings: TemporalSettings, wid: str, task: Any, queue: str, replace: bool) -> None:
+def _start(settings: TemporalSettings, wid: str, task: Any, queue: str, replace: bool,
+           session: Session | None = None) -> None:  # fmt: skip
+    """Start (or, `replace`, restart) the task's workflow; over `session`'s connection when
+    the caller has one open (a submission), else over a new one."""
     from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 
     from supervisor.temporal.workflow import WORKFLOW_NAME
 
-    async def start() -> None:
-        client = await connect(settings.address, settings.namespace, timeout=15)
+    async def start(client: Any) -> None:
         await client.start_workflow(
             WORKFLOW_NAME,
             task,
@@ -69,8 +71,10 @@ def _start(settings: TemporalSettings, wid: str, task: Any, queue: str, replace:
             ),
         )
 
+    own = session is None
+    session = session or Session(settings)
     try:
-        asyncio.run(start())
+        session.run(start(session.client()))
     except SupervisorError:
         raise
     except Exception as e:
@@ -78,6 +82,33 @@ def _start(settings: TemporalSettings, wid: str, task: Any, queue: str, replace:
             f"The Temporal server at {settings.address} did not start the task's workflow: {e}",
             "Check the server (`temporal operator cluster health`), then submit again.",
         ) from e
+    finally:
+        if own:
+            session.close()
+
+
+class Session:
+    """One connection to the server on one event loop, for a command's every call: a client
+    is bound to the loop it was made on, and connecting is most of what a call costs."""
+
+    def __init__(self, settings: TemporalSettings) -> None:
+        self.settings = settings
+        self.loop = asyncio.new_event_loop()
+        self._client: Any = None
+
+    def run(self, coro: Any) -> Any:
+        return self.loop.run_until_complete(coro)
+
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = self.run(
+                connect(self.settings.address, self.settings.namespace, timeout=15)
+            )
+        return self._client
+
+    def close(self) -> None:
+        self._client = None
+        self.loop.close()
 
 
 def _record(store: Store, wf_id: int, settings: TemporalSettings, wid: str, queue: str,
@@ -97,23 +128,36 @@ def _record(store: Store, wf_id: int, settings: TemporalSettings, wid: str, queu
 
 class Submitter:
     """The `submit` callback of `tasks.start_task`; made only once Temporal and the shared
-    remote answer, so a task is never created for a runner out of reach."""
+    remote answer (checked at once), so a task is never created for a runner out of reach. Its
+    one connection serves every submission it makes."""
 
     def __init__(self, project: Project) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
         from supervisor.temporal import remote
         from supervisor.temporal.identity import queue_for, repository_id
 
         self.project = project
         self.settings = project.settings.temporal
-        self.repository = repository_id(project.root, self.settings.remote)
-        self.queue = queue_for(project.root, self.settings)
-
-        async def probe() -> None:
-            await connect(self.settings.address, self.settings.namespace, timeout=15)
-
-        asyncio.run(probe())
-        if self.settings.remote:
-            remote.check_reachable(project.root, self.settings.remote)
+        self.session = Session(self.settings)
+        with ThreadPoolExecutor(1) as pool:  # the remote's answer while the server's comes
+            reached = (
+                pool.submit(remote.check_reachable, project.root, self.settings.remote)
+                if self.settings.remote
+                else None
+            )
+            self.repository = repository_id(project.root, self.settings.remote)
+            self.queue = queue_for(project.root, self.settings)
+            try:
+                self.session.client()
+            except SupervisorError:
+                self.session.close()
+                raise
+            finally:  # waited for either way: no git left running
+                unreachable = reached.exception() if reached is not None else None
+        if unreachable is not None:
+            self.session.close()
+            raise unreachable
 
     def __call__(self, wf: Workflow) -> None:
         from supervisor.temporal.workflow import TaskInput
@@ -130,7 +174,7 @@ class Submitter:
                 remote.publish(self.project.root, self.settings.remote, wf)
             with self.project.store() as store:  # recorded before a worker can read it
                 _record(store, wf.id, self.settings, wid, self.queue, self.repository)
-            _start(self.settings, wid, task, self.queue, replace=False)
+            _start(self.settings, wid, task, self.queue, replace=False, session=self.session)
         except SupervisorError as e:
             self._undo(wf, e)
             raise
