@@ -15,6 +15,9 @@ from pathlib import Path
 
 from supervisor.errors import ConfigError
 
+STATE_DIR = ".supervisor"
+"""supervisor.workspace.host_git.STATE_DIR, not imported: it brings git's runner with it."""
+
 _STATE_SECTION = re.compile(r"^state\s*:", re.MULTILINE)
 
 
@@ -59,6 +62,6 @@ def state_db_beside_git(path: Path) -> Path | None:
     here = Path(path).resolve()
     for folder in (here, *here.parents):
         if os.path.lexists(folder / ".git"):
-            db = folder / ".supervisor" / "state.db"  # host_git.STATE_DIR, without git's runner
+            db = folder / STATE_DIR / "state.db"
             return db if db.is_file() else None
     return None

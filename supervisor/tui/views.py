@@ -40,15 +40,11 @@ def tree_view(detail: Detail) -> RenderableType:
     steps = Text()
     steps.append(f"workflow {wf.id}: ", style="bold")
     steps.append_text(status_text(detail.status))
-    from supervisor.depth_view import label as depth_label
-
-    depth = depth_label(wf.context)
     steps.append("\n")
-    if depth:
-        steps.append(f"depth {depth}\n", style="dim")
     if detail.decided:
         steps.append(f"r resumes it (supervisor resume {wf.id})\n", style="bold")
-    steps.append("steps\n", style="bold")
+    steps.append("steps", style="bold")
+    steps.append(f"{_depth(wf.context)}\n", style="dim")
     for row in detail.steps[-STEPS_SHOWN:]:
         steps.append(visible(str(row["name"]), lines=False))
         if row["attempt"] and int(row["attempt"]) > 1:
@@ -91,3 +87,15 @@ def events_view(detail: Detail, resume_note: str | None = None) -> Text:
             text.append(f"  {visible(str(said or error)[:160])}", style="dim")
         text.append("\n")
     return text
+
+
+def _depth(context: dict[str, object]) -> str:
+    """The depth on the steps' heading line, short (`status <id>` has it in full): at 80×24 a
+    line of its own would push the latest step out of the pane."""
+    from supervisor.depth_view import summary
+
+    found = summary(context)
+    if found is None:
+        return ""
+    score = f" {found['complexity']}/10" if found["complexity"] is not None else ""
+    return f" · depth {found['path'] or found['asked'] + '…'}{score}"
