@@ -84,7 +84,10 @@ def start_task(
     definition, depth_context, depth_events = with_depth(project, definition, depth, description)
     approval_policy.load(project.root)  # a bad policy file stops the task before it starts
     clis = clis_in_use(definition, project.settings, project.root)
-    sandbox = open_sandbox(project, clis, probe_clis=submit is None)  # a worker probes its own
+    if submit is None:
+        sandbox = open_sandbox(project, clis)
+    else:  # a worker probes the CLIs in its own image at its first step
+        sandbox = open_sandbox(project, clis, probe_clis=False)
     if trustmap.repo_path(project.root, trustmap.DOCKERFILE, trustmap.NEEDS_TRUST).is_file():
         image_commands.sandbox_build(project.root)  # a broken image stops the task before it starts
     with project.store() as store:

@@ -114,7 +114,7 @@ def worker(log: Path) -> StandinSandbox:
 def main() -> int:
     repo, log, what = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
     sandbox = worker(log)
-    tasks.open_sandbox = lambda project, clis: sandbox  # type: ignore[assignment]
+    tasks.open_sandbox = lambda project, clis, **_: sandbox  # type: ignore[assignment]
     try:
         wf = tasks.start_task(TASK, repo) if what == "start" else tasks.resume(1, repo)
     except SupervisorError as e:

@@ -237,7 +237,7 @@ def standin_project(
         call.write("answer.txt", "42\n")
         return answer({"status": "SUCCESS", "summary": "wrote it", "files_created": ["answer.txt"]})
 
-    monkeypatch.setattr(tasks, "open_sandbox", lambda project, clis: StandinSandbox(worker))
+    monkeypatch.setattr(tasks, "open_sandbox", lambda project, clis, **_: StandinSandbox(worker))
     return root, calls
 
 

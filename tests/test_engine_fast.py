@@ -176,7 +176,7 @@ def project(
         )
         trust(root)  # the base URL is this test's own (nothing listens there: no container)
         made = Project(root, Script(*replies))
-        monkeypatch.setattr(tasks, "open_sandbox", lambda project, clis: made.sandbox)
+        monkeypatch.setattr(tasks, "open_sandbox", lambda project, clis, **_: made.sandbox)
         return made
 
     yield make
