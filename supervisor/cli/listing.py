@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from supervisor.guard.plaintext import visible
+from supervisor.guard.visible import visible
 
 Kind = Literal["id", "text", "wrap", "short"]
 """`id`: shown whole on one line, always (a name, a branch, a SHA, a path); `short`: a short value
@@ -71,7 +71,7 @@ def value(cell: str | Cell) -> str:
 def shown(cell: str | Cell, kind: Kind) -> str:
     """A cell's text on one line: free text with its line breaks as spaces, anything else with
     them shown as `\\x0a` (a tab or newline inside a worker's component id must not start a new
-    row or column); control characters never reach the output (supervisor/guard/plaintext.py)."""
+    row or column); control characters never reach the output (supervisor/guard/visible.py)."""
     raw = value(cell)
     if kind in ("text", "wrap"):
         return visible(_SPACE.sub(" ", raw).strip(), lines=False)

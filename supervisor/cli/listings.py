@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from supervisor.cli import detail
 from supervisor.cli.listing import Cell, Column, Listing
 
 if TYPE_CHECKING:
@@ -21,19 +22,8 @@ if TYPE_CHECKING:
     from supervisor.doctor import Check
     from supervisor.state.records import Event, Workflow
 
-STATUS_STYLE = {
-    "completed": "green",
-    "running": "cyan",
-    "awaiting_approval": "yellow",
-    "failed": "red",
-    "succeeded": "green",
-    "rejected": "yellow",
-    "interrupted": "magenta",
-    "rate_limited": "yellow",
-    "complete": "green",
-    "in_progress": "cyan",
-    "pending": "dim",
-}
+STATUS_STYLE = detail.STATUS_STYLE
+shown_step = detail.shown_step
 
 
 def status_cell(value: str | None, shown: str | None = None) -> Cell:
@@ -63,14 +53,6 @@ def shown_status(
         )
     orphan = supervisors is not None and wf.id in supervisors and supervisors[wf.id] is None
     return label(wf, supervised=not orphan, degraded=degraded)
-
-
-def shown_step(wf: Workflow) -> str:
-    """The step the workflow stands at: while it waits for an approval, the step whose result
-    waits (the database already points at the next one)."""
-    if wf.status == "awaiting_approval" and wf.context.get("approval_step"):
-        return f"{wf.context['approval_step']} (awaiting approval)"
-    return wf.current_step or "-"
 
 
 def workflows(
