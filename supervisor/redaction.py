@@ -115,7 +115,7 @@ NOT_SECRET_WORDS = re.compile(r"tokeni[sz]|secretary")
 PLACEHOLDER = re.compile(
     r"""(?ix)^(?:
       \$\{[^}]*\}.*|\$\(.*|\$[A-Z_][A-Z0-9_]*|%\(?\w+\)?s?|\{\{.*|<[^>]*>?|\[redacted.*
-      |\{[^{}]*\}  # an f-string's or a template's field: `{self.password}`, `{PASS}`
+      |\{[A-Za-z_][\w.\[\]'"]*\}  # a field (`{self.password}`, `{PASS}`), not any braced value
       |.*<[\w\-]*>?  # ending in a placeholder (`sk-test-<32 hex>` cut at its space)
       |x{3,}|\*{3,}|\.{3,}|changeme|change_me|replace_?me|password\d*|pass|passwd|pwd|secret
       |example|dummy
