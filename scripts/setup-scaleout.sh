@@ -67,9 +67,9 @@ fi
     -o "-p $PG_PORT -c listen_addresses=127.0.0.1 -c unix_socket_directories='' \
         -c tcp_keepalives_idle=10 -c tcp_keepalives_interval=5 -c tcp_keepalives_count=3 \
         -c idle_session_timeout=3600000" >/dev/null
-PGPASSWORD=supervisor "$PG_BIN/psql" -h 127.0.0.1 -p "$PG_PORT" -U supervisor -d postgres -Atqc \
+PGPASSWORD="$(cat "$TRIAL/pw")" "$PG_BIN/psql" -h 127.0.0.1 -p "$PG_PORT" -U supervisor -d postgres -Atqc \
   "SELECT 1 FROM pg_database WHERE datname = '$DB'" | grep -q 1 ||
-  PGPASSWORD=supervisor "$PG_BIN/createdb" -h 127.0.0.1 -p "$PG_PORT" -U supervisor "$DB"
+  PGPASSWORD="$(cat "$TRIAL/pw")" "$PG_BIN/createdb" -h 127.0.0.1 -p "$PG_PORT" -U supervisor "$DB"
 
 temporal_up() {
   .venv/bin/temporal operator cluster health --address "127.0.0.1:$TEMPORAL_PORT" >/dev/null 2>&1
