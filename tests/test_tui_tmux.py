@@ -123,8 +123,13 @@ def test_approving_in_the_tui_and_resuming_from_it_finishes_the_task(
         [sys.executable, "-m", "supervisor", "tui", "--repo", str(repo)], repo, size=(80, 24)
     )
     try:
-        wait_for(lambda: "awaiting_approval" in term.screen(), 60, term.screen)
-        assert "plan (approval)" in term.screen()  # the step, whole, at 80 columns
+        # The step, whole, at 80 columns. Waited for, not read once: tmux may catch a frame
+        # half drawn when the machine is busy.
+        wait_for(
+            lambda: all(s in term.screen() for s in ("awaiting_approval", "plan (approval)")),
+            60,
+            term.screen,
+        )
         term.keys("o")
         wait_for(lambda: "[A]pprove" in term.screen(), 30, term.screen)
         term.keys("a")
@@ -140,9 +145,12 @@ def test_approving_in_the_tui_and_resuming_from_it_finishes_the_task(
 
         assert wait_for(finished, 600, term.screen) == "completed"
         wait_for(lambda: " completed " in term.screen().split("\n")[2], 30, term.screen)
-        words = term.screen().replace("│", " ").split()
-        for name in ("implementer", "reviewer", "succeeded"):
-            assert name in words, term.screen()  # whole, not folded over two lines
+
+        def whole_words() -> bool:  # whole, not folded over two lines
+            words = term.screen().replace("│", " ").split()
+            return all(name in words for name in ("implementer", "reviewer", "succeeded"))
+
+        wait_for(whole_words, 30, term.screen)
         term.keys("C-c")
         wait_for(lambda: not term.running(), 30, term.screen)
     finally:
