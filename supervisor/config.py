@@ -24,6 +24,7 @@ from pydantic import (
 )
 
 from supervisor.errors import ConfigError
+from supervisor.project.projects import ProjectDef, ProjectDependency, ProjectMap
 
 # The package's directories, re-exported (`X as X`, so that mypy --strict sees them as exported)
 # for the modules that read them from here; supervisor.resources is where they are found.
@@ -319,6 +320,18 @@ class Settings(_Model):
     backend: Literal["embedded", "temporal"] = "embedded"
     temporal: TemporalSettings = Field(default_factory=TemporalSettings)
     roles: RolePackSettings = Field(default_factory=RolePackSettings)
+    projects: list[ProjectDef] = Field(default_factory=list)
+    """The projects of a monorepo (supervisor/project/projects.py); empty: one project."""
+    cross_project_dependencies: dict[str, ProjectDependency] = Field(default_factory=dict)
+    shared_paths: list[str] = Field(default_factory=list)
+    """Files every project may change (a root lock file, a base tsconfig); a change to one is
+    gated by every project."""
+
+    def project_map(self, source: str = "the config") -> ProjectMap:
+        """The validated projects: an unknown name, an overlap or a cycle is a ConfigError."""
+        return ProjectMap.build(
+            self.projects, self.cross_project_dependencies, self.shared_paths, source
+        )
 
 
 DEGRADE_LEVELS = ["simplified", "minimal"]
@@ -500,7 +513,11 @@ def load_settings(repo: Path | None, overrides: dict[str, Any] | None = None) ->
     layers = config_layers(repo, overrides)
     for _, layer in layers:
         data = deep_merge(data, layer)
-    return validate(Settings, data, " < ".join(name for name, _ in layers))
+    settings = validate(Settings, data, " < ".join(name for name, _ in layers))
+    if settings.projects or settings.cross_project_dependencies:
+        where = next((n for n, layer in reversed(layers) if "projects" in layer), "the config")
+        settings.project_map(where)  # an unknown project, an overlap or a cycle: said here
+    return settings
 
 
 def settings_provenance(
