@@ -210,10 +210,14 @@ LAYERS: dict[str, int] = {
 workspace, guard, policy, project} → state → config/errors. A module imports its own layer's or a
 lower layer's modules, never a higher one's (a wing may use a sibling wing)."""
 
-BELOW_CONFIG = {"supervisor.guard.trustmap": 5, "supervisor.guard.trust_records": 5}
+BELOW_CONFIG = {
+    "supervisor.guard.trustmap": 5,
+    "supervisor.guard.trust_records": 5,
+    "supervisor.project.projects": 5,
+}
 """The trust map and the trust records are read by config itself, which filters a repository's
-settings through them as it loads them, so they sit in the bottom layer (both import nothing of
-the package but errors)."""
+settings through them as it loads them, and the projects' model is part of the settings, so they
+sit in the bottom layer (they import nothing of the package but errors)."""
 
 
 def layer(module: str) -> int:
