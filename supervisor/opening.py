@@ -149,6 +149,7 @@ def task_definition(
     a gate without a command stops the task here, before anything exists."""
     from supervisor import preflight
 
+    project.settings.project_map().check_paths(project.root)  # a project path that is not there
     definition = load_workflow(project.root, project.settings, gates=False)
     skipped: list[str] = []
     if no_gate:

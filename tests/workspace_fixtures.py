@@ -52,7 +52,7 @@ PNPM: dict[str, str] = {
     "packages/types/src/index.ts": "export * from './user';\n",
     "packages/types/src/user.ts": "export interface User {\n  id: string;\n  name: string;\n}\n",
     "packages/types/src/internal/cache.ts": "export const cache = new Map<string, string>();\n",
-    "apps/web/package.json": _package("@acme/web", {"@acme/types": "workspace:*"}),
+    "apps/web/package.json": _package("@acme/web", {"@acme/types": "workspace:*", "react": "^18"}),
     "apps/web/tsconfig.json": '{"extends": "../../tsconfig.base.json"}\n',
     "apps/web/src/greet.ts": "import type { User } from '@acme/types';\n\n"
     "export const greet = (u: User): string => `hello ${u.name}`;\n",
