@@ -18,6 +18,7 @@ from supervisor.context.packs.manifest import load_pack
 from supervisor.context.roles import PACKS_DIR
 from supervisor.gate_check import GateCheck
 from supervisor.guard import trustmap
+from supervisor.guard.visible import visible
 from supervisor.project.detect import Detection, detect
 from supervisor.project.workspaces import Workspaces, detect_workspaces
 from supervisor.workflow.gate_wiring import GateWiring
@@ -269,14 +270,14 @@ def projects_text(workspaces: Workspaces, packs: list[str]) -> str:
     kinds = ", ".join(f"{kind} ({source})" for kind, source in workspaces.kinds.items())
     header = [
         "",
-        f"# Projects of this monorepo, detected from {kinds}.",
+        f"# Projects of this monorepo, detected from {_comment(kinds)}.",
         "# Each runs its own gates in its own directory; a change to one is gated by it and by",
         "# every project depending on it.",
     ]
     for package in workspaces.packages:
         for name, why in package.depends_on.items():
-            header.append(f"# {package.name} depends on {name}: {why}")
-    header += [f"# Note: {warning}" for warning in workspaces.warnings]
+            header.append(f"# {package.name} depends on {name}: {_comment(why)}")
+    header += [f"# Note: {_comment(warning)}" for warning in workspaces.warnings]
     projects = [
         d.model_dump(exclude_defaults=True, exclude={"sandbox"})
         for d in workspaces.project_defs(roles)
@@ -288,6 +289,12 @@ def projects_text(workspaces: Workspaces, packs: list[str]) -> str:
     if workspaces.shared_paths:
         body["shared_paths"] = workspaces.shared_paths
     return "\n".join(header) + "\n" + yaml.safe_dump(body, sort_keys=False)
+
+
+def _comment(text: str) -> str:
+    """Manifest text (a dependency's name, a directory's) on one comment line: a line break in
+    it would end the comment and write the repository's own keys into the config."""
+    return visible(text, lines=False).replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 
 def _digest(text: str) -> str:
