@@ -129,6 +129,8 @@ def test_repomix_packs_webs_files_and_the_types_surface_but_not_admin(pnpm_repo:
     assert "ADMIN_SECRET_SAUCE" not in pack.text and "apps/admin" not in pack.text  # nor the tree
     assert "packages/types/src/internal/cache.ts" not in pack.text
     assert pack.summary()["project"] == "web" and pack.summary()["surface_of"] == ["types"]
+    assert pack.text.startswith("<project_scope>\nThis component belongs to project 'web'")
+    assert "builds on project 'types' (packages/types/)" in pack.text
     unscoped = build_pack(
         DirFiles(pnpm_repo),
         role(50_000),

@@ -182,6 +182,9 @@ def build_pack(
         surface = scope.surface(usable, lambda p: _read(source, p))
         usable = {f for f in usable if scope.visible(f) or f in (targets or [])} | set(surface)
     items = _gather(source, strategy, spec, usable, targets or [], diff, surface)
+    if scope is not None:  # first: what the worker sees is a part of the repository, and why
+        note = scope.note()
+        items.insert(0, Item("scope", None, note, tokens.count(note) + 20))
     available = budget - prompt_tokens
     pruned: list[dict[str, Any]] = []
     for _ in range(4):
@@ -322,7 +325,9 @@ def _render(source: Source, items: list[Item]) -> tuple[str, list[str], list[str
         parts.append(output.strip())
         packed = FILE_PATH.findall(output)
     for item in items:
-        if item.section == "diff":
+        if item.section == "scope":
+            parts.insert(0, f"<project_scope>\n{item.text}\n</project_scope>")
+        elif item.section == "diff":
             parts.append(f"<git_diff>\n{item.text}\n</git_diff>")
         elif item.section == "tree":
             parts.append(f"<file_tree>\n{item.text}\n</file_tree>")

@@ -71,6 +71,24 @@ class ProjectScope:
             return True
         return owner is None and "/" not in path
 
+    def note(self) -> str:
+        """Said in the pack, so the worker knows the files it sees are one project's."""
+        lines = [
+            f"This component belongs to project {self.name!r} ({self.project.path}/): its files "
+            "are shown, and it changes only them"
+            + (
+                f" and the shared paths ({', '.join(self.projects.shared_paths)})."
+                if self.projects.shared_paths
+                else "."
+            ),
+        ]
+        for dependency in self.dependencies:
+            lines.append(
+                f"It builds on project {dependency.name!r} ({dependency.path}/): only its public "
+                "surface (manifest, entry points, types) is shown; use it, do not change it."
+            )
+        return "\n".join(lines)
+
     def surface(self, files: set[str], read: Callable[[str], str | None]) -> list[str]:
         """The public surface of each declared dependency, producers first, each package's
         manifest and entry points before the files they re-export."""
