@@ -4,6 +4,7 @@ files; a repository without projects, or a component without one, sees the whole
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -158,3 +159,24 @@ def test_a_tight_budget_prunes_the_surface_before_the_components_own_files(
     assert sections and "target" not in sections
     assert "apps/web/src/greet.ts" in tight.files
     assert tight.prompt_tokens + tight.tokens <= tight.budget
+
+
+def test_the_context_preview_packs_as_for_a_component_of_a_project(tmp_path: Path) -> None:
+    from cli_support import supervisor
+
+    repo = write(tmp_path / "repo", PNPM)
+    initialize(repo)
+    commit(repo)
+    env = {"SUPERVISOR_USER_DIR": str(tmp_path / "user")}
+    args = ["context", "implementer", "--target", "apps/web/src/greet.ts", "--json"]
+    result = supervisor(*args, "--project", "web", cwd=repo, env=env)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["project"] == "web" and summary["surface_of"] == ["types"]
+    assert "packages/types/src/user.ts" in summary["files"]
+    assert not any(f.startswith("apps/admin/") for f in summary["files"])
+    wrong = supervisor(*args, "--project", "mobile", cwd=repo, env=env)
+    assert wrong.returncode == 2
+    assert "There is no project named 'mobile' (the projects are: admin, web, types)" in " ".join(
+        wrong.stderr.split()
+    )
