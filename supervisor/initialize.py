@@ -272,7 +272,8 @@ def projects_text(workspaces: Workspaces, packs: list[str]) -> str:
         "",
         f"# Projects of this monorepo, detected from {_comment(kinds)}.",
         "# Each runs its own gates in its own directory; a change to one is gated by it and by",
-        "# every project depending on it.",
+        "# every project depending on it. Their gates are written as detected (init runs only",
+        "# the repository's own gates once).",
     ]
     for package in workspaces.packages:
         for name, why in package.depends_on.items():
