@@ -206,6 +206,22 @@ def test_two_packages_of_one_directory_name_are_named_by_their_paths(tmp_path: P
     found.project_map()  # valid project names
 
 
+def test_directory_names_that_clean_up_alike_still_get_their_own_names(tmp_path: Path) -> None:
+    found = detect_workspaces(
+        write(
+            tmp_path,
+            {
+                "pnpm-workspace.yaml": "packages: ['p/*']\n",
+                "p/a b/package.json": '{"name": "one"}',
+                "p/a-b/package.json": '{"name": "two"}',
+                "p/_x/package.json": '{"name": "three"}',
+            },
+        )
+    )
+    assert [p.name for p in found.packages] == ["x", "p/a-b", "p/a-b-2"]
+    found.project_map()
+
+
 def test_packages_depending_on_each_other_in_a_cycle_are_named(tmp_path: Path) -> None:
     found = detect_workspaces(
         write(

@@ -263,7 +263,16 @@ def _names(paths: list[str]) -> dict[str, str]:
     counts: dict[str, int] = {}
     for name in base.values():
         counts[name] = counts.get(name, 0) + 1
-    return {p: (base[p] if counts[base[p]] == 1 else _safe(p)) for p in paths}
+    named = {p: (base[p] if counts[base[p]] == 1 else _safe(p)) for p in paths}
+    taken: set[str] = set()
+    for path, name in named.items():  # two paths that clean up to one name: numbered
+        unique, n = name, 1
+        while unique in taken:
+            n += 1
+            unique = f"{name[:120]}-{n}"
+        named[path] = unique
+        taken.add(unique)
+    return named
 
 
 def _safe(name: str) -> str:
