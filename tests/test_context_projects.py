@@ -180,3 +180,23 @@ def test_the_context_preview_packs_as_for_a_component_of_a_project(tmp_path: Pat
     assert "There is no project named 'mobile' (the projects are: admin, web, types)" in " ".join(
         wrong.stderr.split()
     )
+
+
+def test_attack_a_dependency_cannot_pull_another_projects_files_into_the_surface() -> None:
+    """A package's manifest and entry point (the repository's, or a worker's change to them)
+    name files of another project and outside the repository: the surface stays inside the
+    package, so a component of `web` still never sees `admin`."""
+    files = {
+        **{k: v for k, v in PNPM.items() if k.startswith(("packages/types/", "apps/admin/"))},
+        "packages/types/package.json": '{"name": "@acme/types", "types": "../../apps/admin/'
+        'src/audit.ts", "exports": {".": "./src/index.ts", "./x": "/etc/passwd"}}',
+        "packages/types/src/index.ts": "export * from '../../../apps/admin/src/audit';\n"
+        "export * from './user';\n",
+    }
+    scope = ProjectScope.of(PNPM_MAP, "web")
+    assert scope is not None
+    assert scope.surface(set(files), reader(files)) == [
+        "packages/types/package.json",
+        "packages/types/src/index.ts",
+        "packages/types/src/user.ts",
+    ]
