@@ -6,6 +6,7 @@ of everything init wrote, and a file whose content no longer matches is left alo
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -17,7 +18,9 @@ from supervisor.context.packs.manifest import load_pack
 from supervisor.context.roles import PACKS_DIR
 from supervisor.gate_check import GateCheck
 from supervisor.guard import trustmap
+from supervisor.guard.visible import visible
 from supervisor.project.detect import Detection, detect
+from supervisor.project.workspaces import Workspaces, detect_workspaces
 from supervisor.workflow.gate_wiring import GateWiring
 
 if TYPE_CHECKING:
@@ -49,10 +52,22 @@ class InitReport:
     """Each detected gate run once on the untouched project (empty when not checked)."""
     wiring: GateWiring | None = None
     """Where each gate written runs in the project's workflow."""
+    workspaces: Workspaces = field(default_factory=Workspaces)
+    """The monorepo's packages written as `projects:` (none: one project)."""
 
 
 def pack_roles(pack: str) -> list[str]:
     return sorted(load_pack(PACKS_DIR / pack).manifest.roles)
+
+
+def with_package_packs(detection: Detection, workspaces: Workspaces) -> Detection:
+    """The repository's detection suggesting each package's packs too (a monorepo of a React
+    app and a FastAPI service gets both packs, though its root shows neither)."""
+    packs = [
+        *detection.role_packs,
+        *(k for p in workspaces.packages for k in p.detection.role_packs),
+    ]
+    return dataclasses.replace(detection, role_packs=list(dict.fromkeys(packs)))
 
 
 def offered_packs(detection: Detection) -> list[tuple[str, bool]]:
@@ -97,18 +112,25 @@ def initialize(
     base_image: str = "supervisor-sandbox:latest",
     check: Callable[[Path, dict[str, str]], dict[str, GateCheck]] | None = None,
     detection: Detection | None = None,
+    workspaces: Workspaces | None = None,
 ) -> InitReport:
     """Write `.supervisor/`; `choose(pack, suggested)` decides each pack (None: suggestions);
     `check(repo, gates)` runs the detected gates on the untouched project first (None: not
-    checked), and a gate that fails is written commented out. `detection`: what the caller
-    already showed the user (None: detected now)."""
-    detection = detection or detect(repo)
+    checked), and a gate that fails is written commented out. `detection`, `workspaces`: what
+    the caller already showed the user and the packages they kept (None: detected now, all).
+    Packages that depend on each other in a cycle, or a path that is not there, stop it before
+    anything is written."""
+    if workspaces is None:
+        workspaces = detect_workspaces(repo)
+    if workspaces:
+        workspaces.project_map().check_paths(repo)  # a cycle or a missing path: said here
+    detection = with_package_packs(detection or detect(repo), workspaces)
     packs = [
         pack
         for pack, suggested in offered_packs(detection)
         if (choose(pack, suggested) if choose is not None else suggested)
     ]
-    report = InitReport(detection=detection, packs=packs)
+    report = InitReport(detection=detection, packs=packs, workspaces=workspaces)
     state = repo / trustmap.STATE_DIR  # written here, read through the trust map
     manifest_path = state / "init.json"
     manifest: dict[str, str] = (
@@ -127,6 +149,7 @@ def initialize(
     report.wiring = _wiring(repo, detection, report.gate_checks)
     files: dict[str, str] = {
         "config.yaml": _config_text(detection, packs, report.gate_checks, report.wiring)
+        + projects_text(workspaces, packs)
     }
     for pack in packs:
         for role in pack_roles(pack):
@@ -233,6 +256,46 @@ def _config_text(
         )
     text = yaml.safe_dump(body, sort_keys=False) if body else ""
     return "\n".join(header) + "\n" + text
+
+
+def projects_text(workspaces: Workspaces, packs: list[str]) -> str:
+    """`projects:`, `cross_project_dependencies:` and `shared_paths:`, each dependency with the
+    manifest line it comes from; each package's roles are those of its packs the user chose."""
+    if not workspaces:
+        return ""
+    roles = {
+        p.name: [r for pack in p.detection.role_packs if pack in packs for r in pack_roles(pack)]
+        for p in workspaces.packages
+    }
+    kinds = ", ".join(f"{kind} ({source})" for kind, source in workspaces.kinds.items())
+    header = [
+        "",
+        f"# Projects of this monorepo, detected from {_comment(kinds)}.",
+        "# Each runs its own gates in its own directory; a change to one is gated by it and by",
+        "# every project depending on it. Their gates are written as detected (init runs only",
+        "# the repository's own gates once).",
+    ]
+    for package in workspaces.packages:
+        for name, why in package.depends_on.items():
+            header.append(f"# {package.name} depends on {name}: {_comment(why)}")
+    header += [f"# Note: {_comment(warning)}" for warning in workspaces.warnings]
+    projects = [
+        d.model_dump(exclude_defaults=True, exclude={"sandbox"})
+        for d in workspaces.project_defs(roles)
+    ]
+    body: dict[str, object] = {"projects": projects}
+    dependencies = {n: d.model_dump() for n, d in workspaces.dependencies().items()}
+    if dependencies:
+        body["cross_project_dependencies"] = dependencies
+    if workspaces.shared_paths:
+        body["shared_paths"] = workspaces.shared_paths
+    return "\n".join(header) + "\n" + yaml.safe_dump(body, sort_keys=False)
+
+
+def _comment(text: str) -> str:
+    """Manifest text (a dependency's name, a directory's) on one comment line: a line break in
+    it would end the comment and write the repository's own keys into the config."""
+    return visible(text, lines=False).replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 
 def _digest(text: str) -> str:

@@ -149,6 +149,7 @@ def task_definition(
     a gate without a command stops the task here, before anything exists."""
     from supervisor import preflight
 
+    project.settings.project_map().check_paths(project.root)  # a project path that is not there
     definition = load_workflow(project.root, project.settings, gates=False)
     skipped: list[str] = []
     if no_gate:
@@ -287,12 +288,21 @@ def reading(path: Path) -> Iterator[Store]:
         yield store
 
 
-def context_preview(path: Path, role_name: str, targets: list[str], task: str) -> tuple[str, Pack]:
-    """What a role would be sent, packed from the checkout as it is; nothing runs."""
+def context_preview(
+    path: Path, role_name: str, targets: list[str], task: str, project_name: str | None = None
+) -> tuple[str, Pack]:
+    """What a role would be sent, packed from the checkout as it is; nothing runs.
+    `project_name`: as for a component of that project of a monorepo."""
     from supervisor.context import prompts
+    from supervisor.context.project_scope import ProjectScope
     from supervisor.context.roles import load_role
 
     project = open_project(path)
+    scope = None
+    if project_name is not None:
+        projects = project.settings.project_map()
+        projects.get(project_name)  # an unknown name: the error lists the projects
+        scope = ProjectScope.of(projects, project_name)
     role = load_role(role_name, project.root)
     diff = project.workspace.working_diff()
     targets = targets or project.workspace.working_changes()
@@ -305,6 +315,7 @@ def context_preview(path: Path, role_name: str, targets: list[str], task: str) -
         plan="",
         targets=targets,
         diff=diff,
+        scope=scope,
     )
 
 

@@ -28,21 +28,31 @@ if TYPE_CHECKING:
     from supervisor.gate_check import GateCheck
     from supervisor.initialize import InitReport
     from supervisor.project.detect import Detection
+    from supervisor.project.workspaces import Workspaces
 
 
 def run(root: Path, *, yes: bool, check_gates: bool) -> InitReport:
-    from supervisor.initialize import initialize
+    from supervisor.initialize import initialize, with_package_packs
     from supervisor.project.detect import detect
+    from supervisor.project.workspaces import detect_workspaces
 
-    detection = detect(root)
+    workspaces = detect_workspaces(root)
+    if workspaces:
+        workspaces.project_map().check_paths(root)  # a cycle: said before any question
+    detection = with_package_packs(detect(root), workspaces)
     console.print(detection_report(detection))
+    if workspaces or workspaces.warnings:
+        console.print(projects_report(workspaces))
     interactive = not yes and sys.stdin.isatty()
+    if interactive and workspaces:
+        workspaces = workspaces.only(ask_projects(workspaces))
     chosen = ask_packs(detection) if interactive else None
     report = initialize(
         root,
         (lambda pack, suggested: pack in chosen) if chosen is not None else None,
         check=_checker() if check_gates else None,
         detection=detection,
+        workspaces=workspaces,
     )
     console.print(init_report(report))
     console.print(next_steps(report))
@@ -69,6 +79,53 @@ def detection_report(d: Detection) -> RenderableType:
         why = d.evidence.get(f"gate:{gate}", "")
         rows.add_row(f"  {gate}", text(f"{command}" + (f"  ({why})" if why else "")))
     return rows
+
+
+def projects_report(workspaces: Workspaces) -> RenderableType:
+    """The monorepo's packages as init would write them: path, stack, gates, and each
+    dependency with the manifest line it comes from (detected dependencies are suggestions the
+    user confirms, as the spec's auto-detection policy says)."""
+    rows = Table.grid(padding=(0, 2))
+    kinds = ", ".join(f"{kind}: {source}" for kind, source in workspaces.kinds.items())
+    rows.add_row("Projects", text(kinds or "none", "dim"))
+    for p in workspaces.packages:
+        stack = ", ".join(p.detection.stacks + p.detection.frameworks) or "nothing specific"
+        label = f"{p.path}" + (f" ({p.package_name})" if p.package_name else "")
+        rows.add_row(f"  {p.name}", text(f"{label}: {stack}"))
+        for gate, command in p.detection.gates.items():
+            rows.add_row("", text(f"gate {gate}: {command}  (in {p.path})", "dim"))
+        for name, why in p.depends_on.items():
+            rows.add_row("", text(f"depends on {name}  ({why})"))
+    if workspaces.shared_paths:
+        rows.add_row("  shared", text(", ".join(workspaces.shared_paths)))
+    for warning in workspaces.warnings:
+        rows.add_row("  warning", text(warning, "yellow"))
+    return rows
+
+
+def ask_projects(workspaces: Workspaces) -> list[str]:
+    """The packages to write as projects: one numbered checklist, all selected."""
+    from supervisor.initialize import toggle
+
+    names = [p.name for p in workspaces.packages]
+    selected = [True] * len(names)
+    while True:
+        console.print("\nProjects to write to .supervisor/config.yaml (all are selected):")
+        for number, (name, on) in enumerate(zip(names, selected, strict=True), 1):
+            console.print(
+                f"  {number:>2} [{'x' if on else ' '}] {name}", markup=False, highlight=False
+            )
+        answer = typer.prompt(
+            "Numbers to toggle (e.g. 2 5), all, none; Enter to accept",
+            default="",
+            show_default=False,
+        )
+        if not answer.strip():
+            return [name for name, on in zip(names, selected, strict=True) if on]
+        try:
+            selected = toggle(selected, answer)
+        except ValueError as e:
+            err_console.print(f"  {e}", markup=False)
 
 
 def ask_packs(detection: Detection) -> list[str]:
@@ -151,6 +208,9 @@ def init_report(report: InitReport) -> RenderableType:
         lines.add_row("fix", text(hint, "yellow"))
     if wiring is not None and wiring.note:
         lines.add_row("", text(wiring.note, "yellow"))
+    if report.workspaces:
+        names = ", ".join(p.name for p in report.workspaces.packages)
+        lines.add_row("projects", text(f"{names} (in .supervisor/config.yaml)"))
     lines.add_row("written", text(", ".join(report.written) or "-"))
     if report.unchanged:
         lines.add_row("unchanged", text(", ".join(report.unchanged)))

@@ -47,9 +47,13 @@ def context(
     repo: RepoOption = Path(),
     show: Annotated[bool, typer.Option("--show", help="Print the whole prompt too.")] = False,
     as_json: JsonOption = False,
+    project: Annotated[
+        str | None,
+        typer.Option(help="As for a component of this project (of `projects:` in the config)."),
+    ] = None,
 ) -> None:
     """Dry run: what the role would be sent, its token count, what was pruned or redacted."""
-    prompt, pack = projects.context_preview(repo, role, target or [], task)
+    prompt, pack = projects.context_preview(repo, role, target or [], task, project)
     if as_json:
         cli = projects.cli_choice(repo, role)
         _json({**pack.summary(), "cli": cli, **({"prompt": prompt} if show else {})})

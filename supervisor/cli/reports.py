@@ -27,6 +27,10 @@ if TYPE_CHECKING:
 def pack_report(pack: Pack) -> RenderableType:
     head = Table.grid(padding=(0, 2))
     head.add_row("strategy", text(pack.strategy))
+    if pack.project:
+        surface = ", ".join(pack.surface_of)
+        built_on = f"; the public surface of {surface}" if surface else ""
+        head.add_row("project", text(f"{pack.project}{built_on}"))
     head.add_row(
         "tokens",
         f"{pack.prompt_tokens} prompt + {pack.tokens} context = "

@@ -32,6 +32,7 @@ from supervisor.resources import CONFIG_DIR
 from supervisor.workspace import treedata
 
 if TYPE_CHECKING:
+    from supervisor.context.project_scope import ProjectScope
     from supervisor.context.roles import Role
 
 MAX_FILE_BYTES = 256_000
@@ -50,7 +51,10 @@ class _Model(BaseModel):
 
 
 class Section(_Model):
-    kind: Literal["target", "imports", "diff", "related", "tree"]
+    kind: Literal["target", "imports", "diff", "surface", "related", "tree"]
+    """`surface`: the public surface of the projects a component's project depends on
+    (supervisor/context/project_scope.py); a strategy without it gets it after its target,
+    imports and diff sections."""
     include: list[str] = Field(default_factory=list)
     only_matching_targets: bool = False
     """For `related`: keep only files whose name mentions a target's (their tests)."""
@@ -85,6 +89,10 @@ class Pack:
     dropped_by_repomix: list[str] = field(default_factory=list)
     truncated: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
+    project: str | None = None
+    """The monorepo project the pack is scoped to (None: the whole repository)."""
+    surface_of: list[str] = field(default_factory=list)
+    """The projects whose public surface it holds."""
 
     def summary(self) -> dict[str, Any]:
         """For the step's events: what was packed, pruned and redacted (never the secrets)."""
@@ -100,6 +108,7 @@ class Pack:
             "excluded_secret_files": self.excluded_secret_files,
             "dropped_by_repomix_secret_scan": self.dropped_by_repomix,
             "seconds": round(self.seconds, 3),
+            **({"project": self.project, "surface_of": self.surface_of} if self.project else {}),
         }
 
 
@@ -149,8 +158,11 @@ def build_pack(
     prompt_tokens: int,
     targets: list[str] | None = None,
     diff: str = "",
+    scope: ProjectScope | None = None,
 ) -> Pack:
-    """Select, redact, count and pack; `prompt_tokens` is the prompt without any context."""
+    """Select, redact, count and pack; `prompt_tokens` is the prompt without any context.
+    `scope`: a component's project in a monorepo, whose own files and whose dependencies'
+    public surface are all it sees (None: the whole repository)."""
     started = time.monotonic()
     spec = role.context
     strategy = load_strategy(spec.strategy or DEFAULT_STRATEGY[role.output], repo)
@@ -165,7 +177,14 @@ def build_pack(
     files = source.files()
     excluded = sorted(f for f in files if is_secret_file(f))
     usable = {f for f in files if not is_secret_file(f) and not _matches_any(f, spec.exclude)}
-    items = _gather(source, strategy, spec, usable, targets or [], diff)
+    surface: list[str] = []
+    if scope is not None:
+        surface = scope.surface(usable, lambda p: _read(source, p))
+        usable = {f for f in usable if scope.visible(f) or f in (targets or [])} | set(surface)
+    items = _gather(source, strategy, spec, usable, targets or [], diff, surface)
+    if scope is not None:  # first: what the worker sees is a part of the repository, and why
+        note = scope.note()
+        items.insert(0, Item("scope", None, note, tokens.count(note) + 20))
     available = budget - prompt_tokens
     pruned: list[dict[str, Any]] = []
     for _ in range(4):
@@ -196,6 +215,8 @@ def build_pack(
             if i.omitted
         ],
         seconds=time.monotonic() - started,
+        project=scope.name if scope is not None else None,
+        surface_of=[d.name for d in scope.dependencies] if scope is not None else [],
     )
 
 
@@ -221,7 +242,13 @@ def scope_tokens(source: Source, role: Role, task: str, targets: list[str]) -> i
 
 
 def _gather(
-    source: Source, strategy: Strategy, spec: Any, usable: set[str], targets: list[str], diff: str
+    source: Source,
+    strategy: Strategy,
+    spec: Any,
+    usable: set[str],
+    targets: list[str],
+    diff: str,
+    surface: list[str] | None = None,
 ) -> list[Item]:
     chosen: list[Item] = []
     seen: set[str] = set()
@@ -239,8 +266,11 @@ def _gather(
     for pattern in spec.always_include:
         for path in sorted(f for f in usable if _match(f, pattern)):
             add_file("always_include", path)
-    for section in strategy.sections:
-        if section.kind == "target":
+    for section in _with_surface(strategy.sections) if surface else strategy.sections:
+        if section.kind == "surface":
+            for path in surface or []:
+                add_file("surface", path)
+        elif section.kind == "target":
             for path in targets:
                 add_file("target", path)
         elif section.kind == "imports":
@@ -261,6 +291,16 @@ def _gather(
             listing, omitted = _tree(sorted(usable))
             chosen.append(Item("tree", None, listing, tokens.count(listing) + 20, omitted))
     return chosen
+
+
+def _with_surface(sections: list[Section]) -> list[Section]:
+    """The strategy's sections with `surface` after its target, imports and diff (what the
+    component works on comes first; what it builds against next; the rest after)."""
+    if any(s.kind == "surface" for s in sections):
+        return sections
+    first = [i for i, s in enumerate(sections) if s.kind in ("target", "imports", "diff")]
+    at = first[-1] + 1 if first else 0
+    return [*sections[:at], Section(kind="surface"), *sections[at:]]
 
 
 def _tree(files: list[str]) -> tuple[str, int]:
@@ -285,7 +325,9 @@ def _render(source: Source, items: list[Item]) -> tuple[str, list[str], list[str
         parts.append(output.strip())
         packed = FILE_PATH.findall(output)
     for item in items:
-        if item.section == "diff":
+        if item.section == "scope":
+            parts.insert(0, f"<project_scope>\n{item.text}\n</project_scope>")
+        elif item.section == "diff":
             parts.append(f"<git_diff>\n{item.text}\n</git_diff>")
         elif item.section == "tree":
             parts.append(f"<file_tree>\n{item.text}\n</file_tree>")

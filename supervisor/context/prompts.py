@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from supervisor.context.assemble import Pack, Source
+    from supervisor.context.project_scope import ProjectScope
     from supervisor.context.roles import Role
 
 
@@ -157,6 +158,7 @@ def compose(
     run_id: str = "dry-run",
     degrade: str | None = None,
     research: str = "",
+    scope: ProjectScope | None = None,
 ) -> tuple[str, Pack]:
     """The role's prompt with its context pack; the pack gets what the bare prompt leaves over."""
     from supervisor.context import tokens
@@ -179,6 +181,7 @@ def compose(
         prompt_tokens=tokens.count(bare),
         targets=targets,
         diff=diff,
+        scope=scope,
     )
     # Everything around the pack (task, feedback with gate output, plan, the role's own text) is
     # redacted here; the pack was redacted as it was built, so it is not scanned twice.

@@ -7,9 +7,10 @@ each input and its class. Two kinds of settings are honoured only once the user 
 trust` there, like direnv's `allow`:
 
 - settings that decide where the user's credentials go (`base_url`, `credential_env`,
-  `login_files`, `extra_env`, `extra_flags`, a role's `env` and `flags`, `sandbox.image`,
-  `sandbox.egress_network`, `temporal.*`): untrusted or changed, they stop `start-task` and
-  `resume` before anything is created, with the diff and the command to trust them;
+  `login_files`, `extra_env`, `extra_flags`, a role's `env` and `flags`, `sandbox.image` and a
+  project's, `sandbox.egress_network`, `temporal.*`): untrusted or changed, they stop
+  `start-task` and `resume` before anything is created, with the diff and the command to trust
+  them;
 - settings that weaken a protection (removing protected paths, `dependency_changes: allow`,
   raising a limit or budget, disabling steps, a role's `allow_paths`), and the files that run or
   decide on the host (prompt templates, the project Dockerfile, the approval policy): untrusted
@@ -69,6 +70,11 @@ def guarded_settings(repo: Path) -> dict[str, Any]:
         for key in SANDBOX_KEYS:
             if key in sandbox:
                 found[f"sandbox.{key}"] = sandbox[key]
+    projects = data.get("projects")
+    for project in projects if isinstance(projects, list) else []:
+        own = project.get("sandbox") if isinstance(project, dict) else None
+        if isinstance(own, dict) and own.get("image") is not None:  # its workers' and gates'
+            found[f"projects.{project.get('name')}.sandbox.image"] = own["image"]
     temporal = data.get("temporal")  # where tasks are submitted: their descriptions, results
     if isinstance(temporal, dict):
         for key in ("address", "namespace", "remote"):  # remote: where the code is pushed

@@ -117,7 +117,9 @@ WORKTREE: tuple[Input, ...] = (
 
 # -- settings of .supervisor/config.yaml and role files --------------------------------------
 
-Concern = Literal["routing", "weakening", "never"]
+Concern = Literal["routing", "weakening", "never", "sandbox-only", "data"]
+"""`routing` and `weakening` need trust, `never` is refused from a repository; `sandbox-only`
+(a command) and `data` (validated names and paths) shape the work and need none."""
 
 
 @dataclass(frozen=True)
@@ -135,6 +137,11 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("sandbox.image", "routing", "the image every worker runs in, with the keys"),
     Setting("sandbox.egress_network", "routing", "the network the workers reach out on"),
+    Setting(
+        "projects.*.sandbox.image",
+        "routing",
+        "the image this project's workers and gates run in, with the keys",
+    ),
     *(
         Setting(f"temporal.{key}", "routing", "where tasks (and their code) are sent")
         for key in ("address", "namespace", "remote")
@@ -164,6 +171,34 @@ SETTINGS: tuple[Setting, ...] = (
         "notifications.webhook",
         "never",
         "routes task data off the machine: honoured only from your own config",
+    ),
+    # Settings a repository sets without trust: they shape the work, never run on the host.
+    Setting("gates.*", "sandbox-only", "a command run only in the gate sandbox (no network)"),
+    Setting(
+        "projects.*.gates.*",
+        "sandbox-only",
+        "a project's gate command: run only in the gate sandbox (no network), in its directory",
+    ),
+    Setting(
+        "projects.*.roles",
+        "data",
+        "role names (validated names, no paths) shown to the planner; each role file keeps "
+        "its own trust",
+    ),
+    Setting(
+        "projects.*.path",
+        "data",
+        "a directory below the root (validated: inside the repository, no overlap)",
+    ),
+    Setting(
+        "cross_project_dependencies.*.depends_on",
+        "data",
+        "build order and which projects' gates a change runs (validated: known names, no cycle)",
+    ),
+    Setting(
+        "shared_paths",
+        "data",
+        "files every project's components may change; a change to one runs every project's gates",
     ),
 )
 

@@ -110,12 +110,14 @@ class Detection:
             self.evidence[name] = source
 
 
-def detect(repo: Path) -> Detection:
+def detect(repo: Path, workspace_root: Path | None = None) -> Detection:
+    """What `repo` is; `workspace_root`: the monorepo `repo` is a package of, whose package
+    manager (declared or by its lock file) the package's gates use."""
     d = Detection()
     files = _walk(repo)
     names = {Path(f).name for f in files}
     _python(repo, files, d)
-    _node(repo, d)
+    _node(repo, d, workspace_root)
     if "Cargo.toml" in names and (repo / "Cargo.toml").is_file():
         d.found("stack", "rust", "Cargo.toml")
     if (repo / "go.mod").is_file():
@@ -202,7 +204,7 @@ def _python(repo: Path, files: list[str], d: Detection) -> None:
             d.found("framework", framework, source)
 
 
-def _node(repo: Path, d: Detection) -> None:
+def _node(repo: Path, d: Detection, workspace_root: Path | None = None) -> None:
     path = repo / "package.json"
     if not path.is_file():
         return
@@ -225,6 +227,8 @@ def _node(repo: Path, d: Detection) -> None:
     if data.get("bin"):
         d.found("framework", "cli-entry-point", "package.json (bin)")
     d.package_manager, d.package_manager_version, source = _package_manager(repo, data)
+    if workspace_root is not None and source.startswith("default"):
+        d.package_manager, d.package_manager_version, source = _workspace_manager(workspace_root)
     d.evidence["package-manager"] = source
 
 
@@ -245,6 +249,18 @@ def _package_manager(repo: Path, data: dict[str, Any]) -> tuple[str, str, str]:
         if (repo / lock).is_file():
             return manager, "", lock
     return "npm", "", "default (no lock file)"
+
+
+def _workspace_manager(root: Path) -> tuple[str, str, str]:
+    """The package manager of the monorepo a package belongs to (a package declares none)."""
+    try:
+        data = json.loads((root / "package.json").read_text())
+    except (ValueError, OSError):
+        data = {}
+    manager, version, source = _package_manager(root, data if isinstance(data, dict) else {})
+    if source.startswith("default") and (root / "pnpm-workspace.yaml").is_file():
+        return "pnpm", "", "pnpm-workspace.yaml (workspace root)"
+    return manager, version, f"{source} (workspace root)"
 
 
 def _compose(path: Path, rel: str, d: Detection) -> None:

@@ -16,7 +16,7 @@ import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     import networkx as nx
 
 PROJECT_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.@/-]{0,127}$"
+ROLE_NAME = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$"
+"""A role's name, never a path: a repository's config names roles, their files decide."""
 
 
 class _Model(BaseModel):
@@ -42,7 +44,7 @@ class ProjectDef(_Model):
     name: str = Field(pattern=PROJECT_NAME)
     path: str
     """Relative to the repository root, `/`-separated; `.` is not a project path."""
-    roles: list[str] = Field(default_factory=list)
+    roles: list[Annotated[str, Field(pattern=ROLE_NAME)]] = Field(default_factory=list)
     """Roles suited to this project (shown to the planner beside it)."""
     gates: dict[str, str] = Field(default_factory=dict)
     """Gate name -> command, run in the project's directory; empty: the repository's gates."""

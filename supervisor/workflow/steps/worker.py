@@ -14,7 +14,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from supervisor import recovery
-from supervisor.context import prompts
+from supervisor.context import project_scope, prompts
 from supervisor.context.plan_view import plan_for_prompt
 from supervisor.context.roles import Role, load_role
 from supervisor.errors import (
@@ -246,6 +246,7 @@ class _Run:
             run_id=f"wf{wf.id}-{name}-{role.name}-step{step_id}",
             degrade=(wf.context.get("degraded") or {}).get(name),  # the engine's decision
             research=depth.research_document(wf.context) if role.output == "plan" else "",
+            scope=project_scope.for_component(c.settings, component),
         )
         try:
             resumed = continuation.begin(self, c, wf, prompt)
