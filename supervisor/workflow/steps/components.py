@@ -60,6 +60,7 @@ class ComponentFanOut:
         self.scope = c.settings.limits.component_scope
         self.claims: dict[str, str] = self.ctx.setdefault("claims", {})
         self.work: WorkGraph | None = None
+        self.projects = c.settings.project_map()  # a monorepo's: what a component may touch
         self.kept: list[str] = self.ctx.setdefault("kept_branches", [])
         """Every branch the user was told is kept, for the whole workflow (a new plan too)."""
         self.held: dict[str, Any] | None = None  # the budget reached: nothing new dispatched
@@ -435,7 +436,7 @@ class ComponentFanOut:
         entry = self.state[cid]
         changed = self.c.ws.changed_files(entry.get("base") or f"{entry['sha']}^", entry["sha"])
         with self.lock:
-            strays, new = ownership.check(cid, changed, self.work, self.claims)
+            strays, new = ownership.check(cid, changed, self.work, self.claims, self.projects)
             if not strays:
                 for path in new:
                     self.claims[path] = cid
