@@ -76,7 +76,9 @@ def check(
     whoever declares it: its owner is that project."""
     strays: dict[str, list[str]] = {}
     new: list[str] = []
-    outside = set(plan_projects.strays(projects, work.components[cid].project, changed))
+    outside = set(
+        plan_projects.strays(projects, work.components[cid].project, changed) if projects else []
+    )
     for path in changed:
         if projects and path in outside:
             strays[path] = [plan_projects.owner_label(projects, path)]

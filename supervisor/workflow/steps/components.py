@@ -198,7 +198,8 @@ class ComponentFanOut:
             if strayed is not None:
                 return strayed
             for gate in self.step.gates:
-                result = gate_on(self.c, self._view(), f"{self.name}/{cid}/{gate}", gate, sha)
+                step, base = f"{self.name}/{cid}/{gate}", entry.get("base")
+                result = gate_on(self.c, self._view(), step, gate, sha, base)
                 self._save(cid, records=result.records)
                 if result.result != "passed":
                     return replace(result, records=[])
