@@ -199,9 +199,7 @@ def test_a_consumer_component_waits_for_every_component_of_the_projects_it_build
 
 
 def test_components_of_independent_projects_run_side_by_side() -> None:
-    work = graph(
-        plan(comp("w", "web", ["apps/web/a.ts"]), comp("d", "docs", ["apps/docs/a.md"]))
-    )
+    work = graph(plan(comp("w", "web", ["apps/web/a.ts"]), comp("d", "docs", ["apps/docs/a.md"])))
     assert {c.id for c in work.batch(3)} == {"w", "d"}
 
 
