@@ -157,8 +157,21 @@ class WorkGraph:
             ),
         )
 
-    def in_phase(self, phase: str) -> list[Component]:
-        return [c for c in self.components.values() if c.phase == phase]
+    def in_phase(self, phase: str, project: str | None = None) -> list[Component]:
+        """The phase's components (of `project` only, when given)."""
+        return [
+            c
+            for c in self.components.values()
+            if c.phase == phase and (project is None or c.project == project)
+        ]
+
+    def projects(self) -> list[str]:
+        """The projects the plan's components belong to, in plan order (empty: one project):
+        `status` and the TUI show feature → project → phase → component."""
+        return list(dict.fromkeys(c.project for c in self.components.values() if c.project))
+
+    def project_status(self, project: str) -> str:
+        return rollup([c.status for c in self.components.values() if c.project == project])
 
     def ready(self) -> list[Component]:
         """Pending components whose every predecessor is complete, by priority."""

@@ -187,6 +187,16 @@ def test_a_change_to_shared_types_that_breaks_an_app_is_caught_by_that_apps_gate
     retry = next(text for text in sent(server) if "gated because" in text)
     assert "missing 1 required positional argument: 'z'" in retry
     assert "Project 'app-b' (apps/b/" in retry
+    status = subprocess.run(
+        [sys.executable, "-m", "supervisor", "status", str(wf.id), "--repo", str(repo)],
+        capture_output=True,
+        text=True,
+        check=True,
+        stdin=subprocess.DEVNULL,
+    ).stdout  # a pipe: the plain form
+    assert "implement/point-z/test: types passed (changed" in status
+    assert "app-b passed (depends on types)" in status
+    assert "  project types complete  gates passed" in status
 
 
 def test_a_change_to_one_app_runs_that_apps_gate_and_no_other_projects(

@@ -304,3 +304,75 @@ def test_the_same_command_on_the_same_tree_in_another_project_is_another_run() -
     assert gate_reuse.key_of("tree", "pnpm test", "img", {}) == gate_reuse.key_of(
         "tree", "pnpm test", "img", {}, ""
     )
+
+
+# -- what `status` and the TUI show -----------------------------------------------------------
+
+
+def gated_context() -> dict[str, Any]:
+    run = {
+        "gate": "test",
+        "at": 2.0,
+        "projects": [
+            {"project": "types", "reason": "changed (packages/types/a.ts)", "passed": True},
+            {"project": "web", "reason": "depends on types, ui", "passed": False},
+        ],
+    }
+    return {
+        "plan": plan(
+            comp("t", "types", ["packages/types/a.ts"]),
+            comp("w", "web", ["apps/web/a.ts"]),
+            phases=2,
+        ),
+        "components": {
+            "t": {"status": "implemented", "projects_gated": {"implement/t/test": run}},
+            "w": {"status": "pending"},
+        },
+    }
+
+
+def test_status_shows_which_projects_were_gated_and_why() -> None:
+    from supervisor.cli.detail import _gated_lines, projects_gated
+
+    gated = projects_gated(gated_context())
+    assert [(g.step, g.project, g.passed) for g in gated] == [
+        ("implement/t/test", "types", True),
+        ("implement/t/test", "web", False),
+    ]
+    assert _gated_lines(gated) == (
+        "implement/t/test: types passed (changed (packages/types/a.ts)); "
+        "web FAILED (depends on types, ui)"
+    )
+
+
+def test_the_tree_is_feature_then_project_then_phase_then_component() -> None:
+    from supervisor.cli.detail import projects_gated, verdicts
+    from supervisor.cli.status_plain import tree_lines
+
+    context = gated_context()
+    work = WorkGraph.of_workflow(context)
+    assert work is not None
+    lines = tree_lines("add a field", work, verdicts(projects_gated(context)))
+    assert lines == [
+        "feature in_progress  add a field",
+        "  project types in_progress  gates passed",
+        "    phase p0 in_progress",
+        "      t running  packages/types/a.ts",
+        "  project web pending  gate test failed",
+        "    phase p1 pending",
+        "      w pending  apps/web/a.ts",
+    ]
+
+
+def test_the_terminal_and_tui_tree_groups_components_by_project() -> None:
+    from rich.console import Console
+
+    from supervisor.cli.render import work_tree
+
+    work = WorkGraph.of_workflow(gated_context())
+    assert work is not None
+    console = Console(width=100, record=True, color_system=None)
+    console.print(work_tree("add a field", work, {"web": "gate test failed"}))
+    text = console.export_text()
+    assert text.index("project types") < text.index("phase p0") < text.index("project web")
+    assert "gate test failed" in text

@@ -31,7 +31,7 @@ from supervisor.errors import MergeConflictError, StepFailedError, SupervisorErr
 from supervisor.policy import budgets
 from supervisor.state.store import EventSpec
 from supervisor.workflow import decompose, ownership, retries
-from supervisor.workflow.steps import dispatched, subplan
+from supervisor.workflow.steps import dispatched, project_gate, subplan
 from supervisor.workflow.steps.base import Outcome, StepContext, candidate_ref, component_branch
 from supervisor.workflow.steps.fix_up import fix_up
 from supervisor.workflow.steps.gate import gate_on
@@ -200,7 +200,7 @@ class ComponentFanOut:
             for gate in self.step.gates:
                 step, base = f"{self.name}/{cid}/{gate}", entry.get("base")
                 result = gate_on(self.c, self._view(), step, gate, sha, base)
-                self._save(cid, records=result.records)
+                self._save(cid, records=result.records, **project_gate.kept(entry, result))
                 if result.result != "passed":
                     return replace(result, records=[])
             self._save(cid, status="gated")

@@ -33,6 +33,9 @@ def gate_step(c: StepContext, wf: Workflow, name: str, step: StepDef) -> Outcome
     failure = outcome.context.get("gate_failure")
     if failure is not None:  # the step the work goes back to, for results.unchanged
         failure["to"] = step.on_fail or name
+    gated = outcome.context.get("projects_gated")
+    if gated is not None:  # kept beside the earlier steps' (a monorepo's projects)
+        outcome.context["projects_gated"] = {**(wf.context.get("projects_gated") or {}), **gated}
     return outcome
 
 

@@ -10,6 +10,7 @@ what already passed. Which projects run is supervisor/workflow/project_gates.py.
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -73,16 +74,12 @@ def run_projects(
         for p in chosen
         if not p.defined
     ]
-    c.store.add_event(
-        wf.id,
-        EventSpec(
-            "projects_gated",
-            step=name,
-            status="passed" if passed else "failed",
-            payload={"gate": gate, "commit": commit, "projects": rows},
-        ),
-    )
-    return _combined(wf, name, gate, commit, running, outcomes, passed)
+    payload = {"gate": gate, "commit": commit, "projects": rows, "at": round(time.time(), 3)}
+    status = "passed" if passed else "failed"
+    c.store.add_event(wf.id, EventSpec("projects_gated", step=name, status=status, payload=payload))
+    outcome = _combined(wf, name, gate, commit, running, outcomes, passed)
+    outcome.context["projects_gated"] = {name: payload}  # what `status` and the TUI show
+    return outcome
 
 
 def _combined(
@@ -133,3 +130,10 @@ def _runs(context: dict[str, Any], outcomes: list[Outcome], projects: int) -> li
                 found.append(run)
                 keys.add(run.get("key"))
     return found[-gate_reuse.KEPT * max(1, projects) :]
+
+
+def kept(entry: dict[str, Any], result: Outcome) -> dict[str, Any]:
+    """What a component's entry keeps of its gate's per-project runs, for `status` and the
+    TUI (nothing outside a monorepo)."""
+    more = result.context.get("projects_gated")
+    return {"projects_gated": {**entry.get("projects_gated", {}), **more}} if more else {}
