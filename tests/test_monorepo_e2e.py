@@ -257,3 +257,32 @@ def test_projects_that_depend_on_each_other_in_a_cycle_stop_the_task_before_it_s
     assert "types -> app-b -> types" in said or "app-b -> types -> app-b" in said
     assert server.requests == []  # no worker ran
     assert git(repo, "branch", "--format=%(refname:short)").split() == ["main"]
+
+
+def test_attack_a_worker_writing_into_another_project_is_refused_and_told_whose_it_is(
+    tmp_path: Path, serve: Any
+) -> None:
+    # The app's worker "fixes" the shared types behind their owners' backs (a field only it
+    # needs): out of its component's project, refused before its gates; told, it keeps to app-b.
+    sneaky = rewrites("one component of the plan: 'scale'", APP_B, FLIP_AND_SCALE)
+    sneaky["turns"][2:2] = [
+        {"tool_use": {"name": "Read", "input": {"file_path": TYPES}}},
+        {"tool_use": {"name": "Write", "input": {"file_path": TYPES, "content": POINT_3D}}},
+    ]
+    server = serve(
+        planner(plan(component("scale", "app-b", [APP_B]))),
+        rewrites("(belongs to project types)", APP_B, FLIP_AND_SCALE),
+        sneaky,
+    )
+    repo = workspace(tmp_path, server.url)
+
+    wf = tasks.start_task("Add scale to app b", repo)
+
+    assert wf.status == "completed"
+    assert git(repo, "show", f"{wf.task_branch}:{TYPES}") == POINT  # the types untouched
+    with tasks.reading(repo) as store:
+        refused = [e.payload for e in store.events(wf.id) if e.type == "component_out_of_scope"]
+    assert refused == [
+        {"component": "scale", "commit": refused[0]["commit"], "files": {TYPES: ["project types"]}}
+    ]
+    assert gated(repo, wf.id) == [[("app-b", f"changed ({APP_B})", True)]]  # only the kept try
