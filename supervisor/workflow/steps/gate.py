@@ -17,6 +17,7 @@ from supervisor.project import test_counts, test_pins
 from supervisor.project.gates import GateResult, run_gate
 from supervisor.state.store import EventSpec, StepRecord, now
 from supervisor.workflow import gate_baseline, gate_problems, gate_reuse, history, project_gates
+from supervisor.workflow.steps import project_gate
 from supervisor.workflow.steps.base import Outcome, StepContext, err
 from supervisor.workflow.steps.images import image_for
 from supervisor.workspace.treedata import CommitFiles
@@ -50,9 +51,7 @@ def gate_on(
         changed = c.ws.changed_files(base or wf.base_sha, commit)
         chosen = project_gates.choose(projects, gate, command, changed)
         if chosen is not None:
-            from supervisor.workflow.steps.project_gate import run_projects
-
-            return run_projects(c, wf, name, gate, commit, chosen)
+            return project_gate.run_projects(c, wf, name, gate, commit, chosen, run_one)
     return run_one(c, wf, name, gate, command, commit)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from supervisor.state.store import EventSpec
 from supervisor.workflow import gate_reuse
@@ -27,11 +27,31 @@ PARALLEL = 4
 """Projects gated at once: each gate container has its own CPU limit (limits.gate_cpus)."""
 
 
-def run_projects(
-    c: StepContext, wf: Workflow, name: str, gate: str, commit: str, chosen: list[ProjectGate]
-) -> Outcome:
-    from supervisor.workflow.steps.gate import run_one
+class RunOne(Protocol):
+    """steps/gate.py's run of one command (passed in: that module calls this one)."""
 
+    def __call__(
+        self,
+        c: StepContext,
+        wf: Workflow,
+        name: str,
+        gate: str,
+        command: str,
+        commit: str,
+        image: str | None = None,
+        directory: str = "",
+    ) -> Outcome: ...
+
+
+def run_projects(
+    c: StepContext,
+    wf: Workflow,
+    name: str,
+    gate: str,
+    commit: str,
+    chosen: list[ProjectGate],
+    run_one: RunOne,
+) -> Outcome:
     running = [p for p in chosen if p.defined]
     c.reporter.step(
         wf.id,
