@@ -1,6 +1,6 @@
 """What gating per affected project saves on a monorepo, on the real parts, in one run.
 
-    .venv/bin/python benchmarks/monorepo.py [--files 2000] [--repeat 3] [--skip-makespan|--skip-gates]
+    .venv/bin/python benchmarks/monorepo.py [--files 2000] [--skip-gates|--skip-makespan]
 
 A generated monorepo of 8 Python packages (a uv workspace: shared types, 3 libraries, 4 apps;
 2,000 files in all, each package with its own stdlib-unittest suite and its own gate, run from
