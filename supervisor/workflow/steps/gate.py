@@ -50,7 +50,7 @@ def gate_on(
     if projects:
         changed = c.ws.changed_files(base or wf.base_sha, commit)
         chosen = project_gates.choose(projects, gate, command, changed)
-        if chosen is not None:
+        if chosen is not None and any(p.defined for p in chosen):  # else: the repository's
             return project_gate.run_projects(c, wf, name, gate, commit, chosen, run_one)
     return run_one(c, wf, name, gate, command, commit)
 

@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+from supervisor.errors import SandboxError
 from supervisor.state.store import EventSpec
 from supervisor.workflow import gate_reuse
 from supervisor.workflow.steps.base import Outcome
+from supervisor.workflow.steps.images import image_for
+from supervisor.workspace.treedata import CommitFiles
 
 if TYPE_CHECKING:
     from supervisor.state.store import Workflow
@@ -53,6 +57,12 @@ def run_projects(
     run_one: RunOne,
 ) -> Outcome:
     running = [p for p in chosen if p.defined]
+    if any(p.image is None for p in running):  # the repository's image, built once if need be
+        try:
+            image = image_for(c, wf, name, CommitFiles(c.ws.git_dir, commit))
+        except SandboxError:
+            image = None  # each project's run says why, as a gate does
+        running = [p if p.image else replace(p, image=image) for p in running]
     c.reporter.step(
         wf.id,
         name,
