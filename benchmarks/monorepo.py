@@ -219,7 +219,7 @@ FEATURE = {  # component -> (project, file it adds)
 }
 
 
-def makespan(base: Path, files: int, with_projects: bool) -> float:
+def makespan(base: Path, files: int, with_projects: bool) -> tuple[float, str]:
     from supervisor import tasks
     from supervisor.fakeapi import ScriptedModelServer, load_script
     from supervisor.guard.trust import trust
@@ -275,9 +275,19 @@ def makespan(base: Path, files: int, with_projects: bool) -> float:
         wf = tasks.start_task("Add an extra field to the types and show it in two apps", repo)
         took = time.perf_counter() - began
         assert wf.status == "completed", wf.status
+        with tasks.reading(repo) as store:
+            log = store.events(wf.id)
     finally:
         server.close()
-    return took
+    gates = [e for e in log if e.type == "gate"]
+    merged = [e.payload["component"] for e in log if e.type == "component_merged"]
+    seconds = sum(float(e.payload.get("duration_s") or 0.0) for e in gates)
+    counted = sum(e.type == "gate_baseline" for e in log)
+    breakdown = (
+        f"{len(gates)} gate runs ({seconds:.0f} s of gate time), {counted} base-commit test "
+        f"counts; merged in order {', '.join(merged)}"
+    )
+    return took, breakdown
 
 
 def main() -> None:
@@ -303,13 +313,13 @@ def main() -> None:
         print("makespan of a feature touching types + 2 apps (real claude, real sandbox):")
         for with_projects in (True, False):
             load = os.getloadavg()[0]
-            took = makespan(base, args.files, with_projects)
+            took, breakdown = makespan(base, args.files, with_projects)
             label = (
                 "with projects (ordered, gated per project)"
                 if with_projects
                 else ("as one project (side by side, whole suite)")
             )
-            print(f"  {label:<48} {took:6.1f} s   (load {load:.1f})")
+            print(f"  {label:<48} {took:6.1f} s   (load {load:.1f})\n      {breakdown}")
 
 
 if __name__ == "__main__":
