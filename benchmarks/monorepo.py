@@ -220,7 +220,7 @@ FEATURE = {  # component -> (project, file it adds)
 
 
 def makespan(base: Path, files: int, with_projects: bool) -> tuple[float, str]:
-    from supervisor import tasks
+    from supervisor import opening, tasks
     from supervisor.fakeapi import ScriptedModelServer, load_script
     from supervisor.guard.trust import trust
 
@@ -275,7 +275,7 @@ def makespan(base: Path, files: int, with_projects: bool) -> tuple[float, str]:
         wf = tasks.start_task("Add an extra field to the types and show it in two apps", repo)
         took = time.perf_counter() - began
         assert wf.status == "completed", wf.status
-        with tasks.reading(repo) as store:
+        with opening.reading(repo) as store:
             log = store.events(wf.id)
     finally:
         server.close()
