@@ -376,3 +376,18 @@ def test_the_terminal_and_tui_tree_groups_components_by_project() -> None:
     text = console.export_text()
     assert text.index("project types") < text.index("phase p0") < text.index("project web")
     assert "gate test failed" in text
+
+
+def test_the_tasks_final_gate_runs_every_project_once_saying_which_the_change_reached() -> None:
+    chosen = project_gates.choose(
+        monorepo(), "test", "pnpm test", ["apps/web/a.ts"], everything=True
+    )
+    assert chosen is not None
+    final = "the task's final gate runs every project"
+    assert [(g.project, g.reason) for g in chosen] == [
+        ("types", final),
+        ("ui", final),
+        ("web", "changed (apps/web/a.ts)"),
+        ("docs", final),
+    ]
+    assert project_gates.choose(monorepo(), "test", "t", ["README.md"], everything=True) is None

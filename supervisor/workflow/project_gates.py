@@ -8,6 +8,9 @@ command (`projects[].gates`, or the repository's when the project names none) an
 a change outside every project runs the repository's gate as before. Pure: the runner is
 supervisor/workflow/steps/project_gate.py.
 
+The workflow's own gate steps (the task's gate on its whole candidate, after the components)
+run every project once: a dependency nobody declared is caught there, before the commit.
+
 Interface-first falls out of this with the work graph's order: a consumer's components wait for
 every component of its producers (supervisor/dag.py), and a producer's component is gated in the
 producer and in each consumer before it merges, so the consumers' typecheck and tests have run
@@ -46,11 +49,16 @@ class ProjectGate:
 
 
 def choose(
-    projects: ProjectMap, gate: str, repo_command: str, changed: list[str]
+    projects: ProjectMap,
+    gate: str,
+    repo_command: str,
+    changed: list[str],
+    everything: bool = False,
 ) -> list[ProjectGate] | None:
-    """The projects `gate` runs in for a change of `changed` files, in build order; None: the
-    repository's gate runs as before (one project, no change, or a file outside every project
-    and the shared paths, which no project's gates would see)."""
+    """The projects `gate` runs in for a change of `changed` files, in build order (with
+    `everything`, the task's final gate: every project, once); None: the repository's gate runs
+    as before (one project, no change, or a file outside every project and the shared paths,
+    which no project's gates would see)."""
     if not projects or not changed:
         return None
     for path in changed:
@@ -60,15 +68,19 @@ def choose(
             owned = False
         if not owned:
             return None
+    reasons = {a.project: a.reason for a in projects.affected(changed)}
+    if everything:
+        final = "the task's final gate runs every project"
+        reasons = {name: reasons.get(name, final) for name in projects.order()}
     chosen = []
-    for affected in projects.affected(changed):
-        project = projects.get(affected.project)
+    for name, reason in reasons.items():
+        project = projects.get(name)
         own = project.gates
         command = own.get(gate) if own else repo_command
         chosen.append(
             ProjectGate(
                 project=project.name,
-                reason=affected.reason,
+                reason=reason,
                 directory=project.path,
                 command=command or "",
                 image=project.sandbox.image,

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 def gate_step(c: StepContext, wf: Workflow, name: str, step: StepDef) -> Outcome:
     """A workflow's gate step: its gate on the candidate (or the task branch, before one)."""
     commit = wf.context.get("candidate") or c.ws.branch_tip(wf.task_branch)
-    outcome = gate_on(c, wf, name, step.gate or "", commit)
+    outcome = gate_on(c, wf, name, step.gate or "", commit, everything=True)
     failure = outcome.context.get("gate_failure")
     if failure is not None:  # the step the work goes back to, for results.unchanged
         failure["to"] = step.on_fail or name
@@ -41,15 +41,22 @@ def gate_step(c: StepContext, wf: Workflow, name: str, step: StepDef) -> Outcome
 
 
 def gate_on(
-    c: StepContext, wf: Workflow, name: str, gate: str, commit: str, base: str | None = None
+    c: StepContext,
+    wf: Workflow,
+    name: str,
+    gate: str,
+    commit: str,
+    base: str | None = None,
+    everything: bool = False,
 ) -> Outcome:
     """Run the named gate on `commit` in a no-network sandbox, as step `name`: in a monorepo,
-    in each project the change since `base` (the task's base when None) reaches."""
+    in each project the change since `base` (the task's base when None) reaches, or in every
+    project (`everything`: the task's own gate step)."""
     command = protected.pinned(wf.context, c.settings).gates[gate]
     projects = c.settings.project_map()
     if projects:
         changed = c.ws.changed_files(base or wf.base_sha, commit)
-        chosen = project_gates.choose(projects, gate, command, changed)
+        chosen = project_gates.choose(projects, gate, command, changed, everything)
         if chosen is not None and any(p.defined for p in chosen):  # else: the repository's
             return project_gate.run_projects(c, wf, name, gate, commit, chosen, run_one)
     return run_one(c, wf, name, gate, command, commit)
