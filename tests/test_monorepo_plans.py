@@ -4,6 +4,7 @@ in across projects, what a worker may change, and which projects' gates a change
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -391,3 +392,30 @@ def test_the_tasks_final_gate_runs_every_project_once_saying_which_the_change_re
         ("docs", final),
     ]
     assert project_gates.choose(monorepo(), "test", "t", ["README.md"], everything=True) is None
+
+
+def test_one_failing_project_fails_the_gate_and_its_feedback_names_the_project() -> None:
+    from supervisor.workflow.steps.base import Outcome
+    from supervisor.workflow.steps.project_gate import _combined
+
+    chosen = project_gates.choose(monorepo(), "test", "pnpm test", ["packages/types/a.ts"])
+    assert chosen is not None
+    running = [g for g in chosen if g.defined]
+    run = {"key": "k-types", "gate": "test"}
+    outcomes = [
+        Outcome("passed", context={"gate_runs": [run], "gates_passed": {"tree": ["test"]}}),
+        Outcome("failed", feedback="2 tests failed", context={"gate_failure": {"tree": "t1"}}),
+        Outcome("passed", context={"gate_runs": [{"key": "k-web"}]}),
+    ]
+
+    wf: Any = SimpleNamespace(context={"gate_runs": [{"key": "older"}]})
+    failed = _combined(wf, "implement/x/test", "test", "abc", running, outcomes, False)
+    assert failed.result == "failed"
+    assert failed.feedback == (
+        "Project 'ui' (packages/ui/, gated because: depends on types): 2 tests failed"
+    )
+    assert failed.context["gate_failure"]["tree"] == "t1"
+    assert [r["key"] for r in failed.context["gate_runs"]] == ["older", "k-types", "k-web"]
+    assert "gates_passed" not in failed.context  # no tree is recorded as passing
+    passed = _combined(wf, "s", "test", "abc", running[:1], outcomes[:1], True)
+    assert passed.result == "passed" and passed.context["gates_passed"] == {"tree": ["test"]}
