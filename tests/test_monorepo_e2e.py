@@ -21,6 +21,7 @@ from supervisor.demo import fenced
 if TYPE_CHECKING:
     from pathlib import Path
 
+pytestmark = pytest.mark.docker
 WORKFLOW = """workflow:
   initial_step: plan
   steps:
