@@ -1,10 +1,12 @@
 """What gating per affected project saves on a monorepo, on the real parts, in one run.
 
-    .venv/bin/python benchmarks/monorepo.py [--files 2000] [--skip-gates|--skip-makespan]
+    .venv/bin/python benchmarks/monorepo.py [--files 2000] [--work N] [--skip-gates|...]
 
 A generated monorepo of 8 Python packages (a uv workspace: shared types, 3 libraries, 4 apps;
-2,000 files in all, each package with its own stdlib-unittest suite and its own gate, run from
-its directory), committed with real git. Gate time, as the median of `--repeat` runs, each gate
+2,000 files in all, each package with its own stdlib-unittest suite (20 test files, each also
+doing `--work` iterations of arithmetic: ~2 s of suite per package by default, so that a gate is
+more than a container's start) and its own gate, run from its directory), committed with real
+git. Gate time, as the median of `--repeat` runs, each gate
 in the real no-network sandbox on a real worktree of the commit (supervisor/project/gates.py):
 
 - a change to one app: the projects `ProjectMap.affected` picks (that app only), run as the
@@ -81,8 +83,10 @@ def gate_command(project: str) -> str:
     return f"PYTHONPATH={':'.join(paths)} python3 -m unittest discover -s tests -q"
 
 
-def generate(repo: Path, files: int) -> None:
-    """8 packages of `files` files in all: modules, and tests that import and call them."""
+def generate(repo: Path, files: int, work: int = 1_000_000) -> None:
+    """8 packages of `files` files in all: modules, and tests that import and call them, each
+    test file also doing `work` iterations of arithmetic (a suite's own time: ~0.1 s per file
+    per million on this machine's cores, ~2 s per package by default)."""
     per = files // len(PACKAGES)
     for project, (path, deps) in PACKAGES.items():
         mod = module_name(project)
@@ -112,7 +116,9 @@ def generate(repo: Path, files: int) -> None:
             )
             (tests / f"test_{t:02d}.py").write_text(
                 f"import unittest\n\n{imports}\n\n\nclass T(unittest.TestCase):\n"
-                f"    def test_values(self):\n{calls}\n"
+                f"    def test_values(self):\n{calls}\n\n"
+                f"    def test_work(self):\n"
+                f"        self.assertGreater(sum(i * i for i in range({work})), 0)\n"
             )
     (repo / "pyproject.toml").write_text(
         '[project]\nname = "mono"\nversion = "0"\n\n[tool.uv.workspace]\n'
@@ -160,11 +166,11 @@ def timed_gates(
     return time.perf_counter() - began
 
 
-def gate_times(base: Path, files: int, repeat: int) -> dict[str, Any]:
+def gate_times(base: Path, files: int, repeat: int, work: int) -> dict[str, Any]:
     repo = base / "gates"
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
-    generate(repo, files)
+    generate(repo, files, work)
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "monorepo")
     count = int(git(repo, "ls-files", "--", ".").count("\n"))
@@ -219,7 +225,7 @@ FEATURE = {  # component -> (project, file it adds)
 }
 
 
-def makespan(base: Path, files: int, with_projects: bool) -> tuple[float, str]:
+def makespan(base: Path, files: int, work: int, with_projects: bool) -> tuple[float, str]:
     from supervisor import opening, tasks
     from supervisor.fakeapi import ScriptedModelServer, load_script
     from supervisor.guard.trust import trust
@@ -227,7 +233,7 @@ def makespan(base: Path, files: int, with_projects: bool) -> tuple[float, str]:
     repo = base / ("projects" if with_projects else "single")
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
-    generate(repo, files)
+    generate(repo, files, work)
     components = [
         {
             "id": cid,
@@ -296,13 +302,14 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--skip-makespan", action="store_true")
     parser.add_argument("--skip-gates", action="store_true")
+    parser.add_argument("--work", type=int, default=1_000_000, help="iterations per test file")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-monorepo-") as tmp:
         base = Path(tmp)
         os.environ["SUPERVISOR_USER_DIR"] = str(base / "user")
         os.environ.setdefault("ANTHROPIC_API_KEY", "bench-key-not-a-secret")
         load = os.getloadavg()[0]
-        found = {} if args.skip_gates else gate_times(base, args.files, args.repeat)
+        found = {} if args.skip_gates else gate_times(base, args.files, args.repeat, args.work)
         if found:
             print(f"monorepo: 8 packages, {found.pop('files')} files; load average {load:.1f}")
             print(f"gate time, median of {args.repeat} (real sandbox, no network):")
@@ -313,7 +320,7 @@ def main() -> None:
         print("makespan of a feature touching types + 2 apps (real claude, real sandbox):")
         for with_projects in (True, False):
             load = os.getloadavg()[0]
-            took, breakdown = makespan(base, args.files, with_projects)
+            took, breakdown = makespan(base, args.files, args.work, with_projects)
             label = (
                 "with projects (ordered, gated per project)"
                 if with_projects
