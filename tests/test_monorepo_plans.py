@@ -419,3 +419,29 @@ def test_one_failing_project_fails_the_gate_and_its_feedback_names_the_project()
     assert "gates_passed" not in failed.context  # no tree is recorded as passing
     passed = _combined(wf, "s", "test", "abc", running[:1], outcomes[:1], True)
     assert passed.result == "passed" and passed.context["gates_passed"] == {"tree": ["test"]}
+
+
+def test_the_projects_gates_are_pinned_when_the_task_starts_and_the_pins_win() -> None:
+    from supervisor.guard import protected
+
+    settings = Settings.model_validate(
+        {
+            "gates": {"test": "make test"},
+            "projects": [{"name": "web", "path": "apps/web", "gates": {"test": "pnpm test"}}],
+        }
+    )
+    started = protected.pinned_start(settings, None)
+    pins = protected.Pinned.model_validate(started["context"][protected.PINNED_KEY])
+    assert pins.project_gates == {"web": {"test": "pnpm test"}}
+    assert started["events"][0].payload["project_gates"] == {"web": {"test": "pnpm test"}}
+    # the configuration changed afterwards: the task keeps running what it started with
+    later = Settings.model_validate(
+        {
+            "gates": {"test": "make test"},
+            "projects": [{"name": "web", "path": "apps/web", "gates": {"test": "true"}}],
+        }
+    ).project_map()
+    chosen = project_gates.choose(
+        later, "test", "make test", ["apps/web/a.ts"], pinned=pins.project_gates
+    )
+    assert chosen is not None and [g.command for g in chosen] == ["pnpm test"]

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from supervisor.project.projects import ProjectMap
 
 
@@ -54,11 +56,13 @@ def choose(
     repo_command: str,
     changed: list[str],
     everything: bool = False,
+    pinned: Mapping[str, dict[str, str]] | None = None,
 ) -> list[ProjectGate] | None:
     """The projects `gate` runs in for a change of `changed` files, in build order (with
     `everything`, the task's final gate: every project, once); None: the repository's gate runs
     as before (one project, no change, or a file outside every project and the shared paths,
-    which no project's gates would see)."""
+    which no project's gates would see). `pinned`: the projects' gates as the task pinned them
+    when it started (supervisor/guard/protected.py), which win over today's configuration."""
     if not projects or not changed:
         return None
     for path in changed:
@@ -75,7 +79,7 @@ def choose(
     chosen = []
     for name, reason in reasons.items():
         project = projects.get(name)
-        own = project.gates
+        own = pinned[name] if pinned is not None and name in pinned else project.gates
         command = own.get(gate) if own else repo_command
         chosen.append(
             ProjectGate(

@@ -52,11 +52,14 @@ def gate_on(
     """Run the named gate on `commit` in a no-network sandbox, as step `name`: in a monorepo,
     in each project the change since `base` (the task's base when None) reaches, or in every
     project (`everything`: the task's own gate step)."""
-    command = protected.pinned(wf.context, c.settings).gates[gate]
+    pins = protected.pinned(wf.context, c.settings)
+    command = pins.gates[gate]
     projects = c.settings.project_map()
     if projects:
         changed = c.ws.changed_files(base or wf.base_sha, commit)
-        chosen = project_gates.choose(projects, gate, command, changed, everything)
+        chosen = project_gates.choose(
+            projects, gate, command, changed, everything, pins.project_gates
+        )
         if chosen is not None and any(p.defined for p in chosen):  # else: the repository's
             return project_gate.run_projects(c, wf, name, gate, commit, chosen, run_one)
     return run_one(c, wf, name, gate, command, commit)
