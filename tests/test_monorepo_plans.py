@@ -4,6 +4,7 @@ in across projects, what a worker may change, and which projects' gates a change
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -445,3 +446,20 @@ def test_the_projects_gates_are_pinned_when_the_task_starts_and_the_pins_win() -
         later, "test", "make test", ["apps/web/a.ts"], pinned=pins.project_gates
     )
     assert chosen is not None and [g.command for g in chosen] == ["pnpm test"]
+
+
+def test_a_project_whose_path_is_not_a_directory_stops_the_task_before_it_starts(
+    tmp_path: Path, api_keys: None
+) -> None:
+    from e2e_support import new_repo
+
+    from supervisor import tasks
+
+    config = "projects:\n  - {name: web, path: apps/web}\n  - {name: api, path: apps/api}\n"
+    repo = new_repo(tmp_path, "http://127.0.0.1:9", config)
+    (repo / "apps" / "web").mkdir(parents=True)
+    with pytest.raises(ConfigError) as caught:
+        tasks.start_task("anything", repo)
+    assert "Project 'api'" in caught.value.message and "'apps/api'" in caught.value.message
+    assert "Fix `path:`" in caught.value.hint
+    assert tasks.workflows(repo) == []  # nothing ran
