@@ -2,8 +2,9 @@
 each project with its own gate run from its own directory, one real `claude` per component in
 the real sandbox, real git. A change to the shared types is gated by the apps that build on
 them, and the app it breaks is named to the worker; a change to one app runs that app's gate and
-no other project's; a plan naming an unknown project goes back to its planner; projects that
-depend on each other in a cycle stop the task before anything runs."""
+no other project's (the task's own gate step, after the components, runs every project once); a
+worker writing into another project is refused; a plan naming an unknown project goes back to its
+planner; projects that depend on each other in a cycle stop the task before anything runs."""
 
 from __future__ import annotations
 
@@ -96,9 +97,9 @@ def git(repo: Path, *args: str) -> str:
     ).stdout
 
 
-def workspace(tmp_path: Path, url: str, config: str = CONFIG) -> Path:
+def workspace(tmp_path: Path, url: str, config: str = CONFIG, workflow: str = WORKFLOW) -> Path:
     repo = new_repo(tmp_path, url, config)
-    write_workflow(repo, WORKFLOW)
+    write_workflow(repo, workflow)
     for path, content in FILES.items():
         (repo / path).parent.mkdir(parents=True, exist_ok=True)
         (repo / path).write_text(content)
@@ -275,7 +276,10 @@ def test_attack_a_worker_writing_into_another_project_is_refused_and_told_whose_
         rewrites("(belongs to project types)", APP_B, FLIP_AND_SCALE),
         sneaky,
     )
-    repo = workspace(tmp_path, server.url)
+    final = WORKFLOW.replace("next: commit,", "next: test,") + (
+        "    test: {gate: test, next: commit, on_fail: implement}\n"
+    )
+    repo = workspace(tmp_path, server.url, workflow=final)
 
     wf = tasks.start_task("Add scale to app b", repo)
 
@@ -286,4 +290,8 @@ def test_attack_a_worker_writing_into_another_project_is_refused_and_told_whose_
     assert refused == [
         {"component": "scale", "commit": refused[0]["commit"], "files": {TYPES: ["project types"]}}
     ]
-    assert gated(repo, wf.id) == [[("app-b", f"changed ({APP_B})", True)]]  # only the kept try
+    every = "the task's final gate runs every project"
+    assert gated(repo, wf.id) == [
+        [("app-b", f"changed ({APP_B})", True)],  # the component's gate: its project only
+        [("types", every, True), ("app-a", every, True), ("app-b", f"changed ({APP_B})", True)],
+    ]
