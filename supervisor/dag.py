@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     import networkx as nx
     from networkx import DiGraph
 
+    from supervisor.project.projects import ProjectMap
     from supervisor.schemas import PlanOutput
 
 ACTIVE = {"implementing", "testing", "review", "running"}
@@ -50,6 +51,8 @@ class Component:
     status: str = "pending"
     parent: str | None = None
     """The component it is a sub-component of (supervisor/workflow/decompose.py), if any."""
+    project: str | None = None
+    """The monorepo project it belongs to (supervisor/project/projects.py), if any."""
 
 
 def _networkx() -> Any:
@@ -63,11 +66,17 @@ class WorkGraph:
     phases: list[str]
     components: dict[str, Component]
     _graph: nx.DiGraph[str] | None = field(default=None, repr=False, compare=False)
+    builds_on: Mapping[str, list[str]] = field(default_factory=dict)
+    """Project -> the projects it depends on, transitively (empty: one project): a consumer's
+    component waits for every component of its producers, so the shared types are built and
+    gated (with the consumers' gates: supervisor/workflow/project_gates.py) before it starts."""
 
     @classmethod
-    def from_plan(cls, plan: PlanOutput) -> WorkGraph:
+    def from_plan(cls, plan: PlanOutput, projects: ProjectMap | None = None) -> WorkGraph:
         """The graph of a plan; a cycle or a dangling depends_on is an error here and now."""
         work = cls._of_plan_data(plan.model_dump())
+        if projects:
+            work.builds_on = {name: projects.dependencies(name) for name in projects.names}
         work._graph = work._build()
         return work
 
@@ -91,6 +100,7 @@ class WorkGraph:
                     list(c.get("files") or []),
                     list(c.get("depends_on") or []),
                     len(components),
+                    project=c.get("project"),
                 )
         for dep in plan.get("dependencies") or []:
             source, target = dep["source"], dep["target"]
@@ -119,6 +129,11 @@ class WorkGraph:
                         "Fix the plan's depends_on (or ask the planner again).",
                     )
                 g.add_edge(dep, comp.id, kind="explicit")
+        for comp in self.components.values():
+            producers = set(self.builds_on.get(comp.project or "", []))
+            for other in self.components.values():
+                if other.project in producers and not g.has_edge(other.id, comp.id):
+                    g.add_edge(other.id, comp.id, kind="project")
         for earlier, later in zip(self.phases, self.phases[1:], strict=False):
             for a in self.in_phase(earlier):
                 for b in self.in_phase(later):
@@ -129,13 +144,34 @@ class WorkGraph:
         except nx.NetworkXNoCycle:
             return g
         path = [edge[0] for edge in cycle] + [cycle[0][0]]
+        across = any(g.edges[a, b].get("kind") == "project" for a, b, *_ in cycle)
         raise ConfigError(
             f"The plan's dependencies form a cycle: {' → '.join(path)}.",
-            "Remove one of those depends_on entries (a component cannot wait for itself).",
+            "Remove one of those depends_on entries (a component cannot wait for itself)"
+            + (
+                "; a component waits for every component of the projects its project depends "
+                "on, so a producer's component cannot come after its consumer's (phases, "
+                "depends_on)."
+                if across
+                else "."
+            ),
         )
 
-    def in_phase(self, phase: str) -> list[Component]:
-        return [c for c in self.components.values() if c.phase == phase]
+    def in_phase(self, phase: str, project: str | None = None) -> list[Component]:
+        """The phase's components (of `project` only, when given)."""
+        return [
+            c
+            for c in self.components.values()
+            if c.phase == phase and (project is None or c.project == project)
+        ]
+
+    def projects(self) -> list[str]:
+        """The projects the plan's components belong to, in plan order (empty: one project):
+        `status` and the TUI show feature → project → phase → component."""
+        return list(dict.fromkeys(c.project for c in self.components.values() if c.project))
+
+    def project_status(self, project: str) -> str:
+        return rollup([c.status for c in self.components.values() if c.project == project])
 
     def ready(self) -> list[Component]:
         """Pending components whose every predecessor is complete, by priority."""
@@ -227,8 +263,8 @@ def flatten(plan: dict[str, Any], children: Mapping[str, list[dict[str, Any]]]) 
         if not below_ids:
             return [{**comp, "depends_on": own}]
         below: list[dict[str, Any]] = []
-        for child in children[comp["id"]]:
-            below += expand(child, own)
+        for child in children[comp["id"]]:  # a sub-component stays in its parent's project
+            below += expand({**child, "project": comp.get("project")}, own)
         return [{**comp, "depends_on": [*own, *below_ids]}, *below]
 
     phases = []

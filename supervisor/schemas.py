@@ -42,6 +42,12 @@ class ComponentDefinition(_Strict):
     files: list[str] = Field(default_factory=list, description="Files this component touches.")
     depends_on: list[str] = Field(default_factory=list)
     estimated_lines: int = Field(0, ge=0, description="Lines it will write or change, roughly.")
+    project: str | None = Field(
+        None,
+        description="In a monorepo: the project (package) this component belongs to, by name; "
+        "its files stay inside that project or the shared paths. null in a single-project "
+        "repository.",
+    )
 
 
 class PhaseDefinition(_Strict):

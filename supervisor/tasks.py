@@ -83,6 +83,7 @@ def start_task(
     definition, skipped = task_definition(project, roles, no_gate)
     definition, depth_context, depth_events = with_depth(project, definition, depth, description)
     approval_policy.load(project.root)  # a bad policy file stops the task before it starts
+    project.settings.project_map().check_paths(project.root)  # so does a missing project
     clis = clis_in_use(definition, project.settings, project.root)
     if submit is None:
         sandbox = open_sandbox(project, clis)

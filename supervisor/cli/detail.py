@@ -7,8 +7,8 @@ Imports neither rich nor SQLAlchemy, so that the plain form starts as fast as th
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from supervisor.dag import WorkGraph
 
@@ -55,11 +55,60 @@ class StepRow:
 
 
 @dataclass(frozen=True)
+class ProjectGated:
+    """One project's latest run of a gate step in a monorepo (supervisor/workflow/steps/
+    project_gate.py): which project, why it was gated, and whether it passed."""
+
+    step: str
+    gate: str
+    project: str
+    reason: str
+    passed: bool | None
+    """None: the project has gates of its own, and not this one."""
+    at: float
+
+
+@dataclass(frozen=True)
 class Detail:
     workflow: Workflow
     rows: list[Row]
     steps: list[StepRow]
     work: WorkGraph | None
+    projects_gated: list[ProjectGated] = field(default_factory=list)
+    """Oldest first."""
+
+    def verdicts(self) -> dict[str, str]:
+        return verdicts(self.projects_gated)
+
+
+def verdicts(gated: list[ProjectGated]) -> dict[str, str]:
+    """Project -> its latest gating's verdict, for the tree: `gates passed` or the failed gate."""
+    found: dict[str, str] = {}
+    for g in gated:  # oldest first: the latest wins
+        if g.passed is not None:
+            found[g.project] = "gates passed" if g.passed else f"gate {g.gate} failed"
+    return found
+
+
+def projects_gated(context: Mapping[str, Any]) -> list[ProjectGated]:
+    """Every gate step's latest per-project runs, as the workflow's context keeps them: the
+    task's own gate steps, and each component's gates."""
+    stored: list[Mapping[str, Any]] = [context.get("projects_gated") or {}]
+    stored += [e.get("projects_gated") or {} for e in (context.get("components") or {}).values()]
+    found = [
+        ProjectGated(
+            step=step,
+            gate=str(run.get("gate", "")),
+            project=str(row.get("project", "")),
+            reason=str(row.get("reason", "")),
+            passed=row.get("passed"),
+            at=float(run.get("at") or 0.0),
+        )
+        for steps in stored
+        for step, run in steps.items()
+        for row in run.get("projects") or []
+    ]
+    return sorted(found, key=lambda g: g.at)
 
 
 def _clock(timestamp: float | str) -> str:
@@ -120,6 +169,9 @@ def workflow_detail(
         rows.append(Row("budget", budget, "yellow" if "paused" in budget else ""))
     if wf.error:
         rows.append(Row("error", wf.error, "red"))
+    gated = projects_gated(wf.context)
+    if gated:
+        rows.append(Row("projects gated", _gated_lines(gated)))
     if wf.status == "rate_limited" and wf.context.get("waiting_until"):
         until = _clock(wf.context["waiting_until"])
         rows.append(Row("waiting", f"rate limited until {until}; retries then", "yellow"))
@@ -172,7 +224,25 @@ def workflow_detail(
         )
         for row in store.steps(wf_id)
     ]
-    return Detail(wf, rows, steps, WorkGraph.of_workflow(wf.context))
+    return Detail(wf, rows, steps, WorkGraph.of_workflow(wf.context), gated)
+
+
+def _gated_lines(gated: list[ProjectGated], shown: int = 8) -> str:
+    """The latest gate steps' projects, one line per step: `project passed (why)`."""
+    by_step: dict[str, list[ProjectGated]] = {}
+    for g in gated:
+        by_step.setdefault(g.step, []).append(g)
+    lines = [
+        f"{step}: "
+        + "; ".join(
+            f"{g.project} "
+            + {True: "passed", False: "FAILED", None: "no such gate"}[g.passed]
+            + f" ({g.reason})"
+            for g in runs
+        )
+        for step, runs in list(by_step.items())[-shown:]
+    ]
+    return "\n".join(lines)
 
 
 def shown_step(wf: Workflow) -> str:

@@ -28,6 +28,8 @@ from supervisor.dag import WorkGraph
 from supervisor.guard.textsafe import text, visible
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from rich.console import Console, RenderableType
 
     from supervisor.config import Settings
@@ -91,18 +93,41 @@ def detail_view(shown: detail.Detail) -> RenderableType:
     steps = fitted(listings.steps(shown.steps))
     if shown.work is None:
         return Group(head, steps)
-    return Group(head, work_tree(shown.workflow.description, shown.work), steps)
+    return Group(head, work_tree(shown.workflow.description, shown.work, shown.verdicts()), steps)
 
 
-def work_tree(task: str, work: WorkGraph) -> Tree:
-    """Feature → phases → components, each with its rolled-up status."""
+def work_tree(task: str, work: WorkGraph, verdicts: Mapping[str, str] | None = None) -> Tree:
+    """Feature → phases → components, each with its rolled-up status; in a monorepo, feature →
+    project (with its latest gates' verdict) → phase → component."""
     feature = ("feature ", _status(work.feature_status()), visible(f"  {task[:70]}", lines=False))
     tree = Tree(Text.assemble(*feature))
+    projects, verdicts = work.projects(), verdicts or {}
+    if not projects:
+        _phases(tree, work, None)
+    for project in projects:
+        verdict = verdicts.get(project, "")
+        said = (f"  {verdict}", "green" if verdict == "gates passed" else "red")
+        head = Text.assemble(
+            visible(f"project {project} ", lines=False),
+            _status(work.project_status(project)),
+            said if verdict else "",
+        )
+        _phases(tree.add(head), work, project)
+    return tree
+
+
+def _phases(tree: Tree, work: WorkGraph, project: str | None) -> None:
+    from supervisor.dag import rollup
+
     for phase in work.phases:
+        comps = work.in_phase(phase, project)
+        if project is not None and not comps:
+            continue
+        status = rollup([c.status for c in comps]) if project else work.phase_status(phase)
         shown = visible(f"phase {phase} ", lines=False)
-        branch = tree.add(Text.assemble(shown, _status(work.phase_status(phase))))
+        branch = tree.add(Text.assemble(shown, _status(status)))
         placed: dict[str, Tree] = {}
-        for comp in work.in_phase(phase):  # a sub-component under its parent (flatten's order)
+        for comp in comps:  # a sub-component under its parent (flatten's order)
             after = [d for d in comp.depends_on if work.components[d].parent != comp.id]
             shown = f"  after {', '.join(after)}" if after else ""
             kind = "sub-component " * (comp.parent is not None)
@@ -113,7 +138,6 @@ def work_tree(task: str, work: WorkGraph) -> Tree:
                     (visible(f"  {', '.join(comp.files)}{shown}", lines=False), "dim"),
                 )
             )
-    return tree
 
 
 def events_view(events: list[Event], width: int) -> RenderableType:

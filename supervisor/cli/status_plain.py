@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 from supervisor.guard.visible import visible
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from supervisor.cli.detail import Detail
     from supervisor.dag import WorkGraph
 
@@ -25,7 +27,7 @@ def detail_lines(shown: Detail) -> list[str]:
         lines.append(f"{row.label:<{width}}  {first}")
         lines.extend(f"{'':<{width}}  {line}" for line in more)
     if shown.work is not None:
-        lines += ["", *tree_lines(shown.workflow.description, shown.work)]
+        lines += ["", *tree_lines(shown.workflow.description, shown.work, shown.verdicts())]
     lines += [
         "",
         "Steps",
@@ -40,19 +42,37 @@ def detail_lines(shown: Detail) -> list[str]:
     return lines
 
 
-def tree_lines(task: str, work: WorkGraph) -> list[str]:
+def tree_lines(task: str, work: WorkGraph, verdicts: Mapping[str, str] | None = None) -> list[str]:
     """Feature → phases → components → sub-components, indented, each with its rolled-up
-    status."""
-    from supervisor.dag import depth
-
+    status; in a monorepo, feature → project (with its latest gates' verdict) → phase → ..."""
     lines = [f"feature {work.feature_status()}  {visible(task[:70], lines=False)}"]
+    projects, verdicts = work.projects(), verdicts or {}
+    if not projects:
+        return lines + _phase_lines(work, None, 1)
+    for project in projects:
+        verdict = verdicts.get(project, "")
+        said = f"  {verdict}" if verdict else ""
+        name = visible(project, lines=False)
+        lines.append(f"  project {name} {work.project_status(project)}{said}")
+        lines += _phase_lines(work, project, 2)
+    return lines
+
+
+def _phase_lines(work: WorkGraph, project: str | None, level: int) -> list[str]:
+    from supervisor.dag import depth, rollup
+
+    lines: list[str] = []
     for phase in work.phases:
-        lines.append(f"  phase {visible(phase, lines=False)} {work.phase_status(phase)}")
-        for comp in work.in_phase(phase):  # a sub-component under its parent, indented
+        comps = work.in_phase(phase, project)
+        if project is not None and not comps:
+            continue
+        status = rollup([c.status for c in comps]) if project else work.phase_status(phase)
+        lines.append(f"{'  ' * level}phase {visible(phase, lines=False)} {status}")
+        for comp in comps:  # a sub-component under its parent, indented
             after = [d for d in comp.depends_on if work.components[d].parent != comp.id]
             shown = f"  after {', '.join(after)}" if after else ""
             where = visible(f"{', '.join(comp.files)}{shown}", lines=False)
-            indent = "  " * (2 + depth(work, comp.id))
+            indent = "  " * (level + 1 + depth(work, comp.id))
             kind = "sub-component " * (comp.parent is not None)
             lines.append(f"{indent}{kind}{visible(comp.id, lines=False)} {comp.status}  {where}")
     return lines

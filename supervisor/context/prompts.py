@@ -159,6 +159,7 @@ def compose(
     degrade: str | None = None,
     research: str = "",
     scope: ProjectScope | None = None,
+    projects: list[dict[str, Any]] | None = None,
 ) -> tuple[str, Pack]:
     """The role's prompt with its context pack; the pack gets what the bare prompt leaves over."""
     from supervisor.context import tokens
@@ -172,6 +173,7 @@ def compose(
         "run_id": run_id,
         "degrade": degrade or "",  # a degraded attempt's reduced scope (prompts/_degrade.j2)
         "research": research,  # an investigator's report, for the planner (workflow/depth.py)
+        "projects": projects or [],  # a monorepo's map, for the planner (plan_projects.py)
     }
     bare, _ = redact(render(role.template, repo, role.schema, context_pack="", **variables))
     pack = build_pack(

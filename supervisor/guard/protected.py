@@ -166,6 +166,8 @@ class Pinned(BaseModel):
     allowed: list[str] = Field(default_factory=list)
     """`start-task --allow-protected PATTERN`: protected paths this one task may change."""
     dependency_changes: Literal["approve", "allow"] = "approve"
+    project_gates: dict[str, dict[str, str]] = Field(default_factory=dict)
+    """A monorepo's projects' own gates (project -> gate -> command), fixed like `gates`."""
 
 
 def protected_list(settings: Settings) -> list[str]:
@@ -181,6 +183,7 @@ def pin(settings: Settings, allowed: list[str] | None = None) -> Pinned:
         protected=protected_list(settings),
         allowed=list(allowed or []),
         dependency_changes=settings.sandbox.dependency_changes,
+        project_gates={p.name: dict(p.gates) for p in settings.projects},
     )
 
 
@@ -192,6 +195,8 @@ def pinned_start(settings: Settings, allowed: list[str] | None) -> dict[str, Any
     payload: dict[str, Any] = {"gates": pins.gates, "protected": pins.protected}
     if pins.allowed:
         payload["allowed_for_this_task"] = pins.allowed
+    if pins.project_gates:
+        payload["project_gates"] = pins.project_gates
     return {
         "context": {PINNED_KEY: pins.model_dump()},
         "events": [

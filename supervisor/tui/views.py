@@ -59,7 +59,9 @@ def tree_view(detail: Detail) -> RenderableType:
     work = WorkGraph.of_workflow(wf.context)
     if work is None:
         return steps
-    return Group(work_tree(wf.description, work), steps)
+    from supervisor.cli.detail import projects_gated, verdicts
+
+    return Group(work_tree(wf.description, work, verdicts(projects_gated(wf.context))), steps)
 
 
 def events_view(detail: Detail, resume_note: str | None = None) -> Text:

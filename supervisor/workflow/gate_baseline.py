@@ -14,6 +14,7 @@ gate's result says so instead of passing silently.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from typing import TYPE_CHECKING, Literal
 
@@ -30,8 +31,9 @@ if TYPE_CHECKING:
 
 EVENT = "gate_baseline"
 _LOCK = threading.Lock()
-_MEASURING: dict[tuple[int, str], threading.Lock] = {}
-"""One base run per (workflow, gate) even when parallel components reach the gate together."""
+_MEASURING: dict[tuple[int, str, str], threading.Lock] = {}
+"""One base run per (workflow, gate, command) even when parallel components reach the gate
+together; a monorepo's projects (a command each) measure side by side."""
 
 
 class Baseline(BaseModel):
@@ -89,7 +91,8 @@ def baseline(
     """The gate's floor: recorded earlier, taken from `result` when `commit` is the base's
     tree, or measured now by one run on the base commit (and recorded)."""
     with _LOCK:
-        lock = _MEASURING.setdefault((wf.id, gate), threading.Lock())
+        # per command: a monorepo's projects (one command each) measure side by side
+        lock = _MEASURING.setdefault((wf.id, gate, command), threading.Lock())
     with lock:
         found = recorded(c, wf, gate, command)
         if found is not None:
@@ -171,7 +174,8 @@ def _measure(
 ) -> Baseline:
     """Run the gate once on the base commit, in the candidate's image, to count its tests."""
     c.reporter.step(wf.id, name, f"gate `{command}` on the task's base commit, to count its tests")
-    worktree = c.ws.add_worktree(f"wf{wf.id}-{gate}-baseline", wf.base_sha)
+    which = hashlib.sha256(command.encode()).hexdigest()[:8]
+    worktree = c.ws.add_worktree(f"wf{wf.id}-{gate}-baseline-{which}", wf.base_sha)
     try:
         result = run_gate(
             c.sandbox,

@@ -57,9 +57,13 @@ class GateRun:
         )
 
 
-def key_of(tree: str, command: str, image: str, pins: dict[str, Any]) -> str:
-    """The identity of a run: tree, command, image id and pinned test files."""
-    material = json.dumps([tree, command, image, pins], sort_keys=True)
+def key_of(tree: str, command: str, image: str, pins: dict[str, Any], directory: str = "") -> str:
+    """The identity of a run: tree, command, image id, pinned test files and, for a project of
+    a monorepo, the project's directory it ran in (the same `pnpm test` elsewhere is another
+    run)."""
+    material = json.dumps(
+        [tree, command, image, pins, *([directory] if directory else [])], sort_keys=True
+    )
     return hashlib.sha256(material.encode()).hexdigest()
 
 

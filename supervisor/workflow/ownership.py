@@ -38,10 +38,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from supervisor.state.store import EventSpec
+from supervisor.workflow import plan_projects
 from supervisor.workflow.steps.base import component_branch
 
 if TYPE_CHECKING:
     from supervisor.dag import WorkGraph
+    from supervisor.project.projects import ProjectMap
     from supervisor.state.store import Workflow
     from supervisor.workflow.steps.base import StepContext
     from supervisor.workspace.worktrees import Workspace
@@ -63,12 +65,24 @@ def owners(work: WorkGraph, claims: dict[str, str], path: str) -> list[str]:
 
 
 def check(
-    cid: str, changed: list[str], work: WorkGraph, claims: dict[str, str]
+    cid: str,
+    changed: list[str],
+    work: WorkGraph,
+    claims: dict[str, str],
+    projects: ProjectMap | None = None,
 ) -> tuple[dict[str, list[str]], list[str]]:
-    """(out-of-scope file -> its owners, undeclared files this component would claim)."""
+    """(out-of-scope file -> its owners, undeclared files this component would claim). In a
+    monorepo a file outside the component's project (and the shared paths) is out of scope
+    whoever declares it: its owner is that project."""
     strays: dict[str, list[str]] = {}
     new: list[str] = []
+    outside = set(
+        plan_projects.strays(projects, work.components[cid].project, changed) if projects else []
+    )
     for path in changed:
+        if projects and path in outside:
+            strays[path] = [plan_projects.owner_label(projects, path)]
+            continue
         found = owners(work, claims, path)
         if not found:
             new.append(path)
@@ -79,7 +93,7 @@ def check(
 
 def scope_feedback(cid: str, strays: dict[str, list[str]], own: list[str]) -> str:
     named = "; ".join(
-        f"{path} (belongs to component {', '.join(repr(o) for o in found)})"
+        f"{path} (belongs to {', '.join(_owner(o) for o in found)})"
         for path, found in strays.items()
     )
     return (
@@ -89,6 +103,11 @@ def scope_feedback(cid: str, strays: dict[str, list[str]], own: list[str]) -> st
         "and leave the others' files exactly as they are in your worktree; if your component "
         "really needs a change there, say so under blockers instead of making it."
     )
+
+
+def _owner(owner: str) -> str:
+    """A component by its id; a project (plan_projects.owner_label) as it is said."""
+    return owner if owner.startswith(("project ", "no project")) else f"component {owner!r}"
 
 
 def replan_feedback(strays: dict[str, dict[str, list[str]]]) -> str:

@@ -82,6 +82,9 @@ class WorkflowState(BaseModel):
     gates_passed: dict[str, list[str]] = Field(default_factory=dict)
     reviewed: dict[str, list[str]] = Field(default_factory=dict)
     gate_failure: dict[str, Any] | None = None
+    projects_gated: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """A monorepo's gate step -> its latest per-project runs (steps/project_gate.py), for
+    `status` and the TUI; a component's own gates keep theirs in its `components` entry."""
     gate_runs: list[GateRun] = Field(default_factory=list)
     """The task's latest gate runs by tree, command, image and pins: reused, never run twice
     (supervisor/workflow/gate_reuse.py)."""

@@ -31,7 +31,7 @@ from supervisor.errors import MergeConflictError, StepFailedError, SupervisorErr
 from supervisor.policy import budgets
 from supervisor.state.store import EventSpec
 from supervisor.workflow import decompose, ownership, retries
-from supervisor.workflow.steps import dispatched, subplan
+from supervisor.workflow.steps import dispatched, project_gate, subplan
 from supervisor.workflow.steps.base import Outcome, StepContext, candidate_ref, component_branch
 from supervisor.workflow.steps.fix_up import fix_up
 from supervisor.workflow.steps.gate import gate_on
@@ -60,6 +60,7 @@ class ComponentFanOut:
         self.scope = c.settings.limits.component_scope
         self.claims: dict[str, str] = self.ctx.setdefault("claims", {})
         self.work: WorkGraph | None = None
+        self.projects = c.settings.project_map()  # a monorepo's: what a component may touch
         self.kept: list[str] = self.ctx.setdefault("kept_branches", [])
         """Every branch the user was told is kept, for the whole workflow (a new plan too)."""
         self.held: dict[str, Any] | None = None  # the budget reached: nothing new dispatched
@@ -197,8 +198,9 @@ class ComponentFanOut:
             if strayed is not None:
                 return strayed
             for gate in self.step.gates:
-                result = gate_on(self.c, self._view(), f"{self.name}/{cid}/{gate}", gate, sha)
-                self._save(cid, records=result.records)
+                step, base = f"{self.name}/{cid}/{gate}", entry.get("base")
+                result = gate_on(self.c, self._view(), step, gate, sha, base)
+                self._save(cid, records=result.records, **project_gate.kept(entry, result))
                 if result.result != "passed":
                     return replace(result, records=[])
             self._save(cid, status="gated")
@@ -435,7 +437,7 @@ class ComponentFanOut:
         entry = self.state[cid]
         changed = self.c.ws.changed_files(entry.get("base") or f"{entry['sha']}^", entry["sha"])
         with self.lock:
-            strays, new = ownership.check(cid, changed, self.work, self.claims)
+            strays, new = ownership.check(cid, changed, self.work, self.claims, self.projects)
             if not strays:
                 for path in new:
                     self.claims[path] = cid

@@ -16,7 +16,8 @@ from supervisor.guard import protected
 from supervisor.project import test_counts, test_pins
 from supervisor.project.gates import GateResult, run_gate
 from supervisor.state.store import EventSpec, StepRecord, now
-from supervisor.workflow import gate_baseline, gate_problems, gate_reuse, history
+from supervisor.workflow import gate_baseline, gate_problems, gate_reuse, history, project_gates
+from supervisor.workflow.steps import project_gate
 from supervisor.workflow.steps.base import Outcome, StepContext, err
 from supervisor.workflow.steps.images import image_for
 from supervisor.workspace.treedata import CommitFiles
@@ -29,20 +30,57 @@ if TYPE_CHECKING:
 def gate_step(c: StepContext, wf: Workflow, name: str, step: StepDef) -> Outcome:
     """A workflow's gate step: its gate on the candidate (or the task branch, before one)."""
     commit = wf.context.get("candidate") or c.ws.branch_tip(wf.task_branch)
-    outcome = gate_on(c, wf, name, step.gate or "", commit)
+    outcome = gate_on(c, wf, name, step.gate or "", commit, everything=True)
     failure = outcome.context.get("gate_failure")
     if failure is not None:  # the step the work goes back to, for results.unchanged
         failure["to"] = step.on_fail or name
+    gated = outcome.context.get("projects_gated")
+    if gated is not None:  # kept beside the earlier steps' (a monorepo's projects)
+        outcome.context["projects_gated"] = {**(wf.context.get("projects_gated") or {}), **gated}
     return outcome
 
 
-def gate_on(c: StepContext, wf: Workflow, name: str, gate: str, commit: str) -> Outcome:
-    """Run the named gate on `commit` in a no-network sandbox, as step `name`."""
-    command = protected.pinned(wf.context, c.settings).gates[gate]
+def gate_on(
+    c: StepContext,
+    wf: Workflow,
+    name: str,
+    gate: str,
+    commit: str,
+    base: str | None = None,
+    everything: bool = False,
+) -> Outcome:
+    """Run the named gate on `commit` in a no-network sandbox, as step `name`: in a monorepo,
+    in each project the change since `base` (the task's base when None) reaches, or in every
+    project (`everything`: the task's own gate step)."""
+    pins = protected.pinned(wf.context, c.settings)
+    command = pins.gates[gate]
+    projects = c.settings.project_map()
+    if projects:
+        changed = c.ws.changed_files(base or wf.base_sha, commit)
+        chosen = project_gates.choose(
+            projects, gate, command, changed, everything, pins.project_gates
+        )
+        if chosen is not None and any(p.defined for p in chosen):  # else: the repository's
+            return project_gate.run_projects(c, wf, name, gate, commit, chosen, run_one)
+    return run_one(c, wf, name, gate, command, commit)
+
+
+def run_one(
+    c: StepContext,
+    wf: Workflow,
+    name: str,
+    gate: str,
+    command: str,
+    commit: str,
+    image: str | None = None,
+    directory: str = "",
+) -> Outcome:
+    """One run of `command` (a project's, from its `directory`, in its `image` when given;
+    else the repository's image) on `commit`, or its earlier result on the same key."""
     attempt = c.store.count_steps(wf.id, name) + 1
     began = now()  # the step's time includes making its worktree
     try:
-        image = image_for(c, wf, name, CommitFiles(c.ws.git_dir, commit))
+        image = image or image_for(c, wf, name, CommitFiles(c.ws.git_dir, commit))
     except SandboxError as e:
         step_id = c.store.start_step(wf.id, name, attempt, None, None, began)
         event = EventSpec("gate", step=name, status="failed", payload=err(e))
@@ -50,7 +88,7 @@ def gate_on(c: StepContext, wf: Workflow, name: str, gate: str, commit: str) -> 
         return Outcome("failed", escalate=e, records=[record])
     tree = c.ws.tree_hash(commit)
     image_id = gate_reuse.image_id(c.sandbox, image)
-    key = gate_reuse.key_of(tree, command, image_id, wf.context.get("test_pins") or {})
+    key = gate_reuse.key_of(tree, command, image_id, wf.context.get("test_pins") or {}, directory)
     earlier = gate_reuse.find(wf.context, key)
     if earlier is not None:
         step_id = c.store.start_step(wf.id, name, attempt, None, None, began)

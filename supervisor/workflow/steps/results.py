@@ -22,7 +22,7 @@ from supervisor.project import shadowing, test_pins
 from supervisor.project.gates import GateResult, run_gate
 from supervisor.schemas import PlanOutput
 from supervisor.state.store import EventSpec, StepRecord
-from supervisor.workflow import gate_problems, history
+from supervisor.workflow import gate_problems, history, plan_projects
 from supervisor.workflow.steps.base import Outcome, StepContext, err
 from supervisor.workspace.treedata import SnapshotLimits
 
@@ -86,9 +86,13 @@ def plan(a: Answer) -> Outcome:
             feedback=f"The plan came back {data['status']}; make it complete.",
             records=records,
         )
+    projects = a.c.settings.project_map()
+    wrong = plan_projects.problem(data, projects)  # no project, an unknown one, its files
+    if wrong is not None:
+        return Outcome("failed", feedback=wrong, records=records)
     try:
-        WorkGraph.from_plan(PlanOutput.model_validate(data))
-    except ConfigError as e:  # a cycle, a dangling depends_on, a component named twice
+        WorkGraph.from_plan(PlanOutput.model_validate(data), projects)
+    except ConfigError as e:  # a cycle (across projects too), a dangling depends_on, ...
         return Outcome("failed", feedback=f"{e.message} {e.hint}", records=records)
     # A new plan starts its components afresh (a re-plan after a rejection, say).
     return Outcome(

@@ -72,7 +72,7 @@ def work_graph(fan: ComponentFanOut, plan: dict[str, Any]) -> WorkGraph:
     children = fan.tree.children()
     flat = flatten(plan, children) if children else plan
     fan.flat_plan = flat
-    return WorkGraph.from_plan(PlanOutput.model_validate(flat))
+    return WorkGraph.from_plan(PlanOutput.model_validate(flat), fan.c.settings.project_map())
 
 
 def before_dispatch(fan: ComponentFanOut, work: WorkGraph, integrated: str) -> Outcome | None:

@@ -33,7 +33,7 @@ from supervisor.sandbox import adopt, model_paths
 from supervisor.sandbox.docker import RUN_PREFIX, RunSpec, run_dir_label
 from supervisor.state.store import EventSpec, StepRecord, now
 from supervisor.workers import adapter_for, continuation
-from supervisor.workflow import depth
+from supervisor.workflow import depth, plan_projects
 from supervisor.workflow.steps import assessing, results, witnessing
 from supervisor.workflow.steps.base import (
     LineSplitter,
@@ -247,6 +247,7 @@ class _Run:
             degrade=(wf.context.get("degraded") or {}).get(name),  # the engine's decision
             research=depth.research_document(wf.context) if role.output == "plan" else "",
             scope=project_scope.for_component(c.settings, component),
+            projects=plan_projects.for_prompt(c.settings.project_map()),
         )
         try:
             resumed = continuation.begin(self, c, wf, prompt)
@@ -475,6 +476,12 @@ def component_task(component: Component) -> str:
         f"\n\nYour part of this task is one component of the plan: '{component.id}' (phase "
         f"{component.phase}): {component.description}\nIts files: {files}\nOther workers build "
         "the other components at the same time: change only what this component needs."
+        + (
+            f"\nIt belongs to project '{component.project}' of this monorepo: change files of "
+            "that project (and the shared paths) only."
+            if component.project
+            else ""
+        )
     )
 
 
