@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from supervisor.recovery import Classification
     from supervisor.sandbox.base import Sandbox
     from supervisor.state.store import Store
+    from supervisor.workflow.steps.prepare import Pipeline
 
 
 class Reporter:
@@ -82,6 +83,9 @@ class StepContext:
     """The Temporal runner: a component fan-out hands its ready components to the workflow (one
     activity each, on any worker host) instead of running them here; this holds what the last
     ones came back with (supervisor/temporal/components.py). None: they run here, in threads."""
+
+    pipeline: Pipeline | None = None
+    """The next step's preparations, made while this one runs (steps/prepare.py); None: none."""
 
     def labels(self, wf_id: int, step: str) -> dict[str, str]:
         return {LABEL_REPO: repo_label(self.repo), LABEL_WORKFLOW: str(wf_id), LABEL_STEP: step}

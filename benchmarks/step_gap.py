@@ -1,0 +1,115 @@
+"""The wait a user sees between steps: from one step's end (its row's `finished_at`) to the next
+worker CLI's first model request (the scripted API's request log), on the demo task, with the
+real `claude` in the real sandbox. Split into the engine's move (previous end -> next step row's
+start), the step's own set-up (start -> `context_packed` event: worktree, pack, prompt), and the
+container plus CLI start-up (-> first request). Any checkout, for a before/after in one run:
+
+    .venv/bin/python benchmarks/step_gap.py [checkout ...] [--runs 3]
+
+Target (issue 30): the gap <= 0.2 s. Prints the load average beside every line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+RUN_ID = re.compile(r"RUN: wf\d+-[\w./-]+-step(\d+)")
+
+
+def one(checkout: Path) -> list[dict[str, object]]:
+    """One demo run in this process, importing the supervisor from `checkout`."""
+    sys.path.insert(0, str(checkout))
+    os.chdir(checkout)
+    from supervisor import tasks
+    from supervisor.demo import demo_script, make_demo_repo, write_project_config
+    from supervisor.fakeapi import ScriptedModelServer, load_script
+
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp)
+        os.environ.setdefault("ANTHROPIC_API_KEY", "bench-key")
+        os.environ["SUPERVISOR_USER_DIR"] = str(base / "user")
+        repo = make_demo_repo(base / "demo")
+        with ScriptedModelServer(load_script(demo_script())) as server:
+            write_project_config(repo, server.url)
+            done = tasks.start_task("Implement add and multiply", repo)
+            requests = server.requests
+        with tasks.reading(repo) as st:
+            steps = st.steps(done.id)
+            events = st.events(done.id)
+    first: dict[int, float] = {}
+    for r in requests:
+        if r.kind not in ("scripted", "default", "exhausted", "unmatched"):
+            continue
+        found = RUN_ID.search(json.dumps(r.body))
+        if found:
+            first.setdefault(int(found[1]), r.at)
+    packed = [e.timestamp.timestamp() for e in events if e.type == "context_packed"]
+    rows: list[dict[str, object]] = []
+    ordered = sorted(steps, key=lambda s: s["started_at"])
+    for prev, step in zip(ordered, ordered[1:], strict=False):
+        if step["id"] not in first or prev["finished_at"] is None:
+            continue
+        end = prev["finished_at"].timestamp()
+        began = step["started_at"].timestamp()
+        request = first[step["id"]]
+        pack = next((p for p in packed if began <= p <= request), began)
+        rows.append(
+            {
+                "after": f"{prev['name']}({prev['role'] or 'gate'})",
+                "step": f"{step['name']}({step['role']})",
+                "gap": request - end,
+                "engine": began - end,
+                "setup": pack - began,
+                "container": request - pack,
+            }
+        )
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("checkouts", nargs="*", type=Path, default=[Path(".")])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(one(args.checkouts[0].resolve())))
+        return
+    print("gap = previous step's end -> next CLI's first model request (seconds, median of runs)")
+    print("     = engine (end -> next step's start) + setup (-> context_packed) + container/CLI")
+    for _ in range(args.runs):
+        for checkout in args.checkouts:
+            load = os.getloadavg()[0]
+            out = subprocess.run(
+                [sys.executable, __file__, str(checkout.resolve()), "--one"],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if out.returncode != 0:
+                print(f"{checkout}: failed: {out.stderr[-800:]}")
+                continue
+            rows = json.loads(out.stdout.strip().splitlines()[-1])
+            load = max(load, os.getloadavg()[0])
+            gaps = [float(r["gap"]) for r in rows]
+            print(
+                f"{str(checkout):<24} median gap {statistics.median(gaps):.3f} s  "
+                f"max {max(gaps):.3f} s  load {load:.1f}"
+            )
+            for r in rows:
+                print(
+                    f"    {r['after']:<28} -> {r['step']:<26} gap {r['gap']:.3f} = engine "
+                    f"{r['engine']:.3f} + setup {r['setup']:.3f} + container {r['container']:.3f}"
+                )
+
+
+if __name__ == "__main__":
+    main()
