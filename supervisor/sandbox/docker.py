@@ -285,6 +285,7 @@ class DockerSandbox:
         run_path: Path,
         view: overlay.View | None = None,
         entrypoint: str = ENTRYPOINT,
+        cpu_shares: int | None = None,
     ) -> tuple[Any, Any]:
         """The run's container, created (not started), and its overlay volume if any; a
         prepared run (sandbox/warm.py) gives the entrypoint that takes its prompt late."""
@@ -315,6 +316,7 @@ class DockerSandbox:
                 tmpfs={"/tmp": "rw,exec,nosuid,size=1g", **masked_dirs},
                 mem_limit=spec.memory,
                 nano_cpus=int(spec.cpus * 1e9),
+                cpu_shares=cpu_shares,
                 pids_limit=512,
                 cap_drop=["ALL"],
                 security_opt=["no-new-privileges"],

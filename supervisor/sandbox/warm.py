@@ -45,6 +45,11 @@ if TYPE_CHECKING:
     from supervisor.sandbox.docker import DockerSandbox
 
 LABEL_PREPARED = "supervisor.prepared"
+BACKGROUND_SHARES = 128
+"""A prepared CLI starts up at an eighth of the CPU weight of the running step's containers
+(Docker's default 1024), so that on a small host it takes the idle CPU, not the step's; raised
+to the default once its step uses it."""
+FOREGROUND_SHARES = 1024
 # The CLI starts at once, reading a pipe that `cat` fills once the FIFO gets its writer.
 LATE_ENTRYPOINT = ENTRYPOINT.replace(
     'exec "$@" < /run/supervisor/stdin', 'cat /run/supervisor/stdin | "$@"'
@@ -116,7 +121,9 @@ def prepare(
         run_files.write_private_home(run_dir / "home", spec.home_files)
         if view is None:
             run_files.own_for_container(spec.worktree)
-        container, volume = sandbox.create(late, run_dir, view, entrypoint=LATE_ENTRYPOINT)
+        container, volume = sandbox.create(
+            late, run_dir, view, entrypoint=LATE_ENTRYPOINT, cpu_shares=BACKGROUND_SHARES
+        )
         container.start()
     except Exception:  # any failure: nothing prepared, nothing left
         _remove(container, volume, run_dir)
@@ -127,7 +134,11 @@ def prepare(
 def run(sandbox: DockerSandbox, warm: Warm, spec: RunSpec, prompt: str) -> RunResult | None:
     """Give the prepared container its prompt and run it to the end, as `sandbox.run` would;
     None (the preparation discarded) when its CLI is no longer waiting."""
+    import docker.errors
+
     try:
+        with contextlib.suppress(docker.errors.APIError):
+            warm.container.update(cpu_shares=FOREGROUND_SHARES)
         try:
             fd = os.open(warm.fifo, os.O_WRONLY | os.O_NONBLOCK)
         except OSError as e:

@@ -27,6 +27,7 @@ from supervisor.sandbox.docker import RUN_PREFIX, RunSpec, record_dir_path, run_
 from supervisor.state.store import EventSpec
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
     from supervisor.context.roles import Role
@@ -129,8 +130,6 @@ def prepare_worker(c: StepContext, wf: Workflow, expected: Expected) -> Prepared
     from supervisor.workers import adapter_for, continuation
     from supervisor.workspace.treedata import CommitFiles
 
-    if not hasattr(c.sandbox, "finish_prepared"):
-        return None
     role = load_role(expected.role, c.repo)
     if continuation.enabled(c.settings, role):
         return None
@@ -180,12 +179,14 @@ def prepare_worker(c: StepContext, wf: Workflow, expected: Expected) -> Prepared
             cli,
         )
         spec.labels = labels
-        prepared = warm.prepare(
-            c.sandbox,  # type: ignore[arg-type]
-            spec,
-            expected.base,
-            adapter.late_prompt_flags,
-        )
+        prepared = None  # a sandbox without containers (the stand-in): worktree and route only
+        if hasattr(c.sandbox, "finish_prepared"):
+            prepared = warm.prepare(
+                c.sandbox,  # type: ignore[arg-type]
+                spec,
+                expected.base,
+                adapter.late_prompt_flags,
+            )
     except BaseException:
         _undo(c, worktree, route, record_dir)
         raise
@@ -233,9 +234,15 @@ class Pipeline:
     """The preparations of one engine run: made in the background, taken by the next step,
     the rest discarded after it (and all of them when the engine stops, however it stops)."""
 
-    def __init__(self, c: StepContext, limit: int) -> None:
+    def __init__(
+        self,
+        c: StepContext,
+        limit: int,
+        make: Callable[[StepContext, Workflow, Expected], Prepared | None] | None = None,
+    ) -> None:
         self.c = c
         self.limit = limit
+        self.make = make or prepare_worker
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=max(limit, 1), thread_name_prefix="prepare")
         self._pending: list[tuple[int, Expected, Future[Prepared | None]]] = []
@@ -251,7 +258,7 @@ class Pipeline:
 
     def _prepare(self, wf: Workflow, item: Expected) -> Prepared | None:
         try:
-            return prepare_worker(self.c, wf, item)
+            return self.make(self.c, wf, item)
         except Exception as e:  # a preparation never fails a step: the step makes its own
             self.c.reporter.info(f"preparing '{item.step}' ahead failed: {e}")
             return None
