@@ -329,3 +329,66 @@ def test_the_steps_after_a_gate_run_in_the_worktrees_prepared_while_it_ran(
     assert discarded == ["reviewer", "implementer", "implementer"]  # the ways not taken
     worktrees = Workspace(root).worktrees_dir
     assert not [p for p in worktrees.iterdir() if "-prep-" in p.name]
+
+
+# -- a crash while a step runs in its prepared container: resume adopts it by its step's row ----
+
+
+def prepared_container_labels(token: str = "0123456789ab") -> dict[str, str]:
+    from supervisor.sandbox import adopt
+    from supervisor.sandbox.docker import LABEL_REPO, LABEL_STEP, LABEL_WORKFLOW
+    from supervisor.sandbox.warm import LABEL_PREPARED
+
+    route = Route(url="http://model-api:41234/v1", alias="a", gateway="g", placeholder="")
+    made = adopt.prepared_labels(
+        {LABEL_REPO: "r" * 16, LABEL_WORKFLOW: "3", LABEL_STEP: "implement"}, "b" * 40, route
+    )
+    return {**made, LABEL_PREPARED: token}
+
+
+def row(**changes: Any) -> dict[str, Any]:
+    made = {
+        "id": 17,
+        "workflow_id": 3,
+        "name": "implement/square",
+        "role": "implementer",
+        "attempt": 1,
+        "status": "running",
+        "container_id": "c" * 64,
+        "worktree": "/repo/.supervisor/worktrees/wf3-prep-implementer-0123456789ab",
+    }
+    return {**made, **changes}
+
+
+def test_a_prepared_container_its_steps_row_names_is_adopted_with_its_record_folder() -> None:
+    from supervisor.sandbox import adopt
+
+    found = adopt.match("c" * 64, prepared_container_labels(), "running", "r" * 16, 3, [row()])
+
+    assert found is not None
+    assert (found.step_id, found.step, found.role, found.port) == (
+        17,
+        "implement/square",
+        "implementer",
+        41234,
+    )
+    assert found.record_dir is not None and found.record_dir.name.endswith("0123456789ab")
+
+
+@pytest.mark.parametrize(
+    ("token", "rows"),
+    [
+        ("0123456789ab", []),  # no step took it: the clean-up removes it
+        ("0123456789ab", [row(container_id="d" * 64)]),  # a row names another container
+        ("0123456789ab", [row(status="succeeded")]),
+        ("0123456789ab", [row(role=None)]),  # a gate's row
+        ("../../etc/x", [row()]),  # not a token of ours
+    ],
+)
+def test_a_prepared_container_no_running_step_names_is_not_adopted(
+    token: str, rows: list[dict[str, Any]]
+) -> None:
+    from supervisor.sandbox import adopt
+
+    labels = prepared_container_labels(token)
+    assert adopt.match("c" * 64, labels, "running", "r" * 16, 3, rows) is None

@@ -481,6 +481,7 @@ class DockerSandbox:
             keep = {a.run_dir for a in self.adoptable.values() if a.run_dir}
             label = f"{RUN_PREFIX}{run_dir_label(labels)}"
             keep |= {record_dir_path(label, step_id) for step_id in self.adoptable}
+            keep |= {a.record_dir for a in self.adoptable.values() if a.record_dir}
             remove_stale_run_dirs(run_dir_label(labels), keep)
         if LABEL_WORKFLOW in labels:
             self._close_orphaned_routes(run_dir_label(labels))

@@ -12,8 +12,9 @@ covers everything a container is made of (image, argv, environment, login and ru
 network, limits, the workspace's base commit); the step compares it with its own RunSpec's and
 discards the preparation on any difference. Nothing crosses between runs: the container mounts
 its own worktree and its own run folder, like any other. A prepared run carries its task's
-labels (and LABEL_PREPARED, no step id): a crash leaves it to the task's clean-up on `resume`,
-never to adoption.
+labels and LABEL_PREPARED (its token) instead of a step id, which it cannot know: once a step
+uses it, the step's row names the container, and a `resume` after a crash adopts it by that
+(sandbox/adopt.py); unused, the task's clean-up removes it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
     from supervisor.sandbox.docker import DockerSandbox
 
 LABEL_PREPARED = "supervisor.prepared"
+TOKEN = re.compile(r"[0-9a-f]{12}")
 BACKGROUND_SHARES = 128
 """A prepared CLI starts up at an eighth of the CPU weight of the running step's containers
 (Docker's default 1024), so that on a small host it takes the idle CPU, not the step's; raised
@@ -99,8 +102,19 @@ class Warm:
         return self.run_dir / "stdin"
 
 
+def new_token() -> str:
+    return os.urandom(6).hex()
+
+
+def record_dir(labels: dict[str, str], token: str) -> Path:
+    """Where the credential proxy records a prepared run: named for its task like every run
+    folder (the task's clean-up finds it) and for its token (an adoption finds it)."""
+    name = f"{RUN_PREFIX}{run_dir_label(labels)}-recordprep-{token}"
+    return Path(tempfile.gettempdir()) / name
+
+
 def prepare(
-    sandbox: DockerSandbox, spec: RunSpec, base: str, late_flags: tuple[str, ...]
+    sandbox: DockerSandbox, spec: RunSpec, base: str, late_flags: tuple[str, ...], token: str
 ) -> Warm | None:
     """Create and start `spec`'s container with its CLI under `late_flags`, its prompt to come;
     None when the sandbox cannot (then the step runs as before)."""
@@ -109,7 +123,7 @@ def prepare(
     view = overlay.view_for(spec.worktree)
     if view is not None and view.mode != "overlay":
         return None  # a view that fell back to a full tree: the plain path handles it
-    labels = {**spec.labels, LABEL_PREPARED: "1"}
+    labels = {**spec.labels, LABEL_PREPARED: token}
     late = dataclasses.replace(spec, argv=[*spec.argv, *late_flags], labels=labels)
     run_dir = Path(tempfile.mkdtemp(prefix=f"{RUN_PREFIX}{run_dir_label(spec.labels)}-"))
     container = volume = None

@@ -15,15 +15,14 @@ folder, proxy route), which the task's clean-up on `resume` removes.
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from supervisor.context import prompts
-from supervisor.sandbox import model_paths, warm
-from supervisor.sandbox.docker import RUN_PREFIX, RunSpec, record_dir_path, run_dir_label
+from supervisor.sandbox import adopt, model_paths, warm
+from supervisor.sandbox.docker import RunSpec, run_dir_label
 from supervisor.state.store import EventSpec
 
 if TYPE_CHECKING:
@@ -146,13 +145,11 @@ def prepare_worker(c: StepContext, wf: Workflow, expected: Expected) -> Prepared
     if wanted is not None and not project_image.exists(c.sandbox.client, wanted.tag):
         return None  # the step builds it (or asks a person first): not done ahead
     image = wanted.tag if wanted is not None else None
-    token = os.urandom(6).hex()
+    token = warm.new_token()
     labels = c.labels(wf.id, expected.step)
     task = run_dir_label(labels)
     worktree = c.ws.add_worktree(f"wf{wf.id}-{PREFIX}{role.name}-{token}", expected.base)
-    record_dir = record_dir_path(f"{RUN_PREFIX}{task}", 0).with_name(
-        f"{RUN_PREFIX}{task}-record{PREFIX}{token}"
-    )
+    record_dir = warm.record_dir(labels, token)
     route: Route | None = None
     try:
         record_dir.mkdir(mode=0o700)
@@ -178,7 +175,8 @@ def prepare_worker(c: StepContext, wf: Workflow, expected: Expected) -> Prepared
             image,
             cli,
         )
-        spec.labels = labels
+        # What an adoption checks (sandbox/adopt.py): the base, and the route to re-attach.
+        spec.labels = adopt.prepared_labels(labels, expected.base, route)
         prepared = None  # a sandbox without containers (the stand-in): worktree and route only
         if hasattr(c.sandbox, "finish_prepared"):
             prepared = warm.prepare(
@@ -186,6 +184,7 @@ def prepare_worker(c: StepContext, wf: Workflow, expected: Expected) -> Prepared
                 spec,
                 expected.base,
                 adapter.late_prompt_flags,
+                token,
             )
     except BaseException:
         _undo(c, worktree, route, record_dir)
@@ -306,6 +305,14 @@ class Pipeline:
                 if made is not None:
                     discard(self.c, made, "the task stopped")
         self._pool.shutdown(wait=True)
+
+
+def take(
+    c: StepContext, wf_id: int, role: str, cli: str, base: str, creds: Credentials
+) -> Prepared | None:
+    """The worker step's question: anything prepared for exactly this run?"""
+    pipeline = c.pipeline
+    return pipeline.take(wf_id, role, cli, base, creds) if isinstance(pipeline, Pipeline) else None
 
 
 def same_key(a: Credentials, b: Credentials) -> bool:

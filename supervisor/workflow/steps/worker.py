@@ -95,8 +95,8 @@ def run_worker(
     asked_attempt = attempt
     adopted = adopt.claim(c.sandbox, wf.id, name, role.name, base)  # a killed run's container
     prepared = None  # made while the previous step ran (steps/prepare.py)
-    if adopted is None and c.pipeline is not None:
-        prepared = c.pipeline.take(wf.id, role.name, cli, base, creds)
+    if adopted is None:
+        prepared = prepare.take(c, wf.id, role.name, cli, base, creds)
     if adopted is not None:
         attempt, worktree, step_id = adopted.attempt, adopted.worktree, adopted.step_id
         c.store.add_event(wf.id, adopt.event(adopted))
@@ -118,6 +118,8 @@ def run_worker(
     run.prepared = prepared
     if prepared is not None:
         run.record_dir = prepared.record_dir
+    elif adopted is not None and adopted.record_dir is not None:  # a prepared run, adopted
+        run.record_dir = adopted.record_dir
     else:
         run.record_dir = witnessing.new_record_dir(label, step_id)
     outcome: Outcome | None
