@@ -14,6 +14,7 @@ benchmarks/run.py calls the floor), so that the gap a user sees reads as a multi
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import re
@@ -56,7 +57,7 @@ def one(checkout: Path) -> list[dict[str, object]]:
     packed = [e.timestamp.timestamp() for e in events if e.type == "context_packed"]
     rows: list[dict[str, object]] = []
     ordered = sorted(steps, key=lambda s: s["started_at"])
-    for prev, step in zip(ordered, ordered[1:], strict=False):
+    for prev, step in itertools.pairwise(ordered):
         if step["id"] not in first or prev["finished_at"] is None:
             continue
         end = prev["finished_at"].timestamp()
@@ -103,7 +104,7 @@ def floor(checkout: Path, repeat: int = 3) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("checkouts", nargs="*", type=Path, default=[Path(".")])
+    parser.add_argument("checkouts", nargs="*", type=Path, default=[Path()])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -134,7 +135,7 @@ def main() -> None:
             gaps = [float(r["gap"]) for r in rows]
             median = statistics.median(gaps)
             print(
-                f"{str(checkout):<24} median gap {median:.3f} s ({median / bare:.2f} x floor)  "
+                f"{checkout!s:<24} median gap {median:.3f} s ({median / bare:.2f} x floor)  "
                 f"max {max(gaps):.3f} s  load {load:.1f}"
             )
             for r in rows:
