@@ -6,6 +6,11 @@ container plus CLI start-up (-> first request). Any checkout, for a before/after
 
     .venv/bin/python benchmarks/step_gap.py [checkout ...] [--runs 3]
 
+`--model-seconds S` makes every model conversation's first answer take S seconds and
+`--gate-seconds G` the test gate at least G seconds (`sleep G && make test`): the scripted API
+answers at once and the demo's gate takes about a second, where a real model thinks and a real
+suite runs for seconds; what a step can prepare meanwhile depends on both.
+
 Target (issue 30): the gap <= 0.2 s. Prints the load average beside every line, and the bare
 floor of a step measured in the same run (worktree add + remove, a no-op container: what
 benchmarks/run.py calls the floor), so that the gap a user sees reads as a multiple of it.
@@ -27,7 +32,7 @@ from pathlib import Path
 RUN_ID = re.compile(r"RUN: wf\d+-[\w./-]+-step(\d+)")
 
 
-def one(checkout: Path) -> list[dict[str, object]]:
+def one(checkout: Path, model_s: float = 0.0, gate_s: float = 0.0) -> list[dict[str, object]]:
     """One demo run in this process, importing the supervisor from `checkout`."""
     sys.path.insert(0, str(checkout))
     os.chdir(checkout)
@@ -40,8 +45,20 @@ def one(checkout: Path) -> list[dict[str, object]]:
         os.environ.setdefault("ANTHROPIC_API_KEY", "bench-key")
         os.environ["SUPERVISOR_USER_DIR"] = str(base / "user")
         repo = make_demo_repo(base / "demo")
-        with ScriptedModelServer(load_script(demo_script())) as server:
+        script = demo_script()
+        for conversation in script["conversations"]:
+            conversation["turns"][0]["delay"] = model_s
+        with ScriptedModelServer(load_script(script)) as server:
             write_project_config(repo, server.url)
+            if gate_s:
+                from supervisor.guard.trust import trust
+
+                config = repo / ".supervisor" / "config.yaml"
+                text = config.read_text().replace(
+                    "test: make test", f"test: sleep {gate_s} && make test"
+                )
+                config.write_text(text)
+                trust(repo)
             done = tasks.start_task("Implement add and multiply", repo)
             requests = server.requests
         with tasks.reading(repo) as st:
@@ -106,10 +123,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("checkouts", nargs="*", type=Path, default=[Path()])
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--model-seconds", type=float, default=0.0)
+    parser.add_argument("--gate-seconds", type=float, default=0.0)
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(one(args.checkouts[0].resolve())))
+        print(json.dumps(one(args.checkouts[0].resolve(), args.model_seconds, args.gate_seconds)))
         return
     bare = floor(args.checkouts[0].resolve())
     print(
@@ -122,7 +141,14 @@ def main() -> None:
         for checkout in args.checkouts:
             load = os.getloadavg()[0]
             out = subprocess.run(
-                [sys.executable, __file__, str(checkout.resolve()), "--one"],
+                [
+                    sys.executable,
+                    __file__,
+                    str(checkout.resolve()),
+                    "--one",
+                    f"--model-seconds={args.model_seconds}",
+                    f"--gate-seconds={args.gate_seconds}",
+                ],
                 capture_output=True,
                 text=True,
                 check=False,
