@@ -72,6 +72,7 @@ def one(checkout: Path, model_s: float = 0.0, gate_s: float = 0.0) -> list[dict[
         if found:
             first.setdefault(int(found[1]), r.at)
     packed = [e.timestamp.timestamp() for e in events if e.type == "context_packed"]
+    prepared = [e.timestamp.timestamp() for e in events if e.type == "prepared_run_used"]
     rows: list[dict[str, object]] = []
     ordered = sorted(steps, key=lambda s: s["started_at"])
     for prev, step in itertools.pairwise(ordered):
@@ -89,6 +90,7 @@ def one(checkout: Path, model_s: float = 0.0, gate_s: float = 0.0) -> list[dict[
                 "engine": began - end,
                 "setup": pack - began,
                 "container": request - pack,
+                "prepared": any(began <= p <= request for p in prepared),
             }
         )
     return rows
@@ -168,6 +170,7 @@ def main() -> None:
                 print(
                     f"    {r['after']:<28} -> {r['step']:<26} gap {r['gap']:.3f} = engine "
                     f"{r['engine']:.3f} + setup {r['setup']:.3f} + container {r['container']:.3f}"
+                    f"{'  (prepared)' if r.get('prepared') else ''}"
                 )
 
 
