@@ -75,7 +75,9 @@ def test_the_fix_up_and_the_review_run_in_containers_started_while_the_gate_ran(
     with tasks.reading(repo) as store:
         steps = store.steps(wf.id)
         events = store.events(wf.id)
-    used = [(e.step, e.role, e.payload["container"]) for e in events if e.type == "prepared_run_used"]
+    used = [
+        (e.step, e.role, e.payload["container"]) for e in events if e.type == "prepared_run_used"
+    ]
     # The gate failed: the fix-up ran in the container prepared for it, the review's went; the
     # gate then passed: the review ran in its prepared container, the fix-up's went.
     assert used == [("implement", "implementer", True), ("review", "reviewer", True)]
