@@ -19,12 +19,14 @@ import argparse
 import json
 import math
 import os
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 
 def one(checkout: Path, files: int, k: int, n: int, delay: float) -> dict[str, float]:
@@ -87,9 +89,11 @@ def one(checkout: Path, files: int, k: int, n: int, delay: float) -> dict[str, f
                     handle.write(f"sandbox:\n  workspace: {mode}\n")
             (repo / ".supervisor" / "workflow.yaml").write_text(workflow)
             done = tasks.start_task("Build the parts", repo)
+            requests = server.requests
         with tasks.reading(repo) as st:
             steps = [s for s in st.steps(done.id) if s["name"].startswith("implement/")]
-            merged = [e for e in st.events(done.id) if e.type == "component_merged"]
+            events = st.events(done.id)
+            merged = [e for e in events if e.type == "component_merged"]
     times = [(s["finished_at"] - s["started_at"]).total_seconds() for s in steps]
     makespan = (merged[-1].timestamp - min(s["started_at"] for s in steps)).total_seconds()
     return {
@@ -98,7 +102,43 @@ def one(checkout: Path, files: int, k: int, n: int, delay: float) -> dict[str, f
         "busy": sum(times) / k,
         "merged": len(merged),
         "status": done.status,
+        **breakdown(steps, events, requests),
     }
+
+
+def breakdown(steps: list[Any], events: list[Any], requests: list[Any]) -> dict[str, float]:
+    """Where a component step's time goes (medians): set-up (start -> context_packed: worktree,
+    pack, prompt), start-up (-> its CLI's first model request: container and CLI), model (first
+    -> last request, the scripted delay included), finish (-> the step's end: answer, snapshot,
+    commit) and merge (-> component_merged: waiting for the main thread's merge)."""
+    run_id = re.compile(r"RUN: wf\d+-[\w./-]+-step(\d+)")
+    seen: dict[int, list[float]] = {}
+    for r in requests:
+        found = run_id.search(json.dumps(r.body))
+        if found and r.kind == "scripted":
+            seen.setdefault(int(found[1]), []).append(r.at)
+    packed = {e.step: e.timestamp.timestamp() for e in events if e.type == "context_packed"}
+    merges = {
+        str(e.payload.get("component")): e.timestamp.timestamp()
+        for e in events
+        if e.type == "component_merged"
+    }
+    parts: dict[str, list[float]] = {
+        k: [] for k in ("setup", "startup", "model", "finish", "merge")
+    }
+    for s in steps:
+        at = seen.get(s["id"])
+        if not at or s["name"] not in packed:
+            continue
+        start, end = s["started_at"].timestamp(), s["finished_at"].timestamp()
+        parts["setup"].append(packed[s["name"]] - start)
+        parts["startup"].append(min(at) - packed[s["name"]])
+        parts["model"].append(max(at) - min(at))
+        parts["finish"].append(end - max(at))
+        cid = s["name"].split("/", 1)[1]
+        if cid in merges:
+            parts["merge"].append(merges[cid] - end)
+    return {k: statistics.median(v) if v else 0.0 for k, v in parts.items()}
 
 
 def main() -> None:
@@ -158,6 +198,12 @@ def main() -> None:
                     f"{r['makespan'] / r['busy']:>6.2f}  {load:>5.1f}"
                     f"   ({r['merged']} merged, {r['status']}, "
                     f"{time.perf_counter() - started:.0f} s whole)",
+                    flush=True,
+                )
+                print(
+                    "        per component (median s): "
+                    + ", ".join(f"{k} {r[k]:.2f}" for k in ("setup", "startup", "model"))
+                    + f", finish {r['finish']:.2f}, merge wait {r['merge']:.2f}",
                     flush=True,
                 )
 

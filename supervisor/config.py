@@ -72,6 +72,9 @@ class Limits(_Model):
     max_worktree_mb: float = Field(200, gt=0)
     max_files_added: int = Field(2000, gt=0)
     max_parallel_components: int = Field(3, ge=1)
+    prepare_ahead: int = Field(2, ge=0)
+    """Worker steps prepared while the step before them runs (supervisor/workflow/lookahead.py):
+    worktree, route, and container with its CLI started; 0: none."""
     component_scope: Literal["feedback", "replan", "allow"] = "feedback"
     """A component that changes another's files: sent back with feedback, the plan sent back to
     its planner, or allowed (see supervisor.workflow.ownership)."""

@@ -100,11 +100,24 @@ def invocations(server: ScriptedModelServer, cid: str, turn: int = 0) -> int:
 
 
 def worker_containers(repo: Path) -> dict[str, Any]:
+    """The task's running containers by step: a prepared one (sandbox/warm.py, started before
+    its step was known) by the step whose row names it; one no step took yet is left out."""
     import docker
+
+    from supervisor.sandbox.warm import LABEL_PREPARED
 
     client = docker.from_env()
     found = client.containers.list(filters={"label": f"{LABEL_REPO}={repo_label(repo)}"})
-    return {c.labels.get(LABEL_STEP, ""): c for c in found}
+    rows: dict[str, str] = {}
+    if any(LABEL_PREPARED in c.labels for c in found):
+        with tasks.reading(repo) as store:
+            rows = {s["container_id"]: s["name"] for s in store.steps(1) if s["container_id"]}
+    named = {
+        (rows.get(c.id, "") if LABEL_PREPARED in c.labels else c.labels.get(LABEL_STEP, "")): c
+        for c in found
+    }
+    named.pop("", None)
+    return named
 
 
 def start_and_kill_while_both_work(

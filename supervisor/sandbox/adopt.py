@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from supervisor.errors import CommandTimeoutError, SupervisorError
+from supervisor.sandbox import warm
 from supervisor.sandbox.docker import (
     LABEL_LOWER,
     LABEL_REPO,
@@ -99,6 +100,19 @@ class Adoption:
     (supervisor/workspace/overlay.py);
     None for a fully written worktree."""
     placeholder: str | None = None
+    record_dir: Path | None = None
+    """A prepared run's record folder (sandbox/warm.py); None: the step's own name for it."""
+
+
+def prepared_labels(labels: dict[str, str], base: str, route: Route) -> dict[str, str]:
+    """A prepared container's (sandbox/warm.py): no step yet, so no step id nor role; its step's
+    row names it once a step uses it."""
+    extra = {LABEL_BASE: base}
+    if route.port is not None:
+        extra[LABEL_PORT] = str(route.port)
+    if route.placeholder:
+        extra[LABEL_PLACEHOLDER] = route.placeholder
+    return {**labels, **extra}
 
 
 def worker_labels(
@@ -130,7 +144,11 @@ def match(
         return None
     step_id = labels.get(LABEL_STEP_ID, "")
     base = labels.get(LABEL_BASE, "")
-    if not step_id.isdigit() or not base:
+    # A prepared container (sandbox/warm.py) has no step id: the row that names it is its step.
+    token = labels.get(warm.LABEL_PREPARED, "") if not step_id else ""
+    if token and not warm.TOKEN.fullmatch(token):
+        return None
+    if not (step_id.isdigit() or token) or not base:
         return None
     port = labels.get(LABEL_PORT, "")
     placeholder = labels.get(LABEL_PLACEHOLDER, "")
@@ -140,13 +158,19 @@ def match(
     if lower is not None and not _COMMIT.fullmatch(lower):
         return None
     for row in running_steps:
+        if token:
+            named = row["role"] is not None
+        else:
+            named = (
+                row["id"] == int(step_id)
+                and row["name"] == labels.get(LABEL_STEP)
+                and row["role"] == labels.get(LABEL_ROLE)
+            )
         if (
-            row["id"] == int(step_id)
+            named
             and row["workflow_id"] == wf_id
             and row["status"] == "running"
             and row["container_id"] == container_id
-            and row["name"] == labels.get(LABEL_STEP)
-            and row["role"] == labels.get(LABEL_ROLE)
             and row["worktree"]
         ):
             return Adoption(
@@ -162,6 +186,7 @@ def match(
                 run_dir=run_dir,
                 lower=lower,
                 placeholder=placeholder or None,
+                record_dir=warm.record_dir(labels, token) if token else None,
             )
     return None
 

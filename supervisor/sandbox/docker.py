@@ -268,9 +268,29 @@ class DockerSandbox:
         return {str(view.dot_git): {"bind": f"{WORKSPACE}/.git", "mode": "ro"}}, [mount], volume
 
     def _run(self, spec: RunSpec, run_path: Path, view: overlay.View | None = None) -> RunResult:
+        started = time.monotonic()
+        container, volume = self.create(spec, run_path, view)
+        if spec.on_start is not None:
+            try:
+                spec.on_start(cast(str, container.id))
+            except BaseException:
+                remove_container(container)
+                _remove_volume(volume)
+                raise
+        return self._finish(container, spec, started, start=True, volume=volume)
+
+    def create(
+        self,
+        spec: RunSpec,
+        run_path: Path,
+        view: overlay.View | None = None,
+        entrypoint: str = ENTRYPOINT,
+        cpu_shares: int | None = None,
+    ) -> tuple[Any, Any]:
+        """The run's container, created (not started), and its overlay volume if any; a
+        prepared run (sandbox/warm.py) gives the entrypoint that takes its prompt late."""
         import docker.errors
 
-        started = time.monotonic()
         if view is not None:
             view_labels = {LABEL_WORKSPACE: "overlay", LABEL_LOWER: view.base.commit}
             spec = dataclasses.replace(spec, labels={**spec.labels, **view_labels})
@@ -282,7 +302,7 @@ class DockerSandbox:
         try:
             container = self.client.containers.create(
                 spec.image or self.image,
-                command=["sh", "-c", ENTRYPOINT, "sh", *spec.argv],
+                command=["sh", "-c", entrypoint, "sh", *spec.argv],
                 working_dir=WORKSPACE,
                 user=run_files.container_user(),
                 environment={"HOME": HOME, "PYTHONDONTWRITEBYTECODE": "1", **spec.env},
@@ -296,6 +316,7 @@ class DockerSandbox:
                 tmpfs={"/tmp": "rw,exec,nosuid,size=1g", **masked_dirs},
                 mem_limit=spec.memory,
                 nano_cpus=int(spec.cpus * 1e9),
+                cpu_shares=cpu_shares,
                 pids_limit=512,
                 cap_drop=["ALL"],
                 security_opt=["no-new-privileges"],
@@ -317,14 +338,7 @@ class DockerSandbox:
                 f"Docker refused to create the container: {e.explanation or e}",
                 "Check `docker info` and the sandbox settings in .supervisor/config.yaml.",
             ) from e
-        if spec.on_start is not None:
-            try:
-                spec.on_start(cast(str, container.id))
-            except BaseException:
-                remove_container(container)
-                _remove_volume(volume)
-                raise
-        return self._finish(container, spec, started, start=True, volume=volume)
+        return container, volume
 
     def adopt(self, container_id: str, spec: RunSpec) -> RunResult:
         """Take over a container a killed supervisor left (see adopt.py): wait for it within
@@ -340,8 +354,23 @@ class DockerSandbox:
         volume = workspace_volume(self.client, container)
         return self._finish(container, spec, time.monotonic() - elapsed, start=False, volume=volume)
 
+    def finish_prepared(self, container: Any, spec: RunSpec, volume: Any) -> RunResult:
+        """A prepared run (sandbox/warm.py), its prompt just given: waited for, read and removed
+        like any run, its limits counted from now."""
+        if spec.on_start is not None:
+            spec.on_start(cast(str, container.id))
+        started = time.monotonic()
+        return self._finish(container, spec, started, start=False, volume=volume, whole_log=True)
+
     def _finish(
-        self, container: Any, spec: RunSpec, started: float, *, start: bool, volume: Any = None
+        self,
+        container: Any,
+        spec: RunSpec,
+        started: float,
+        *,
+        start: bool,
+        volume: Any = None,
+        whole_log: bool = False,
     ) -> RunResult:
         import docker.errors
 
@@ -354,7 +383,8 @@ class DockerSandbox:
                         raise
                     raise _OverlayMountError(f"the overlay could not be mounted: {e}") from e
             # An adopted container's output so far was shown by the run that started it.
-            exit_code = self._wait(container, spec, started, since=None if start else time.time())
+            since = None if start or whole_log else time.time()
+            exit_code = self._wait(container, spec, started, since=since)
             stdout = container.logs(stdout=True, stderr=False).decode("utf-8", "replace")
             stderr = container.logs(stdout=False, stderr=True).decode("utf-8", "replace")
         finally:
@@ -451,6 +481,7 @@ class DockerSandbox:
             keep = {a.run_dir for a in self.adoptable.values() if a.run_dir}
             label = f"{RUN_PREFIX}{run_dir_label(labels)}"
             keep |= {record_dir_path(label, step_id) for step_id in self.adoptable}
+            keep |= {a.record_dir for a in self.adoptable.values() if a.record_dir}
             remove_stale_run_dirs(run_dir_label(labels), keep)
         if LABEL_WORKFLOW in labels:
             self._close_orphaned_routes(run_dir_label(labels))

@@ -72,6 +72,15 @@ class WorkerAdapter(ABC):
         """A one-line account of a streamed output line for the terminal, or None to hide it."""
         return line
 
+    late_prompt_flags: ClassVar[tuple[str, ...]] = ()
+    """Flags under which the CLI starts up fully and only then reads its prompt from stdin, so
+    that a run can be prepared (started) before its prompt is known (sandbox/warm.py); empty:
+    the CLI reads its prompt before it starts up, and cannot be prepared."""
+
+    def late_prompt(self, prompt: str) -> str:
+        """The prompt as stdin under `late_prompt_flags`."""
+        return prompt
+
 
 def classify_message(text: str, status: int | None = None) -> str:
     """An error kind from what a CLI said, for the CLIs that only say it in words."""

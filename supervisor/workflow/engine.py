@@ -15,6 +15,7 @@ gate before it.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import traceback
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -35,7 +36,7 @@ from supervisor.policy.dependency_review import DependencyApprovalRequired
 from supervisor.routing import failover, route
 from supervisor.state.store import EventSpec, StepRecord
 from supervisor.workers import continuation
-from supervisor.workflow import decompose, resuming
+from supervisor.workflow import decompose, lookahead, resuming
 from supervisor.workflow.decide import Facts, decide
 from supervisor.workflow.state import WorkflowState
 from supervisor.workflow.steps import registry as steps
@@ -50,6 +51,7 @@ from supervisor.workflow.steps.base import (
     message,
 )
 from supervisor.workflow.steps.dispatched import ComponentsDispatched
+from supervisor.workflow.steps.prepare import Pipeline
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -102,7 +104,19 @@ class Engine:
     # -- the loop --------------------------------------------------------------------------
 
     def run(self, wf_id: int) -> Workflow:
-        """Run until the workflow completes, fails, or waits for a human."""
+        """Run until the workflow completes, fails, or waits for a human. What was prepared for
+        a next step goes when the run ends, however it ends (steps/prepare.py)."""
+        ahead = self.settings.limits.prepare_ahead
+        if ahead and not self.one_step:  # one step per run (Temporal): nothing comes next here
+            self.steps.pipeline = Pipeline(self.steps, ahead)
+        try:
+            return self._run(wf_id)
+        finally:
+            pipeline, self.steps.pipeline = self.steps.pipeline, None
+            if pipeline is not None:
+                pipeline.close()
+
+    def _run(self, wf_id: int) -> Workflow:
         while True:
             wf = self.store.workflow(wf_id)
             if wf.status == "awaiting_approval" and risk.timed_wait(self.steps, wf):
@@ -127,6 +141,7 @@ class Engine:
             step = definition.steps[name]
             self._budget(wf, name)  # past its budget, the task waits (budget_exceeded)
             wf = self.store.workflow(wf_id)
+            self._prepare_after(wf, definition, step)
             try:
                 outcome = self._routed(wf, name, step)
             except DependencyApprovalRequired as stop:  # a rebuild waits for a person
@@ -137,9 +152,35 @@ class Engine:
                 raise
             except Exception as e:  # anything else ends the step as failed, resumable
                 outcome = self._crashed(wf, name, e)
+            if self.steps.pipeline is not None:
+                self.steps.pipeline.settle()  # prepared for this step and not taken: gone
             self._transition(wf, definition, name, step, outcome)
             if self.one_step:
                 return self.store.workflow(wf_id)
+
+    def _prepare_after(self, wf: Workflow, definition: WorkflowDef, step: StepDef) -> None:
+        """Start preparing the worker steps that may follow `step` (lookahead.py decides which
+        and from which commit; the engine's own CLI choice for each); a guess, never progress."""
+        pipeline = self.steps.pipeline
+        if pipeline is None:
+            return
+        try:
+            tip = self.ws.branch_tip(wf.task_branch)
+
+            def commits(role: str) -> bool:
+                return load_role(role, self.repo).output == "implementation"
+
+            expected = lookahead.after(definition, step, wf.context, tip, commits)
+            chosen = []
+            for item in expected:
+                picks = route.for_step(
+                    self.repo, self.settings, self.store, wf.cli, definition.steps[item.step]
+                )
+                cli = next((p.cli for p in picks if p.role == item.role), None)
+                chosen.append(dataclasses.replace(item, cli=cli))
+        except Exception:  # a guess that cannot be made is no guess
+            chosen = []
+        pipeline.ahead(wf, chosen)
 
     def _routed(self, wf: Workflow, name: str, step: StepDef) -> Outcome:
         """Choose each role's CLI (supervisor.routing), run the step on it, and keep the choices

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from supervisor.errors import SupervisorError
 from supervisor.sandbox.docker import LABEL_REPO, LABEL_STEP, LABEL_WORKFLOW, repo_label
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from supervisor.config import Settings
     from supervisor.recovery import Classification
     from supervisor.sandbox.base import Sandbox
-    from supervisor.state.store import Store
+    from supervisor.state.store import Store, Workflow
 
 
 class Reporter:
@@ -64,6 +64,15 @@ Checkpoint = Callable[[int, str, dict[str, Any], list[EventSpec], list[StepRecor
 """(workflow id, step, new context, events, finished step runs): one transaction."""
 
 
+class Preparing(Protocol):
+    """What the engine drives of steps/prepare.py's Pipeline (named here, not imported: that
+    module acts through a StepContext)."""
+
+    def ahead(self, wf: Workflow, expected: list[Any]) -> None: ...
+    def settle(self) -> None: ...
+    def close(self) -> None: ...
+
+
 @dataclass
 class StepContext:
     """Everything a step module may use. The names match the engine's attributes they replace
@@ -82,6 +91,9 @@ class StepContext:
     """The Temporal runner: a component fan-out hands its ready components to the workflow (one
     activity each, on any worker host) instead of running them here; this holds what the last
     ones came back with (supervisor/temporal/components.py). None: they run here, in threads."""
+
+    pipeline: Preparing | None = None
+    """The next step's preparations, made while this one runs (steps/prepare.py); None: none."""
 
     def labels(self, wf_id: int, step: str) -> dict[str, str]:
         return {LABEL_REPO: repo_label(self.repo), LABEL_WORKFLOW: str(wf_id), LABEL_STEP: step}

@@ -29,12 +29,12 @@ from supervisor.guard import credentials
 from supervisor.parsing import parse_worker_output
 from supervisor.policy import budgets
 from supervisor.routing.select import cli_for
-from supervisor.sandbox import adopt, model_paths
-from supervisor.sandbox.docker import RUN_PREFIX, RunSpec, run_dir_label
+from supervisor.sandbox import adopt, model_paths, warm
+from supervisor.sandbox.docker import RUN_PREFIX, run_dir_label
 from supervisor.state.store import EventSpec, StepRecord, now
 from supervisor.workers import adapter_for, continuation
 from supervisor.workflow import depth, plan_projects
-from supervisor.workflow.steps import assessing, results, witnessing
+from supervisor.workflow.steps import assessing, prepare, results, witnessing
 from supervisor.workflow.steps.base import (
     LineSplitter,
     Outcome,
@@ -94,6 +94,9 @@ def run_worker(
         base = candidate or wf.context.get("locked_sha") or tip
     asked_attempt = attempt
     adopted = adopt.claim(c.sandbox, wf.id, name, role.name, base)  # a killed run's container
+    prepared = None  # made while the previous step ran (steps/prepare.py)
+    if adopted is None:
+        prepared = prepare.take(c, wf.id, role.name, cli, base, creds)
     if adopted is not None:
         attempt, worktree, step_id = adopted.attempt, adopted.worktree, adopted.step_id
         c.store.add_event(wf.id, adopt.event(adopted))
@@ -101,12 +104,24 @@ def run_worker(
         if attempt is None:
             attempt = c.store.count_steps(wf.id, name, role.name) + 1
         began = now()  # the step's time includes making its worktree
-        worktree = c.ws.add_worktree(f"wf{wf.id}-{name}-{role.name}-{attempt}", base)
+        if prepared is not None:
+            worktree = prepared.worktree
+        else:
+            worktree = c.ws.add_worktree(f"wf{wf.id}-{name}-{role.name}-{attempt}", base)
         step_id = c.store.start_step(wf.id, name, attempt, role.name, str(worktree), began)
+    if prepared is not None:
+        creds = prepared.creds  # its placeholder is the one its route and container know
+        prepare.used(c, prepared, name, step_id)
     c.reporter.step(wf.id, name, f"{role.name} via {cli} (attempt {attempt})")
     run = _Run(c, wf, name, role, cli, step_id)
     label = f"{RUN_PREFIX}{run_dir_label(c.labels(wf.id, name))}"
-    run.record_dir = witnessing.new_record_dir(label, step_id)
+    run.prepared = prepared
+    if prepared is not None:
+        run.record_dir = prepared.record_dir
+    elif adopted is not None and adopted.record_dir is not None:  # a prepared run, adopted
+        run.record_dir = adopted.record_dir
+    else:
+        run.record_dir = witnessing.new_record_dir(label, step_id)
     outcome: Outcome | None
     try:
         outcome = run.invoke(cli_settings, creds, worktree, base, tip, component, branch)
@@ -135,6 +150,8 @@ def run_worker(
             "failed", escalate=escalate, transient=None if escalate else why, records=[record]
         )
     finally:
+        if prepared is not None and prepared.warm is not None:  # never reached its run
+            warm.discard(prepared.warm)
         c.ws.remove_worktree(worktree)
         witnessing.remove_record_dir(run.record_dir)
     if outcome is not None and run.home is not None:  # a role that may continue its session
@@ -169,6 +186,7 @@ class _Run:
         self.home: Path | None = None  # a kept home, when the role may continue its session
         self.session_id: str | None = None
         self.record_dir: Path | None = None  # where the proxy records the run (witnessing.py)
+        self.prepared: prepare.Prepared | None = None
 
     def invocation(
         self,
@@ -214,16 +232,19 @@ class _Run:
             self.step_id,
         )
         adapter = adapter_for(cli)
-        route = adopt.route(
-            c.sandbox,
-            self.step_id,
-            cli_settings.base_url,
-            creds.injection,
-            placeholder=creds.placeholder,
-            vendor=model_paths.VENDOR_OF_CLI.get(cli),
-            record_dir=self.record_dir,
-            task=run_dir_label(c.labels(wf.id, self.name)),
-        )
+        if self.prepared is not None:
+            route = self.prepared.route
+        else:
+            route = adopt.route(
+                c.sandbox,
+                self.step_id,
+                cli_settings.base_url,
+                creds.injection,
+                placeholder=creds.placeholder,
+                vendor=model_paths.VENDOR_OF_CLI.get(cli),
+                record_dir=self.record_dir,
+                task=run_dir_label(c.labels(wf.id, self.name)),
+            )
         plan = wf.context.get("plan")
         task = wf.description
         if component is not None:
@@ -254,19 +275,8 @@ class _Run:
         except ConfigError as e:
             return Outcome("failed", escalate=e)
         prompt = resumed.prompt
-        model = role.model_for(cli, cli_settings.default_model, cli_settings.model)
-        schema_file = "/run/supervisor/output_schema.json" if adapter.supports_json_schema else None
-        invocation = adapter.build(
-            model=model,
-            base_url=route.url,
-            workdir="/workspace",
-            extra_flags=[
-                *cli_settings.extra_flags,
-                *role.flags,
-                *budgets.cli_flags(adapter.budget_flag, budgets.remaining_usd(c.store, wf, name)),
-            ],
-            api_key_env=next(iter(creds.env), None),
-            schema_path=schema_file,
+        model, invocation = prepare.invocation_for(
+            c, wf, name, role, cli, cli_settings, creds, route.url
         )
         invocation = dataclasses.replace(invocation, argv=resumed.argv(cli, invocation.argv))
         limits = c.settings.limits
@@ -305,32 +315,23 @@ class _Run:
             ),
         )
         image = image_for(c, wf, name, files)
-        run = adopt.run(  # the container a killed run left for this step, or a new one
-            c.sandbox,
-            self.step_id,
-            RunSpec(
-                argv=invocation.argv,
-                worktree=worktree,
-                image=image,
-                env={**cli_settings.extra_env, **role.env, **invocation.env, **creds.env},
-                stdin_text=prompt,
-                home_files={**invocation.home_files, **creds.home_files},
-                run_files={"output_schema.json": prompts.schema_text(role.schema, cli)},
-                network=c.settings.sandbox.egress_network,
-                extra_hosts={route.alias: route.gateway},
-                timeout=limits.step_timeout_seconds,
-                memory=limits.worker_memory,
-                cpus=limits.worker_cpus,
-                idle_timeout=limits.idle_timeout_seconds,
-                labels=adopt.worker_labels(
-                    c.labels(wf.id, name), self.step_id, role.name, base, route
-                ),
-                on_output=LineSplitter(adapter.progress, c.reporter.output),
-                on_start=lambda cid: c.store.set_step_container(step_id, cid),
-                home_dir=self.home,
-                record_dir=self.record_dir,
+        spec = dataclasses.replace(
+            prepare.container_spec(
+                c, role, invocation, cli_settings, creds, route, worktree, image, cli
             ),
+            stdin_text=prompt,
+            labels=adopt.worker_labels(c.labels(wf.id, name), self.step_id, role.name, base, route),
+            on_output=LineSplitter(adapter.progress, c.reporter.output),
+            on_start=lambda cid: c.store.set_step_container(step_id, cid),
+            home_dir=self.home,
+            record_dir=self.record_dir,
         )
+        # The prepared container when it is exactly this one; else the container a killed run
+        # left for this step, or a new one.
+        stdin = adapter.late_prompt(prompt)
+        run = prepare.run(c, self.step_id, self.prepared, spec, base, stdin)
+        if run is None:
+            run = adopt.run(c.sandbox, self.step_id, spec)
         printed = adapter.parse_output(run.stdout, run.stderr, run.exit_code)
         settled = witnessing.settle(
             cli,

@@ -1,0 +1,63 @@
+"""Which worker steps may come next, and from which commit, while the current step runs.
+
+Part of the engine's deciding (the preparing is steps/prepare.py's): a guess that is never
+committed and never trusted. The next worker's inputs are known before the current step ends
+when the current step cannot move the tree the next one starts from: a gate, a reviewer, a
+planner or analyzer leave the candidate as it is, so each of their possible successors (`next`,
+`on_fail`, `on_reject`) that runs one worker role starts from the same commit as now. A step
+that may commit (an implementer, a fan-out) makes no guess: its successor's base is its own
+result. A wrong guess costs only the preparation (discarded when the next step does not take
+it); the next step checks everything it uses against its own inputs anyway.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from supervisor.config import StepDef, WorkflowDef
+
+
+@dataclass(frozen=True)
+class Expected:
+    """A worker step that may come next: its step, its role, the commit its worktree starts
+    from, and the CLI the engine would choose for it (None: the role's own order)."""
+
+    step: str
+    role: str
+    base: str
+    cli: str | None = None
+
+
+def base_now(context: dict[str, Any], tip: str) -> str:
+    """Where a worker step starts (steps/worker.py): the candidate, else the locked
+    interfaces, else the task branch's tip."""
+    return str(context.get("candidate") or context.get("locked_sha") or tip)
+
+
+def after(
+    definition: WorkflowDef,
+    step: StepDef,
+    context: dict[str, Any],
+    tip: str,
+    commits: Callable[[str], bool],
+) -> list[Expected]:
+    """The worker steps that may follow `step` and start from the commit known now, most
+    likely first (`next`, then the way back); `commits(role)`: whether a role's answer is a
+    commit (its output is an implementation)."""
+    if step.action is not None or step.for_each is not None:
+        return []
+    if step.role is not None and commits(step.role):
+        return []
+    base = base_now(context, tip)
+    found: list[Expected] = []
+    for successor in (step.next, step.on_fail, step.on_reject):
+        if successor is None or successor not in definition.steps:
+            continue
+        role = definition.steps[successor].role
+        if role is None or any(e.role == role for e in found):
+            continue
+        found.append(Expected(successor, role, base))
+    return found

@@ -1,0 +1,367 @@
+"""Preparing the next worker step while the current one runs (issue 30: pipelined steps).
+
+The engine names what the next step will need when its inputs are already known
+(supervisor/workflow/lookahead.py: a role and the commit its worktree starts from); this module
+makes it in a background thread: the worktree, the credentials and the proxy route, and the
+container started with its CLI waiting for a prompt (supervisor/sandbox/warm.py). The next
+worker step takes a preparation only when it wants the same role, CLI, base and key, and uses its
+container only when the container is exactly the one it would have made (`warm.fingerprint` of
+its own RunSpec); anything else is discarded, as is every preparation the step after it did not
+take. Nothing of it is workflow progress: a used or discarded preparation is an event, and a
+crash leaves only things named for the task (worktree `wf<id>-prep-...`, labelled container, run
+folder, proxy route), which the task's clean-up on `resume` removes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from supervisor.context import prompts
+from supervisor.sandbox import adopt, model_paths, warm
+from supervisor.sandbox.docker import RunSpec, run_dir_label
+from supervisor.state.store import EventSpec
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+    from supervisor.context.roles import Role
+    from supervisor.guard.credentials import Credentials
+    from supervisor.sandbox.docker import RunResult
+    from supervisor.sandbox.egress import Route
+    from supervisor.state.store import Workflow
+    from supervisor.workers.base import Invocation
+    from supervisor.workflow.lookahead import Expected
+    from supervisor.workflow.steps.base import StepContext
+
+PREFIX = "prep-"
+"""Prepared worktrees are `wf<id>-prep-<role>-<token>`: the task's clean-up takes them too."""
+
+
+@dataclass
+class Prepared:
+    """What one expected worker step will need, made ahead."""
+
+    wf_id: int
+    role: str
+    cli: str
+    base: str
+    worktree: Path
+    creds: Credentials
+    route: Route
+    record_dir: Path
+    warm: warm.Warm | None
+
+
+def container_spec(
+    c: StepContext,
+    role: Role,
+    invocation: Invocation,
+    cli_settings: Any,
+    creds: Credentials,
+    route: Route,
+    worktree: Path,
+    image: str | None,
+    cli: str,
+) -> RunSpec:
+    """A worker's RunSpec, but for its prompt, labels, callbacks and folders (the step adds
+    them): one function for the step and its preparation, so that they make the same container."""
+    limits = c.settings.limits
+    return RunSpec(
+        argv=invocation.argv,
+        worktree=worktree,
+        image=image,
+        env={**cli_settings.extra_env, **role.env, **invocation.env, **creds.env},
+        home_files={**invocation.home_files, **creds.home_files},
+        run_files={"output_schema.json": prompts.schema_text(role.schema, cli)},
+        network=c.settings.sandbox.egress_network,
+        extra_hosts={route.alias: route.gateway},
+        timeout=limits.step_timeout_seconds,
+        memory=limits.worker_memory,
+        cpus=limits.worker_cpus,
+        idle_timeout=limits.idle_timeout_seconds,
+    )
+
+
+def invocation_for(
+    c: StepContext,
+    wf: Workflow,
+    name: str,
+    role: Role,
+    cli: str,
+    cli_settings: Any,
+    creds: Any,
+    base_url: str,
+) -> tuple[str, Invocation]:
+    """The model and the CLI's command line, as the worker step builds them."""
+    from supervisor.policy import budgets
+    from supervisor.workers import adapter_for
+
+    adapter = adapter_for(cli)
+    model = role.model_for(cli, cli_settings.default_model, cli_settings.model)
+    schema_file = "/run/supervisor/output_schema.json" if adapter.supports_json_schema else None
+    invocation = adapter.build(
+        model=model,
+        base_url=base_url,
+        workdir="/workspace",
+        extra_flags=[
+            *cli_settings.extra_flags,
+            *role.flags,
+            *budgets.cli_flags(adapter.budget_flag, budgets.remaining_usd(c.store, wf, name)),
+        ],
+        api_key_env=next(iter(creds.env), None),
+        schema_path=schema_file,
+    )
+    return model, invocation
+
+
+def prepare_worker(c: StepContext, wf: Workflow, expected: Expected) -> Prepared | None:
+    """Make what `expected` will need, or None when it cannot be made ahead (a CLI that reads
+    its prompt first, a role that continues sessions, an image still to build, no Docker)."""
+    from supervisor.context.roles import load_role
+    from supervisor.guard import credentials
+    from supervisor.project import project_image
+    from supervisor.routing.select import cli_for
+    from supervisor.workers import adapter_for, continuation
+    from supervisor.workspace.treedata import CommitFiles
+
+    role = load_role(expected.role, c.repo)
+    if continuation.enabled(c.settings, role):
+        return None
+    cli = cli_for(role, wf.cli, wf.context, preferred=expected.cli)
+    cli_settings = c.settings.clis.get(cli)
+    if cli_settings is None:
+        return None
+    adapter = adapter_for(cli)
+    if not adapter.late_prompt_flags:
+        return None
+    creds = credentials.collect(cli, cli_settings)
+    files = CommitFiles(c.ws.git_dir, expected.base)
+    wanted = project_image.image_for(c.repo, files, c.sandbox.base_image_id())
+    if wanted is not None and not project_image.exists(c.sandbox.client, wanted.tag):
+        return None  # the step builds it (or asks a person first): not done ahead
+    image = wanted.tag if wanted is not None else None
+    token = warm.new_token()
+    labels = c.labels(wf.id, expected.step)
+    task = run_dir_label(labels)
+    worktree = c.ws.add_worktree(f"wf{wf.id}-{PREFIX}{role.name}-{token}", expected.base)
+    record_dir = warm.record_dir(labels, token)
+    route: Route | None = None
+    try:
+        record_dir.mkdir(mode=0o700)
+        route = c.sandbox.route(
+            cli_settings.base_url,
+            creds.injection,
+            placeholder=creds.placeholder,
+            vendor=model_paths.VENDOR_OF_CLI.get(cli),
+            record_dir=record_dir,
+            task=task,
+        )
+        _, invocation = invocation_for(
+            c, wf, expected.step, role, cli, cli_settings, creds, route.url
+        )
+        spec = container_spec(
+            c,
+            role,
+            invocation,
+            cli_settings,
+            creds,
+            route,
+            worktree,
+            image,
+            cli,
+        )
+        # What an adoption checks (sandbox/adopt.py): the base, and the route to re-attach.
+        spec.labels = adopt.prepared_labels(labels, expected.base, route)
+        prepared = None  # a sandbox without containers (the stand-in): worktree and route only
+        if hasattr(c.sandbox, "finish_prepared"):
+            prepared = warm.prepare(
+                c.sandbox,  # type: ignore[arg-type]
+                spec,
+                expected.base,
+                adapter.late_prompt_flags,
+                token,
+            )
+    except BaseException:
+        _undo(c, worktree, route, record_dir)
+        raise
+    base = expected.base
+    return Prepared(wf.id, role.name, cli, base, worktree, creds, route, record_dir, prepared)
+
+
+def run(
+    c: StepContext,
+    step_id: int,
+    prepared: Prepared | None,
+    spec: RunSpec,
+    base: str,
+    stdin: str,
+) -> RunResult | None:
+    """The step's run in its prepared container when that is exactly the container `spec`
+    makes; None (the container discarded) otherwise: the step then runs `spec` as before."""
+    ready = prepared.warm if prepared is not None else None
+    if prepared is None or ready is None:
+        return None
+    prepared.warm = None
+    if warm.fingerprint(spec, base) != ready.fingerprint:
+        warm.discard(ready)
+        _event(c, prepared, "discarded", "the step's container differs from the prepared one")
+        return None
+    try:
+        result = warm.run(c.sandbox, ready, spec, stdin)  # type: ignore[arg-type]
+    except BaseException:
+        _close_step_route(c, step_id)
+        raise
+    if result is None:
+        _event(c, prepared, "discarded", "the prepared CLI had stopped waiting")
+        return None  # the route stays for the step's own run, which closes it
+    _close_step_route(c, step_id)
+    return result
+
+
+def _close_step_route(c: StepContext, step_id: int) -> None:
+    opened = c.sandbox.__dict__.get("step_routes", {}).pop(step_id, None)
+    if opened is not None and hasattr(c.sandbox, "close_route"):
+        c.sandbox.close_route(opened)
+
+
+class Pipeline:
+    """The preparations of one engine run: made in the background, taken by the next step,
+    the rest discarded after it (and all of them when the engine stops, however it stops)."""
+
+    def __init__(
+        self,
+        c: StepContext,
+        limit: int,
+        make: Callable[[StepContext, Workflow, Expected], Prepared | None] | None = None,
+    ) -> None:
+        self.c = c
+        self.limit = limit
+        self.make = make or prepare_worker
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=max(limit, 1), thread_name_prefix="prepare")
+        self._pending: list[tuple[int, Expected, Future[Prepared | None]]] = []
+        self.generation = 0
+
+    def ahead(self, wf: Workflow, expected: list[Expected]) -> None:
+        """Start preparing for the step after the one starting now."""
+        self.generation += 1
+        for item in expected[: self.limit]:
+            future = self._pool.submit(self._prepare, wf, item)
+            with self._lock:
+                self._pending.append((self.generation, item, future))
+
+    def _prepare(self, wf: Workflow, item: Expected) -> Prepared | None:
+        try:
+            return self.make(self.c, wf, item)
+        except Exception as e:  # a preparation never fails a step: the step makes its own
+            self.c.reporter.info(f"preparing '{item.step}' ahead failed: {e}")
+            return None
+
+    def take(
+        self, wf_id: int, role: str, cli: str, base: str, creds: Credentials
+    ) -> Prepared | None:
+        """A preparation for exactly this run (waiting for one still being made), or None."""
+        with self._lock:
+            matching = [
+                p
+                for p in self._pending
+                if p[1].role == role and p[1].base == base and p[0] < self.generation
+            ]
+        for entry in matching:
+            made = entry[2].result()
+            if made is None or made.wf_id != wf_id or made.cli != cli:
+                continue
+            if not same_key(made.creds, creds):
+                continue
+            with self._lock:
+                if entry not in self._pending:
+                    continue
+                self._pending.remove(entry)
+            return made
+        return None
+
+    def settle(self) -> None:
+        """After a step ran: what was prepared for it and not taken goes."""
+        with self._lock:
+            stale = [p for p in self._pending if p[0] < self.generation]
+            self._pending = [p for p in self._pending if p[0] >= self.generation]
+        for _, _, future in stale:
+            made = future.result()
+            if made is not None:
+                discard(self.c, made, "the next step did not use it")
+
+    def close(self) -> None:
+        """Everything still prepared goes (the engine stops: done, waiting, failed, killed)."""
+        with self._lock:
+            left, self._pending = self._pending, []
+        for _, _, future in left:
+            with contextlib.suppress(Exception):
+                made = future.result()
+                if made is not None:
+                    discard(self.c, made, "the task stopped")
+        self._pool.shutdown(wait=True)
+
+
+def take(
+    c: StepContext, wf_id: int, role: str, cli: str, base: str, creds: Credentials
+) -> Prepared | None:
+    """The worker step's question: anything prepared for exactly this run?"""
+    pipeline = c.pipeline
+    return pipeline.take(wf_id, role, cli, base, creds) if isinstance(pipeline, Pipeline) else None
+
+
+def same_key(a: Credentials, b: Credentials) -> bool:
+    """The same real credential (the placeholders differ by design: one per run)."""
+    return a.injection == b.injection and a.home_files == b.home_files and a.source == b.source
+
+
+def discard(c: StepContext, made: Prepared, why: str) -> None:
+    if made.warm is not None:
+        warm.discard(made.warm)
+        made.warm = None
+    _undo(c, made.worktree, made.route, made.record_dir)
+    _event(c, made, "discarded", why)
+
+
+def used(c: StepContext, made: Prepared, step: str, step_id: int) -> None:
+    """The step took the preparation: its route is the step's, closed with its run as any
+    step's (adopt.run)."""
+    routes: dict[int, Route] = c.sandbox.__dict__.setdefault("step_routes", {})
+    routes[step_id] = made.route
+    c.store.add_event(
+        made.wf_id,
+        EventSpec(
+            "prepared_run_used",
+            step=step,
+            role=made.role,
+            payload={"cli": made.cli, "base": made.base, "container": made.warm is not None},
+        ),
+    )
+
+
+def _event(c: StepContext, made: Prepared, what: str, why: str) -> None:
+    with contextlib.suppress(Exception):  # an event never fails the step
+        c.store.add_event(
+            made.wf_id,
+            EventSpec(
+                f"prepared_run_{what}",
+                role=made.role,
+                payload={"cli": made.cli, "base": made.base, "reason": why},
+            ),
+        )
+
+
+def _undo(c: StepContext, worktree: Path, route: Route | None, record_dir: Path) -> None:
+    import shutil
+
+    if route is not None and hasattr(c.sandbox, "close_route"):
+        with contextlib.suppress(Exception):
+            c.sandbox.close_route(route)
+    with contextlib.suppress(Exception):
+        c.ws.remove_worktree(worktree)
+    shutil.rmtree(record_dir, ignore_errors=True)

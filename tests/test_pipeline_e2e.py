@@ -1,0 +1,131 @@
+"""Pipelined steps on the real parts (the real `claude` in the real sandbox against the scripted
+API, real git, real SQLite): while a gate runs, the worker steps that may follow it are started
+in their own containers, waiting for a prompt; the one the gate's outcome chooses is used, the
+other discarded; a prepared CLI sends no model request before its step has started, and nothing
+prepared is left behind."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import docker
+import pytest
+from e2e_support import (
+    BAD_CALC,
+    GOOD_CALC,
+    implementer,
+    new_repo,
+    require_sandbox,
+    reviewer,
+    write_workflow,
+)
+
+from supervisor import tasks
+from supervisor.sandbox.docker import LABEL_REPO, repo_label
+from supervisor.sandbox.warm import LABEL_PREPARED
+from supervisor.workspace.worktrees import Workspace
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from supervisor.fakeapi import ScriptedModelServer
+
+pytestmark = pytest.mark.docker
+FLOW = (
+    "workflow:\n  initial_step: implement\n  steps:\n"
+    "    implement: {role: implementer, next: test, max_retries: 3}\n"
+    "    test: {gate: test, next: review, on_fail: implement}\n"
+    "    review: {role: reviewer, next: commit}\n"
+    "    commit: {action: commit}\n"
+)
+RUN_ID = re.compile(r"RUN: wf\d+-[\w./-]+-step(\d+)")
+
+
+@pytest.fixture(autouse=True)
+def real_parts(api_keys: None) -> None:
+    require_sandbox()
+
+
+def leftovers(repo: Path) -> list[str]:
+    client = docker.from_env()
+    filters = {"label": [f"{LABEL_REPO}={repo_label(repo)}", LABEL_PREPARED]}
+    containers = client.containers.list(all=True, filters=filters)
+    trees = Workspace(repo).worktrees_dir
+    prepared = [p.name for p in trees.iterdir() if "-prep-" in p.name] if trees.exists() else []
+    return [c.name for c in containers] + prepared
+
+
+def test_the_fix_up_and_the_review_run_in_containers_started_while_the_gate_ran(
+    tmp_path: Path, serve: Callable[..., ScriptedModelServer]
+) -> None:
+    server = serve(
+        implementer(BAD_CALC),
+        implementer(GOOD_CALC, when="FEEDBACK FROM THE PREVIOUS ATTEMPT"),
+        reviewer(),
+    )
+    repo = new_repo(tmp_path, server.url)
+    write_workflow(repo, FLOW)
+
+    wf = tasks.start_task("Fix multiply in calc.py", repo)
+
+    assert wf.status == "completed", wf
+    with tasks.reading(repo) as store:
+        steps = store.steps(wf.id)
+        events = store.events(wf.id)
+    used = [
+        (e.step, e.role, e.payload["container"]) for e in events if e.type == "prepared_run_used"
+    ]
+    # The gate failed: the fix-up ran in the container prepared for it, the review's went; the
+    # gate then passed: the review ran in its prepared container, the fix-up's went.
+    assert used == [("implement", "implementer", True), ("review", "reviewer", True)]
+    discarded = [e.role for e in events if e.type == "prepared_run_discarded"]
+    assert discarded[:2] == ["reviewer", "implementer"]
+    # A prepared CLI waited for its prompt: every model request belongs to a step already
+    # started, and the discarded ones sent none (3 + 3 + 1 scripted turns).
+    started = {s["id"]: s["started_at"].timestamp() for s in steps}
+    requests = [r for r in server.requests if r.kind == "scripted"]
+    assert len(requests) == 7
+    for request in requests:
+        found = RUN_ID.search(json.dumps(request.body))
+        assert found is not None
+        assert request.at >= started[int(found[1])]
+    assert server.unmatched == [] and server.exhausted == []
+    assert leftovers(repo) == []
+
+
+def test_a_prepared_container_that_is_not_the_steps_own_is_discarded_unused(
+    tmp_path: Path, serve: Callable[..., ScriptedModelServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A preparation whose container differs from the one the step makes (here: the step's
+    model changed in the config while the gate ran) is never used: the step runs its own."""
+    from supervisor.workflow.steps import prepare
+
+    server = serve(
+        implementer(BAD_CALC),
+        implementer(GOOD_CALC, when="FEEDBACK FROM THE PREVIOUS ATTEMPT"),
+        reviewer(),
+    )
+    repo = new_repo(tmp_path, server.url)
+    write_workflow(repo, FLOW)
+    made = prepare.prepare_worker
+
+    def then_the_config_changes(c: Any, wf: Any, expected: Any) -> Any:
+        out = made(c, wf, expected)
+        c.settings.limits.worker_memory = "3g"  # the container the step makes differs now
+        return out
+
+    monkeypatch.setattr(prepare, "prepare_worker", then_the_config_changes)
+
+    wf = tasks.start_task("Fix multiply in calc.py", repo)
+
+    assert wf.status == "completed", wf
+    with tasks.reading(repo) as store:
+        events = store.events(wf.id)
+    reasons = [e.payload["reason"] for e in events if e.type == "prepared_run_discarded"]
+    assert "the step's container differs from the prepared one" in reasons
+    used = [e.payload["container"] for e in events if e.type == "prepared_run_used"]
+    assert used  # taken (worktree, route), its container discarded, the step's own run instead
+    assert leftovers(repo) == []

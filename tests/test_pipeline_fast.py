@@ -1,0 +1,394 @@
+"""Pipelined steps, pure logic and the real engine with the stand-in sandbox: which worker steps
+are prepared while the current step runs (and from which commit), when a preparation is used,
+and that every preparation the next step does not take is discarded, leaving nothing behind.
+The real containers are in test_pipeline_e2e.py."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from supervisor import tasks
+from supervisor.config import WorkflowDef, load_settings
+from supervisor.demo import make_demo_repo
+from supervisor.guard.credentials import Credentials
+from supervisor.guard.trust import trust
+from supervisor.sandbox.credproxy import Injection
+from supervisor.sandbox.docker import RunSpec
+from supervisor.sandbox.egress import Route
+from supervisor.sandbox.standin import StandinSandbox, WorkerCall, answer
+from supervisor.sandbox.warm import fingerprint
+from supervisor.state.store import Store
+from supervisor.workflow import lookahead
+from supervisor.workflow.lookahead import Expected
+from supervisor.workflow.steps.base import Reporter, StepContext
+from supervisor.workflow.steps.prepare import Pipeline, Prepared
+from supervisor.workspace.worktrees import Workspace
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+FLOW = WorkflowDef.model_validate(
+    {
+        "initial_step": "plan",
+        "steps": {
+            "plan": {"role": "planner", "next": "implement"},
+            "implement": {"role": "implementer", "next": "test"},
+            "fan": {"role": "implementer", "for_each": "component", "next": "test"},
+            "test": {"gate": "test", "next": "review", "on_fail": "implement"},
+            "review": {"role": "reviewer", "next": "commit", "on_reject": "implement"},
+            "commit": {"action": "commit"},
+        },
+    }
+)
+
+
+def commits(role: str) -> bool:
+    return role == "implementer"
+
+
+def after(step: str, context: dict[str, Any]) -> list[Expected]:
+    return lookahead.after(FLOW, FLOW.steps[step], context, "tip", commits)
+
+
+# -- what is prepared, from which commit ---------------------------------------------------------
+
+
+def test_a_gate_prepares_both_of_its_successors_from_the_candidate_it_checks() -> None:
+    assert after("test", {"candidate": "c1"}) == [
+        Expected("review", "reviewer", "c1"),
+        Expected("implement", "implementer", "c1"),
+    ]
+
+
+def test_a_reviewer_prepares_the_fix_up_its_rejection_would_send_back() -> None:
+    assert after("review", {"candidate": "c1"}) == [Expected("implement", "implementer", "c1")]
+
+
+def test_a_planner_prepares_the_implementer_from_the_locked_interfaces_else_the_tip() -> None:
+    assert after("plan", {}) == [Expected("implement", "implementer", "tip")]
+    assert after("plan", {"locked_sha": "l1"}) == [Expected("implement", "implementer", "l1")]
+
+
+def test_a_step_that_commits_prepares_nothing_its_successor_starts_from_its_result() -> None:
+    assert after("implement", {"candidate": "c1"}) == []
+    assert after("fan", {"candidate": "c1"}) == []
+    assert after("commit", {"candidate": "c1"}) == []
+
+
+# -- a prepared container is used only for the very container the step would make ---------------
+
+
+def spec(**changes: Any) -> RunSpec:
+    made = RunSpec(
+        argv=["claude", "-p", "--model", "m"],
+        worktree=Path("/w/one"),
+        env={"ANTHROPIC_BASE_URL": "http://proxy:1"},
+        home_files={".claude.json": b"{}"},
+        run_files={"output_schema.json": "{}"},
+        network="egress",
+    )
+    for name, value in changes.items():
+        setattr(made, name, value)
+    return made
+
+
+def test_the_fingerprint_ignores_the_prompt_labels_folders_and_the_worktrees_path() -> None:
+    same = spec(
+        stdin_text="a prompt known only now",
+        labels={"supervisor.step_id": "7"},
+        worktree=Path("/w/other"),
+        record_dir=Path("/tmp/record"),
+    )
+    assert fingerprint(same, "base1") == fingerprint(spec(), "base1")
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        {"argv": ["claude", "-p", "--model", "other"]},
+        {"env": {"ANTHROPIC_BASE_URL": "http://proxy:2"}},
+        {"home_files": {".claude.json": b"{ }"}},
+        {"run_files": {"output_schema.json": "{ }"}},
+        {"image": "project:abc"},
+        {"memory": "1g"},
+        {"network": "none"},
+        {"home_dir": Path("/kept/home")},
+    ],
+)
+def test_any_difference_in_what_the_container_is_made_of_makes_the_preparation_stale(
+    changed: dict[str, Any],
+) -> None:
+    assert fingerprint(spec(**changed), "base1") != fingerprint(spec(), "base1")
+
+
+def test_another_base_commit_makes_the_preparation_stale() -> None:
+    assert fingerprint(spec(), "base2") != fingerprint(spec(), "base1")
+
+
+# -- the pipeline: taken when it matches, discarded otherwise, nothing left ----------------------
+
+
+class Made:
+    """A maker for the pipeline that makes a real worktree (and no container)."""
+
+    def __init__(self) -> None:
+        self.calls: list[Expected] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, c: StepContext, wf: Any, expected: Expected) -> Prepared:
+        with self.lock:
+            self.calls.append(expected)
+            n = len(self.calls)
+        tree = c.ws.add_worktree(f"wf{wf.id}-prep-{expected.role}-{n}", expected.base)
+        record = tree.parent / f"record-{n}"
+        record.mkdir()
+        route = Route(url="http://127.0.0.1:9", alias="api", gateway="127.0.0.1")
+        creds = Credentials(injection=Injection(header="x-api-key", value="k1"))
+        cli = expected.cli or "claude"
+        return Prepared(wf.id, expected.role, cli, expected.base, tree, creds, route, record, None)
+
+
+@pytest.fixture
+def context(tmp_path: Path) -> tuple[StepContext, Any]:
+    repo = make_demo_repo(tmp_path / "repo")
+    ws = Workspace(repo)
+    store = Store(tmp_path / "state.db")
+    head = ws.head_commit()
+    wf = store.create_workflow(
+        description="t",
+        cli="claude",
+        base_branch="main",
+        base_sha=head,
+        branch_for_id=lambda i: f"ai/{i}-t",
+        definition={},
+        first_step="test",
+    )
+    settings = load_settings(repo)
+    c = StepContext(
+        repo, settings, store, ws, StandinSandbox(lambda call: ""), Reporter(), lambda *a: None
+    )
+    return c, wf
+
+
+def key(value: str = "k1") -> Credentials:
+    return Credentials(injection=Injection(header="x-api-key", value=value))
+
+
+def prepared_trees(c: StepContext) -> list[str]:
+    found = c.ws.worktrees_dir.iterdir() if c.ws.worktrees_dir.exists() else []
+    return sorted(p.name for p in found if "-prep-" in p.name)
+
+
+def test_the_next_step_takes_a_preparation_of_its_role_cli_base_and_key(
+    context: tuple[StepContext, Any],
+) -> None:
+    c, wf = context
+    head = c.ws.head_commit()
+    pipeline = Pipeline(c, 2, make=Made())
+    pipeline.ahead(wf, [Expected("review", "reviewer", head), Expected("fix", "implementer", head)])
+    pipeline.ahead(wf, [])  # the next step starts
+
+    assert pipeline.take(wf.id, "reviewer", "claude", head, key("another key")) is None
+    assert pipeline.take(wf.id, "reviewer", "codex", head, key()) is None
+    assert pipeline.take(wf.id, "reviewer", "claude", "0" * 40, key()) is None
+    taken = pipeline.take(wf.id, "reviewer", "claude", head, key())
+    assert taken is not None and taken.worktree.is_dir() and taken.base == head
+    assert pipeline.take(wf.id, "reviewer", "claude", head, key()) is None  # used once only
+
+    pipeline.settle()  # the step ran: the fix-up's preparation was not needed
+    events = [e for e in c.store.events(wf.id) if e.type == "prepared_run_discarded"]
+    assert [e.role for e in events] == ["implementer"]
+    assert prepared_trees(c) == [taken.worktree.name]  # the taken one is the step's to remove
+    pipeline.close()
+
+
+def test_a_preparation_for_the_step_after_next_is_not_taken_by_the_next_step(
+    context: tuple[StepContext, Any],
+) -> None:
+    c, wf = context
+    head = c.ws.head_commit()
+    pipeline = Pipeline(c, 2, make=Made())
+    pipeline.ahead(wf, [Expected("review", "reviewer", head)])  # made while the current step runs
+    assert pipeline.take(wf.id, "reviewer", "claude", head, key()) is None  # the current step
+    pipeline.close()
+    assert prepared_trees(c) == []
+
+
+def test_closing_the_pipeline_discards_every_preparation_and_leaves_no_worktree(
+    context: tuple[StepContext, Any],
+) -> None:
+    c, wf = context
+    head = c.ws.head_commit()
+    pipeline = Pipeline(c, 2, make=Made())
+    pipeline.ahead(wf, [Expected("review", "reviewer", head), Expected("fix", "implementer", head)])
+    pipeline.ahead(wf, [Expected("fix", "implementer", head)])
+    pipeline.close()
+
+    assert prepared_trees(c) == []
+    discarded = [e for e in c.store.events(wf.id) if e.type == "prepared_run_discarded"]
+    assert len(discarded) == 3
+    assert {e.payload["reason"] for e in discarded} == {"the task stopped"}
+
+
+def test_a_preparation_that_fails_is_no_preparation_and_fails_no_step(
+    context: tuple[StepContext, Any],
+) -> None:
+    c, wf = context
+    head = c.ws.head_commit()
+
+    def broken(c: StepContext, wf: Any, expected: Expected) -> Prepared:
+        raise OSError("disk full")
+
+    pipeline = Pipeline(c, 2, make=broken)
+    pipeline.ahead(wf, [Expected("review", "reviewer", head)])
+    pipeline.ahead(wf, [])
+    assert pipeline.take(wf.id, "reviewer", "claude", head, key()) is None
+    pipeline.close()
+
+
+# -- the real engine: the fix-up and the review run in what was prepared during the gate ---------
+
+
+class Script:
+    """Each worker run takes the first reply whose text is in its prompt, once."""
+
+    def __init__(self, *replies: tuple[str, Callable[[WorkerCall], str]]) -> None:
+        self.replies = list(replies)
+        self.lock = threading.Lock()
+
+    def __call__(self, call: WorkerCall) -> str:
+        with self.lock:
+            found = next(i for i, (when, _) in enumerate(self.replies) if when in call.prompt)
+            _, do = self.replies.pop(found)
+        return do(call)
+
+
+def writes(text: str) -> Callable[[WorkerCall], str]:
+    def do(call: WorkerCall) -> str:
+        call.write("answer.txt", text)
+        data = {
+            "status": "SUCCESS",
+            "summary": "wrote answer.txt",
+            "files_created": [],
+            "files_modified": ["answer.txt"],
+            "tests_written": [],
+            "blockers": [],
+        }
+        return answer(data)
+
+    return do
+
+
+def approves(call: WorkerCall) -> str:
+    return answer({"status": "APPROVED", "issues": [], "summary": "review: APPROVED"})
+
+
+def test_the_steps_after_a_gate_run_in_the_worktrees_prepared_while_it_ran(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, api_keys: None
+) -> None:
+    root = make_demo_repo(tmp_path / "repo")
+    config = root / ".supervisor" / "config.yaml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(
+        "clis:\n  claude:\n    base_url: http://127.0.0.1:9\n"
+        "gates:\n  test: 'grep -q right answer.txt || { echo answer.txt is wrong; exit 3; }'\n"
+    )
+    (root / ".supervisor" / "workflow.yaml").write_text(
+        "workflow:\n  initial_step: implement\n  steps:\n"
+        "    implement: {role: implementer, next: test, max_retries: 3}\n"
+        "    test: {gate: test, next: review, on_fail: implement}\n"
+        "    review: {role: reviewer, next: commit, on_reject: implement}\n"
+        "    commit: {action: commit}\n"
+    )
+    trust(root)
+    script = Script(
+        ("ROLE: implementer", writes("wrong\n")),
+        ("answer.txt is wrong", writes("right\n")),
+        ("ROLE: reviewer", approves),
+    )
+    sandbox = StandinSandbox(script)
+    monkeypatch.setattr(tasks, "open_sandbox", lambda project, clis, **_: sandbox)
+
+    wf = tasks.start_task("Write the answer file", root)
+
+    assert wf.status == "completed"
+    with tasks.reading(root) as store:
+        steps = store.steps(wf.id)
+        events = store.events(wf.id)
+    trees = {(s["name"], s["attempt"]): Path(s["worktree"]).name for s in steps if s["role"]}
+    assert "-prep-" not in trees[("implement", 1)]  # the first step: nothing ran before it
+    assert "-prep-implementer-" in trees[("implement", 2)]  # prepared during the failing gate
+    assert "-prep-reviewer-" in trees[("review", 1)]  # prepared during the passing gate
+    used = [(e.step, e.role) for e in events if e.type == "prepared_run_used"]
+    assert used == [("implement", "implementer"), ("review", "reviewer")]
+    discarded = [e.role for e in events if e.type == "prepared_run_discarded"]
+    assert discarded == ["reviewer", "implementer", "implementer"]  # the ways not taken
+    worktrees = Workspace(root).worktrees_dir
+    assert not [p for p in worktrees.iterdir() if "-prep-" in p.name]
+
+
+# -- a crash while a step runs in its prepared container: resume adopts it by its step's row ----
+
+
+def prepared_container_labels(token: str = "0123456789ab") -> dict[str, str]:
+    from supervisor.sandbox import adopt
+    from supervisor.sandbox.docker import LABEL_REPO, LABEL_STEP, LABEL_WORKFLOW
+    from supervisor.sandbox.warm import LABEL_PREPARED
+
+    route = Route(url="http://model-api:41234/v1", alias="a", gateway="g", placeholder="")
+    made = adopt.prepared_labels(
+        {LABEL_REPO: "r" * 16, LABEL_WORKFLOW: "3", LABEL_STEP: "implement"}, "b" * 40, route
+    )
+    return {**made, LABEL_PREPARED: token}
+
+
+def row(**changes: Any) -> dict[str, Any]:
+    made = {
+        "id": 17,
+        "workflow_id": 3,
+        "name": "implement/square",
+        "role": "implementer",
+        "attempt": 1,
+        "status": "running",
+        "container_id": "c" * 64,
+        "worktree": "/repo/.supervisor/worktrees/wf3-prep-implementer-0123456789ab",
+    }
+    return {**made, **changes}
+
+
+def test_a_prepared_container_its_steps_row_names_is_adopted_with_its_record_folder() -> None:
+    from supervisor.sandbox import adopt
+
+    found = adopt.match("c" * 64, prepared_container_labels(), "running", "r" * 16, 3, [row()])
+
+    assert found is not None
+    assert (found.step_id, found.step, found.role, found.port) == (
+        17,
+        "implement/square",
+        "implementer",
+        41234,
+    )
+    assert found.record_dir is not None and found.record_dir.name.endswith("0123456789ab")
+
+
+@pytest.mark.parametrize(
+    ("token", "rows"),
+    [
+        ("0123456789ab", []),  # no step took it: the clean-up removes it
+        ("0123456789ab", [row(container_id="d" * 64)]),  # a row names another container
+        ("0123456789ab", [row(status="succeeded")]),
+        ("0123456789ab", [row(role=None)]),  # a gate's row
+        ("../../etc/x", [row()]),  # not a token of ours
+    ],
+)
+def test_a_prepared_container_no_running_step_names_is_not_adopted(
+    token: str, rows: list[dict[str, Any]]
+) -> None:
+    from supervisor.sandbox import adopt
+
+    labels = prepared_container_labels(token)
+    assert adopt.match("c" * 64, labels, "running", "r" * 16, 3, rows) is None
