@@ -1,6 +1,6 @@
 """The Temporal runner against the embedded one, on the real parts (issue 15):
 
-    .venv/bin/python benchmarks/scaleout.py [--repeat 3] [--tasks 12] [--workers 1,2,3]
+    .venv/bin/python benchmarks/scaleout.py [--repeat 3] [--tasks 12] [--workers 1,2,3] [--delay 6]
 
 1. Per-step overhead and submission: the same 3-step task (implement, test gate, commit; the
    real `claude` in the real sandbox against the scripted model API) run embedded (`start-task`)
@@ -10,7 +10,10 @@
 2. Makespan of N independent components (N one-step tasks: implement then commit) on 1, 2 and 3
    worker processes (`--max-parallel 1` each): all submitted first, then the workers start; the
    makespan runs from their start to the last completion. Speed-up against 1 worker, and
-   efficiency = speed-up / workers (1.0 is the ideal).
+   efficiency = speed-up / workers (1.0 is the ideal). The scripted model waits `--delay`
+   seconds before each conversation's first answer, as a real model thinks: long enough that
+   the workers wait on the model, not on this machine's CPU (two cores, three workers each
+   starting a CLI in a container), so the figure shows what Temporal spreads.
 3. The same for ONE task whose plan has N independent components (`--one-task`): the fan-out
    step hands them to the workflow, one activity per component on any worker; the makespan runs
    from the workers' start to the task's completion (plan, N components, merges, commit).
@@ -214,7 +217,18 @@ def _warm_submission(repo: Path, repeat: int) -> float:
     return statistics.median(took[1:])
 
 
-def makespan(base: Path, url: str, temporal: DevServer, tasks: int, workers: list[int]) -> None:
+def makespan(
+    base: Path, temporal: DevServer, tasks: int, workers: list[int], delay: float
+) -> None:
+    script = {"conversations": [{**implementer(GOOD_CALC, delay=delay), "repeat": True}]}
+    api = ScriptedModelServer(load_script(script))
+    try:
+        _makespan(base, api.url, temporal, tasks, workers)
+    finally:
+        api.close()
+
+
+def _makespan(base: Path, url: str, temporal: DevServer, tasks: int, workers: list[int]) -> None:
     from supervisor import tasks as task_api
     from supervisor.temporal.client import submitter
 
@@ -240,7 +254,9 @@ def makespan(base: Path, url: str, temporal: DevServer, tasks: int, workers: lis
               f"load {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
 
 
-def one_task_makespan(base: Path, temporal: DevServer, n: int, workers: list[int]) -> None:
+def one_task_makespan(
+    base: Path, temporal: DevServer, n: int, workers: list[int], delay: float
+) -> None:
     from test_components_e2e import builds, component, plan
 
     from supervisor import tasks as task_api
@@ -248,7 +264,10 @@ def one_task_makespan(base: Path, temporal: DevServer, n: int, workers: list[int
 
     ids = [f"c{i}" for i in range(n)]
     talks = [{**planner(plan(*(component(c, [f"{c}.py"]) for c in ids))), "repeat": True}]
-    talks += [{**builds(c, (f"{c}.py", f"X = {i}\n")), "repeat": True} for i, c in enumerate(ids)]
+    talks += [
+        {**builds(c, (f"{c}.py", f"X = {i}\n"), delay=delay), "repeat": True}
+        for i, c in enumerate(ids)
+    ]
     api = ScriptedModelServer(load_script({"conversations": talks}))
     results: dict[int, float] = {}
     try:
@@ -285,6 +304,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--tasks", type=int, default=12)
     parser.add_argument("--workers", default="1,2,3")
+    parser.add_argument(
+        "--delay", type=float, default=6.0, help="the scripted model's thinking time (makespans)"
+    )
     parser.add_argument("--skip-overhead", action="store_true")
     parser.add_argument("--skip-makespan", action="store_true")
     parser.add_argument("--one-task", action="store_true", help="also: one task of N components")
@@ -302,10 +324,10 @@ def main() -> None:
                 overhead(base, api.url, temporal, args.repeat)
             if not args.skip_makespan:
                 workers = [int(w) for w in args.workers.split(",")]
-                makespan(base, api.url, temporal, args.tasks, workers)
+                makespan(base, temporal, args.tasks, workers, args.delay)
             if args.one_task:
                 workers = [int(w) for w in args.workers.split(",")]
-                one_task_makespan(base, temporal, args.tasks, workers)
+                one_task_makespan(base, temporal, args.tasks, workers, args.delay)
         finally:
             temporal.stop()
             api.close()
