@@ -217,9 +217,7 @@ def _warm_submission(repo: Path, repeat: int) -> float:
     return statistics.median(took[1:])
 
 
-def makespan(
-    base: Path, temporal: DevServer, tasks: int, workers: list[int], delay: float
-) -> None:
+def makespan(base: Path, temporal: DevServer, tasks: int, workers: list[int], delay: float) -> None:
     script = {"conversations": [{**implementer(GOOD_CALC, delay=delay), "repeat": True}]}
     api = ScriptedModelServer(load_script(script))
     try:
