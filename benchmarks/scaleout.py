@@ -198,21 +198,20 @@ def overhead(base: Path, url: str, temporal: DevServer, repeat: int) -> None:
         f"load {os.getloadavg()[0]:.1f}\n"
         f"submission: `start-task --backend temporal` {submit:.2f} s, the embedded command to "
         f"its first step {first:.2f} s -> {submit - first:+.2f} s; in a warm process "
-        f"(submitter + start_task) {warm:.2f} s (target < 1.0)",
+        f"(submit_task: its checks and connection) {warm:.2f} s (target < 1.0)",
         flush=True,
     )
 
 
 def _warm_submission(repo: Path, repeat: int) -> float:
-    """Submission without the Python start-up every command pays: `submitter` (the server and
-    remote checks) and `start_task` with it, in this process after a first one; median."""
-    from supervisor import tasks as task_api
-    from supervisor.temporal.client import submitter
+    """Submission without the Python start-up every command pays: `submit_task` (the checks,
+    the server and remote, the task) in this process after a first one; median."""
+    from supervisor.temporal.submit import submit_task
 
     took = []
     for i in range(repeat + 1):
         began = time.monotonic()
-        task_api.start_task(f"Warm {i}", repo, submit=submitter(repo))
+        submit_task(f"Warm {i}", repo)
         took.append(time.monotonic() - began)
     return statistics.median(took[1:])
 
@@ -227,15 +226,16 @@ def makespan(base: Path, temporal: DevServer, tasks: int, workers: list[int], de
 
 
 def _makespan(base: Path, url: str, temporal: DevServer, tasks: int, workers: list[int]) -> None:
-    from supervisor import tasks as task_api
     from supervisor.temporal.client import submitter
+    from supervisor.temporal.submit import submit_task
 
     results: dict[int, float] = {}
     for k in workers:
         queue = f"makespan{k}"
         repo = repo_for(base, f"makespan{k}", url, temporal, queue, ONE_COMPONENT)
         submit = submitter(repo)
-        ids = [task_api.start_task(f"Component {i}", repo, submit=submit).id for i in range(tasks)]
+        ids = [submit_task(f"Component {i}", repo, submitter=submit).id for i in range(tasks)]
+        submit.close()
         log = base / f"makespan{k}.log"
         began = time.monotonic()
         procs = [worker(repo, temporal, queue, log) for _ in range(k)]
@@ -257,8 +257,7 @@ def one_task_makespan(
 ) -> None:
     from test_components_e2e import builds, component, plan
 
-    from supervisor import tasks as task_api
-    from supervisor.temporal.client import submitter
+    from supervisor.temporal.submit import submit_task
 
     ids = [f"c{i}" for i in range(n)]
     talks = [{**planner(plan(*(component(c, [f"{c}.py"]) for c in ids))), "repeat": True}]
@@ -274,7 +273,7 @@ def one_task_makespan(
             repo = repo_for(base, f"onetask{k}", api.url, temporal, queue, FAN_OUT)
             with (repo / ".supervisor" / "config.yaml").open("a") as handle:
                 handle.write(f"limits: {{max_parallel_components: {n}}}\n")
-            wf = task_api.start_task("Components", repo, submit=submitter(repo))
+            wf = submit_task("Components", repo)
             log = base / f"onetask{k}.log"
             began = time.monotonic()
             procs = [worker(repo, temporal, queue, log) for _ in range(k)]

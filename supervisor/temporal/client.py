@@ -127,9 +127,9 @@ def _record(store: Store, wf_id: int, settings: TemporalSettings, wid: str, queu
 
 
 class Submitter:
-    """The `submit` callback of `tasks.start_task`; made only once Temporal and the shared
-    remote answer (checked at once), so a task is never created for a runner out of reach. Its
-    one connection serves every submission it makes."""
+    """Hands created tasks to Temporal (supervisor/temporal/submit.py); made only once Temporal
+    and the shared remote answer (checked at once), so a task is never created for a runner out
+    of reach. Its one connection serves every submission it makes."""
 
     def __init__(self, project: Project) -> None:
         from concurrent.futures import ThreadPoolExecutor
@@ -167,21 +167,20 @@ class Submitter:
             wf.id, self.settings.heartbeat_timeout_seconds, None, self.repository,
             self.settings.max_attempts,
         )  # fmt: skip
-        try:
-            if self.settings.remote:  # the worker hosts' clones take the task from there
-                from supervisor.temporal import remote
+        if self.settings.remote:  # the worker hosts' clones take the task from there
+            from supervisor.temporal import remote
 
-                remote.publish(self.project.root, self.settings.remote, wf)
-            with self.project.store() as store:  # recorded before a worker can read it
-                _record(store, wf.id, self.settings, wid, self.queue, self.repository)
-            _start(self.settings, wid, task, self.queue, replace=False, session=self.session)
-        except SupervisorError as e:
-            self._undo(wf, e)
-            raise
+            remote.publish(self.project.root, self.settings.remote, wf)
+        with self.project.store() as store:  # recorded before a worker can read it
+            _record(store, wf.id, self.settings, wid, self.queue, self.repository)
+        _start(self.settings, wid, task, self.queue, replace=False, session=self.session)
 
-    def _undo(self, wf: Workflow, error: SupervisorError) -> None:
-        """Leave nothing of a submission that failed: the remote's refs, the local branch; the
-        task is `abandoned`, saying why."""
+    def close(self) -> None:
+        self.session.close()
+
+    def undo(self, wf: Workflow, error: SupervisorError) -> None:
+        """Leave nothing of a submission that failed (in this call or before it, once the task
+        existed): the remote's refs, the local branch; the task is `abandoned`, saying why."""
         from supervisor.state.store import EventSpec
 
         removed: list[str] = []
