@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 pytestmark = [pytest.mark.xdist_group("temporal")]
 
 NEVER = (
-    "docker", "jinja2", "textual", "supervisor.tasks", "supervisor.workflow.engine",
+    "docker", "jinja2", "networkx", "textual", "supervisor.tasks", "supervisor.workflow.engine",
     "supervisor.sandbox.docker", "supervisor.sandbox.adopt", "supervisor.workers.claude",
 )  # fmt: skip
 NEVER_PREFIXES = ("supervisor.workflow.steps", "supervisor.context.prompts")
