@@ -159,7 +159,8 @@ class Submitter:
             self.session.close()
             raise unreachable
 
-    def __call__(self, wf: Workflow) -> None:
+    def __call__(self, wf: Workflow, store: Store) -> None:
+        """`store`: the task's, open (the caller created the task in it)."""
         from supervisor.temporal.workflow import TaskInput
 
         wid = workflow_id(self.repository, wf.id)
@@ -171,14 +172,13 @@ class Submitter:
             from supervisor.temporal import remote
 
             remote.publish(self.project.root, self.settings.remote, wf)
-        with self.project.store() as store:  # recorded before a worker can read it
-            _record(store, wf.id, self.settings, wid, self.queue, self.repository)
+        _record(store, wf.id, self.settings, wid, self.queue, self.repository)  # before a worker
         _start(self.settings, wid, task, self.queue, replace=False, session=self.session)
 
     def close(self) -> None:
         self.session.close()
 
-    def undo(self, wf: Workflow, error: SupervisorError) -> None:
+    def undo(self, wf: Workflow, error: SupervisorError, store: Store) -> None:
         """Leave nothing of a submission that failed (in this call or before it, once the task
         existed): the remote's refs, the local branch; the task is `abandoned`, saying why."""
         from supervisor.state.store import EventSpec
@@ -194,20 +194,19 @@ class Submitter:
         ws = self.project.workspace
         if ws.branch_exists(wf.task_branch):
             ws.delete_ref(f"refs/heads/{wf.task_branch}")
-        with self.project.store() as store:
-            store.update_workflow(
-                wf.id,
-                status="abandoned",
-                current_step=None,
-                context=store.workflow(wf.id).context,
-                events=[
-                    EventSpec(
-                        "submission_failed",
-                        status="abandoned",
-                        payload={"error": error.message, "removed_remote_refs": removed},
-                    )
-                ],
-            )
+        store.update_workflow(
+            wf.id,
+            status="abandoned",
+            current_step=None,
+            context=store.workflow(wf.id).context,
+            events=[
+                EventSpec(
+                    "submission_failed",
+                    status="abandoned",
+                    payload={"error": error.message, "removed_remote_refs": removed},
+                )
+            ],
+        )
 
 
 def submitter(repo: Path) -> Submitter:

@@ -58,14 +58,13 @@ def submit_task(
     try:
         with project.store() as store:
             wf = starting.create(task, store)
-        try:
-            with task_lock(project.state_dir, wf.id), project.store() as store:
-                starting.begin(task, store, wf)
-            submit(wf)
-        except SupervisorError as e:
-            submit.undo(wf, e)
-            raise
-        with project.store() as store:
+            try:
+                with task_lock(project.state_dir, wf.id):
+                    starting.begin(task, store, wf)
+                submit(wf, store)
+            except SupervisorError as e:
+                submit.undo(wf, e, store)
+                raise
             return store.workflow(wf.id)
     finally:
         if submitter is None:
