@@ -33,6 +33,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -187,6 +188,7 @@ def overhead(base: Path, url: str, temporal: DevServer, repeat: int) -> None:
                   flush=True)  # fmt: skip
         pool.kill()
         pool.wait()
+        print(where_it_goes(trepo, temporal, list(range(1, repeat + 1))), flush=True)
         warm = _warm_submission(trepo, repeat)
     finally:
         pool.kill()
@@ -201,6 +203,64 @@ def overhead(base: Path, url: str, temporal: DevServer, repeat: int) -> None:
         f"(submit_task: its checks and connection) {warm:.2f} s (target < 1.0)",
         flush=True,
     )
+
+
+def where_it_goes(repo: Path, temporal: DevServer, ids: list[int]) -> str:
+    """Where a Temporal step's extra time goes, medians over the tasks' activities, from the
+    workflows' histories (the server's clock) and the steps' rows (this host's, the same):
+    between one activity's end and the next one's start (the workflow task and the dispatch:
+    server round trips), and inside an activity before and after its step ran (the worker's
+    set-up: project, lease, clean-up; and its hand-back)."""
+    import asyncio
+    from datetime import UTC
+
+    from temporalio.api.enums.v1 import EventType
+    from temporalio.client import Client
+
+    from supervisor.temporal.client import submission
+
+    def stamp(value: Any) -> float:
+        return float(value.replace(tzinfo=UTC).timestamp())
+
+    async def histories() -> list[list[tuple[int, float]]]:
+        client = await Client.connect(temporal.address)
+        out = []
+        with Store(repo / ".supervisor" / "state.db") as store:
+            wids = [str(submission(store, i)["workflow_id"]) for i in ids]  # type: ignore[index]
+        for wid in wids:
+            history = await client.get_workflow_handle(wid).fetch_history()
+            out.append(
+                [(e.event_type, e.event_time.ToDatetime().timestamp()) for e in history.events]
+            )
+        return out
+
+    between: list[float] = []
+    before: list[float] = []
+    after: list[float] = []
+    started, done = (
+        EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED,
+        EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED,
+    )
+    for wf_id, events in zip(ids, asyncio.run(histories()), strict=True):
+        with Store(repo / ".supervisor" / "state.db") as store:
+            rows = [(stamp(r["started_at"]), stamp(r["finished_at"])) for r in store.steps(wf_id)]
+        spans = []
+        for kind, at in events:
+            if kind == started:
+                spans.append([at, at])
+            elif kind == done:
+                spans[-1][1] = at
+        for i, (begin, end) in enumerate(spans):
+            if i:
+                between.append(begin - spans[i - 1][1])
+            inside = [r for r in rows if begin - 0.5 <= r[0] <= end]
+            if inside:  # the commit action has no step row: all of it is the action itself
+                before.append(min(r[0] for r in inside) - begin)
+                after.append(end - max(r[1] for r in inside))
+    med = statistics.median
+    return (f"  where it goes (medians): between activities {med(between):.3f} s (workflow task, "
+            f"dispatch), an activity before its step {med(before):.3f} s, after it "
+            f"{med(after):.3f} s  load {os.getloadavg()[0]:.1f}")  # fmt: skip
 
 
 def _warm_submission(repo: Path, repeat: int) -> float:
