@@ -1,6 +1,6 @@
 """The Temporal runner against the embedded one, on the real parts (issue 15):
 
-    .venv/bin/python benchmarks/scaleout.py [--repeat 3] [--tasks 12] [--workers 1,2,3]
+    .venv/bin/python benchmarks/scaleout.py [--repeat 3] [--tasks 12] [--workers 1,2,3] [--delay 6]
 
 1. Per-step overhead and submission: the same 3-step task (implement, test gate, commit; the
    real `claude` in the real sandbox against the scripted model API) run embedded (`start-task`)
@@ -10,7 +10,10 @@
 2. Makespan of N independent components (N one-step tasks: implement then commit) on 1, 2 and 3
    worker processes (`--max-parallel 1` each): all submitted first, then the workers start; the
    makespan runs from their start to the last completion. Speed-up against 1 worker, and
-   efficiency = speed-up / workers (1.0 is the ideal).
+   efficiency = speed-up / workers (1.0 is the ideal). The scripted model waits `--delay`
+   seconds before each conversation's first answer, as a real model thinks: long enough that
+   the workers wait on the model, not on this machine's CPU (two cores, three workers each
+   starting a CLI in a container), so the figure shows what Temporal spreads.
 3. The same for ONE task whose plan has N independent components (`--one-task`): the fan-out
    step hands them to the workflow, one activity per component on any worker; the makespan runs
    from the workers' start to the task's completion (plan, N components, merges, commit).
@@ -30,6 +33,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -184,6 +188,7 @@ def overhead(base: Path, url: str, temporal: DevServer, repeat: int) -> None:
                   flush=True)  # fmt: skip
         pool.kill()
         pool.wait()
+        print(where_it_goes(trepo, temporal, list(range(1, repeat + 1))), flush=True)
         warm = _warm_submission(trepo, repeat)
     finally:
         pool.kill()
@@ -195,35 +200,102 @@ def overhead(base: Path, url: str, temporal: DevServer, repeat: int) -> None:
         f"load {os.getloadavg()[0]:.1f}\n"
         f"submission: `start-task --backend temporal` {submit:.2f} s, the embedded command to "
         f"its first step {first:.2f} s -> {submit - first:+.2f} s; in a warm process "
-        f"(submitter + start_task) {warm:.2f} s (target < 1.0)",
+        f"(submit_task: its checks and connection) {warm:.2f} s (target < 1.0)",
         flush=True,
     )
 
 
+def where_it_goes(repo: Path, temporal: DevServer, ids: list[int]) -> str:
+    """Where a Temporal step's extra time goes, medians over the tasks' activities, from the
+    workflows' histories (the server's clock) and the steps' rows (this host's, the same):
+    between one activity's end and the next one's start (the workflow task and the dispatch:
+    server round trips), and inside an activity before and after its step ran (the worker's
+    set-up: project, lease, clean-up; and its hand-back)."""
+    import asyncio
+    from datetime import UTC
+
+    from temporalio.api.enums.v1 import EventType
+    from temporalio.client import Client
+
+    from supervisor.temporal.client import submission
+
+    def stamp(value: Any) -> float:
+        return float(value.replace(tzinfo=UTC).timestamp())
+
+    async def histories() -> list[list[tuple[int, float]]]:
+        client = await Client.connect(temporal.address)
+        out = []
+        with Store(repo / ".supervisor" / "state.db") as store:
+            wids = [str(submission(store, i)["workflow_id"]) for i in ids]  # type: ignore[index]
+        for wid in wids:
+            history = await client.get_workflow_handle(wid).fetch_history()
+            out.append(
+                [(e.event_type, e.event_time.ToDatetime().timestamp()) for e in history.events]
+            )
+        return out
+
+    between: list[float] = []
+    before: list[float] = []
+    after: list[float] = []
+    started, done = (
+        EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED,
+        EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED,
+    )
+    for wf_id, events in zip(ids, asyncio.run(histories()), strict=True):
+        with Store(repo / ".supervisor" / "state.db") as store:
+            rows = [(stamp(r["started_at"]), stamp(r["finished_at"])) for r in store.steps(wf_id)]
+        spans = []
+        for kind, at in events:
+            if kind == started:
+                spans.append([at, at])
+            elif kind == done:
+                spans[-1][1] = at
+        for i, (begin, end) in enumerate(spans):
+            if i:
+                between.append(begin - spans[i - 1][1])
+            inside = [r for r in rows if begin - 0.5 <= r[0] <= end]
+            if inside:  # the commit action has no step row: all of it is the action itself
+                before.append(min(r[0] for r in inside) - begin)
+                after.append(end - max(r[1] for r in inside))
+    med = statistics.median
+    return (f"  where it goes (medians): between activities {med(between):.3f} s (workflow task, "
+            f"dispatch), an activity before its step {med(before):.3f} s, after it "
+            f"{med(after):.3f} s  load {os.getloadavg()[0]:.1f}")  # fmt: skip
+
+
 def _warm_submission(repo: Path, repeat: int) -> float:
-    """Submission without the Python start-up every command pays: `submitter` (the server and
-    remote checks) and `start_task` with it, in this process after a first one; median."""
-    from supervisor import tasks as task_api
-    from supervisor.temporal.client import submitter
+    """Submission without the Python start-up every command pays: `submit_task` (the checks,
+    the server and remote, the task) in this process after a first one; median."""
+    from supervisor.temporal.submit import submit_task
 
     took = []
     for i in range(repeat + 1):
         began = time.monotonic()
-        task_api.start_task(f"Warm {i}", repo, submit=submitter(repo))
+        submit_task(f"Warm {i}", repo)
         took.append(time.monotonic() - began)
     return statistics.median(took[1:])
 
 
-def makespan(base: Path, url: str, temporal: DevServer, tasks: int, workers: list[int]) -> None:
-    from supervisor import tasks as task_api
+def makespan(base: Path, temporal: DevServer, tasks: int, workers: list[int], delay: float) -> None:
+    script = {"conversations": [{**implementer(GOOD_CALC, delay=delay), "repeat": True}]}
+    api = ScriptedModelServer(load_script(script))
+    try:
+        _makespan(base, api.url, temporal, tasks, workers)
+    finally:
+        api.close()
+
+
+def _makespan(base: Path, url: str, temporal: DevServer, tasks: int, workers: list[int]) -> None:
     from supervisor.temporal.client import submitter
+    from supervisor.temporal.submit import submit_task
 
     results: dict[int, float] = {}
     for k in workers:
         queue = f"makespan{k}"
         repo = repo_for(base, f"makespan{k}", url, temporal, queue, ONE_COMPONENT)
         submit = submitter(repo)
-        ids = [task_api.start_task(f"Component {i}", repo, submit=submit).id for i in range(tasks)]
+        ids = [submit_task(f"Component {i}", repo, submitter=submit).id for i in range(tasks)]
+        submit.close()
         log = base / f"makespan{k}.log"
         began = time.monotonic()
         procs = [worker(repo, temporal, queue, log) for _ in range(k)]
@@ -240,15 +312,19 @@ def makespan(base: Path, url: str, temporal: DevServer, tasks: int, workers: lis
               f"load {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
 
 
-def one_task_makespan(base: Path, temporal: DevServer, n: int, workers: list[int]) -> None:
+def one_task_makespan(
+    base: Path, temporal: DevServer, n: int, workers: list[int], delay: float
+) -> None:
     from test_components_e2e import builds, component, plan
 
-    from supervisor import tasks as task_api
-    from supervisor.temporal.client import submitter
+    from supervisor.temporal.submit import submit_task
 
     ids = [f"c{i}" for i in range(n)]
     talks = [{**planner(plan(*(component(c, [f"{c}.py"]) for c in ids))), "repeat": True}]
-    talks += [{**builds(c, (f"{c}.py", f"X = {i}\n")), "repeat": True} for i, c in enumerate(ids)]
+    talks += [
+        {**builds(c, (f"{c}.py", f"X = {i}\n"), delay=delay), "repeat": True}
+        for i, c in enumerate(ids)
+    ]
     api = ScriptedModelServer(load_script({"conversations": talks}))
     results: dict[int, float] = {}
     try:
@@ -257,7 +333,7 @@ def one_task_makespan(base: Path, temporal: DevServer, n: int, workers: list[int
             repo = repo_for(base, f"onetask{k}", api.url, temporal, queue, FAN_OUT)
             with (repo / ".supervisor" / "config.yaml").open("a") as handle:
                 handle.write(f"limits: {{max_parallel_components: {n}}}\n")
-            wf = task_api.start_task("Components", repo, submit=submitter(repo))
+            wf = submit_task("Components", repo)
             log = base / f"onetask{k}.log"
             began = time.monotonic()
             procs = [worker(repo, temporal, queue, log) for _ in range(k)]
@@ -285,6 +361,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--tasks", type=int, default=12)
     parser.add_argument("--workers", default="1,2,3")
+    parser.add_argument(
+        "--delay", type=float, default=6.0, help="the scripted model's thinking time (makespans)"
+    )
     parser.add_argument("--skip-overhead", action="store_true")
     parser.add_argument("--skip-makespan", action="store_true")
     parser.add_argument("--one-task", action="store_true", help="also: one task of N components")
@@ -302,10 +381,10 @@ def main() -> None:
                 overhead(base, api.url, temporal, args.repeat)
             if not args.skip_makespan:
                 workers = [int(w) for w in args.workers.split(",")]
-                makespan(base, api.url, temporal, args.tasks, workers)
+                makespan(base, temporal, args.tasks, workers, args.delay)
             if args.one_task:
                 workers = [int(w) for w in args.workers.split(",")]
-                one_task_makespan(base, temporal, args.tasks, workers)
+                one_task_makespan(base, temporal, args.tasks, workers, args.delay)
         finally:
             temporal.stop()
             api.close()

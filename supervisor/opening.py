@@ -16,17 +16,7 @@ from supervisor.config import Settings, WorkflowDef, load_settings
 from supervisor.doctor import clis_in_use
 from supervisor.errors import ConfigError, SandboxError, SupervisorError, ToolMissingError
 from supervisor.guard import credentials, trust
-from supervisor.sandbox import runtime
-from supervisor.sandbox.docker import (
-    LABEL_PROBE,
-    LABEL_REPO,
-    DockerSandbox,
-    RunSpec,
-    probe_run_dir_owners,
-    repo_label,
-)
 from supervisor.state.store import EventSpec, Store, Workflow
-from supervisor.workers import adapter_for
 from supervisor.workflow import depth
 from supervisor.workflow.loading import load_workflow, workflow_source
 from supervisor.workspace.worktrees import Workspace, find_repo_root
@@ -36,6 +26,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from supervisor.context.assemble import Pack
+    from supervisor.sandbox.docker import DockerSandbox
     from supervisor.workflow.depth import Asked
 
 STATE_DIR = ".supervisor"
@@ -66,6 +57,17 @@ def open_sandbox(project: Project, clis: list[str], *, probe_clis: bool = True) 
     """Engine up, image built, every CLI the workflow uses inside it with credentials present;
     or a clear error, before anything is created. Not `probe_clis`: the CLIs are not looked for in
     the image, for a task submitted to workers that run it in their own (and probe it there)."""
+    # Here, not at the top: a submission to Temporal opens no sandbox and loads no Docker.
+    from supervisor.sandbox import runtime
+    from supervisor.sandbox.docker import (
+        LABEL_PROBE,
+        LABEL_REPO,
+        DockerSandbox,
+        RunSpec,
+        repo_label,
+    )
+    from supervisor.workers import adapter_for
+
     for cli in clis:
         adapter_for(cli)
         credentials.collect(cli, _cli_settings(project.settings, cli))
@@ -117,6 +119,8 @@ def remove_dead_probes(project: Project, sandbox: DockerSandbox) -> list[str]:
     start-task's or a resume's: a probe belongs to no task, so no task's clean-up finds it);
     a live supervisor's probe, another task starting meanwhile, is left alone. A run folder
     is made before its container, so a folder without a container counts too."""
+    from supervisor.sandbox.docker import LABEL_PROBE, LABEL_REPO, probe_run_dir_owners, repo_label
+
     client = getattr(sandbox, "client", None)  # a stand-in sandbox has no engine
     if client is None:
         return []

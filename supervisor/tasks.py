@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from supervisor import image_commands, process
+from supervisor import image_commands, process, starting
 from supervisor.config import WorkflowDef
 from supervisor.doctor import clis_in_use
 from supervisor.errors import (
@@ -25,7 +25,7 @@ from supervisor.errors import (
     StepFailedError,
     SupervisorError,
 )
-from supervisor.guard import protected, trustmap
+from supervisor.guard import trustmap
 from supervisor.opening import (  # noqa: F401 (open_project, reading, workflows: re-exported)
     Project,
     definition_changed,
@@ -38,8 +38,7 @@ from supervisor.opening import (  # noqa: F401 (open_project, reading, workflows
     with_depth,
     workflows,
 )
-from supervisor.policy import approval_policy, budgets, notify
-from supervisor.redaction import redact
+from supervisor.policy import budgets, notify
 from supervisor.sandbox import adopt
 from supervisor.sandbox.docker import LABEL_REPO, LABEL_WORKFLOW, DockerSandbox, repo_label
 from supervisor.state.locks import critical_section, task_lock
@@ -65,74 +64,29 @@ def start_task(
     reporter: Reporter | None = None,
     no_gate: bool = False,
     allow_protected: list[str] | None = None,
-    submit: Callable[[Workflow], None] | None = None,
     depth: Asked = "planned",
 ) -> Workflow:
     """`allow_protected`: protected paths (gitignore patterns) this task's workers may change.
-    Other tasks running in the repository do not stop this one from starting. `submit`: hand
-    the created task to another runner (supervisor/temporal/) instead of running it here.
+    Other tasks running in the repository do not stop this one from starting. A task for
+    Temporal's workers is submitted instead (supervisor/temporal/submit.py).
     `depth` (supervisor/workflow/depth.py): `auto` runs the analyzer first, as `start-task`
     does by default; this function's default is the fixed pipeline (`planned`), which callers
     that script every conversation (the specs) rely on."""
-    if not description.strip():
-        raise StateError("The task description is empty.", 'Describe the task: start-task "..."')
-    description, _ = redact(description)  # its branch name, state and prompts never hold a secret
     project = open_project(path, {"cli": cli} if cli else None)
-    require_trust(project)
-    cli = project.settings.cli
-    definition, skipped = task_definition(project, roles, no_gate)
-    definition, depth_context, depth_events = with_depth(project, definition, depth, description)
-    approval_policy.load(project.root)  # a bad policy file stops the task before it starts
-    project.settings.project_map().check_paths(project.root)  # so does a missing project
-    clis = clis_in_use(definition, project.settings, project.root)
-    if submit is None:
-        sandbox = open_sandbox(project, clis)
-    else:  # a worker probes the CLIs in its own image at its first step
-        sandbox = open_sandbox(project, clis, probe_clis=False)
+    task = starting.prepare(
+        description, project, roles=roles, no_gate=no_gate, allow_protected=allow_protected,
+        depth=depth,
+    )  # fmt: skip
+    sandbox = open_sandbox(project, task.clis)
     if trustmap.repo_path(project.root, trustmap.DOCKERFILE, trustmap.NEEDS_TRUST).is_file():
         image_commands.sandbox_build(project.root)  # a broken image stops the task before it starts
     with project.store() as store:
-        base_sha = project.workspace.head_commit()
-        ws = project.workspace
-        wf = store.create_workflow(
-            description=description,
-            cli=cli,
-            base_branch=ws.current_branch(),
-            base_sha=base_sha,
-            branch_for_id=lambda i: f"ai/{i}-{ws.slugify(description)}",
-            definition=definition.model_dump(),
-            first_step=definition.initial_step,
-            **_with_depth_start(
-                protected.pinned_start(project.settings, allow_protected),
-                depth_context,
-                depth_events,
-            ),
-        )
+        wf = starting.create(task, store)
         with task_lock(project.state_dir, wf.id):
             _clean_leftovers(project, store, sandbox, wf.id)  # of a reused id (a new database)
             _remove_dead_processes_leftovers(project, sandbox)
-            if no_gate:
-                store.add_event(
-                    wf.id,
-                    EventSpec(
-                        "gates_skipped",
-                        status="skipped",
-                        payload={"gates": skipped, "reason": "start-task --no-gate"},
-                    ),
-                )
-            ws.create_task_branch(wf.id, description, base=base_sha)
-            if submit is not None:
-                sandbox.close()
-                submit(wf)
-                return store.workflow(wf.id)
+            starting.begin(task, store, wf)
             return _drive(project, store, sandbox, wf.id, reporter)
-
-
-def _with_depth_start(
-    start: dict[str, Any], context: dict[str, Any], events: list[EventSpec]
-) -> dict[str, Any]:
-    """The pinned checks' first context and events, with the depth's."""
-    return {"context": {**start["context"], **context}, "events": [*start["events"], *events]}
 
 
 def resume(
@@ -167,7 +121,12 @@ def resume(
             else:
                 sandbox = open_sandbox(project, clis_in_use(definition, settings, project.root))
             interrupted: list[str] = []
-            if kept is None or kept.mark is None or kept.mark != _mark(store, wf_id):
+            # As this worker's own last step of the task left it: nothing to clean up, and
+            # nothing to resume from (no "resumed" event at each step of a task on a worker).
+            untouched = (
+                kept is not None and kept.mark is not None and kept.mark == _mark(store, wf_id)
+            )
+            if not untouched:
                 interrupted = _clean_leftovers(project, store, sandbox, wf_id, adopting=True)
                 _remove_dead_processes_leftovers(project, sandbox)
             if interrupted and reporter:
@@ -182,7 +141,8 @@ def resume(
                     f"The workflow ({workflow_source(project.root, project.settings)}) changed "
                     "since this task started; the task keeps the definition it started with."
                 )
-            resuming.prepare(store, wf, project.settings)
+            if not untouched or wf.status != "running":
+                resuming.prepare(store, wf, project.settings)
             if not project.workspace.branch_exists(wf.task_branch):
                 project.workspace.create_task_branch(wf.id, wf.description, base=wf.base_sha)
             notifier = opened[1] if opened else None

@@ -166,6 +166,7 @@ LAYERS: dict[str, int] = {
     "demo": 0,
     # 1: the entry points: a task's lifecycle and the commands around it
     "tasks": 1,
+    "starting": 1,
     "abandon": 1,
     "bootstrap": 1,
     "temporal": 1,

@@ -112,6 +112,9 @@ def test_a_task_runs_on_a_worker_and_an_approval_from_another_process_continues_
     assert types.count("temporal_submitted") == 1
     assert types.count("approval_decided") == 1
     assert types[-1] == "workflow_completed"
+    # A worker carries on its own last step of the task without "resuming" it: the first step
+    # on each worker process (here: before and after the restarts), not one a step.
+    assert types.count("resumed") == 2
     # The plan ran once: the approved step was not run again after the restarts.
     assert [s["name"] for s in store.steps(1)].count("plan") == 1
 

@@ -151,15 +151,14 @@ def start_task(
             err_console.print(
                 f"Approvals this run asks for: {stops}", highlight=False, markup=False
             )
+    if (backend or projects.open_project(repo).settings.backend) == "temporal":
+        with resumable(repo):
+            scaleout.submit(description, repo, cli, overrides, no_gate, allow_protected, depth)
+        return
+    if backend not in (None, "embedded"):
+        raise SupervisorError(f"--backend {backend!r} is unknown.", "Use embedded or temporal.")
     from supervisor.cli.reporter import RichReporter
 
-    submit = None
-    if (backend or projects.open_project(repo).settings.backend) == "temporal":
-        from supervisor.temporal.client import submitter
-
-        submit = submitter(repo)
-    elif backend not in (None, "embedded"):
-        raise SupervisorError(f"--backend {backend!r} is unknown.", "Use embedded or temporal.")
     try:
         with resumable(repo):
             wf = tasks.start_task(
@@ -170,19 +169,11 @@ def start_task(
                 reporter=RichReporter(err_console),
                 no_gate=no_gate,
                 allow_protected=allow_protected,
-                submit=submit,
                 depth=depth,  # checked above
             )
     except ApprovalRequired:
         _show_pending(repo, None)
         raise
-    if submit is not None:
-        console.print(
-            f"Workflow {wf.id} submitted to Temporal; `supervisor worker` runs it. "
-            f"Follow it with: supervisor status {wf.id}",
-            highlight=False,
-        )
-        return
     _finished(wf)
 
 

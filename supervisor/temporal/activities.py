@@ -87,8 +87,8 @@ class StepActivities:
 
     def _mine(self, repository: str) -> None:
         """Refuse a task of another repository: its id names another task in this clone."""
-        project = self.projects.open(self.repo)[0]
-        own = repository_id(project.root, project.settings.temporal.remote)
+        root, settings, _ = self.projects.settings(self.repo)
+        own = repository_id(root, settings.temporal.remote)
         if repository and repository != own:
             raise ApplicationError(
                 f"This worker serves repository {own} ({self.repo}); the task belongs to "

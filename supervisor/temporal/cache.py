@@ -51,7 +51,9 @@ class ProjectCache:
         self._roots: dict[Path, Path] = {}
         self._opened: dict[Path, tuple[Fingerprint, Settings, notify.Notifier]] = {}
 
-    def open(self, path: Path) -> tuple[Project, notify.Notifier]:
+    def settings(self, path: Path) -> tuple[Path, Settings, notify.Notifier]:
+        """The repository's root, settings and notifier, without a Workspace (whose making
+        runs git): what a check that reads only the settings needs."""
         with self._lock:
             root = self._roots.get(path)
         if root is None:
@@ -66,7 +68,10 @@ class ProjectCache:
             kept = (marks, settings, notify.Notifier.from_config(root, settings))
             with self._lock:
                 self._opened[root] = kept
-        _, settings, notifier = kept
+        return root, kept[1], kept[2]
+
+    def open(self, path: Path) -> tuple[Project, notify.Notifier]:
+        root, settings, notifier = self.settings(path)
         return Project(root, settings, Workspace(root)), notifier
 
     def clear(self) -> None:

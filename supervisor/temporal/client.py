@@ -127,9 +127,9 @@ def _record(store: Store, wf_id: int, settings: TemporalSettings, wid: str, queu
 
 
 class Submitter:
-    """The `submit` callback of `tasks.start_task`; made only once Temporal and the shared
-    remote answer (checked at once), so a task is never created for a runner out of reach. Its
-    one connection serves every submission it makes."""
+    """Hands created tasks to Temporal (supervisor/temporal/submit.py); made only once Temporal
+    and the shared remote answer (checked at once), so a task is never created for a runner out
+    of reach. Its one connection serves every submission it makes."""
 
     def __init__(self, project: Project) -> None:
         from concurrent.futures import ThreadPoolExecutor
@@ -159,7 +159,8 @@ class Submitter:
             self.session.close()
             raise unreachable
 
-    def __call__(self, wf: Workflow) -> None:
+    def __call__(self, wf: Workflow, store: Store) -> None:
+        """`store`: the task's, open (the caller created the task in it)."""
         from supervisor.temporal.workflow import TaskInput
 
         wid = workflow_id(self.repository, wf.id)
@@ -167,21 +168,19 @@ class Submitter:
             wf.id, self.settings.heartbeat_timeout_seconds, None, self.repository,
             self.settings.max_attempts,
         )  # fmt: skip
-        try:
-            if self.settings.remote:  # the worker hosts' clones take the task from there
-                from supervisor.temporal import remote
+        if self.settings.remote:  # the worker hosts' clones take the task from there
+            from supervisor.temporal import remote
 
-                remote.publish(self.project.root, self.settings.remote, wf)
-            with self.project.store() as store:  # recorded before a worker can read it
-                _record(store, wf.id, self.settings, wid, self.queue, self.repository)
-            _start(self.settings, wid, task, self.queue, replace=False, session=self.session)
-        except SupervisorError as e:
-            self._undo(wf, e)
-            raise
+            remote.publish(self.project.root, self.settings.remote, wf)
+        _record(store, wf.id, self.settings, wid, self.queue, self.repository)  # before a worker
+        _start(self.settings, wid, task, self.queue, replace=False, session=self.session)
 
-    def _undo(self, wf: Workflow, error: SupervisorError) -> None:
-        """Leave nothing of a submission that failed: the remote's refs, the local branch; the
-        task is `abandoned`, saying why."""
+    def close(self) -> None:
+        self.session.close()
+
+    def undo(self, wf: Workflow, error: SupervisorError, store: Store) -> None:
+        """Leave nothing of a submission that failed (in this call or before it, once the task
+        existed): the remote's refs, the local branch; the task is `abandoned`, saying why."""
         from supervisor.state.store import EventSpec
 
         removed: list[str] = []
@@ -195,20 +194,19 @@ class Submitter:
         ws = self.project.workspace
         if ws.branch_exists(wf.task_branch):
             ws.delete_ref(f"refs/heads/{wf.task_branch}")
-        with self.project.store() as store:
-            store.update_workflow(
-                wf.id,
-                status="abandoned",
-                current_step=None,
-                context=store.workflow(wf.id).context,
-                events=[
-                    EventSpec(
-                        "submission_failed",
-                        status="abandoned",
-                        payload={"error": error.message, "removed_remote_refs": removed},
-                    )
-                ],
-            )
+        store.update_workflow(
+            wf.id,
+            status="abandoned",
+            current_step=None,
+            context=store.workflow(wf.id).context,
+            events=[
+                EventSpec(
+                    "submission_failed",
+                    status="abandoned",
+                    payload={"error": error.message, "removed_remote_refs": removed},
+                )
+            ],
+        )
 
 
 def submitter(repo: Path) -> Submitter:

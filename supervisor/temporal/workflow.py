@@ -13,6 +13,7 @@ imports nothing outside temporalio and the standard library.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -31,6 +32,9 @@ DECIDED_SIGNAL = "decided"
 # heartbeats every few seconds, so a dead worker is noticed after the task's heartbeat timeout
 # (temporal.heartbeat_timeout_seconds) and the step is retried on another one.
 STEP_TIMEOUT = timedelta(hours=3)
+# Events of one run (a step adds about six): a worker that did not keep the workflow in its cache
+# (restarted, or evicted it) replays the whole history before the next step, so it stays short.
+HISTORY_LIMIT = 2000
 
 
 @dataclass
@@ -44,6 +48,10 @@ class TaskInput:
     # repository refuses the task instead of running it in its own clone.
     repository: str = ""
     max_attempts: int = 10  # of a step or component (temporal.max_attempts)
+    # A long task's history is cut here: the workflow continues as a new run of itself (see
+    # TaskWorkflow._steps), carrying what it owes: decisions signalled but not yet waited for.
+    history_limit: int = HISTORY_LIMIT
+    decided: int = 0
 
 
 @dataclass
@@ -84,6 +92,7 @@ class TaskWorkflow:
         """Every way this ends in failure is written to the state database first (a step's
         activity that gave up, on any worker), so the task never stays `running` there while
         Temporal has given it up; `supervisor resume` hands it back."""
+        self.decisions += task.decided
         try:
             return await self._steps(task)
         except ActivityError as e:
@@ -102,9 +111,11 @@ class TaskWorkflow:
     async def _steps(self, task: TaskInput) -> StepResult:
         relayed: list[dict[str, Any]] | None = None
         while True:
-            step = TaskInput(
-                task.wf_id, task.heartbeat_timeout_s, relayed, task.repository, task.max_attempts
-            )
+            if relayed is None and self._history_full(task):
+                workflow.continue_as_new(
+                    dataclasses.replace(task, decided=self.decisions - self.handled)
+                )
+            step = dataclasses.replace(task, components=relayed)
             result: StepResult = await workflow.execute_activity(
                 RUN_STEP,
                 step,
@@ -128,6 +139,14 @@ class TaskWorkflow:
                 self.handled = self.decisions
                 continue
             return result  # completed, failed, budget_exceeded, interrupted: a person's turn
+
+    @staticmethod
+    def _history_full(task: TaskInput) -> bool:
+        info = workflow.info()
+        return (
+            info.is_continue_as_new_suggested()
+            or info.get_current_history_length() >= task.history_limit
+        )
 
     async def _components(self, task: TaskInput, ids: list[str]) -> list[dict[str, Any]]:
         """Run the handed-over components at once; a component no worker could run comes back

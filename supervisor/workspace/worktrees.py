@@ -480,8 +480,7 @@ class Workspace:
     def _exclude_state_dir(self) -> None:
         """Keep the supervisor's run state out of `git status` without editing the user's
         .gitignore; its configuration (config.yaml, roles/, templates/) stays committable."""
-        common = _git(self.repo, "rev-parse", "--git-common-dir").stdout.strip()
-        exclude = (self.repo / common / "info" / "exclude").resolve()
+        exclude = self.git_dir / "info" / "exclude"
         with contextlib.suppress(OSError):
             existing = exclude.read_text() if exclude.exists() else ""
             lines = existing.splitlines()

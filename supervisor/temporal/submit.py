@@ -1,0 +1,77 @@
+"""`start-task --backend temporal`: create a task and hand it to Temporal's workers.
+
+A submission is the command a person waits for, so it does only what must happen on the
+submitting host, in one process and one connection: the checks that need no sandbox
+(supervisor/starting.py), the Temporal server and shared remote (checked while those run, see
+`Submitter`), the task's row and branch, its refs on the remote, its workflow. Docker, the
+engine and the CLI probe are the workers' business, on their hosts, at the task's first step
+(a submitting host need not even have Docker). Atomic: a failure anywhere after the row exists
+leaves nothing (`Submitter.undo`).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+from supervisor import starting
+from supervisor.errors import SupervisorError
+from supervisor.opening import open_project
+from supervisor.state.locks import task_lock
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from supervisor.opening import Project
+    from supervisor.state.store import Workflow
+    from supervisor.temporal.client import Submitter
+    from supervisor.workflow.depth import Asked
+
+
+def submit_task(
+    description: str,
+    path: Path,
+    *,
+    cli: str | None = None,
+    roles: dict[str, str] | None = None,
+    no_gate: bool = False,
+    allow_protected: list[str] | None = None,
+    depth: Asked = "planned",
+    submitter: Submitter | None = None,
+) -> Workflow:
+    """The task, created and its workflow started. `submitter`: one already connected (a
+    caller submitting many); by default one is made meanwhile: the SDK's import, the
+    connection and the remote's `ls-remote` overlap the checks instead of following them."""
+    project = open_project(path, {"cli": cli} if cli else None)
+    with ThreadPoolExecutor(1, thread_name_prefix="supervisor-connect") as pool:
+        connecting = pool.submit(_submitter, project) if submitter is None else None
+        try:
+            task = starting.prepare(
+                description, project, roles=roles, no_gate=no_gate,
+                allow_protected=allow_protected, depth=depth,
+            )  # fmt: skip
+        except BaseException:  # the task's own error is the one said, once the thread ends
+            if connecting is not None and connecting.exception() is None:
+                connecting.result().close()
+            raise
+        submit = submitter or connecting.result()  # type: ignore[union-attr]
+    try:
+        with project.store() as store:
+            wf = starting.create(task, store)
+            try:
+                with task_lock(project.state_dir, wf.id):
+                    starting.begin(task, store, wf)
+                submit(wf, store)
+            except SupervisorError as e:
+                submit.undo(wf, e, store)
+                raise
+            return store.workflow(wf.id)
+    finally:
+        if submitter is None:
+            submit.close()
+
+
+def _submitter(project: Project) -> Submitter:
+    from supervisor.temporal.client import Submitter
+
+    return Submitter(project)

