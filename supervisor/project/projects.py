@@ -235,6 +235,8 @@ class ProjectMap:
         return list(networkx.lexicographical_topological_sort(builds_first, key=rank.__getitem__))
 
     def _cycle(self) -> list[str]:
+        if not any(self.depends_on.values()):
+            return []  # no edge, no cycle: and no networkx to load for a one-project repository
         import networkx
 
         try:
