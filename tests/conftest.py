@@ -12,8 +12,12 @@ Files pinned to one process with `pytest.mark.xdist_group`:
   them.
 - `postgres` (the `[postgresql]` state specs, test_state_shared.py): one throwaway PostgreSQL
   cluster (tests/pg_support.py) serves them all.
-- `temporal` (test_temporal_e2e.py): each spec starts its own Temporal dev server; kept in one
-  process so that they never run two servers and their workers at once.
+- `temporal` (test_temporal_e2e.py, test_temporal_ops_e2e.py and the two fast Temporal files) and
+  `temporal_team` (test_team_e2e.py, whose specs share a module dev server, and
+  test_temporal_spread_e2e.py): every dev server has its own ports, database file and task
+  queue, so the two groups may run side by side; each group keeps its specs in one process so
+  that no more than two servers and their workers run at once. One group of all six files was
+  about a third of the run, which made it the run's floor (docs/test-durations.md).
 - `checkout_setup` (the specs that run scripts/setup.sh in this checkout, and the one that checks
   nothing holds its lock afterwards): setup.sh holds `.cache/setup.lock` while it runs, so the
   check must not run beside them.

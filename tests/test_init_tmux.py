@@ -94,14 +94,16 @@ def test_init_on_a_python_project_shows_before_it_asks_and_reports_the_failing_t
     )
     term = init_in_terminal(repo)
     try:
-        asked = wait_for(lambda: "Numbers to toggle" in (s := term.screen()) and s, 60, term.screen)
+        asked = wait_for(
+            lambda: "Numbers to toggle" in (s := term.screen()) and s, 180, term.screen
+        )
         # The detection is on screen above the one question, with its evidence.
         assert asked.index("Detected") < asked.index("Gates") < asked.index("Role packs")
         assert "python3 -m pytest -q  (tests/test_calc.py (tests))" in asked
         assert "] Rust" not in asked and "] Go " not in asked  # no packs for other languages
         security = number_of(asked, "Security auditing")
         term.keys(security, "Enter")
-        wait_for(lambda: "[x] Security auditing" in term.screen(), 30, term.screen)
+        wait_for(lambda: "[x] Security auditing" in term.screen(), 120, term.screen)
         term.keys("Enter")
         # Progress, then the verdict: pytest's own summary, not its timing line.
         done = wait_for(lambda: "EXIT=" in (s := term.screen()) and s, BUILD_SECONDS, term.screen)
@@ -131,7 +133,9 @@ def test_init_on_a_node_project_without_dependencies_builds_and_its_gate_passes(
     )
     term = init_in_terminal(repo)
     try:
-        asked = wait_for(lambda: "Numbers to toggle" in (s := term.screen()) and s, 60, term.screen)
+        asked = wait_for(
+            lambda: "Numbers to toggle" in (s := term.screen()) and s, 180, term.screen
+        )
         assert "Package manager  npm  (default (no lock file))" in asked
         term.keys("Enter")
         done = wait_for(lambda: "EXIT=" in (s := term.screen()) and s, BUILD_SECONDS, term.screen)

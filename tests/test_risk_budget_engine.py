@@ -215,18 +215,27 @@ def test_a_rejection_within_the_timeout_sends_the_work_back_instead(
         ("ROLE: reviewer", reviews("APPROVED")),
         ("ROLE: reviewer", reviews("APPROVED")),
     )
-    (p.root / ".supervisor" / "approval_policy.yaml").write_text(
-        "levels:\n  high:\n    action: notify_and_timeout\n    timeout_minutes: 0.05\n"
-        "    when_any: [{sensitive: [auth]}]\n"
-    )
-    trust(p.root)  # a repository policy counts once trusted
+    policy = p.root / ".supervisor" / "approval_policy.yaml"
+
+    def timeout_after(minutes: float) -> None:
+        policy.write_text(
+            "levels:\n  high:\n    action: notify_and_timeout\n"
+            f"    timeout_minutes: {minutes}\n    when_any: [{{sensitive: [auth]}}]\n"
+        )
+        trust(p.root)  # a repository policy counts once trusted
+
+    # The first round waits ten minutes: the person decides within it however busy the machine
+    # is (with 3 s, a loaded machine let the timeout approve first). Before rejecting, they
+    # shorten the timeout, so that the second round goes on by itself at once.
+    timeout_after(10)
     rejected = threading.Event()
 
     def reject_while_waiting() -> None:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 300
         while time.monotonic() < deadline and not rejected.is_set():
             found = tasks.workflows(p.root)
             if found and found[0].status == "awaiting_approval":
+                timeout_after(0.01)
                 tasks.decide(1, p.root, approve=False, reason="log the login attempts")
                 rejected.set()
             time.sleep(0.1)

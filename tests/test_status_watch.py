@@ -55,11 +55,11 @@ def test_watch_follows_the_workflow_and_ends_when_it_completes(tmp_path: Path) -
         env=env,
     )  # fmt: skip
     try:
-        first = shown_until(watcher, "running", deadline=time.monotonic() + 60)
+        first = shown_until(watcher, "running", deadline=time.monotonic() + 180)
         assert watcher.poll() is None  # still running: the workflow has not finished
         with Store(db) as store:
             store.set_status(wf.id, "completed")
-        rest, errors = watcher.communicate(timeout=30)
+        rest, errors = watcher.communicate(timeout=120)
         out, err = (first + rest).decode(), errors.decode()
     finally:
         held.__exit__(None, None, None)

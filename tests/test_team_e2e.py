@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-pytestmark = [pytest.mark.xdist_group("temporal")]
+pytestmark = [pytest.mark.xdist_group("temporal_team")]
 
 LEASE = "6"  # seconds a silent holder keeps a task (SUPERVISOR_LEASE_SECONDS)
 

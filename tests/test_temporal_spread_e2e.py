@@ -27,7 +27,7 @@ from supervisor.state.store import Store
 if TYPE_CHECKING:
     from pathlib import Path
 
-pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("temporal")]
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("temporal_team")]
 
 WORKFLOW = """workflow:
   initial_step: plan

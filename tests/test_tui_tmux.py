@@ -127,13 +127,13 @@ def test_approving_in_the_tui_and_resuming_from_it_finishes_the_task(
         # half drawn when the machine is busy.
         wait_for(
             lambda: all(s in term.screen() for s in ("awaiting_approval", "plan (approval)")),
-            60,
+            180,
             term.screen,
         )
         term.keys("o")
-        wait_for(lambda: "[A]pprove" in term.screen(), 30, term.screen)
+        wait_for(lambda: "[A]pprove" in term.screen(), 120, term.screen)
         term.keys("a")
-        wait_for(lambda: "Resume workflow" in term.screen(), 30, term.screen)
+        wait_for(lambda: "Resume workflow" in term.screen(), 120, term.screen)
         with Store(db) as store:
             assert store.latest_approval(wf.id).status == "approved"
         term.keys("y")  # the TUI starts `supervisor resume` and follows it in the state
@@ -144,15 +144,15 @@ def test_approving_in_the_tui_and_resuming_from_it_finishes_the_task(
             return status if status in ("completed", "failed") else None
 
         assert wait_for(finished, 600, term.screen) == "completed"
-        wait_for(lambda: " completed " in term.screen().split("\n")[2], 30, term.screen)
+        wait_for(lambda: " completed " in term.screen().split("\n")[2], 120, term.screen)
 
         def whole_words() -> bool:  # whole, not folded over two lines
             words = term.screen().replace("│", " ").split()
             return all(name in words for name in ("implementer", "reviewer", "succeeded"))
 
-        wait_for(whole_words, 30, term.screen)
+        wait_for(whole_words, 120, term.screen)
         term.keys("C-c")
-        wait_for(lambda: not term.running(), 30, term.screen)
+        wait_for(lambda: not term.running(), 120, term.screen)
     finally:
         term.close()
 
