@@ -117,7 +117,9 @@ def test_start_task_commits_the_workers_file_on_the_task_branch_after_the_gate(
         assert store.integrity_ok()
         # A step's time (what `status` shows) starts before its worktree is made, so a worker
         # step begins at least one worktree creation before the step_started event written once
-        # the tree exists.
+        # the tree exists; unless its worktree was made ahead, while the step before it ran
+        # (steps/prepare.py), which is the point of preparing it.
+        prepared = {e.step for e in store.events(wf.id) if e.type == "prepared_run_used"}
         started = [e.timestamp for e in store.events(wf.id) if e.type == "step_started"]
         steps = store.steps(wf.id)
         assert len(steps) == len(started)
@@ -125,7 +127,12 @@ def test_start_task_commits_the_workers_file_on_the_task_branch_after_the_gate(
             s["name"]: (t - s["started_at"]).total_seconds()
             for s, t in zip(steps, started, strict=True)
         }
-    assert gaps["plan"] >= WORKTREE_DELAY and gaps["implement"] >= WORKTREE_DELAY, gaps
+    assert gaps["plan"] >= WORKTREE_DELAY, gaps
+    assert "plan" not in prepared  # the first step has nothing before it to be prepared during
+    if "implement" in prepared:
+        assert gaps["implement"] < WORKTREE_DELAY, gaps  # its worktree was already there
+    else:
+        assert gaps["implement"] >= WORKTREE_DELAY, gaps
     assert leftovers(repo) == ([], [])
 
 
