@@ -167,6 +167,16 @@ MIGRATIONS.append(
     )
 )
 
+MIGRATIONS.append(
+    (
+        5,
+        "events by type",
+        # `status` finds a task's newest `temporal_submitted` event: without this index SQLite
+        # walked the whole log of a 100,000-event task (35 ms of a 0.15 s target).
+        ["CREATE INDEX IF NOT EXISTS ix_events_type ON events (workflow_id, type, id)"],
+    )
+)
+
 LATEST_VERSION = MIGRATIONS[-1][0]
 
 

@@ -128,6 +128,7 @@ PG_MIGRATIONS: dict[int, list[str]] = {
         "CREATE INDEX IF NOT EXISTS ix_events_usage "
         "ON events (workflow_id, input_tokens, output_tokens, cost_usd)"
     ],
+    5: ["CREATE INDEX IF NOT EXISTS ix_events_type ON events (workflow_id, type, id)"],
 }
 
 MIGRATIONS_TABLE = (

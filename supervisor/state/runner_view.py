@@ -31,12 +31,13 @@ def labels(state: Any, found: list[Workflow], pids: dict[int, int | None]) -> di
     for wf in found:
         if wf.status not in ("running", "failed"):
             continue
-        events = state.events(wf.id)
-        submitted = next((e.payload for e in reversed(events) if e.type == SUBMITTED), None)
+        last = state.last_event(wf.id)
+        found_submitted = state.last_event(wf.id, SUBMITTED)
+        submitted = found_submitted.payload if found_submitted else None
         if wf.status == "failed":
-            if events and events[-1].type == FAILED:
-                shown[wf.id] = f"failed in Temporal: {events[-1].payload.get('reason', '?')}"
-            elif events and events[-1].type == SUBMITTED:  # handed back by `resume`
+            if last is not None and last.type == FAILED:
+                shown[wf.id] = f"failed in Temporal: {last.payload.get('reason', '?')}"
+            elif last is not None and last.type == SUBMITTED:  # handed back by `resume`
                 shown[wf.id] = "resumed: " + _running(wf, held, submitted, None, now)
             continue
         shown[wf.id] = _running(wf, held, submitted, pids.get(wf.id), now)

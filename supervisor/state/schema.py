@@ -170,6 +170,7 @@ leases = Table(
 )
 
 Index("ix_events_workflow", events.c.workflow_id, events.c.id)
+Index("ix_events_type", events.c.workflow_id, events.c.type, events.c.id)
 Index("ix_steps_workflow", steps.c.workflow_id, steps.c.id)
 Index("ix_checkpoints_workflow", checkpoints.c.workflow_id, checkpoints.c.id)
 Index("ix_approvals_workflow", approvals.c.workflow_id, approvals.c.id)

@@ -415,6 +415,15 @@ class Store(ApprovalStore):
         with self.engine.connect() as conn:
             return [Event(**r._mapping) for r in conn.execute(query).all()]
 
+    def last_event(self, wf_id: int, of_type: str | None = None) -> Event | None:
+        """The newest event (of one type), as StateReader.last_event."""
+        query = select(t.events).where(t.events.c.workflow_id == wf_id)
+        if of_type is not None:
+            query = query.where(t.events.c.type == of_type)
+        with self.engine.connect() as conn:
+            row = conn.execute(query.order_by(t.events.c.id.desc()).limit(1)).first()
+        return Event(**row._mapping) if row else None
+
     def usage_totals(self, wf_id: int, step: str | None = None) -> dict[str, float]:
         """What the workflow's workers spent; with `step`, that step's (its components too)."""
         where = [t.events.c.workflow_id == wf_id]
