@@ -32,6 +32,8 @@ FIXTURES = {
     "tests/test_context.py": "secrets planted in a repository to check the pack redacts them",
     "tests/test_credproxy.py": "a fake key the proxy must inject and never show the worker",
     "tests/test_keys_on_host.py": "fake keys the specs look for in every container",
+    "tests/test_attacks_workspaces.py": "a secret planted outside the repository that a hostile"
+    " manifest tries to pull into the context",
 }
 
 
