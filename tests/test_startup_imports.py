@@ -4,7 +4,8 @@ budget of what the common paths load, checked in a fresh interpreter.
 - The checks before a task exists (supervisor/starting.py: what a submission to Temporal and an
   embedded start both run first, a secret in the description redacted) load neither
   detect-secrets nor `requests` (its rules come from the user's cache, supervisor/redaction.py),
-  nor tiktoken, Temporal's client, Docker, Jinja2, networkx or the engine.
+  nor tiktoken, Temporal's client, Docker, Jinja2, networkx, the engine or the credential
+  proxy (h11: a credential is made at a task's first step).
 - Importing the submission module loads no Temporal SDK: it is imported while the checks run.
 - `status` and `events --json` load none of Temporal, detect-secrets or tiktoken (the rest of
   their budget is tests/test_cli_imports.py).
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 
 HEAVY = (
     "detect_secrets", "requests", "tiktoken", "temporalio", "docker", "jinja2", "networkx",
-    "textual", "supervisor.workflow.engine", "supervisor.tasks",
+    "textual", "h11", "supervisor.workflow.engine", "supervisor.tasks",
 )  # fmt: skip
 
 PREPARE = """
