@@ -53,17 +53,19 @@ def encoding(name: str = ENCODING) -> tiktoken.Encoding:
         shutil.copyfile(source, partial)
         partial.replace(target)
     key = _key(name, target)
-    decoded = cache / f"{name}-{key[:32]}.marshal" if key else None
-    spec = _read(decoded, key) if decoded and key else None
-    if spec is not None:
-        return tiktoken.Encoding(**spec)
-    from tiktoken_ext.openai_public import ENCODING_CONSTRUCTORS  # what tiktoken's registry finds
+    kept = cache / f"{name}-{key[:32]}.marshal" if key else None
+    spec = _read(kept, key) if kept and key else None
+    if spec is None:
+        # What tiktoken's registry would find and call: it reads `target`, checking its sha256.
+        from tiktoken_ext.openai_public import (  # type: ignore[import-untyped]
+            ENCODING_CONSTRUCTORS,
+        )
 
-    if name not in ENCODING_CONSTRUCTORS:
-        return tiktoken.get_encoding(name)  # its error names the encodings it knows
-    spec = ENCODING_CONSTRUCTORS[name]()  # reads `target`, checking its sha256
-    if decoded and key:
-        _write(decoded, key, spec)
+        if name not in ENCODING_CONSTRUCTORS:
+            return tiktoken.get_encoding(name)  # its error names the encodings it knows
+        spec = ENCODING_CONSTRUCTORS[name]()
+        if kept and key:
+            _write(kept, key, spec)
     return tiktoken.Encoding(**spec)
 
 
