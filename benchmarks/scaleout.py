@@ -395,8 +395,8 @@ def submission_only(repeat: int, codes: list[str]) -> None:
             for i in range(repeat + 1):  # the first round warms the page cache and .pyc files
                 bare.append(timed([sys.executable, "-c", "pass"]))
                 for code in codes:
-                    argv = [sys.executable, "-m", "supervisor", "start-task", "--yes",
-                            "--backend", "temporal", f"Submitted {i}", "--repo", str(repo)]  # fmt: skip
+                    argv = [sys.executable, "-m", "supervisor", "start-task", "--yes", "--backend",
+                            "temporal", f"Submitted {i}", "--repo", str(repo)]  # fmt: skip
                     took = timed(argv, code)
                     if i:
                         samples[code].append(took)
