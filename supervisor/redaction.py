@@ -31,6 +31,7 @@ assigned to a secret-looking name.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import re
@@ -315,7 +316,6 @@ def _keep_rules(key: str, rules: list[tuple[str, re.Pattern[str]]]) -> None:
     import hashlib
     import json
     import os
-    import tempfile
 
     table = [[kind, p.pattern, p.flags] for kind, p in rules]
     text = json.dumps(
@@ -326,14 +326,14 @@ def _keep_rules(key: str, rules: list[tuple[str, re.Pattern[str]]]) -> None:
         }
     )
     target = _rules_file(key)
+    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, partial = tempfile.mkstemp(dir=target.parent, prefix=".rules-")
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        Path(partial).replace(target)
+        partial.write_text(text)
+        partial.replace(target)
     except OSError:
-        return
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
 
 
 def _whole_token(m: re.Match[str], kind: str, marker: _Marker) -> str:

@@ -13,6 +13,7 @@ its own before it is read; a miss or a damaged file falls back to tiktoken's loa
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import marshal
 import os
@@ -125,4 +126,5 @@ def _write(path: Path, key: str, spec: dict[str, Any]) -> None:
         partial.write_bytes(f"{key} {hashlib.sha256(body).hexdigest()}\n".encode() + body)
         partial.replace(path)
     except (OSError, ValueError):
-        partial.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
