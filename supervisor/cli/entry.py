@@ -73,7 +73,7 @@ def _console() -> Console:
 
 # The cyclic collector's first generation runs every 700 new container objects by default: a
 # command importing pydantic, SQLAlchemy and Temporal's client (~86,000 tracked objects, nearly
-# all kept for the process's life) ran ~200 collections that freed ~1,800 objects, 8-15 % of
+# all kept for the process's life) ran ~200 collections that freed ~1,800 objects, 5-14 % of
 # its start-up CPU. Every 20,000 instead: what waits uncollected is bounded and young.
 GC_THRESHOLD = 20_000
 
