@@ -12,7 +12,8 @@ used (on a busy machine, the better guide to what an idle one would show), each 
 summed).
 
 `--code DIR` (repeatable) times the supervisor package found in DIR instead of this checkout, so a
-before/after comparison runs on the same database in the same run, e.g. with a `git worktree` of
+before/after comparison runs on the same database in the same run, the checkouts taking turns run
+by run, e.g. with a `git worktree` of
 an older commit. DIR may be a path list (`DIR:EXTRA`), put first on PYTHONPATH: an older commit's
 pinned libraries installed with `pip install --target EXTRA` are then used with it.
 """
