@@ -12,7 +12,8 @@ used (on a busy machine, the better guide to what an idle one would show), each 
 summed).
 
 `--code DIR` (repeatable) times the supervisor package found in DIR instead of this checkout, so a
-before/after comparison runs on the same database in the same run, e.g. with a `git worktree` of
+before/after comparison runs on the same database in the same run, the checkouts taking turns run
+by run, e.g. with a `git worktree` of
 an older commit. DIR may be a path list (`DIR:EXTRA`), put first on PYTHONPATH: an older commit's
 pinned libraries installed with `pip install --target EXTRA` are then used with it.
 """
@@ -28,7 +29,6 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -139,11 +139,6 @@ def run(
     return seconds, cpu, done.stderr
 
 
-def median_of(runs: int, once: Callable[[], tuple[float, float, object]]) -> tuple[float, float]:
-    samples = [once() for _ in range(runs)]
-    return statistics.median(s[0] for s in samples), statistics.median(s[1] for s in samples)
-
-
 def import_breakdown(stderr: str) -> list[tuple[str, float]]:
     """Seconds of import per top-level package (each module's self time, summed)."""
     per: Counter[str] = Counter()
@@ -169,26 +164,44 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         repo = make_state(Path(tmp), args.events)
         print(f"load average at the start: {load()}")
+        # Round by round, every checkout in turn: on a shared machine the load drifts, and a
+        # before/after pair measured minutes apart compares two machines.
         for code in codes:
-            print(f"\n{code} ({args.events:,} events, median of {args.runs} runs)")
-            bare, bare_cpu = median_of(args.runs, lambda: timed([sys.executable, "-c", "pass"]))
-            print(f"  bare `python -c pass`           {bare:.3f} s, CPU {bare_cpu:.3f} s")
             for command in commands:
                 run(code, repo, command)  # warm the page cache and .pyc files
-                wall, cpu = median_of(args.runs, lambda c=command, d=code: run(d, repo, c))
+        samples: dict[tuple[str, str], list[tuple[float, float]]] = {}
+        for _ in range(args.runs):
+            for code in codes:
+                samples.setdefault((code, "bare"), []).append(
+                    timed([sys.executable, "-c", "pass"])[:2]
+                )
+                for command in commands:
+                    samples.setdefault((code, " ".join(command)), []).append(
+                        run(code, repo, command)[:2]
+                    )
+        for code in codes:
+            print(f"\n{code} ({args.events:,} events, median of {args.runs} runs)")
+            bare, bare_cpu = median_pair(samples[(code, "bare")])
+            print(f"  bare `python -c pass`           {bare:.3f} s, CPU {bare_cpu:.3f} s")
+            for command in commands:
                 shown = " ".join(command)
+                wall, cpu = median_pair(samples[(code, shown)])
                 target = TARGETS_S.get(shown)
                 note = f"  (target <= {target} s)" if target else ""
                 print(
                     f"  supervisor {shown:<20} {wall:.3f} s, CPU {cpu:.3f} s; "
                     f"bare + {wall - bare:.3f} s, {wall / bare:.1f} x bare{note}"
                 )
-            print(f"  load average: {load()}")
             _, _, trace = run(code, repo, ["status", "1"], importtime=True)
             total = sum(s for _, s in import_breakdown(trace))
             print(f"  imports of `status 1` by package (top 12, {total:.3f} s of them):")
             for name, seconds in import_breakdown(trace):
                 print(f"    {name:<28} {seconds:.3f} s")
+        print(f"\nload average at the end: {load()}")
+
+
+def median_pair(rows: list[tuple[float, float]]) -> tuple[float, float]:
+    return statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows)
 
 
 def load() -> str:

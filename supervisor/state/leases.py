@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import threading
 import time
-import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -63,6 +61,8 @@ def worker_name(queue: str, holder: str) -> str:
 
 
 def host() -> str:
+    import socket  # here, as uuid below: `status` reads leases and needs neither
+
     return socket.gethostname()
 
 
@@ -169,6 +169,8 @@ def acquire(
 ) -> Held:
     """Take lease `name`: free, expired, or held by a dead process of this host; else
     LeaseBusyError naming who holds it."""
+    import uuid
+
     from sqlalchemy import text
     from sqlalchemy.exc import IntegrityError
 
