@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import uuid
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -48,13 +49,16 @@ def _users(folder: Path) -> set[str]:
     return set(path.read_text().split()) if path.is_file() else set()
 
 
-def join(folder: Path) -> None:
-    """Called under `locked`: this process uses the shared set-up until it calls `leave`."""
-    (folder / "users").write_text("\n".join(sorted(_users(folder) | {str(os.getpid())})))
+def join(folder: Path) -> str:
+    """Called under `locked`: a user of the shared set-up until it calls `leave` with the token
+    returned (one per fixture, not per process: pytest may set up one fixture of two modules)."""
+    token = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    (folder / "users").write_text("\n".join(sorted(_users(folder) | {token})))
+    return token
 
 
-def leave(folder: Path) -> bool:
-    """Called under `locked`: True when no other process still uses the shared set-up."""
-    left = _users(folder) - {str(os.getpid())}
+def leave(folder: Path, token: str) -> bool:
+    """Called under `locked`: True when no other user is left."""
+    left = _users(folder) - {token}
     (folder / "users").write_text("\n".join(sorted(left)))
     return not left

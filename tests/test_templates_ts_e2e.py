@@ -12,6 +12,7 @@ gate. Each template's wall time is printed (run with `-s` to see it)."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
 import tempfile
@@ -19,6 +20,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import docker.errors
 import pytest
 import run_once
 from e2e_support import IMAGE, planner, require_sandbox, reviewer, run_to_the_end, writes
@@ -145,26 +147,29 @@ def project(tmp_path_factory: pytest.TempPathFactory, sandbox: DockerSandbox) ->
         if not (shared / "done").is_file():
             build_shared(shared, sandbox)
         built = shared_image(shared)
-        run_once.join(shared)
-    root = tmp_path_factory.mktemp("ts_templates")
-    repo, pristine = root / "repo", root / "pristine"
-    shutil.copytree(shared / "pristine", pristine, symlinks=True)
-    shutil.copytree(pristine, repo, symlinks=True)
-    base = sandbox.client.images.get(IMAGE)
-    wanted = project_image.image_for(repo, repo, str(base.id))
-    assert wanted is not None
-    name, tag = wanted.tag.split(":")
-    assert tag == built.split(":")[1]  # the same Dockerfile and lock file, another path
-    sandbox.client.images.get(built).tag(name, tag)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("SUPERVISOR_USER_DIR", str(root / "user"))
-        trust(repo)
-        assert image_commands.sandbox_build(repo) == (wanted.tag, None)  # found, not built
-    yield Project(repo, pristine, wanted.tag, "pnpm test")
-    sandbox.client.images.remove(wanted.tag, noprune=True)
-    with run_once.locked(shared):
-        if run_once.leave(shared):  # the last process: the run's image goes too
-            sandbox.client.images.remove(built, noprune=False)
+        user = run_once.join(shared)
+    try:
+        root = tmp_path_factory.mktemp("ts_templates")
+        repo, pristine = root / "repo", root / "pristine"
+        shutil.copytree(shared / "pristine", pristine, symlinks=True)
+        shutil.copytree(pristine, repo, symlinks=True)
+        base = sandbox.client.images.get(IMAGE)
+        wanted = project_image.image_for(repo, repo, str(base.id))
+        assert wanted is not None
+        name, tag = wanted.tag.split(":")
+        assert tag == built.split(":")[1]  # the same Dockerfile and lock file, another path
+        sandbox.client.images.get(built).tag(name, tag)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("SUPERVISOR_USER_DIR", str(root / "user"))
+            trust(repo)
+            assert image_commands.sandbox_build(repo) == (wanted.tag, None)  # found, not built
+        yield Project(repo, pristine, wanted.tag, "pnpm test")
+        sandbox.client.images.remove(wanted.tag, noprune=True)
+    finally:
+        with run_once.locked(shared):
+            if run_once.leave(shared, user):  # the last user: the run's image goes too
+                with contextlib.suppress(docker.errors.ImageNotFound):
+                    sandbox.client.images.remove(built, noprune=False)
     print(f"\nTypeScript project, wall time per template: {WALL_SECONDS}")
 
 
