@@ -18,6 +18,11 @@ Files pinned to one process with `pytest.mark.xdist_group`:
   queue, so the two groups may run side by side; each group keeps its specs in one process so
   that no more than two servers and their workers run at once. One group of all six files was
   about a third of the run, which made it the run's floor (docs/test-durations.md).
+- `ts_project` and `ts_project_2` (test_templates_ts_e2e.py, test_attacks_gates_ts.py): two
+  groups of about equal length on one pnpm project image, built once per run and shared between
+  the processes (tests/run_once.py: the first builds under a file lock in the run's shared
+  temporary directory, the other finds it built and tags it with its own checkout's name). One
+  group of all seven specs was the run's floor (docs/test-durations.md).
 - `checkout_setup` (the specs that run scripts/setup.sh in this checkout, and the one that checks
   nothing holds its lock afterwards): setup.sh holds `.cache/setup.lock` while it runs, so the
   check must not run beside them.

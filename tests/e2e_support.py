@@ -38,7 +38,7 @@ def require_sandbox() -> None:
     try:
         import docker
 
-        client = docker.from_env(timeout=10)
+        client = docker.from_env(timeout=60)  # a busy engine answers late, not never
         client.ping()
     except Exception as e:  # any failure to reach the engine means: no real Docker here
         missing(f"Docker engine not reachable: {e}")

@@ -43,7 +43,7 @@ class DevServer:
                  "--log-level", "warn"],
                 stdout=log, stderr=subprocess.STDOUT,
             )  # fmt: skip
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180  # a start on a loaded machine; a passing one is sooner
         while time.monotonic() < deadline:
             health = subprocess.run(
                 [str(self.cli), "operator", "cluster", "health", "--address", self.address],

@@ -264,12 +264,15 @@ def test_an_adopted_container_is_read_when_done_and_ended_at_its_time_limit_from
     result = sandbox.adopt(finished, RunSpec(argv=[], worktree=tmp_path, timeout=60))
     assert (result.exit_code, result.stdout) == (0, "the answer\n")
 
-    hung = left_running(sandbox, "sleep 60")
-    time.sleep(3)  # the time it ran before the supervisor came back counts
+    hung = left_running(sandbox, "sleep 120")
+    # The time it ran before the supervisor came back counts: already past its limit, it is
+    # ended at once, where a limit counted from the adoption would give it 10 s more (a margin
+    # no load eats, unlike the 2 s this spec once had).
+    time.sleep(10)
     began = time.monotonic()
-    with pytest.raises(CommandTimeoutError, match="time limit of 5 s"):
-        sandbox.adopt(hung, RunSpec(argv=[], worktree=tmp_path, timeout=5))
-    assert time.monotonic() - began < 4.5
+    with pytest.raises(CommandTimeoutError, match="time limit of 10 s"):
+        sandbox.adopt(hung, RunSpec(argv=[], worktree=tmp_path, timeout=10))
+    assert time.monotonic() - began < 9
     for container_id in (finished, hung):
         with pytest.raises(docker.errors.NotFound):
             sandbox.client.containers.get(container_id)

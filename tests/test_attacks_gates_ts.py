@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 from e2e_support import require_sandbox, reviewer, run_to_the_end, write_workflow, writes
-from test_templates_ts_e2e import (  # the image, built once per process by `init`
+from test_templates_ts_e2e import (  # the image, built once per run by `init`
     FIXED,
+    GROUP_B,
     SOURCE,
     Project,
     git,
@@ -34,7 +35,7 @@ from supervisor.project.gates import run_gate
 from supervisor.sandbox.docker import DockerSandbox
 from supervisor.workflow.gate_baseline import Baseline, judge
 
-pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("ts_project")]  # see the templates
+pytestmark = [pytest.mark.docker, GROUP_B]  # see the templates
 __all__ = ["project", "sandbox"]  # module fixtures shared with the template specs
 
 TASK = "Fix clamp in src/index.ts"

@@ -9,12 +9,16 @@ feedback, the task branch never holds it, and no build runs before a person appr
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
+import shutil
 import subprocess
 import sys
 from typing import TYPE_CHECKING, Any
 
 import pytest
+import run_once
 from e2e_support import (
     GOOD_CALC,
     fenced,
@@ -262,27 +266,28 @@ DEP_WORKFLOW = WORKFLOW.replace("ROLE", "implementer").replace(", max_retries: 1
 
 @pytest.fixture
 def images(tmp_path: Path) -> Iterator[Any]:
-    """The project images built from under tmp_path; removed after the test."""
+    """The project images named for this test's checkout (tmp_path/py); removed after the test."""
     import docker
 
     client = docker.from_env()
 
     def mine() -> list[Any]:
-        return [
-            i
-            for i in client.images.list(filters={"label": "supervisor.project"})
-            if str(i.labels.get("supervisor.project", "")).startswith(str(tmp_path))
-        ]
+        return list(client.images.list(name=image_name(tmp_path / "py")))
 
     yield mine
     for image in mine():
         for tag in image.tags:
-            client.images.remove(tag, noprune=False)
+            if tag.startswith(image_name(tmp_path / "py") + ":"):
+                client.images.remove(tag, noprune=False)
 
 
-def python_project(tmp_path: Path, url: str) -> Path:
-    """A Python project with a pinned dependency, its project image built from HEAD."""
-    repo = tmp_path / "py"
+def image_name(repo: Path) -> str:
+    """The repository part of a checkout's project image tags (named after its path)."""
+    return "supervisor-project-" + hashlib.sha256(str(repo.resolve()).encode()).hexdigest()[:12]
+
+
+def make_python_project(repo: Path) -> None:
+    """A Python project with a pinned dependency, set up by `supervisor init`."""
     for rel, text in {
         "requirements.txt": REQUIREMENTS,
         "app/__init__.py": "",
@@ -296,11 +301,50 @@ def python_project(tmp_path: Path, url: str) -> Path:
     subprocess.run([*git, "add", "-A"], check=True)
     subprocess.run([*git, "commit", "-qm", "project"], check=True)
     supervisor(repo, "init", "--yes", check=True)
+    write_workflow(repo, DEP_WORKFLOW)
+
+
+@pytest.fixture(scope="session")
+def python_image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
+    """The Python project and its image from HEAD's dependencies, made once per run and shared
+    by the xdist processes (tests/run_once.py, as the TypeScript project is): both dependency
+    specs start from it, and each names the image for its own copy (a tag, not a build)."""
+    import docker.errors
+
+    require_sandbox()
+    shared = run_once.shared_dir(tmp_path_factory, "py_dates")
+    repo = shared / "py"
+    with run_once.locked(shared), pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SUPERVISOR_USER_DIR", str(shared / "user"))
+        if not (shared / "done").is_file():
+            shutil.rmtree(repo, ignore_errors=True)
+            make_python_project(repo)
+            (shared / "done").write_text("")
+        trust(repo)
+        built, _ = image_commands.sandbox_build(repo)
+        user = run_once.join(shared)
+    try:
+        yield repo, built
+    finally:
+        with run_once.locked(shared):
+            if run_once.leave(shared, user):  # the last user: the run's image goes too
+                with contextlib.suppress(docker.errors.ImageNotFound):
+                    docker.from_env().images.remove(built, noprune=False)
+
+
+def python_project(tmp_path: Path, url: str, shared: tuple[Path, str]) -> Path:
+    """This test's copy of the Python project, its project image built from HEAD (the run's
+    image under this checkout's name: found by `sandbox build`, not built again)."""
+    import docker
+
+    source, built = shared
+    repo = tmp_path / "py"
+    shutil.copytree(source, repo, symlinks=True)
     config = repo / ".supervisor" / "config.yaml"
     config.write_text(config.read_text() + f"clis:\n  claude: {{base_url: '{url}'}}\n")
     trust(repo)  # the scripted API is where this test's credentials go
-    write_workflow(repo, DEP_WORKFLOW)
-    image_commands.sandbox_build(repo)
+    docker.from_env().images.get(built).tag(image_name(repo), built.split(":")[1])
+    assert image_commands.sandbox_build(repo) == (f"{image_name(repo)}:{built.split(':')[1]}", None)
     return repo
 
 
@@ -322,11 +366,11 @@ ADD_DEPENDENCY = worker(
 
 
 def test_a_dependency_change_waits_for_approval_with_its_diff_and_builds_only_after_it(
-    tmp_path: Path, images: Any
+    tmp_path: Path, images: Any, python_image: tuple[Path, str]
 ) -> None:
     script = load_script({"conversations": [ADD_DEPENDENCY, reviewer()]})
     with ScriptedModelServer(script) as server:
-        repo = python_project(tmp_path, server.url)
+        repo = python_project(tmp_path, server.url, python_image)
         assert len(images()) == 1  # HEAD's own dependencies, built by the user
 
         with pytest.raises(DependencyApprovalRequired) as stopped:
@@ -358,7 +402,7 @@ def test_a_dependency_change_waits_for_approval_with_its_diff_and_builds_only_af
 
 
 def test_a_rejected_dependency_change_goes_back_to_the_implementer_and_is_never_built(
-    tmp_path: Path, images: Any
+    tmp_path: Path, images: Any, python_image: tuple[Path, str]
 ) -> None:
     reason = "no new dependencies, please"
     script = load_script(
@@ -371,7 +415,7 @@ def test_a_rejected_dependency_change_goes_back_to_the_implementer_and_is_never_
         }
     )
     with ScriptedModelServer(script) as server:
-        repo = python_project(tmp_path, server.url)
+        repo = python_project(tmp_path, server.url, python_image)
         with pytest.raises(DependencyApprovalRequired):
             tasks.start_task(DEP_TASK, repo)
         wf = tasks.workflows(repo)[0]

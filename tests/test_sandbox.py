@@ -226,17 +226,18 @@ def test_a_container_past_its_time_limit_is_ended_and_removed(
 def test_the_idle_limit_ends_a_silent_container_and_spares_one_that_keeps_talking(
     sandbox: DockerSandbox, tmp_path: Path
 ) -> None:
-    # The wait on the engine is bounded by the nearer limit, then re-armed while output flows.
+    # The wait on the engine is bounded by the nearer limit, then re-armed while output flows:
+    # a line every 0.5 s for 5 s, past an idle limit of 4 s (a margin a loaded machine keeps).
     talking = sandbox.run(
         RunSpec(
-            argv=["sh", "-c", "for i in 1 2 3 4 5; do echo $i; sleep 1; done"],
+            argv=["sh", "-c", "for i in $(seq 10); do echo $i; sleep 0.5; done"],
             worktree=tmp_path,
-            idle_timeout=3,
-            timeout=60,
+            idle_timeout=4,
+            timeout=120,
         )
     )
     assert talking.exit_code == 0
-    assert talking.stdout.split() == ["1", "2", "3", "4", "5"]
+    assert talking.stdout.split() == [str(i) for i in range(1, 11)]
     with pytest.raises(CommandTimeoutError, match="printed nothing for 2 s"):
         sandbox.run(RunSpec(argv=["sleep", "60"], worktree=tmp_path, idle_timeout=2, timeout=60))
 

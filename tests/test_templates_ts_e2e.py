@@ -12,6 +12,7 @@ gate. Each template's wall time is printed (run with `-s` to see it)."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
 import tempfile
@@ -19,7 +20,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import docker.errors
 import pytest
+import run_once
 from e2e_support import IMAGE, planner, require_sandbox, reviewer, run_to_the_end, writes
 
 from supervisor import image_commands, tasks
@@ -28,18 +31,28 @@ from supervisor.demo import fenced
 from supervisor.gate_check import check_gates
 from supervisor.guard.trust import trust
 from supervisor.initialize import initialize
+from supervisor.project import project_image
 from supervisor.project.gates import GateResult, run_gate
 from supervisor.sandbox.docker import DockerSandbox
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-# One project image for this file and test_attacks_gates_ts.py (their fixtures are per process:
-# `session`), so both files run in one xdist process.
-pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("ts_project")]
+pytestmark = pytest.mark.docker
+# The template specs and test_attacks_gates_ts share one project image, built once per run (see
+# `project`), and run in two xdist groups of about equal length (docs/test-durations.md), so two
+# processes share the work: one builds the image while the other waits for it.
+GROUP_A = pytest.mark.xdist_group("ts_project")
+GROUP_B = pytest.mark.xdist_group("ts_project_2")
 FIXTURE = Path(__file__).parent / "fixtures" / "ts_vitest"
 TASK = "Fix clamp in src/index.ts"
-TEMPLATES = ["_base", "mvp", "open_source", "enterprise", "security_critical"]
+TEMPLATES = [
+    pytest.param("_base", marks=GROUP_B),
+    pytest.param("mvp", marks=GROUP_B),
+    pytest.param("open_source", marks=GROUP_B),
+    pytest.param("enterprise", marks=GROUP_A),
+    pytest.param("security_critical", marks=GROUP_A),
+]
 SOURCE = "src/index.ts"
 FIXED = (FIXTURE / SOURCE).read_text()
 CORRECT = "return Math.min(Math.max(value, range.start), range.end);"
@@ -85,21 +98,19 @@ def git(repo: Path, *args: str) -> str:
     ).stdout
 
 
-@pytest.fixture(scope="session")
-def project(tmp_path_factory: pytest.TempPathFactory, sandbox: DockerSandbox) -> Iterator[Project]:
-    """Made once: `init` run on the fixture (image built, gates checked on the untouched
-    project), then clamp broken by a commit; kept as a pristine copy. Each test works on a
-    fresh copy at the same path, so the project image (named after the checkout's path and its
-    lock file) is built once per test process, for this module and test_attacks_gates_ts."""
-    require_sandbox()
-    root = tmp_path_factory.mktemp("ts_templates")
-    repo = root / "repo"
+def build_shared(shared: Path, sandbox: DockerSandbox) -> None:
+    """What the first process of the run makes, under the run's lock: `init` run on the
+    fixture (image built, gates checked on the untouched project), then clamp broken by a
+    commit, its tests failing in the image; kept as a pristine copy, marked done."""
+    shutil.rmtree(shared / "repo", ignore_errors=True)
+    shutil.rmtree(shared / "pristine", ignore_errors=True)
+    repo = shared / "repo"
     shutil.copytree(FIXTURE, repo)
     git(repo, "init", "-q", "-b", "main")
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "upstream")
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("SUPERVISOR_USER_DIR", str(root / "user"))
+        patch.setenv("SUPERVISOR_USER_DIR", str(shared / "user"))
         report = initialize(repo, check=check_gates)
         assert report.gate_checks["test"].passed, report.gate_checks
         (repo / SOURCE).write_text(BROKEN)  # then a regression lands upstream
@@ -109,16 +120,56 @@ def project(tmp_path_factory: pytest.TempPathFactory, sandbox: DockerSandbox) ->
     assert test_command == "pnpm test"  # the project's own default, found by init
     before = project_tests_on(sandbox, repo, "main", test_command, image)
     assert not before.passed and "Tests  1 failed | 1 passed" in before.output, before.output
-    pristine = root / "pristine"
-    shutil.copytree(repo, pristine, symlinks=True)
-    yield Project(repo, pristine, image, test_command)
-    import docker
+    shutil.copytree(repo, shared / "pristine", symlinks=True)
+    (shared / "done").write_text(image)
 
-    client = docker.from_env()
-    for image in client.images.list(filters={"label": "supervisor.project"}):
-        if str(image.labels.get("supervisor.project", "")).startswith(str(root)):
-            for tag in image.tags:
-                client.images.remove(tag, noprune=False)
+
+def shared_image(shared: Path) -> str:
+    """The run's project image, built again if the last process using it removed it and this
+    one came later (the same lock file, so the same image)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SUPERVISOR_USER_DIR", str(shared / "user"))
+        image, _ = image_commands.sandbox_build(shared / "repo")
+    return image
+
+
+@pytest.fixture(scope="session")
+def project(tmp_path_factory: pytest.TempPathFactory, sandbox: DockerSandbox) -> Iterator[Project]:
+    """The pnpm project with clamp broken, made once per run (tests/run_once.py) and copied into
+    this process's own directory, where its image is the run's image under this checkout's
+    name (a tag, not a build): the image is named after the checkout's path and its lock file.
+    So the template specs and test_attacks_gates_ts run on several xdist processes, and the
+    image is built once, however many of them there are. Each test works on a fresh copy of
+    the pristine project at this process's path."""
+    require_sandbox()
+    shared = run_once.shared_dir(tmp_path_factory, "ts_project")
+    with run_once.locked(shared):
+        if not (shared / "done").is_file():
+            build_shared(shared, sandbox)
+        built = shared_image(shared)
+        user = run_once.join(shared)
+    try:
+        root = tmp_path_factory.mktemp("ts_templates")
+        repo, pristine = root / "repo", root / "pristine"
+        shutil.copytree(shared / "pristine", pristine, symlinks=True)
+        shutil.copytree(pristine, repo, symlinks=True)
+        base = sandbox.client.images.get(IMAGE)
+        wanted = project_image.image_for(repo, repo, str(base.id))
+        assert wanted is not None
+        name, tag = wanted.tag.split(":")
+        assert tag == built.split(":")[1]  # the same Dockerfile and lock file, another path
+        sandbox.client.images.get(built).tag(name, tag)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("SUPERVISOR_USER_DIR", str(root / "user"))
+            trust(repo)
+            assert image_commands.sandbox_build(repo) == (wanted.tag, None)  # found, not built
+        yield Project(repo, pristine, wanted.tag, "pnpm test")
+        sandbox.client.images.remove(wanted.tag, noprune=True)
+    finally:
+        with run_once.locked(shared):
+            if run_once.leave(shared, user):  # the last user: the run's image goes too
+                with contextlib.suppress(docker.errors.ImageNotFound):
+                    sandbox.client.images.remove(built, noprune=False)
     print(f"\nTypeScript project, wall time per template: {WALL_SECONDS}")
 
 
