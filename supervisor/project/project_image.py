@@ -40,8 +40,13 @@ DEPENDENCY_FILES = re.compile(
     r"^(requirements[\w.\-]*\.txt|constraints[\w.\-]*\.txt|pyproject\.toml|setup\.py|setup\.cfg"
     r"|Pipfile(\.lock)?|poetry\.lock|pdm\.lock|uv\.lock|package\.json|package-lock\.json"
     r"|npm-shrinkwrap\.json|pnpm-lock\.yaml|pnpm-workspace\.yaml|yarn\.lock|\.yarnrc\.yml"
-    r"|Cargo\.toml|Cargo\.lock|go\.mod|go\.sum)$"
+    r"|Cargo\.toml|Cargo\.lock|go\.mod|go\.sum|go\.work|go\.work\.sum)$"
 )
+MEMBER_FILES = re.compile(r"^(package\.json|pyproject\.toml|Cargo\.toml|go\.mod|go\.sum)$")
+"""A workspace member's own manifests: what its package manager installs for it."""
+MEMBER_DEPTH = 4
+"""Directories deep a member may sit (`apps/web`, `services/api/v2`): deeper is a fixture."""
+SKIPPED_DIRS = {"node_modules", "vendor", "target", "__pycache__"}
 REQUIREMENTS = "supervisor-requirements.txt"
 CONSTRAINTS = "supervisor-constraints.txt"
 NOT_PACKAGES = {
@@ -98,6 +103,7 @@ NODE_INSTALL = {
     "then npm ci --no-audit --no-fund --ignore-scripts; "
     "else npm install --no-audit --no-fund --ignore-scripts; fi",
     "pnpm": "pnpm install $([ -f pnpm-lock.yaml ] && echo --frozen-lockfile) --ignore-scripts "
+    "$([ -f pnpm-workspace.yaml ] && echo --config.node-linker=hoisted) "
     "--config.store-dir=/tmp/pnpm-store --config.package-import-method=copy "
     "&& rm -rf /tmp/pnpm-store",
     "yarn1": "yarn install $([ -f yarn.lock ] && echo --frozen-lockfile) --non-interactive "
@@ -132,6 +138,42 @@ RUN cd /deps && GOPROXY=https://proxy.golang.org go mod download
 """,
 )
 
+GO_WORKSPACE = (
+    r"""
+# Go: the toolchain from Debian and the modules downloaded now, so that gates build offline.
+# A workspace (go.work): `-mod=mod` is refused in workspace mode, so the go.sum files decide.
+RUN apt-get update && apt-get install -y --no-install-recommends golang \
+ && rm -rf /var/lib/apt/lists/*
+ENV GOPATH=/opt/go GOPROXY=off
+""",
+    r"""
+# Every module of the workspace downloads what its go.mod requires (`replace`d paths are
+# the workspace's own modules, copied here with their go.mod).
+RUN cd /deps && for mod in $(find . -name go.mod -not -path '*/vendor/*'); do \
+      (cd "$(dirname "$mod")" && GOWORK=off GOFLAGS=-mod=mod \
+       GOPROXY=https://proxy.golang.org go mod download) || exit 1; \
+    done && mkdir -p /opt/go && chmod -R a+rwX /opt/go
+""",
+)
+
+
+LINK_MEMBERS = (
+    'const fs = require("fs"), path = require("path");'
+    "for (const file of process.argv.slice(1)) {"
+    " let name; try { name = JSON.parse(fs.readFileSync(file)).name; } catch { continue; }"
+    ' if (typeof name !== "string" || !/^(@[a-z0-9][\\w.-]*\\/)?[a-z0-9][\\w.-]*$/i.test(name))'
+    " continue;"
+    ' const link = path.join("/node_modules", name); let stat;'
+    " try { stat = fs.lstatSync(link); } catch {}"
+    " if (stat && !stat.isSymbolicLink()) continue;"
+    " fs.rmSync(link, { force: true }); fs.mkdirSync(path.dirname(link), { recursive: true });"
+    ' fs.symlinkSync(path.join("/workspace", path.dirname(file)), link);'
+    " }"
+)
+"""Link each workspace member's package (its manifest under /deps) into /node_modules: the
+install's own links point into /deps, which holds manifests only. A registry package of the same
+name (a real directory) is left as installed; a name that is not a package name is skipped."""
+
 
 def node_section(manager: str, version: str) -> tuple[str, str]:
     """Install the lock file with the declared manager; pnpm and yarn come from npm at build
@@ -160,13 +202,18 @@ def node_section(manager: str, version: str) -> tuple[str, str]:
         " && mkdir -p node_modules && mv node_modules /node_modules \\\n"
         " && chmod -R a+rwX /node_modules\n"
         "ENV PATH=/node_modules/.bin:$PATH\n"
+        "# A workspace's own packages resolve to the mounted worktree (/workspace/<member>), so a\n"
+        "# consumer's gate type-checks and tests against the candidate's shared package.\n"
+        f"RUN cd /deps && node -e '{LINK_MEMBERS}' \\\n"
+        "      $(find . -mindepth 2 -name package.json -not -path '*/node_modules/*')\n"
     )
     return toolchain, install
 
 
 def dockerfile_text(detection: Detection, base_image: str) -> str:
     node = node_section(detection.package_manager or "npm", detection.package_manager_version)
-    sections = {"python": PYTHON, "node": node, "rust": RUST, "go": GO}
+    go = GO_WORKSPACE if "go-workspace" in detection.frameworks else GO
+    sections = {"python": PYTHON, "node": node, "rust": RUST, "go": go}
     chosen = [sections[s] for s in sections if s in detection.stacks]
     if not chosen:
         raise SandboxError(
@@ -225,17 +272,25 @@ def trusted_dockerfile(repo: Path) -> bytes | None:
 
 
 def dependency_files(tree: Path | CommitFiles) -> dict[str, bytes]:
-    """The top-level dependency files of a commit (as blobs) or a directory, by name.
+    """The top-level dependency files of a commit (as blobs) or a directory, by path; in a
+    workspace (pnpm-workspace.yaml, go.work, a package.json or Cargo.toml or pyproject.toml
+    that declares one) its members' manifests too: a package manager installs a workspace from
+    every member's manifest, and the image links the members' packages (node_section).
 
     A dependency file that is a symlink is refused: it could name any file on the host."""
     if isinstance(tree, Path):
         names = sorted(p.name for p in tree.iterdir() if DEPENDENCY_FILES.match(p.name))
+        if _declares_workspace(read_regular(tree, names)):
+            names += [p.relative_to(tree).as_posix() for p in _member_manifests(tree)]
         links = {n: str((tree / n).readlink()) for n in names if (tree / n).is_symlink()}
         found = read_regular(tree, names)
     else:
-        names = [p for p in [*tree.files(), *tree.symlinks()] if DEPENDENCY_FILES.match(p)]
+        every = [*tree.files(), *tree.symlinks()]
+        names = [p for p in every if DEPENDENCY_FILES.match(p)]
+        if _declares_workspace(tree.read_many(sorted(set(names) - set(tree.symlinks())))):
+            names += [p for p in every if _member_file(p)]
         links = {n: tree.link_target(n) for n in names if n in tree.symlinks()}
-        found = tree.read_many(sorted(names))
+        found = tree.read_many(sorted(set(names) - set(links)))
     if links:
         named = ", ".join(f"{name} (-> {target})" for name, target in sorted(links.items()))
         raise SandboxError(
@@ -243,6 +298,39 @@ def dependency_files(tree: Path | CommitFiles) -> dict[str, bytes]:
             "Commit the dependency file itself, not a link to it.",
         )
     return dict(sorted(found.items()))
+
+
+def _member_file(path: str) -> bool:
+    parts = path.split("/")
+    return (
+        1 < len(parts) <= MEMBER_DEPTH + 1
+        and MEMBER_FILES.match(parts[-1]) is not None
+        and not any(p.startswith(".") or p in SKIPPED_DIRS for p in parts[:-1])
+    )
+
+
+def _member_manifests(tree: Path) -> list[Path]:
+    """The members' manifests below `tree`, not through a linked directory."""
+    found = []
+    for parent, dirs, files in os.walk(tree):
+        rel = Path(parent).relative_to(tree).as_posix()
+        below = "" if rel == "." else f"{rel}/"
+        dirs[:] = sorted(d for d in dirs if _member_file(f"{below}{d}/package.json"))
+        if rel != ".":
+            found += [Path(parent) / f for f in sorted(files) if _member_file(below + f)]
+    return found
+
+
+def _declares_workspace(top: dict[str, bytes]) -> bool:
+    """Whether the top-level dependency files make the repository a workspace of members."""
+    if "pnpm-workspace.yaml" in top or "go.work" in top:
+        return True
+    text = {n: data.decode("utf-8", "replace") for n, data in top.items()}
+    return (
+        '"workspaces"' in text.get("package.json", "")
+        or re.search(r"^\[workspace\]", text.get("Cargo.toml", ""), re.M) is not None
+        or "[tool.uv.workspace]" in text.get("pyproject.toml", "")
+    )
 
 
 @dataclass(frozen=True)
@@ -358,7 +446,8 @@ def build(
         (context / "deps").mkdir()
         (context / "extra-ca").mkdir()
         contents = image.contents or dependency_files(tree)
-        for name in image.files:
+        for name in image.files:  # a workspace member's manifest in its own directory
+            (context / "deps" / name).parent.mkdir(parents=True, exist_ok=True)
             (context / "deps" / name).write_bytes(contents[name])
         (context / "deps" / REQUIREMENTS).write_text(image.python_requirements)
         (context / "deps" / CONSTRAINTS).write_text(image.python_constraints)
