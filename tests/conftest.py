@@ -18,6 +18,8 @@ Files pinned to one process with `pytest.mark.xdist_group`:
   queue, so the two groups may run side by side; each group keeps its specs in one process so
   that no more than two servers and their workers run at once. One group of all six files was
   about a third of the run, which made it the run's floor (docs/test-durations.md).
+- `monorepo_pnpm`, `monorepo_go` (test_monorepo_pnpm_e2e.py, test_monorepo_go_e2e.py): each
+  file's specs share one project image of its workspace, built by a module fixture.
 - `checkout_setup` (the specs that run scripts/setup.sh in this checkout, and the one that checks
   nothing holds its lock afterwards): setup.sh holds `.cache/setup.lock` while it runs, so the
   check must not run beside them.
@@ -48,6 +50,8 @@ LONG_FILES = frozenset(
         "test_attacks_gates.py",
         "test_attacks_gates_ts.py",
         "test_components_e2e.py",
+        "test_monorepo_go_e2e.py",
+        "test_monorepo_pnpm_e2e.py",
         "test_templates_ts_e2e.py",
     }
 )
