@@ -122,7 +122,11 @@ RUN apt-get update && apt-get install -y --no-install-recommends cargo \
 ENV CARGO_HOME=/opt/cargo CARGO_NET_OFFLINE=true
 """,
     r"""
-RUN cd /deps && mkdir -p src && touch src/lib.rs && CARGO_NET_OFFLINE=false cargo fetch
+# Each package (the root's, a workspace member's: only manifests are here) gets an empty
+# library so that cargo loads it.
+RUN cd /deps && for manifest in $(find . -name Cargo.toml); do \
+      mkdir -p "$(dirname "$manifest")/src" && touch "$(dirname "$manifest")/src/lib.rs"; \
+    done && CARGO_NET_OFFLINE=false cargo fetch
 """,
 )
 
