@@ -138,7 +138,10 @@ def test_a_change_to_one_app_runs_that_apps_gate_only_whatever_its_worktree_conf
     assert gated(repo, wf.id) == [[("cli", f"changed ({CLI})", True)]]
     assert [step for step, _ in gate_steps(repo, wf.id)] == ["implement/list/test@cli"]
     with tasks.reading(repo) as store:
-        ran = [e.payload for e in store.events(wf.id) if e.type == "projects_gated"]
+        events = store.events(wf.id)
+    refused = [e.payload["protected"] for e in events if e.type == "protected_path_changed"]
+    assert refused == [[".supervisor/config.yaml"]]  # the attempt was made, and refused
+    ran = [e.payload for e in events if e.type == "projects_gated"]
     assert ran[0]["projects"][0]["command"] == APP_GATE  # the pinned command, not `true`
     config = ".supervisor/config.yaml"
     assert git(repo, "show", f"{wf.task_branch}:{config}") == git(repo, "show", f"main:{config}")
