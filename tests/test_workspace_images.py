@@ -95,3 +95,45 @@ def test_a_go_workspace_is_detected_and_downloads_each_modules_requirements() ->
     assert "apt-get install -y --no-install-recommends golang" in text
     assert "-mod=mod GOPROXY=off" not in text  # refused in workspace mode
     assert "GOWORK=off GOFLAGS=-mod=mod" in text and "go mod download" in text
+
+
+@pytest.mark.docker
+def test_attack_a_member_named_like_an_installed_tool_or_a_path_links_nothing(
+    tmp_path: Path,
+) -> None:
+    """The link step itself, run by the base image's node as the image build runs it: a member
+    named `vitest` (the gate's runner, installed) or `../../etc` shadows nothing; the workspace's
+    own packages link to their directories in the worktree, replacing the install's links."""
+    from e2e_support import IMAGE, require_sandbox
+
+    from supervisor.project.dockerfile_sections import LINK_MEMBERS
+
+    require_sandbox()
+    members = {
+        "packages/types": '{"name": "@shapes/types"}',
+        "packages/runner": '{"name": "vitest"}',
+        "packages/escape": '{"name": "../../etc"}',
+        "packages/broken": "{not json",
+    }
+    for directory, manifest in members.items():
+        (tmp_path / directory).mkdir(parents=True)
+        (tmp_path / directory / "package.json").write_text(manifest)
+    script = (
+        "mkdir -p /node_modules/vitest /node_modules/@shapes"
+        " && ln -s ../../packages/types /node_modules/@shapes/types"  # the install's own link
+        " && cp -r /in /deps && cd /deps"
+        f" && node -e '{LINK_MEMBERS}'"
+        " $(find . -mindepth 2 -name package.json -not -path '*/node_modules/*')"
+        " && find /node_modules -maxdepth 2 -printf '%p %y %l\\n' | sort"
+    )
+    ran = subprocess.run(
+        ["docker", "run", "--rm", "--network", "none", "-u", "0", "-v", f"{tmp_path}:/in:ro",
+         IMAGE, "sh", "-c", script],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+    assert ran.returncode == 0, ran.stderr
+    listing = ran.stdout.splitlines()
+    assert "/node_modules/@shapes/types l /workspace/packages/types" in listing
+    assert "/node_modules/vitest d " in listing  # the installed runner, left as it was
+    assert not [line for line in listing if "etc" in line or "broken" in line]
