@@ -5,11 +5,21 @@ person's edit, a pull) or after a failure changes only later tasks."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import pytest
+from test_engine_fast import Project, project, warm_packer, writes
+
+from supervisor import tasks
 from supervisor.config import Settings
+from supervisor.errors import ApprovalRequired
 from supervisor.guard import protected
 from supervisor.workflow import project_gates, resuming
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["project", "warm_packer"]
 
 STARTED = {
     "gates": {"test": "make test"},
@@ -108,3 +118,63 @@ def test_a_task_started_before_maps_were_pinned_uses_todays_map() -> None:
         "cli",
         "docs",
     ]
+
+
+# -- on the real engine, SQLite and git with the stand-in sandbox (tests/test_engine_fast.py) ----
+
+WAITS_THEN_GATES = """implement
+  steps:
+    implement: {role: implementer, next: test, human_approval: true}
+    test: {gate: test, next: commit, on_fail: implement}
+    commit: {action: commit}
+"""
+PROJECTS = """projects:
+  - {name: types, path: packages/types, gates: {test: 'true'}}
+  - {name: web, path: apps/web, gates: {test: 'true'}}
+cross_project_dependencies:
+  web: {depends_on: [types]}
+"""
+ADDED_WHILE_WAITING = """  - {name: docs, path: apps/docs, gates: {test: 'exit 1'}}
+  - {name: admin, path: apps/admin, gates: {test: 'exit 1'}}
+"""
+
+
+def test_a_project_added_while_the_task_waits_runs_no_gate_when_it_resumes(
+    project: Callable[..., Project],
+) -> None:
+    p = project(
+        WAITS_THEN_GATES,
+        {"test": "true"},
+        ("ROLE: implementer", writes({"apps/web/page.txt": "hello\n"})),
+    )
+    for directory in ("packages/types", "apps/web", "apps/docs", "apps/admin"):
+        (p.root / directory).mkdir(parents=True)
+        (p.root / directory / "README.md").write_text(directory + "\n")
+    p.git("add", "-A")
+    p.git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "packages")
+    config = p.root / ".supervisor" / "config.yaml"
+    config.write_text(config.read_text() + PROJECTS)
+    with pytest.raises(ApprovalRequired):
+        p.start()
+
+    # While it waits, the configuration gains two projects building on web, whose gates fail,
+    # and web's own gate turns into a failing one.
+    text = config.read_text().replace(
+        "  web: {depends_on: [types]}\n",
+        "  web: {depends_on: [types]}\n  docs: {depends_on: [web]}\n  admin: {depends_on: [web]}\n",
+    )
+    text = text.replace("cross_project_dependencies:", ADDED_WHILE_WAITING.rstrip("\n") + "\n"
+                        "cross_project_dependencies:")  # fmt: skip
+    config.write_text(
+        text.replace("apps/web, gates: {test: 'true'}", "apps/web, gates: {test: 'exit 1'}")
+    )
+    tasks.decide(1, p.root, approve=True)
+    wf = p.resume()
+
+    assert wf.status == "completed"
+    every = "the task's final gate runs every project"
+    gated = [
+        [(row["project"], row["reason"], row["passed"]) for row in e.payload["projects"]]
+        for e in p.events("projects_gated")
+    ]
+    assert gated == [[("types", every, True), ("web", "changed (apps/web/page.txt)", True)]]
