@@ -137,3 +137,43 @@ def test_attack_a_member_named_like_an_installed_tool_or_a_path_links_nothing(
     assert "/node_modules/@shapes/types l /workspace/packages/types" in listing
     assert "/node_modules/vitest d " in listing  # the installed runner, left as it was
     assert not [line for line in listing if "etc" in line or "broken" in line]
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("Cargo.toml", '[workspace]\nmembers = ["crates/*"]\n'),
+        (
+            "pyproject.toml",
+            '[project]\nname = "x"\n\n[tool.uv.workspace]\nmembers = ["crates/*"]\n',
+        ),
+        ("package.json", '{"name": "x", "workspaces": ["crates/*"]}'),
+    ],
+)
+def test_cargo_uv_and_npm_workspaces_bring_their_members_manifests(
+    tmp_path: Path, name: str, text: str
+) -> None:
+    (tmp_path / name).write_text(text)
+    (tmp_path / "crates" / "core").mkdir(parents=True)
+    (tmp_path / "crates" / "core" / name).write_text(text.replace("workspace", "other"))
+
+    assert set(dependency_files(tmp_path)) == {name, f"crates/core/{name}"}
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("package.json", '{"name": "x", "description": "no \\"workspaces\\" here"}'),
+        ("package.json", "[1, 2]"),
+        ("pyproject.toml", "[tool]\nuv = 3\n"),
+        ("Cargo.toml", "[workspace\n"),
+    ],
+)
+def test_a_manifest_that_declares_no_workspace_or_does_not_parse_brings_none(
+    tmp_path: Path, name: str, text: str
+) -> None:
+    (tmp_path / name).write_text(text)
+    (tmp_path / "crates" / "core").mkdir(parents=True)
+    (tmp_path / "crates" / "core" / name).write_text(text)
+
+    assert set(dependency_files(tmp_path)) == {name}

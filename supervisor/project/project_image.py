@@ -21,6 +21,7 @@ import re
 import shutil
 import tempfile
 import time
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -158,15 +159,25 @@ def _member_manifests(tree: Path) -> list[Path]:
 
 
 def _declares_workspace(top: dict[str, bytes]) -> bool:
-    """Whether the top-level dependency files make the repository a workspace of members."""
+    """Whether the top-level dependency files make the repository a workspace of members
+    (parsed as data, as `supervisor init` reads them; one that does not parse declares none)."""
     if "pnpm-workspace.yaml" in top or "go.work" in top:
         return True
-    text = {n: data.decode("utf-8", "replace") for n, data in top.items()}
-    return (
-        '"workspaces"' in text.get("package.json", "")
-        or re.search(r"^\[workspace\]", text.get("Cargo.toml", ""), re.M) is not None
-        or "[tool.uv.workspace]" in text.get("pyproject.toml", "")
-    )
+    package = _parsed(top, "package.json", json.loads)
+    cargo = _parsed(top, "Cargo.toml", tomllib.loads)
+    uv = _parsed(_parsed(_parsed(top, "pyproject.toml", tomllib.loads), "tool"), "uv")
+    return bool(package.get("workspaces") or cargo.get("workspace") or uv.get("workspace"))
+
+
+def _parsed(data: Any, key: str, parse: Callable[[str], Any] | None = None) -> dict[str, Any]:
+    """`data[key]` (parsed from bytes by `parse`) when it is a table; else an empty one."""
+    value = data.get(key) if isinstance(data, dict) else None
+    if parse is not None and isinstance(value, bytes):
+        try:
+            value = parse(value.decode("utf-8", "replace"))
+        except ValueError:  # JSONDecodeError and TOMLDecodeError both are
+            value = None
+    return value if isinstance(value, dict) else {}
 
 
 @dataclass(frozen=True)
