@@ -23,6 +23,8 @@ Files pinned to one process with `pytest.mark.xdist_group`:
   the processes (tests/run_once.py: the first builds under a file lock in the run's shared
   temporary directory, the other finds it built and tags it with its own checkout's name). One
   group of all seven specs was the run's floor (docs/test-durations.md).
+- `monorepo_pnpm`, `monorepo_go` (test_monorepo_pnpm_e2e.py, test_monorepo_go_e2e.py): each
+  file's specs share one project image of its workspace, built by a module fixture.
 - `checkout_setup` (the specs that run scripts/setup.sh in this checkout, and the one that checks
   nothing holds its lock afterwards): setup.sh holds `.cache/setup.lock` while it runs, so the
   check must not run beside them.
@@ -53,6 +55,8 @@ LONG_FILES = frozenset(
         "test_attacks_gates.py",
         "test_attacks_gates_ts.py",
         "test_components_e2e.py",
+        "test_monorepo_go_e2e.py",
+        "test_monorepo_pnpm_e2e.py",
         "test_templates_ts_e2e.py",
     }
 )

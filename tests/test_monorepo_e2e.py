@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from e2e_support import new_repo, planner, require_sandbox, write_workflow
+from monorepo_support import WORKFLOW, component, gate_steps, gated, git, plan, sent
 
 from supervisor import tasks
 from supervisor.demo import fenced
@@ -23,14 +24,6 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 pytestmark = pytest.mark.docker
-WORKFLOW = """workflow:
-  initial_step: plan
-  steps:
-    plan: {role: planner, next: implement}
-    implement: {role: implementer, for_each: component, gates: [test], next: commit,
-                max_retries: 1}
-    commit: {action: commit}
-"""
 
 
 def unittest_in(*paths: str) -> str:
@@ -88,15 +81,6 @@ def real_parts(api_keys: None) -> None:
     require_sandbox()
 
 
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-
-
 def workspace(tmp_path: Path, url: str, config: str = CONFIG, workflow: str = WORKFLOW) -> Path:
     repo = new_repo(tmp_path, url, config)
     write_workflow(repo, workflow)
@@ -106,20 +90,6 @@ def workspace(tmp_path: Path, url: str, config: str = CONFIG, workflow: str = WO
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "a uv workspace: shared types and two apps")
     return repo
-
-
-def plan(*components: dict[str, Any]) -> str:
-    return "Plan:\n" + fenced(
-        {
-            "status": "COMPLETE",
-            "phases": [{"id": "p1", "description": "work", "components": list(components)}],
-            "estimated_components": len(components),
-        }
-    )
-
-
-def component(cid: str, project: str, files: list[str]) -> dict[str, Any]:
-    return {"id": cid, "description": cid, "files": files, "depends_on": [], "project": project}
 
 
 def rewrites(when: str, path: str, content: str) -> dict[str, Any]:
@@ -132,33 +102,6 @@ def rewrites(when: str, path: str, content: str) -> dict[str, Any]:
             {"text": "Done.\n" + fenced(report)},
         ],
     }
-
-
-def sent(server: Any) -> list[str]:
-    """The text of each request, as the model read it."""
-    return [_texts(r.body) for r in server.requests]
-
-
-def _texts(node: Any) -> str:
-    if isinstance(node, dict):
-        return "\n".join(_texts(v) for v in node.values())
-    if isinstance(node, list):
-        return "\n".join(_texts(v) for v in node)
-    return node if isinstance(node, str) else ""
-
-
-def gated(repo: Path, wf_id: int) -> list[list[tuple[str, str, bool | None]]]:
-    with tasks.reading(repo) as store:
-        return [
-            [(p["project"], p["reason"], p["passed"]) for p in e.payload["projects"]]
-            for e in store.events(wf_id)
-            if e.type == "projects_gated"
-        ]
-
-
-def gate_steps(repo: Path, wf_id: int) -> list[tuple[str, str | None]]:
-    with tasks.reading(repo) as store:
-        return [(e.step, e.status) for e in store.events(wf_id) if e.type == "gate"]
 
 
 def test_a_change_to_shared_types_that_breaks_an_app_is_caught_by_that_apps_gate(

@@ -181,9 +181,14 @@ def _go_root_file(root: str, path: str) -> bool:
     return "/" not in rel and rel.endswith(".go") and not rel.endswith("_test.go")
 
 
-def for_component(settings: Settings, component: object | None) -> ProjectScope | None:
-    """The scope of a step's component (its `project`, when the plan names one), or None."""
+def for_component(
+    settings: Settings, component: object | None, projects: ProjectMap | None = None
+) -> ProjectScope | None:
+    """The scope of a step's component (its `project`, when the plan names one), or None;
+    `projects`: the task's pinned map (None: the configuration's)."""
     name = getattr(component, "project", None)
-    if not settings.projects or not isinstance(name, str):
+    if projects is None:
+        projects = settings.project_map() if settings.projects else None
+    if not projects or not isinstance(name, str):
         return None
-    return ProjectScope.of(settings.project_map(), name)
+    return ProjectScope.of(projects, name)

@@ -9,7 +9,9 @@ ordinary content (`pyproject.toml`, `package.json`); for those only the harness 
 
 What is protected, and the gate commands themselves, are pinned into the workflow at
 `start-task` (`Pinned`, kept in the workflow's context): a candidate can never widen its own
-allowance, and editing the configuration mid-task changes only later tasks.
+allowance, and editing the configuration mid-task changes only later tasks. A monorepo's project
+map (its projects, their dependencies and the shared paths) is pinned the same way: which
+projects a change reaches, and so which gates run, is decided by the map the task started with.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import pathspec
 from pydantic import BaseModel, ConfigDict, Field
 
 from supervisor import process
+from supervisor.project.projects import ProjectDef, ProjectDependency, ProjectMap
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -156,6 +159,16 @@ CLI_PROJECT_FILES: tuple[str, ...] = (
 DEFAULT_PROTECTED += CLI_PROJECT_FILES
 
 
+class PinnedProjects(BaseModel):
+    """A monorepo's project map as the task started with it (empty: one project)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    projects: list[ProjectDef] = Field(default_factory=list)
+    cross_project_dependencies: dict[str, ProjectDependency] = Field(default_factory=dict)
+    shared_paths: list[str] = Field(default_factory=list)
+
+
 class Pinned(BaseModel):
     """What a task's checks are, fixed when it starts."""
 
@@ -168,6 +181,8 @@ class Pinned(BaseModel):
     dependency_changes: Literal["approve", "allow"] = "approve"
     project_gates: dict[str, dict[str, str]] = Field(default_factory=dict)
     """A monorepo's projects' own gates (project -> gate -> command), fixed like `gates`."""
+    projects: PinnedProjects | None = None
+    """The project map; None: a task started before maps were pinned (today's is used)."""
 
 
 def protected_list(settings: Settings) -> list[str]:
@@ -184,6 +199,11 @@ def pin(settings: Settings, allowed: list[str] | None = None) -> Pinned:
         allowed=list(allowed or []),
         dependency_changes=settings.sandbox.dependency_changes,
         project_gates={p.name: dict(p.gates) for p in settings.projects},
+        projects=PinnedProjects(
+            projects=[p.model_copy(deep=True) for p in settings.projects],
+            cross_project_dependencies=dict(settings.cross_project_dependencies),
+            shared_paths=list(settings.shared_paths),
+        ),
     )
 
 
@@ -197,6 +217,8 @@ def pinned_start(settings: Settings, allowed: list[str] | None) -> dict[str, Any
         payload["allowed_for_this_task"] = pins.allowed
     if pins.project_gates:
         payload["project_gates"] = pins.project_gates
+    if pins.projects is not None and pins.projects.projects:
+        payload["projects"] = pins.projects.model_dump(mode="json", exclude_defaults=True)
     return {
         "context": {PINNED_KEY: pins.model_dump()},
         "events": [
@@ -209,6 +231,22 @@ def pinned(context: dict[str, Any], settings: Settings) -> Pinned:
     """The workflow's pinned checks; a workflow from before pinning gets today's settings."""
     data = context.get(PINNED_KEY)
     return Pinned.model_validate(data) if data else pin(settings)
+
+
+def project_map(context: dict[str, Any], settings: Settings) -> ProjectMap:
+    """The task's project map as pinned at start (what a component may touch, which projects
+    its change reaches, which gates run): a project added, removed or rewired in the
+    configuration mid-task, by a person or by a pull, changes only later tasks; a task from
+    before maps were pinned gets today's."""
+    pins = pinned(context, settings).projects
+    if pins is None:
+        return settings.project_map()
+    return ProjectMap.build(
+        pins.projects,
+        pins.cross_project_dependencies,
+        pins.shared_paths,
+        "the projects pinned when the task started",
+    )
 
 
 def _spec(patterns: list[str]) -> pathspec.GitIgnoreSpec:

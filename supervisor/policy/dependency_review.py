@@ -17,11 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from supervisor import process
-from supervisor.errors import ApprovalRequired
+from supervisor.errors import ApprovalRequired, SandboxError
 from supervisor.guard import protected
 from supervisor.policy.approvals import REQUEST_KEY, pending_request  # noqa: F401 (re-exported)
-from supervisor.project.project_image import DEPENDENCY_FILES
 from supervisor.state.store import EventSpec, StepRecord
 
 if TYPE_CHECKING:
@@ -72,7 +70,7 @@ def await_approval(
     `source` is the worktree or commit it was computed from) may be built; otherwise remove
     this step's worktree and raise DependencyApprovalRequired with the wait, which the engine
     records (Engine._await_dependencies)."""
-    before = base_dependencies(engine.repo, wf.base_sha)
+    before = base_dependencies(engine.ws.git_dir, wf.base_sha)
     after = {f: wanted.contents.get(f, b"").decode(errors="replace") for f in wanted.files}
     if before == after:
         return  # the dependencies the user's own commit named
@@ -134,18 +132,17 @@ def await_approval(
     )
 
 
-def base_dependencies(repo: Path, commit: str) -> dict[str, str]:
-    """The top-level dependency files of `commit`, read as git blobs."""
-    listing = process.run(["git", "-C", str(repo), "ls-tree", "--name-only", commit]).stdout
-    found: dict[str, str] = {}
-    for entry in listing.splitlines():
-        if DEPENDENCY_FILES.match(entry):
-            blob = process.run(
-                ["git", "-C", str(repo), "cat-file", "blob", f"{commit}:{entry}"], check=False
-            )
-            if blob.returncode == 0:
-                found[entry] = blob.stdout
-    return found
+def base_dependencies(git_dir: Path, commit: str) -> dict[str, str]:
+    """The dependency files of `commit`, read as git blobs: the same set the image is built
+    from (a workspace's members' manifests too), so an unchanged member is no change."""
+    from supervisor.project.project_image import dependency_files
+    from supervisor.workspace.treedata import CommitFiles
+
+    try:
+        found = dependency_files(CommitFiles(git_dir, commit))
+    except SandboxError:  # a linked dependency file in the base: every file of the candidate
+        return {}  # is then shown as new
+    return {name: data.decode(errors="replace") for name, data in found.items()}
 
 
 def dependency_diff(before: dict[str, str], after: dict[str, str]) -> str:

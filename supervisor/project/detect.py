@@ -122,6 +122,9 @@ def detect(repo: Path, workspace_root: Path | None = None) -> Detection:
         d.found("stack", "rust", "Cargo.toml")
     if (repo / "go.mod").is_file():
         d.found("stack", "go", "go.mod")
+    if (repo / "go.work").is_file():  # a workspace of modules, with or without a root one
+        d.found("stack", "go", "go.work")
+        d.found("framework", "go-workspace", "go.work")
     for f in files:
         if f.endswith(".sol"):
             d.found("stack", "solidity", f)
@@ -306,7 +309,7 @@ def _gates(repo: Path, files: list[str], d: Detection) -> None:
     elif "rust" in d.stacks:
         d.gates["test"] = "cargo test"
         d.evidence["gate:test"] = "Cargo.toml"
-    elif "go" in d.stacks:
+    elif "go" in d.stacks and (repo / "go.mod").is_file():  # a go.work's modules: their own
         d.gates["test"] = "go test ./..."
         d.evidence["gate:test"] = "go.mod"
     lint = _lint(repo, targets, runner, d)
@@ -335,7 +338,7 @@ def _lint(repo: Path, targets: set[str], runner: str, d: Detection) -> tuple[str
         return "npx eslint .", d.evidence.get("eslint", "eslint dependency")
     if "rust" in d.stacks:
         return "cargo clippy -- -D warnings", "Cargo.toml"
-    if "go" in d.stacks:
+    if "go" in d.stacks and (repo / "go.mod").is_file():
         return "go vet ./...", "go.mod"
     return None
 

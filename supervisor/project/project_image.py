@@ -6,6 +6,9 @@ init`, the user's to edit) layers the project's dependencies on the base sandbox
 which may use the network, gets the project's dependency files (never its source: the worktree is
 mounted at run time). The tag is a hash of the Dockerfile, the dependency files and the base
 image, so an unchanged project reuses its image and a changed dependency file means one rebuild.
+A workspace's members' manifests are dependency files too (a package manager installs the whole
+workspace from them). The Dockerfile's text, stack by stack:
+supervisor/project/dockerfile_sections.py.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import re
 import shutil
 import tempfile
 import time
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +30,9 @@ from supervisor.context.packer import read_regular
 from supervisor.errors import SandboxError
 from supervisor.guard import trustmap
 from supervisor.parsing import strip_ansi
+from supervisor.project.dockerfile_sections import HEADER as HEADER
+from supervisor.project.dockerfile_sections import dockerfile_text as dockerfile_text
+from supervisor.project.dockerfile_sections import node_section as node_section
 from supervisor.workspace.treedata import CommitFiles, materialize
 
 if TYPE_CHECKING:
@@ -40,8 +47,13 @@ DEPENDENCY_FILES = re.compile(
     r"^(requirements[\w.\-]*\.txt|constraints[\w.\-]*\.txt|pyproject\.toml|setup\.py|setup\.cfg"
     r"|Pipfile(\.lock)?|poetry\.lock|pdm\.lock|uv\.lock|package\.json|package-lock\.json"
     r"|npm-shrinkwrap\.json|pnpm-lock\.yaml|pnpm-workspace\.yaml|yarn\.lock|\.yarnrc\.yml"
-    r"|Cargo\.toml|Cargo\.lock|go\.mod|go\.sum)$"
+    r"|Cargo\.toml|Cargo\.lock|go\.mod|go\.sum|go\.work|go\.work\.sum)$"
 )
+MEMBER_FILES = re.compile(r"^(package\.json|pyproject\.toml|Cargo\.toml|go\.mod|go\.sum)$")
+"""A workspace member's own manifests: what its package manager installs for it."""
+MEMBER_DEPTH = 4
+"""Directories deep a member may sit (`apps/web`, `services/api/v2`): deeper is a fixture."""
+SKIPPED_DIRS = {"node_modules", "vendor", "target", "__pycache__"}
 REQUIREMENTS = "supervisor-requirements.txt"
 CONSTRAINTS = "supervisor-constraints.txt"
 NOT_PACKAGES = {
@@ -61,134 +73,6 @@ NOT_PACKAGES = {
 }
 LABEL_PROJECT = "supervisor.project"
 LABEL_HASH = "supervisor.project-hash"
-HEADER = (
-    "# Written by `supervisor sandbox init`. It is yours to edit: supervisor never overwrites\n"
-)
-
-# Each stack: its toolchain (before the dependency files are copied in, so Docker's layer cache
-# keeps it when only the dependencies change), then the install of those dependencies.
-PYTHON = (
-    r"""
-# Python: a virtualenv with the project's dependencies (not the project itself: the worktree is
-# mounted at /workspace when gates run, and PYTHONPATH points there).
-RUN apt-get update && apt-get install -y --no-install-recommends python3-pip python3-venv \
- && rm -rf /var/lib/apt/lists/*
-RUN python3 -m venv /opt/venv
-ENV PATH=/opt/venv/bin:$PATH VIRTUAL_ENV=/opt/venv PYTHONPATH=/workspace:/workspace/src
-""",
-    r"""
-# supervisor writes supervisor-requirements.txt and supervisor-constraints.txt into /deps at build
-# time: every dependency the project declares (pyproject, setup.py, setup.cfg, Pipfile,
-# requirements files) and the versions its lock and constraints files pin, read as data
-# (supervisor/project/python_deps.py). The venv is writable to everyone: gates run on a throw-away
-# container layer, where tools write caches and bytecode next to the packages.
-# Wheels only (PIP_ONLY_BINARY): building a source distribution runs its setup code during the
-# build, which has network access. Remove the line if a dependency has no wheel for this platform.
-ENV PIP_ONLY_BINARY=:all:
-RUN cd /deps && pip install --no-cache-dir -r supervisor-requirements.txt \
-      -c supervisor-constraints.txt pytest \
- && chmod -R a+rwX /opt/venv
-""",
-)
-
-# Install scripts off (--ignore-scripts): packages' own code would run during the build, which has
-# network access.
-NODE_INSTALL = {
-    "npm": "if [ -f package-lock.json ] || [ -f npm-shrinkwrap.json ]; "
-    "then npm ci --no-audit --no-fund --ignore-scripts; "
-    "else npm install --no-audit --no-fund --ignore-scripts; fi",
-    "pnpm": "pnpm install $([ -f pnpm-lock.yaml ] && echo --frozen-lockfile) --ignore-scripts "
-    "--config.store-dir=/tmp/pnpm-store --config.package-import-method=copy "
-    "&& rm -rf /tmp/pnpm-store",
-    "yarn1": "yarn install $([ -f yarn.lock ] && echo --frozen-lockfile) --non-interactive "
-    "--ignore-scripts --cache-folder /tmp/yarn-cache && rm -rf /tmp/yarn-cache",
-    "yarn": "YARN_NODE_LINKER=node-modules YARN_ENABLE_GLOBAL_CACHE=false "
-    "YARN_ENABLE_SCRIPTS=false yarn install $([ -f yarn.lock ] && echo --immutable) "
-    "&& rm -rf .yarn/cache",
-}
-"""Each manager installs exactly what the lock file says, or resolves afresh without one."""
-
-RUST = (
-    r"""
-# Rust: the toolchain from Debian and the crates fetched now, so that gates build offline.
-RUN apt-get update && apt-get install -y --no-install-recommends cargo \
- && rm -rf /var/lib/apt/lists/*
-ENV CARGO_HOME=/opt/cargo CARGO_NET_OFFLINE=true
-""",
-    r"""
-RUN cd /deps && mkdir -p src && touch src/lib.rs && CARGO_NET_OFFLINE=false cargo fetch
-""",
-)
-
-GO = (
-    r"""
-# Go: the toolchain from Debian and the modules downloaded now, so that gates build offline.
-RUN apt-get update && apt-get install -y --no-install-recommends golang \
- && rm -rf /var/lib/apt/lists/*
-ENV GOPATH=/opt/go GOFLAGS=-mod=mod GOPROXY=off
-""",
-    r"""
-RUN cd /deps && GOPROXY=https://proxy.golang.org go mod download
-""",
-)
-
-
-def node_section(manager: str, version: str) -> tuple[str, str]:
-    """Install the lock file with the declared manager; pnpm and yarn come from npm at build
-    time (the base image has no corepack), pinned to the declared version, so gates run offline."""
-    tool = ""
-    key = manager
-    if manager == "pnpm":
-        tool = f"RUN npm install -g --no-audit --no-fund pnpm@{version or '9'}\n"
-    elif manager == "yarn":
-        if not version or version.startswith("1."):
-            key = "yarn1"
-            tool = f"RUN npm install -g --no-audit --no-fund yarn@{version or '1'}\n"
-        else:
-            tool = f"RUN npm install -g --no-audit --no-fund @yarnpkg/cli-dist@{version}\n"
-    toolchain = (
-        f"\n# Node: the package manager the project declares ({manager}"
-        f"{'@' + version if version else ''}).\n" + tool
-    )
-    install = (
-        "\n# node_modules at the file system root, where Node's lookup from /workspace finds it,\n"
-        "# installed exactly as the lock file says (created empty for a project without\n"
-        "# dependencies, where the install makes none). Writable to everyone: gates run on a\n"
-        "# throw-away container layer, where tools (vitest, jest, babel, tsc --incremental) write\n"
-        "# caches next to their packages without changing the image.\n"
-        f"RUN cd /deps && {NODE_INSTALL.get(key, NODE_INSTALL['npm'])} \\\n"
-        " && mkdir -p node_modules && mv node_modules /node_modules \\\n"
-        " && chmod -R a+rwX /node_modules\n"
-        "ENV PATH=/node_modules/.bin:$PATH\n"
-    )
-    return toolchain, install
-
-
-def dockerfile_text(detection: Detection, base_image: str) -> str:
-    node = node_section(detection.package_manager or "npm", detection.package_manager_version)
-    sections = {"python": PYTHON, "node": node, "rust": RUST, "go": GO}
-    chosen = [sections[s] for s in sections if s in detection.stacks]
-    if not chosen:
-        raise SandboxError(
-            "No known stack (Python, Node, Rust, Go) found in this repository.",
-            f"Write {DOCKERFILE} yourself (FROM {base_image}, install what your tests need), "
-            "then run `supervisor sandbox build`.",
-        )
-    return (
-        HEADER
-        + "# an edited file. Its dependency files are copied to /deps at build time.\n"
-        + f"FROM {base_image}\nUSER root\n"
-        + "COPY extra-ca/ /usr/local/share/ca-certificates/\n"
-        + "RUN if ls /usr/local/share/ca-certificates/*.crt >/dev/null 2>&1; then "
-        + "update-ca-certificates >/dev/null; fi\n"
-        + "ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt "
-        + "NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt "
-        + "npm_config_cafile=/etc/ssl/certs/ca-certificates.crt\n"
-        + "".join(toolchain for toolchain, _ in chosen)
-        + "\nCOPY deps/ /deps/\n"
-        + "".join(install for _, install in chosen)
-        + "\nUSER 65534:65534\nWORKDIR /workspace\n"
-    )
 
 
 def write_dockerfile(repo: Path, detection: Detection, base_image: str) -> tuple[Path, bool]:
@@ -225,17 +109,25 @@ def trusted_dockerfile(repo: Path) -> bytes | None:
 
 
 def dependency_files(tree: Path | CommitFiles) -> dict[str, bytes]:
-    """The top-level dependency files of a commit (as blobs) or a directory, by name.
+    """The top-level dependency files of a commit (as blobs) or a directory, by path; in a
+    workspace (pnpm-workspace.yaml, go.work, a package.json or Cargo.toml or pyproject.toml
+    that declares one) its members' manifests too: a package manager installs a workspace from
+    every member's manifest, and the image links the members' packages (node_section).
 
     A dependency file that is a symlink is refused: it could name any file on the host."""
     if isinstance(tree, Path):
         names = sorted(p.name for p in tree.iterdir() if DEPENDENCY_FILES.match(p.name))
+        if _declares_workspace(read_regular(tree, names)):
+            names += [p.relative_to(tree).as_posix() for p in _member_manifests(tree)]
         links = {n: str((tree / n).readlink()) for n in names if (tree / n).is_symlink()}
         found = read_regular(tree, names)
     else:
-        names = [p for p in [*tree.files(), *tree.symlinks()] if DEPENDENCY_FILES.match(p)]
+        every = [*tree.files(), *tree.symlinks()]
+        names = [p for p in every if DEPENDENCY_FILES.match(p)]
+        if _declares_workspace(tree.read_many(sorted(set(names) - set(tree.symlinks())))):
+            names += [p for p in every if _member_file(p)]
         links = {n: tree.link_target(n) for n in names if n in tree.symlinks()}
-        found = tree.read_many(sorted(names))
+        found = tree.read_many(sorted(set(names) - set(links)))
     if links:
         named = ", ".join(f"{name} (-> {target})" for name, target in sorted(links.items()))
         raise SandboxError(
@@ -243,6 +135,49 @@ def dependency_files(tree: Path | CommitFiles) -> dict[str, bytes]:
             "Commit the dependency file itself, not a link to it.",
         )
     return dict(sorted(found.items()))
+
+
+def _member_file(path: str) -> bool:
+    parts = path.split("/")
+    return (
+        1 < len(parts) <= MEMBER_DEPTH + 1
+        and MEMBER_FILES.match(parts[-1]) is not None
+        and not any(p.startswith(".") or p in SKIPPED_DIRS for p in parts[:-1])
+    )
+
+
+def _member_manifests(tree: Path) -> list[Path]:
+    """The members' manifests below `tree`, not through a linked directory."""
+    found = []
+    for parent, dirs, files in os.walk(tree):
+        rel = Path(parent).relative_to(tree).as_posix()
+        below = "" if rel == "." else f"{rel}/"
+        dirs[:] = sorted(d for d in dirs if _member_file(f"{below}{d}/package.json"))
+        if rel != ".":
+            found += [Path(parent) / f for f in sorted(files) if _member_file(below + f)]
+    return found
+
+
+def _declares_workspace(top: dict[str, bytes]) -> bool:
+    """Whether the top-level dependency files make the repository a workspace of members
+    (parsed as data, as `supervisor init` reads them; one that does not parse declares none)."""
+    if "pnpm-workspace.yaml" in top or "go.work" in top:
+        return True
+    package = _parsed(top, "package.json", json.loads)
+    cargo = _parsed(top, "Cargo.toml", tomllib.loads)
+    uv = _parsed(_parsed(_parsed(top, "pyproject.toml", tomllib.loads), "tool"), "uv")
+    return bool(package.get("workspaces") or cargo.get("workspace") or uv.get("workspace"))
+
+
+def _parsed(data: Any, key: str, parse: Callable[[str], Any] | None = None) -> dict[str, Any]:
+    """`data[key]` (parsed from bytes by `parse`) when it is a table; else an empty one."""
+    value = data.get(key) if isinstance(data, dict) else None
+    if parse is not None and isinstance(value, bytes):
+        try:
+            value = parse(value.decode("utf-8", "replace"))
+        except ValueError:  # JSONDecodeError and TOMLDecodeError both are
+            value = None
+    return value if isinstance(value, dict) else {}
 
 
 @dataclass(frozen=True)
@@ -358,7 +293,8 @@ def build(
         (context / "deps").mkdir()
         (context / "extra-ca").mkdir()
         contents = image.contents or dependency_files(tree)
-        for name in image.files:
+        for name in image.files:  # a workspace member's manifest in its own directory
+            (context / "deps" / name).parent.mkdir(parents=True, exist_ok=True)
             (context / "deps" / name).write_bytes(contents[name])
         (context / "deps" / REQUIREMENTS).write_text(image.python_requirements)
         (context / "deps" / CONSTRAINTS).write_text(image.python_constraints)

@@ -74,9 +74,7 @@ def run_component(project: Project, wf_id: int, cid: str, url: str | None) -> di
             # task may be running here right now: only this component's go.
             sandbox.remove_stale(c.labels(wf_id, f"{name}/{cid}"), run_dirs=False)
             fan = ComponentFanOut(c, wf, name, step)
-            fan.work = WorkGraph.from_plan(
-                PlanOutput.model_validate(fan.ctx["plan"]), settings.project_map()
-            )
+            fan.work = WorkGraph.from_plan(PlanOutput.model_validate(fan.ctx["plan"]), fan.projects)
             try:
                 outcome = fan._build(fan.work.components[cid], str(fan.ctx["integrated"]))
             except SupervisorError as e:

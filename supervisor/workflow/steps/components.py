@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from supervisor import recovery
 from supervisor.dag import PROGRESS, WorkGraph
 from supervisor.errors import MergeConflictError, StepFailedError, SupervisorError
+from supervisor.guard import protected
 from supervisor.policy import budgets
 from supervisor.state.store import EventSpec
 from supervisor.workflow import decompose, ownership, retries
@@ -60,7 +61,8 @@ class ComponentFanOut:
         self.scope = c.settings.limits.component_scope
         self.claims: dict[str, str] = self.ctx.setdefault("claims", {})
         self.work: WorkGraph | None = None
-        self.projects = c.settings.project_map()  # a monorepo's: what a component may touch
+        # a monorepo's, as pinned at start: what a component may touch
+        self.projects = protected.project_map(wf.context, c.settings)
         self.kept: list[str] = self.ctx.setdefault("kept_branches", [])
         """Every branch the user was told is kept, for the whole workflow (a new plan too)."""
         self.held: dict[str, Any] | None = None  # the budget reached: nothing new dispatched

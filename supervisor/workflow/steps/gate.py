@@ -54,7 +54,7 @@ def gate_on(
     project (`everything`: the task's own gate step)."""
     pins = protected.pinned(wf.context, c.settings)
     command = pins.gates[gate]
-    projects = c.settings.project_map()
+    projects = protected.project_map(wf.context, c.settings)
     if projects:
         changed = c.ws.changed_files(base or wf.base_sha, commit)
         chosen = project_gates.choose(

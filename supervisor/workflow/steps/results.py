@@ -86,7 +86,7 @@ def plan(a: Answer) -> Outcome:
             feedback=f"The plan came back {data['status']}; make it complete.",
             records=records,
         )
-    projects = a.c.settings.project_map()
+    projects = protected.project_map(a.wf.context, a.c.settings)
     wrong = plan_projects.problem(data, projects)  # no project, an unknown one, its files
     if wrong is not None:
         return Outcome("failed", feedback=wrong, records=records)

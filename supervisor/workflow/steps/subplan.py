@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
     from supervisor.config import StepDef
     from supervisor.dag import Component
+    from supervisor.project.projects import ProjectMap
     from supervisor.state.store import StepRecord, Workflow
     from supervisor.workflow.steps.base import StepContext
 
@@ -53,6 +54,7 @@ class ComponentFanOut(Protocol):
     tree: decompose.Tree
     flat_plan: dict[str, Any] | None
     splitting: list[str]
+    projects: ProjectMap
     pending_records: list[StepRecord]
 
     def _save(self, cid: str, **fields: Any) -> None: ...
@@ -72,7 +74,7 @@ def work_graph(fan: ComponentFanOut, plan: dict[str, Any]) -> WorkGraph:
     children = fan.tree.children()
     flat = flatten(plan, children) if children else plan
     fan.flat_plan = flat
-    return WorkGraph.from_plan(PlanOutput.model_validate(flat), fan.c.settings.project_map())
+    return WorkGraph.from_plan(PlanOutput.model_validate(flat), fan.projects)
 
 
 def before_dispatch(fan: ComponentFanOut, work: WorkGraph, integrated: str) -> Outcome | None:

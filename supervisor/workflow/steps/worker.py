@@ -25,7 +25,7 @@ from supervisor.errors import (
     SandboxError,
     SupervisorError,
 )
-from supervisor.guard import credentials
+from supervisor.guard import credentials, protected
 from supervisor.parsing import parse_worker_output
 from supervisor.policy import budgets
 from supervisor.routing.select import cli_for
@@ -255,6 +255,7 @@ class _Run:
         else:
             targets = plan_files(plan)
         files = CommitFiles(c.ws.git_dir, base)  # what the worktree holds, read as blobs
+        projects = protected.project_map(wf.context, c.settings)  # as the task started
         prompt, pack = prompts.compose(
             role,
             c.repo,
@@ -267,8 +268,8 @@ class _Run:
             run_id=f"wf{wf.id}-{name}-{role.name}-step{step_id}",
             degrade=(wf.context.get("degraded") or {}).get(name),  # the engine's decision
             research=depth.research_document(wf.context) if role.output == "plan" else "",
-            scope=project_scope.for_component(c.settings, component),
-            projects=plan_projects.for_prompt(c.settings.project_map()),
+            scope=project_scope.for_component(c.settings, component, projects),
+            projects=plan_projects.for_prompt(projects),
         )
         try:
             resumed = continuation.begin(self, c, wf, prompt)

@@ -1,0 +1,189 @@
+"""The project Dockerfile `supervisor sandbox init` writes: one section per stack, each its
+toolchain (before the dependency files are copied in, so Docker's layer cache keeps it when only
+the dependencies change), then the install of those dependencies. The text is the user's to edit
+once written; what it is built from is supervisor/project/project_image.py.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from supervisor.errors import SandboxError
+from supervisor.guard import trustmap
+
+if TYPE_CHECKING:
+    from supervisor.project.detect import Detection
+
+DOCKERFILE = trustmap.DOCKERFILE
+HEADER = (
+    "# Written by `supervisor sandbox init`. It is yours to edit: supervisor never overwrites\n"
+)
+
+PYTHON = (
+    r"""
+# Python: a virtualenv with the project's dependencies (not the project itself: the worktree is
+# mounted at /workspace when gates run, and PYTHONPATH points there).
+RUN apt-get update && apt-get install -y --no-install-recommends python3-pip python3-venv \
+ && rm -rf /var/lib/apt/lists/*
+RUN python3 -m venv /opt/venv
+ENV PATH=/opt/venv/bin:$PATH VIRTUAL_ENV=/opt/venv PYTHONPATH=/workspace:/workspace/src
+""",
+    r"""
+# supervisor writes supervisor-requirements.txt and supervisor-constraints.txt into /deps at build
+# time: every dependency the project declares (pyproject, setup.py, setup.cfg, Pipfile,
+# requirements files) and the versions its lock and constraints files pin, read as data
+# (supervisor/project/python_deps.py). The venv is writable to everyone: gates run on a throw-away
+# container layer, where tools write caches and bytecode next to the packages.
+# Wheels only (PIP_ONLY_BINARY): building a source distribution runs its setup code during the
+# build, which has network access. Remove the line if a dependency has no wheel for this platform.
+ENV PIP_ONLY_BINARY=:all:
+RUN cd /deps && pip install --no-cache-dir -r supervisor-requirements.txt \
+      -c supervisor-constraints.txt pytest \
+ && chmod -R a+rwX /opt/venv
+""",
+)
+
+# Install scripts off (--ignore-scripts): packages' own code would run during the build, which has
+# network access.
+NODE_INSTALL = {
+    "npm": "if [ -f package-lock.json ] || [ -f npm-shrinkwrap.json ]; "
+    "then npm ci --no-audit --no-fund --ignore-scripts; "
+    "else npm install --no-audit --no-fund --ignore-scripts; fi",
+    "pnpm": "pnpm install $([ -f pnpm-lock.yaml ] && echo --frozen-lockfile) --ignore-scripts "
+    "$([ -f pnpm-workspace.yaml ] && echo --config.node-linker=hoisted) "
+    "--config.store-dir=/tmp/pnpm-store --config.package-import-method=copy "
+    "&& rm -rf /tmp/pnpm-store",
+    "yarn1": "yarn install $([ -f yarn.lock ] && echo --frozen-lockfile) --non-interactive "
+    "--ignore-scripts --cache-folder /tmp/yarn-cache && rm -rf /tmp/yarn-cache",
+    "yarn": "YARN_NODE_LINKER=node-modules YARN_ENABLE_GLOBAL_CACHE=false "
+    "YARN_ENABLE_SCRIPTS=false yarn install $([ -f yarn.lock ] && echo --immutable) "
+    "&& rm -rf .yarn/cache",
+}
+"""Each manager installs exactly what the lock file says, or resolves afresh without one."""
+
+RUST = (
+    r"""
+# Rust: the toolchain from Debian and the crates fetched now, so that gates build offline.
+RUN apt-get update && apt-get install -y --no-install-recommends cargo \
+ && rm -rf /var/lib/apt/lists/*
+ENV CARGO_HOME=/opt/cargo CARGO_NET_OFFLINE=true
+""",
+    r"""
+# Each package (the root's, a workspace member's: only manifests are here) gets an empty
+# library so that cargo loads it.
+RUN cd /deps && for manifest in $(find . -name Cargo.toml); do \
+      mkdir -p "$(dirname "$manifest")/src" && touch "$(dirname "$manifest")/src/lib.rs"; \
+    done && CARGO_NET_OFFLINE=false cargo fetch
+""",
+)
+
+GO = (
+    r"""
+# Go: the toolchain from Debian and the modules downloaded now, so that gates build offline.
+RUN apt-get update && apt-get install -y --no-install-recommends golang \
+ && rm -rf /var/lib/apt/lists/*
+ENV GOPATH=/opt/go GOFLAGS=-mod=mod GOPROXY=off
+""",
+    r"""
+RUN cd /deps && GOPROXY=https://proxy.golang.org go mod download
+""",
+)
+
+GO_WORKSPACE = (
+    r"""
+# Go: the toolchain from Debian and the modules downloaded now, so that gates build offline.
+# A workspace (go.work): `-mod=mod` is refused in workspace mode, so the go.sum files decide.
+RUN apt-get update && apt-get install -y --no-install-recommends golang \
+ && rm -rf /var/lib/apt/lists/*
+ENV GOPATH=/opt/go GOPROXY=off
+""",
+    r"""
+# Every module of the workspace downloads what its go.mod requires (`replace`d paths are
+# the workspace's own modules, copied here with their go.mod).
+RUN cd /deps && for mod in $(find . -name go.mod -not -path '*/vendor/*'); do \
+      (cd "$(dirname "$mod")" && GOWORK=off GOFLAGS=-mod=mod \
+       GOPROXY=https://proxy.golang.org go mod download) || exit 1; \
+    done && mkdir -p /opt/go && chmod -R a+rwX /opt/go
+""",
+)
+
+
+LINK_MEMBERS = (
+    'const fs = require("fs"), path = require("path");'
+    "for (const file of process.argv.slice(1)) {"
+    " let name; try { name = JSON.parse(fs.readFileSync(file)).name; } catch { continue; }"
+    ' if (typeof name !== "string" || !/^(@[a-z0-9][\\w.-]*\\/)?[a-z0-9][\\w.-]*$/i.test(name))'
+    " continue;"
+    ' const link = path.join("/node_modules", name); let stat;'
+    " try { stat = fs.lstatSync(link); } catch {}"
+    " if (stat && !stat.isSymbolicLink()) continue;"
+    " fs.rmSync(link, { force: true }); fs.mkdirSync(path.dirname(link), { recursive: true });"
+    ' fs.symlinkSync(path.join("/workspace", path.dirname(file)), link);'
+    " }"
+)
+"""Link each workspace member's package (its manifest under /deps) into /node_modules: the
+install's own links point into /deps, which holds manifests only. A registry package of the same
+name (a real directory) is left as installed; a name that is not a package name is skipped."""
+
+
+def node_section(manager: str, version: str) -> tuple[str, str]:
+    """Install the lock file with the declared manager; pnpm and yarn come from npm at build
+    time (the base image has no corepack), pinned to the declared version, so gates run offline."""
+    tool = ""
+    key = manager
+    if manager == "pnpm":
+        tool = f"RUN npm install -g --no-audit --no-fund pnpm@{version or '9'}\n"
+    elif manager == "yarn":
+        if not version or version.startswith("1."):
+            key = "yarn1"
+            tool = f"RUN npm install -g --no-audit --no-fund yarn@{version or '1'}\n"
+        else:
+            tool = f"RUN npm install -g --no-audit --no-fund @yarnpkg/cli-dist@{version}\n"
+    toolchain = (
+        f"\n# Node: the package manager the project declares ({manager}"
+        f"{'@' + version if version else ''}).\n" + tool
+    )
+    install = (
+        "\n# node_modules at the file system root, where Node's lookup from /workspace finds it,\n"
+        "# installed exactly as the lock file says (created empty for a project without\n"
+        "# dependencies, where the install makes none). Writable to everyone: gates run on a\n"
+        "# throw-away container layer, where tools (vitest, jest, babel, tsc --incremental) write\n"
+        "# caches next to their packages without changing the image.\n"
+        f"RUN cd /deps && {NODE_INSTALL.get(key, NODE_INSTALL['npm'])} \\\n"
+        " && mkdir -p node_modules && mv node_modules /node_modules \\\n"
+        " && chmod -R a+rwX /node_modules\n"
+        "ENV PATH=/node_modules/.bin:$PATH\n"
+        "# A workspace's own packages resolve to the mounted worktree (/workspace/<member>), so a\n"
+        "# consumer's gate type-checks and tests against the candidate's shared package.\n"
+        f"RUN cd /deps && node -e '{LINK_MEMBERS}' \\\n"
+        "      $(find . -mindepth 2 -name package.json -not -path '*/node_modules/*')\n"
+    )
+    return toolchain, install
+
+
+def dockerfile_text(detection: Detection, base_image: str) -> str:
+    node = node_section(detection.package_manager or "npm", detection.package_manager_version)
+    go = GO_WORKSPACE if "go-workspace" in detection.frameworks else GO
+    sections = {"python": PYTHON, "node": node, "rust": RUST, "go": go}
+    chosen = [sections[s] for s in sections if s in detection.stacks]
+    if not chosen:
+        raise SandboxError(
+            "No known stack (Python, Node, Rust, Go) found in this repository.",
+            f"Write {DOCKERFILE} yourself (FROM {base_image}, install what your tests need), "
+            "then run `supervisor sandbox build`.",
+        )
+    return (
+        HEADER
+        + "# an edited file. Its dependency files are copied to /deps at build time.\n"
+        + f"FROM {base_image}\nUSER root\n"
+        + "COPY extra-ca/ /usr/local/share/ca-certificates/\n"
+        + "RUN if ls /usr/local/share/ca-certificates/*.crt >/dev/null 2>&1; then "
+        + "update-ca-certificates >/dev/null; fi\n"
+        + "ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt "
+        + "NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt "
+        + "npm_config_cafile=/etc/ssl/certs/ca-certificates.crt\n"
+        + "".join(toolchain for toolchain, _ in chosen)
+        + "\nCOPY deps/ /deps/\n"
+        + "".join(install for _, install in chosen)
+        + "\nUSER 65534:65534\nWORKDIR /workspace\n"
+    )

@@ -1,0 +1,122 @@
+"""A Go workspace on real parts: `go.work` over a shared `types` module and two consumer modules
+that `replace` it with its path (tests/fixtures/go_workspace), each project gated by its own
+`go vet` and `go test` from its own directory, in the project image `supervisor sandbox init`
+writes for a Go workspace (Go from Debian, every module downloaded at build time, the gates
+offline), built once for the file. One real `claude` per component in the real sandbox, real
+git. A change to the shared module that breaks a consumer's build is caught by that consumer's
+gate and never lands on the task branch; a change to one consumer runs its gate and no other
+module's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from e2e_support import planner, require_sandbox, writes
+from monorepo_support import (
+    built_workspace,
+    component,
+    contents_on_branch,
+    fresh,
+    gate_steps,
+    gated,
+    git,
+    plan,
+    sent,
+)
+
+from supervisor import tasks
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+# One project image for the file's specs (a module fixture): they run in one xdist process.
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("monorepo_go")]
+FIXTURE = Path(__file__).parent / "fixtures" / "go_workspace"
+GATE = "go vet ./... && go test ./..."
+CONFIG = f"""gates:
+  test: "{GATE}"
+projects:
+  - {{name: types, path: types, gates: {{test: "{GATE}"}}}}
+  - {{name: area, path: cmd/area, gates: {{test: "{GATE}"}}}}
+  - {{name: span, path: cmd/span, gates: {{test: "{GATE}"}}}}
+cross_project_dependencies:
+  area: {{depends_on: [types]}}
+  span: {{depends_on: [types]}}
+shared_paths: [go.work]
+"""
+TYPES = "types/point.go"
+POINT = (FIXTURE / TYPES).read_text()
+NEW_3D = (
+    "\n// New3 is the point (x, y, z).\nfunc New3(x, y, z float64) Point {\n"
+    "\treturn Point{X: x, Y: y, Z: z}\n}\n"
+)
+POINT_3D = POINT.replace("\tX, Y float64\n", "\tX, Y, Z float64\n") + NEW_3D
+POINT_3D_BREAKING = POINT.replace("\tX, Y float64\n", "\tX, Y, Z float64\n").replace(
+    "func New(x, y float64) Point {\n\treturn Point{X: x, Y: y}",
+    "func New(x, y, z float64) Point {\n\treturn Point{X: x, Y: y, Z: z}",
+)
+SPAN = "cmd/span/span.go"
+HEIGHT = (
+    "\n// Height is the distance between a and b along Y.\n"
+    "func Height(a, b types.Point) float64 {\n\tif a.Y > b.Y {\n\t\treturn a.Y - b.Y\n\t}\n"
+    "\treturn b.Y - a.Y\n}\n"
+)
+SPAN_AND_HEIGHT = (FIXTURE / SPAN).read_text() + HEIGHT
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path, str]]:
+    require_sandbox()
+    yield from built_workspace(tmp_path_factory.mktemp("go_ws"), FIXTURE, CONFIG)
+
+
+@pytest.fixture(autouse=True)
+def real_parts(api_keys: None) -> None:
+    require_sandbox()
+
+
+def test_a_change_to_the_shared_module_that_breaks_a_consumer_is_caught_by_its_gate(
+    workspace: tuple[Path, Path, str], serve: Any
+) -> None:
+    server = serve(
+        planner(plan(component("point-z", "types", [TYPES]))),
+        # the second attempt (the breakage fed back) keeps New(x, y) for the consumers
+        writes("gated because: depends on types", TYPES, POINT_3D, read=True),
+        writes("one component of the plan: 'point-z'", TYPES, POINT_3D_BREAKING, read=True),
+    )
+    repo = fresh(*workspace[:2], server.url)
+
+    wf = tasks.start_task("Give Point a Z coordinate", repo)
+
+    assert wf.status == "completed"
+    assert git(repo, "show", f"{wf.task_branch}:{TYPES}") == POINT_3D
+    assert POINT_3D_BREAKING not in contents_on_branch(repo, wf.base_sha, wf.task_branch, TYPES)
+    first, second = gated(repo, wf.id)
+    assert first == [
+        ("types", f"changed ({TYPES})", True),  # the module builds and tests on its own
+        ("area", "depends on types", False),
+        ("span", "depends on types", False),
+    ]
+    assert second == [(p, r, True) for p, r, _ in first]
+    retry = next(text for text in sent(server) if "gated because" in text)
+    assert "not enough arguments in call to types.New" in retry  # the consumer's own build
+    assert "Project 'area' (cmd/area/" in retry and "Project 'span' (cmd/span/" in retry
+
+
+def test_a_change_to_one_consumer_runs_its_gate_and_no_other_modules(
+    workspace: tuple[Path, Path, str], serve: Any
+) -> None:
+    server = serve(
+        planner(plan(component("height", "span", [SPAN]))),
+        writes("one component of the plan: 'height'", SPAN, SPAN_AND_HEIGHT, read=True),
+    )
+    repo = fresh(*workspace[:2], server.url)
+
+    wf = tasks.start_task("Measure the height of a span", repo)
+
+    assert wf.status == "completed"
+    assert git(repo, "show", f"{wf.task_branch}:{SPAN}") == SPAN_AND_HEIGHT
+    assert gated(repo, wf.id) == [[("span", f"changed ({SPAN})", True)]]
+    assert [step for step, _ in gate_steps(repo, wf.id)] == ["implement/height/test@span"]
