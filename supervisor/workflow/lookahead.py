@@ -8,10 +8,19 @@ planner or analyzer leave the candidate as it is, so each of their possible succ
 that may commit (an implementer, a fan-out) makes no guess: its successor's base is its own
 result. A wrong guess costs only the preparation (discarded when the next step does not take
 it); the next step checks everything it uses against its own inputs anyway.
+
+What a wrong guess costs decides how much is made ahead (`plan`): a worktree, a route and a
+context pack are a tenth of a second each, made for every successor; a started container is
+its CLI's start-up, 2-5 s of CPU on the 2-core host, slowing the running step and whatever else
+the machine runs when it is thrown away. So only the likeliest successor (the first: a gate's
+pass, then the way back) gets its container started, and another one only while a core is idle
+for it beside the running step and the first preparation.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -29,6 +38,8 @@ class Expected:
     role: str
     base: str
     cli: str | None = None
+    container: bool = True
+    """Its container started ahead too, or only its worktree, route and context pack."""
 
 
 def base_now(context: dict[str, Any], tip: str) -> str:
@@ -61,3 +72,22 @@ def after(
             continue
         found.append(Expected(successor, role, base))
     return found
+
+
+def containers(limit: int, fixed: int | None, cpus: int, load: float) -> int:
+    """How many of the likeliest successors get their container started ahead: `fixed` when
+    the configuration says so, else the likeliest one and each further one only for a core idle
+    beside the running step and the first preparation (`cpus` less the 1-minute `load`)."""
+    if fixed is not None:
+        return min(limit, fixed)
+    if limit <= 0:
+        return 0
+    idle = math.floor(cpus - load)
+    return max(1, min(limit, idle))
+
+
+def plan(expected: list[Expected], limit: int, started: int) -> list[Expected]:
+    """The `limit` likeliest successors, the first `started` with their container."""
+    return [
+        dataclasses.replace(item, container=i < started) for i, item in enumerate(expected[:limit])
+    ]

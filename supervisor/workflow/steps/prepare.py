@@ -2,8 +2,9 @@
 
 The engine names what the next step will need when its inputs are already known
 (supervisor/workflow/lookahead.py: a role and the commit its worktree starts from); this module
-makes it in a background thread: the worktree, the credentials and the proxy route, and the
-container started with its CLI waiting for a prompt (supervisor/sandbox/warm.py). The next
+makes it in a background thread: the worktree, the credentials and the proxy route, the context
+pack gathered (supervisor/context/ahead.py), and for the likeliest the container started with
+its CLI waiting for a prompt (supervisor/sandbox/warm.py; lookahead.plan says which). The next
 worker step takes a preparation only when it wants the same role, CLI, base and key, and uses its
 container only when the container is exactly the one it would have made (`warm.fingerprint` of
 its own RunSpec); anything else is discarded, as is every preparation the step after it did not
@@ -15,15 +16,18 @@ folder, proxy route), which the task's clean-up on `resume` removes.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from supervisor.context import prompts
+from supervisor.context.ahead import Ahead
 from supervisor.sandbox import adopt, model_paths, warm
 from supervisor.sandbox.docker import RunSpec, run_dir_label
 from supervisor.state.store import EventSpec
+from supervisor.workflow import lookahead
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -178,7 +182,7 @@ def prepare_worker(c: StepContext, wf: Workflow, expected: Expected) -> Prepared
         # What an adoption checks (sandbox/adopt.py): the base, and the route to re-attach.
         spec.labels = adopt.prepared_labels(labels, expected.base, route)
         prepared = None  # a sandbox without containers (the stand-in): worktree and route only
-        if hasattr(c.sandbox, "finish_prepared"):
+        if expected.container and hasattr(c.sandbox, "finish_prepared"):
             prepared = warm.prepare(
                 c.sandbox,  # type: ignore[arg-type]
                 spec,
@@ -191,6 +195,33 @@ def prepare_worker(c: StepContext, wf: Workflow, expected: Expected) -> Prepared
         raise
     base = expected.base
     return Prepared(wf.id, role.name, cli, base, worktree, creds, route, record_dir, prepared)
+
+
+def pack_ahead(c: StepContext, wf: Workflow, expected: Expected, packs: Ahead) -> None:
+    """Gather the context pack `expected` will ask for, as the worker step computes its inputs
+    (steps/worker.py): the files changed since the task branch's tip, else the plan's, and the
+    diff. A fix-up of one component of a plan asks for that component's files: the plan's."""
+    from supervisor.context.assemble import strategy_for
+    from supervisor.context.roles import load_role
+    from supervisor.workflow.steps.worker import plan_files
+    from supervisor.workspace.treedata import CommitFiles
+
+    role = load_role(expected.role, c.repo)
+    tip = c.ws.branch_tip(wf.task_branch)
+    base = expected.base
+    files = CommitFiles(c.ws.git_dir, base)
+    strategy = strategy_for(role, c.repo)
+    planned = plan_files(wf.context.get("plan"))
+    diff = c.ws.diff(tip, base) if base != tip else ""
+    changed = c.ws.changed_files(tip, base) if base != tip else planned
+    for targets in (changed, planned):
+        packs.gather(files, role, strategy, targets, diff)
+
+
+def packs(c: StepContext) -> Ahead | None:
+    """The context packs gathered ahead in this engine run, if any."""
+    pipeline = c.pipeline
+    return pipeline.packs if isinstance(pipeline, Pipeline) else None
 
 
 def run(
@@ -246,21 +277,27 @@ class Pipeline:
         self._pool = ThreadPoolExecutor(max_workers=max(limit, 1), thread_name_prefix="prepare")
         self._pending: list[tuple[int, Expected, Future[Prepared | None]]] = []
         self.generation = 0
+        self.packs = Ahead()
 
     def ahead(self, wf: Workflow, expected: list[Expected]) -> None:
-        """Start preparing for the step after the one starting now."""
+        """Start preparing for the step after the one starting now: the likeliest with its
+        container only, unless cores are idle (lookahead.containers)."""
         self.generation += 1
-        for item in expected[: self.limit]:
+        fixed = self.c.settings.limits.prepare_containers
+        started = lookahead.containers(self.limit, fixed, os.cpu_count() or 1, _load())
+        for item in lookahead.plan(expected, self.limit, started):
             future = self._pool.submit(self._prepare, wf, item)
             with self._lock:
                 self._pending.append((self.generation, item, future))
 
     def _prepare(self, wf: Workflow, item: Expected) -> Prepared | None:
+        made = None
         try:
-            return self.make(self.c, wf, item)
+            made = self.make(self.c, wf, item)  # the container first: its CLI starts up longest
+            pack_ahead(self.c, wf, item, self.packs)
         except Exception as e:  # a preparation never fails a step: the step makes its own
             self.c.reporter.info(f"preparing '{item.step}' ahead failed: {e}")
-            return None
+        return made
 
     def take(
         self, wf_id: int, role: str, cli: str, base: str, creds: Credentials
@@ -305,6 +342,14 @@ class Pipeline:
                 if made is not None:
                     discard(self.c, made, "the task stopped")
         self._pool.shutdown(wait=True)
+        self.packs.clear()
+
+
+def _load() -> float:
+    try:
+        return os.getloadavg()[0]
+    except OSError:  # not measurable here: assume busy, start only the likeliest
+        return float(os.cpu_count() or 1)
 
 
 def take(
@@ -321,11 +366,12 @@ def same_key(a: Credentials, b: Credentials) -> bool:
 
 
 def discard(c: StepContext, made: Prepared, why: str) -> None:
+    started = made.warm is not None
     if made.warm is not None:
         warm.discard(made.warm)
         made.warm = None
     _undo(c, made.worktree, made.route, made.record_dir)
-    _event(c, made, "discarded", why)
+    _event(c, made, "discarded", why, container=started)
 
 
 def used(c: StepContext, made: Prepared, step: str, step_id: int) -> None:
@@ -344,14 +390,15 @@ def used(c: StepContext, made: Prepared, step: str, step_id: int) -> None:
     )
 
 
-def _event(c: StepContext, made: Prepared, what: str, why: str) -> None:
+def _event(c: StepContext, made: Prepared, what: str, why: str, container: bool = True) -> None:
+    """`container`: whether a started container (a CLI's start-up) went with it."""
     with contextlib.suppress(Exception):  # an event never fails the step
         c.store.add_event(
             made.wf_id,
             EventSpec(
                 f"prepared_run_{what}",
                 role=made.role,
-                payload={"cli": made.cli, "base": made.base, "reason": why},
+                payload={"cli": made.cli, "base": made.base, "reason": why, "container": container},
             ),
         )
 

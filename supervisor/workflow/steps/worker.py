@@ -269,6 +269,7 @@ class _Run:
             research=depth.research_document(wf.context) if role.output == "plan" else "",
             scope=project_scope.for_component(c.settings, component),
             projects=plan_projects.for_prompt(c.settings.project_map()),
+            ahead=prepare.packs(c),  # gathered while the step before ran, for these inputs only
         )
         try:
             resumed = continuation.begin(self, c, wf, prompt)
