@@ -79,6 +79,37 @@ def test_a_step_that_commits_prepares_nothing_its_successor_starts_from_its_resu
     assert after("commit", {"candidate": "c1"}) == []
 
 
+# -- which of them get a container started: the likeliest, more only on idle cores --------------
+
+
+def test_only_the_likeliest_successor_gets_its_container_on_a_busy_machine() -> None:
+    assert lookahead.containers(2, None, cpus=2, load=0.9) == 1
+    assert lookahead.containers(2, None, cpus=2, load=7.5) == 1  # never none while allowed
+    assert lookahead.containers(2, None, cpus=4, load=2.5) == 1
+
+
+def test_a_second_container_is_started_only_for_a_core_idle_beside_the_first() -> None:
+    assert lookahead.containers(2, None, cpus=4, load=1.9) == 2
+    assert lookahead.containers(2, None, cpus=16, load=1.0) == 2  # no more than prepare_ahead
+    assert lookahead.containers(3, None, cpus=16, load=1.0) == 3
+
+
+def test_the_configured_number_of_containers_wins_within_prepare_ahead() -> None:
+    assert lookahead.containers(2, 2, cpus=2, load=9.0) == 2
+    assert lookahead.containers(2, 0, cpus=16, load=0.0) == 0
+    assert lookahead.containers(1, 2, cpus=16, load=0.0) == 1
+    assert lookahead.containers(0, None, cpus=16, load=0.0) == 0
+
+
+def test_after_a_gate_the_pass_branch_gets_the_container_the_way_back_only_its_worktree() -> None:
+    planned = lookahead.plan(after("test", {"candidate": "c1"}), 2, 1)
+    assert planned == [
+        Expected("review", "reviewer", "c1", container=True),
+        Expected("implement", "implementer", "c1", container=False),
+    ]
+    assert lookahead.plan(after("test", {"candidate": "c1"}), 1, 1) == planned[:1]
+
+
 # -- a prepared container is used only for the very container the step would make ---------------
 
 
@@ -327,6 +358,10 @@ def test_the_steps_after_a_gate_run_in_the_worktrees_prepared_while_it_ran(
     assert used == [("implement", "implementer"), ("review", "reviewer")]
     discarded = [e.role for e in events if e.type == "prepared_run_discarded"]
     assert discarded == ["reviewer", "implementer", "implementer"]  # the ways not taken
+    # Their context packs were gathered during the gate too (the fix-up's before its feedback
+    # was known: only what the prompt leaves of the budget follows from that).
+    ahead = [(e.step, e.payload["ahead"]) for e in events if e.type == "context_packed"]
+    assert ahead == [("implement", False), ("implement", True), ("review", True)]
     worktrees = Workspace(root).worktrees_dir
     assert not [p for p in worktrees.iterdir() if "-prep-" in p.name]
 
