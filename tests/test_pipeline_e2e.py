@@ -66,7 +66,9 @@ def test_the_fix_up_and_the_review_run_in_containers_started_while_the_gate_ran(
         implementer(GOOD_CALC, when="FEEDBACK FROM THE PREVIOUS ATTEMPT"),
         reviewer(),
     )
-    repo = new_repo(tmp_path, server.url)
+    # Both ways with their container at once, whatever the machine's load (by default only the
+    # likeliest is, unless cores are idle: tests/test_pipeline_fast.py).
+    repo = new_repo(tmp_path, server.url, "limits:\n  prepare_containers: 2\n")
     write_workflow(repo, FLOW)
 
     wf = tasks.start_task("Fix multiply in calc.py", repo)
@@ -83,6 +85,9 @@ def test_the_fix_up_and_the_review_run_in_containers_started_while_the_gate_ran(
     assert used == [("implement", "implementer", True), ("review", "reviewer", True)]
     discarded = [e.role for e in events if e.type == "prepared_run_discarded"]
     assert discarded[:2] == ["reviewer", "implementer"]
+    # Their context packs were gathered during the gate too.
+    ahead = [(e.step, e.payload["ahead"]) for e in events if e.type == "context_packed"]
+    assert ahead == [("implement", False), ("implement", True), ("review", True)]
     # A prepared CLI waited for its prompt: every model request belongs to a step already
     # started, and the discarded ones sent none (3 + 3 + 1 scripted turns).
     started = {s["id"]: s["started_at"].timestamp() for s in steps}
@@ -108,7 +113,7 @@ def test_a_prepared_container_that_is_not_the_steps_own_is_discarded_unused(
         implementer(GOOD_CALC, when="FEEDBACK FROM THE PREVIOUS ATTEMPT"),
         reviewer(),
     )
-    repo = new_repo(tmp_path, server.url)
+    repo = new_repo(tmp_path, server.url, "limits:\n  prepare_containers: 2\n")
     write_workflow(repo, FLOW)
     made = prepare.prepare_worker
 

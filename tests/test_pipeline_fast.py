@@ -101,6 +101,12 @@ def test_the_configured_number_of_containers_wins_within_prepare_ahead() -> None
     assert lookahead.containers(0, None, cpus=16, load=0.0) == 0
 
 
+def test_idle_cores_are_read_from_two_readings_of_the_machines_cpu_time() -> None:
+    assert lookahead.idle_cores((100.0, 400.0), (150.0, 500.0), cpus=2) == 1.0
+    assert lookahead.idle_cores((100.0, 400.0), (100.0, 500.0), cpus=2) == 0.0
+    assert lookahead.idle_cores((100.0, 400.0), (100.0, 400.0), cpus=2) == 0.0  # no time passed
+
+
 def test_after_a_gate_the_pass_branch_gets_the_container_the_way_back_only_its_worktree() -> None:
     planned = lookahead.plan(after("test", {"candidate": "c1"}), 2, 1)
     assert planned == [

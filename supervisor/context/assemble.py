@@ -263,8 +263,8 @@ def fit(source: Source, found: Gathered, budget: int, prompt_tokens: int) -> Pac
         while sum(i.tokens for i in items) > available and items:
             item = items.pop()
             pruned.append({"section": item.section, "path": item.path, "tokens": item.tokens})
-        done = found.whole if attempt == 0 and not pruned else None
-        done = done or _render_counted(source, items)
+        reuse = found.whole if attempt == 0 and not pruned else None
+        done = reuse if reuse is not None else _render_counted(source, items)
         if done.tokens <= available or not items:
             break
         items[-1].tokens += done.tokens - available

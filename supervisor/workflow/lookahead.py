@@ -13,8 +13,10 @@ What a wrong guess costs decides how much is made ahead (`plan`): a worktree, a 
 context pack are a tenth of a second each, made for every successor; a started container is
 its CLI's start-up, 2-5 s of CPU on the 2-core host, slowing the running step and whatever else
 the machine runs when it is thrown away. So only the likeliest successor (the first: a gate's
-pass, then the way back) gets its container started, and another one only while a core is idle
-for it beside the running step and the first preparation.
+pass, then the way back) gets its container started at once, another one at once only when the
+load leaves a core idle for it beside the running step and the first preparation, else later,
+once a core has stayed idle while the step before still runs (steps/prepare.py): on a busy
+machine never, on an idle one during a long gate.
 """
 
 from __future__ import annotations
@@ -84,6 +86,12 @@ def containers(limit: int, fixed: int | None, cpus: int, load: float) -> int:
         return 0
     idle = math.floor(cpus - load)
     return max(1, min(limit, idle))
+
+
+def idle_cores(before: tuple[float, float], after: tuple[float, float], cpus: int) -> float:
+    """Cores idle between two readings of the machine's (idle, total) CPU time."""
+    total = after[1] - before[1]
+    return cpus * (after[0] - before[0]) / total if total > 0 else 0.0
 
 
 def plan(expected: list[Expected], limit: int, started: int) -> list[Expected]:

@@ -28,6 +28,7 @@ from supervisor.sandbox import adopt, model_paths, warm
 from supervisor.sandbox.docker import RunSpec, run_dir_label
 from supervisor.state.store import EventSpec
 from supervisor.workflow import lookahead
+from supervisor.workflow.steps import machine
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from supervisor.guard.credentials import Credentials
     from supervisor.sandbox.docker import RunResult
     from supervisor.sandbox.egress import Route
+    from supervisor.sandbox.warm import Warm
     from supervisor.state.store import Workflow
     from supervisor.workers.base import Invocation
     from supervisor.workflow.lookahead import Expected
@@ -59,6 +61,11 @@ class Prepared:
     route: Route
     record_dir: Path
     warm: warm.Warm | None
+    later: Callable[[], Warm | None] | None = None
+    """Starts its container: a successor not started at once (lookahead.plan), started by the
+    pipeline once cores are idle while the step before still runs."""
+    claimed: bool = False
+    """Taken by its step or discarded: nothing is attached to it any more."""
 
 
 def container_spec(
@@ -181,20 +188,23 @@ def prepare_worker(c: StepContext, wf: Workflow, expected: Expected) -> Prepared
         )
         # What an adoption checks (sandbox/adopt.py): the base, and the route to re-attach.
         spec.labels = adopt.prepared_labels(labels, expected.base, route)
+        late_flags = adapter.late_prompt_flags
+
+        def start() -> warm.Warm | None:
+            return warm.prepare(c.sandbox, spec, expected.base, late_flags, token)  # type: ignore[arg-type]
+
         prepared = None  # a sandbox without containers (the stand-in): worktree and route only
-        if expected.container and hasattr(c.sandbox, "finish_prepared"):
-            prepared = warm.prepare(
-                c.sandbox,  # type: ignore[arg-type]
-                spec,
-                expected.base,
-                adapter.late_prompt_flags,
-                token,
-            )
+        containers = hasattr(c.sandbox, "finish_prepared")
+        if expected.container and containers:
+            prepared = start()
     except BaseException:
         _undo(c, worktree, route, record_dir)
         raise
     base = expected.base
-    return Prepared(wf.id, role.name, cli, base, worktree, creds, route, record_dir, prepared)
+    made = Prepared(wf.id, role.name, cli, base, worktree, creds, route, record_dir, prepared)
+    if containers and not expected.container:
+        made.later = start
+    return made
 
 
 def pack_ahead(c: StepContext, wf: Workflow, expected: Expected, packs: Ahead) -> None:
@@ -260,6 +270,12 @@ def _close_step_route(c: StepContext, step_id: int) -> None:
         c.sandbox.close_route(opened)
 
 
+SAMPLE_SECONDS = 0.25
+CALM_SAMPLES = 2
+IDLE_CORES = 0.9
+"""A later container starts once this much of a core stayed idle for CALM_SAMPLES samples."""
+
+
 class Pipeline:
     """The preparations of one engine run: made in the background, taken by the next step,
     the rest discarded after it (and all of them when the engine stops, however it stops)."""
@@ -278,26 +294,66 @@ class Pipeline:
         self._pending: list[tuple[int, Expected, Future[Prepared | None]]] = []
         self.generation = 0
         self.packs = Ahead()
+        self._stop = threading.Event()
+        self._later: list[threading.Thread] = []
 
     def ahead(self, wf: Workflow, expected: list[Expected]) -> None:
         """Start preparing for the step after the one starting now: the likeliest with its
         container only, unless cores are idle (lookahead.containers)."""
-        self.generation += 1
+        with self._lock:
+            self.generation += 1
+            generation = self.generation
         fixed = self.c.settings.limits.prepare_containers
-        started = lookahead.containers(self.limit, fixed, os.cpu_count() or 1, _load())
+        started = lookahead.containers(self.limit, fixed, os.cpu_count() or 1, machine.load())
         for item in lookahead.plan(expected, self.limit, started):
-            future = self._pool.submit(self._prepare, wf, item)
+            future = self._pool.submit(self._prepare, wf, item, generation, fixed is None)
             with self._lock:
-                self._pending.append((self.generation, item, future))
+                self._pending.append((generation, item, future))
 
-    def _prepare(self, wf: Workflow, item: Expected) -> Prepared | None:
+    def _prepare(
+        self, wf: Workflow, item: Expected, generation: int, adapt: bool
+    ) -> Prepared | None:
         made = None
         try:
             made = self.make(self.c, wf, item)  # the container first: its CLI starts up longest
             pack_ahead(self.c, wf, item, self.packs)
         except Exception as e:  # a preparation never fails a step: the step makes its own
             self.c.reporter.info(f"preparing '{item.step}' ahead failed: {e}")
+        if made is not None and made.later is not None and adapt:
+            later = threading.Thread(
+                target=self._start_later, args=(made, generation), name="prepare-later"
+            )
+            with self._lock:
+                self._later.append(later)
+            later.start()
         return made
+
+    def _start_later(self, made: Prepared, generation: int) -> None:
+        """Start `made`'s container once a core has stayed idle (lookahead.idle_cores), unless
+        its step begins first: on a busy machine never, on an idle one while a long gate runs."""
+        before, calm = machine.cpu_times(), 0
+        while calm < CALM_SAMPLES:
+            if self._stop.wait(SAMPLE_SECONDS) or self.generation != generation:
+                return
+            after = machine.cpu_times()
+            if before is None or after is None:
+                return  # not measurable here: only the likeliest is started
+            idle = lookahead.idle_cores(before, after, os.cpu_count() or 1)
+            calm = calm + 1 if idle >= IDLE_CORES else 0
+            before = after
+        with self._lock:
+            start, made.later = made.later, None
+            if made.claimed or start is None or self.generation != generation:
+                return
+        ready = start()
+        if ready is None:
+            return
+        with self._lock:
+            if not made.claimed and self.generation == generation and not self._stop.is_set():
+                made.warm = ready
+                return
+        warm.discard(ready)
+        _event(self.c, made, "discarded", "its step began before its container was ready")
 
     def take(
         self, wf_id: int, role: str, cli: str, base: str, creds: Credentials
@@ -319,6 +375,7 @@ class Pipeline:
                 if entry not in self._pending:
                     continue
                 self._pending.remove(entry)
+                made.claimed = True
             return made
         return None
 
@@ -330,26 +387,30 @@ class Pipeline:
         for _, _, future in stale:
             made = future.result()
             if made is not None:
+                self._claim(made)
                 discard(self.c, made, "the next step did not use it")
+
+    def _claim(self, made: Prepared) -> None:
+        with self._lock:
+            made.claimed = True
 
     def close(self) -> None:
         """Everything still prepared goes (the engine stops: done, waiting, failed, killed)."""
+        self._stop.set()
+        for later in list(self._later):
+            later.join()
         with self._lock:
             left, self._pending = self._pending, []
         for _, _, future in left:
             with contextlib.suppress(Exception):
                 made = future.result()
                 if made is not None:
+                    self._claim(made)
                     discard(self.c, made, "the task stopped")
         self._pool.shutdown(wait=True)
+        for later in list(self._later):  # started by a preparation finishing just now
+            later.join()
         self.packs.clear()
-
-
-def _load() -> float:
-    try:
-        return os.getloadavg()[0]
-    except OSError:  # not measurable here: assume busy, start only the likeliest
-        return float(os.cpu_count() or 1)
 
 
 def take(
