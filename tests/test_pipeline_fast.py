@@ -60,12 +60,14 @@ def after(step: str, context: dict[str, Any]) -> list[Expected]:
 def test_a_gate_prepares_both_of_its_successors_from_the_candidate_it_checks() -> None:
     assert after("test", {"candidate": "c1"}) == [
         Expected("review", "reviewer", "c1"),
-        Expected("implement", "implementer", "c1"),
+        Expected("implement", "implementer", "c1", likely=False),
     ]
 
 
 def test_a_reviewer_prepares_the_fix_up_its_rejection_would_send_back() -> None:
-    assert after("review", {"candidate": "c1"}) == [Expected("implement", "implementer", "c1")]
+    assert after("review", {"candidate": "c1"}) == [
+        Expected("implement", "implementer", "c1", likely=False)
+    ]
 
 
 def test_a_planner_prepares_the_implementer_from_the_locked_interfaces_else_the_tip() -> None:
@@ -82,23 +84,29 @@ def test_a_step_that_commits_prepares_nothing_its_successor_starts_from_its_resu
 # -- which of them get a container started: the likeliest, more only on idle cores --------------
 
 
-def test_only_the_likeliest_successor_gets_its_container_on_a_busy_machine() -> None:
-    assert lookahead.containers(2, None, cpus=2, load=0.9) == 1
-    assert lookahead.containers(2, None, cpus=2, load=7.5) == 1  # never none while allowed
-    assert lookahead.containers(2, None, cpus=4, load=2.5) == 1
+def test_only_the_successor_of_the_pass_gets_its_container_on_a_busy_machine() -> None:
+    assert lookahead.containers(2, None, cpus=2, load=1.2, likely=True) == 1
+    assert lookahead.containers(2, None, cpus=2, load=7.5, likely=True) == 1
+    assert lookahead.containers(2, None, cpus=4, load=2.5, likely=True) == 1
 
 
-def test_a_second_container_is_started_only_for_a_core_idle_beside_the_first() -> None:
-    assert lookahead.containers(2, None, cpus=4, load=1.9) == 2
-    assert lookahead.containers(2, None, cpus=16, load=1.0) == 2  # no more than prepare_ahead
-    assert lookahead.containers(3, None, cpus=16, load=1.0) == 3
+def test_the_way_back_alone_gets_its_container_at_once_only_on_an_idle_core() -> None:
+    """A reviewer's pass leads to no worker: its rejection's fix-up is the only, unlikely one."""
+    assert lookahead.containers(2, None, cpus=2, load=1.2, likely=False) == 0
+    assert lookahead.containers(2, None, cpus=4, load=2.5, likely=False) == 1
+
+
+def test_a_second_container_is_started_at_once_only_for_a_core_idle_beside_the_first() -> None:
+    assert lookahead.containers(2, None, cpus=4, load=1.9, likely=True) == 2
+    assert lookahead.containers(2, None, cpus=16, load=1.0, likely=True) == 2  # prepare_ahead
+    assert lookahead.containers(3, None, cpus=16, load=1.0, likely=True) == 3
 
 
 def test_the_configured_number_of_containers_wins_within_prepare_ahead() -> None:
-    assert lookahead.containers(2, 2, cpus=2, load=9.0) == 2
-    assert lookahead.containers(2, 0, cpus=16, load=0.0) == 0
-    assert lookahead.containers(1, 2, cpus=16, load=0.0) == 1
-    assert lookahead.containers(0, None, cpus=16, load=0.0) == 0
+    assert lookahead.containers(2, 2, cpus=2, load=9.0, likely=False) == 2
+    assert lookahead.containers(2, 0, cpus=16, load=0.0, likely=True) == 0
+    assert lookahead.containers(1, 2, cpus=16, load=0.0, likely=True) == 1
+    assert lookahead.containers(0, None, cpus=16, load=0.0, likely=True) == 0
 
 
 def test_idle_cores_are_read_from_two_readings_of_the_machines_cpu_time() -> None:
@@ -111,7 +119,7 @@ def test_after_a_gate_the_pass_branch_gets_the_container_the_way_back_only_its_w
     planned = lookahead.plan(after("test", {"candidate": "c1"}), 2, 1)
     assert planned == [
         Expected("review", "reviewer", "c1", container=True),
-        Expected("implement", "implementer", "c1", container=False),
+        Expected("implement", "implementer", "c1", likely=False, container=False),
     ]
     assert lookahead.plan(after("test", {"candidate": "c1"}), 1, 1) == planned[:1]
 

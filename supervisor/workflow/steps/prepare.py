@@ -304,7 +304,9 @@ class Pipeline:
             self.generation += 1
             generation = self.generation
         fixed = self.c.settings.limits.prepare_containers
-        started = lookahead.containers(self.limit, fixed, os.cpu_count() or 1, machine.load())
+        likely = bool(expected) and expected[0].likely
+        cpus = os.cpu_count() or 1
+        started = lookahead.containers(self.limit, fixed, cpus, machine.load(), likely)
         for item in lookahead.plan(expected, self.limit, started):
             future = self._pool.submit(self._prepare, wf, item, generation, fixed is None)
             with self._lock:
