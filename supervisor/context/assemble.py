@@ -267,6 +267,7 @@ def fit(source: Source, found: Gathered, budget: int, prompt_tokens: int) -> Pac
         done = reuse if reuse is not None else _render_counted(source, items)
         if done.tokens <= available or not items:
             break
+        # Repomix's wrapper cost more than estimated: shave the lowest-priority item, pack again.
         items[-1].tokens += done.tokens - available
     return Pack(
         text=done.text,

@@ -326,7 +326,7 @@ class Pipeline:
                 target=self._start_later, args=(made, generation), name="prepare-later"
             )
             with self._lock:
-                self._later.append(later)
+                self._later = [*(t for t in self._later if t.is_alive()), later]
             later.start()
         return made
 
