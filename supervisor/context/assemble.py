@@ -18,7 +18,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -33,7 +33,6 @@ from supervisor.resources import CONFIG_DIR
 from supervisor.workspace import treedata
 
 if TYPE_CHECKING:
-    from supervisor.context.ahead import Ahead
     from supervisor.context.project_scope import ProjectScope
     from supervisor.context.roles import Role
 
@@ -182,6 +181,20 @@ class Gathered:
     surface_of: list[str] = field(default_factory=list)
 
 
+class Gatherings(Protocol):
+    """Where packs gathered ahead are found (supervisor/context/ahead.py)."""
+
+    def take(
+        self,
+        source: Source,
+        role: Role,
+        strategy: Strategy,
+        targets: list[str],
+        diff: str,
+        scope: ProjectScope | None,
+    ) -> Gathered | None: ...
+
+
 def build_pack(
     worktree: Path | Source,
     role: Role,
@@ -191,7 +204,7 @@ def build_pack(
     targets: list[str] | None = None,
     diff: str = "",
     scope: ProjectScope | None = None,
-    ahead: Ahead | None = None,
+    ahead: Gatherings | None = None,
 ) -> Pack:
     """Select, redact, count and pack; `prompt_tokens` is the prompt without any context.
     `scope`: a component's project in a monorepo, whose own files and whose dependencies'

@@ -212,8 +212,8 @@ def pack_ahead(c: StepContext, wf: Workflow, expected: Expected, packs: Ahead) -
     (steps/worker.py): the files changed since the task branch's tip, else the plan's, and the
     diff. A fix-up of one component of a plan asks for that component's files: the plan's."""
     from supervisor.context.assemble import strategy_for
+    from supervisor.context.plan_view import plan_files
     from supervisor.context.roles import load_role
-    from supervisor.workflow.steps.worker import plan_files
     from supervisor.workspace.treedata import CommitFiles
 
     role = load_role(expected.role, c.repo)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from supervisor import recovery
 from supervisor.context import project_scope, prompts
-from supervisor.context.plan_view import plan_for_prompt
+from supervisor.context.plan_view import plan_files, plan_for_prompt
 from supervisor.context.roles import Role, load_role
 from supervisor.errors import (
     CommandTimeoutError,
@@ -485,12 +485,3 @@ def component_task(component: Component) -> str:
             else ""
         )
     )
-
-
-def plan_files(plan: dict[str, Any] | None) -> list[str]:
-    """The files the plan's components name: the implementer's targets."""
-    files: list[str] = []
-    for phase in (plan or {}).get("phases", []):
-        for component in phase.get("components", []):
-            files += [f for f in component.get("files", []) if f not in files]
-    return files
