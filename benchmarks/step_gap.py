@@ -52,7 +52,9 @@ def container_cpu(container_id: str) -> float:
     return 0.0
 
 
-def one(checkout: Path, model_s: float = 0.0, gate_s: float = 0.0) -> dict[str, object]:
+def one(
+    checkout: Path, model_s: float = 0.0, gate_s: float = 0.0, containers: int | None = None
+) -> dict[str, object]:
     """One demo run in this process, importing the supervisor from `checkout`."""
     sys.path.insert(0, str(checkout))
     os.chdir(checkout)
@@ -81,13 +83,15 @@ def one(checkout: Path, model_s: float = 0.0, gate_s: float = 0.0) -> dict[str, 
             conversation["turns"][0]["delay"] = model_s
         with ScriptedModelServer(load_script(script)) as server:
             write_project_config(repo, server.url)
-            if gate_s:
+            if gate_s or containers is not None:
                 from supervisor.guard.trust import trust
 
                 config = repo / ".supervisor" / "config.yaml"
                 text = config.read_text().replace(
                     "test: make test", f"test: sleep {gate_s} && make test"
                 )
+                if containers is not None:  # a checkout that knows limits.prepare_containers
+                    text += f"limits:\n  prepare_containers: {containers}\n"
                 config.write_text(text)
                 trust(repo)
             done = tasks.start_task("Implement add and multiply", repo)
@@ -167,10 +171,22 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--model-seconds", type=float, default=0.0)
     parser.add_argument("--gate-seconds", type=float, default=0.0)
+    parser.add_argument(
+        "--prepare-containers",
+        type=int,
+        default=None,
+        help="limits.prepare_containers for every checkout (default: the checkout's own)",
+    )
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(one(args.checkouts[0].resolve(), args.model_seconds, args.gate_seconds)))
+        found = one(
+            args.checkouts[0].resolve(),
+            args.model_seconds,
+            args.gate_seconds,
+            args.prepare_containers,
+        )
+        print(json.dumps(found))
         return
     bare = floor(args.checkouts[0].resolve())
     print(
@@ -190,6 +206,11 @@ def main() -> None:
                     "--one",
                     f"--model-seconds={args.model_seconds}",
                     f"--gate-seconds={args.gate_seconds}",
+                    *(
+                        [f"--prepare-containers={args.prepare_containers}"]
+                        if args.prepare_containers is not None
+                        else []
+                    ),
                 ],
                 capture_output=True,
                 text=True,
