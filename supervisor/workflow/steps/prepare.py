@@ -271,9 +271,10 @@ def _close_step_route(c: StepContext, step_id: int) -> None:
 
 
 SAMPLE_SECONDS = 0.25
-CALM_SAMPLES = 2
+CALM_SAMPLES = 4
 IDLE_CORES = 0.9
-"""A later container starts once this much of a core stayed idle for CALM_SAMPLES samples."""
+"""A later container starts once this much of a core stayed idle for CALM_SAMPLES samples (a
+second: a step shorter than that ends before a CLI started then could be ready anyway)."""
 
 
 class Pipeline:
