@@ -1,8 +1,9 @@
 """Pipelined steps on the real parts (the real `claude` in the real sandbox against the scripted
 API, real git, real SQLite): while a gate runs, the worker steps that may follow it are prepared
 (their CLI started in its container, waiting for a prompt, for as many as the configuration or
-the idle cores allow); the one the gate's outcome chooses is used, the other discarded; a prepared CLI sends no model request before its step has started, and nothing
-prepared is left behind."""
+the idle cores allow); the one the gate's outcome chooses is used, the other discarded; a
+prepared CLI sends no model request before its step has started, and nothing prepared is left
+behind."""
 
 from __future__ import annotations
 
