@@ -11,6 +11,10 @@ container plus CLI start-up (-> first request). Any checkout, for a before/after
 answers at once and the demo's gate takes about a second, where a real model thinks and a real
 suite runs for seconds; what a step can prepare meanwhile depends on both.
 
+Also per task: the preparations discarded unused, those with a started container, and the CPU
+their containers had spent (the CLI's start-up; read from the container's cgroup just before it is
+removed), and how many steps used a context pack gathered ahead.
+
 Target (issue 30): the gap <= 0.2 s. Prints the load average beside every line, and the bare
 floor of a step measured in the same run (worktree add + remove, a no-op container: what
 benchmarks/run.py calls the floor), so that the gap a user sees reads as a multiple of it.
@@ -32,11 +36,40 @@ from pathlib import Path
 RUN_ID = re.compile(r"RUN: wf\d+-[\w./-]+-step(\d+)")
 
 
-def one(checkout: Path, model_s: float = 0.0, gate_s: float = 0.0) -> list[dict[str, object]]:
+def container_cpu(container_id: str) -> float:
+    """CPU seconds a container has used, from its cgroup (v1 cgroupfs, else v2); 0 when neither."""
+    for path in (
+        f"/sys/fs/cgroup/cpuacct/docker/{container_id}/cpuacct.usage",
+        f"/sys/fs/cgroup/system.slice/docker-{container_id}.scope/cpu.stat",
+    ):
+        try:
+            text = Path(path).read_text()
+        except OSError:
+            continue
+        if path.endswith("cpuacct.usage"):
+            return int(text) / 1e9
+        return int(text.split()[1]) / 1e6  # usage_usec
+    return 0.0
+
+
+def one(
+    checkout: Path, model_s: float = 0.0, gate_s: float = 0.0, containers: int | None = None
+) -> dict[str, object]:
     """One demo run in this process, importing the supervisor from `checkout`."""
     sys.path.insert(0, str(checkout))
     os.chdir(checkout)
     from supervisor import tasks
+    from supervisor.sandbox import warm
+
+    wasted: list[float] = []
+    remove = warm._remove
+
+    def measured(container: object, volume: object, run_dir: Path) -> None:
+        if container is not None:
+            wasted.append(container_cpu(str(getattr(container, "id", ""))))
+        remove(container, volume, run_dir)
+
+    warm._remove = measured  # type: ignore[assignment]  # the benchmark's own instrument
     from supervisor.demo import demo_script, make_demo_repo, write_project_config
     from supervisor.fakeapi import ScriptedModelServer, load_script
 
@@ -50,13 +83,15 @@ def one(checkout: Path, model_s: float = 0.0, gate_s: float = 0.0) -> list[dict[
             conversation["turns"][0]["delay"] = model_s
         with ScriptedModelServer(load_script(script)) as server:
             write_project_config(repo, server.url)
-            if gate_s:
+            if gate_s or containers is not None:
                 from supervisor.guard.trust import trust
 
                 config = repo / ".supervisor" / "config.yaml"
                 text = config.read_text().replace(
                     "test: make test", f"test: sleep {gate_s} && make test"
                 )
+                if containers is not None:  # a checkout that knows limits.prepare_containers
+                    text += f"limits:\n  prepare_containers: {containers}\n"
                 config.write_text(text)
                 trust(repo)
             done = tasks.start_task("Implement add and multiply", repo)
@@ -93,7 +128,16 @@ def one(checkout: Path, model_s: float = 0.0, gate_s: float = 0.0) -> list[dict[
                 "prepared": any(began <= p <= request for p in prepared),
             }
         )
-    return rows
+    discarded = [e for e in events if e.type == "prepared_run_discarded"]
+    return {
+        "rows": rows,
+        "discarded": len(discarded),
+        "discarded_containers": len(wasted),
+        "wasted_cpu_s": sum(wasted),
+        "packs_ahead": sum(
+            bool(e.payload.get("ahead")) for e in events if e.type == "context_packed"
+        ),
+    }
 
 
 def floor(checkout: Path, repeat: int = 3) -> float:
@@ -127,10 +171,22 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--model-seconds", type=float, default=0.0)
     parser.add_argument("--gate-seconds", type=float, default=0.0)
+    parser.add_argument(
+        "--prepare-containers",
+        type=int,
+        default=None,
+        help="limits.prepare_containers for every checkout (default: the checkout's own)",
+    )
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(one(args.checkouts[0].resolve(), args.model_seconds, args.gate_seconds)))
+        found = one(
+            args.checkouts[0].resolve(),
+            args.model_seconds,
+            args.gate_seconds,
+            args.prepare_containers,
+        )
+        print(json.dumps(found))
         return
     bare = floor(args.checkouts[0].resolve())
     print(
@@ -150,6 +206,11 @@ def main() -> None:
                     "--one",
                     f"--model-seconds={args.model_seconds}",
                     f"--gate-seconds={args.gate_seconds}",
+                    *(
+                        [f"--prepare-containers={args.prepare_containers}"]
+                        if args.prepare_containers is not None
+                        else []
+                    ),
                 ],
                 capture_output=True,
                 text=True,
@@ -158,13 +219,17 @@ def main() -> None:
             if out.returncode != 0:
                 print(f"{checkout}: failed: {out.stderr[-800:]}")
                 continue
-            rows = json.loads(out.stdout.strip().splitlines()[-1])
+            found = json.loads(out.stdout.strip().splitlines()[-1])
+            rows = found["rows"]
             load = max(load, os.getloadavg()[0])
             gaps = [float(r["gap"]) for r in rows]
             median = statistics.median(gaps)
             print(
                 f"{checkout!s:<24} median gap {median:.3f} s ({median / bare:.2f} x floor)  "
-                f"max {max(gaps):.3f} s  load {load:.1f}"
+                f"max {max(gaps):.3f} s  load {load:.1f}\n"
+                f"    discarded {found['discarded']} ({found['discarded_containers']} with a "
+                f"started container, {found['wasted_cpu_s']:.1f} CPU-s); packs gathered ahead "
+                f"used {found['packs_ahead']}"
             )
             for r in rows:
                 print(

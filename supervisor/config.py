@@ -74,7 +74,11 @@ class Limits(_Model):
     max_parallel_components: int = Field(3, ge=1)
     prepare_ahead: int = Field(2, ge=0)
     """Worker steps prepared while the step before them runs (supervisor/workflow/lookahead.py):
-    worktree, route, and container with its CLI started; 0: none."""
+    worktree, route, context pack, and for the likeliest its container with its CLI started;
+    0: none."""
+    prepare_containers: int | None = Field(None, ge=0)
+    """Of those, how many get their container started ahead (a CLI's start-up, 2-5 s of CPU);
+    None: the likeliest one, and more only while cores are idle for them."""
     component_scope: Literal["feedback", "replan", "allow"] = "feedback"
     """A component that changes another's files: sent back with feedback, the plan sent back to
     its planner, or allowed (see supervisor.workflow.ownership)."""

@@ -1,8 +1,9 @@
 """Pipelined steps on the real parts (the real `claude` in the real sandbox against the scripted
-API, real git, real SQLite): while a gate runs, the worker steps that may follow it are started
-in their own containers, waiting for a prompt; the one the gate's outcome chooses is used, the
-other discarded; a prepared CLI sends no model request before its step has started, and nothing
-prepared is left behind."""
+API, real git, real SQLite): while a gate runs, the worker steps that may follow it are prepared
+(their CLI started in its container, waiting for a prompt, for as many as the configuration or
+the idle cores allow); the one the gate's outcome chooses is used, the other discarded; a
+prepared CLI sends no model request before its step has started, and nothing prepared is left
+behind."""
 
 from __future__ import annotations
 
@@ -66,7 +67,9 @@ def test_the_fix_up_and_the_review_run_in_containers_started_while_the_gate_ran(
         implementer(GOOD_CALC, when="FEEDBACK FROM THE PREVIOUS ATTEMPT"),
         reviewer(),
     )
-    repo = new_repo(tmp_path, server.url)
+    # Both ways with their container at once, whatever the machine's load (by default only the
+    # likeliest is, unless cores are idle: tests/test_pipeline_fast.py).
+    repo = new_repo(tmp_path, server.url, "limits:\n  prepare_containers: 2\n")
     write_workflow(repo, FLOW)
 
     wf = tasks.start_task("Fix multiply in calc.py", repo)
@@ -83,6 +86,9 @@ def test_the_fix_up_and_the_review_run_in_containers_started_while_the_gate_ran(
     assert used == [("implement", "implementer", True), ("review", "reviewer", True)]
     discarded = [e.role for e in events if e.type == "prepared_run_discarded"]
     assert discarded[:2] == ["reviewer", "implementer"]
+    # Their context packs were gathered during the gate too.
+    ahead = [(e.step, e.payload["ahead"]) for e in events if e.type == "context_packed"]
+    assert ahead == [("implement", False), ("implement", True), ("review", True)]
     # A prepared CLI waited for its prompt: every model request belongs to a step already
     # started, and the discarded ones sent none (3 + 3 + 1 scripted turns).
     started = {s["id"]: s["started_at"].timestamp() for s in steps}
@@ -108,7 +114,7 @@ def test_a_prepared_container_that_is_not_the_steps_own_is_discarded_unused(
         implementer(GOOD_CALC, when="FEEDBACK FROM THE PREVIOUS ATTEMPT"),
         reviewer(),
     )
-    repo = new_repo(tmp_path, server.url)
+    repo = new_repo(tmp_path, server.url, "limits:\n  prepare_containers: 2\n")
     write_workflow(repo, FLOW)
     made = prepare.prepare_worker
 
@@ -128,4 +134,37 @@ def test_a_prepared_container_that_is_not_the_steps_own_is_discarded_unused(
     assert "the step's container differs from the prepared one" in reasons
     used = [e.payload["container"] for e in events if e.type == "prepared_run_used"]
     assert used  # taken (worktree, route), its container discarded, the step's own run instead
+    assert leftovers(repo) == []
+
+
+def test_only_the_pass_ways_container_is_started_the_way_back_gets_its_worktree_and_pack(
+    tmp_path: Path, serve: Callable[..., ScriptedModelServer]
+) -> None:
+    """One container ahead (the default on a busy machine): during a gate, the review's CLI is
+    started; the fix-up gets its worktree, route and context pack, and starts its own container
+    when the gate fails. Nothing started for a way not taken is left behind."""
+    server = serve(
+        implementer(BAD_CALC),
+        implementer(GOOD_CALC, when="FEEDBACK FROM THE PREVIOUS ATTEMPT"),
+        reviewer(),
+    )
+    repo = new_repo(tmp_path, server.url, "limits:\n  prepare_containers: 1\n")
+    write_workflow(repo, FLOW)
+
+    wf = tasks.start_task("Fix multiply in calc.py", repo)
+
+    assert wf.status == "completed", wf
+    with tasks.reading(repo) as store:
+        events = store.events(wf.id)
+    used = [
+        (e.step, e.role, e.payload["container"]) for e in events if e.type == "prepared_run_used"
+    ]
+    assert used == [("implement", "implementer", False), ("review", "reviewer", True)]
+    discarded = [
+        (e.role, e.payload["container"]) for e in events if e.type == "prepared_run_discarded"
+    ]
+    assert discarded[:2] == [("reviewer", True), ("implementer", False)]
+    ahead = [(e.step, e.payload["ahead"]) for e in events if e.type == "context_packed"]
+    assert ahead == [("implement", False), ("implement", True), ("review", True)]
+    assert server.unmatched == [] and server.exhausted == []
     assert leftovers(repo) == []

@@ -60,12 +60,14 @@ def after(step: str, context: dict[str, Any]) -> list[Expected]:
 def test_a_gate_prepares_both_of_its_successors_from_the_candidate_it_checks() -> None:
     assert after("test", {"candidate": "c1"}) == [
         Expected("review", "reviewer", "c1"),
-        Expected("implement", "implementer", "c1"),
+        Expected("implement", "implementer", "c1", likely=False),
     ]
 
 
 def test_a_reviewer_prepares_the_fix_up_its_rejection_would_send_back() -> None:
-    assert after("review", {"candidate": "c1"}) == [Expected("implement", "implementer", "c1")]
+    assert after("review", {"candidate": "c1"}) == [
+        Expected("implement", "implementer", "c1", likely=False)
+    ]
 
 
 def test_a_planner_prepares_the_implementer_from_the_locked_interfaces_else_the_tip() -> None:
@@ -77,6 +79,49 @@ def test_a_step_that_commits_prepares_nothing_its_successor_starts_from_its_resu
     assert after("implement", {"candidate": "c1"}) == []
     assert after("fan", {"candidate": "c1"}) == []
     assert after("commit", {"candidate": "c1"}) == []
+
+
+# -- which of them get a container started: the likeliest, more only on idle cores --------------
+
+
+def test_only_the_successor_of_the_pass_gets_its_container_on_a_busy_machine() -> None:
+    assert lookahead.containers(2, None, cpus=2, load=1.2, likely=True) == 1
+    assert lookahead.containers(2, None, cpus=2, load=7.5, likely=True) == 1
+    assert lookahead.containers(2, None, cpus=4, load=2.5, likely=True) == 1
+
+
+def test_the_way_back_alone_gets_its_container_at_once_only_on_an_idle_core() -> None:
+    """A reviewer's pass leads to no worker: its rejection's fix-up is the only, unlikely one."""
+    assert lookahead.containers(2, None, cpus=2, load=1.2, likely=False) == 0
+    assert lookahead.containers(2, None, cpus=4, load=2.5, likely=False) == 1
+
+
+def test_a_second_container_is_started_at_once_only_for_a_core_idle_beside_the_first() -> None:
+    assert lookahead.containers(2, None, cpus=4, load=1.9, likely=True) == 2
+    assert lookahead.containers(2, None, cpus=16, load=1.0, likely=True) == 2  # prepare_ahead
+    assert lookahead.containers(3, None, cpus=16, load=1.0, likely=True) == 3
+
+
+def test_the_configured_number_of_containers_wins_within_prepare_ahead() -> None:
+    assert lookahead.containers(2, 2, cpus=2, load=9.0, likely=False) == 2
+    assert lookahead.containers(2, 0, cpus=16, load=0.0, likely=True) == 0
+    assert lookahead.containers(1, 2, cpus=16, load=0.0, likely=True) == 1
+    assert lookahead.containers(0, None, cpus=16, load=0.0, likely=True) == 0
+
+
+def test_idle_cores_are_read_from_two_readings_of_the_machines_cpu_time() -> None:
+    assert lookahead.idle_cores((100.0, 400.0), (150.0, 500.0), cpus=2) == 1.0
+    assert lookahead.idle_cores((100.0, 400.0), (100.0, 500.0), cpus=2) == 0.0
+    assert lookahead.idle_cores((100.0, 400.0), (100.0, 400.0), cpus=2) == 0.0  # no time passed
+
+
+def test_after_a_gate_the_pass_branch_gets_the_container_the_way_back_only_its_worktree() -> None:
+    planned = lookahead.plan(after("test", {"candidate": "c1"}), 2, 1)
+    assert planned == [
+        Expected("review", "reviewer", "c1", container=True),
+        Expected("implement", "implementer", "c1", likely=False, container=False),
+    ]
+    assert lookahead.plan(after("test", {"candidate": "c1"}), 1, 1) == planned[:1]
 
 
 # -- a prepared container is used only for the very container the step would make ---------------
@@ -327,6 +372,10 @@ def test_the_steps_after_a_gate_run_in_the_worktrees_prepared_while_it_ran(
     assert used == [("implement", "implementer"), ("review", "reviewer")]
     discarded = [e.role for e in events if e.type == "prepared_run_discarded"]
     assert discarded == ["reviewer", "implementer", "implementer"]  # the ways not taken
+    # Their context packs were gathered during the gate too (the fix-up's before its feedback
+    # was known: only what the prompt leaves of the budget follows from that).
+    ahead = [(e.step, e.payload["ahead"]) for e in events if e.type == "context_packed"]
+    assert ahead == [("implement", False), ("implement", True), ("review", True)]
     worktrees = Workspace(root).worktrees_dir
     assert not [p for p in worktrees.iterdir() if "-prep-" in p.name]
 

@@ -13,11 +13,12 @@ A worker's worktree is never read by path: the engine passes the commit the step
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -93,6 +94,8 @@ class Pack:
     """The monorepo project the pack is scoped to (None: the whole repository)."""
     surface_of: list[str] = field(default_factory=list)
     """The projects whose public surface it holds."""
+    ahead: bool = False
+    """Gathered while the step before ran (supervisor/context/ahead.py)."""
 
     def summary(self) -> dict[str, Any]:
         """For the step's events: what was packed, pruned and redacted (never the secrets)."""
@@ -108,6 +111,7 @@ class Pack:
             "excluded_secret_files": self.excluded_secret_files,
             "dropped_by_repomix_secret_scan": self.dropped_by_repomix,
             "seconds": round(self.seconds, 3),
+            "ahead": self.ahead,
             **({"project": self.project, "surface_of": self.surface_of} if self.project else {}),
         }
 
@@ -150,6 +154,47 @@ class DirFiles:
 Source = DirFiles | treedata.CommitFiles
 
 
+@dataclass
+class Rendered:
+    """Items packed by Repomix, redacted and counted."""
+
+    text: str
+    packed: list[str]
+    dropped: list[str]
+    counts: dict[str, int]
+    tokens: int
+
+
+@dataclass
+class Gathered:
+    """A role's context selected, read, redacted and counted, not yet fitted to its budget.
+    Why apart: all of it follows from the commit, the role's context settings and strategy, the
+    targets, the diff and the scope, none of it from the prompt around it, so it can be made while
+    the step before runs (supervisor/context/ahead.py); `whole` is every item packed, which is
+    the pack itself whenever the prompt leaves room for all of it."""
+
+    strategy: str
+    items: list[Item]
+    excluded: list[str]
+    whole: Rendered | None = None
+    project: str | None = None
+    surface_of: list[str] = field(default_factory=list)
+
+
+class Gatherings(Protocol):
+    """Where packs gathered ahead are found (supervisor/context/ahead.py)."""
+
+    def take(
+        self,
+        source: Source,
+        role: Role,
+        strategy: Strategy,
+        targets: list[str],
+        diff: str,
+        scope: ProjectScope | None,
+    ) -> Gathered | None: ...
+
+
 def build_pack(
     worktree: Path | Source,
     role: Role,
@@ -159,14 +204,15 @@ def build_pack(
     targets: list[str] | None = None,
     diff: str = "",
     scope: ProjectScope | None = None,
+    ahead: Gatherings | None = None,
 ) -> Pack:
     """Select, redact, count and pack; `prompt_tokens` is the prompt without any context.
     `scope`: a component's project in a monorepo, whose own files and whose dependencies'
-    public surface are all it sees (None: the whole repository)."""
+    public surface are all it sees (None: the whole repository). `ahead`: what was gathered
+    while the step before ran, used when it was gathered from exactly these inputs."""
     started = time.monotonic()
-    spec = role.context
-    strategy = load_strategy(spec.strategy or DEFAULT_STRATEGY[role.output], repo)
-    budget = spec.token_budget
+    strategy = strategy_for(role, repo)
+    budget = role.context.token_budget
     if prompt_tokens >= budget:
         raise ConfigError(
             f"Role '{role.name}' has a token budget of {budget}, but its prompt alone (system and "
@@ -174,50 +220,93 @@ def build_pack(
             f"Raise context.token_budget for '{role.name}' or shorten the task description.",
         )
     source = DirFiles(worktree) if isinstance(worktree, Path) else worktree
+    made = ahead.take(source, role, strategy, targets or [], diff, scope) if ahead else None
+    found = made or gather(source, role, strategy, targets or [], diff, scope)
+    pack = fit(source, found, budget, prompt_tokens)
+    pack.ahead = made is not None
+    pack.seconds = time.monotonic() - started
+    return pack
+
+
+def strategy_for(role: Role, repo: Path | None) -> Strategy:
+    return load_strategy(role.context.strategy or DEFAULT_STRATEGY[role.output], repo)
+
+
+def gather(
+    source: Source,
+    role: Role,
+    strategy: Strategy,
+    targets: list[str],
+    diff: str,
+    scope: ProjectScope | None,
+    *,
+    whole: bool = False,
+) -> Gathered:
+    """What the role would see with no budget; `whole`: packed as well (made ahead)."""
+    spec = role.context
     files = source.files()
     excluded = sorted(f for f in files if is_secret_file(f))
     usable = {f for f in files if not is_secret_file(f) and not _matches_any(f, spec.exclude)}
     surface: list[str] = []
     if scope is not None:
         surface = scope.surface(usable, lambda p: _read(source, p))
-        usable = {f for f in usable if scope.visible(f) or f in (targets or [])} | set(surface)
-    items = _gather(source, strategy, spec, usable, targets or [], diff, surface)
+        usable = {f for f in usable if scope.visible(f) or f in targets} | set(surface)
+    items = _gather(source, strategy, spec, usable, targets, diff, surface)
     if scope is not None:  # first: what the worker sees is a part of the repository, and why
         note = scope.note()
         items.insert(0, Item("scope", None, note, tokens.count(note) + 20))
+    return Gathered(
+        strategy=strategy.name,
+        items=items,
+        excluded=excluded,
+        whole=_render_counted(source, items) if whole else None,
+        project=scope.name if scope is not None else None,
+        surface_of=[d.name for d in scope.dependencies] if scope is not None else [],
+    )
+
+
+def fit(source: Source, found: Gathered, budget: int, prompt_tokens: int) -> Pack:
+    """The gathered context within what the prompt leaves of the budget: the lowest-priority
+    items go first, each recorded; Repomix's wrapper may cost more than estimated, so the
+    result is counted again and shaved if need be."""
+    items = [dataclasses.replace(i) for i in found.items]  # shaved here, kept as gathered there
     available = budget - prompt_tokens
     pruned: list[dict[str, Any]] = []
-    for _ in range(4):
+    for attempt in range(4):
         while sum(i.tokens for i in items) > available and items:
             item = items.pop()
             pruned.append({"section": item.section, "path": item.path, "tokens": item.tokens})
-        text, packed, dropped = _render(source, items)
-        text, counts = redact(text)
-        used = tokens.count(text)
-        if used <= available or not items:
+        reuse = found.whole if attempt == 0 and not pruned else None
+        done = reuse if reuse is not None else _render_counted(source, items)
+        if done.tokens <= available or not items:
             break
         # Repomix's wrapper cost more than estimated: shave the lowest-priority item, pack again.
-        items[-1].tokens += used - available
+        items[-1].tokens += done.tokens - available
     return Pack(
-        text=text,
-        strategy=strategy.name,
+        text=done.text,
+        strategy=found.strategy,
         budget=budget,
         prompt_tokens=prompt_tokens,
-        tokens=used,
-        files=packed,
+        tokens=done.tokens,
+        files=list(done.packed),
         pruned=pruned,
-        redactions=counts,
-        excluded_secret_files=excluded,
-        dropped_by_repomix=dropped,
+        redactions=dict(done.counts),
+        excluded_secret_files=list(found.excluded),
+        dropped_by_repomix=list(done.dropped),
         truncated=[
             {"section": i.section, "shown_lines": TREE_LINES, "omitted_lines": i.omitted}
             for i in items
             if i.omitted
         ],
-        seconds=time.monotonic() - started,
-        project=scope.name if scope is not None else None,
-        surface_of=[d.name for d in scope.dependencies] if scope is not None else [],
+        project=found.project,
+        surface_of=list(found.surface_of),
     )
+
+
+def _render_counted(source: Source, items: list[Item]) -> Rendered:
+    text, packed, dropped = _render(source, items)
+    text, counts = redact(text)
+    return Rendered(text, packed, dropped, counts, tokens.count(text))
 
 
 def scope_tokens(source: Source, role: Role, task: str, targets: list[str]) -> int:

@@ -64,3 +64,13 @@ def component_view(plan: dict[str, Any], component: Component) -> str:
 def _one_line(text: str) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= MAX_TEXT else flat[: MAX_TEXT - 1] + "…"
+
+
+def plan_files(plan: dict[str, Any] | None) -> list[str]:
+    """The files the plan's components name: the implementer's targets (steps/worker.py), and
+    the targets its pack is gathered for ahead (steps/prepare.py)."""
+    files: list[str] = []
+    for phase in (plan or {}).get("phases", []):
+        for component in phase.get("components", []):
+            files += [f for f in component.get("files", []) if f not in files]
+    return files

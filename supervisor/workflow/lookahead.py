@@ -8,10 +8,21 @@ planner or analyzer leave the candidate as it is, so each of their possible succ
 that may commit (an implementer, a fan-out) makes no guess: its successor's base is its own
 result. A wrong guess costs only the preparation (discarded when the next step does not take
 it); the next step checks everything it uses against its own inputs anyway.
+
+What a wrong guess costs decides how much is made ahead (`containers`, `plan`): a worktree, a
+route and a context pack are a tenth of a second each, made for every successor; a started
+container is its CLI's start-up, 2-5 s of CPU on the 2-core host, slowing the running step and
+whatever else the machine runs when it is thrown away. So only the successor of the step's pass
+(`next`; the way back is the unlikely one, and a reviewer's pass leads to no worker) gets its
+container started at once; another one at once only when the load leaves a core idle for it,
+else later, once a core has stayed idle while the step before still runs (steps/prepare.py): on
+a busy machine never, on an idle one during a long gate.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -29,6 +40,10 @@ class Expected:
     role: str
     base: str
     cli: str | None = None
+    likely: bool = True
+    """Reached when the step passes (`next`), not on the way back (`on_fail`, `on_reject`)."""
+    container: bool = True
+    """Its container started ahead too, or only its worktree, route and context pack."""
 
 
 def base_now(context: dict[str, Any], tip: str) -> str:
@@ -59,5 +74,29 @@ def after(
         role = definition.steps[successor].role
         if role is None or any(e.role == role for e in found):
             continue
-        found.append(Expected(successor, role, base))
+        found.append(Expected(successor, role, base, likely=successor == step.next))
     return found
+
+
+def containers(limit: int, fixed: int | None, cpus: int, load: float, likely: bool) -> int:
+    """How many of the successors, in order, get their container started at once: `fixed` when
+    the configuration says so; else the one the step's pass leads to (`likely`: the first), and
+    others only for the cores the load leaves idle (`cpus` less the 1-minute `load`, which holds
+    the running step's own share; the first preparation takes one of them)."""
+    if fixed is not None:
+        return max(0, min(limit, fixed))
+    idle = math.floor(cpus - load)
+    return max(0, min(limit, max(1 if likely else 0, idle)))
+
+
+def idle_cores(before: tuple[float, float], after: tuple[float, float], cpus: int) -> float:
+    """Cores idle between two readings of the machine's (idle, total) CPU time."""
+    total = after[1] - before[1]
+    return cpus * (after[0] - before[0]) / total if total > 0 else 0.0
+
+
+def plan(expected: list[Expected], limit: int, started: int) -> list[Expected]:
+    """The `limit` likeliest successors, the first `started` with their container."""
+    return [
+        dataclasses.replace(item, container=i < started) for i, item in enumerate(expected[:limit])
+    ]

@@ -2,8 +2,9 @@
 
 The engine names what the next step will need when its inputs are already known
 (supervisor/workflow/lookahead.py: a role and the commit its worktree starts from); this module
-makes it in a background thread: the worktree, the credentials and the proxy route, and the
-container started with its CLI waiting for a prompt (supervisor/sandbox/warm.py). The next
+makes it in a background thread: the worktree, the credentials and the proxy route, the context
+pack gathered (supervisor/context/ahead.py), and for the likeliest the container started with
+its CLI waiting for a prompt (supervisor/sandbox/warm.py; lookahead.plan says which). The next
 worker step takes a preparation only when it wants the same role, CLI, base and key, and uses its
 container only when the container is exactly the one it would have made (`warm.fingerprint` of
 its own RunSpec); anything else is discarded, as is every preparation the step after it did not
@@ -15,15 +16,19 @@ folder, proxy route), which the task's clean-up on `resume` removes.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from supervisor.context import prompts
+from supervisor.context.ahead import Ahead
 from supervisor.sandbox import adopt, model_paths, warm
 from supervisor.sandbox.docker import RunSpec, run_dir_label
 from supervisor.state.store import EventSpec
+from supervisor.workflow import lookahead
+from supervisor.workflow.steps import machine
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -33,6 +38,7 @@ if TYPE_CHECKING:
     from supervisor.guard.credentials import Credentials
     from supervisor.sandbox.docker import RunResult
     from supervisor.sandbox.egress import Route
+    from supervisor.sandbox.warm import Warm
     from supervisor.state.store import Workflow
     from supervisor.workers.base import Invocation
     from supervisor.workflow.lookahead import Expected
@@ -55,6 +61,11 @@ class Prepared:
     route: Route
     record_dir: Path
     warm: warm.Warm | None
+    later: Callable[[], Warm | None] | None = None
+    """Starts its container: a successor not started at once (lookahead.plan), started by the
+    pipeline once cores are idle while the step before still runs."""
+    claimed: bool = False
+    """Taken by its step or discarded: nothing is attached to it any more."""
 
 
 def container_spec(
@@ -177,20 +188,50 @@ def prepare_worker(c: StepContext, wf: Workflow, expected: Expected) -> Prepared
         )
         # What an adoption checks (sandbox/adopt.py): the base, and the route to re-attach.
         spec.labels = adopt.prepared_labels(labels, expected.base, route)
+        late_flags = adapter.late_prompt_flags
+
+        def start() -> warm.Warm | None:
+            return warm.prepare(c.sandbox, spec, expected.base, late_flags, token)  # type: ignore[arg-type]
+
         prepared = None  # a sandbox without containers (the stand-in): worktree and route only
-        if hasattr(c.sandbox, "finish_prepared"):
-            prepared = warm.prepare(
-                c.sandbox,  # type: ignore[arg-type]
-                spec,
-                expected.base,
-                adapter.late_prompt_flags,
-                token,
-            )
+        containers = hasattr(c.sandbox, "finish_prepared")
+        if expected.container and containers:
+            prepared = start()
     except BaseException:
         _undo(c, worktree, route, record_dir)
         raise
     base = expected.base
-    return Prepared(wf.id, role.name, cli, base, worktree, creds, route, record_dir, prepared)
+    made = Prepared(wf.id, role.name, cli, base, worktree, creds, route, record_dir, prepared)
+    if containers and not expected.container:
+        made.later = start
+    return made
+
+
+def pack_ahead(c: StepContext, wf: Workflow, expected: Expected, packs: Ahead) -> None:
+    """Gather the context pack `expected` will ask for, as the worker step computes its inputs
+    (steps/worker.py): the files changed since the task branch's tip, else the plan's, and the
+    diff. A fix-up of one component of a plan asks for that component's files: the plan's."""
+    from supervisor.context.assemble import strategy_for
+    from supervisor.context.plan_view import plan_files
+    from supervisor.context.roles import load_role
+    from supervisor.workspace.treedata import CommitFiles
+
+    role = load_role(expected.role, c.repo)
+    tip = c.ws.branch_tip(wf.task_branch)
+    base = expected.base
+    files = CommitFiles(c.ws.git_dir, base)
+    strategy = strategy_for(role, c.repo)
+    planned = plan_files(wf.context.get("plan"))
+    diff = c.ws.diff(tip, base) if base != tip else ""
+    changed = c.ws.changed_files(tip, base) if base != tip else planned
+    for targets in (changed, planned):
+        packs.gather(files, role, strategy, targets, diff)
+
+
+def packs(c: StepContext) -> Ahead | None:
+    """The context packs gathered ahead in this engine run, if any."""
+    pipeline = c.pipeline
+    return pipeline.packs if isinstance(pipeline, Pipeline) else None
 
 
 def run(
@@ -229,6 +270,13 @@ def _close_step_route(c: StepContext, step_id: int) -> None:
         c.sandbox.close_route(opened)
 
 
+SAMPLE_SECONDS = 0.25
+CALM_SAMPLES = 4
+IDLE_CORES = 0.9
+"""A later container starts once this much of a core stayed idle for CALM_SAMPLES samples (a
+second: a step shorter than that ends before a CLI started then could be ready anyway)."""
+
+
 class Pipeline:
     """The preparations of one engine run: made in the background, taken by the next step,
     the rest discarded after it (and all of them when the engine stops, however it stops)."""
@@ -246,21 +294,69 @@ class Pipeline:
         self._pool = ThreadPoolExecutor(max_workers=max(limit, 1), thread_name_prefix="prepare")
         self._pending: list[tuple[int, Expected, Future[Prepared | None]]] = []
         self.generation = 0
+        self.packs = Ahead()
+        self._stop = threading.Event()
+        self._later: list[threading.Thread] = []
 
     def ahead(self, wf: Workflow, expected: list[Expected]) -> None:
-        """Start preparing for the step after the one starting now."""
-        self.generation += 1
-        for item in expected[: self.limit]:
-            future = self._pool.submit(self._prepare, wf, item)
+        """Start preparing for the step after the one starting now: the likeliest with its
+        container only, unless cores are idle (lookahead.containers)."""
+        with self._lock:
+            self.generation += 1
+            generation = self.generation
+        fixed = self.c.settings.limits.prepare_containers
+        likely = bool(expected) and expected[0].likely
+        cpus = os.cpu_count() or 1
+        started = lookahead.containers(self.limit, fixed, cpus, machine.load(), likely)
+        for item in lookahead.plan(expected, self.limit, started):
+            future = self._pool.submit(self._prepare, wf, item, generation, fixed is None)
             with self._lock:
-                self._pending.append((self.generation, item, future))
+                self._pending.append((generation, item, future))
 
-    def _prepare(self, wf: Workflow, item: Expected) -> Prepared | None:
+    def _prepare(
+        self, wf: Workflow, item: Expected, generation: int, adapt: bool
+    ) -> Prepared | None:
+        made = None
         try:
-            return self.make(self.c, wf, item)
+            made = self.make(self.c, wf, item)  # the container first: its CLI starts up longest
+            pack_ahead(self.c, wf, item, self.packs)
         except Exception as e:  # a preparation never fails a step: the step makes its own
             self.c.reporter.info(f"preparing '{item.step}' ahead failed: {e}")
-            return None
+        if made is not None and made.later is not None and adapt:
+            later = threading.Thread(
+                target=self._start_later, args=(made, generation), name="prepare-later"
+            )
+            with self._lock:
+                self._later = [*(t for t in self._later if t.is_alive()), later]
+            later.start()
+        return made
+
+    def _start_later(self, made: Prepared, generation: int) -> None:
+        """Start `made`'s container once a core has stayed idle (lookahead.idle_cores), unless
+        its step begins first: on a busy machine never, on an idle one while a long gate runs."""
+        before, calm = machine.cpu_times(), 0
+        while calm < CALM_SAMPLES:
+            if self._stop.wait(SAMPLE_SECONDS) or self.generation != generation:
+                return
+            after = machine.cpu_times()
+            if before is None or after is None:
+                return  # not measurable here: only the likeliest is started
+            idle = lookahead.idle_cores(before, after, os.cpu_count() or 1)
+            calm = calm + 1 if idle >= IDLE_CORES else 0
+            before = after
+        with self._lock:
+            start, made.later = made.later, None
+            if made.claimed or start is None or self.generation != generation:
+                return
+        ready = start()
+        if ready is None:
+            return
+        with self._lock:
+            if not made.claimed and self.generation == generation and not self._stop.is_set():
+                made.warm = ready
+                return
+        warm.discard(ready)
+        _event(self.c, made, "discarded", "its step began before its container was ready")
 
     def take(
         self, wf_id: int, role: str, cli: str, base: str, creds: Credentials
@@ -282,6 +378,7 @@ class Pipeline:
                 if entry not in self._pending:
                     continue
                 self._pending.remove(entry)
+                made.claimed = True
             return made
         return None
 
@@ -293,18 +390,30 @@ class Pipeline:
         for _, _, future in stale:
             made = future.result()
             if made is not None:
+                self._claim(made)
                 discard(self.c, made, "the next step did not use it")
+
+    def _claim(self, made: Prepared) -> None:
+        with self._lock:
+            made.claimed = True
 
     def close(self) -> None:
         """Everything still prepared goes (the engine stops: done, waiting, failed, killed)."""
+        self._stop.set()
+        for later in list(self._later):
+            later.join()
         with self._lock:
             left, self._pending = self._pending, []
         for _, _, future in left:
             with contextlib.suppress(Exception):
                 made = future.result()
                 if made is not None:
+                    self._claim(made)
                     discard(self.c, made, "the task stopped")
         self._pool.shutdown(wait=True)
+        for later in list(self._later):  # started by a preparation finishing just now
+            later.join()
+        self.packs.clear()
 
 
 def take(
@@ -321,11 +430,12 @@ def same_key(a: Credentials, b: Credentials) -> bool:
 
 
 def discard(c: StepContext, made: Prepared, why: str) -> None:
+    started = made.warm is not None
     if made.warm is not None:
         warm.discard(made.warm)
         made.warm = None
     _undo(c, made.worktree, made.route, made.record_dir)
-    _event(c, made, "discarded", why)
+    _event(c, made, "discarded", why, container=started)
 
 
 def used(c: StepContext, made: Prepared, step: str, step_id: int) -> None:
@@ -344,14 +454,15 @@ def used(c: StepContext, made: Prepared, step: str, step_id: int) -> None:
     )
 
 
-def _event(c: StepContext, made: Prepared, what: str, why: str) -> None:
+def _event(c: StepContext, made: Prepared, what: str, why: str, container: bool = True) -> None:
+    """`container`: whether a started container (a CLI's start-up) went with it."""
     with contextlib.suppress(Exception):  # an event never fails the step
         c.store.add_event(
             made.wf_id,
             EventSpec(
                 f"prepared_run_{what}",
                 role=made.role,
-                payload={"cli": made.cli, "base": made.base, "reason": why},
+                payload={"cli": made.cli, "base": made.base, "reason": why, "container": container},
             ),
         )
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from supervisor import recovery
 from supervisor.context import project_scope, prompts
-from supervisor.context.plan_view import plan_for_prompt
+from supervisor.context.plan_view import plan_files, plan_for_prompt
 from supervisor.context.roles import Role, load_role
 from supervisor.errors import (
     CommandTimeoutError,
@@ -270,6 +270,7 @@ class _Run:
             research=depth.research_document(wf.context) if role.output == "plan" else "",
             scope=project_scope.for_component(c.settings, component, projects),
             projects=plan_projects.for_prompt(projects),
+            ahead=prepare.packs(c),  # gathered while the step before ran, for these inputs only
         )
         try:
             resumed = continuation.begin(self, c, wf, prompt)
@@ -485,12 +486,3 @@ def component_task(component: Component) -> str:
             else ""
         )
     )
-
-
-def plan_files(plan: dict[str, Any] | None) -> list[str]:
-    """The files the plan's components name: the implementer's targets."""
-    files: list[str] = []
-    for phase in (plan or {}).get("phases", []):
-        for component in phase.get("components", []):
-            files += [f for f in component.get("files", []) if f not in files]
-    return files
