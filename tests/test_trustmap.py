@@ -7,6 +7,7 @@ import ast
 from pathlib import Path
 
 import pytest
+from source_trees import parsed
 
 import supervisor
 from supervisor.guard import trustmap
@@ -45,7 +46,7 @@ def supervisor_literals() -> list[str]:
     for file in sorted(SOURCE.rglob("*.py")):
         if file.name == "trustmap.py":
             continue
-        tree = ast.parse(file.read_text(encoding="utf-8"))
+        tree = parsed(file.read_text(encoding="utf-8"), str(file))
         parents = _parents(tree)
         for node in ast.walk(tree):
             if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
@@ -59,7 +60,7 @@ def state_dir_joins() -> list[tuple[str, str]]:
     """Each `<state dir> / "<name>"` in the source: (where, `.supervisor/<name>`)."""
     found = []
     for file in sorted(SOURCE.rglob("*.py")):
-        tree = ast.parse(file.read_text(encoding="utf-8"))
+        tree = parsed(file.read_text(encoding="utf-8"), str(file))
         names = {
             t.id: n.value.value
             for n in tree.body
