@@ -47,12 +47,21 @@ def supervisor_literals() -> list[str]:
         if file.name == "trustmap.py":
             continue
         tree = parsed(file.read_text(encoding="utf-8"), str(file))
+        literals = [
+            node
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and node.value.startswith(".supervisor")
+        ]
+        if not literals:
+            continue  # most modules: no parent map to build (a second walk of the whole tree)
         parents = _parents(tree)
-        for node in ast.walk(tree):
-            if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
-                continue
-            if node.value.startswith(".supervisor") and not _allowed(node, parents):
-                found.append(f"{file.relative_to(SOURCE)}:{node.lineno}: {node.value!r}")
+        found += [
+            f"{file.relative_to(SOURCE)}:{node.lineno}: {node.value!r}"
+            for node in literals
+            if not _allowed(node, parents)
+        ]
     return found
 
 
