@@ -15,6 +15,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from source_trees import parsed
 
 from supervisor import tasks
 from supervisor.demo import make_demo_repo
@@ -743,7 +744,7 @@ def test_no_module_of_the_supervisor_package_imports_the_stand_in_sandbox() -> N
     for path in package.rglob("*.py"):
         if path.name == "standin.py":
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parsed(path.read_text(), str(path))):
             names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]

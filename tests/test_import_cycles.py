@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import networkx as nx
+from source_trees import parsed
 
 import supervisor
 
@@ -77,7 +78,7 @@ def import_graph(root: Path, package: str, *, type_checking: bool = False) -> li
     edges: list[Import] = []
     for importer, path in modules.items():
         is_package = path.name == "__init__.py"
-        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        tree = parsed(path.read_text(encoding="utf-8"), str(path))
         for node in _imports_of(tree, type_checking):
             targets: list[str] = []
             if isinstance(node, ast.Import):

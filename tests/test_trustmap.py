@@ -7,6 +7,7 @@ import ast
 from pathlib import Path
 
 import pytest
+from source_trees import parsed
 
 import supervisor
 from supervisor.guard import trustmap
@@ -45,13 +46,22 @@ def supervisor_literals() -> list[str]:
     for file in sorted(SOURCE.rglob("*.py")):
         if file.name == "trustmap.py":
             continue
-        tree = ast.parse(file.read_text(encoding="utf-8"))
+        tree = parsed(file.read_text(encoding="utf-8"), str(file))
+        literals = [
+            node
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and node.value.startswith(".supervisor")
+        ]
+        if not literals:
+            continue  # most modules: no parent map to build (a second walk of the whole tree)
         parents = _parents(tree)
-        for node in ast.walk(tree):
-            if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
-                continue
-            if node.value.startswith(".supervisor") and not _allowed(node, parents):
-                found.append(f"{file.relative_to(SOURCE)}:{node.lineno}: {node.value!r}")
+        found += [
+            f"{file.relative_to(SOURCE)}:{node.lineno}: {node.value!r}"
+            for node in literals
+            if not _allowed(node, parents)
+        ]
     return found
 
 
@@ -59,7 +69,7 @@ def state_dir_joins() -> list[tuple[str, str]]:
     """Each `<state dir> / "<name>"` in the source: (where, `.supervisor/<name>`)."""
     found = []
     for file in sorted(SOURCE.rglob("*.py")):
-        tree = ast.parse(file.read_text(encoding="utf-8"))
+        tree = parsed(file.read_text(encoding="utf-8"), str(file))
         names = {
             t.id: n.value.value
             for n in tree.body
