@@ -3,7 +3,10 @@ component in its own sandbox, worktree and branch, against the scripted model AP
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -41,6 +44,19 @@ def repo_for(tmp_path: Path, url: str, extra: str = "") -> Path:
     repo = new_repo(tmp_path, url, GATES + extra)
     write_workflow(repo, WORKFLOW)
     return repo
+
+
+def release_when_merged(repo: Path, component: str, released: Path) -> None:
+    """Create `released` once the task records `component`'s merge (`component_merged`)."""
+    while not released.exists():
+        with contextlib.suppress(Exception):  # no state yet, or a write in progress
+            wfs = tasks.workflows(repo)
+            if wfs and any(
+                e.type == "component_merged" and e.payload.get("component") == component
+                for e in events(repo, wfs[0].id)
+            ):
+                released.touch()
+        time.sleep(0.3)
 
 
 def prompts_of(server: Any, cid: str) -> list[str]:
@@ -91,11 +107,16 @@ def test_resume_after_a_conflict_keeps_the_branch_and_hands_the_conflict_to_the_
 ) -> None:
     # With ownership unchecked (`allow`), circle also writes square.py and its merge conflicts
     # with square's. The resumed circle is shown both sides and redoes its change on top.
+    # circle's first write waits until square is merged on the task branch (seen by a thread
+    # watching the task's events), so circle's is always the merge that conflicts.
     both = SQUARE + "SIDE = 2\n"
+    released = tmp_path / "square-merged"
+    circle = builds("circle", ("circle.py", CIRCLE), ("square.py", "SIDE = 2\n"))
+    circle["turns"][0]["after"] = str(released)
     server = serve(
         planner(plan(component("square", ["square.py"]), component("circle", ["circle.py"]))),
         builds("square", ("square.py", SQUARE)),
-        builds("circle", ("circle.py", CIRCLE), ("square.py", "SIDE = 2\n"), delay=3.0),
+        circle,
         {
             **builds("circle", ("circle.py", CIRCLE), ("square.py", both), reads=("square.py",)),
             "when": "MERGE CONFLICT",
@@ -103,9 +124,13 @@ def test_resume_after_a_conflict_keeps_the_branch_and_hands_the_conflict_to_the_
         reviewer(),
     )
     repo = repo_for(tmp_path, server.url, ALLOW)
+    watcher = threading.Thread(target=release_when_merged, args=(repo, "square", released))
+    watcher.start()
 
     with pytest.raises(StepFailedError) as failure:
         tasks.start_task(TASK, repo)
+    released.touch()  # the watcher ends either way
+    watcher.join()
 
     wf = tasks.workflows(repo)[0]
     kept = f"{wf.task_branch}--circle"

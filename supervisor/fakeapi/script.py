@@ -69,6 +69,10 @@ class HttpError(_Model):
 
 class Turn(_Model):
     delay: float = Field(0.0, ge=0)
+    after: str | None = None
+    """A file on the API's host: the answer waits until it exists (at most `AFTER_LIMIT`), so a
+    spec orders two workers by what it observes (a merge), not by a delay a loaded machine
+    outruns."""
     pace: float = Field(0.0, ge=0)
     """Seconds between a streamed answer's events: a slow but live model."""
     text: str | None = None

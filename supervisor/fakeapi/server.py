@@ -15,6 +15,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 from urllib.parse import parse_qs, urlsplit
 
@@ -23,6 +24,9 @@ from supervisor.fakeapi.script import Choice, Script, ScriptPlayer
 
 if TYPE_CHECKING:
     from supervisor.fakeapi.script import Turn
+
+AFTER_LIMIT = 240.0
+"""Seconds a turn waits for its `after` file: below the worker's idle limit (300 s)."""
 
 
 class Vendor(Protocol):
@@ -302,6 +306,11 @@ def _handler_for(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
             return key in offered
 
         def _answer(self, vendor: Vendor, turn: Turn, body: dict[str, Any]) -> None:
+            if turn.after is not None:
+                released = Path(turn.after)
+                until = time.monotonic() + AFTER_LIMIT
+                while not released.exists() and time.monotonic() < until:
+                    time.sleep(0.1)
             if turn.delay:
                 time.sleep(turn.delay)
             if turn.error is not None:
