@@ -30,6 +30,7 @@ from supervisor.dag import PROGRESS, WorkGraph
 from supervisor.errors import MergeConflictError, StepFailedError, SupervisorError
 from supervisor.guard import protected
 from supervisor.policy import budgets
+from supervisor.sandbox import adopt
 from supervisor.state.store import EventSpec
 from supervisor.workflow import decompose, ownership, retries
 from supervisor.workflow.steps import dispatched, project_gate, subplan
@@ -132,11 +133,11 @@ class ComponentFanOut:
                     dispatched.hand_over(self, work.batch(limit), integrated)  # raises
                 if relay is None and not self.errors and not self.strays and not self.splitting:
                     for comp in self._dispatchable(work, limit):
-                        base = self.base_for(comp.id, integrated)
+                        base = self._adopted_base(comp.id) or self.base_for(comp.id, integrated)
                         if subplan.over_scope(self, comp, base):
                             continue
                         comp.status = "running"
-                        self._save(comp.id, status="running")
+                        self._save(comp.id, status="running", started_from=base)
                         running[pool.submit(self._build, comp, base)] = comp.id
                 if not running:
                     break
@@ -220,6 +221,14 @@ class ComponentFanOut:
             with self.lock:
                 entry["integrated"] = begun
         return str(entry["integrated"])
+
+    def _adopted_base(self, cid: str) -> str | None:
+        """The commit a component interrupted by a kill started from, while its worker's
+        container waits to be adopted: the integration may have moved on since (another
+        component merged), and a worker is adopted only on the tree it was started on."""
+        begun = self.state.get(cid, {}).get("started_from")
+        pending = adopt.pending(self.c.sandbox)
+        return str(begun) if begun and f"{self.name}/{cid}" in pending else None
 
     def snapshot(self) -> dict[str, Any]:
         with self.lock:
