@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from typing import TYPE_CHECKING, Any
@@ -142,3 +143,19 @@ def run_to_the_end(task: str, repo: Path) -> Any:
             return tasks.resume(wf.id, repo)
         except ApprovalRequired:
             continue
+
+
+def remove_project_images(under: Path | str) -> None:
+    """Remove the project images built for checkouts under `under` (Docker's layer cache keeps
+    later builds fast). The low-level listing, not `images.list`, which looks up every image
+    one by one and fails when another test process removes one of them meanwhile."""
+    import docker
+    from docker.errors import ImageNotFound
+
+    client = docker.from_env()
+    for found in client.api.images(filters={"label": "supervisor.project"}):
+        labels = found.get("Labels") or {}
+        if str(labels.get("supervisor.project", "")).startswith(str(under)):
+            for tag in found.get("RepoTags") or []:
+                with contextlib.suppress(ImageNotFound):
+                    client.images.remove(tag, noprune=False)

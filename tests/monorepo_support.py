@@ -9,6 +9,7 @@ import subprocess
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from e2e_support import remove_project_images
 
 from supervisor import image_commands, tasks
 from supervisor.demo import fenced
@@ -111,13 +112,7 @@ def built_workspace(root: Path, fixture: Path, config: str) -> Iterator[tuple[Pa
     try:
         yield repo, pristine, image
     finally:
-        import docker
-
-        client = docker.from_env()
-        for found in client.images.list(filters={"label": "supervisor.project"}):
-            if str(found.labels.get("supervisor.project", "")).startswith(str(root)):
-                for tag in found.tags:
-                    client.images.remove(tag, noprune=False)
+        remove_project_images(root)
 
 
 def fresh(repo: Path, pristine: Path, base_url: str) -> Path:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from e2e_support import missing, require_sandbox
+from e2e_support import missing, remove_project_images, require_sandbox
 from test_tui_tmux import Terminal, wait_for
 
 if TYPE_CHECKING:
@@ -57,13 +57,7 @@ def real_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None
         missing("tmux not installed (scripts/setup.sh installs it)")
     monkeypatch.setenv("SUPERVISOR_USER_DIR", str(tmp_path / "user"))
     yield
-    import docker
-
-    client = docker.from_env()
-    for image in client.images.list(filters={"label": "supervisor.project"}):
-        if str(image.labels.get("supervisor.project", "")).startswith(str(tmp_path)):
-            for tag in image.tags:
-                client.images.remove(tag, noprune=False)
+    remove_project_images(tmp_path)
 
 
 def init_in_terminal(repo: Path) -> Terminal:

@@ -9,7 +9,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from e2e_support import fenced, implementation, require_sandbox, reviewer
+from e2e_support import fenced, implementation, remove_project_images, require_sandbox, reviewer
 
 from supervisor import image_commands, tasks
 from supervisor.errors import SandboxError
@@ -47,13 +47,7 @@ def real_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
     yield
     # Remove the project images this test built (Docker's layer cache keeps later builds fast).
-    import docker
-
-    client = docker.from_env()
-    for image in client.images.list(filters={"label": "supervisor.project"}):
-        if str(image.labels.get("supervisor.project", "")).startswith(str(tmp_path)):
-            for tag in image.tags:
-                client.images.remove(tag, noprune=False)
+    remove_project_images(tmp_path)
 
 
 def git_repo(root: Path, files: dict[str, str]) -> Path:

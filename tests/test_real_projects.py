@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from e2e_support import require_sandbox
+from e2e_support import remove_project_images, require_sandbox
 
 from supervisor import image_commands, tasks
 from supervisor.config import Limits
@@ -61,13 +61,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("SUPERVISOR_USER_DIR", str(root / "user"))
         yield root
-    import docker
-
-    client = docker.from_env()
-    for image in client.images.list(filters={"label": "supervisor.project"}):
-        if str(image.labels.get("supervisor.project", "")).startswith(str(root)):
-            for tag in image.tags:
-                client.images.remove(tag, noprune=False)
+    remove_project_images(root)
     print(f"\nproject image build times: {BUILD_SECONDS}")
 
 
