@@ -104,6 +104,13 @@ def test_a_stricter_setting_needs_no_trust(repo: Path) -> None:
     assert load_settings(repo).limits.max_files_added == 10
 
 
+def test_a_limit_left_automatic_is_not_fixed_by_an_untrusted_repository(repo: Path) -> None:
+    write(repo, ".supervisor/config.yaml", "limits: {prepare_containers: 2}\n")
+    assert load_settings(repo).limits.prepare_containers is None
+    trust(repo)
+    assert load_settings(repo).limits.prepare_containers == 2
+
+
 def test_a_repository_role_opening_protected_paths_needs_trust(repo: Path) -> None:
     write(
         repo,

@@ -234,8 +234,15 @@ def weakenings(project: dict[str, Any], below: dict[str, Any]) -> dict[str, Any]
     ):
         found["sandbox.dependency_changes"] = "allow"
     limits = project.get("limits")
+    automatic = _get(below, "limits")
+    automatic = (
+        {k for k, v in automatic.items() if v is None} if isinstance(automatic, dict) else set()
+    )
     for name, value in (limits if isinstance(limits, dict) else {}).items():
-        if _raises(name, value, _get(below, f"limits.{name}")):
+        # A limit the layers below leave to the supervisor (null) has nothing to compare with:
+        # the repository fixing it is a raise all the same (`prepare_containers`).
+        fixed = name in automatic and _number(value) is not None
+        if fixed or _raises(name, value, _get(below, f"limits.{name}")):
             found[f"limits.{name}"] = value
     budgets = project.get("budgets")
     for scope in ("task", "step"):
