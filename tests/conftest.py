@@ -37,6 +37,9 @@ the others sit idle (the longest-processing-time-first rule)."""
 
 from __future__ import annotations
 
+import os
+import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -45,7 +48,6 @@ from supervisor.fakeapi import ScriptedModelServer, load_script
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
-    from pathlib import Path
 
 
 LONG_FILES = frozenset(
@@ -74,6 +76,20 @@ def _weight(item: pytest.Item) -> int:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=_weight)  # stable: files keep their own order within a weight
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    """With $SUPERVISOR_TEST_TIMELINE set, append one line per spec (process, start, end, spec)
+    to that file: which process ran what, and when, is what shows a run's floor
+    (benchmarks/suite_timeline.py reads it)."""
+    path = os.environ.get("SUPERVISOR_TEST_TIMELINE")
+    start = time.time()
+    yield
+    if path:
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        with Path(path).open("a", encoding="utf-8") as out:
+            out.write(f"{worker}\t{start:.3f}\t{time.time():.3f}\t{item.nodeid}\n")
 
 
 @pytest.fixture
