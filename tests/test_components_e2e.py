@@ -188,34 +188,39 @@ def test_a_merge_conflict_stops_with_the_files_and_keeps_the_component_branch(
 
 
 WORKER_STEPS = ("plan", "implement/square", "implement/circle", "implement/total", "review")
-KILL_POINTS = [
-    "plan:during",  # inside the write that records the plan
-    "plan",  # right after the plan and the move to implement commit (one transaction)
-    "step_started#3:during",  # as the second parallel component starts
-    "context_packed#3",  # inside a component's step, before its CLI runs
-    "implementation#1",  # a component done and recorded, its gate not yet run
-    "gate#1",  # a component's gate recorded, its hand-over to the merge not yet
-    "component_merged#1:during",  # mid-merge: the candidate ref moved, the database not yet
-    "component_merged#2",  # between two merges
-    "component_merged#3",  # after the last merge, before the step is recorded done
-    "review:during",  # inside the write that records the review
-    "review",  # right after the review and the move to commit commit
-    "commit:during",  # the task branch moved, the database not yet
-    "commit",  # right after the commit step and the workflow's completion commit
-    "workflow_completed:during",  # the very last write
-]
+KILL_CHAINS = {
+    # Each point is where one process is SIGKILLed; the next point kills the `resume` after it
+    # (event counts restart in each process), and a last `resume` finishes the task. A point
+    # later in a chain is reached on a task that has already been killed and resumed, so every
+    # point is covered once, on fewer pipelines than one task per point.
+    "plan-first": (
+        "plan:during",  # inside the write that records the plan
+        "context_packed#3",  # inside a component's step, before its CLI runs
+        "component_merged#2",  # between two merges
+        "review:during",  # inside the write that records the review
+    ),
+    "committed": (
+        "plan",  # right after the plan and the move to implement commit (one transaction)
+        "implementation#1",  # a component done and recorded, its gate not yet run
+        "component_merged#3",  # after the last merge, before the step is recorded done
+        "commit:during",  # the task branch moved, the database not yet
+    ),
+    "starts": (
+        "step_started#3:during",  # as the second parallel component starts
+        "gate#1",  # a component's gate recorded, its hand-over to the merge not yet
+        "review",  # right after the review and the move to commit commit
+        "workflow_completed:during",  # the very last write
+    ),
+    "merges": (
+        "component_merged#1:during",  # mid-merge: the candidate ref moved, the database not yet
+        "commit",  # right after the commit step and the workflow's completion commit
+    ),
+}
 
 
-@pytest.mark.parametrize("kill_at", KILL_POINTS)
-def test_a_supervisor_killed_anywhere_resumes_to_the_same_branch_without_rerunning_done_steps(
-    tmp_path: Path, serve: Any, kill_at: str
-) -> None:
-    # A re-run of an interrupted worker opens a new conversation (its prompt names the new run).
-    server = serve(*[{**conversation, "repeat": True} for conversation in shapes_script()])
-    repo = repo_for(tmp_path, server.url)
-    before = Workspace(repo).user_checkout_fingerprint()
-    killed = subprocess.run(
-        [sys.executable, "-m", "supervisor", "start-task", TASK, "--yes", "--repo", str(repo)],
+def killed_at(kill_at: str, repo: Path, *command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "supervisor", *command, "--repo", str(repo)],
         env={**os.environ, "SUPERVISOR_KILL_AT": kill_at},
         stdin=subprocess.DEVNULL,
         capture_output=True,
@@ -223,9 +228,24 @@ def test_a_supervisor_killed_anywhere_resumes_to_the_same_branch_without_rerunni
         timeout=300,
         check=False,
     )
-    assert killed.returncode == -9, f"never reached {kill_at}: {killed.stderr[-2000:]}"
 
+
+@pytest.mark.parametrize("chain", KILL_CHAINS)
+def test_a_supervisor_killed_anywhere_resumes_to_the_same_branch_without_rerunning_done_steps(
+    tmp_path: Path, serve: Any, chain: str
+) -> None:
+    # A re-run of an interrupted worker opens a new conversation (its prompt names the new run).
+    server = serve(*[{**conversation, "repeat": True} for conversation in shapes_script()])
+    repo = repo_for(tmp_path, server.url)
+    before = Workspace(repo).user_checkout_fingerprint()
+    first, *later = KILL_CHAINS[chain]
+    killed = killed_at(first, repo, "start-task", TASK, "--yes")
+    assert killed.returncode == -9, f"never reached {first}: {killed.stderr[-2000:]}"
     wf = tasks.workflows(repo)[0]
+    for point in later:
+        killed = killed_at(point, repo, "resume", str(wf.id))
+        assert killed.returncode == -9, f"resume never reached {point}: {killed.stderr[-2000:]}"
+
     done = tasks.resume(wf.id, repo)
 
     assert done.status == "completed"
