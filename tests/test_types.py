@@ -1,17 +1,25 @@
 """The package type-checks under `mypy --strict` (configured in pyproject.toml's [tool.mypy]).
 
 `make lint` runs the same check; this spec makes CI run it too, since CI runs the test suite.
-mypy keeps its cache in .mypy_cache, so a re-run after a small change takes a few seconds.
+mypy's cache is kept outside the checkout (one per user and Python version), so a fresh clone,
+as CI makes, checks in a few seconds instead of 20-35: mypy reuses a cached module only when its
+source's hash matches, whatever the file's path or time stamp.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+CACHE = (
+    Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    / "supervisor-tests"
+    / f"mypy-py{sys.version_info.major}.{sys.version_info.minor}"
+)
 
 
 def test_the_package_type_checks_strictly() -> None:
@@ -20,7 +28,8 @@ def test_the_package_type_checks_strictly() -> None:
         "requirements.txt), which installs the pinned version"
     )
     result = subprocess.run(
-        [sys.executable, "-m", "mypy"],  # what to check and how strictly: pyproject.toml
+        # what to check and how strictly: pyproject.toml
+        [sys.executable, "-m", "mypy", "--cache-dir", str(CACHE)],
         cwd=ROOT,
         capture_output=True,
         text=True,
