@@ -85,7 +85,8 @@ def test_the_fix_up_and_the_review_run_in_containers_started_while_the_gate_ran(
     # gate then passed: the review ran in its prepared container, the fix-up's went.
     assert used == [("implement", "implementer", True), ("review", "reviewer", True)]
     discarded = [e.role for e in events if e.type == "prepared_run_discarded"]
-    assert discarded[:2] == ["reviewer", "implementer"]
+    # (in either order: under load the review's may be removed after the fix-up's went)
+    assert sorted(discarded[:2]) == ["implementer", "reviewer"]
     # Their context packs were gathered during the gate too.
     ahead = [(e.step, e.payload["ahead"]) for e in events if e.type == "context_packed"]
     assert ahead == [("implement", False), ("implement", True), ("review", True)]
