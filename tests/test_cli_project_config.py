@@ -178,6 +178,13 @@ def test_gemini_runs_with_user_settings_that_turn_off_hooks_skills_mcp_and_the_w
     assert settings["security"]["auth"]["selectedType"] == "gemini-api-key"
 
 
+def test_gemini_runs_as_one_process_without_relaunching_itself() -> None:
+    invocation = adapter_for("gemini").build(
+        model="m", base_url="http://api", workdir="/workspace", extra_flags=[], api_key_env="KEY"
+    )
+    assert invocation.env["GEMINI_CLI_NO_RELAUNCH"] == "true"
+
+
 def git(repo: Path, *args: str) -> str:
     return subprocess.run(
         ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
