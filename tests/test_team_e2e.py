@@ -72,6 +72,13 @@ def status_until(repo: Path, wanted: str, log: Path, timeout: float = 120) -> st
     raise AssertionError(f"status never showed {wanted!r}: {shown}\n{log.read_text()[-3000:]}")
 
 
+def log_until(log: Path, wanted: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while wanted not in log.read_text(errors="replace"):
+        assert time.monotonic() < deadline, f"the workers never said {wanted!r}: {log.read_text()}"
+        time.sleep(0.5)
+
+
 def step_holder(repo: Path, timeout: float = 180) -> leases.Lease:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -112,7 +119,7 @@ def test_a_paused_worker_holding_a_step_is_shown_stalled_and_another_finishes_th
         done = wait_for(repo, 1, {"completed", "failed"}, log, timeout=300)
         assert done.status == "completed", done.error
         first.send_signal(signal.SIGCONT)  # its step ends; its commit is refused
-        time.sleep(15)
+        log_until(log, "this step's result was not committed")
     finally:
         for proc in (first, second):
             if proc is not None:
