@@ -116,12 +116,41 @@ def test_idle_cores_are_read_from_two_readings_of_the_machines_cpu_time() -> Non
 
 
 def test_after_a_gate_the_pass_branch_gets_the_container_the_way_back_only_its_worktree() -> None:
+    """A gate that rarely fails: its pass's CLI starts up in the foreground, the way back gets
+    no container."""
     planned = lookahead.plan(after("test", {"candidate": "c1"}), 2, 1)
     assert planned == [
-        Expected("review", "reviewer", "c1", container=True),
+        Expected("review", "reviewer", "c1", container=True, foreground=True),
         Expected("implement", "implementer", "c1", likely=False, container=False),
     ]
     assert lookahead.plan(after("test", {"candidate": "c1"}), 1, 1) == planned[:1]
+
+
+def test_a_gate_that_fails_often_gets_both_of_its_ways_started_in_the_foreground() -> None:
+    expected = lookahead.after(FLOW, FLOW.steps["test"], {"candidate": "c1"}, "tip", commits, 0.5)
+    assert [e.likely for e in expected] == [True, True]
+    likely = lookahead.leading_likely(expected)
+    assert lookahead.containers(2, None, cpus=2, load=7.5, likely=likely) == 2
+    assert lookahead.plan(expected, 2, 2) == [
+        Expected("review", "reviewer", "c1", container=True, foreground=True),
+        Expected("implement", "implementer", "c1", container=True, foreground=True),
+    ]
+
+
+def test_the_odds_of_a_failure_make_only_a_gates_way_back_likely() -> None:
+    """A reviewer's rejection is no gate's failure: its fix-up stays unlikely."""
+    review = lookahead.after(FLOW, FLOW.steps["review"], {"candidate": "c1"}, "tip", commits, 1.0)
+    assert [e.likely for e in review] == [False]
+    assert lookahead.leading_likely(review) == 0
+    rare = lookahead.after(FLOW, FLOW.steps["test"], {"candidate": "c1"}, "tip", commits, 0.2)
+    assert [e.likely for e in rare] == [True, False]
+
+
+def test_a_gates_odds_of_failing_are_its_history_with_one_failure_and_one_pass_beside_it() -> None:
+    assert lookahead.fail_odds([]) == 0.5  # no history: either way
+    assert lookahead.fail_odds([True, True]) == 0.75
+    assert lookahead.fail_odds([False, False]) == 0.25  # below LIKELY_FAIL
+    assert lookahead.fail_odds([False]) >= lookahead.LIKELY_FAIL  # one pass is not a habit yet
 
 
 # -- a prepared container is used only for the very container the step would make ---------------
@@ -245,6 +274,7 @@ def test_the_next_step_takes_a_preparation_of_its_role_cli_base_and_key(
     assert pipeline.take(wf.id, "reviewer", "claude", head, key()) is None  # used once only
 
     pipeline.settle()  # the step ran: the fix-up's preparation was not needed
+    pipeline.settled()  # discarded behind the engine
     events = [e for e in c.store.events(wf.id) if e.type == "prepared_run_discarded"]
     assert [e.role for e in events] == ["implementer"]
     assert prepared_trees(c) == [taken.worktree.name]  # the taken one is the step's to remove
