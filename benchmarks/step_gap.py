@@ -11,6 +11,10 @@ container plus CLI start-up (-> first request). Any checkout, for a before/after
 answers at once and the demo's gate takes about a second, where a real model thinks and a real
 suite runs for seconds; what a step can prepare meanwhile depends on both.
 
+`--tasks N` runs N demo tasks in one repository and measures the last: what a checkout learns
+from a gate's earlier runs (the demo's first test run fails by design, its second passes) shows
+only from the second task on.
+
 Not in the gap: the step's tail before its row ends (`exit -> end`: its container exited, its
 logs read, it removed, its result recorded, what was prepared for it and not used discarded),
 printed beside it. Where the container part went, for a prepared container (read from the host:
@@ -153,9 +157,15 @@ def exits(docker_sandbox: type) -> list[float]:
 
 
 def one(
-    checkout: Path, model_s: float = 0.0, gate_s: float = 0.0, containers: int | None = None
+    checkout: Path,
+    model_s: float = 0.0,
+    gate_s: float = 0.0,
+    containers: int | None = None,
+    tasks_in_repo: int = 1,
 ) -> dict[str, object]:
-    """One demo run in this process, importing the supervisor from `checkout`."""
+    """One demo run in this process, importing the supervisor from `checkout`; with
+    `tasks_in_repo` > 1, the last of that many demo tasks in one repository (the earlier ones
+    its gate's history)."""
     sys.path.insert(0, str(checkout))
     os.chdir(checkout)
     from supervisor import tasks
@@ -185,21 +195,23 @@ def one(
         script = demo_script()
         for conversation in script["conversations"]:
             conversation["turns"][0]["delay"] = model_s
-        with ScriptedModelServer(load_script(script)) as server:
-            write_project_config(repo, server.url)
-            if gate_s or containers is not None:
-                from supervisor.guard.trust import trust
+        for _ in range(tasks_in_repo):  # the last one measured, on the earlier ones' history
+            with ScriptedModelServer(load_script(script)) as server:
+                write_project_config(repo, server.url)
+                if gate_s or containers is not None:
+                    from supervisor.guard.trust import trust
 
-                config = repo / ".supervisor" / "config.yaml"
-                text = config.read_text().replace(
-                    "test: make test", f"test: sleep {gate_s} && make test"
-                )
-                if containers is not None:  # a checkout that knows limits.prepare_containers
-                    text += f"limits:\n  prepare_containers: {containers}\n"
-                config.write_text(text)
-                trust(repo)
-            done = tasks.start_task("Implement add and multiply", repo)
-            requests = server.requests
+                    config = repo / ".supervisor" / "config.yaml"
+                    text = config.read_text().replace(
+                        "test: make test", f"test: sleep {gate_s} && make test"
+                    )
+                    if containers is not None:  # a checkout that knows prepare_containers
+                        text += f"limits:\n  prepare_containers: {containers}\n"
+                    config.write_text(text)
+                    trust(repo)
+                wasted.clear()
+                done = tasks.start_task("Implement add and multiply", repo)
+                requests = server.requests
         with tasks.reading(repo) as st:
             steps = st.steps(done.id)
             events = st.events(done.id)
@@ -306,6 +318,13 @@ def main() -> None:
         default=None,
         help="limits.prepare_containers for every checkout (default: the checkout's own)",
     )
+    parser.add_argument(
+        "--tasks",
+        type=int,
+        default=1,
+        help="run this many demo tasks in one repository and measure the last: a gate's "
+        "earlier runs there are the history its successors are guessed from",
+    )
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
@@ -314,6 +333,7 @@ def main() -> None:
             args.model_seconds,
             args.gate_seconds,
             args.prepare_containers,
+            args.tasks,
         )
         print(json.dumps(found))
         return
@@ -335,6 +355,7 @@ def main() -> None:
                     "--one",
                     f"--model-seconds={args.model_seconds}",
                     f"--gate-seconds={args.gate_seconds}",
+                    f"--tasks={args.tasks}",
                     *(
                         [f"--prepare-containers={args.prepare_containers}"]
                         if args.prepare_containers is not None

@@ -20,11 +20,11 @@ once only when the load leaves a core idle for it, else later, once a core has s
 the step before still runs (steps/prepare.py): on a busy machine never, on an idle one during a
 long gate.
 
-A likely successor's CLI starts up at the running step's CPU weight (`foreground`): it is the
-next thing on the task's critical path, so its start-up CPU, spent anyway before the next step
-can go, is better spent while the step before still runs than after it (on a loaded host, the
-eighth of a share a background start-up gets left the CLI still booting when its prompt came,
-5-8 s later). The others start at a background weight: they are likely thrown away.
+The likeliest successor's CLI starts up at the running step's CPU weight (`foreground`): it is
+the next thing on the task's critical path, so its start-up CPU, spent anyway before the next
+step can go, is better spent while the step before still runs than after it (on a loaded host,
+the eighth of a share a background start-up gets left the CLI still booting when its prompt
+came, 5-8 s later). The others start at a background weight: they are likely thrown away.
 """
 
 from __future__ import annotations
@@ -54,8 +54,8 @@ class Expected:
     container: bool = True
     """Its container started ahead too, or only its worktree, route and context pack."""
     foreground: bool = False
-    """Its CLI starts up at the running step's CPU weight (a likely successor's, started at
-    once), else at the background weight (warm.BACKGROUND_SHARES)."""
+    """Its CLI starts up at the running step's CPU weight (the likeliest successor's, started
+    at once), else at the background weight (warm.BACKGROUND_SHARES)."""
 
 
 LIKELY_FAIL = 1 / 3
@@ -106,6 +106,8 @@ def after(
             successor == step.on_fail and step.gate is not None and odds >= LIKELY_FAIL
         )
         found.append(Expected(successor, role, base, likely=likely))
+    if step.gate is not None and odds > 1 / 2:  # the way back is the likeliest: first
+        found.sort(key=lambda e: e.step != step.on_fail)
     return found
 
 
@@ -137,9 +139,14 @@ def idle_cores(before: tuple[float, float], after: tuple[float, float], cpus: in
 
 
 def plan(expected: list[Expected], limit: int, started: int) -> list[Expected]:
-    """The `limit` likeliest successors, the first `started` with their container, in the
-    foreground when they are likely."""
+    """The `limit` likeliest successors, the first `started` with their container, the first of
+    all in the foreground when it is likely: two CLIs starting up at the same weight beside a
+    gate of a second or two both still start up when it ends (step_gap: the gap after the gate
+    grew), where the likelier one alone gets through most of its start-up, and the other, its
+    container at least created and started, gets what CPU is left."""
     return [
-        dataclasses.replace(item, container=i < started, foreground=item.likely and i < started)
+        dataclasses.replace(
+            item, container=i < started, foreground=i == 0 and item.likely and i < started
+        )
         for i, item in enumerate(expected[:limit])
     ]
