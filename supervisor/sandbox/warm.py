@@ -28,6 +28,8 @@ import os
 import re
 import shutil
 import tempfile
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -157,14 +159,10 @@ def run(sandbox: DockerSandbox, warm: Warm, spec: RunSpec, prompt: str) -> RunRe
     None (the preparation discarded) when its CLI is no longer waiting. The prompt goes first,
     its CPU weight raised after: the Docker call is no part of the wait for the first request."""
     try:
-        try:
-            fd = os.open(warm.fifo, os.O_WRONLY | os.O_NONBLOCK)
-        except OSError as e:
-            if e.errno in (errno.ENXIO, errno.ENOENT):  # no reader: the container is gone
-                discard(warm)
-                return None
-            raise
-        os.set_blocking(fd, True)
+        fd = writer(warm.fifo, lambda: _alive(warm.container))
+        if fd is None:  # no reader and none to come: the container is gone
+            discard(warm)
+            return None
         try:
             with os.fdopen(fd, "wb") as pipe:
                 pipe.write(prompt.encode())
@@ -176,6 +174,50 @@ def run(sandbox: DockerSandbox, warm: Warm, spec: RunSpec, prompt: str) -> RunRe
         return sandbox.finish_prepared(warm.container, spec, warm.volume)
     finally:
         shutil.rmtree(warm.run_dir, ignore_errors=True)
+
+
+READER_WAIT_S = 10.0
+"""How long a prompt waits for its CLI's pipe to be opened, the container running: a container
+started just before its step (its preparation finishing as the step before ended) may not have
+reached its `cat` yet on a loaded host; that is no reason to throw it away."""
+ALIVE_EVERY_S = 0.25
+
+
+def writer(fifo: Path, alive: Callable[[], bool], wait: float = READER_WAIT_S) -> int | None:
+    """The FIFO opened for a blocking write once its reader has opened it; None when it is gone,
+    or no reader came within `wait` seconds or while `alive()` (asked every ALIVE_EVERY_S)."""
+    deadline = time.monotonic() + wait
+    asked = time.monotonic()
+    while True:
+        try:
+            fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as e:
+            if e.errno == errno.ENOENT:
+                return None
+            if e.errno != errno.ENXIO:  # ENXIO: no reader yet
+                raise
+        else:
+            os.set_blocking(fd, True)
+            return fd
+        now = time.monotonic()
+        if now >= deadline:
+            return None
+        if now - asked >= ALIVE_EVERY_S:
+            if not alive():
+                return None
+            asked = now
+        time.sleep(0.005)
+
+
+def _alive(container: Any) -> bool:
+    """Created or running: its CLI's pipe may still be opened."""
+    import docker.errors
+
+    try:
+        container.reload()
+    except docker.errors.APIError:
+        return False
+    return str(container.status) in ("created", "running")
 
 
 def _foreground(container: Any) -> None:
