@@ -15,13 +15,13 @@ suite runs for seconds; what a step can prepare meanwhile depends on both.
 from a gate's earlier runs (the demo's first test run fails by design, its second passes) shows
 only from the second task on.
 
-Not in the gap: the step's tail before its row ends (`exit -> end`: its container exited, its
-logs read, it removed, its result recorded, what was prepared for it and not used discarded),
-printed beside it. Where the container part went, for a prepared container (read from the host:
-its cgroup's CPU and its processes' states every 20 ms): when it was started, when its CLI was
-ready (all its processes asleep, no CPU used: booted and blocked on its prompt; `booting` when
-its prompt came first), when its prompt was given, and its CLI's own prompt -> request time
-with the CPU it spent then.
+Beside each step before a gap: how long it took (what is prepared meanwhile slows it on a small
+host: the cost side). Not in the gap: the step's tail before its row ends (`exit -> end`: its
+container exited, its logs read, it removed, its result recorded), printed beside it. Where the
+container part went, for a prepared container (read from the host: its cgroup's CPU and its
+processes' states every 20 ms): when it was started, when its CLI was ready (all its processes
+asleep, no CPU used: booted and blocked on its prompt; `booting` when its prompt came first),
+when its prompt was given, and its CLI's own prompt -> request time with the CPU it spent then.
 
 Also per task: the preparations discarded unused, those with a started container, and the CPU
 their containers had spent (the CLI's start-up; read from the container's cgroup just before it is
@@ -243,6 +243,7 @@ def one(
                 "step": f"{step['name']}({step['role']})",
                 "gap": request - end,
                 "tail": end - gone,
+                "took": end - prev["started_at"].timestamp(),
                 "engine": began - end,
                 "setup": pack - began,
                 "container": request - pack,
@@ -383,7 +384,8 @@ def main() -> None:
             )
             for r in rows:
                 print(
-                    f"    {r['after']:<28} -> {r['step']:<26} (exit -> end {r['tail']:.3f}) "
+                    f"    {r['after']:<18} {r['took']:5.2f} s -> {r['step']:<26} (exit -> end "
+                    f"{r['tail']:.3f}) "
                     f"gap {r['gap']:.3f} = engine "
                     f"{r['engine']:.3f} + setup {r['setup']:.3f} + container {r['container']:.3f}"
                     f"{'  (prepared)' if r.get('prepared') else ''}"
