@@ -418,6 +418,56 @@ def test_the_steps_after_a_gate_run_in_the_worktrees_prepared_while_it_ran(
     assert not [p for p in worktrees.iterdir() if "-prep-" in p.name]
 
 
+def test_a_gate_that_failed_its_first_run_before_prepares_its_fix_up_first_the_next_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, api_keys: None
+) -> None:
+    """The repository's history of the gate at the same attempt: the second task's first test
+    run expects the fix-up first (in the foreground); its second run, which passed last time,
+    the review first."""
+    root = make_demo_repo(tmp_path / "repo")
+    config = root / ".supervisor" / "config.yaml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(
+        "clis:\n  claude:\n    base_url: http://127.0.0.1:9\n"
+        "gates:\n  test: 'grep -q right answer.txt || { echo answer.txt is wrong; exit 3; }'\n"
+    )
+    (root / ".supervisor" / "workflow.yaml").write_text(
+        "workflow:\n  initial_step: implement\n  steps:\n"
+        "    implement: {role: implementer, next: test, max_retries: 3}\n"
+        "    test: {gate: test, next: review, on_fail: implement}\n"
+        "    review: {role: reviewer, next: commit, on_reject: implement}\n"
+        "    commit: {action: commit}\n"
+    )
+    trust(root)
+    task = (
+        ("ROLE: implementer", writes("wrong\n")),
+        ("answer.txt is wrong", writes("right\n")),
+        ("ROLE: reviewer", approves),
+    )
+    sandbox = StandinSandbox(Script(*task, *task))
+    monkeypatch.setattr(tasks, "open_sandbox", lambda project, clis, **_: sandbox)
+    asked: list[list[str]] = []
+    ahead = Pipeline.ahead
+
+    def recording(self: Pipeline, wf: Any, expected: list[Expected]) -> None:
+        if wf.current_step == "test":
+            asked.append([e.step for e in expected if e.likely])
+        ahead(self, wf, expected)
+
+    monkeypatch.setattr(Pipeline, "ahead", recording)
+
+    first = tasks.start_task("Write the answer file", root)
+    second = tasks.start_task("Write the answer file again", root)
+
+    assert first.status == second.status == "completed"
+    assert asked == [
+        ["review", "implement"],  # no history: even odds, both likely, the pass first
+        ["review", "implement"],
+        ["implement", "review"],  # failed at this attempt before: the fix-up first
+        ["review", "implement"],  # passed once at this attempt: odds 1/3, still likely
+    ]
+
+
 # -- a crash while a step runs in its prepared container: resume adopts it by its step's row ----
 
 
