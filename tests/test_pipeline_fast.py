@@ -366,6 +366,23 @@ def writes(text: str) -> Callable[[WorkerCall], str]:
     return do
 
 
+def writes_file(path: str) -> Callable[[WorkerCall], str]:
+    def do(call: WorkerCall) -> str:
+        call.write(path, "right = True\n")
+        return answer(
+            {
+                "status": "SUCCESS",
+                "summary": f"wrote {path}",
+                "files_created": [],
+                "files_modified": [path],
+                "tests_written": [],
+                "blockers": [],
+            }
+        )
+
+    return do
+
+
 def approves(call: WorkerCall) -> str:
     return answer({"status": "APPROVED", "issues": [], "summary": "review: APPROVED"})
 
@@ -466,6 +483,68 @@ def test_a_gate_that_failed_its_first_run_before_prepares_its_fix_up_first_the_n
         ["implement", "review"],  # failed at this attempt before: the fix-up first
         ["review", "implement"],  # passed once at this attempt: odds 1/3, still likely
     ]
+
+
+def test_a_fan_outs_workers_find_their_packs_gathered_while_the_plan_was_being_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, api_keys: None
+) -> None:
+    """Before the plan, the planner's successor's targets were unknown: what was gathered then
+    is not theirs. Once the planner answered, each component's pack is gathered at once."""
+    root = make_demo_repo(tmp_path / "repo")
+    config = root / ".supervisor" / "config.yaml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text("clis:\n  claude:\n    base_url: http://127.0.0.1:9\n")
+    (root / ".supervisor" / "workflow.yaml").write_text(
+        "workflow:\n  initial_step: plan\n  steps:\n"
+        "    plan: {role: planner, next: implement}\n"
+        "    implement: {role: implementer, for_each: component, next: commit}\n"
+        "    commit: {action: commit}\n"
+    )
+    trust(root)
+    plan = {
+        "status": "COMPLETE",
+        "summary": "the plan",
+        "phases": [
+            {
+                "id": "p1",
+                "description": "all",
+                "components": [
+                    {"id": "one", "description": "the answer", "files": ["answer.txt"]},
+                    {"id": "two", "description": "the calc", "files": ["calc.py"]},
+                ],
+            }
+        ],
+        "dependencies": [],
+        "estimated_components": 2,
+    }
+    script = Script(
+        ("ROLE: planner", lambda call: answer(plan)),
+        ("of the plan: 'one'", writes("right\n")),
+        ("of the plan: 'two'", writes_file("calc.py")),
+    )
+    sandbox = StandinSandbox(script)
+    monkeypatch.setattr(tasks, "open_sandbox", lambda project, clis, **_: sandbox)
+
+    wf = tasks.start_task("Write the answer file", root)
+
+    assert wf.status == "completed", wf
+    with tasks.reading(root) as store:
+        events = store.events(wf.id)
+    ahead = sorted((e.step, e.payload["ahead"]) for e in events if e.type == "context_packed")
+    assert ahead == [("implement/one", True), ("implement/two", True), ("plan", False)]
+
+
+def test_a_plans_components_are_listed_with_their_files_but_a_projects_are_not() -> None:
+    from supervisor.workflow.steps.pack_ahead import component_files
+
+    plan = {
+        "phases": [
+            {"components": [{"id": "a", "files": ["a.py"]}, {"id": "b", "files": []}]},
+            {"components": [{"id": "c", "files": ["c.ts"], "project": "web"}]},
+        ]
+    }
+    assert component_files(plan) == [["a.py"], []]
+    assert component_files(None) == []
 
 
 # -- a crash while a step runs in its prepared container: resume adopts it by its step's row ----

@@ -154,6 +154,8 @@ class Engine:
             except Exception as e:  # anything else ends the step as failed, resumable
                 outcome = self._crashed(wf, name, e)
             if self.steps.pipeline is not None:
+                if outcome.result == "passed":  # a plan: the fan-out's packs, gathered now
+                    self.steps.pipeline.answered(wf, outcome.context)
                 self.steps.pipeline.settle()  # prepared for this step and not taken: gone
             self._transition(wf, definition, name, step, outcome)
             if self.one_step:
