@@ -7,10 +7,12 @@ pack gathered (supervisor/context/ahead.py), and for the likeliest the container
 its CLI waiting for a prompt (supervisor/sandbox/warm.py; lookahead.plan says which). The next
 worker step takes a preparation only when it wants the same role, CLI, base and key, and uses its
 container only when the container is exactly the one it would have made (`warm.fingerprint` of
-its own RunSpec); anything else is discarded, as is every preparation the step after it did not
-take. Nothing of it is workflow progress: a used or discarded preparation is an event, and a
-crash leaves only things named for the task (worktree `wf<id>-prep-...`, labelled container, run
-folder, proxy route), which the task's clean-up on `resume` removes.
+its own RunSpec); anything else is discarded (behind the engine, off the wait for the next
+step), as is every preparation the step after it did not take. A pack that follows from the
+running step's answer (a fan-out's, from the plan) is gathered once the answer is in. Nothing
+of it is workflow progress: a used or discarded preparation is an event, and a crash leaves only
+things named for the task (worktree `wf<id>-prep-...`, labelled container, run folder, proxy
+route), which the task's clean-up on `resume` removes.
 """
 
 from __future__ import annotations
