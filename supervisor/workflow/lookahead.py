@@ -11,14 +11,17 @@ it); the next step checks everything it uses against its own inputs anyway.
 
 What a wrong guess costs decides how much is made ahead (`containers`, `plan`): a worktree, a
 route and a context pack are a tenth of a second each, made for every successor; a started
-container is its CLI's start-up, 1-5 s of CPU on the 2-core host, slowing the running step and
-whatever else the machine runs when it is thrown away. So only the likely successors get their
-container started at once: the step's pass (`next`; a reviewer's pass leads to no worker), and a
-gate's way back (`on_fail`) when the gate's own history says it fails often (`fail_odds`: a
-first test run after an implementation, in a repository where first runs fail); another one at
-once only when the load leaves a core idle for it, else later, once a core has stayed idle while
-the step before still runs (steps/prepare.py): on a busy machine never, on an idle one during a
-long gate.
+container is its CLI's start-up, 1-5 s of CPU on the 2-core host (and a Docker start of most of
+a second there), slowing the running step and whatever else the machine runs when it is thrown
+away. So only the likeliest successor gets its container started at once: the step's pass
+(`next`; a reviewer's pass leads to no worker), or a gate's way back (`on_fail`) when the gate's
+own history says it fails more often than not (`fail_odds`: a first test run after an
+implementation, in a repository where first runs fail). Another one at once only when the load
+leaves a core idle for it, else later, once a core has stayed idle while the step before still
+runs (steps/prepare.py): on a busy machine never, on an idle one during a long gate. (Both of a
+gate's ways started at once were measured on the loaded 2-core host, benchmarks/step_gap.py: the
+two Docker starts and start-ups beside the gate made the gate slower and left the one that was
+used still starting up when it ended, so gate and gap together were no shorter.)
 
 The likeliest successor's CLI starts up at the running step's CPU weight (`foreground`): it is
 the next thing on the task's critical path, so its start-up CPU, spent anyway before the next
@@ -49,8 +52,8 @@ class Expected:
     base: str
     cli: str | None = None
     likely: bool = True
-    """Reached when the step passes (`next`), or a gate's way back (`on_fail`) when the gate
-    fails often; not the other ways back (`on_fail`, `on_reject`)."""
+    """Reached when the step passes (`next`), or a gate's way back (`on_fail`) instead when the
+    gate fails more often than not; not the other ways."""
     container: bool = True
     """Its container started ahead too, or only its worktree, route and context pack."""
     foreground: bool = False
@@ -58,17 +61,14 @@ class Expected:
     at once), else at the background weight (warm.BACKGROUND_SHARES)."""
 
 
-LIKELY_FAIL = 1 / 3
-"""A gate whose odds of failing are at least this makes its way back likely too: its container
-then starts at once beside the pass's, one of the two thrown away whichever way the gate goes."""
 HISTORY = 20
 """The gate's runs the odds are read from (the latest, at the same attempt)."""
 
 
 def fail_odds(failed: list[bool]) -> float:
     """The odds that a gate fails, from its earlier runs (True: failed), with one imagined
-    failure and one pass beside them (Laplace): 1/2 with no history, and a history of a few runs
-    moves it only so far."""
+    failure and one pass beside them (Laplace): 1/2 with no history (the pass stays the likelier
+    then), and a history of a few runs moves it only so far."""
     return (sum(failed) + 1) / (len(failed) + 2)
 
 
@@ -88,8 +88,8 @@ def after(
 ) -> list[Expected]:
     """The worker steps that may follow `step` and start from the commit known now, most
     likely first (`next`, then the way back); `commits(role)`: whether a role's answer is a
-    commit (its output is an implementation); `odds`: a gate's odds of failing (`fail_odds`),
-    which make its way back likely too from LIKELY_FAIL."""
+    commit (its output is an implementation); `odds`: a gate's odds of failing (`fail_odds`):
+    above even, its way back is the likely one, first, and its pass is not."""
     if step.action is not None or step.for_each is not None:
         return []
     if step.role is not None and commits(step.role):
@@ -102,12 +102,10 @@ def after(
         role = definition.steps[successor].role
         if role is None or any(e.role == role for e in found):
             continue
-        likely = successor == step.next or (
-            successor == step.on_fail and step.gate is not None and odds >= LIKELY_FAIL
-        )
+        back = step.gate is not None and odds > 1 / 2  # fails more often than not
+        likely = successor == (step.on_fail if back else step.next)
         found.append(Expected(successor, role, base, likely=likely))
-    if step.gate is not None and odds > 1 / 2:  # the way back is the likeliest: first
-        found.sort(key=lambda e: e.step != step.on_fail)
+    found.sort(key=lambda e: not e.likely)  # the likely one first
     return found
 
 
@@ -140,10 +138,8 @@ def idle_cores(before: tuple[float, float], after: tuple[float, float], cpus: in
 
 def plan(expected: list[Expected], limit: int, started: int) -> list[Expected]:
     """The `limit` likeliest successors, the first `started` with their container, the first of
-    all in the foreground when it is likely: two CLIs starting up at the same weight beside a
-    gate of a second or two both still start up when it ends (step_gap: the gap after the gate
-    grew), where the likelier one alone gets through most of its start-up, and the other, its
-    container at least created and started, gets what CPU is left."""
+    all in the foreground when it is likely (one more started on an idle core is likely thrown
+    away: it starts up in the background)."""
     return [
         dataclasses.replace(
             item, container=i < started, foreground=i == 0 and item.likely and i < started
