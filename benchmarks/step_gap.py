@@ -11,6 +11,18 @@ container plus CLI start-up (-> first request). Any checkout, for a before/after
 answers at once and the demo's gate takes about a second, where a real model thinks and a real
 suite runs for seconds; what a step can prepare meanwhile depends on both.
 
+`--tasks N` runs N demo tasks in one repository and measures the last: what a checkout learns
+from a gate's earlier runs (the demo's first test run fails by design, its second passes) shows
+only from the second task on.
+
+Beside each step before a gap: how long it took (what is prepared meanwhile slows it on a small
+host: the cost side). Not in the gap: the step's tail before its row ends (`exit -> end`: its
+container exited, its logs read, it removed, its result recorded), printed beside it. Where the
+container part went, for a prepared container (read from the host: its cgroup's CPU and its
+processes' states every 20 ms): when it was started, when its CLI was ready (all its processes
+asleep, no CPU used: booted and blocked on its prompt; `booting` when its prompt came first),
+when its prompt was given, and its CLI's own prompt -> request time with the CPU it spent then.
+
 Also per task: the preparations discarded unused, those with a started container, and the CPU
 their containers had spent (the CLI's start-up; read from the container's cgroup just before it is
 removed), and how many steps used a context pack gathered ahead.
@@ -31,6 +43,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 RUN_ID = re.compile(r"RUN: wf\d+-[\w./-]+-step(\d+)")
@@ -52,10 +66,106 @@ def container_cpu(container_id: str) -> float:
     return 0.0
 
 
+SAMPLE_S = 0.02
+IDLE_CPU_S = 0.002
+"""A prepared CLI counts as ready (booted, blocked on its prompt) from the first of the samples
+before its prompt in which its container's processes all sleep and used under 2 ms of CPU."""
+
+
+class Watch:
+    """One prepared container's life, seen from the host: when it was started, its cgroup's CPU
+    and its processes' states every SAMPLE_S, and when its prompt was given (warm.run)."""
+
+    def __init__(self, container_id: str) -> None:
+        self.id = container_id
+        self.started = time.time()
+        self.prompted: float | None = None
+        self.samples: list[tuple[float, float, bool]] = []  # (time, cpu s, all asleep)
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+        self.thread.start()
+
+    def _sample(self) -> None:
+        base = f"/sys/fs/cgroup/cpuacct/docker/{self.id}"
+        while True:
+            try:
+                cpu = int(Path(f"{base}/cpuacct.usage").read_text()) / 1e9
+                pids = Path(f"{base}/cgroup.procs").read_text().split()
+            except OSError:
+                return  # removed
+            asleep = True
+            for pid in pids:
+                try:
+                    state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+                except (OSError, IndexError):
+                    continue
+                asleep = asleep and state in ("S", "I")
+            self.samples.append((time.time(), cpu, asleep))
+            time.sleep(SAMPLE_S)
+
+    def ready(self) -> float | None:
+        """When its CLI had booted (the start of the idle run that reaches the prompt); None when
+        it was still busy when its prompt came."""
+        if self.prompted is None:
+            return None
+        before = [s for s in self.samples if s[0] <= self.prompted]
+        ready = None
+        for (_, cpu0, _), (t1, cpu1, asleep) in itertools.pairwise(before):
+            idle = asleep and cpu1 - cpu0 < IDLE_CPU_S
+            ready = (ready or t1) if idle else None
+        return ready
+
+    def cpu_at(self, at: float) -> float:
+        found = [cpu for t, cpu, _ in self.samples if t <= at]
+        return found[-1] if found else 0.0
+
+
+def instrument(warm: object) -> dict[str, Watch]:
+    """Watch every prepared container (the benchmark's own instrument, not the product's)."""
+    watches: dict[str, Watch] = {}
+    prepare, run = warm.prepare, warm.run  # type: ignore[attr-defined]
+
+    def prepared(*args: object, **kwargs: object) -> object:
+        made = prepare(*args, **kwargs)
+        if made is not None:
+            cid = str(made.container.id)
+            watches[cid] = Watch(cid)
+        return made
+
+    def ran(sandbox: object, ready: object, *args: object, **kwargs: object) -> object:
+        watch = watches.get(str(getattr(getattr(ready, "container", None), "id", "")))
+        if watch is not None:
+            watch.prompted = time.time()
+        return run(sandbox, ready, *args, **kwargs)
+
+    warm.prepare, warm.run = prepared, ran  # type: ignore[attr-defined]
+    return watches
+
+
+def exits(docker_sandbox: type) -> list[float]:
+    """When each container the sandbox waited for had exited (before its logs are read and it
+    is removed): a step's end as its user sees it, earlier than its row's `finished_at`."""
+    found: list[float] = []
+    wait = docker_sandbox._wait  # type: ignore[attr-defined]
+
+    def waited(*args: object, **kwargs: object) -> object:
+        code = wait(*args, **kwargs)
+        found.append(time.time())
+        return code
+
+    docker_sandbox._wait = waited  # type: ignore[attr-defined]
+    return found
+
+
 def one(
-    checkout: Path, model_s: float = 0.0, gate_s: float = 0.0, containers: int | None = None
+    checkout: Path,
+    model_s: float = 0.0,
+    gate_s: float = 0.0,
+    containers: int | None = None,
+    tasks_in_repo: int = 1,
 ) -> dict[str, object]:
-    """One demo run in this process, importing the supervisor from `checkout`."""
+    """One demo run in this process, importing the supervisor from `checkout`; with
+    `tasks_in_repo` > 1, the last of that many demo tasks in one repository (the earlier ones
+    its gate's history)."""
     sys.path.insert(0, str(checkout))
     os.chdir(checkout)
     from supervisor import tasks
@@ -70,6 +180,10 @@ def one(
         remove(container, volume, run_dir)
 
     warm._remove = measured  # type: ignore[assignment]  # the benchmark's own instrument
+    watches = instrument(warm)
+    from supervisor.sandbox.docker import DockerSandbox
+
+    exited = exits(DockerSandbox)
     from supervisor.demo import demo_script, make_demo_repo, write_project_config
     from supervisor.fakeapi import ScriptedModelServer, load_script
 
@@ -81,21 +195,23 @@ def one(
         script = demo_script()
         for conversation in script["conversations"]:
             conversation["turns"][0]["delay"] = model_s
-        with ScriptedModelServer(load_script(script)) as server:
-            write_project_config(repo, server.url)
-            if gate_s or containers is not None:
-                from supervisor.guard.trust import trust
+        for _ in range(tasks_in_repo):  # the last one measured, on the earlier ones' history
+            with ScriptedModelServer(load_script(script)) as server:
+                write_project_config(repo, server.url)
+                if gate_s or containers is not None:
+                    from supervisor.guard.trust import trust
 
-                config = repo / ".supervisor" / "config.yaml"
-                text = config.read_text().replace(
-                    "test: make test", f"test: sleep {gate_s} && make test"
-                )
-                if containers is not None:  # a checkout that knows limits.prepare_containers
-                    text += f"limits:\n  prepare_containers: {containers}\n"
-                config.write_text(text)
-                trust(repo)
-            done = tasks.start_task("Implement add and multiply", repo)
-            requests = server.requests
+                    config = repo / ".supervisor" / "config.yaml"
+                    text = config.read_text().replace(
+                        "test: make test", f"test: sleep {gate_s} && make test"
+                    )
+                    if containers is not None:  # a checkout that knows prepare_containers
+                        text += f"limits:\n  prepare_containers: {containers}\n"
+                    config.write_text(text)
+                    trust(repo)
+                wasted.clear()
+                done = tasks.start_task("Implement add and multiply", repo)
+                requests = server.requests
         with tasks.reading(repo) as st:
             steps = st.steps(done.id)
             events = st.events(done.id)
@@ -114,21 +230,32 @@ def one(
         if step["id"] not in first or prev["finished_at"] is None:
             continue
         end = prev["finished_at"].timestamp()
+        gone = max((t for t in exited if t <= end), default=end)
         began = step["started_at"].timestamp()
         request = first[step["id"]]
         pack = next((p for p in packed if began <= p <= request), began)
+        watch = next(
+            (w for w in watches.values() if w.prompted and began <= w.prompted <= request), None
+        )
         rows.append(
             {
                 "after": f"{prev['name']}({prev['role'] or 'gate'})",
                 "step": f"{step['name']}({step['role']})",
                 "gap": request - end,
+                "tail": end - gone,
+                "took": end - prev["started_at"].timestamp(),
                 "engine": began - end,
                 "setup": pack - began,
                 "container": request - pack,
                 "prepared": any(began <= p <= request for p in prepared),
+                **(split(watch, end, request) if watch is not None else {}),
             }
         )
     discarded = [e for e in events if e.type == "prepared_run_discarded"]
+    if os.environ.get("STEP_GAP_SAMPLES"):  # the raw samples, to check the `ready` reading
+        Path(os.environ["STEP_GAP_SAMPLES"]).write_text(
+            json.dumps([[w.started, w.prompted, w.samples] for w in watches.values()])
+        )
     return {
         "rows": rows,
         "discarded": len(discarded),
@@ -137,6 +264,21 @@ def one(
         "packs_ahead": sum(
             bool(e.payload.get("ahead")) for e in events if e.type == "context_packed"
         ),
+    }
+
+
+def split(watch: Watch, end: float, request: float) -> dict[str, object]:
+    """Where the container part went, each time from the previous step's end: the prepared
+    container started (negative: before that end), its CLI ready (None: still booting when its
+    prompt came), the prompt given; and the CPU its CLI spent from its prompt to its request."""
+    assert watch.prompted is not None
+    ready = watch.ready()
+    return {
+        "born": watch.started - end,
+        "ready": None if ready is None else ready - end,
+        "prompt": watch.prompted - end,
+        "cli": request - watch.prompted,
+        "cli_cpu": watch.cpu_at(request + SAMPLE_S) - watch.cpu_at(watch.prompted),
     }
 
 
@@ -177,6 +319,13 @@ def main() -> None:
         default=None,
         help="limits.prepare_containers for every checkout (default: the checkout's own)",
     )
+    parser.add_argument(
+        "--tasks",
+        type=int,
+        default=1,
+        help="run this many demo tasks in one repository and measure the last: a gate's "
+        "earlier runs there are the history its successors are guessed from",
+    )
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
@@ -185,6 +334,7 @@ def main() -> None:
             args.model_seconds,
             args.gate_seconds,
             args.prepare_containers,
+            args.tasks,
         )
         print(json.dumps(found))
         return
@@ -206,6 +356,7 @@ def main() -> None:
                     "--one",
                     f"--model-seconds={args.model_seconds}",
                     f"--gate-seconds={args.gate_seconds}",
+                    f"--tasks={args.tasks}",
                     *(
                         [f"--prepare-containers={args.prepare_containers}"]
                         if args.prepare_containers is not None
@@ -233,10 +384,19 @@ def main() -> None:
             )
             for r in rows:
                 print(
-                    f"    {r['after']:<28} -> {r['step']:<26} gap {r['gap']:.3f} = engine "
+                    f"    {r['after']:<18} {r['took']:5.2f} s -> {r['step']:<26} (exit -> end "
+                    f"{r['tail']:.3f}) "
+                    f"gap {r['gap']:.3f} = engine "
                     f"{r['engine']:.3f} + setup {r['setup']:.3f} + container {r['container']:.3f}"
                     f"{'  (prepared)' if r.get('prepared') else ''}"
                 )
+                if "prompt" in r:
+                    ready = "booting" if r["ready"] is None else f"{r['ready']:+.3f}"
+                    print(
+                        f"{'':34}container born {r['born']:+.3f}, CLI ready {ready}, prompt "
+                        f"{r['prompt']:+.3f}; prompt -> request {r['cli']:.3f} "
+                        f"({r['cli_cpu']:.3f} CPU-s)"
+                    )
 
 
 if __name__ == "__main__":

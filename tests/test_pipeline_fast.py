@@ -116,12 +116,51 @@ def test_idle_cores_are_read_from_two_readings_of_the_machines_cpu_time() -> Non
 
 
 def test_after_a_gate_the_pass_branch_gets_the_container_the_way_back_only_its_worktree() -> None:
+    """A gate that rarely fails: its pass's CLI starts up in the foreground, the way back gets
+    no container."""
     planned = lookahead.plan(after("test", {"candidate": "c1"}), 2, 1)
     assert planned == [
-        Expected("review", "reviewer", "c1", container=True),
+        Expected("review", "reviewer", "c1", container=True, foreground=True),
         Expected("implement", "implementer", "c1", likely=False, container=False),
     ]
     assert lookahead.plan(after("test", {"candidate": "c1"}), 1, 1) == planned[:1]
+
+
+def test_a_gate_that_fails_more_often_than_not_gets_its_fix_ups_container_instead() -> None:
+    """With no history (even odds) the pass is the likelier; where the gate has failed more
+    often than not at this attempt, its fix-up is, and only its container starts at once."""
+    even = lookahead.after(FLOW, FLOW.steps["test"], {"candidate": "c1"}, "tip", commits, 0.5)
+    assert [(e.step, e.likely) for e in even] == [("review", True), ("implement", False)]
+    often = lookahead.after(FLOW, FLOW.steps["test"], {"candidate": "c1"}, "tip", commits, 0.75)
+    assert [(e.step, e.likely) for e in often] == [("implement", True), ("review", False)]
+    started = lookahead.containers(2, None, cpus=2, load=7.5, likely=1)
+    assert lookahead.plan(often, 2, started) == [
+        Expected("implement", "implementer", "c1", container=True, foreground=True),
+        Expected("review", "reviewer", "c1", likely=False, container=False),
+    ]
+
+
+def test_a_second_container_started_on_an_idle_core_starts_up_in_the_background() -> None:
+    expected = after("test", {"candidate": "c1"})
+    assert lookahead.containers(2, None, cpus=4, load=1.9, likely=1) == 2
+    assert lookahead.plan(expected, 2, 2) == [
+        Expected("review", "reviewer", "c1", container=True, foreground=True),
+        Expected("implement", "implementer", "c1", likely=False, container=True),
+    ]
+
+
+def test_the_odds_of_a_failure_move_only_a_gates_way_back() -> None:
+    """A reviewer's rejection is no gate's failure: its fix-up stays unlikely."""
+    review = lookahead.after(FLOW, FLOW.steps["review"], {"candidate": "c1"}, "tip", commits, 1.0)
+    assert [e.likely for e in review] == [False]
+    assert lookahead.leading_likely(review) == 0
+
+
+def test_a_gates_odds_of_failing_are_its_history_with_one_failure_and_one_pass_beside_it() -> None:
+    assert lookahead.fail_odds([]) == 0.5  # no history: the pass stays the likelier
+    assert lookahead.fail_odds([True, True]) == 0.75
+    assert lookahead.fail_odds([True]) > 0.5  # failed once at this attempt: the fix-up first
+    assert lookahead.fail_odds([False, False]) == 0.25
 
 
 # -- a prepared container is used only for the very container the step would make ---------------
@@ -245,6 +284,7 @@ def test_the_next_step_takes_a_preparation_of_its_role_cli_base_and_key(
     assert pipeline.take(wf.id, "reviewer", "claude", head, key()) is None  # used once only
 
     pipeline.settle()  # the step ran: the fix-up's preparation was not needed
+    pipeline.settled()  # discarded behind the engine
     events = [e for e in c.store.events(wf.id) if e.type == "prepared_run_discarded"]
     assert [e.role for e in events] == ["implementer"]
     assert prepared_trees(c) == [taken.worktree.name]  # the taken one is the step's to remove
@@ -328,6 +368,23 @@ def writes(text: str) -> Callable[[WorkerCall], str]:
     return do
 
 
+def writes_file(path: str) -> Callable[[WorkerCall], str]:
+    def do(call: WorkerCall) -> str:
+        call.write(path, "right = True\n")
+        return answer(
+            {
+                "status": "SUCCESS",
+                "summary": f"wrote {path}",
+                "files_created": [],
+                "files_modified": [path],
+                "tests_written": [],
+                "blockers": [],
+            }
+        )
+
+    return do
+
+
 def approves(call: WorkerCall) -> str:
     return answer({"status": "APPROVED", "issues": [], "summary": "review: APPROVED"})
 
@@ -378,6 +435,118 @@ def test_the_steps_after_a_gate_run_in_the_worktrees_prepared_while_it_ran(
     assert ahead == [("implement", False), ("implement", True), ("review", True)]
     worktrees = Workspace(root).worktrees_dir
     assert not [p for p in worktrees.iterdir() if "-prep-" in p.name]
+
+
+def test_a_gate_that_failed_its_first_run_before_prepares_its_fix_up_first_the_next_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, api_keys: None
+) -> None:
+    """The repository's history of the gate at the same attempt: the second task's first test
+    run expects the fix-up (its container started at once, in the foreground); its second run,
+    which passed last time, the review."""
+    root = make_demo_repo(tmp_path / "repo")
+    config = root / ".supervisor" / "config.yaml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(
+        "clis:\n  claude:\n    base_url: http://127.0.0.1:9\n"
+        "gates:\n  test: 'grep -q right answer.txt || { echo answer.txt is wrong; exit 3; }'\n"
+    )
+    (root / ".supervisor" / "workflow.yaml").write_text(
+        "workflow:\n  initial_step: implement\n  steps:\n"
+        "    implement: {role: implementer, next: test, max_retries: 3}\n"
+        "    test: {gate: test, next: review, on_fail: implement}\n"
+        "    review: {role: reviewer, next: commit, on_reject: implement}\n"
+        "    commit: {action: commit}\n"
+    )
+    trust(root)
+    task = (
+        ("ROLE: implementer", writes("wrong\n")),
+        ("answer.txt is wrong", writes("right\n")),
+        ("ROLE: reviewer", approves),
+    )
+    sandbox = StandinSandbox(Script(*task, *task))
+    monkeypatch.setattr(tasks, "open_sandbox", lambda project, clis, **_: sandbox)
+    asked: list[list[str]] = []
+    ahead = Pipeline.ahead
+
+    def recording(self: Pipeline, wf: Any, expected: list[Expected]) -> None:
+        if wf.current_step == "test":
+            asked.append([e.step for e in expected if e.likely])
+        ahead(self, wf, expected)
+
+    monkeypatch.setattr(Pipeline, "ahead", recording)
+
+    first = tasks.start_task("Write the answer file", root)
+    second = tasks.start_task("Write the answer file again", root)
+
+    assert first.status == second.status == "completed"
+    assert asked == [
+        ["review"],  # no history: even odds, the pass is the likelier
+        ["review"],
+        ["implement"],  # failed at this attempt before: the fix-up is
+        ["review"],  # passed at this attempt before
+    ]
+
+
+def test_a_fan_outs_workers_find_their_packs_gathered_while_the_plan_was_being_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, api_keys: None
+) -> None:
+    """Before the plan, the planner's successor's targets were unknown: what was gathered then
+    is not theirs. Once the planner answered, each component's pack is gathered at once."""
+    root = make_demo_repo(tmp_path / "repo")
+    config = root / ".supervisor" / "config.yaml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text("clis:\n  claude:\n    base_url: http://127.0.0.1:9\n")
+    (root / ".supervisor" / "workflow.yaml").write_text(
+        "workflow:\n  initial_step: plan\n  steps:\n"
+        "    plan: {role: planner, next: implement}\n"
+        "    implement: {role: implementer, for_each: component, next: commit}\n"
+        "    commit: {action: commit}\n"
+    )
+    trust(root)
+    plan = {
+        "status": "COMPLETE",
+        "summary": "the plan",
+        "phases": [
+            {
+                "id": "p1",
+                "description": "all",
+                "components": [
+                    {"id": "one", "description": "the answer", "files": ["answer.txt"]},
+                    {"id": "two", "description": "the calc", "files": ["calc.py"]},
+                ],
+            }
+        ],
+        "dependencies": [],
+        "estimated_components": 2,
+    }
+    script = Script(
+        ("ROLE: planner", lambda call: answer(plan)),
+        ("of the plan: 'one'", writes("right\n")),
+        ("of the plan: 'two'", writes_file("calc.py")),
+    )
+    sandbox = StandinSandbox(script)
+    monkeypatch.setattr(tasks, "open_sandbox", lambda project, clis, **_: sandbox)
+
+    wf = tasks.start_task("Write the answer file", root)
+
+    assert wf.status == "completed", wf
+    with tasks.reading(root) as store:
+        events = store.events(wf.id)
+    ahead = sorted((e.step, e.payload["ahead"]) for e in events if e.type == "context_packed")
+    assert ahead == [("implement/one", True), ("implement/two", True), ("plan", False)]
+
+
+def test_a_plans_components_are_listed_with_their_files_but_a_projects_are_not() -> None:
+    from supervisor.workflow.steps.pack_ahead import component_files
+
+    plan = {
+        "phases": [
+            {"components": [{"id": "a", "files": ["a.py"]}, {"id": "b", "files": []}]},
+            {"components": [{"id": "c", "files": ["c.ts"], "project": "web"}]},
+        ]
+    }
+    assert component_files(plan) == [["a.py"], []]
+    assert component_files(None) == []
 
 
 # -- a crash while a step runs in its prepared container: resume adopts it by its step's row ----

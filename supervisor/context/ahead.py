@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING
 from supervisor.workspace.treedata import CommitFiles
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from supervisor.context.assemble import Gathered, Source, Strategy
     from supervisor.context.project_scope import ProjectScope
     from supervisor.context.roles import Role
@@ -89,25 +91,47 @@ class Ahead:
     ) -> bool:
         """Gather and keep the pack of these inputs (in the calling thread); False when they
         are never gathered ahead, or already are."""
+        return self.gather_all(source, role, strategy, [targets], diff) > 0
+
+    def gather_all(
+        self,
+        source: Source,
+        role: Role,
+        strategy: Strategy,
+        targets: list[list[str]],
+        diff: str,
+        promised: Callable[[], None] | None = None,
+    ) -> int:
+        """Gather the packs of several targets in order, each promised before the first is
+        made (`promised()` is told then): a step that asks for a later one meanwhile waits for
+        it rather than making its own beside it. How many were new."""
         from supervisor.context import assemble
 
-        found = key(source, role, strategy, targets, diff, None)
-        if found is None:
-            return False
-        future: Future[Gathered | None] = Future()
+        made_here: list[tuple[list[str], Future[Gathered | None]]] = []
         with self._lock:
-            if found in self._made:
-                return False
-            self._made[found] = future
+            for each in targets:
+                found = key(source, role, strategy, each, diff, None)
+                if found is None or found in self._made:
+                    continue
+                future: Future[Gathered | None] = Future()
+                self._made[found] = future
+                made_here.append((each, future))
             while len(self._made) > self.keep:
                 self._made.popitem(last=False)
+        if promised is not None:
+            promised()
         try:
-            future.set_result(
-                assemble.gather(source, role, strategy, targets, diff, None, whole=True)
-            )
-        except Exception:  # gathered again by the step, which then says what is wrong
-            future.set_result(None)
-        return True
+            for each, future in made_here:
+                try:
+                    made = assemble.gather(source, role, strategy, each, diff, None, whole=True)
+                except Exception:  # gathered again by the step, which then says what is wrong
+                    made = None
+                future.set_result(made)
+        finally:  # never a promise left that a step would wait for in vain
+            for _, future in made_here:
+                if not future.done():
+                    future.set_result(None)
+        return len(made_here)
 
     def take(
         self,

@@ -28,6 +28,8 @@ import os
 import re
 import shutil
 import tempfile
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,9 +51,10 @@ if TYPE_CHECKING:
 LABEL_PREPARED = "supervisor.prepared"
 TOKEN = re.compile(r"[0-9a-f]{12}")
 BACKGROUND_SHARES = 128
-"""A prepared CLI starts up at an eighth of the CPU weight of the running step's containers
-(Docker's default 1024), so that on a small host it takes the idle CPU, not the step's; raised
-to the default once its step uses it."""
+"""A prepared CLI that is likely thrown away starts up at an eighth of the CPU weight of the
+running step's containers (Docker's default 1024), so that on a small host it takes the idle
+CPU, not the step's; raised to the default once its step uses it. A likely one starts at the
+default (workflow/lookahead.py `foreground`)."""
 FOREGROUND_SHARES = 1024
 # The CLI starts at once, reading a pipe that `cat` fills once the FIFO gets its writer.
 LATE_ENTRYPOINT = ENTRYPOINT.replace(
@@ -96,6 +99,7 @@ class Warm:
     run_dir: Path
     fingerprint: str
     late_flags: tuple[str, ...]
+    shares: int = BACKGROUND_SHARES
 
     @property
     def fifo(self) -> Path:
@@ -114,10 +118,15 @@ def record_dir(labels: dict[str, str], token: str) -> Path:
 
 
 def prepare(
-    sandbox: DockerSandbox, spec: RunSpec, base: str, late_flags: tuple[str, ...], token: str
+    sandbox: DockerSandbox,
+    spec: RunSpec,
+    base: str,
+    late_flags: tuple[str, ...],
+    token: str,
+    shares: int = BACKGROUND_SHARES,
 ) -> Warm | None:
-    """Create and start `spec`'s container with its CLI under `late_flags`, its prompt to come;
-    None when the sandbox cannot (then the step runs as before)."""
+    """Create and start `spec`'s container with its CLI under `late_flags`, its prompt to come,
+    at CPU weight `shares`; None when the sandbox cannot (then the step runs as before)."""
     if not late_flags or spec.home_dir is not None:
         return None
     view = overlay.view_for(spec.worktree)
@@ -136,40 +145,86 @@ def prepare(
         if view is None:
             run_files.own_for_container(spec.worktree)
         container, volume = sandbox.create(
-            late, run_dir, view, entrypoint=LATE_ENTRYPOINT, cpu_shares=BACKGROUND_SHARES
+            late, run_dir, view, entrypoint=LATE_ENTRYPOINT, cpu_shares=shares
         )
         container.start()
     except Exception:  # any failure: nothing prepared, nothing left
         _remove(container, volume, run_dir)
         return None
-    return Warm(container, volume, run_dir, fingerprint(spec, base), late_flags)
+    return Warm(container, volume, run_dir, fingerprint(spec, base), late_flags, shares)
 
 
 def run(sandbox: DockerSandbox, warm: Warm, spec: RunSpec, prompt: str) -> RunResult | None:
     """Give the prepared container its prompt and run it to the end, as `sandbox.run` would;
-    None (the preparation discarded) when its CLI is no longer waiting."""
-    import docker.errors
-
+    None (the preparation discarded) when its CLI is no longer waiting. The prompt goes first,
+    its CPU weight raised after: the Docker call is no part of the wait for the first request."""
     try:
-        with contextlib.suppress(docker.errors.APIError):
-            warm.container.update(cpu_shares=FOREGROUND_SHARES)
-        try:
-            fd = os.open(warm.fifo, os.O_WRONLY | os.O_NONBLOCK)
-        except OSError as e:
-            if e.errno in (errno.ENXIO, errno.ENOENT):  # no reader: the container is gone
-                discard(warm)
-                return None
-            raise
-        os.set_blocking(fd, True)
+        fd = writer(warm.fifo, lambda: _alive(warm.container))
+        if fd is None:  # no reader and none to come: the container is gone
+            discard(warm)
+            return None
         try:
             with os.fdopen(fd, "wb") as pipe:
                 pipe.write(prompt.encode())
         except BrokenPipeError:
             discard(warm)
             return None
+        if warm.shares < FOREGROUND_SHARES:
+            _foreground(warm.container)
         return sandbox.finish_prepared(warm.container, spec, warm.volume)
     finally:
         shutil.rmtree(warm.run_dir, ignore_errors=True)
+
+
+READER_WAIT_S = 10.0
+"""How long a prompt waits for its CLI's pipe to be opened, the container running: a container
+started just before its step (its preparation finishing as the step before ended) may not have
+reached its `cat` yet on a loaded host; that is no reason to throw it away."""
+ALIVE_EVERY_S = 0.25
+
+
+def writer(fifo: Path, alive: Callable[[], bool], wait: float = READER_WAIT_S) -> int | None:
+    """The FIFO opened for a blocking write once its reader has opened it; None when it is gone,
+    or no reader came within `wait` seconds or while `alive()` (asked every ALIVE_EVERY_S)."""
+    deadline = time.monotonic() + wait
+    asked = time.monotonic()
+    while True:
+        try:
+            fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as e:
+            if e.errno == errno.ENOENT:
+                return None
+            if e.errno != errno.ENXIO:  # ENXIO: no reader yet
+                raise
+        else:
+            os.set_blocking(fd, True)
+            return fd
+        now = time.monotonic()
+        if now >= deadline:
+            return None
+        if now - asked >= ALIVE_EVERY_S:
+            if not alive():
+                return None
+            asked = now
+        time.sleep(0.005)
+
+
+def _alive(container: Any) -> bool:
+    """Created or running: its CLI's pipe may still be opened."""
+    import docker.errors
+
+    try:
+        container.reload()
+    except docker.errors.APIError:
+        return False
+    return str(container.status) in ("created", "running")
+
+
+def _foreground(container: Any) -> None:
+    import docker.errors
+
+    with contextlib.suppress(docker.errors.APIError):
+        container.update(cpu_shares=FOREGROUND_SHARES)
 
 
 def discard(warm: Warm) -> None:

@@ -17,6 +17,7 @@ pydantic writes plain JSON Schema: optional fields are left out of `required` an
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -157,5 +158,9 @@ def for_cli(schema: type[BaseModel], cli: str | None) -> JsonSchema:
     return dialect(raw) if dialect else raw
 
 
+@functools.lru_cache(maxsize=64)
 def text(schema: type[BaseModel], cli: str | None = None) -> str:
+    """Kept per schema and CLI: pydantic builds it afresh each time (10-20 ms on a loaded host),
+    twice in every worker step's set-up (its prompt, its container's schema file) and once in its
+    preparation."""
     return json.dumps(for_cli(schema, cli), indent=2)

@@ -34,6 +34,7 @@ from supervisor.guard import trustmap
 from supervisor.policy import budgets, risk
 from supervisor.policy.dependency_review import DependencyApprovalRequired
 from supervisor.routing import failover, route
+from supervisor.state import gate_history
 from supervisor.state.store import EventSpec, StepRecord
 from supervisor.workers import continuation
 from supervisor.workflow import decompose, lookahead, resuming
@@ -153,6 +154,8 @@ class Engine:
             except Exception as e:  # anything else ends the step as failed, resumable
                 outcome = self._crashed(wf, name, e)
             if self.steps.pipeline is not None:
+                if outcome.result == "passed":  # a plan: the fan-out's packs, gathered now
+                    self.steps.pipeline.answered(wf, outcome.context)
                 self.steps.pipeline.settle()  # prepared for this step and not taken: gone
             self._transition(wf, definition, name, step, outcome)
             if self.one_step:
@@ -170,7 +173,8 @@ class Engine:
             def commits(role: str) -> bool:
                 return load_role(role, self.repo).output == "implementation"
 
-            expected = lookahead.after(definition, step, wf.context, tip, commits)
+            odds = self._fail_odds(wf, step)
+            expected = lookahead.after(definition, step, wf.context, tip, commits, odds)
             chosen = []
             for item in expected:
                 picks = route.for_step(
@@ -181,6 +185,16 @@ class Engine:
         except Exception:  # a guess that cannot be made is no guess
             chosen = []
         pipeline.ahead(wf, chosen)
+
+    def _fail_odds(self, wf: Workflow, step: StepDef) -> float:
+        """A gate's odds of failing this run, from its runs at the same attempt (lookahead.py)."""
+        name = wf.current_step
+        if step.gate is None or name is None:
+            return 0.0
+        attempt = self.store.count_steps(wf.id, name) + 1
+        return lookahead.fail_odds(
+            gate_history.failed(self.store, name, attempt, lookahead.HISTORY)
+        )
 
     def _routed(self, wf: Workflow, name: str, step: StepDef) -> Outcome:
         """Choose each role's CLI (supervisor.routing), run the step on it, and keep the choices

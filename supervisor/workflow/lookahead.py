@@ -11,12 +11,23 @@ it); the next step checks everything it uses against its own inputs anyway.
 
 What a wrong guess costs decides how much is made ahead (`containers`, `plan`): a worktree, a
 route and a context pack are a tenth of a second each, made for every successor; a started
-container is its CLI's start-up, 2-5 s of CPU on the 2-core host, slowing the running step and
-whatever else the machine runs when it is thrown away. So only the successor of the step's pass
-(`next`; the way back is the unlikely one, and a reviewer's pass leads to no worker) gets its
-container started at once; another one at once only when the load leaves a core idle for it,
-else later, once a core has stayed idle while the step before still runs (steps/prepare.py): on
-a busy machine never, on an idle one during a long gate.
+container is its CLI's start-up, 1-5 s of CPU on the 2-core host (and a Docker start of most of
+a second there), slowing the running step and whatever else the machine runs when it is thrown
+away. So only the likeliest successor gets its container started at once: the step's pass
+(`next`; a reviewer's pass leads to no worker), or a gate's way back (`on_fail`) when the gate's
+own history says it fails more often than not (`fail_odds`: a first test run after an
+implementation, in a repository where first runs fail). Another one at once only when the load
+leaves a core idle for it, else later, once a core has stayed idle while the step before still
+runs (steps/prepare.py): on a busy machine never, on an idle one during a long gate. (Both of a
+gate's ways started at once were measured on the loaded 2-core host, benchmarks/step_gap.py: the
+two Docker starts and start-ups beside the gate made the gate slower and left the one that was
+used still starting up when it ended, so gate and gap together were no shorter.)
+
+The likeliest successor's CLI starts up at the running step's CPU weight (`foreground`): it is
+the next thing on the task's critical path, so its start-up CPU, spent anyway before the next
+step can go, is better spent while the step before still runs than after it (on a loaded host,
+the eighth of a share a background start-up gets left the CLI still booting when its prompt
+came, 5-8 s later). The others start at a background weight: they are likely thrown away.
 """
 
 from __future__ import annotations
@@ -41,9 +52,24 @@ class Expected:
     base: str
     cli: str | None = None
     likely: bool = True
-    """Reached when the step passes (`next`), not on the way back (`on_fail`, `on_reject`)."""
+    """Reached when the step passes (`next`), or a gate's way back (`on_fail`) instead when the
+    gate fails more often than not; not the other ways."""
     container: bool = True
     """Its container started ahead too, or only its worktree, route and context pack."""
+    foreground: bool = False
+    """Its CLI starts up at the running step's CPU weight (the likeliest successor's, started
+    at once), else at the background weight (warm.BACKGROUND_SHARES)."""
+
+
+HISTORY = 20
+"""The gate's runs the odds are read from (the latest, at the same attempt)."""
+
+
+def fail_odds(failed: list[bool]) -> float:
+    """The odds that a gate fails, from its earlier runs (True: failed), with one imagined
+    failure and one pass beside them (Laplace): 1/2 with no history (the pass stays the likelier
+    then), and a history of a few runs moves it only so far."""
+    return (sum(failed) + 1) / (len(failed) + 2)
 
 
 def base_now(context: dict[str, Any], tip: str) -> str:
@@ -58,10 +84,12 @@ def after(
     context: dict[str, Any],
     tip: str,
     commits: Callable[[str], bool],
+    odds: float = 0.0,
 ) -> list[Expected]:
     """The worker steps that may follow `step` and start from the commit known now, most
     likely first (`next`, then the way back); `commits(role)`: whether a role's answer is a
-    commit (its output is an implementation)."""
+    commit (its output is an implementation); `odds`: a gate's odds of failing (`fail_odds`):
+    above even, its way back is the likely one, first, and its pass is not."""
     if step.action is not None or step.for_each is not None:
         return []
     if step.role is not None and commits(step.role):
@@ -74,19 +102,32 @@ def after(
         role = definition.steps[successor].role
         if role is None or any(e.role == role for e in found):
             continue
-        found.append(Expected(successor, role, base, likely=successor == step.next))
+        back = step.gate is not None and odds > 1 / 2  # fails more often than not
+        likely = successor == (step.on_fail if back else step.next)
+        found.append(Expected(successor, role, base, likely=likely))
+    found.sort(key=lambda e: not e.likely)  # the likely one first
     return found
 
 
-def containers(limit: int, fixed: int | None, cpus: int, load: float, likely: bool) -> int:
+def containers(limit: int, fixed: int | None, cpus: int, load: float, likely: int) -> int:
     """How many of the successors, in order, get their container started at once: `fixed` when
-    the configuration says so; else the one the step's pass leads to (`likely`: the first), and
-    others only for the cores the load leaves idle (`cpus` less the 1-minute `load`, which holds
-    the running step's own share; the first preparation takes one of them)."""
+    the configuration says so; else the `likely` ones (the first few), and others only for the
+    cores the load leaves idle (`cpus` less the 1-minute `load`, which holds the running step's
+    own share; the first preparation takes one of them)."""
     if fixed is not None:
         return max(0, min(limit, fixed))
     idle = math.floor(cpus - load)
-    return max(0, min(limit, max(1 if likely else 0, idle)))
+    return max(0, min(limit, max(int(likely), idle)))
+
+
+def leading_likely(expected: list[Expected]) -> int:
+    """How many successors, from the first, are likely."""
+    count = 0
+    for item in expected:
+        if not item.likely:
+            break
+        count += 1
+    return count
 
 
 def idle_cores(before: tuple[float, float], after: tuple[float, float], cpus: int) -> float:
@@ -96,7 +137,12 @@ def idle_cores(before: tuple[float, float], after: tuple[float, float], cpus: in
 
 
 def plan(expected: list[Expected], limit: int, started: int) -> list[Expected]:
-    """The `limit` likeliest successors, the first `started` with their container."""
+    """The `limit` likeliest successors, the first `started` with their container, the first of
+    all in the foreground when it is likely (one more started on an idle core is likely thrown
+    away: it starts up in the background)."""
     return [
-        dataclasses.replace(item, container=i < started) for i, item in enumerate(expected[:limit])
+        dataclasses.replace(
+            item, container=i < started, foreground=i == 0 and item.likely and i < started
+        )
+        for i, item in enumerate(expected[:limit])
     ]

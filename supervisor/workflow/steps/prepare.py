@@ -7,40 +7,42 @@ pack gathered (supervisor/context/ahead.py), and for the likeliest the container
 its CLI waiting for a prompt (supervisor/sandbox/warm.py; lookahead.plan says which). The next
 worker step takes a preparation only when it wants the same role, CLI, base and key, and uses its
 container only when the container is exactly the one it would have made (`warm.fingerprint` of
-its own RunSpec); anything else is discarded, as is every preparation the step after it did not
-take. Nothing of it is workflow progress: a used or discarded preparation is an event, and a
-crash leaves only things named for the task (worktree `wf<id>-prep-...`, labelled container, run
-folder, proxy route), which the task's clean-up on `resume` removes.
+its own RunSpec); anything else is discarded (behind the engine, off the wait for the next
+step), as is every preparation the step after it did not take. A pack that follows from the
+running step's answer (a fan-out's, from the plan) is gathered once the answer is in. Nothing
+of it is workflow progress: a used or discarded preparation is an event, and a crash leaves only
+things named for the task (worktree `wf<id>-prep-...`, labelled container, run folder, proxy
+route), which the task's clean-up on `resume` removes.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from supervisor.context import prompts
-from supervisor.context.ahead import Ahead
+from supervisor.context.ahead import KEEP, Ahead
 from supervisor.sandbox import adopt, model_paths, warm
 from supervisor.sandbox.docker import RunSpec, run_dir_label
 from supervisor.state.store import EventSpec
 from supervisor.workflow import lookahead
 from supervisor.workflow.steps import machine
+from supervisor.workflow.steps.pack_ahead import pack_ahead
+from supervisor.workflow.steps.worker_spec import container_spec, invocation_for
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-    from supervisor.context.roles import Role
     from supervisor.guard.credentials import Credentials
     from supervisor.sandbox.docker import RunResult
     from supervisor.sandbox.egress import Route
     from supervisor.sandbox.warm import Warm
     from supervisor.state.store import Workflow
-    from supervisor.workers.base import Invocation
     from supervisor.workflow.lookahead import Expected
     from supervisor.workflow.steps.base import StepContext
 
@@ -66,68 +68,6 @@ class Prepared:
     pipeline once cores are idle while the step before still runs."""
     claimed: bool = False
     """Taken by its step or discarded: nothing is attached to it any more."""
-
-
-def container_spec(
-    c: StepContext,
-    role: Role,
-    invocation: Invocation,
-    cli_settings: Any,
-    creds: Credentials,
-    route: Route,
-    worktree: Path,
-    image: str | None,
-    cli: str,
-) -> RunSpec:
-    """A worker's RunSpec, but for its prompt, labels, callbacks and folders (the step adds
-    them): one function for the step and its preparation, so that they make the same container."""
-    limits = c.settings.limits
-    return RunSpec(
-        argv=invocation.argv,
-        worktree=worktree,
-        image=image,
-        env={**cli_settings.extra_env, **role.env, **invocation.env, **creds.env},
-        home_files={**invocation.home_files, **creds.home_files},
-        run_files={"output_schema.json": prompts.schema_text(role.schema, cli)},
-        network=c.settings.sandbox.egress_network,
-        extra_hosts={route.alias: route.gateway},
-        timeout=limits.step_timeout_seconds,
-        memory=limits.worker_memory,
-        cpus=limits.worker_cpus,
-        idle_timeout=limits.idle_timeout_seconds,
-    )
-
-
-def invocation_for(
-    c: StepContext,
-    wf: Workflow,
-    name: str,
-    role: Role,
-    cli: str,
-    cli_settings: Any,
-    creds: Any,
-    base_url: str,
-) -> tuple[str, Invocation]:
-    """The model and the CLI's command line, as the worker step builds them."""
-    from supervisor.policy import budgets
-    from supervisor.workers import adapter_for
-
-    adapter = adapter_for(cli)
-    model = role.model_for(cli, cli_settings.default_model, cli_settings.model)
-    schema_file = "/run/supervisor/output_schema.json" if adapter.supports_json_schema else None
-    invocation = adapter.build(
-        model=model,
-        base_url=base_url,
-        workdir="/workspace",
-        extra_flags=[
-            *cli_settings.extra_flags,
-            *role.flags,
-            *budgets.cli_flags(adapter.budget_flag, budgets.remaining_usd(c.store, wf, name)),
-        ],
-        api_key_env=next(iter(creds.env), None),
-        schema_path=schema_file,
-    )
-    return model, invocation
 
 
 def prepare_worker(c: StepContext, wf: Workflow, expected: Expected) -> Prepared | None:
@@ -190,13 +130,15 @@ def prepare_worker(c: StepContext, wf: Workflow, expected: Expected) -> Prepared
         spec.labels = adopt.prepared_labels(labels, expected.base, route)
         late_flags = adapter.late_prompt_flags
 
-        def start() -> warm.Warm | None:
-            return warm.prepare(c.sandbox, spec, expected.base, late_flags, token)  # type: ignore[arg-type]
+        def start(shares: int = warm.BACKGROUND_SHARES) -> warm.Warm | None:
+            return warm.prepare(c.sandbox, spec, expected.base, late_flags, token, shares)  # type: ignore[arg-type]
 
         prepared = None  # a sandbox without containers (the stand-in): worktree and route only
         containers = hasattr(c.sandbox, "finish_prepared")
         if expected.container and containers:
-            prepared = start()
+            prepared = start(
+                warm.FOREGROUND_SHARES if expected.foreground else warm.BACKGROUND_SHARES
+            )
     except BaseException:
         _undo(c, worktree, route, record_dir)
         raise
@@ -207,31 +149,10 @@ def prepare_worker(c: StepContext, wf: Workflow, expected: Expected) -> Prepared
     return made
 
 
-def pack_ahead(c: StepContext, wf: Workflow, expected: Expected, packs: Ahead) -> None:
-    """Gather the context pack `expected` will ask for, as the worker step computes its inputs
-    (steps/worker.py): the files changed since the task branch's tip, else the plan's, and the
-    diff. A fix-up of one component of a plan asks for that component's files: the plan's."""
-    from supervisor.context.assemble import strategy_for
-    from supervisor.context.plan_view import plan_files
-    from supervisor.context.roles import load_role
-    from supervisor.workspace.treedata import CommitFiles
-
-    role = load_role(expected.role, c.repo)
-    tip = c.ws.branch_tip(wf.task_branch)
-    base = expected.base
-    files = CommitFiles(c.ws.git_dir, base)
-    strategy = strategy_for(role, c.repo)
-    planned = plan_files(wf.context.get("plan"))
-    diff = c.ws.diff(tip, base) if base != tip else ""
-    changed = c.ws.changed_files(tip, base) if base != tip else planned
-    for targets in (changed, planned):
-        packs.gather(files, role, strategy, targets, diff)
-
-
 def packs(c: StepContext) -> Ahead | None:
     """The context packs gathered ahead in this engine run, if any."""
     pipeline = c.pipeline
-    return pipeline.packs if isinstance(pipeline, Pipeline) else None
+    return pipeline.promised_packs() if isinstance(pipeline, Pipeline) else None
 
 
 def run(
@@ -297,6 +218,13 @@ class Pipeline:
         self.packs = Ahead()
         self._stop = threading.Event()
         self._later: list[threading.Thread] = []
+        # Discards run behind the engine, one at a time: removing a container and a worktree
+        # (0.1-0.3 s on a loaded host) is no part of the wait for the next step.
+        self._discards = ThreadPoolExecutor(max_workers=1, thread_name_prefix="discard")
+        self._discarding: list[Future[None]] = []
+        self._promising: list[threading.Event] = []
+        # Packs gathered once an answer is in: never queued behind a container being made.
+        self._gathers = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gather")
 
     def ahead(self, wf: Workflow, expected: list[Expected]) -> None:
         """Start preparing for the step after the one starting now: the likeliest with its
@@ -305,7 +233,7 @@ class Pipeline:
             self.generation += 1
             generation = self.generation
         fixed = self.c.settings.limits.prepare_containers
-        likely = bool(expected) and expected[0].likely
+        likely = lookahead.leading_likely(expected)
         cpus = os.cpu_count() or 1
         started = lookahead.containers(self.limit, fixed, cpus, machine.load(), likely)
         for item in lookahead.plan(expected, self.limit, started):
@@ -330,6 +258,39 @@ class Pipeline:
                 self._later = [*(t for t in self._later if t.is_alive()), later]
             later.start()
         return made
+
+    def answered(self, wf: Workflow, context: dict[str, Any]) -> None:
+        """The running step answered with what its successors' packs follow from (a plan: the
+        fan-out's targets): gathered now, while the engine records the answer, instead of in the
+        next step's set-up (before the plan, only the way the step would go without it was)."""
+        if not context.get("plan"):
+            return
+        with self._lock:
+            current = [item for made, item, _ in self._pending if made == self.generation]
+        known = dataclasses.replace(wf, context={**wf.context, **context})
+        for item in current:
+            promised = threading.Event()
+            with self._lock:
+                self._promising.append(promised)
+            self._gathers.submit(self._gather, known, item, promised)
+
+    def _gather(self, wf: Workflow, item: Expected, promised: threading.Event) -> None:
+        try:
+            pack_ahead(self.c, wf, item, self.packs, KEEP // 2, promised.set)
+        except Exception as e:  # the step gathers its own
+            self.c.reporter.info(f"gathering the context of '{item.step}' ahead failed: {e}")
+        finally:
+            promised.set()
+
+    def promised_packs(self) -> Ahead:
+        """The packs, once those `answered` started are promised (their keys known: a step
+        asking for one then waits for it, not makes its own; a few hundredths of a second after
+        the answer, long before the next step's set-up asks)."""
+        with self._lock:
+            waiting, self._promising = self._promising, []
+        for promised in waiting:
+            promised.wait()
+        return self.packs
 
     def _start_later(self, made: Prepared, generation: int) -> None:
         """Start `made`'s container once a core has stayed idle (lookahead.idle_cores), unless
@@ -383,15 +344,28 @@ class Pipeline:
         return None
 
     def settle(self) -> None:
-        """After a step ran: what was prepared for it and not taken goes."""
+        """After a step ran: what was prepared for it and not taken goes, in the background
+        (`settled` waits for it; `close` does)."""
         with self._lock:
             stale = [p for p in self._pending if p[0] < self.generation]
             self._pending = [p for p in self._pending if p[0] >= self.generation]
-        for _, _, future in stale:
-            made = future.result()
-            if made is not None:
-                self._claim(made)
-                discard(self.c, made, "the next step did not use it")
+            self._discarding = [f for f in self._discarding if not f.done()]
+            for _, _, future in stale:
+                self._discarding.append(self._discards.submit(self._discard_unused, future))
+
+    def _discard_unused(self, future: Future[Prepared | None]) -> None:
+        made = future.result()
+        if made is not None:
+            self._claim(made)
+            discard(self.c, made, "the next step did not use it")
+
+    def settled(self) -> None:
+        """Wait until what `settle` let go is gone."""
+        with self._lock:
+            waiting = list(self._discarding)
+        for future in waiting:
+            with contextlib.suppress(Exception):
+                future.result()
 
     def _claim(self, made: Prepared) -> None:
         with self._lock:
@@ -413,6 +387,11 @@ class Pipeline:
         self._pool.shutdown(wait=True)
         for later in list(self._later):  # started by a preparation finishing just now
             later.join()
+        self._discards.shutdown(wait=True)
+        self._gathers.shutdown(wait=True, cancel_futures=True)
+        with self._lock:
+            for promised in self._promising:  # cancelled before it began: nothing to wait for
+                promised.set()
         self.packs.clear()
 
 

@@ -34,7 +34,7 @@ from supervisor.sandbox.docker import RUN_PREFIX, run_dir_label
 from supervisor.state.store import EventSpec, StepRecord, now
 from supervisor.workers import adapter_for, continuation
 from supervisor.workflow import depth, plan_projects
-from supervisor.workflow.steps import assessing, prepare, results, witnessing
+from supervisor.workflow.steps import assessing, prepare, results, witnessing, worker_spec
 from supervisor.workflow.steps.base import (
     LineSplitter,
     Outcome,
@@ -277,7 +277,7 @@ class _Run:
         except ConfigError as e:
             return Outcome("failed", escalate=e)
         prompt = resumed.prompt
-        model, invocation = prepare.invocation_for(
+        model, invocation = worker_spec.invocation_for(
             c, wf, name, role, cli, cli_settings, creds, route.url
         )
         invocation = dataclasses.replace(invocation, argv=resumed.argv(cli, invocation.argv))
@@ -318,7 +318,7 @@ class _Run:
         )
         image = image_for(c, wf, name, files)
         spec = dataclasses.replace(
-            prepare.container_spec(
+            worker_spec.container_spec(
                 c, role, invocation, cli_settings, creds, route, worktree, image, cli
             ),
             stdin_text=prompt,
