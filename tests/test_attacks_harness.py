@@ -9,7 +9,6 @@ feedback, the task branch never holds it, and no build runs before a person appr
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import shutil
@@ -25,6 +24,7 @@ from e2e_support import (
     implementation,
     new_repo,
     read_turn,
+    remove_project_image,
     require_sandbox,
     reviewer,
     write_workflow,
@@ -278,7 +278,7 @@ def images(tmp_path: Path) -> Iterator[Any]:
     for image in mine():
         for tag in image.tags:
             if tag.startswith(image_name(tmp_path / "py") + ":"):
-                client.images.remove(tag, noprune=False)
+                remove_project_image(tag)
 
 
 def image_name(repo: Path) -> str:
@@ -309,7 +309,6 @@ def python_image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Pat
     """The Python project and its image from HEAD's dependencies, made once per run and shared
     by the xdist processes (tests/run_once.py, as the TypeScript project is): both dependency
     specs start from it, and each names the image for its own copy (a tag, not a build)."""
-    import docker.errors
 
     require_sandbox()
     shared = run_once.shared_dir(tmp_path_factory, "py_dates")
@@ -328,8 +327,7 @@ def python_image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Pat
     finally:
         with run_once.locked(shared):
             if run_once.leave(shared, user):  # the last user: the run's image goes too
-                with contextlib.suppress(docker.errors.ImageNotFound):
-                    docker.from_env().images.remove(built, noprune=False)
+                remove_project_image(built)
 
 
 def python_project(tmp_path: Path, url: str, shared: tuple[Path, str]) -> Path:

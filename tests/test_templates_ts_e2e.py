@@ -12,7 +12,6 @@ gate. Each template's wall time is printed (run with `-s` to see it)."""
 
 from __future__ import annotations
 
-import contextlib
 import shutil
 import subprocess
 import tempfile
@@ -20,10 +19,17 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-import docker.errors
 import pytest
 import run_once
-from e2e_support import IMAGE, planner, require_sandbox, reviewer, run_to_the_end, writes
+from e2e_support import (
+    IMAGE,
+    planner,
+    remove_project_image,
+    require_sandbox,
+    reviewer,
+    run_to_the_end,
+    writes,
+)
 
 from supervisor import image_commands, tasks
 from supervisor.config import Limits
@@ -168,8 +174,7 @@ def project(tmp_path_factory: pytest.TempPathFactory, sandbox: DockerSandbox) ->
     finally:
         with run_once.locked(shared):
             if run_once.leave(shared, user):  # the last user: the run's image goes too
-                with contextlib.suppress(docker.errors.ImageNotFound):
-                    sandbox.client.images.remove(built, noprune=False)
+                remove_project_image(built)
     print(f"\nTypeScript project, wall time per template: {WALL_SECONDS}")
 
 
