@@ -116,6 +116,7 @@ def start_task(
         raise SupervisorError(
             f"--depth {depth!r} is unknown.", "Use auto, simple, planned or researched."
         )
+    link = scaleout.connecting(backend)  # the submission's, made while the checks below run
     overrides = {}
     for item in role or []:
         step, sep, name = item.partition("=")
@@ -153,7 +154,9 @@ def start_task(
             )
     if (backend or projects.open_project(repo).settings.backend) == "temporal":
         with resumable(repo):
-            scaleout.submit(description, repo, cli, overrides, no_gate, allow_protected, depth)
+            scaleout.submit(
+                description, repo, cli, overrides, no_gate, allow_protected, depth, link
+            )
         return
     if backend not in (None, "embedded"):
         raise SupervisorError(f"--backend {backend!r} is unknown.", "Use embedded or temporal.")

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from supervisor.opening import Project
     from supervisor.state.store import Workflow
     from supervisor.temporal.client import Submitter
+    from supervisor.temporal.link import Link
     from supervisor.workflow.depth import Asked
 
 
@@ -38,13 +39,15 @@ def submit_task(
     allow_protected: list[str] | None = None,
     depth: Asked = "planned",
     submitter: Submitter | None = None,
+    link: Link | None = None,
 ) -> Workflow:
     """The task, created and its workflow started. `submitter`: one already connected (a
-    caller submitting many); by default one is made meanwhile: the SDK's import, the
-    connection and the remote's `ls-remote` overlap the checks instead of following them."""
+    caller submitting many); by default one is made meanwhile, over `link` when the caller
+    started one: the SDK's import and the connection (in the link's process), the remote's
+    `ls-remote` overlap the checks instead of following them."""
     project = open_project(path, {"cli": cli} if cli else None)
     with ThreadPoolExecutor(1, thread_name_prefix="supervisor-connect") as pool:
-        connecting = pool.submit(_submitter, project) if submitter is None else None
+        connecting = pool.submit(_submitter, project, link) if submitter is None else None
         try:
             task = starting.prepare(
                 description, project, roles=roles, no_gate=no_gate,
@@ -71,7 +74,7 @@ def submit_task(
             submit.close()
 
 
-def _submitter(project: Project) -> Submitter:
+def _submitter(project: Project, link: Link | None) -> Submitter:
     from supervisor.temporal.client import Submitter
 
-    return Submitter(project)
+    return Submitter(project, link)
