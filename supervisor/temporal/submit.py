@@ -12,6 +12,7 @@ leaves nothing (`Submitter.undo`).
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from typing import TYPE_CHECKING
 
 from supervisor import starting
@@ -46,32 +47,33 @@ def submit_task(
     started one: the SDK's import and the connection (in the link's process), the remote's
     `ls-remote` overlap the checks instead of following them."""
     project = open_project(path, {"cli": cli} if cli else None)
-    with ThreadPoolExecutor(1, thread_name_prefix="supervisor-connect") as pool:
-        connecting = pool.submit(_submitter, project, link) if submitter is None else None
-        try:
-            task = starting.prepare(
-                description, project, roles=roles, no_gate=no_gate,
-                allow_protected=allow_protected, depth=depth,
-            )  # fmt: skip
-        except BaseException:  # the task's own error is the one said, once the thread ends
-            if connecting is not None and connecting.exception() is None:
-                connecting.result().close()
-            raise
-        submit = submitter or connecting.result()  # type: ignore[union-attr]
-    try:
-        with project.store() as store:
-            wf = starting.create(task, store)
+    with ExitStack() as ending:
+        with ThreadPoolExecutor(1, thread_name_prefix="supervisor-connect") as pool:
+            connecting = pool.submit(_submitter, project, link) if submitter is None else None
             try:
-                with task_lock(project.state_dir, wf.id):
-                    starting.begin(task, store, wf)
-                submit(wf, store)
-            except SupervisorError as e:
-                submit.undo(wf, e, store)
+                task = starting.prepare(
+                    description, project, roles=roles, no_gate=no_gate,
+                    allow_protected=allow_protected, depth=depth,
+                )  # fmt: skip
+                # Opened (its schema checked) while the server answers; nothing is created in it
+                # before the server did.
+                store = ending.enter_context(project.store())
+            except BaseException:  # the task's own error is the one said, once the thread ends
+                if connecting is not None and connecting.exception() is None:
+                    connecting.result().close()
                 raise
-            return store.workflow(wf.id)
-    finally:
+            submit = submitter or connecting.result()  # type: ignore[union-attr]
         if submitter is None:
-            submit.close()
+            ending.callback(submit.close)
+        wf = starting.create(task, store)
+        try:
+            with task_lock(project.state_dir, wf.id):
+                starting.begin(task, store, wf)
+            submit(wf, store)
+        except SupervisorError as e:
+            submit.undo(wf, e, store)
+            raise
+        return store.workflow(wf.id)
 
 
 def _submitter(project: Project, link: Link | None) -> Submitter:
