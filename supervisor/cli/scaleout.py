@@ -6,14 +6,11 @@ Imported by those commands only when they need it: temporalio is not loaded by t
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
-from supervisor.cli.common import RepoOption, console, err_console
-
-if TYPE_CHECKING:
-    from supervisor.temporal.link import Link
+from supervisor.cli.common import RepoOption, err_console
 
 
 def worker(
@@ -44,41 +41,6 @@ def worker(
         queue or cfg.task_queue,
         max_parallel,
     )
-
-
-def submit(
-    description: str,
-    repo: Path,
-    cli: str | None,
-    roles: dict[str, str],
-    no_gate: bool,
-    allow_protected: list[str] | None,
-    depth: str,
-    link: Link | None = None,
-) -> None:
-    """`start-task --backend temporal`: create the task and hand it to the workers; loads
-    neither Docker nor the engine (supervisor/temporal/submit.py). `link`: see `connecting`."""
-    from supervisor.temporal.submit import submit_task
-
-    wf = submit_task(
-        description, repo, cli=cli, roles=roles, no_gate=no_gate,
-        allow_protected=allow_protected, depth=depth, link=link,  # type: ignore[arg-type]
-    )  # fmt: skip
-    console.print(
-        f"Workflow {wf.id} submitted to Temporal; `supervisor worker` runs it. "
-        f"Follow it with: supervisor status {wf.id}",
-        highlight=False,
-    )
-
-
-def connecting(backend: str | None) -> Link | None:
-    """`--backend temporal`: the submission's connection to Temporal, begun before anything
-    else the command does (its helper process loads Temporal's client meanwhile)."""
-    if backend != "temporal":
-        return None
-    from supervisor.temporal.link import Link
-
-    return Link()
 
 
 def resume_elsewhere(repo: Path, workflow_id: int, here: bool) -> bool:

@@ -101,16 +101,15 @@ class Link:
 
 
 def _end(proc: subprocess.Popen[str], errors: IO[bytes]) -> None:
-    """Closes its stdin (it exits at the end of its input), then waits a moment for it."""
+    """Closes its stdin; then ends it if it has not ended of itself: it was asked nothing more
+    (a command that failed before its submission need not wait for Temporal's import)."""
     for stream in (proc.stdin, proc.stdout):
         if stream is not None:
             with contextlib.suppress(OSError):
                 stream.close()
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    if proc.poll() is None:
+        proc.terminate()
+    proc.wait()
     errors.close()
 
 
