@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
+    from supervisor.opening import Project
     from supervisor.temporal.link import Link
 
 DEPTHS = ("auto", "simple", "planned", "researched")
@@ -74,22 +75,26 @@ def parse(args: list[str]) -> SubmitArgs | None:
 
 
 def run(args: SubmitArgs) -> None:
-    """The submission, as `start-task --yes --backend temporal` runs it (supervisor/cli/app.py)."""
+    """The submission, as `start-task --yes --backend temporal` runs it (supervisor/cli/app.py).
+    Its helper process first: it loads Temporal's client while this one loads the rest."""
+    check_depth(args.depth)
+    link = connecting("temporal")
     from supervisor.cli.failure import console, err_console
     from supervisor.cli.interrupt import resumable
     from supervisor.cli.plain import fit_to_output
+    from supervisor.opening import open_project
 
     fit_to_output(console)
     fit_to_output(err_console)
     try:
-        check_depth(args.depth)
-        link = connecting("temporal")
         overrides = role_overrides(args.roles)
-        say_approvals(args.repo, args.cli, overrides, args.no_gate)
+        # Opened once for both (the full command line opens it for each: the same checks)
+        project = open_project(args.repo, {"cli": args.cli} if args.cli else None)
+        say_approvals(args.repo, args.cli, overrides, args.no_gate, project)
         with resumable(args.repo):
             submit(
                 args.description, args.repo, args.cli, overrides, args.no_gate,
-                args.allow_protected, args.depth, link,
+                args.allow_protected, args.depth, link, project,
             )  # fmt: skip
     except KeyboardInterrupt:  # before the task's creation began: as click says it
         err_console.print("\nAborted!", highlight=False, markup=False)
@@ -130,12 +135,18 @@ def role_overrides(role: list[str] | None) -> dict[str, str]:
     return overrides
 
 
-def say_approvals(repo: Path, cli: str | None, roles: dict[str, str], no_gate: bool) -> None:
+def say_approvals(
+    repo: Path,
+    cli: str | None,
+    roles: dict[str, str],
+    no_gate: bool,
+    project: Project | None = None,
+) -> None:
     """With --yes: the approvals the run will stop at, said before it starts."""
     from supervisor import opening
     from supervisor.cli.failure import err_console
 
-    stops = opening.approval_stops(repo, cli=cli, roles=roles, no_gate=no_gate)
+    stops = opening.approval_stops(repo, cli=cli, roles=roles, no_gate=no_gate, project=project)
     if not stops.startswith("none:"):  # "none planned; the approval policy ..." is said
         err_console.print(f"Approvals this run asks for: {stops}", highlight=False, markup=False)
 
@@ -149,6 +160,7 @@ def submit(
     allow_protected: list[str] | None,
     depth: str,
     link: Link | None = None,
+    project: Project | None = None,
 ) -> None:
     """`start-task --backend temporal`: create the task and hand it to the workers; loads
     neither Docker nor the engine (supervisor/temporal/submit.py). `link`: see `connecting`."""
@@ -158,6 +170,7 @@ def submit(
     wf = submit_task(
         description, repo, cli=cli, roles=roles, no_gate=no_gate,
         allow_protected=allow_protected, depth=depth, link=link,  # type: ignore[arg-type]
+        project=project,
     )  # fmt: skip
     console.print(
         f"Workflow {wf.id} submitted to Temporal; `supervisor worker` runs it. "

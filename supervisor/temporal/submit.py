@@ -41,12 +41,14 @@ def submit_task(
     depth: Asked = "planned",
     submitter: Submitter | None = None,
     link: Link | None = None,
+    project: Project | None = None,
 ) -> Workflow:
     """The task, created and its workflow started. `submitter`: one already connected (a
     caller submitting many); by default one is made meanwhile, over `link` when the caller
     started one: the SDK's import and the connection (in the link's process), the remote's
-    `ls-remote` overlap the checks instead of following them."""
-    project = open_project(path, {"cli": cli} if cli else None)
+    `ls-remote` overlap the checks instead of following them. `project`: `path`, already
+    opened with `cli`."""
+    project = project or open_project(path, {"cli": cli} if cli else None)
     with ExitStack() as ending:
         with ThreadPoolExecutor(1, thread_name_prefix="supervisor-connect") as pool:
             connecting = pool.submit(_submitter, project, link) if submitter is None else None
