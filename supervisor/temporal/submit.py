@@ -1,9 +1,10 @@
 """`start-task --backend temporal`: create a task and hand it to Temporal's workers.
 
 A submission is the command a person waits for, so it does only what must happen on the
-submitting host, in one process and one connection: the checks that need no sandbox
-(supervisor/starting.py), the Temporal server and shared remote (checked while those run, see
-`Submitter`), the task's row and branch, its refs on the remote, its workflow. Docker, the
+submitting host, over one connection: the checks that need no sandbox (supervisor/starting.py),
+the Temporal server and shared remote (checked while those run, see `Submitter`; Temporal's
+client runs in a helper process, supervisor/temporal/link.py), the task's row and branch, its
+refs on the remote, its workflow. Docker, the
 engine and the CLI probe are the workers' business, on their hosts, at the task's first step
 (a submitting host need not even have Docker). Atomic: a failure anywhere after the row exists
 leaves nothing (`Submitter.undo`).
