@@ -80,16 +80,15 @@ GC_THRESHOLD = 20_000
 
 
 def main() -> None:
+    import atexit
     import gc
 
     gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
-    try:
-        _run()
-    finally:
-        # The interpreter's teardown then collects nothing: it walked every object the command
-        # made (SQLAlchemy's, pydantic's...) in several full collections, 0.1-0.5 s after a
-        # submission had printed its answer, to free what the process's exit frees anyway.
-        gc.freeze()
+    # At exit, the interpreter's teardown then collects nothing: it walked every object the
+    # command made (SQLAlchemy's, pydantic's...) in several full collections, 0.1-0.5 s after a
+    # submission had printed its answer, to free what the process's exit frees anyway.
+    atexit.register(gc.freeze)
+    _run()
 
 
 def _run() -> None:

@@ -7,17 +7,17 @@ helper process they run on another core meanwhile, so the submitting command wai
 (benchmarks/scaleout.py --submission-only). The submitting process itself never imports
 temporalio (tests/test_startup_imports.py).
 
-The helper does only what a submission asks of the server: connect, start workflows. One JSON
-line per request on its stdin, one answer per line on its stdout; it ends when its stdin closes
-(the submitting process ended, however). An error comes back as its message and hint and is
-raised here as the same `RunnerUnavailableError`, so a submission fails as it did in process.
+The helper (supervisor/temporal/helper.py) does only what a submission asks of the server:
+connect, start workflows. One JSON line per request on its stdin, one answer per line on its
+stdout; it ends when its stdin closes (the submitting process ended, however). An error comes
+back as its message and hint and is raised here as the same `RunnerUnavailableError`, so a
+submission fails as it did in process.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
 import select
 import subprocess
 import sys
@@ -33,7 +33,7 @@ from supervisor.errors import RunnerUnavailableError
 _PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent.parent)
 _SERVE = (
     "import gc, sys; gc.set_threshold(20_000); sys.path.insert(0, sys.argv[1]); "
-    "from supervisor.temporal.link import serve; serve()"
+    "from supervisor.temporal.helper import serve; serve()"
 )  # the collector's threshold: as the command's own (supervisor/cli/entry.py)
 # An answer the helper owes: its import and a connection on a loaded machine take seconds; its
 # connection itself gives up after 15 s (supervisor/temporal/client.py).
@@ -111,39 +111,3 @@ def _end(proc: subprocess.Popen[str], errors: IO[bytes]) -> None:
         proc.terminate()
     proc.wait()
     errors.close()
-
-
-def serve() -> None:
-    """The helper's side: each request line on stdin answered by one line on stdout."""
-    import temporalio.client  # noqa: F401  # now, while the submitting process checks the task
-
-    from supervisor.errors import SupervisorError
-    from supervisor.temporal.client import Server, Session, start_workflow
-    from supervisor.temporal.workflow import TaskInput
-
-    session: Session | None = None
-    for line in sys.stdin:
-        request = json.loads(line)
-        try:
-            if request["op"] == "connect":
-                if session is not None:
-                    session.close()
-                session = Session(Server(request["address"], request["namespace"]))
-                session.client()
-            else:
-                assert session is not None, "a start before a connection"
-                start_workflow(
-                    session.settings,
-                    request["workflow_id"],
-                    TaskInput(**request["task"]),
-                    request["queue"],
-                    replace=False,
-                    session=session,
-                )
-            answer: dict[str, str | bool] = {"ok": True}
-        except SupervisorError as e:
-            answer = {"error": e.message, "hint": e.hint}
-        print(json.dumps(answer), flush=True)
-    # Its input ended: the submitting command is done with it, and may be waiting for it to end.
-    # Tearing down the interpreter and the SDK's runtime would take a tenth of a second more.
-    os._exit(0)
