@@ -8,7 +8,7 @@ bare repository as the team's remote, the real `supervisor` command in a fresh i
 - the submitting process's import budget (what it costs: benchmarks/scaleout.py
   --submission-only): none of Temporal's SDK (its client runs in a helper process,
   supervisor/temporal/link.py), detect-secrets, tiktoken, Jinja2, networkx, the credential
-  proxy (h11), Docker or the engine;
+  proxy (h11), Docker or the engine, nor typer for its plain form;
 - the helper reports a server out of reach as the in-process client did, and ends with its
   input;
 - a submission that fails once the task exists (here: the server refuses the workflow, for a
@@ -87,6 +87,7 @@ def test_a_submission_loads_neither_docker_nor_the_engine_and_needs_no_docker_en
     assert not [m for m in loaded if m.startswith(NEVER_PREFIXES)]
     assert "supervisor.temporal.link" in loaded  # it did submit through the helper
     assert heavy(loaded) == []  # temporalio, detect_secrets, tiktoken, h11, jinja2, docker...
+    assert "typer" not in loaded  # its plain form is parsed without it (supervisor/cli/entry.py)
 
     with Store(repo / ".supervisor" / "state.db") as store:
         wf = store.workflow(1)
