@@ -5,7 +5,7 @@ and connecting waits for the server. In one interpreter both took turns with eve
 submission does (the settings, the state database, the checks), under one interpreter lock; in a
 helper process they run on another core meanwhile, so the submitting command waits for neither
 (benchmarks/scaleout.py --submission-only). The submitting process itself never imports
-temporalio (tests/test_startup_imports.py).
+temporalio (tests/test_temporal_submit.py).
 
 The helper (supervisor/temporal/helper.py) does only what a submission asks of the server:
 connect, start workflows. One JSON line per request on its stdin, one answer per line on its
@@ -86,11 +86,9 @@ class Link:
 
     def _send(self, request: dict[str, Any]) -> None:
         assert self._proc.stdin is not None
-        try:
+        with contextlib.suppress(OSError):  # it ended: `answer()` says why
             self._proc.stdin.write(json.dumps(request) + "\n")
             self._proc.stdin.flush()
-        except OSError:  # it ended: `answer()` says why
-            pass
 
     def _stderr_tail(self) -> str:
         with contextlib.suppress(subprocess.TimeoutExpired):
