@@ -90,6 +90,9 @@ def run(args: SubmitArgs) -> None:
         overrides = role_overrides(args.roles)
         # Opened once for both (the full command line opens it for each: the same checks)
         project = open_project(args.repo, {"cli": args.cli} if args.cli else None)
+        server = project.settings.temporal
+        if link is not None:  # the server's answer comes while the checks run
+            link.connect(server.address, server.namespace)
         say_approvals(args.repo, args.cli, overrides, args.no_gate, project)
         with resumable(args.repo):
             submit(

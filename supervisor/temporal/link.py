@@ -51,12 +51,16 @@ class Link:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._errors,
             text=True, bufsize=1,
         )  # fmt: skip
+        self._server: tuple[str, str] | None = None  # where it was last asked to connect
         # Ended with this object or the process, whichever comes first: never left running.
         self._end = weakref.finalize(self, _end, self._proc, self._errors)
 
     def connect(self, address: str, namespace: str) -> None:
-        """Asks for the connection; `answer()` says whether it was made."""
-        self._send({"op": "connect", "address": address, "namespace": namespace})
+        """Asks for the connection, once per server (asked early, it is made while the caller
+        checks the task); `answer()` says whether it was made."""
+        if self._server != (address, namespace):
+            self._server = (address, namespace)
+            self._send({"op": "connect", "address": address, "namespace": namespace})
 
     def start(self, workflow_id: str, task: dict[str, Any], queue: str) -> None:
         """Starts the task's workflow (fails if it exists); `task`: `TaskInput`'s fields."""
