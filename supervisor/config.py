@@ -44,7 +44,8 @@ def user_dir() -> Path:
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Built when first validated: a command pays only for the models it uses.
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class DecompositionLimits(_Model):

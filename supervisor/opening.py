@@ -252,11 +252,13 @@ def approval_stops(
     cli: str | None = None,
     roles: dict[str, str] | None = None,
     no_gate: bool = False,
+    project: Project | None = None,
 ) -> str:
-    """Every human approval the run will stop at, said before it starts (`--yes` approves none)."""
+    """Every human approval the run will stop at, said before it starts (`--yes` approves none).
+    `project`: `path`, already opened with `cli`."""
     from supervisor.policy.approvals import preview_line
 
-    project = open_project(path, {"cli": cli} if cli else None)
+    project = project or open_project(path, {"cli": cli} if cli else None)
     require_trust(project)
     definition, _ = task_definition(project, roles, no_gate)
     return preview_line(definition, project.root)

@@ -81,7 +81,8 @@ def classify_exception(error: Exception) -> Classification:
 
 
 class RetryPolicy(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Built when first validated: a command pays only for the models it uses.
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     max_attempts: int = Field(3, ge=1)
     initial_delay: float = Field(2.0, ge=0)
@@ -97,12 +98,14 @@ class RetryPolicy(BaseModel):
 
 
 class _Breaker(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Built when first validated: a command pays only for the models it uses.
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     failure_threshold: int = Field(6, ge=1)
 
 
 class _PolicyFile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Built when first validated: a command pays only for the models it uses.
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     policies: dict[str, RetryPolicy]
     circuit_breaker: _Breaker = Field(default_factory=_Breaker)
 

@@ -1,6 +1,8 @@
-"""`supervisor status` in its plain forms is answered without typer (supervisor/cli/entry.py), and
-says exactly what the full command line says: same output, same errors, same exit codes. Any
-other form goes to the full command line."""
+"""`supervisor status` in its plain forms, and a plain submission to Temporal (`start-task
+DESCRIPTION --yes --backend temporal ...`, supervisor/cli/submission.py), are answered without
+typer (supervisor/cli/entry.py), and say exactly what the full command line says: same output,
+same errors, same exit codes. Any other form goes to the full command line. (A submission that
+succeeds: tests/test_temporal_submit.py, on a real server.)"""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import pytest
 
 from supervisor.cli import entry
 from supervisor.cli.entry import StatusArgs, quick_status
+from supervisor.cli.submission import SubmitArgs, parse
 from supervisor.state.store import EventSpec, Store
 
 if TYPE_CHECKING:
@@ -239,3 +242,70 @@ def test_the_streamed_event_log_holds_each_event_as_the_store_reads_it(tmp_path:
         check=False,
     )
     assert unknown.returncode != 0 and "No workflow with id 9" in unknown.stderr
+
+
+SUBMIT = ["start-task", "Add x", "--yes", "--backend", "temporal"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (SUBMIT, SubmitArgs("Add x", Path(), None, [], False, None, "auto")),
+        (
+            ["start-task", "-y", "--backend=temporal", "--repo", "/r", "Add x", "--no-gate",
+             "--role", "implement=a", "--role=review=b", "--allow-protected", "Makefile",
+             "--cli", "codex", "--depth", "simple"],
+            SubmitArgs("Add x", Path("/r"), "codex", ["implement=a", "review=b"], True,
+                       ["Makefile"], "simple"),
+        ),
+    ],
+    ids=["plain", "every-option"],
+)  # fmt: skip
+def test_a_plain_submission_is_parsed_here(argv: list[str], expected: SubmitArgs) -> None:
+    assert parse(argv) == expected
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["start-task", "Add x", "--backend", "temporal"],  # confirms first: typer's prompt
+        ["start-task", "Add x", "--yes"],  # the backend from the settings
+        ["start-task", "Add x", "--yes", "--backend", "embedded"],
+        [*SUBMIT, "--help"],
+        [*SUBMIT, "Another"],
+        [*SUBMIT, "--repo"],
+        [*SUBMIT, "--repo", "--no-gate"],
+        [*SUBMIT, "--repo", "a", "--repo", "b"],
+        [*SUBMIT, "--repo="],
+        [*SUBMIT, "--"],
+        [*SUBMIT, "-x"],
+        ["start-task", "--yes", "--backend", "temporal"],
+        ["status"],
+    ],
+)
+def test_any_other_start_task_goes_to_the_full_command_line(argv: list[str]) -> None:
+    assert parse(argv) is None
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [["--depth", "deep"], ["--role", "implement"], ["--repo", "{nowhere}"]],
+    ids=["depth", "role", "not-a-repository"],
+)
+def test_a_refused_plain_submission_says_what_the_full_command_line_says(
+    extra: list[str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    from supervisor.cli import app
+
+    monkeypatch.setenv("COLUMNS", "120")
+    monkeypatch.setenv("SUPERVISOR_USER_DIR", str(tmp_path / "user"))
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    argv = [*SUBMIT, *(a.format(nowhere=tmp_path) for a in extra)]
+    assert parse(argv) is not None
+    quick = run(entry.main, argv, capsys)
+    full = run(app.main, argv, capsys)
+    assert quick == full
+    assert quick[0] != 0 and "error:" in quick[2]

@@ -6,7 +6,9 @@ budget of what the common paths load, checked in a fresh interpreter.
   detect-secrets nor `requests` (its rules come from the user's cache, supervisor/redaction.py),
   nor tiktoken, Temporal's client, Docker, Jinja2, networkx, the engine or the credential
   proxy (h11: a credential is made at a task's first step).
-- Importing the submission module loads no Temporal SDK: it is imported while the checks run.
+- Importing the submission module loads no Temporal SDK: a helper process imports it while the
+  checks run (supervisor/temporal/link.py); a whole submission's budget, the same list, is
+  checked on a real server in tests/test_temporal_submit.py.
 - `status` and `events --json` load none of Temporal, detect-secrets or tiktoken (the rest of
   their budget is tests/test_cli_imports.py).
 

@@ -5,6 +5,12 @@ bare repository as the team's remote, the real `supervisor` command in a fresh i
   the workers or the sandbox (what a person waits for; the workers open their own sandbox at
   the task's first step), and works on a host with no Docker engine at all; the task is
   recorded as Temporal's and its workflow waits on the queue;
+- the submitting process's import budget (what it costs: benchmarks/scaleout.py
+  --submission-only): none of Temporal's SDK (its client runs in a helper process,
+  supervisor/temporal/link.py), detect-secrets, tiktoken, Jinja2, networkx, the credential
+  proxy (h11), Docker or the engine, nor typer for its plain form;
+- the helper reports a server out of reach as the in-process client did, and ends with its
+  input;
 - a submission that fails once the task exists (here: the server refuses the workflow, for a
   namespace it does not have) leaves nothing: no task shown running, no local branch, no refs
   on the remote, and the reason recorded on the abandoned task.
@@ -20,12 +26,16 @@ from typing import TYPE_CHECKING
 
 import pytest
 from e2e_support import new_repo
+from pg_support import free_port
 from temporal_support import DevServer
 from test_cli_imports import RUN
+from test_startup_imports import heavy
 from test_temporal_e2e import supervisor
 from test_temporal_ops_e2e import git_out
 
+from supervisor.errors import RunnerUnavailableError
 from supervisor.state.store import Store
+from supervisor.temporal.link import Link
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -75,6 +85,9 @@ def test_a_submission_loads_neither_docker_nor_the_engine_and_needs_no_docker_en
     loaded = set(result["modules"])
     assert not loaded & set(NEVER), sorted(loaded & set(NEVER))
     assert not [m for m in loaded if m.startswith(NEVER_PREFIXES)]
+    assert "supervisor.temporal.link" in loaded  # it did submit through the helper
+    assert heavy(loaded) == []  # temporalio, detect_secrets, tiktoken, h11, jinja2, docker...
+    assert "typer" not in loaded  # its plain form is parsed without it (supervisor/cli/entry.py)
 
     with Store(repo / ".supervisor" / "state.db") as store:
         wf = store.workflow(1)
@@ -110,3 +123,13 @@ def test_a_submission_the_server_refuses_after_the_task_exists_leaves_nothing(
     assert failed and "no-such-namespace" in failed[0].payload["error"]
     listed = supervisor("status", "--json", "--repo", str(repo))
     assert '"running"' not in listed.stdout, listed.stdout
+
+
+def test_the_helper_process_says_a_server_out_of_reach_and_ends_with_its_input() -> None:
+    link = Link()
+    link.connect(f"127.0.0.1:{free_port()}", "default")
+    with pytest.raises(RunnerUnavailableError, match="Cannot reach the Temporal server at 127"):
+        link.answer()
+    helper = link._proc  # the process itself, to see it end
+    link.close()
+    assert helper.poll() is not None

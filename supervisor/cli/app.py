@@ -23,6 +23,7 @@ from supervisor.cli import (
     roles_config,
     sandbox_commands,
     scaleout,
+    submission,
 )
 from supervisor.cli.common import (
     JsonOption,
@@ -112,18 +113,9 @@ def start_task(
     ] = "auto",
 ) -> None:
     """Create the task branch and run the workflow on it."""
-    if depth not in ("auto", "simple", "planned", "researched"):
-        raise SupervisorError(
-            f"--depth {depth!r} is unknown.", "Use auto, simple, planned or researched."
-        )
-    overrides = {}
-    for item in role or []:
-        step, sep, name = item.partition("=")
-        if not sep or not step or not name:
-            raise SupervisorError(
-                f"--role {item!r} is not STEP=ROLE.", "E.g. --role implement=implementer_fast"
-            )
-        overrides[step] = name
+    submission.check_depth(depth)  # `--yes --backend temporal` alone runs without typer:
+    link = submission.connecting(backend)  # supervisor/cli/submission.py, the same steps
+    overrides = submission.role_overrides(role)
     if not yes:
         if not sys.stdin.isatty():
             raise SupervisorError(
@@ -146,14 +138,12 @@ def start_task(
         )
         typer.confirm("Start?", abort=True)
     else:
-        stops = projects.approval_stops(repo, cli=cli, roles=overrides, no_gate=no_gate)
-        if not stops.startswith("none:"):  # "none planned; the approval policy ..." is said
-            err_console.print(
-                f"Approvals this run asks for: {stops}", highlight=False, markup=False
-            )
+        submission.say_approvals(repo, cli, overrides, no_gate)
     if (backend or projects.open_project(repo).settings.backend) == "temporal":
         with resumable(repo):
-            scaleout.submit(description, repo, cli, overrides, no_gate, allow_protected, depth)
+            submission.submit(
+                description, repo, cli, overrides, no_gate, allow_protected, depth, link
+            )
         return
     if backend not in (None, "embedded"):
         raise SupervisorError(f"--backend {backend!r} is unknown.", "Use embedded or temporal.")

@@ -7,8 +7,6 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING
 
-import typer
-
 from supervisor.cli.failure import err_console
 
 if TYPE_CHECKING:
@@ -41,4 +39,4 @@ def resumable(repo: Path, workflow_id: int | None = None) -> Iterator[None]:
                 highlight=False,
                 markup=False,
             )
-        raise typer.Exit(INTERRUPTED) from None
+        raise SystemExit(INTERRUPTED) from None  # typer's Exit would load typer

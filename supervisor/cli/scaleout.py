@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from supervisor.cli.common import RepoOption, console, err_console
+from supervisor.cli.common import RepoOption, err_console
 
 
 def worker(
@@ -40,30 +40,6 @@ def worker(
         namespace or cfg.namespace,
         queue or cfg.task_queue,
         max_parallel,
-    )
-
-
-def submit(
-    description: str,
-    repo: Path,
-    cli: str | None,
-    roles: dict[str, str],
-    no_gate: bool,
-    allow_protected: list[str] | None,
-    depth: str,
-) -> None:
-    """`start-task --backend temporal`: create the task and hand it to the workers; loads
-    neither Docker nor the engine (supervisor/temporal/submit.py)."""
-    from supervisor.temporal.submit import submit_task
-
-    wf = submit_task(
-        description, repo, cli=cli, roles=roles, no_gate=no_gate,
-        allow_protected=allow_protected, depth=depth,  # type: ignore[arg-type]
-    )  # fmt: skip
-    console.print(
-        f"Workflow {wf.id} submitted to Temporal; `supervisor worker` runs it. "
-        f"Follow it with: supervisor status {wf.id}",
-        highlight=False,
     )
 
 

@@ -31,7 +31,8 @@ SCHEMA_PATH = CONFIG_DIR / "role_schema.json"
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Built when first validated: a command pays only for the models it uses.
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class RoleGate(_Model):

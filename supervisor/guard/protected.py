@@ -162,7 +162,8 @@ DEFAULT_PROTECTED += CLI_PROJECT_FILES
 class PinnedProjects(BaseModel):
     """A monorepo's project map as the task started with it (empty: one project)."""
 
-    model_config = ConfigDict(extra="forbid")
+    # Built when first validated: a command pays only for the models it uses.
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     projects: list[ProjectDef] = Field(default_factory=list)
     cross_project_dependencies: dict[str, ProjectDependency] = Field(default_factory=dict)
@@ -172,7 +173,8 @@ class PinnedProjects(BaseModel):
 class Pinned(BaseModel):
     """What a task's checks are, fixed when it starts."""
 
-    model_config = ConfigDict(extra="forbid")
+    # Built when first validated: a command pays only for the models it uses.
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     gates: dict[str, str] = Field(default_factory=dict)
     protected: list[str] = Field(default_factory=list)

@@ -31,7 +31,8 @@ ROLE_NAME = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$"
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Built when first validated: a command pays only for the models it uses.
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class ProjectSandbox(_Model):

@@ -32,7 +32,8 @@ Cause = Literal["rate_limited", "api_down", "credentials"]
 class Unavailable(BaseModel):
     """A CLI the task does not use for now, and why (stored in the workflow's state)."""
 
-    model_config = ConfigDict(extra="forbid")
+    # Built when first validated: a command pays only for the models it uses.
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     cause: Cause
     since: float

@@ -14,7 +14,7 @@ state database, know where to send it without any configuration of their own.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from supervisor.errors import RunnerUnavailableError, StateError, SupervisorError, WorkflowBusyError
 
@@ -24,8 +24,17 @@ if TYPE_CHECKING:
     from supervisor.config import TemporalSettings
     from supervisor.opening import Project
     from supervisor.state.store import Store, Workflow
+    from supervisor.temporal.link import Link
 
 SUBMITTED = "temporal_submitted"
+
+
+class Server(NamedTuple):
+    """Where a connection goes: what `TemporalSettings` says of it, without the settings' model
+    (the submission's helper process, supervisor/temporal/link.py, loads no settings)."""
+
+    address: str
+    namespace: str
 
 
 def workflow_id(repository: str, wf_id: int) -> str:
@@ -49,8 +58,8 @@ async def connect(address: str, namespace: str, timeout: float | None = None) ->
         ) from e
 
 
-def _start(settings: TemporalSettings, wid: str, task: Any, queue: str, replace: bool,
-           session: Session | None = None) -> None:  # fmt: skip
+def start_workflow(settings: TemporalSettings | Server, wid: str, task: Any, queue: str,
+                   replace: bool, session: Session | None = None) -> None:  # fmt: skip
     """Start (or, `replace`, restart) the task's workflow; over `session`'s connection when
     the caller has one open (a submission), else over a new one."""
     from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
@@ -91,7 +100,7 @@ class Session:
     """One connection to the server on one event loop, for a command's every call: a client
     is bound to the loop it was made on, and connecting is most of what a call costs."""
 
-    def __init__(self, settings: TemporalSettings) -> None:
+    def __init__(self, settings: TemporalSettings | Server) -> None:
         self.settings = settings
         self.loop = asyncio.new_event_loop()
         self._client: Any = None
@@ -129,54 +138,57 @@ def _record(store: Store, wf_id: int, settings: TemporalSettings, wid: str, queu
 class Submitter:
     """Hands created tasks to Temporal (supervisor/temporal/submit.py); made only once Temporal
     and the shared remote answer (checked at once), so a task is never created for a runner out
-    of reach. Its one connection serves every submission it makes."""
+    of reach. Its one connection, held by a helper process (`link`, one already started or one
+    started here; supervisor/temporal/link.py), serves every submission it makes."""
 
-    def __init__(self, project: Project) -> None:
+    def __init__(self, project: Project, link: Link | None = None) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
         from supervisor.temporal import remote
         from supervisor.temporal.identity import queue_for, repository_id
+        from supervisor.temporal.link import Link
 
         self.project = project
         self.settings = project.settings.temporal
-        self.session = Session(self.settings)
+        self.link = link or Link()
+        self.link.connect(self.settings.address, self.settings.namespace)
         with ThreadPoolExecutor(1) as pool:  # the remote's answer while the server's comes
             reached = (
                 pool.submit(remote.check_reachable, project.root, self.settings.remote)
                 if self.settings.remote
                 else None
             )
-            self.repository = repository_id(project.root, self.settings.remote)
-            self.queue = queue_for(project.root, self.settings)
             try:
-                self.session.client()
+                self.repository = repository_id(project.root, self.settings.remote)
+                self.queue = queue_for(project.root, self.settings)
+                self.link.answer()
             except SupervisorError:
-                self.session.close()
+                self.link.close()
                 raise
             finally:  # waited for either way: no git left running
                 unreachable = reached.exception() if reached is not None else None
         if unreachable is not None:
-            self.session.close()
+            self.link.close()
             raise unreachable
 
     def __call__(self, wf: Workflow, store: Store) -> None:
         """`store`: the task's, open (the caller created the task in it)."""
-        from supervisor.temporal.workflow import TaskInput
-
         wid = workflow_id(self.repository, wf.id)
-        task = TaskInput(
-            wf.id, self.settings.heartbeat_timeout_seconds, None, self.repository,
-            self.settings.max_attempts,
-        )  # fmt: skip
+        task = {  # `TaskInput`'s fields (supervisor/temporal/workflow.py imports temporalio)
+            "wf_id": wf.id,
+            "heartbeat_timeout_s": self.settings.heartbeat_timeout_seconds,
+            "repository": self.repository,
+            "max_attempts": self.settings.max_attempts,
+        }
         if self.settings.remote:  # the worker hosts' clones take the task from there
             from supervisor.temporal import remote
 
             remote.publish(self.project.root, self.settings.remote, wf)
         _record(store, wf.id, self.settings, wid, self.queue, self.repository)  # before a worker
-        _start(self.settings, wid, task, self.queue, replace=False, session=self.session)
+        self.link.start(wid, task, self.queue)
 
     def close(self) -> None:
-        self.session.close()
+        self.link.close()
 
     def undo(self, wf: Workflow, error: SupervisorError, store: Store) -> None:
         """Leave nothing of a submission that failed (in this call or before it, once the task
@@ -255,7 +267,9 @@ def hand_back(project: Project, wf_id: int) -> str:
     task_input = TaskInput(
         wf_id, settings.heartbeat_timeout_seconds, None, repository, settings.max_attempts
     )
-    _start(settings, str(where["workflow_id"]), task_input, str(where["task_queue"]), replace=True)
+    start_workflow(
+        settings, str(where["workflow_id"]), task_input, str(where["task_queue"]), replace=True
+    )
     with project.store() as store:
         _record(store, wf_id, settings, str(where["workflow_id"]), str(where["task_queue"]),
                 repository)  # fmt: skip

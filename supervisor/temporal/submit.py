@@ -1,9 +1,10 @@
 """`start-task --backend temporal`: create a task and hand it to Temporal's workers.
 
 A submission is the command a person waits for, so it does only what must happen on the
-submitting host, in one process and one connection: the checks that need no sandbox
-(supervisor/starting.py), the Temporal server and shared remote (checked while those run, see
-`Submitter`), the task's row and branch, its refs on the remote, its workflow. Docker, the
+submitting host, over one connection: the checks that need no sandbox (supervisor/starting.py),
+the Temporal server and shared remote (checked while those run, see `Submitter`; Temporal's
+client runs in a helper process, supervisor/temporal/link.py), the task's row and branch, its
+refs on the remote, its workflow. Docker, the
 engine and the CLI probe are the workers' business, on their hosts, at the task's first step
 (a submitting host need not even have Docker). Atomic: a failure anywhere after the row exists
 leaves nothing (`Submitter.undo`).
@@ -12,6 +13,7 @@ leaves nothing (`Submitter.undo`).
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from typing import TYPE_CHECKING
 
 from supervisor import starting
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
     from supervisor.opening import Project
     from supervisor.state.store import Workflow
     from supervisor.temporal.client import Submitter
+    from supervisor.temporal.link import Link
     from supervisor.workflow.depth import Asked
 
 
@@ -38,40 +41,45 @@ def submit_task(
     allow_protected: list[str] | None = None,
     depth: Asked = "planned",
     submitter: Submitter | None = None,
+    link: Link | None = None,
+    project: Project | None = None,
 ) -> Workflow:
     """The task, created and its workflow started. `submitter`: one already connected (a
-    caller submitting many); by default one is made meanwhile: the SDK's import, the
-    connection and the remote's `ls-remote` overlap the checks instead of following them."""
-    project = open_project(path, {"cli": cli} if cli else None)
-    with ThreadPoolExecutor(1, thread_name_prefix="supervisor-connect") as pool:
-        connecting = pool.submit(_submitter, project) if submitter is None else None
-        try:
-            task = starting.prepare(
-                description, project, roles=roles, no_gate=no_gate,
-                allow_protected=allow_protected, depth=depth,
-            )  # fmt: skip
-        except BaseException:  # the task's own error is the one said, once the thread ends
-            if connecting is not None and connecting.exception() is None:
-                connecting.result().close()
-            raise
-        submit = submitter or connecting.result()  # type: ignore[union-attr]
-    try:
-        with project.store() as store:
-            wf = starting.create(task, store)
+    caller submitting many); by default one is made meanwhile, over `link` when the caller
+    started one: the SDK's import and the connection (in the link's process), the remote's
+    `ls-remote` overlap the checks instead of following them. `project`: `path`, already
+    opened with `cli`."""
+    project = project or open_project(path, {"cli": cli} if cli else None)
+    with ExitStack() as ending:
+        with ThreadPoolExecutor(1, thread_name_prefix="supervisor-connect") as pool:
+            connecting = pool.submit(_submitter, project, link) if submitter is None else None
             try:
-                with task_lock(project.state_dir, wf.id):
-                    starting.begin(task, store, wf)
-                submit(wf, store)
-            except SupervisorError as e:
-                submit.undo(wf, e, store)
+                task = starting.prepare(
+                    description, project, roles=roles, no_gate=no_gate,
+                    allow_protected=allow_protected, depth=depth,
+                )  # fmt: skip
+                # Opened (its schema checked) while the server answers; nothing is created in it
+                # before the server did.
+                store = ending.enter_context(project.store())
+            except BaseException:  # the task's own error is the one said, once the thread ends
+                if connecting is not None and connecting.exception() is None:
+                    connecting.result().close()
                 raise
-            return store.workflow(wf.id)
-    finally:
+            submit = submitter or connecting.result()  # type: ignore[union-attr]
         if submitter is None:
-            submit.close()
+            ending.callback(submit.close)
+        wf = starting.create(task, store)
+        try:
+            with task_lock(project.state_dir, wf.id):
+                starting.begin(task, store, wf)
+            submit(wf, store)
+        except SupervisorError as e:
+            submit.undo(wf, e, store)
+            raise
+        return store.workflow(wf.id)
 
 
-def _submitter(project: Project) -> Submitter:
+def _submitter(project: Project, link: Link | None) -> Submitter:
     from supervisor.temporal.client import Submitter
 
-    return Submitter(project)
+    return Submitter(project, link)

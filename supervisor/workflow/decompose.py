@@ -39,7 +39,8 @@ Status = Literal[
 class Node(BaseModel):
     """One component's place in the decomposition tree: why it was split, into what."""
 
-    model_config = ConfigDict(extra="forbid")
+    # Built when first validated: a command pays only for the models it uses.
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     status: Status
     trigger: Trigger
@@ -63,7 +64,8 @@ class Node(BaseModel):
 
 
 class Tree(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Built when first validated: a command pays only for the models it uses.
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     nodes: dict[str, Node] = Field(default_factory=dict)
 

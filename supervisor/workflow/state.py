@@ -34,7 +34,8 @@ class DepthState(BaseModel):
     """The task's depth (supervisor/workflow/depth.py) as pinned at start-task, and the path
     taken once it is known."""
 
-    model_config = ConfigDict(extra="forbid")
+    # Built when first validated: a command pays only for the models it uses.
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     asked: Asked
     simple_max: int
@@ -59,7 +60,8 @@ class WorkflowState(BaseModel):
     """Everything the engine remembers between steps; other keys (added by a newer module, or by
     a helper such as the dependency review) are kept as they are."""
 
-    model_config = ConfigDict(extra="allow")
+    # Built when first validated: a command pays only for the models it uses.
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
     version: int = VERSION
     # how deep the task goes (supervisor/workflow/depth.py), and what decided it

@@ -19,7 +19,8 @@ from supervisor.errors import ConfigError, PackChangedError
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Built when first validated: a command pays only for the models it uses.
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class LockEntry(_Model):

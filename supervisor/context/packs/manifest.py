@@ -51,7 +51,8 @@ REFUSED: dict[str, str] = {
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Built when first validated: a command pays only for the models it uses.
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class PackRequires(_Model):
@@ -81,9 +82,6 @@ class PackManifest(_Model):
     """Context strategies in `context_strategies/<name>.yaml`."""
     keywords: list[str] = Field(default_factory=list)
     requires: PackRequires = Field(default_factory=PackRequires)
-
-
-PackRequires.model_rebuild()
 
 
 @dataclass(frozen=True)
