@@ -21,6 +21,7 @@ from supervisor.doctor import clis_in_use
 from supervisor.errors import (
     ApprovalRequired,
     RemoteNotUpdatedError,
+    SandboxError,
     StateError,
     StepFailedError,
     SupervisorError,
@@ -113,6 +114,7 @@ def resume(
         with task_lock(project.state_dir, wf_id):
             wf = store.workflow(wf_id)
             if wf.status == "completed":
+                _clean_after_completion(project, wf_id)
                 return wf
             definition = WorkflowDef.model_validate(wf.definition)
             settings = project.settings.model_copy(update={"cli": wf.cli})
@@ -410,6 +412,21 @@ def _remove_dead_processes_leftovers(project: Project, sandbox: DockerSandbox) -
     remove them, so that no later command depends on one particular command running."""
     image_commands.remove_dead_head_trees(project)
     remove_dead_probes(project, sandbox)
+
+
+def _clean_after_completion(project: Project, wf_id: int) -> None:
+    """A supervisor killed just after it recorded the task's completion, before its clean-up,
+    left what it had prepared for steps that never came (worktrees, containers): nothing of a
+    completed task runs, so all of it goes. Cheap when there is nothing: one worktree listing and
+    one container query."""
+    import docker.errors
+
+    project.workspace.remove_stale_worktrees(prefix=f"wf{wf_id}-")
+    try:
+        sandbox = DockerSandbox(project.settings.sandbox.image, "")
+        sandbox.remove_stale({LABEL_REPO: repo_label(project.root), LABEL_WORKFLOW: str(wf_id)})
+    except (SandboxError, docker.errors.DockerException):
+        return  # no Docker engine here (a submitting host): the task's containers are not here
 
 
 def _clean_leftovers(

@@ -646,6 +646,26 @@ def test_resume_after_a_failure_reruns_only_the_failed_part_and_completes(
     assert len(p.events("resumed")) == 1
 
 
+def test_resuming_a_completed_task_removes_what_a_kill_after_its_completion_left(
+    project: Callable[..., Project],
+) -> None:
+    # A supervisor SIGKILLed right after it recorded the completion, before its clean-up, left a
+    # worktree it had prepared for a step that never came; the next `resume` removes it.
+    p = project(
+        IMPLEMENT_TEST_COMMIT, GATE, ("ROLE: implementer", writes({"answer.txt": "right\n"}))
+    )
+    assert p.start().status == "completed"
+    trees = p.root / ".supervisor" / "worktrees"
+    p.git("worktree", "add", "-q", "--detach", str(trees / "wf1-review-prep-0a1b"), "HEAD")
+    other = trees / "wf2-implement-prep-0a1b"  # another task's: not this one's to remove
+    p.git("worktree", "add", "-q", "--detach", str(other), "HEAD")
+
+    assert p.resume().status == "completed"
+
+    assert sorted(t.name for t in trees.iterdir()) == [other.name]
+    assert str(trees / "wf1-review-prep-0a1b") not in p.git("worktree", "list")
+
+
 def test_a_workflow_stored_by_the_previous_version_resumes_and_is_stored_typed_after(
     project: Callable[..., Project],
 ) -> None:
