@@ -100,6 +100,22 @@ def run(main: Callable[[], None], argv: list[str], capsys: pytest.CaptureFixture
     return code, out.out, out.err
 
 
+def both_answers(
+    argv: list[str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> tuple[tuple, tuple]:
+    """The quick path's answer and the full command line's, in the same terminal width and
+    user directory."""
+    from supervisor.cli import app
+
+    monkeypatch.setenv("COLUMNS", "120")
+    monkeypatch.setenv("SUPERVISOR_USER_DIR", str(tmp_path / "user"))
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    return run(entry.main, argv, capsys), run(app.main, argv, capsys)
+
+
 @pytest.mark.parametrize(
     "args",
     [["status", "1"], ["status", "2", "--json"], ["status"], ["status", "--json"], ["status", "9"]],
@@ -112,15 +128,9 @@ def test_the_quick_answer_is_the_full_command_lines_answer(
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
 ) -> None:
-    from supervisor.cli import app
-
-    monkeypatch.setenv("COLUMNS", "120")
-    monkeypatch.setenv("SUPERVISOR_USER_DIR", str(tmp_path / "user"))
-    monkeypatch.setattr(sys, "argv", list(sys.argv))
     argv = [*args, "--repo", str(repo)]
     assert quick_status(argv) is not None
-    quick = run(entry.main, argv, capsys)
-    full = run(app.main, argv, capsys)
+    quick, full = both_answers(argv, capsys, monkeypatch, tmp_path)
     assert quick == full
     assert quick[1] or quick[2]  # it did say something
     if args == ["status", "9"]:
@@ -298,14 +308,8 @@ def test_a_refused_plain_submission_says_what_the_full_command_line_says(
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
 ) -> None:
-    from supervisor.cli import app
-
-    monkeypatch.setenv("COLUMNS", "120")
-    monkeypatch.setenv("SUPERVISOR_USER_DIR", str(tmp_path / "user"))
-    monkeypatch.setattr(sys, "argv", list(sys.argv))
     argv = [*SUBMIT, *(a.format(nowhere=tmp_path) for a in extra)]
     assert parse(argv) is not None
-    quick = run(entry.main, argv, capsys)
-    full = run(app.main, argv, capsys)
+    quick, full = both_answers(argv, capsys, monkeypatch, tmp_path)
     assert quick == full
     assert quick[0] != 0 and "error:" in quick[2]

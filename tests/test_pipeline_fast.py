@@ -389,9 +389,9 @@ def approves(call: WorkerCall) -> str:
     return answer({"status": "APPROVED", "issues": [], "summary": "review: APPROVED"})
 
 
-def test_the_steps_after_a_gate_run_in_the_worktrees_prepared_while_it_ran(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, api_keys: None
-) -> None:
+def gated_repo(tmp_path: Path) -> Path:
+    """The demo repository with implement -> test gate -> review -> commit; the gate fails
+    until answer.txt says right."""
     root = make_demo_repo(tmp_path / "repo")
     config = root / ".supervisor" / "config.yaml"
     config.parent.mkdir(parents=True, exist_ok=True)
@@ -407,6 +407,13 @@ def test_the_steps_after_a_gate_run_in_the_worktrees_prepared_while_it_ran(
         "    commit: {action: commit}\n"
     )
     trust(root)
+    return root
+
+
+def test_the_steps_after_a_gate_run_in_the_worktrees_prepared_while_it_ran(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, api_keys: None
+) -> None:
+    root = gated_repo(tmp_path)
     script = Script(
         ("ROLE: implementer", writes("wrong\n")),
         ("answer.txt is wrong", writes("right\n")),
@@ -443,21 +450,7 @@ def test_a_gate_that_failed_its_first_run_before_prepares_its_fix_up_first_the_n
     """The repository's history of the gate at the same attempt: the second task's first test
     run expects the fix-up (its container started at once, in the foreground); its second run,
     which passed last time, the review."""
-    root = make_demo_repo(tmp_path / "repo")
-    config = root / ".supervisor" / "config.yaml"
-    config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text(
-        "clis:\n  claude:\n    base_url: http://127.0.0.1:9\n"
-        "gates:\n  test: 'grep -q right answer.txt || { echo answer.txt is wrong; exit 3; }'\n"
-    )
-    (root / ".supervisor" / "workflow.yaml").write_text(
-        "workflow:\n  initial_step: implement\n  steps:\n"
-        "    implement: {role: implementer, next: test, max_retries: 3}\n"
-        "    test: {gate: test, next: review, on_fail: implement}\n"
-        "    review: {role: reviewer, next: commit, on_reject: implement}\n"
-        "    commit: {action: commit}\n"
-    )
-    trust(root)
+    root = gated_repo(tmp_path)
     task = (
         ("ROLE: implementer", writes("wrong\n")),
         ("answer.txt is wrong", writes("right\n")),
