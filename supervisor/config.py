@@ -16,7 +16,6 @@ from typing import Any, Literal, TypeVar, get_args
 import yaml
 from pydantic import (
     BaseModel,
-    ConfigDict,
     Field,
     ValidationError,
     field_validator,
@@ -33,6 +32,7 @@ from supervisor.resources import NODE_BIN as NODE_BIN
 from supervisor.resources import PROMPTS_DIR as PROMPTS_DIR
 from supervisor.resources import SANDBOX_DIR as SANDBOX_DIR
 from supervisor.resources import data_root
+from supervisor.strict_model import StrictModel
 
 PACKAGE_ROOT = data_root()
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -43,12 +43,7 @@ def user_dir() -> Path:
     return Path(os.environ.get("SUPERVISOR_USER_DIR") or Path.home() / ".supervisor")
 
 
-class _Model(BaseModel):
-    # Built when first validated: a command pays only for the models it uses.
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
-
-class DecompositionLimits(_Model):
+class DecompositionLimits(StrictModel):
     """When a component is split into a sub-plan (supervisor/workflow/decompose.py)."""
 
     max_depth: int = Field(3, ge=0)
@@ -61,7 +56,7 @@ class DecompositionLimits(_Model):
     """Sub-plans asked for one component before an invalid answer goes to a person."""
 
 
-class Limits(_Model):
+class Limits(StrictModel):
     step_timeout_seconds: float = Field(900, gt=0)
     idle_timeout_seconds: float = Field(300, gt=0)
     gate_timeout_seconds: float = Field(600, gt=0)
@@ -86,7 +81,7 @@ class Limits(_Model):
     decomposition: DecompositionLimits = Field(default_factory=DecompositionLimits)
 
 
-class DepthSettings(_Model):
+class DepthSettings(StrictModel):
     """How deep a task goes (supervisor/workflow/depth.py): the analyzer's complexity score up to
     `simple_max` may take the simple path (no planner); from `researched_min` on, the task is
     researched before it is planned. Between them: planned (the fixed pipeline)."""
@@ -102,7 +97,7 @@ class DepthSettings(_Model):
         return self
 
 
-class AdaptiveWeights(_Model):
+class AdaptiveWeights(StrictModel):
     """How much each figure counts in a CLI's score (normalised to sum 1; the plan's 0.7/0.3)."""
 
     success: float = Field(0.7, ge=0)
@@ -111,7 +106,7 @@ class AdaptiveWeights(_Model):
     time: float = Field(0.0, ge=0)
 
 
-class AdaptiveSettings(_Model):
+class AdaptiveSettings(StrictModel):
     """Choosing a role's CLI from recorded runs (supervisor/routing/adaptive.py)."""
 
     enabled: bool = True
@@ -130,7 +125,7 @@ class AdaptiveSettings(_Model):
     """role -> CLI, always: manual assignment wins over any metric."""
 
 
-class CliSettings(_Model):
+class CliSettings(StrictModel):
     base_url: str
     """The model API endpoint; the only destination the worker sandbox may reach."""
     credential_env: list[str] = Field(default_factory=list)
@@ -174,7 +169,7 @@ USER_ONLY_SANDBOX_KEYS = ("runtime", "worker_runtime")
 could undo the isolation the user chose (runc in place of gVisor)."""
 
 
-class SandboxSettings(_Model):
+class SandboxSettings(StrictModel):
     image: str = "supervisor-sandbox:latest"
     egress_network: str = "supervisor-egress"
     dependency_changes: Literal["approve", "allow"] = "approve"
@@ -197,7 +192,7 @@ class SandboxSettings(_Model):
     (internal, firewalled) network namespace; the rest of the kernel surface stays gVisor's."""
 
 
-class ProtectedPaths(_Model):
+class ProtectedPaths(StrictModel):
     """Changes to the package's list of paths workers may not change
     (supervisor/guard/protected.py)."""
 
@@ -205,7 +200,7 @@ class ProtectedPaths(_Model):
     remove: list[str] = Field(default_factory=list)
 
 
-class TemplateChoice(_Model):
+class TemplateChoice(StrictModel):
     """A project's workflow: a template from config/workflow_templates/, adjusted."""
 
     template: str = "_base"
@@ -218,7 +213,7 @@ class TemplateChoice(_Model):
 NotifyEvent = Literal["approval", "budget", "rate_limited", "failed", "completed"]
 
 
-class NotificationSettings(_Model):
+class NotificationSettings(StrictModel):
     """Who hears that a task waits, failed or finished (supervisor/policy/notify.py). `webhook`
     routes
     data off the machine, so it is honoured only from the user's own config."""
@@ -228,17 +223,17 @@ class NotificationSettings(_Model):
     desktop: bool = False
 
 
-class Budget(_Model):
+class Budget(StrictModel):
     usd: float | None = Field(None, gt=0)
     tokens: int | None = Field(None, gt=0)
 
 
-class Price(_Model):
+class Price(StrictModel):
     input_per_mtok: float = Field(ge=0)
     output_per_mtok: float = Field(ge=0)
 
 
-class BudgetSettings(_Model):
+class BudgetSettings(StrictModel):
     """Spend limits per task and per step (supervisor/policy/budgets.py), and the prices of models
     whose
     CLI reports tokens but no cost, in dollars per million tokens."""
@@ -248,7 +243,7 @@ class BudgetSettings(_Model):
     prices: dict[str, Price] = Field(default_factory=dict)
 
 
-class ContinuitySettings(_Model):
+class ContinuitySettings(StrictModel):
     """Bounded continuations (supervisor/workers/continuation.py): a listed role whose answer is
     sent back continues its own CLI session, up to `max_continuation_turns` times."""
 
@@ -258,7 +253,7 @@ class ContinuitySettings(_Model):
     continuation_roles: list[str] = Field(default_factory=lambda: ["planner", "investigator"])
 
 
-class FailoverSettings(_Model):
+class FailoverSettings(StrictModel):
     """When a step leaves its CLI for the role's next one (supervisor/routing/failover.py)."""
 
     max_wait_seconds: float = Field(600, ge=0)
@@ -269,13 +264,13 @@ class FailoverSettings(_Model):
     the retry policy's attempts is passed over before the preferred CLI is tried again."""
 
 
-class StateSettings(_Model):
+class StateSettings(StrictModel):
     # A shared PostgreSQL database (postgresql+psycopg://...); honoured from the user's config
     # or $SUPERVISOR_STATE_URL only (supervisor/state/location.py). None: the repo's SQLite file.
     url: str | None = None
 
 
-class TemporalSettings(_Model):
+class TemporalSettings(StrictModel):
     """Where the Temporal runner submits tasks (README "Scale-out (optional)")."""
 
     address: str = "127.0.0.1:7233"
@@ -296,7 +291,7 @@ class TemporalSettings(_Model):
     spread_components: bool = True
 
 
-class RolePackSettings(_Model):
+class RolePackSettings(StrictModel):
     """What installed role packs may do; read from the user's own config only (a repository
     cannot loosen it), by supervisor/context/packs/store.py."""
 
@@ -308,7 +303,7 @@ class RolePackSettings(_Model):
     """Models a community role may ask for (`*`: any); any other model of a pack is ignored."""
 
 
-class Settings(_Model):
+class Settings(StrictModel):
     cli: str = "claude"
     workflow: TemplateChoice = Field(default_factory=TemplateChoice)
     retry_policy: str = "default"
@@ -345,7 +340,7 @@ class Settings(_Model):
 DEGRADE_LEVELS = ["simplified", "minimal"]
 
 
-class StepDef(_Model):
+class StepDef(StrictModel):
     role: str | None = None
     roles: list[str] | None = None
     """Several reviewer roles run in parallel; the step passes only if every one approves."""
@@ -393,14 +388,14 @@ class StepDef(_Model):
         return "role" if self.role else "gate" if self.gate else "action"
 
 
-class TemplateDepth(_Model):
+class TemplateDepth(StrictModel):
     """A template's own depth setting: the complexity from which its tasks are researched
     before they are planned (over limits.yaml's `depth.researched_min`)."""
 
     researched_min: int = Field(ge=1, le=11)
 
 
-class WorkflowDef(_Model):
+class WorkflowDef(StrictModel):
     initial_step: str
     steps: dict[str, StepDef]
     depth: TemplateDepth | None = None

@@ -15,11 +15,12 @@ from enum import StrEnum
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from supervisor.config import read_yaml, validate
 from supervisor.errors import CommandTimeoutError, ConfigError, ParsingError, SandboxError
 from supervisor.resources import CONFIG_DIR
+from supervisor.strict_model import StrictModel
 
 if TYPE_CHECKING:
     from supervisor.workers.base import WorkerResult
@@ -80,10 +81,7 @@ def classify_exception(error: Exception) -> Classification:
     return Classification(Category.CLI_ERROR, Action.ESCALATE, message)
 
 
-class RetryPolicy(BaseModel):
-    # Built when first validated: a command pays only for the models it uses.
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
+class RetryPolicy(StrictModel):
     max_attempts: int = Field(3, ge=1)
     initial_delay: float = Field(2.0, ge=0)
     backoff_multiplier: float = Field(2.0, ge=1)
@@ -97,15 +95,11 @@ class RetryPolicy(BaseModel):
         return max(0.0, base + (rng or random).uniform(-spread, spread))
 
 
-class _Breaker(BaseModel):
-    # Built when first validated: a command pays only for the models it uses.
-    model_config = ConfigDict(extra="forbid", defer_build=True)
+class _Breaker(StrictModel):
     failure_threshold: int = Field(6, ge=1)
 
 
-class _PolicyFile(BaseModel):
-    # Built when first validated: a command pays only for the models it uses.
-    model_config = ConfigDict(extra="forbid", defer_build=True)
+class _PolicyFile(StrictModel):
     policies: dict[str, RetryPolicy]
     circuit_breaker: _Breaker = Field(default_factory=_Breaker)
 

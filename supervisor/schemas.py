@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+from supervisor.strict_model import StrictModel
 
 
-class _Strict(BaseModel):
-    # Built when first validated: a command pays only for the models it uses.
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
+class _Strict(StrictModel):
     @model_validator(mode="before")
     @classmethod
     def _null_means_default(cls, data: Any) -> Any:

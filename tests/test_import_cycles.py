@@ -194,6 +194,7 @@ LAYERS: dict[str, int] = {
     # 5: what every wing uses
     "config": 5,
     "errors": 5,
+    "strict_model": 5,
     "process": 5,
     "schemas": 5,
     "parsing": 5,
@@ -219,7 +220,7 @@ BELOW_CONFIG = {
 }
 """The trust map and the trust records are read by config itself, which filters a repository's
 settings through them as it loads them, and the projects' model is part of the settings, so they
-sit in the bottom layer (they import nothing of the package but errors)."""
+sit in the bottom layer (they import nothing of the package but errors and strict_model)."""
 
 
 def layer(module: str) -> int:

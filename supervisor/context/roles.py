@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from supervisor.config import read_yaml, user_dir, validate
 from supervisor.context.packs.manifest import PACKS_DIR as PACKS_DIR
@@ -23,6 +23,7 @@ from supervisor.errors import ConfigError
 from supervisor.guard import trustmap
 from supervisor.resources import CONFIG_DIR
 from supervisor.schemas import OUTPUT_SCHEMAS
+from supervisor.strict_model import StrictModel
 
 if TYPE_CHECKING:
     from supervisor.context.packs.store import Installed
@@ -30,12 +31,7 @@ if TYPE_CHECKING:
 SCHEMA_PATH = CONFIG_DIR / "role_schema.json"
 
 
-class _Model(BaseModel):
-    # Built when first validated: a command pays only for the models it uses.
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
-
-class RoleGate(_Model):
+class RoleGate(StrictModel):
     """A check the orchestrator runs on this role's candidate, in the no-network sandbox."""
 
     name: str
@@ -44,7 +40,7 @@ class RoleGate(_Model):
     """`retry`: the step runs again with the output as feedback; `block`: the task stops."""
 
 
-class RoleContextSpec(_Model):
+class RoleContextSpec(StrictModel):
     strategy: str | None = None
     """A file in config/context_strategies/ (or .supervisor/context_strategies/)."""
     include: list[str] | None = None
@@ -55,7 +51,7 @@ class RoleContextSpec(_Model):
     git_diff: bool | None = None
 
 
-class RoleSpec(_Model):
+class RoleSpec(StrictModel):
     """One role file as written: every field optional, so that overlays stay small."""
 
     name: str | None = None
@@ -83,7 +79,7 @@ class RoleSpec(_Model):
     finds the tests sufficient): an empty change then passes, recorded as such."""
 
 
-class RoleContext(_Model):
+class RoleContext(StrictModel):
     strategy: str | None = None
     include: list[str] = Field(default_factory=list)
     always_include: list[str] = Field(default_factory=list)
@@ -92,7 +88,7 @@ class RoleContext(_Model):
     git_diff: bool = False
 
 
-class Role(_Model):
+class Role(StrictModel):
     """A resolved role: the whole chain merged, every required field present."""
 
     name: str

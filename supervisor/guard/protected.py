@@ -21,10 +21,11 @@ import tomllib
 from typing import TYPE_CHECKING, Any, Literal
 
 import pathspec
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from supervisor import process
 from supervisor.project.projects import ProjectDef, ProjectDependency, ProjectMap
+from supervisor.strict_model import StrictModel
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -159,22 +160,16 @@ CLI_PROJECT_FILES: tuple[str, ...] = (
 DEFAULT_PROTECTED += CLI_PROJECT_FILES
 
 
-class PinnedProjects(BaseModel):
+class PinnedProjects(StrictModel):
     """A monorepo's project map as the task started with it (empty: one project)."""
-
-    # Built when first validated: a command pays only for the models it uses.
-    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     projects: list[ProjectDef] = Field(default_factory=list)
     cross_project_dependencies: dict[str, ProjectDependency] = Field(default_factory=dict)
     shared_paths: list[str] = Field(default_factory=list)
 
 
-class Pinned(BaseModel):
+class Pinned(StrictModel):
     """What a task's checks are, fixed when it starts."""
-
-    # Built when first validated: a command pays only for the models it uses.
-    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     gates: dict[str, str] = Field(default_factory=dict)
     protected: list[str] = Field(default_factory=list)

@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
 from supervisor.errors import ConfigError
+from supervisor.strict_model import StrictModel
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -30,18 +31,13 @@ ROLE_NAME = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$"
 """A role's name, never a path: a repository's config names roles, their files decide."""
 
 
-class _Model(BaseModel):
-    # Built when first validated: a command pays only for the models it uses.
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
-
-class ProjectSandbox(_Model):
+class ProjectSandbox(StrictModel):
     image: str | None = None
     """A prebuilt image for this project's workers and gates; None: the project's own image,
     built from its lock files like the repository's (supervisor/project/project_image.py)."""
 
 
-class ProjectDef(_Model):
+class ProjectDef(StrictModel):
     name: str = Field(pattern=PROJECT_NAME)
     path: str
     """Relative to the repository root, `/`-separated; `.` is not a project path."""
@@ -57,7 +53,7 @@ class ProjectDef(_Model):
         return _clean(value, "a project's path")
 
 
-class ProjectDependency(_Model):
+class ProjectDependency(StrictModel):
     depends_on: list[str] = Field(default_factory=list)
 
 

@@ -19,9 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict
-
 from supervisor import recovery
+from supervisor.strict_model import StrictModel
 
 if TYPE_CHECKING:
     from supervisor.config import FailoverSettings
@@ -29,11 +28,8 @@ if TYPE_CHECKING:
 Cause = Literal["rate_limited", "api_down", "credentials"]
 
 
-class Unavailable(BaseModel):
+class Unavailable(StrictModel):
     """A CLI the task does not use for now, and why (stored in the workflow's state)."""
-
-    # Built when first validated: a command pays only for the models it uses.
-    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     cause: Cause
     since: float

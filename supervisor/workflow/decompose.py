@@ -20,9 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from supervisor.state.store import EventSpec
+from supervisor.strict_model import StrictModel
 
 if TYPE_CHECKING:
     from supervisor.config import DecompositionLimits
@@ -36,11 +37,8 @@ Status = Literal[
 ]
 
 
-class Node(BaseModel):
+class Node(StrictModel):
     """One component's place in the decomposition tree: why it was split, into what."""
-
-    # Built when first validated: a command pays only for the models it uses.
-    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     status: Status
     trigger: Trigger
@@ -63,10 +61,7 @@ class Node(BaseModel):
     """What happened to it, in order: shown by `status` when a person must decide."""
 
 
-class Tree(BaseModel):
-    # Built when first validated: a command pays only for the models it uses.
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
+class Tree(StrictModel):
     nodes: dict[str, Node] = Field(default_factory=dict)
 
     def parent_of(self, cid: str) -> str | None:

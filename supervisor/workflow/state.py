@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from supervisor.errors import StateError
 from supervisor.routing.failover import Unavailable
 from supervisor.schemas import AnalysisOutput, ResearchOutput
+from supervisor.strict_model import StrictModel
 from supervisor.workflow.decompose import Tree
 from supervisor.workflow.gate_reuse import GateRun
 
@@ -30,12 +31,9 @@ Asked = Literal["auto", "simple", "planned", "researched"]
 PathName = Literal["simple", "planned", "researched"]
 
 
-class DepthState(BaseModel):
+class DepthState(StrictModel):
     """The task's depth (supervisor/workflow/depth.py) as pinned at start-task, and the path
     taken once it is known."""
-
-    # Built when first validated: a command pays only for the models it uses.
-    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     asked: Asked
     simple_max: int
@@ -60,7 +58,7 @@ class WorkflowState(BaseModel):
     """Everything the engine remembers between steps; other keys (added by a newer module, or by
     a helper such as the dependency review) are kept as they are."""
 
-    # Built when first validated: a command pays only for the models it uses.
+    # Built when first validated, as StrictModel (supervisor/strict_model.py).
     model_config = ConfigDict(extra="allow", defer_build=True)
 
     version: int = VERSION

@@ -12,18 +12,14 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from supervisor.config import validate
 from supervisor.errors import ConfigError, PackChangedError
+from supervisor.strict_model import StrictModel
 
 
-class _Model(BaseModel):
-    # Built when first validated: a command pays only for the models it uses.
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
-
-class LockEntry(_Model):
+class LockEntry(StrictModel):
     name: str
     version: str
     source: str
@@ -37,7 +33,7 @@ class LockEntry(_Model):
     dependency_of: list[str] = Field(default_factory=list)
 
 
-class LockFile(_Model):
+class LockFile(StrictModel):
     version: int = 1
     packs: dict[str, LockEntry] = Field(default_factory=dict)
 

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from supervisor.config import read_yaml, validate
 from supervisor.errors import ConfigError
 from supervisor.resources import CONFIG_DIR
+from supervisor.strict_model import StrictModel
 
 MANIFEST = "pack.yaml"
 PACK_SCHEMA_PATH = CONFIG_DIR / "pack_schema.json"
@@ -50,12 +51,7 @@ REFUSED: dict[str, str] = {
 """Keys a pack may not set, at any depth of its manifest or role files, with what they decide."""
 
 
-class _Model(BaseModel):
-    # Built when first validated: a command pays only for the models it uses.
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
-
-class PackRequires(_Model):
+class PackRequires(StrictModel):
     supervisor: str | None = None
     """A version range of the supervisor (PEP 440 or `^1.0`), e.g. `>=0.1`."""
     roles: dict[str, str | PackDependency] = Field(default_factory=dict)
@@ -63,12 +59,12 @@ class PackRequires(_Model):
     repository), or `{source: <git URL or path>, version: <range>}`."""
 
 
-class PackDependency(_Model):
+class PackDependency(StrictModel):
     source: str
     version: str | None = None
 
 
-class PackManifest(_Model):
+class PackManifest(StrictModel):
     name: str = Field(pattern=NAME)
     version: str
     """Semantic version of this pack (its git tags name the same versions)."""
