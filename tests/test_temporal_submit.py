@@ -133,3 +133,31 @@ def test_the_helper_process_says_a_server_out_of_reach_and_ends_with_its_input()
     helper = link._proc  # the process itself, to see it end
     link.close()
     assert helper.poll() is not None
+
+
+def test_attack_a_checkout_planting_the_helpers_modules_runs_none_of_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A submission runs in the user's checkout of someone else's repository; the helper it
+    starts must import this package's own helper and the installed SDK, never a `supervisor/`,
+    `temporalio/` or `sitecustomize.py` the repository ships there."""
+    marker = tmp_path / "ran"
+    plant = f"open({str(marker)!r}, 'a').write(__name__ + '\\n')\n"
+    for name in (
+        "supervisor/__init__.py",
+        "supervisor/temporal/__init__.py",
+        "supervisor/temporal/helper.py",
+        "temporalio/__init__.py",
+        "sitecustomize.py",
+    ):
+        (tmp_path / "repo" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "repo" / name).write_text(plant)
+    monkeypatch.chdir(tmp_path / "repo")
+
+    link = Link()
+    link.connect(f"127.0.0.1:{free_port()}", "default")
+    with pytest.raises(RunnerUnavailableError, match="Cannot reach the Temporal server at 127"):
+        link.answer()  # the real helper's answer
+    link.close()
+
+    assert not marker.exists(), marker.read_text()
