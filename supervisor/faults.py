@@ -42,8 +42,14 @@ def committed() -> None:
 
 def reached(point: str) -> None:
     """A named point that writes no event (e.g. "probe": the preflight probe's container made,
-    not yet started)."""
-    if _TYPE and point == _TYPE:
+    not yet started; "worker_ran": a worker's container ended and read, its step's end not yet
+    recorded), counted like an event type."""
+    if not _TYPE or point != _TYPE:
+        return
+    with _lock:
+        _seen[point] += 1
+        hit = _seen[point] == int(_NTH or 1)
+    if hit:
         _kill()
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import subprocess
+import sys
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -151,6 +153,19 @@ their checkout's tag goes: Docker's classic builder reuses a layer only while an
 it, and removing the last tag prunes the whole chain. A later run (a fresh clone, as CI makes)
 then builds the same project from the cache: the Go and Cargo images took 67 and 83 s cold."""
 BUILD_CACHE_KEPT = 16
+
+
+def killed_at(kill_at: str, repo: Path, *command: str) -> subprocess.CompletedProcess[str]:
+    """The command line run until it SIGKILLs itself at `kill_at` (supervisor/faults.py)."""
+    return subprocess.run(
+        [sys.executable, "-m", "supervisor", *command, "--repo", str(repo)],
+        env={**os.environ, "SUPERVISOR_KILL_AT": kill_at},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 def remove_project_image(tag: str) -> None:

@@ -13,7 +13,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from e2e_support import IMAGE, new_repo, planner, require_sandbox, write_workflow
+from e2e_support import IMAGE, killed_at, new_repo, planner, require_sandbox, write_workflow
 
 from supervisor import tasks
 from supervisor.demo import fenced
@@ -193,6 +193,37 @@ def test_workers_running_when_the_supervisor_is_killed_are_adopted_not_rerun(
     for cid in FILES:
         runs = [s["status"] for s in steps if s["name"] == f"implement/{cid}"]
         assert runs == ["succeeded"]  # one step, one container: the one started before the kill
+
+
+def test_a_run_that_ended_but_whose_step_was_not_yet_recorded_is_adopted_not_bought_again(
+    tmp_path: Path, serve: Any
+) -> None:
+    """Killed after a worker's container ended and was read, before its step's end was recorded
+    (`worker_ran`): its container, worktree and model record are still there, so `resume` adopts
+    them. First the planner (after the depth analyzer's run: its end goes with the engine's move
+    to the next step), then, in the `resume`, the first component read after the adopted plan
+    (its end goes with the fan-out's progress)."""
+    server = serve(*script())
+    repo = new_repo(tmp_path, server.url, GATES)
+    write_workflow(repo, WORKFLOW)
+    for kill_at, command in (("worker_ran#2", ("start-task", TASK, "--yes")),
+                             ("worker_ran#2", ("resume", "1"))):  # fmt: skip
+        killed = killed_at(kill_at, repo, *command)
+        assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+
+    done = tasks.resume(1, repo)
+
+    assert_done_and_clean(repo, done)
+    planned = [r for r in server.requests if r.turn == 0 and "ROLE: planner" in json.dumps(r.body)]
+    assert len(planned) == 1  # the plan, bought once
+    assert {cid: invocations(server, cid) for cid in FILES} == {"square": 1, "circle": 1}
+    with tasks.reading(repo) as store:
+        steps = store.steps(done.id)
+        adopted = [e.step for e in store.events(done.id) if e.type == "worker_adopted"]
+    assert "plan" in adopted
+    assert {"implement/square", "implement/circle"} & set(adopted)
+    for name in ("plan", "implement/square", "implement/circle"):
+        assert [s["status"] for s in steps if s["name"] == name] == ["succeeded"], name
 
 
 @pytest.mark.parametrize("workspace", WORKSPACES)

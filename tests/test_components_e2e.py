@@ -12,7 +12,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from e2e_support import new_repo, planner, require_sandbox, reviewer, write_workflow
+from e2e_support import killed_at, new_repo, planner, require_sandbox, reviewer, write_workflow
 
 from supervisor import tasks
 from supervisor.demo import fenced
@@ -216,18 +216,6 @@ KILL_CHAINS = {
         "commit",  # right after the commit step and the workflow's completion commit
     ),
 }
-
-
-def killed_at(kill_at: str, repo: Path, *command: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "supervisor", *command, "--repo", str(repo)],
-        env={**os.environ, "SUPERVISOR_KILL_AT": kill_at},
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
 
 
 @pytest.mark.parametrize("chain", KILL_CHAINS)

@@ -12,7 +12,7 @@ from sqlalchemy.exc import DatabaseError, StatementError
 from supervisor.errors import StateError, UnknownWorkflowError
 from supervisor.state.migrations import LATEST_VERSION
 from supervisor.state.schema import metadata
-from supervisor.state.store import EventSpec, Store
+from supervisor.state.store import EventSpec, StepRecord, Store
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -118,6 +118,38 @@ def test_a_failed_transaction_leaves_the_previous_state(tmp_path: Path, state_ur
         wf = store.workflow(wf_id)
         assert wf.current_step == "plan"
         assert store.checkpoints(wf_id) == []
+
+
+def test_a_run_s_clean_up_waits_until_its_step_s_end_has_committed(
+    tmp_path: Path, state_url: str
+) -> None:
+    """What holds a worker's answer is removed only once its step's end is recorded: a failed
+    transaction (a crash in it alike) leaves it for `resume` to adopt."""
+    cleaned: list[str] = []
+    with Store(tmp_path / "state.db", url=state_url) as store:
+        wf_id = _new_workflow(store)
+        plan = store.start_step(wf_id, "plan", 1, "planner", "/tmp/wt")
+        other = store.start_step(wf_id, "review", 1, "reviewer", "/tmp/wt2")
+        store.after_record.wait_for(plan, lambda: cleaned.append("plan"))
+        store.finish_step(other, "succeeded")
+        assert cleaned == []
+        with pytest.raises((StatementError, TypeError)):
+            store.transition(
+                wf_id,
+                step="plan",
+                next_step="implement",
+                context={},
+                records=[StepRecord(plan, "succeeded")],
+                events=[EventSpec("plan", payload={"unserialisable": object()})],
+            )
+        assert cleaned == []
+        store.transition(
+            wf_id, step="plan", next_step="implement", context={},
+            records=[StepRecord(plan, "succeeded")],
+        )  # fmt: skip
+        assert cleaned == ["plan"]
+        store.finish_step(plan, "succeeded")
+        assert cleaned == ["plan"]  # once
 
 
 def test_running_steps_left_by_a_crash_become_interrupted(tmp_path: Path, state_url: str) -> None:

@@ -102,6 +102,10 @@ class RunSpec:
     record_dir: Path | None = None
     """Where the credential proxy records this run's model exchanges (the proxy contract): its
     `activity` file tells a CLI waiting on a slow but live model stream from a hung one."""
+    keep: bool = False
+    """Leave the container (and its overlay volume) once it exited and was read: a worker's,
+    removed by `remove_run` once its step's end is recorded (supervisor/state/after_record.py);
+    until then a `resume` after a kill adopts it instead of buying its answers again."""
 
 
 def repo_label(repo: Path) -> str:
@@ -354,11 +358,23 @@ class DockerSandbox:
         volume = workspace_volume(self.client, container)
         return self._finish(container, spec, time.monotonic() - elapsed, start=False, volume=volume)
 
+    def remove_run(self, container_id: str) -> None:
+        """A kept run's container (`RunSpec.keep`) and its overlay volume, once its step's end
+        is recorded."""
+        import docker.errors
+
+        try:
+            container = self.client.containers.get(container_id)
+        except docker.errors.APIError:  # NotFound included: gone already
+            return
+        volume = workspace_volume(self.client, container)
+        remove_container(container)
+        _remove_volume(volume)
+
     def finish_prepared(self, container: Any, spec: RunSpec, volume: Any) -> RunResult:
-        """A prepared run (sandbox/warm.py), its prompt just given: waited for, read and removed
-        like any run, its limits counted from now."""
-        if spec.on_start is not None:
-            spec.on_start(cast(str, container.id))
+        """A prepared run (sandbox/warm.py), its prompt just given (and its container named to
+        its step: `spec.on_start` was called then): waited for, read and removed like any run,
+        its limits counted from now."""
         started = time.monotonic()
         return self._finish(container, spec, started, start=False, volume=volume, whole_log=True)
 
@@ -387,7 +403,11 @@ class DockerSandbox:
             exit_code = self._wait(container, spec, started, since=since)
             stdout = container.logs(stdout=True, stderr=False).decode("utf-8", "replace")
             stderr = container.logs(stdout=False, stderr=True).decode("utf-8", "replace")
-        finally:
+        except BaseException:
+            remove_container(container)
+            _remove_volume(volume)
+            raise
+        if not spec.keep:
             remove_container(container)
             _remove_volume(volume)
         return RunResult(

@@ -169,6 +169,12 @@ def run(sandbox: DockerSandbox, warm: Warm, spec: RunSpec, prompt: str) -> RunRe
         except BrokenPipeError:
             discard(warm)
             return None
+        if spec.on_start is not None:  # its step's row names it at once: from here on a kill
+            try:  # leaves it for `resume` to adopt
+                spec.on_start(str(warm.container.id))
+            except BaseException:
+                discard(warm)
+                raise
         if warm.shares < FOREGROUND_SHARES:
             _foreground(warm.container)
         return sandbox.finish_prepared(warm.container, spec, warm.volume)

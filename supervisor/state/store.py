@@ -24,6 +24,7 @@ from supervisor import faults
 from supervisor.errors import StateError, UnknownWorkflowError
 from supervisor.state import postgres
 from supervisor.state import schema as t
+from supervisor.state.after_record import AfterRecord
 from supervisor.state.approval_store import ApprovalStore
 from supervisor.state.location import state_url
 from supervisor.state.migrations import LATEST_VERSION, applied_versions, migrate
@@ -45,6 +46,7 @@ class Store(ApprovalStore):
 
     def __init__(self, path: Path, url: str | None = None) -> None:
         self.path = path
+        self.after_record = AfterRecord()
         self.url = state_url() if url is None else url
         self.where = str(path)
         if self.url:
@@ -286,6 +288,7 @@ class Store(ApprovalStore):
                 )
             for spec in events:
                 _append(conn, wf_id, spec)
+        self.after_record.recorded(r.step_id for r in records)
 
     # -- steps -----------------------------------------------------------------------------
 
@@ -347,6 +350,7 @@ class Store(ApprovalStore):
                     .where(t.workflows.c.id == wf_id)
                     .values(context=_clean(workflow_context), updated_at=now())
                 )
+        self.after_record.recorded([step_id])
 
     def checkpoint(
         self,
@@ -363,6 +367,7 @@ class Store(ApprovalStore):
             for record in records:
                 _finish(conn, record)
             _set_workflow(conn, wf_id, "running", step, context, events)
+        self.after_record.recorded(r.step_id for r in records)
 
     def running_steps(self, wf_id: int) -> list[dict[str, Any]]:
         with self.engine.connect() as conn:

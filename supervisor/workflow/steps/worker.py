@@ -13,7 +13,7 @@ import dataclasses
 import time
 from typing import TYPE_CHECKING, Any
 
-from supervisor import recovery
+from supervisor import faults, recovery
 from supervisor.context import project_scope, prompts
 from supervisor.context.plan_view import plan_files, plan_for_prompt
 from supervisor.context.roles import Role, load_role
@@ -48,6 +48,7 @@ from supervisor.workflow.steps.images import image_for
 from supervisor.workspace.treedata import CommitFiles
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
     from supervisor.dag import Component
@@ -122,12 +123,11 @@ def run_worker(
         run.record_dir = adopted.record_dir
     else:
         run.record_dir = witnessing.new_record_dir(label, step_id)
-    outcome: Outcome | None
+    outcome: Outcome | None = None
     try:
         outcome = run.invoke(cli_settings, creds, worktree, base, tip, component, branch)
     except adopt.AdoptionLost as e:  # cut short by the crash: run afresh, as if interrupted
         adopt.interrupted(c.store, step_id, name, role.name, e)
-        outcome = None
     except (SandboxError, CommandTimeoutError) as e:
         # A hung worker (idle or time limit) is ended by the sandbox and retried; a sandbox
         # that cannot run at all (or ran out of memory) goes to a human.
@@ -152,8 +152,12 @@ def run_worker(
     finally:
         if prepared is not None and prepared.warm is not None:  # never reached its run
             warm.discard(prepared.warm)
-        c.ws.remove_worktree(worktree)
-        witnessing.remove_record_dir(run.record_dir)
+        if outcome is not None and any(r.step_id == step_id for r in outcome.records):
+            # What holds its answer and its changes stays until the caller records the step's
+            # end: a kill before that leaves them for `resume` to adopt, not to buy again.
+            c.store.after_record.wait_for(step_id, run.leftovers(worktree))
+        else:
+            run.leftovers(worktree)()
     if outcome is not None and run.home is not None:  # a role that may continue its session
         continuation.after_run(outcome, cli, run.session_id, run.home)
     if outcome is None:
@@ -187,6 +191,20 @@ class _Run:
         self.session_id: str | None = None
         self.record_dir: Path | None = None  # where the proxy records the run (witnessing.py)
         self.prepared: prepare.Prepared | None = None
+        self.container_id: str | None = None  # kept (exited) until the step's end is recorded
+
+    def leftovers(self, worktree: Path) -> Callable[[], None]:
+        """The clean-up of what the run leaves: its container, worktree and model record."""
+
+        def clean() -> None:
+            remove_run = getattr(self.c.sandbox, "remove_run", None)
+            if self.container_id is not None and remove_run is not None:
+                remove_run(self.container_id)
+            self.c.ws.remove_worktree(worktree)
+            if self.record_dir is not None:
+                witnessing.remove_record_dir(self.record_dir)
+
+        return clean
 
     def invocation(
         self,
@@ -325,6 +343,7 @@ class _Run:
             labels=adopt.worker_labels(c.labels(wf.id, name), self.step_id, role.name, base, route),
             on_output=LineSplitter(adapter.progress, c.reporter.output),
             on_start=lambda cid: c.store.set_step_container(step_id, cid),
+            keep=True,  # until the step's end is recorded (`leftovers`)
             home_dir=self.home,
             record_dir=self.record_dir,
         )
@@ -334,6 +353,8 @@ class _Run:
         run = prepare.run(c, self.step_id, self.prepared, spec, base, stdin)
         if run is None:
             run = adopt.run(c.sandbox, self.step_id, spec)
+        self.container_id = run.container_id or None
+        faults.reached("worker_ran")  # read, its end not yet recorded (tests/test_adopt_e2e.py)
         printed = adapter.parse_output(run.stdout, run.stderr, run.exit_code)
         settled = witnessing.settle(
             cli,
