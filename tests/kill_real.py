@@ -6,9 +6,9 @@ a real SIGKILL at a random moment inside a worker step.
 What it counts, per run (see `Run`):
 
 - kills landed: kills with at least one worker container of the task running;
-- workers at kills, kept / re-run: each worker container running at a kill is kept when its step's
-  row (the container's `supervisor.step_id`) ended `succeeded` (adopted by `resume`), re-run
-  otherwise;
+- workers at kills, kept / re-run: each worker container running at a kill (prepared ones
+  included, by the step row that names them) is kept when its step's row ended `succeeded`
+  (adopted by `resume`), re-run otherwise;
 - conversations: one worker run's model requests, told apart by the run id its prompt opens with
   (`RUN: wf<id>-<step>-<role>-step<row>`); a step whose answers were bought in more than one run
   paid for a conversation twice; answers paid twice counts every (step, turn) answered more than
@@ -37,6 +37,7 @@ from supervisor.demo import fenced, make_demo_repo
 from supervisor.fakeapi import ScriptedModelServer, load_script
 from supervisor.guard.trust import trust
 from supervisor.sandbox.docker import LABEL_REPO, LABEL_STEP, LABEL_STEP_ID, repo_label
+from supervisor.sandbox.warm import LABEL_PREPARED
 
 TASK = "Build the shapes package"
 COMPONENTS = {
@@ -142,17 +143,30 @@ def docker_client() -> Any:
     return docker.from_env(timeout=60)
 
 
-def running_workers(client: Any, label: str) -> list[dict[str, str]]:
-    found = client.containers.list(filters={"label": [f"{LABEL_REPO}={label}", LABEL_ROLE]})
-    return [
-        {
-            "step_id": c.labels.get(LABEL_STEP_ID, ""),
-            "step": c.labels.get(LABEL_STEP, ""),
-            "container": c.id[:12],
-        }
-        for c in found
-        if c.status == "running"
-    ]
+def running_workers(client: Any, label: str, repo: Path) -> list[dict[str, str]]:
+    """The task's worker containers running now: those started for their step (labelled with
+    it), and prepared ones (sandbox/warm.py, started before their step was known) that a step's
+    row names."""
+    found = client.containers.list(filters={"label": f"{LABEL_REPO}={label}"})
+    prepared = [c for c in found if LABEL_PREPARED in c.labels]
+    rows: dict[str, dict[str, Any]] = {}
+    if prepared:
+        from supervisor import tasks
+
+        with tasks.reading(repo) as store:
+            rows = {s["container_id"]: s for s in store.steps(1) if s["container_id"]}
+    workers = []
+    for c in found:
+        if c.status != "running":
+            continue
+        if LABEL_ROLE in c.labels:
+            step_id, step = c.labels.get(LABEL_STEP_ID, ""), c.labels.get(LABEL_STEP, "")
+        elif c.id in rows:
+            step_id, step = str(rows[c.id]["id"]), str(rows[c.id]["name"])
+        else:
+            continue
+        workers.append({"step_id": step_id, "step": step, "container": c.id[:12]})
+    return workers
 
 
 def supervisor(checkout: Path, repo: Path, log: Path, *args: str) -> subprocess.Popen[bytes]:
@@ -174,6 +188,7 @@ def kill_inside_a_worker(
     child: subprocess.Popen[bytes],
     client: Any,
     label: str,
+    repo: Path,
     server: ScriptedModelServer,
     rng: random.Random,
     window: float,
@@ -183,7 +198,7 @@ def kill_inside_a_worker(
     no work to lose), at a moment a worker container still runs; None when the process ended
     first."""
     began = time.monotonic()
-    while not answered_runs(server, running_workers(client, label)):
+    while not answered_runs(server, running_workers(client, label, repo)):
         if child.poll() is not None:
             return None
         time.sleep(0.2)
@@ -191,7 +206,7 @@ def kill_inside_a_worker(
     while True:
         if child.poll() is not None:
             return None
-        workers = running_workers(client, label)
+        workers = running_workers(client, label, repo)
         if workers:
             break
         time.sleep(0.2)
@@ -347,7 +362,7 @@ def one_run(checkout: Path, seed: int, kills: int, shell: float, think: float, b
             pids.append(child.pid)
             kill = None
             if len(run.kills) < kills:
-                kill = kill_inside_a_worker(child, client, label, server, rng, shell + think)
+                kill = kill_inside_a_worker(child, client, label, repo, server, rng, shell + think)
             if kill is not None:
                 kill.invocation = invocation[0]
                 run.kills.append(kill)

@@ -321,7 +321,8 @@ def _run(sandbox: Any, step_id: int, spec: RunSpec) -> RunResult:
         raise AdoptionLost(f"The adopted worker of '{adoption.step}': {e.message}") from e
     finally:
         _remove_run_dir(adoption.run_dir)
-    if result.exit_code != 0:
+    if result.exit_code != 0:  # its step runs afresh: nothing of this run is kept
+        _remove(sandbox, adoption.container_id)
         tail = (result.stderr or result.stdout).strip()[-300:]
         raise AdoptionLost(
             f"The adopted worker of '{adoption.step}' ended with exit {result.exit_code}: {tail}"
@@ -364,16 +365,7 @@ def release(sandbox: Any, store: Store, workspace: Workspace) -> list[str]:
 
 def _remove(sandbox: Any, container_id: str) -> None:
     """The container, and its overlay volume if it has one."""
-    import docker.errors
-
-    from supervisor.sandbox.docker import remove_container, workspace_volume
-
-    with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
-        container = sandbox.client.containers.get(container_id)
-        volume = workspace_volume(sandbox.client, container)
-        remove_container(container)
-        if volume is not None:
-            volume.remove(force=True)
+    sandbox.remove_run(container_id)
 
 
 def _run_dir(attrs: dict[str, Any], label: str) -> Path | None:
