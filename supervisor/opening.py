@@ -16,7 +16,7 @@ from supervisor.config import Settings, WorkflowDef, load_settings
 from supervisor.doctor import clis_in_use
 from supervisor.errors import ConfigError, SandboxError, SupervisorError, ToolMissingError
 from supervisor.guard import credentials, trust
-from supervisor.state.store import EventSpec, Store, Workflow
+from supervisor.state.records import EventSpec, Workflow
 from supervisor.workflow import depth
 from supervisor.workflow.loading import load_workflow, workflow_source
 from supervisor.workspace.worktrees import Workspace, find_repo_root
@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
     from supervisor.context.assemble import Pack
     from supervisor.sandbox.docker import DockerSandbox
+    from supervisor.state.store import Store
+    from supervisor.state.writer import TaskWriter
     from supervisor.workflow.depth import Asked
 
 STATE_DIR = ".supervisor"
@@ -45,7 +47,15 @@ class Project:
         return self.root / STATE_DIR
 
     def store(self) -> Store:
+        from supervisor.state.store import Store  # here: a submission need not load SQLAlchemy
+
         return Store(self.state_dir / "state.db")
+
+    def writer(self) -> TaskWriter | Store:
+        """What a submission writes the task through (supervisor/state/writer.py)."""
+        from supervisor.state.writer import open_writer
+
+        return open_writer(self.state_dir / "state.db")
 
 
 def open_project(path: Path, overrides: dict[str, Any] | None = None) -> Project:

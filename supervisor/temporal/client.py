@@ -13,7 +13,6 @@ state database, know where to send it without any configuration of their own.
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from supervisor.errors import RunnerUnavailableError, StateError, SupervisorError, WorkflowBusyError
@@ -23,7 +22,8 @@ if TYPE_CHECKING:
 
     from supervisor.config import TemporalSettings
     from supervisor.opening import Project
-    from supervisor.state.store import Store, Workflow
+    from supervisor.state.records import Workflow
+    from supervisor.state.writer import TaskRows
     from supervisor.temporal.link import Link
 
 SUBMITTED = "temporal_submitted"
@@ -44,6 +44,8 @@ def workflow_id(repository: str, wf_id: int) -> str:
 
 
 async def connect(address: str, namespace: str, timeout: float | None = None) -> Any:
+    import asyncio
+
     from temporalio.client import Client
 
     try:
@@ -101,6 +103,8 @@ class Session:
     is bound to the loop it was made on, and connecting is most of what a call costs."""
 
     def __init__(self, settings: TemporalSettings | Server) -> None:
+        import asyncio  # here: the submitting process (a `Submitter`) never runs a loop
+
         self.settings = settings
         self.loop = asyncio.new_event_loop()
         self._client: Any = None
@@ -120,9 +124,9 @@ class Session:
         self.loop.close()
 
 
-def _record(store: Store, wf_id: int, settings: TemporalSettings, wid: str, queue: str,
+def _record(store: TaskRows, wf_id: int, settings: TemporalSettings, wid: str, queue: str,
             repository: str, kind: str = SUBMITTED) -> None:  # fmt: skip
-    from supervisor.state.store import EventSpec
+    from supervisor.state.records import EventSpec
 
     payload = {
         "address": settings.address,
@@ -171,7 +175,7 @@ class Submitter:
             self.link.close()
             raise unreachable
 
-    def __call__(self, wf: Workflow, store: Store) -> None:
+    def __call__(self, wf: Workflow, store: TaskRows) -> None:
         """`store`: the task's, open (the caller created the task in it)."""
         wid = workflow_id(self.repository, wf.id)
         task = {  # `TaskInput`'s fields (supervisor/temporal/workflow.py imports temporalio)
@@ -190,10 +194,10 @@ class Submitter:
     def close(self) -> None:
         self.link.close()
 
-    def undo(self, wf: Workflow, error: SupervisorError, store: Store) -> None:
+    def undo(self, wf: Workflow, error: SupervisorError, store: TaskRows) -> None:
         """Leave nothing of a submission that failed (in this call or before it, once the task
         existed): the remote's refs, the local branch; the task is `abandoned`, saying why."""
-        from supervisor.state.store import EventSpec
+        from supervisor.state.records import EventSpec
 
         removed: list[str] = []
         if self.settings.remote:
@@ -278,6 +282,8 @@ def hand_back(project: Project, wf_id: int) -> str:
 
 def signal_decided(where: dict[str, Any]) -> None:
     """Wake the workflow waiting for a decision (already recorded in the state database)."""
+    import asyncio
+
     from supervisor.temporal.workflow import DECIDED_SIGNAL
 
     async def send() -> None:
