@@ -10,7 +10,7 @@ bare repository as the team's remote, the real `supervisor` command in a fresh i
   supervisor/temporal/link.py), detect-secrets, tiktoken, Jinja2, networkx, the credential
   proxy (h11), Docker or the engine, nor typer for its plain form; nor SQLAlchemy (with the
   asyncio and ssl it brings) once the repository has its state database: the task is written
-  with sqlite3 (supervisor/state/writer.py);
+  with sqlite3 (supervisor/state/writer.py); nor rich (its lines are plain; an error loads it);
 - the helper reports a server out of reach as the in-process client did, and ends with its
   input;
 - a submission that fails once the task exists (here: the server refuses the workflow, for a
@@ -48,7 +48,7 @@ pytestmark = [pytest.mark.xdist_group("temporal")]
 NEVER = (
     "docker", "jinja2", "networkx", "textual", "supervisor.tasks", "supervisor.workflow.engine",
     "supervisor.sandbox.docker", "supervisor.sandbox.adopt", "supervisor.workers.claude",
-    "sqlalchemy", "asyncio", "ssl", "supervisor.state.store",
+    "sqlalchemy", "asyncio", "ssl", "supervisor.state.store", "rich",
 )  # fmt: skip
 NEVER_PREFIXES = ("supervisor.workflow.steps", "supervisor.context.prompts")
 
