@@ -166,3 +166,27 @@ def test_attack_a_checkout_planting_the_helpers_modules_runs_none_of_them(
     link.close()
 
     assert not marker.exists(), marker.read_text()
+
+
+def test_the_start_request_carries_the_task_as_the_sdks_client_would() -> None:
+    """The helper starts workflows through the server's service (supervisor/temporal/service.py):
+    its request names the worker's workflow, and its input is the SDK's own encoding of the
+    task, which a worker's SDK decodes to the same `TaskInput`."""
+    import asyncio
+
+    from temporalio.converter import DataConverter
+
+    from supervisor.temporal.service import start_request
+    from supervisor.temporal.workflow import WORKFLOW_NAME, TaskInput
+
+    task = TaskInput(3, 5.0, None, "repo-id", 2)
+    fields = {"wf_id": 3, "heartbeat_timeout_s": 5.0, "repository": "repo-id", "max_attempts": 2}
+    sent = start_request("ns", "supervisor-repo-id-3", fields, "q", replace=False)
+    whole = start_request("ns", "supervisor-repo-id-3", task, "q", replace=True)
+
+    assert sent.workflow_type.name == WORKFLOW_NAME and sent.task_queue.name == "q"
+    assert (sent.namespace, sent.workflow_id) == ("ns", "supervisor-repo-id-3")
+    decoded = asyncio.run(DataConverter.default.decode(sent.input.payloads, [TaskInput]))
+    assert decoded == [task]
+    assert list(whole.input.payloads) == asyncio.run(DataConverter.default.encode([task]))
+    assert (sent.workflow_id_conflict_policy, whole.workflow_id_conflict_policy) == (1, 3)

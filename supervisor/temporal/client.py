@@ -44,48 +44,27 @@ def workflow_id(repository: str, wf_id: int) -> str:
 
 
 async def connect(address: str, namespace: str, timeout: float | None = None) -> Any:
-    import asyncio
-
+    """The SDK's client (for signals); a workflow's start needs only the service (`Session`)."""
     from temporalio.client import Client
 
-    try:
-        coro = Client.connect(address, namespace=namespace)
-        return await (asyncio.wait_for(coro, timeout) if timeout else coro)
-    except Exception as e:  # the SDK raises RuntimeError for every connection failure
-        raise RunnerUnavailableError(
-            f"Cannot reach the Temporal server at {address} (namespace {namespace}): "
-            f"{e or type(e).__name__}",
-            "Start it (`temporal server start-dev`, or bash scripts/setup-scaleout.sh --trial) or "
-            "set temporal.address in your config; `--backend embedded` runs the task here.",
-        ) from e
+    from supervisor.temporal.service import reach
+
+    return await reach(address, namespace, Client.connect(address, namespace=namespace), timeout)
 
 
 def start_workflow(settings: TemporalSettings | Server, wid: str, task: Any, queue: str,
                    replace: bool, session: Session | None = None) -> None:  # fmt: skip
     """Start (or, `replace`, restart) the task's workflow; over `session`'s connection when
-    the caller has one open (a submission), else over a new one."""
-    from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
-
-    from supervisor.temporal.workflow import WORKFLOW_NAME
-
-    async def start(client: Any) -> None:
-        await client.start_workflow(
-            WORKFLOW_NAME,
-            task,
-            id=wid,
-            task_queue=queue,
-            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
-            id_conflict_policy=(
-                WorkflowIDConflictPolicy.TERMINATE_EXISTING
-                if replace
-                else WorkflowIDConflictPolicy.FAIL
-            ),
-        )
+    the caller has one open (a submission), else over a new one. `task`: `TaskInput` or its
+    fields (supervisor/temporal/service.py)."""
+    from supervisor.temporal.service import start_request
 
     own = session is None
     session = session or Session(settings)
     try:
-        session.run(start(session.client()))
+        request = start_request(settings.namespace, wid, task, queue, replace)
+        service = session.client().workflow_service
+        session.run(service.start_workflow_execution(request, retry=True))
     except SupervisorError:
         raise
     except Exception as e:
@@ -99,8 +78,8 @@ def start_workflow(settings: TemporalSettings | Server, wid: str, task: Any, que
 
 
 class Session:
-    """One connection to the server on one event loop, for a command's every call: a client
-    is bound to the loop it was made on, and connecting is most of what a call costs."""
+    """One connection to the server's service on one event loop, for a command's every call: a
+    client is bound to the loop it was made on, and connecting is most of what a call costs."""
 
     def __init__(self, settings: TemporalSettings | Server) -> None:
         import asyncio  # here: the submitting process (a `Submitter`) never runs a loop
@@ -113,9 +92,12 @@ class Session:
         return self.loop.run_until_complete(coro)
 
     def client(self) -> Any:
+        """The `ServiceClient` (supervisor/temporal/service.py), connected at the first call."""
+        from supervisor.temporal.service import connect_service
+
         if self._client is None:
             self._client = self.run(
-                connect(self.settings.address, self.settings.namespace, timeout=15)
+                connect_service(self.settings.address, self.settings.namespace, timeout=15)
             )
         return self._client
 
