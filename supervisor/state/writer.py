@@ -6,7 +6,7 @@ importlib.metadata it brings) was over a third of its process's CPU (benchmarks/
 (`create_workflow`), an event (`add_event`) and, after a failure, the task abandoned
 (`update_workflow`). `TaskWriter` writes just those, as `Store` writes them: the same columns,
 SQLAlchemy's JSON text and its "YYYY-MM-DD HH:MM:SS.ffffff" UTC times, one transaction each
-taken with `BEGIN IMMEDIATE`, every free text redacted (tests/test_state_writer.py reads its rows
+taken with `BEGIN IMMEDIATE`, every free text redacted (tests/test_task_writer.py reads its rows
 back through `Store`). Like `StateReader`, it opens only a database already at this supervisor's
 schema version: creating, migrating or refusing one, and a shared PostgreSQL database, are
 `Store`'s business (`open_writer`).

@@ -7,7 +7,8 @@ shared, a submission waits for all of its processes' CPU (benchmarks/scaleout.py
 --submission-only). The SDK's `ServiceClient` and the API's messages are what that client sends
 through; `start_request` builds the request it builds for these arguments, the input encoded as
 its default converter encodes it (JSON, "json/plain"), so a worker's SDK reads the same
-`TaskInput` (tests/test_temporal_submit.py runs the worker on it).
+`TaskInput` (tests/test_temporal_submit.py compares it with the SDK's own encoding;
+tests/test_temporal_e2e.py runs a worker on a submitted task).
 """
 
 from __future__ import annotations
