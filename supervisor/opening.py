@@ -8,7 +8,7 @@ leaves nothing behind. The task lifecycle (start, resume, complete) is superviso
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from supervisor import depth_view, faults, owners
@@ -16,7 +16,7 @@ from supervisor.config import Settings, WorkflowDef, load_settings
 from supervisor.doctor import clis_in_use
 from supervisor.errors import ConfigError, SandboxError, SupervisorError, ToolMissingError
 from supervisor.guard import credentials, trust
-from supervisor.state.store import EventSpec, Store, Workflow
+from supervisor.state.records import EventSpec, Workflow
 from supervisor.workflow import depth
 from supervisor.workflow.loading import load_workflow, workflow_source
 from supervisor.workspace.worktrees import Workspace, find_repo_root
@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
     from supervisor.context.assemble import Pack
     from supervisor.sandbox.docker import DockerSandbox
+    from supervisor.state.store import Store
+    from supervisor.state.writer import TaskWriter
     from supervisor.workflow.depth import Asked
 
 STATE_DIR = ".supervisor"
@@ -39,13 +41,25 @@ class Project:
     root: Path
     settings: Settings
     workspace: Workspace
+    # What `require_trust` and `task_definition` found, by their arguments: a command that both
+    # says a task's approvals and starts it checks it once (a workflow load is a tenth of a
+    # submission's CPU). The project lives for one command, so nothing it caches goes stale.
+    checked: dict[object, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def state_dir(self) -> Path:
         return self.root / STATE_DIR
 
     def store(self) -> Store:
+        from supervisor.state.store import Store  # here: a submission need not load SQLAlchemy
+
         return Store(self.state_dir / "state.db")
+
+    def writer(self) -> TaskWriter | Store:
+        """What a submission writes the task through (supervisor/state/writer.py)."""
+        from supervisor.state.writer import open_writer
+
+        return open_writer(self.state_dir / "state.db")
 
 
 def open_project(path: Path, overrides: dict[str, Any] | None = None) -> Project:
@@ -141,9 +155,12 @@ def require_trust(project: Project) -> None:
     with network, the workers' image) is the one the user trusted."""
     from supervisor.project import project_image
 
+    if project.checked.get("trust"):
+        return
     trust.require_trusted(project.root)
     trust.check_login_files(project.settings)
     project_image.trusted_dockerfile(project.root)
+    project.checked["trust"] = True
 
 
 def task_definition(
@@ -153,6 +170,10 @@ def task_definition(
     a gate without a command stops the task here, before anything exists."""
     from supervisor import preflight
 
+    key = ("definition", tuple(sorted((roles or {}).items())), no_gate)
+    if key in project.checked:
+        found: tuple[WorkflowDef, list[str]] = project.checked[key]
+        return found[0], list(found[1])
     project.settings.project_map().check_paths(project.root)  # a project path that is not there
     definition = load_workflow(project.root, project.settings, gates=False)
     skipped: list[str] = []
@@ -161,7 +182,8 @@ def task_definition(
     preflight.check_gates(definition, project.settings, project.root)
     if roles:
         definition = _with_roles(definition, roles, project)
-    return definition, skipped
+    project.checked[key] = (definition, skipped)
+    return definition, list(skipped)
 
 
 def with_depth(

@@ -17,11 +17,12 @@ from supervisor.guard import protected
 from supervisor.opening import Project, require_trust, task_definition, with_depth
 from supervisor.policy import approval_policy
 from supervisor.redaction import redact
-from supervisor.state.store import EventSpec
+from supervisor.state.records import EventSpec
 
 if TYPE_CHECKING:
     from supervisor.config import WorkflowDef
-    from supervisor.state.store import Store, Workflow
+    from supervisor.state.records import Workflow
+    from supervisor.state.writer import TaskRows
     from supervisor.workflow.depth import Asked
 
 
@@ -70,7 +71,7 @@ def prepare(
     )
 
 
-def create(task: Prepared, store: Store) -> Workflow:
+def create(task: Prepared, store: TaskRows) -> Workflow:
     """The task's row, from the checkout's current commit."""
     ws = task.project.workspace
     return store.create_workflow(
@@ -85,7 +86,7 @@ def create(task: Prepared, store: Store) -> Workflow:
     )
 
 
-def begin(task: Prepared, store: Store, wf: Workflow) -> None:
+def begin(task: Prepared, store: TaskRows, wf: Workflow) -> None:
     """What follows the row, under the task's lock: the skipped gates said, the task branch."""
     if task.no_gate:
         store.add_event(

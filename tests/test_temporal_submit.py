@@ -8,7 +8,9 @@ bare repository as the team's remote, the real `supervisor` command in a fresh i
 - the submitting process's import budget (what it costs: benchmarks/scaleout.py
   --submission-only): none of Temporal's SDK (its client runs in a helper process,
   supervisor/temporal/link.py), detect-secrets, tiktoken, Jinja2, networkx, the credential
-  proxy (h11), Docker or the engine, nor typer for its plain form;
+  proxy (h11), Docker or the engine, nor typer for its plain form; nor SQLAlchemy (with the
+  asyncio and ssl it brings) once the repository has its state database: the task is written
+  with sqlite3 (supervisor/state/writer.py); nor rich (its lines are plain; an error loads it);
 - the helper reports a server out of reach as the in-process client did, and ends with its
   input;
 - a submission that fails once the task exists (here: the server refuses the workflow, for a
@@ -46,6 +48,7 @@ pytestmark = [pytest.mark.xdist_group("temporal")]
 NEVER = (
     "docker", "jinja2", "networkx", "textual", "supervisor.tasks", "supervisor.workflow.engine",
     "supervisor.sandbox.docker", "supervisor.sandbox.adopt", "supervisor.workers.claude",
+    "sqlalchemy", "asyncio", "ssl", "supervisor.state.store", "rich",
 )  # fmt: skip
 NEVER_PREFIXES = ("supervisor.workflow.steps", "supervisor.context.prompts")
 
@@ -64,6 +67,7 @@ def team_repo(tmp_path: Path, temporal: DevServer, namespace: str = "default") -
         f"task_queue: submit-spec, remote: '{remote}'}}\n"
     )
     repo = new_repo(tmp_path, "http://127.0.0.1:9", settings)
+    Store(repo / ".supervisor" / "state.db").close()  # as any earlier command in it leaves it
     subprocess.run(["git", "clone", "-q", "--bare", str(repo), str(remote)], check=True)
     return repo, remote
 
@@ -86,6 +90,7 @@ def test_a_submission_loads_neither_docker_nor_the_engine_and_needs_no_docker_en
     assert not loaded & set(NEVER), sorted(loaded & set(NEVER))
     assert not [m for m in loaded if m.startswith(NEVER_PREFIXES)]
     assert "supervisor.temporal.link" in loaded  # it did submit through the helper
+    assert "supervisor.state.writer" in loaded  # and wrote the task without SQLAlchemy
     assert heavy(loaded) == []  # temporalio, detect_secrets, tiktoken, h11, jinja2, docker...
     assert "typer" not in loaded  # its plain form is parsed without it (supervisor/cli/entry.py)
 
@@ -161,3 +166,27 @@ def test_attack_a_checkout_planting_the_helpers_modules_runs_none_of_them(
     link.close()
 
     assert not marker.exists(), marker.read_text()
+
+
+def test_the_start_request_carries_the_task_as_the_sdks_client_would() -> None:
+    """The helper starts workflows through the server's service (supervisor/temporal/service.py):
+    its request names the worker's workflow, and its input is the SDK's own encoding of the
+    task, which a worker's SDK decodes to the same `TaskInput`."""
+    import asyncio
+
+    from temporalio.converter import DataConverter
+
+    from supervisor.temporal.service import start_request
+    from supervisor.temporal.workflow import WORKFLOW_NAME, TaskInput
+
+    task = TaskInput(3, 5.0, None, "repo-id", 2)
+    fields = {"wf_id": 3, "heartbeat_timeout_s": 5.0, "repository": "repo-id", "max_attempts": 2}
+    sent = start_request("ns", "supervisor-repo-id-3", fields, "q", replace=False)
+    whole = start_request("ns", "supervisor-repo-id-3", task, "q", replace=True)
+
+    assert sent.workflow_type.name == WORKFLOW_NAME and sent.task_queue.name == "q"
+    assert (sent.namespace, sent.workflow_id) == ("ns", "supervisor-repo-id-3")
+    decoded = asyncio.run(DataConverter.default.decode(sent.input.payloads, [TaskInput]))
+    assert decoded == [task]
+    assert list(whole.input.payloads) == asyncio.run(DataConverter.default.encode([task]))
+    assert (sent.workflow_id_conflict_policy, whole.workflow_id_conflict_policy) == (1, 3)

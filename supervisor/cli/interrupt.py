@@ -7,8 +7,6 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING
 
-from supervisor.cli.failure import err_console
-
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
@@ -27,6 +25,8 @@ def resumable(repo: Path, workflow_id: int | None = None) -> Iterator[None]:
     try:
         yield
     except KeyboardInterrupt:
+        from supervisor.cli.failure import err_console  # here: a submission loads no rich
+
         found = workflow_id or max(
             (w.id for w in task_state.workflows(repo) if w.id > before), default=None
         )

@@ -10,6 +10,7 @@ runs the same steps below, so both say and do the same (tests/test_cli_entry.py)
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -79,13 +80,9 @@ def run(args: SubmitArgs) -> None:
     Its helper process first: it loads Temporal's client while this one loads the rest."""
     check_depth(args.depth)
     link = connecting("temporal")
-    from supervisor.cli.failure import console, err_console
     from supervisor.cli.interrupt import resumable
-    from supervisor.cli.plain import fit_to_output
     from supervisor.opening import open_project
 
-    fit_to_output(console)
-    fit_to_output(err_console)
     try:
         overrides = role_overrides(args.roles)
         # Opened once for both (the full command line opens it for each: the same checks)
@@ -100,7 +97,7 @@ def run(args: SubmitArgs) -> None:
                 args.allow_protected, args.depth, link, project,
             )  # fmt: skip
     except KeyboardInterrupt:  # before the task's creation began: as click says it
-        err_console.print("\nAborted!", highlight=False, markup=False)
+        say("\nAborted!", err=True)
         raise SystemExit(1) from None
 
 
@@ -147,11 +144,10 @@ def say_approvals(
 ) -> None:
     """With --yes: the approvals the run will stop at, said before it starts."""
     from supervisor import opening
-    from supervisor.cli.failure import err_console
 
     stops = opening.approval_stops(repo, cli=cli, roles=roles, no_gate=no_gate, project=project)
     if not stops.startswith("none:"):  # "none planned; the approval policy ..." is said
-        err_console.print(f"Approvals this run asks for: {stops}", highlight=False, markup=False)
+        say(f"Approvals this run asks for: {stops}", err=True)
 
 
 def submit(
@@ -167,7 +163,6 @@ def submit(
 ) -> None:
     """`start-task --backend temporal`: create the task and hand it to the workers; loads
     neither Docker nor the engine (supervisor/temporal/submit.py). `link`: see `connecting`."""
-    from supervisor.cli.failure import console
     from supervisor.temporal.submit import submit_task
 
     wf = submit_task(
@@ -175,8 +170,13 @@ def submit(
         allow_protected=allow_protected, depth=depth, link=link,  # type: ignore[arg-type]
         project=project,
     )  # fmt: skip
-    console.print(
+    say(
         f"Workflow {wf.id} submitted to Temporal; `supervisor worker` runs it. "
-        f"Follow it with: supervisor status {wf.id}",
-        highlight=False,
+        f"Follow it with: supervisor status {wf.id}"
     )
+
+
+def say(line: str, *, err: bool = False) -> None:
+    """One plain line, as it is (no markup, no highlighting, the terminal wraps it): rich's
+    console, a tenth of a second to import, is loaded only to report an error."""
+    print(line, file=sys.stderr if err else sys.stdout, flush=True)

@@ -206,7 +206,7 @@ def pin(settings: Settings, allowed: list[str] | None = None) -> Pinned:
 
 def pinned_start(settings: Settings, allowed: list[str] | None) -> dict[str, Any]:
     """The workflow row's initial context and the event recording what was pinned."""
-    from supervisor.state.store import EventSpec
+    from supervisor.state.records import EventSpec
 
     pins = pin(settings, allowed)
     payload: dict[str, Any] = {"gates": pins.gates, "protected": pins.protected}

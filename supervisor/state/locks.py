@@ -32,9 +32,11 @@ def lock_path(state_dir: Path, wf_id: int) -> Path:
 
 
 @contextmanager
-def task_lock(state_dir: Path, wf_id: int) -> Iterator[None]:
+def task_lock(state_dir: Path, wf_id: int, *, record: bool = True) -> Iterator[None]:
     """Hold task `wf_id` for this process; refused (WorkflowBusyError) while a live supervisor
-    holds it. Other tasks of the repository are not affected."""
+    holds it. Other tasks of the repository are not affected. Not `record`: with SQLite, no lease
+    row says who holds it (a submission holds it only while it makes the task's branch, and the
+    row's writer would load SQLAlchemy for a record nobody could see)."""
     path = lock_path(state_dir, wf_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a+") as handle:
@@ -53,7 +55,7 @@ def task_lock(state_dir: Path, wf_id: int) -> Iterator[None]:
         handle.write(f"pid {os.getpid()}")
         handle.flush()
         try:
-            with _across_hosts(state_dir, wf_id):
+            with _across_hosts(state_dir, wf_id, record):
                 yield
         finally:
             handle.seek(0)
@@ -63,7 +65,7 @@ def task_lock(state_dir: Path, wf_id: int) -> Iterator[None]:
 
 
 @contextmanager
-def _across_hosts(state_dir: Path, wf_id: int) -> Iterator[None]:
+def _across_hosts(state_dir: Path, wf_id: int, record: bool) -> Iterator[None]:
     """With a shared state database, the task is held there too (supervisor/state/shared_lock.py):
     another host's supervisor sees none of this host's file locks. With SQLite, the holder is
     only recorded there, for `status`."""
@@ -74,7 +76,7 @@ def _across_hosts(state_dir: Path, wf_id: int) -> Iterator[None]:
     url = state_url()
     if not is_postgres(url):
         db = state_dir / "state.db"
-        with recorded(db, wf_id) if db.is_file() else contextlib.nullcontext():
+        with recorded(db, wf_id) if record and db.is_file() else contextlib.nullcontext():
             yield
         return
     assert url is not None

@@ -14,7 +14,7 @@ import json
 import re
 import sqlite3
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from supervisor.errors import UnknownWorkflowError
 from supervisor.state.migrations import LATEST_VERSION
@@ -46,17 +46,21 @@ TIME_COLUMNS = frozenset(
 class StateReader:
     """Read-only access to `<repo>/.supervisor/state.db` without SQLAlchemy."""
 
+    MODE = "ro"
+    """How the file is opened (supervisor/state/writer.py opens it "rw")."""
+
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         self.conn = conn
         self.path = path
 
     @classmethod
-    def open(cls, path: Path) -> StateReader | None:
+    def open(cls, path: Path) -> Self | None:
         """A reader, or None when the database is absent or not at this schema version."""
         if not path.is_file():
             return None
         try:
-            conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+            uri = f"{path.resolve().as_uri()}?mode={cls.MODE}"
+            conn = sqlite3.connect(uri, uri=True, timeout=30)
         except sqlite3.Error:
             return None
         try:
@@ -72,7 +76,7 @@ class StateReader:
     def close(self) -> None:
         self.conn.close()
 
-    def __enter__(self) -> StateReader:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -13,7 +13,6 @@ state database, know where to send it without any configuration of their own.
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from supervisor.errors import RunnerUnavailableError, StateError, SupervisorError, WorkflowBusyError
@@ -23,7 +22,8 @@ if TYPE_CHECKING:
 
     from supervisor.config import TemporalSettings
     from supervisor.opening import Project
-    from supervisor.state.store import Store, Workflow
+    from supervisor.state.records import Workflow
+    from supervisor.state.writer import TaskRows
     from supervisor.temporal.link import Link
 
 SUBMITTED = "temporal_submitted"
@@ -44,46 +44,27 @@ def workflow_id(repository: str, wf_id: int) -> str:
 
 
 async def connect(address: str, namespace: str, timeout: float | None = None) -> Any:
+    """The SDK's client (for signals); a workflow's start needs only the service (`Session`)."""
     from temporalio.client import Client
 
-    try:
-        coro = Client.connect(address, namespace=namespace)
-        return await (asyncio.wait_for(coro, timeout) if timeout else coro)
-    except Exception as e:  # the SDK raises RuntimeError for every connection failure
-        raise RunnerUnavailableError(
-            f"Cannot reach the Temporal server at {address} (namespace {namespace}): "
-            f"{e or type(e).__name__}",
-            "Start it (`temporal server start-dev`, or bash scripts/setup-scaleout.sh --trial) or "
-            "set temporal.address in your config; `--backend embedded` runs the task here.",
-        ) from e
+    from supervisor.temporal.service import reach
+
+    return await reach(address, namespace, Client.connect(address, namespace=namespace), timeout)
 
 
 def start_workflow(settings: TemporalSettings | Server, wid: str, task: Any, queue: str,
                    replace: bool, session: Session | None = None) -> None:  # fmt: skip
     """Start (or, `replace`, restart) the task's workflow; over `session`'s connection when
-    the caller has one open (a submission), else over a new one."""
-    from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
-
-    from supervisor.temporal.workflow import WORKFLOW_NAME
-
-    async def start(client: Any) -> None:
-        await client.start_workflow(
-            WORKFLOW_NAME,
-            task,
-            id=wid,
-            task_queue=queue,
-            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
-            id_conflict_policy=(
-                WorkflowIDConflictPolicy.TERMINATE_EXISTING
-                if replace
-                else WorkflowIDConflictPolicy.FAIL
-            ),
-        )
+    the caller has one open (a submission), else over a new one. `task`: `TaskInput` or its
+    fields (supervisor/temporal/service.py)."""
+    from supervisor.temporal.service import start_request
 
     own = session is None
     session = session or Session(settings)
     try:
-        session.run(start(session.client()))
+        request = start_request(settings.namespace, wid, task, queue, replace)
+        service = session.client().workflow_service
+        session.run(service.start_workflow_execution(request, retry=True))
     except SupervisorError:
         raise
     except Exception as e:
@@ -97,10 +78,12 @@ def start_workflow(settings: TemporalSettings | Server, wid: str, task: Any, que
 
 
 class Session:
-    """One connection to the server on one event loop, for a command's every call: a client
-    is bound to the loop it was made on, and connecting is most of what a call costs."""
+    """One connection to the server's service on one event loop, for a command's every call: a
+    client is bound to the loop it was made on, and connecting is most of what a call costs."""
 
     def __init__(self, settings: TemporalSettings | Server) -> None:
+        import asyncio  # here: the submitting process (a `Submitter`) never runs a loop
+
         self.settings = settings
         self.loop = asyncio.new_event_loop()
         self._client: Any = None
@@ -109,9 +92,12 @@ class Session:
         return self.loop.run_until_complete(coro)
 
     def client(self) -> Any:
+        """The `ServiceClient` (supervisor/temporal/service.py), connected at the first call."""
+        from supervisor.temporal.service import connect_service
+
         if self._client is None:
             self._client = self.run(
-                connect(self.settings.address, self.settings.namespace, timeout=15)
+                connect_service(self.settings.address, self.settings.namespace, timeout=15)
             )
         return self._client
 
@@ -120,9 +106,9 @@ class Session:
         self.loop.close()
 
 
-def _record(store: Store, wf_id: int, settings: TemporalSettings, wid: str, queue: str,
+def _record(store: TaskRows, wf_id: int, settings: TemporalSettings, wid: str, queue: str,
             repository: str, kind: str = SUBMITTED) -> None:  # fmt: skip
-    from supervisor.state.store import EventSpec
+    from supervisor.state.records import EventSpec
 
     payload = {
         "address": settings.address,
@@ -171,7 +157,7 @@ class Submitter:
             self.link.close()
             raise unreachable
 
-    def __call__(self, wf: Workflow, store: Store) -> None:
+    def __call__(self, wf: Workflow, store: TaskRows) -> None:
         """`store`: the task's, open (the caller created the task in it)."""
         wid = workflow_id(self.repository, wf.id)
         task = {  # `TaskInput`'s fields (supervisor/temporal/workflow.py imports temporalio)
@@ -190,10 +176,10 @@ class Submitter:
     def close(self) -> None:
         self.link.close()
 
-    def undo(self, wf: Workflow, error: SupervisorError, store: Store) -> None:
+    def undo(self, wf: Workflow, error: SupervisorError, store: TaskRows) -> None:
         """Leave nothing of a submission that failed (in this call or before it, once the task
         existed): the remote's refs, the local branch; the task is `abandoned`, saying why."""
-        from supervisor.state.store import EventSpec
+        from supervisor.state.records import EventSpec
 
         removed: list[str] = []
         if self.settings.remote:
@@ -278,6 +264,8 @@ def hand_back(project: Project, wf_id: int) -> str:
 
 def signal_decided(where: dict[str, Any]) -> None:
     """Wake the workflow waiting for a decision (already recorded in the state database)."""
+    import asyncio
+
     from supervisor.temporal.workflow import DECIDED_SIGNAL
 
     async def send() -> None:

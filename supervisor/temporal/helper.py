@@ -1,6 +1,7 @@
-"""The helper process of a submission's link (supervisor/temporal/link.py): Temporal's client,
-imported at once, connecting and starting workflows as the submitting process asks, one JSON
-line per request on stdin, one answer per line on stdout, until its input ends."""
+"""The helper process of a submission's link (supervisor/temporal/link.py): the Temporal
+server's service client (supervisor/temporal/service.py), imported at once, connecting and
+starting workflows as the submitting process asks, one JSON line per request on stdin, one
+answer per line on stdout, until its input ends."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ import json
 import os
 import sys
 
-import temporalio.client  # noqa: F401  # at once, while the submitting process checks the task
+# At once, while the submitting process checks the task: the service and the request's messages
+import temporalio.api.workflowservice.v1
+import temporalio.service  # noqa: F401
 
 from supervisor.errors import SupervisorError
 from supervisor.temporal.client import Server, Session, start_workflow
-from supervisor.temporal.workflow import TaskInput
 
 
 def serve() -> None:
@@ -31,7 +33,7 @@ def serve() -> None:
                 start_workflow(
                     session.settings,
                     request["workflow_id"],
-                    TaskInput(**request["task"]),
+                    request["task"],
                     request["queue"],
                     replace=False,
                     session=session,

@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from supervisor.opening import Project
-    from supervisor.state.store import Workflow
+    from supervisor.state.records import Workflow
+    from supervisor.state.writer import TaskRows
     from supervisor.temporal.client import Submitter
     from supervisor.temporal.link import Link
     from supervisor.workflow.depth import Asked
@@ -59,8 +60,9 @@ def submit_task(
                     allow_protected=allow_protected, depth=depth,
                 )  # fmt: skip
                 # Opened (its schema checked) while the server answers; nothing is created in it
-                # before the server did.
-                store = ending.enter_context(project.store())
+                # before the server did. Without SQLAlchemy when it can (supervisor/state/writer.py)
+                store: TaskRows = project.writer()
+                ending.callback(store.close)
             except BaseException:  # the task's own error is the one said, once the thread ends
                 if connecting is not None and connecting.exception() is None:
                     connecting.result().close()
@@ -70,7 +72,7 @@ def submit_task(
             ending.callback(submit.close)
         wf = starting.create(task, store)
         try:
-            with task_lock(project.state_dir, wf.id):
+            with task_lock(project.state_dir, wf.id, record=False):
                 starting.begin(task, store, wf)
             submit(wf, store)
         except SupervisorError as e:

@@ -22,7 +22,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
-WORKFLOW_NAME = "supervisor-task"
+WORKFLOW_NAME = "supervisor-task"  # as supervisor/temporal/service.py, which starts it
 RUN_STEP = "supervisor-run-step"
 RUN_COMPONENT = "supervisor-run-component"
 RECORD_FAILURE = "supervisor-record-failure"

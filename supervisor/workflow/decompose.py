@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
-from supervisor.state.store import EventSpec
+from supervisor.state.records import EventSpec
 from supervisor.strict_model import StrictModel
 
 if TYPE_CHECKING:

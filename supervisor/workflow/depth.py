@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from supervisor.config import StepDef, WorkflowDef
 from supervisor.errors import ConfigError
-from supervisor.state.store import EventSpec
+from supervisor.state.records import EventSpec
 from supervisor.workflow.state import Asked, DepthState, PathName
 
 __all__ = ["Asked", "DepthState", "PathName"]

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from supervisor.config import RolePackSettings, read_yaml, user_dir, validate
-from supervisor.context.packs import fetch, versions
 from supervisor.context.packs.lock import LockEntry, Scope, file_hashes, verify
 from supervisor.context.packs.manifest import (
     MANIFEST,
@@ -101,6 +100,9 @@ def split_source(text: str) -> tuple[str, str | None]:
 def install(
     scope: Scope, request: Request, report: InstallReport | None = None, depth: int = 0
 ) -> InstallReport:
+    # Here, not at the top: reading the installed roles (every task's checks) needs neither.
+    from supervisor.context.packs import fetch
+
     report = report if report is not None else InstallReport()
     if depth > 8:
         raise ConfigError(
@@ -213,6 +215,8 @@ class Found:
 def search(repo: Path | None, word: str) -> list[Found]:
     """Packs built in, installed or already fetched whose name, description, author, keywords
     or roles mention `word`; offline: only what is on this machine is read."""
+    from supervisor.context.packs import fetch, versions
+
     needle = word.lower()
     found: dict[tuple[str, str], Found] = {}
     candidates: list[tuple[str, str, str, dict[str, object]]] = []
@@ -249,6 +253,8 @@ def search(repo: Path | None, word: str) -> list[Found]:
 def _resolve(clone: Path, requested: str | None) -> tuple[str | None, str]:
     """(tag, commit) for a request: the newest release when none, a tag, the newest tag in a
     range, else a branch or a commit (tag None)."""
+    from supervisor.context.packs import fetch, versions
+
     tags = fetch.tags(clone)
     if requested is None:
         tag = versions.best_tag(tags, None)
@@ -276,6 +282,8 @@ def _install_dependency(
     report: InstallReport,
     depth: int,
 ) -> None:
+    from supervisor.context.packs import fetch, versions
+
     spec = wanted if isinstance(wanted, str) else wanted.version
     source = fetch.sibling(url, name) if isinstance(wanted, str) else wanted.source
     have = scope.read().packs.get(name)
@@ -290,6 +298,8 @@ def _install_dependency(
 
 
 def _check_tag_matches(pack: Pack, ref: str | None, url: str) -> None:
+    from supervisor.context.packs import versions
+
     tagged = versions.version(ref) if ref else None
     if tagged is not None and tagged != versions.version(pack.manifest.version):
         raise ConfigError(
@@ -309,6 +319,8 @@ def _check_supervisor(pack: Pack) -> None:
         have = installed_version("supervisor")
     except PackageNotFoundError:  # run from a source checkout: no version to hold it to
         return
+    from supervisor.context.packs import versions
+
     if not versions.satisfies(have, wanted):
         raise ConfigError(
             f"Role pack '{pack.name}' needs supervisor {wanted}; this is {have}.",
@@ -333,6 +345,8 @@ def _dependency_names(scope: Scope, entry: LockEntry) -> list[str]:
 
 
 def _show(clone: Path, ref: str) -> str | None:
+    from supervisor.context.packs import fetch
+
     try:
         return fetch.git("show", f"{ref}:{MANIFEST}", cwd=clone)
     except Exception:  # a tag without a manifest is not a pack version

@@ -1,0 +1,195 @@
+"""Creating a task with the standard library's sqlite3, for a submission to Temporal.
+
+A submission is a command a person waits for, and importing SQLAlchemy (with the asyncio, ssl and
+importlib.metadata it brings) was over a third of its process's CPU (benchmarks/scaleout.py
+--submission-only). What a submission writes is small and fixed: the task's row and first events
+(`create_workflow`), an event (`add_event`) and, after a failure, the task abandoned
+(`update_workflow`). `TaskWriter` writes just those, as `Store` writes them: the same columns,
+SQLAlchemy's JSON text and its "YYYY-MM-DD HH:MM:SS.ffffff" UTC times, one transaction each
+taken with `BEGIN IMMEDIATE`, every free text redacted (tests/test_task_writer.py reads its rows
+back through `Store`). Like `StateReader`, it opens only a database already at this supervisor's
+schema version: creating, migrating or refusing one, and a shared PostgreSQL database, are
+`Store`'s business (`open_writer`).
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Protocol
+
+from supervisor import faults
+from supervisor.redaction import redact_value
+from supervisor.state.reader import StateReader
+from supervisor.state.records import EventSpec, Workflow, now
+
+if TYPE_CHECKING:
+    import sqlite3
+    from collections.abc import Iterator
+    from datetime import datetime
+    from pathlib import Path
+
+    from supervisor.state.store import Store
+
+# As Store's connections (supervisor/state/store.py `_on_connect`).
+_PRAGMAS = (
+    "PRAGMA journal_mode=WAL",
+    "PRAGMA synchronous=NORMAL",
+    "PRAGMA foreign_keys=ON",
+    "PRAGMA busy_timeout=30000",
+)
+_NEW_WORKFLOW = (
+    "INSERT INTO workflows (description, status, current_step, cli, base_branch, base_sha, "
+    "task_branch, definition, context, created_at, updated_at) "
+    "VALUES (?, 'running', ?, ?, ?, ?, '', ?, ?, ?, ?)"
+)
+_NEW_EVENT = (
+    "INSERT INTO events (workflow_id, step, type, role, status, payload, input_tokens, "
+    "output_tokens, cost_usd, timestamp) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_SET_WORKFLOW = (
+    "UPDATE workflows SET status = ?, current_step = ?, context = ?, error = NULL, "
+    "updated_at = ? WHERE id = ?"
+)
+
+
+class TaskRows(Protocol):
+    """What a submission writes through: `Store` or, on a SQLite database at this schema
+    version, `TaskWriter`."""
+
+    def create_workflow(
+        self,
+        *,
+        description: str,
+        cli: str,
+        base_branch: str | None,
+        base_sha: str,
+        branch_for_id: Any,
+        definition: dict[str, Any],
+        first_step: str,
+        context: dict[str, Any] | None = None,
+        events: list[EventSpec] = (),  # type: ignore[assignment]
+    ) -> Workflow: ...
+
+    def add_event(self, wf_id: int | None, spec: EventSpec) -> None: ...
+
+    def update_workflow(
+        self,
+        wf_id: int,
+        *,
+        status: str,
+        current_step: str | None,
+        context: dict[str, Any],
+        events: list[EventSpec] = (),  # type: ignore[assignment]
+    ) -> None: ...
+
+    def workflow(self, wf_id: int) -> Workflow: ...
+
+    def close(self) -> None: ...
+
+
+class TaskWriter(StateReader):
+    """A submission's writes to `<repo>/.supervisor/state.db` without SQLAlchemy; the same
+    signatures as `Store`'s methods of those names."""
+
+    MODE = "rw"
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        super().__init__(conn, path)
+        conn.isolation_level = None  # each transaction begun by `_tx`, as Store's
+        for pragma in _PRAGMAS:
+            conn.execute(pragma)
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        """One transaction holding the write lock from its start (see Store._tx)."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.conn
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+        faults.committed()
+
+    def create_workflow(
+        self,
+        *,
+        description: str,
+        cli: str,
+        base_branch: str | None,
+        base_sha: str,
+        branch_for_id: Any,
+        definition: dict[str, Any],
+        first_step: str,
+        context: dict[str, Any] | None = None,
+        events: list[EventSpec] = (),  # type: ignore[assignment]
+    ) -> Workflow:
+        """As Store.create_workflow: `branch_for_id(id)` names its task branch in the same
+        transaction."""
+        with self._tx() as conn:
+            stamp = _time(now())
+            description = _clean(description)
+            values = (description, first_step, cli, base_branch, base_sha,
+                      json.dumps(definition), json.dumps(context or {}), stamp, stamp)  # fmt: skip
+            wf_id = conn.execute(_NEW_WORKFLOW, values).lastrowid
+            assert wf_id is not None  # an insert has its key
+            branch = branch_for_id(wf_id)
+            conn.execute("UPDATE workflows SET task_branch = ? WHERE id = ?", (branch, wf_id))
+            started = EventSpec("workflow_started", payload={"description": description})
+            _append(conn, wf_id, started)
+            for spec in events:
+                _append(conn, wf_id, spec)
+        return self.workflow(wf_id)
+
+    def add_event(self, wf_id: int | None, spec: EventSpec) -> None:
+        with self._tx() as conn:
+            _append(conn, wf_id, spec)
+
+    def update_workflow(
+        self,
+        wf_id: int,
+        *,
+        status: str,
+        current_step: str | None,
+        context: dict[str, Any],
+        events: list[EventSpec] = (),  # type: ignore[assignment]
+    ) -> None:
+        """As Store.update_workflow (its error cleared, the events that say why)."""
+        with self._tx() as conn:
+            values = (status, current_step, json.dumps(_clean(context)), _time(now()), wf_id)
+            conn.execute(_SET_WORKFLOW, values)
+            for spec in events:
+                _append(conn, wf_id, spec)
+
+
+def open_writer(path: Path) -> TaskWriter | Store:
+    """The light writer when it can serve; otherwise the full store, which creates, migrates or
+    refuses the database with its own errors. A shared PostgreSQL database (`state.url`) is
+    always written through the store."""
+    from supervisor.state.location import state_url
+
+    writer = None if state_url() else TaskWriter.open(path)
+    if writer is not None:
+        return writer
+    from supervisor.state.store import Store
+
+    return Store(path)
+
+
+def _append(conn: sqlite3.Connection, wf_id: int | None, spec: EventSpec) -> None:
+    """As supervisor/state/rows.py `_append`."""
+    faults.event_written(spec.type)
+    payload = json.dumps(_clean(spec.payload or {}))
+    values = (wf_id, spec.step, spec.type, spec.role, spec.status, payload, spec.input_tokens,
+              spec.output_tokens, spec.cost_usd, _time(now()))  # fmt: skip
+    conn.execute(_NEW_EVENT, values)
+
+
+def _clean(value: Any) -> Any:
+    return redact_value(value)[0]
+
+
+def _time(stamp: datetime) -> str:
+    """A UTC time as SQLAlchemy's SQLite dialect stores a DateTime."""
+    return stamp.strftime("%Y-%m-%d %H:%M:%S.%f")
