@@ -79,13 +79,15 @@ def one(cli: str, tree: Path) -> dict[str, float]:
                 )
             )
             wall = time.monotonic() - started
-            asked = sum(1 for r in server.requests if r.method == "POST")
+            asked = [r for r in server.requests if r.method == "POST"]
     finally:
         sandbox.close()
     found = re.search(r"CPU_NS=(\d+)", run.stderr)
     if run.exit_code != 0 or found is None or not asked:
         raise SystemExit(f"{cli} run failed (exit {run.exit_code}): {run.stderr[-600:]}")
-    return {"cpu": int(found[1]) / 1e9, "wall": wall}
+    # The first model request's size, a figure no load changes: what every request of a step
+    # carries before the step's own prompt (tokens are billed per request).
+    return {"cpu": int(found[1]) / 1e9, "wall": wall, "request": len(json.dumps(asked[0].body))}
 
 
 def bare_python() -> float:
@@ -132,7 +134,8 @@ def main() -> None:
                 results[checkout].append(result)
                 print(
                     f"run {n + 1} {checkout}: {args.cli} CPU {result['cpu']:.3f} s, wall "
-                    f"{result['wall']:.2f} s (load {os.getloadavg()[0]:.2f})",
+                    f"{result['wall']:.2f} s, first request {result['request']:,} bytes "
+                    f"(load {os.getloadavg()[0]:.2f})",
                     flush=True,
                 )
         print(f"\n{args.cli}, {args.files} files, {args.runs} runs alternating; medians:")
@@ -140,7 +143,11 @@ def main() -> None:
             cpu = statistics.median(r["cpu"] for r in rows)
             wall = statistics.median(r["wall"] for r in rows)
             low, high = min(r["cpu"] for r in rows), max(r["cpu"] for r in rows)
-            print(f"  {checkout}: CPU {cpu:.3f} s ({low:.3f}-{high:.3f}), wall {wall:.2f} s")
+            size = statistics.median(r["request"] for r in rows)
+            print(
+                f"  {checkout}: CPU {cpu:.3f} s ({low:.3f}-{high:.3f}), wall {wall:.2f} s, "
+                f"first request {size:,.0f} bytes"
+            )
         print(f"  bare `python -c pass` {statistics.median(bare):.3f} s; load {os.getloadavg()}")
     finally:
         shutil.rmtree(root, ignore_errors=True)
