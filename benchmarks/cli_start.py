@@ -13,10 +13,11 @@ Where the CPU goes (claude 2.1.197, codex-cli 0.169.0, gemini 0.61.0 on the 2-co
 3-7): claude about 1.3 CPU-s a run, of which `claude --version` alone is 0.18 and `claude -h` 0.55;
 `perf record` puts 93 % of a run in the binary's own runtime (its bundled JavaScript, already
 bytecode) and under 2 % in the processes it starts (git ls-files/config/status/log, `rg --files`
-twice, `ps aux`), its 47,000 page faults in about a quarter of it. No documented switch reaches the
-runtime; `--bare` does (about 14 % by its changelog) but leaves the model three tools, so it is
-not used. gemini about 3 CPU-s, the same for 10 or 10,000 files: V8 compiling its 16 MB bundle
-chunks (0.76 s of a 2.1 s `gemini --version` in `node --cpu-prof`), which Node 20 cannot cache.
+twice, `ps aux`); a quarter of it is system time (47,000 page faults). No documented switch
+reaches the runtime; `--bare` does (about 14 % by its changelog) but leaves the model three
+tools, so it is not used. gemini about 3 CPU-s, the same for 10 or 10,000 files: V8 compiling
+its 16 MB bundle chunks (0.76 s of a 2.1 s `gemini --version` in `node --cpu-prof`), which Node
+20 cannot cache.
 codex about 0.5 CPU-s, 0.1 of it the node launcher that only finds and executes the Rust binary.
 """
 
