@@ -185,6 +185,15 @@ def test_gemini_runs_as_one_process_without_relaunching_itself() -> None:
     assert invocation.env["GEMINI_CLI_NO_RELAUNCH"] == "true"
 
 
+def test_claude_starts_without_auto_memory_or_the_git_status_snapshot() -> None:
+    # What each does in a worker run: tests/test_claude_startup_e2e.py (the real CLI).
+    invocation = adapter_for("claude").build(
+        model="m", base_url="http://api", workdir="/workspace", extra_flags=[], api_key_env="KEY"
+    )
+    assert invocation.env["CLAUDE_CODE_DISABLE_AUTO_MEMORY"] == "1"
+    assert invocation.env["CLAUDE_CODE_DISABLE_GIT_INSTRUCTIONS"] == "1"
+
+
 def git(repo: Path, *args: str) -> str:
     return subprocess.run(
         ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],

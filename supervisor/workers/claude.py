@@ -23,6 +23,18 @@ from supervisor.workers.base import (
 
 # Seen with claude 2.1.197 against planted files (tests/test_cli_project_config_e2e.py).
 PROJECT_CONFIG_OFF = ("--setting-sources", "user", "--strict-mcp-config")
+# What the CLI does at every start for a long-lived user, which a one-step worker with a fresh
+# home never uses (documented switches; seen with claude 2.1.197, tests/test_claude_startup_e2e.py):
+START_UP_OFF = {
+    # Auto memory: ~12 KB of instructions in every request's system prompt and a memory folder
+    # made at start, for notes no later step reads (each run's home is new; the supervisor hands
+    # a step what it needs in its prompt).
+    "CLAUDE_CODE_DISABLE_AUTO_MEMORY": "1",
+    # The git status snapshot and commit/PR instructions: three git processes between the prompt
+    # and the first request, in a workspace whose `.git` points outside the sandbox (they fail);
+    # the supervisor commits, and the worker can still run git itself.
+    "CLAUDE_CODE_DISABLE_GIT_INSTRUCTIONS": "1",
+}
 
 
 class ClaudeAdapter(WorkerAdapter):
@@ -70,6 +82,7 @@ class ClaudeAdapter(WorkerAdapter):
             # A few quick retries carry a request over a dropped connection; the supervisor's
             # policy (rate limits, failover) stays in charge of the rest.
             "CLAUDE_CODE_MAX_RETRIES": "2",
+            **START_UP_OFF,
         }
         return Invocation(argv=argv, env=env)
 
