@@ -399,6 +399,7 @@ def _run_engine(
             )
         raise
     finally:
+        store.after_record.drain()  # the runs' clean-ups use the sandbox, closed below
         adopt.release(sandbox, store, project.workspace)  # any the engine did not reach
         if not keep_open:
             sandbox.close()

@@ -85,6 +85,7 @@ class Store(ApprovalStore):
             ) from e
 
     def close(self) -> None:
+        self.after_record.drain()
         self.engine.dispose()
 
     def __enter__(self) -> Store:

@@ -85,6 +85,7 @@ def run_component(project: Project, wf_id: int, cid: str, url: str | None) -> di
                 attempts = history.attempt_ref(wf_id, f"{name}/{cid}", 0).rsplit("/", 1)[0]
                 remote.push_component(project.root, url, kept, attempts)
         finally:
+            store.after_record.drain()  # its run's clean-up uses the sandbox
             sandbox.close()
     return {
         "component": cid,
