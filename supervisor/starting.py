@@ -26,6 +26,11 @@ if TYPE_CHECKING:
     from supervisor.workflow.depth import Asked
 
 
+CREATED: list[int] = []
+"""The ids of the tasks this process created, oldest first: what a Ctrl-C names
+(supervisor/cli/interrupt.py) without opening the state database a second time."""
+
+
 @dataclass
 class Prepared:
     """A task that passed every check that needs no sandbox, not created yet."""
@@ -74,7 +79,7 @@ def prepare(
 def create(task: Prepared, store: TaskRows) -> Workflow:
     """The task's row, from the checkout's current commit."""
     ws = task.project.workspace
-    return store.create_workflow(
+    wf = store.create_workflow(
         description=task.description,
         cli=task.project.settings.cli,
         base_branch=ws.current_branch(),
@@ -84,6 +89,8 @@ def create(task: Prepared, store: TaskRows) -> Workflow:
         first_step=task.definition.initial_step,
         **task.start,
     )
+    CREATED.append(wf.id)
+    return wf
 
 
 def begin(task: Prepared, store: TaskRows, wf: Workflow) -> None:

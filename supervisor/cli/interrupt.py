@@ -18,18 +18,18 @@ INTERRUPTED = 130
 @contextlib.contextmanager
 def resumable(repo: Path, workflow_id: int | None = None) -> Iterator[None]:
     """Run a command that runs a workflow; on Ctrl-C say how to resume it and exit 130.
-    `workflow_id`: the workflow it resumes; None for a new one (the newest one made since)."""
-    from supervisor import task_state
+    `workflow_id`: the workflow it resumes; None for a new one (the one this process created
+    since, supervisor/starting.py `CREATED`: asking the state database which is newest opened it
+    once more, a connection and a schema check with a shared PostgreSQL database)."""
+    from supervisor.starting import CREATED
 
-    before = 0 if workflow_id else max((w.id for w in task_state.workflows(repo)), default=0)
+    before = len(CREATED)
     try:
         yield
     except KeyboardInterrupt:
         from supervisor.cli.failure import err_console  # here: a submission loads no rich
 
-        found = workflow_id or max(
-            (w.id for w in task_state.workflows(repo) if w.id > before), default=None
-        )
+        found = workflow_id or (CREATED[-1] if len(CREATED) > before else None)
         if found is None:
             err_console.print("Interrupted before the task was created; nothing to resume.")
         else:

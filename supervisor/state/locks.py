@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
+    from sqlalchemy.engine import Engine
+
 LOCKS_DIR = "locks"
 
 
@@ -32,11 +34,14 @@ def lock_path(state_dir: Path, wf_id: int) -> Path:
 
 
 @contextmanager
-def task_lock(state_dir: Path, wf_id: int, *, record: bool = True) -> Iterator[None]:
+def task_lock(
+    state_dir: Path, wf_id: int, *, record: bool = True, engine: Engine | None = None
+) -> Iterator[None]:
     """Hold task `wf_id` for this process; refused (WorkflowBusyError) while a live supervisor
     holds it. Other tasks of the repository are not affected. Not `record`: with SQLite, no lease
     row says who holds it (a submission holds it only while it makes the task's branch, and the
-    row's writer would load SQLAlchemy for a record nobody could see)."""
+    row's writer would load SQLAlchemy for a record nobody could see). `engine`: the shared
+    database's, when the caller has it open (a submission): the lease row is taken over it."""
     path = lock_path(state_dir, wf_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a+") as handle:
@@ -55,7 +60,7 @@ def task_lock(state_dir: Path, wf_id: int, *, record: bool = True) -> Iterator[N
         handle.write(f"pid {os.getpid()}")
         handle.flush()
         try:
-            with _across_hosts(state_dir, wf_id, record):
+            with _across_hosts(state_dir, wf_id, record, engine):
                 yield
         finally:
             handle.seek(0)
@@ -65,7 +70,9 @@ def task_lock(state_dir: Path, wf_id: int, *, record: bool = True) -> Iterator[N
 
 
 @contextmanager
-def _across_hosts(state_dir: Path, wf_id: int, record: bool) -> Iterator[None]:
+def _across_hosts(
+    state_dir: Path, wf_id: int, record: bool, engine: Engine | None
+) -> Iterator[None]:
     """With a shared state database, the task is held there too (supervisor/state/shared_lock.py):
     another host's supervisor sees none of this host's file locks. With SQLite, the holder is
     only recorded there, for `status`."""
@@ -80,7 +87,7 @@ def _across_hosts(state_dir: Path, wf_id: int, record: bool) -> Iterator[None]:
             yield
         return
     assert url is not None
-    with held(url, wf_id):
+    with held(url, wf_id, engine):
         yield
 
 

@@ -24,6 +24,8 @@ from supervisor.state import leases
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from sqlalchemy.engine import Engine
+
 _held: dict[int, leases.Held] = {}
 _guard = threading.Lock()
 
@@ -35,16 +37,16 @@ def current(wf_id: int) -> leases.Held | None:
 
 
 @contextmanager
-def held(url: str, wf_id: int) -> Iterator[None]:
+def held(url: str, wf_id: int, engine: Engine | None = None) -> Iterator[None]:
     """Hold task `wf_id` in the shared database `url`; WorkflowBusyError while a live process
-    on any host holds it."""
+    on any host holds it. `engine`: the caller's, already open on `url` (a submission's store):
+    opening another would connect, and check the schema, a second time."""
     from supervisor.errors import WorkflowBusyError
     from supervisor.state.postgres import describe
-    from supervisor.state.store import Store
 
-    with Store(Path("/nonexistent/state.db"), url=url) as store:
+    with _engine(url, engine) as engine:
         try:
-            hold = leases.hold(store.engine, leases.task_name(wf_id), wf_id)
+            hold = leases.hold(engine, leases.task_name(wf_id), wf_id)
             lease = hold.__enter__()
         except leases.LeaseBusyError as e:
             raise WorkflowBusyError(
@@ -62,6 +64,18 @@ def held(url: str, wf_id: int) -> Iterator[None]:
             with _guard:
                 _held.pop(wf_id, None)
             hold.__exit__(None, None, None)
+
+
+@contextmanager
+def _engine(url: str, engine: Engine | None) -> Iterator[Engine]:
+    """`engine`, or one of a store opened on `url` for the block."""
+    if engine is not None:
+        yield engine
+        return
+    from supervisor.state.store import Store
+
+    with Store(Path("/nonexistent/state.db"), url=url) as store:
+        yield store.engine
 
 
 @contextmanager

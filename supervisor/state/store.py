@@ -27,7 +27,7 @@ from supervisor.state import schema as t
 from supervisor.state.after_record import AfterRecord
 from supervisor.state.approval_store import ApprovalStore
 from supervisor.state.location import state_url
-from supervisor.state.migrations import LATEST_VERSION, applied_versions, migrate
+from supervisor.state.migrations import LATEST_VERSION, MIGRATIONS, applied_versions, migrate
 from supervisor.state.records import Approval, Event, EventSpec, StepRecord, Workflow, now
 from supervisor.state.rows import _append, _clean, _finish
 
@@ -63,6 +63,8 @@ class Store(ApprovalStore):
     def setup(self) -> None:
         """Create or upgrade the schema; safe to call any number of times."""
         try:
+            if self.url and self._at_latest():
+                return
             lock = self.path.with_name(self.path.name + ".setup-lock")
             with nullcontext() if self.url else _file_lock(lock), self._tx() as conn:
                 if self.url:
@@ -83,6 +85,22 @@ class Store(ApprovalStore):
                 "Check that the file is a supervisor state database and is writable; move it "
                 "aside to start afresh.",
             ) from e
+
+    def _at_latest(self) -> bool:
+        """A shared database whose every migration is recorded needs no set-up: one query
+        instead of the cross-host set-up lock and its statements (a submission opens a store
+        and waits for each round trip). Anything else, a newer schema included, takes the
+        whole set-up and its errors."""
+        from sqlalchemy.exc import ProgrammingError
+
+        try:
+            with self.engine.connect() as conn:
+                versions = {
+                    r[0] for r in conn.execute(text("SELECT version FROM schema_migrations"))
+                }
+        except ProgrammingError:  # no table yet
+            return False
+        return versions == {version for version, _, _ in MIGRATIONS}
 
     def close(self) -> None:
         self.after_record.drain()

@@ -24,6 +24,8 @@ from supervisor.state.locks import task_lock
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from sqlalchemy.engine import Engine
+
     from supervisor.opening import Project
     from supervisor.state.records import Workflow
     from supervisor.state.writer import TaskRows
@@ -72,13 +74,20 @@ def submit_task(
             ending.callback(submit.close)
         wf = starting.create(task, store)
         try:
-            with task_lock(project.state_dir, wf.id, record=False):
+            with task_lock(project.state_dir, wf.id, record=False, engine=_shared(store)):
                 starting.begin(task, store, wf)
             submit(wf, store)
         except SupervisorError as e:
             submit.undo(wf, e, store)
             raise
         return store.workflow(wf.id)
+
+
+def _shared(store: TaskRows) -> Engine | None:
+    """The shared database's engine, when the task is written there through `Store`: the task's
+    lease (its lock across hosts) is taken over the same connection, not a second one."""
+    engine: Engine | None = getattr(store, "engine", None)
+    return engine if getattr(store, "url", None) else None
 
 
 def _submitter(project: Project, link: Link | None) -> Submitter:
