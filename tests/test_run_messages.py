@@ -23,6 +23,7 @@ from supervisor.workflow.engine import Reporter
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from pathlib import Path
 
 project = test_engine_fast.project
 warm_packer = test_engine_fast.warm_packer
@@ -204,3 +205,26 @@ def test_complete_task_asks_in_the_words_of_its_preview(
     assert asked.stdout.startswith("Squash ai/1-")
     assert "Pass --yes to squash without confirming" in asked.stderr
     assert "merge" not in (asked.stdout.splitlines()[0] + asked.stderr).lower()
+
+
+def test_ctrl_c_names_the_task_this_process_created_without_opening_the_state(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A submission's Ctrl-C handler names its task from this process's own record
+    (supervisor/starting.py `CREATED`): with a shared PostgreSQL state, asking the database which
+    task is newest opened it, and checked its schema, once more per submission (and here there
+    is no repository, nor database, to ask)."""
+    from supervisor import starting
+    from supervisor.cli.interrupt import INTERRUPTED, resumable
+
+    nowhere = tmp_path / "no-repository"
+    with pytest.raises(SystemExit) as ended, resumable(nowhere):
+        raise KeyboardInterrupt
+    assert ended.value.code == INTERRUPTED
+    assert "Interrupted before the task was created" in capsys.readouterr().err
+
+    with pytest.raises(SystemExit) as ended, resumable(nowhere):
+        starting.CREATED.append(41)
+        raise KeyboardInterrupt
+    said = " ".join(capsys.readouterr().err.split())
+    assert ended.value.code == INTERRUPTED and "supervisor resume 41" in said, said
