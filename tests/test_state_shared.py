@@ -108,6 +108,32 @@ def test_postgresql_schema_from_empty_matches_the_declared_tables(pg_cluster: ob
 
 
 @pytest.mark.xdist_group("postgres")
+def test_a_postgresql_schema_at_every_migration_opens_without_the_hosts_set_up_lock(
+    pg_cluster: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A submission opens the shared store and waits for each round trip: a schema already at
+    every migration is not set up again, so it neither waits for another host's set-up lock nor
+    takes it (here held by another session; a wait would end in the lock timeout's error)."""
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    from supervisor.state.postgres import SETUP_LOCK_KEY
+
+    url = pg_cluster.database()  # type: ignore[attr-defined]
+    Store(Path("/nonexistent/state.db"), url=url).close()  # created, every migration recorded
+    parts = make_url(url)
+    with psycopg.connect(
+        host=parts.host, port=parts.port, user=parts.username, password=parts.password,
+        dbname=parts.database, autocommit=True,
+    ) as other:  # fmt: skip
+        other.execute("SELECT pg_advisory_lock(%s)", (SETUP_LOCK_KEY,))
+        monkeypatch.setenv("PGOPTIONS", "-c lock_timeout=1000")
+        with Store(Path("/nonexistent/state.db"), url=url) as store:
+            wf_id = _workflow(store)
+            assert store.workflow(wf_id).status == "running"
+
+
+@pytest.mark.xdist_group("postgres")
 def test_postgresql_events_cannot_be_truncated_and_a_newer_schema_is_refused(
     pg_cluster: object,
 ) -> None:
