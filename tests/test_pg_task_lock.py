@@ -20,7 +20,7 @@ from supervisor.cli.render import _shown_status
 from supervisor.errors import WorkflowBusyError
 from supervisor.state.locks import task_lock
 from supervisor.state.shared_lock import is_held
-from supervisor.state.store import Store
+from supervisor.state.store import EventSpec, Store
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -99,3 +99,59 @@ def test_status_tells_a_task_running_on_another_host_from_one_whose_supervisor_d
     assert pids == {ids[0]: access.ELSEWHERE, ids[1]: None}
     assert "no supervisor" not in _shown_status(found[0], pids)
     assert "no supervisor" in _shown_status(found[1], pids)
+
+
+PAUSED_WRITER = """
+import sys
+from pathlib import Path
+from supervisor.errors import RemoteNotUpdatedError
+from supervisor.state.locks import task_lock
+from supervisor.state.store import EventSpec, Store
+state, wf_id = Path(sys.argv[1]), int(sys.argv[2])
+with Store(state / "state.db") as store, task_lock(state, wf_id):
+    print("held", flush=True)
+    sys.stdin.readline()  # paused meanwhile, past its lease
+    try:
+        store.add_event(wf_id, EventSpec("context_packed", step="implement"))
+        print("written", flush=True)
+    except RemoteNotUpdatedError:
+        print("refused", flush=True)
+"""
+
+
+def test_a_holder_paused_past_its_lease_writes_nothing_into_the_task_another_took_over(
+    shared_state: str, tmp_path: Path
+) -> None:
+    """A worker stopped (SIGSTOP) while it holds a task loses the task to another; once it runs
+    again, its next write to the task is refused before anything lands (the other's completion
+    stays the task's last event), with no round trip to know it."""
+    with Store(tmp_path / "state.db", url=shared_state) as store:
+        wf_id = store.create_workflow(
+            description="t", cli="claude", base_branch="main", base_sha="a" * 40,
+            branch_for_id=lambda i: f"ai/{i}-t", definition={}, first_step="plan",
+        ).id  # fmt: skip
+    env = {**os.environ, "SUPERVISOR_STATE_URL": shared_state, "SUPERVISOR_LEASE_SECONDS": "1"}
+    holder = subprocess.Popen(
+        [sys.executable, "-c", PAUSED_WRITER, str(tmp_path / "a" / ".supervisor"), str(wf_id)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    assert holder.stdin is not None and holder.stdout is not None
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        holder.send_signal(signal.SIGSTOP)
+        time.sleep(1.5)  # past its 1 s lease: another host may take the task over
+        with (
+            task_lock(tmp_path / "b" / ".supervisor", wf_id),
+            Store(tmp_path / "state.db", url=shared_state) as store,
+        ):
+            store.add_event(wf_id, EventSpec("workflow_completed", status="completed"))
+            holder.send_signal(signal.SIGCONT)
+            holder.stdin.write("go\n")
+            holder.stdin.flush()
+            said = holder.stdout.readline().strip()
+            events = [e.type for e in store.events(wf_id)]
+    finally:
+        holder.kill()
+        holder.wait()
+    assert said == "refused"
+    assert events[-1] == "workflow_completed" and "context_packed" not in events

@@ -105,6 +105,7 @@ class Held:
         self.holder = holder
         self.ttl = ttl_s
         self.lost = threading.Event()
+        self.renewed_at = time.monotonic()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -124,18 +125,30 @@ class Held:
             return not self.lost.is_set()
         if n == 0:
             self.lost.set()
+        else:
+            self.renewed_at = time.monotonic()
         return n == 1
 
     def check(self) -> None:
         """Before a commit: refused once another process took the lease over."""
         if self.lost.is_set() or not self.renew():
-            from supervisor.errors import RemoteNotUpdatedError
+            raise self.refusal()
 
-            raise RemoteNotUpdatedError(
-                f"This process stopped renewing its hold on {self.name} long enough for another "
-                "to take it over: this step's result was not committed.",
-                "Nothing to do: the process that took it over runs the step.",
-            )
+    def silent_too_long(self) -> bool:
+        """Lost, or not renewed for a whole TTL: this process was paused or cut off long enough
+        for another to take the lease over, so it writes nothing more for the task (an event
+        in a task another worker finished) until a renewal says it still holds it. No round
+        trip: asked inside the state's own write transactions (supervisor/state/rows.py)."""
+        return self.lost.is_set() or time.monotonic() - self.renewed_at > self.ttl
+
+    def refusal(self) -> Exception:
+        from supervisor.errors import RemoteNotUpdatedError
+
+        return RemoteNotUpdatedError(
+            f"This process stopped renewing its hold on {self.name} long enough for another "
+            "to take it over: this step's result was not committed.",
+            "Nothing to do: the process that took it over runs the step.",
+        )
 
     def start(self) -> None:
         def renewing() -> None:
@@ -251,3 +264,15 @@ def all_leases(state: Any) -> list[Lease]:
 
     with state.engine.connect() as conn:
         return [Lease(*row) for row in conn.execute(text(query)).fetchall()]
+
+
+HELD: dict[int, Held] = {}
+"""This process's holds on tasks, by workflow id, while it runs them (supervisor/state/
+shared_lock.py registers them)."""
+HELD_GUARD = threading.Lock()
+
+
+def current(wf_id: int) -> Held | None:
+    """This process's hold on task `wf_id`, while it runs it (for a check before a commit)."""
+    with HELD_GUARD:
+        return HELD.get(wf_id)

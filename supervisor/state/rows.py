@@ -11,6 +11,7 @@ from sqlalchemy import insert, select, update
 
 from supervisor import faults
 from supervisor.redaction import redact_value
+from supervisor.state import leases
 from supervisor.state import schema as t
 from supervisor.state.records import now
 
@@ -45,6 +46,12 @@ def _finish(conn: Connection, record: StepRecord) -> int:
 
 
 def _append(conn: Connection, wf_id: int | None, spec: EventSpec) -> None:
+    """Every state change writes an event, so this is where a process that may have lost its
+    hold on the task (a worker paused past its lease, supervisor/state/leases.py) is stopped:
+    its whole transaction rolls back, and nothing of it lands in a task another worker runs."""
+    held = leases.current(wf_id) if wf_id is not None else None
+    if held is not None and held.silent_too_long():
+        raise held.refusal()
     faults.event_written(spec.type)
     conn.execute(
         insert(t.events).values(

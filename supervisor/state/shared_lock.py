@@ -14,7 +14,6 @@ as the record `status` reads (where the task runs, since when it was last heard 
 from __future__ import annotations
 
 import contextlib
-import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,14 +25,9 @@ if TYPE_CHECKING:
 
     from sqlalchemy.engine import Engine
 
-_held: dict[int, leases.Held] = {}
-_guard = threading.Lock()
-
-
-def current(wf_id: int) -> leases.Held | None:
-    """This process's hold on task `wf_id`, while it runs it (for a check before a commit)."""
-    with _guard:
-        return _held.get(wf_id)
+_held = leases.HELD
+_guard = leases.HELD_GUARD
+current = leases.current
 
 
 @contextmanager
