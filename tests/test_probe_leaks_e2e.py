@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_support import IMAGE, new_repo, planner, require_sandbox
+from e2e_support import IMAGE, killed_at, new_repo, planner, require_sandbox
 
 from supervisor import abandon, owners
 from supervisor.opening import open_project, remove_dead_probes
@@ -31,19 +29,6 @@ TASK = "Plan the work"
 @pytest.fixture(autouse=True)
 def real_parts(api_keys: None) -> None:
     require_sandbox()
-
-
-def supervisor(repo: Path, kill_at: str, *args: str) -> int:
-    done = subprocess.run(
-        [sys.executable, "-m", "supervisor", *args, "--repo", str(repo)],
-        env={**os.environ, "SUPERVISOR_KILL_AT": kill_at},
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    return done.returncode
 
 
 def probes(repo: Path) -> tuple[list[Any], list[str]]:
@@ -62,8 +47,8 @@ def a_resume_killed_at_its_probe(tmp_path: Path, serve: Any) -> Path:
     """A task started (killed as its first step starts), then a resume killed at its probe."""
     server = serve({**planner(), "repeat": True})
     repo = new_repo(tmp_path, server.url)
-    assert supervisor(repo, "step_started", "start-task", TASK, "--yes") == -9
-    assert supervisor(repo, "probe", "resume", "1") == -9
+    assert killed_at("step_started", repo, "start-task", TASK, "--yes").returncode == -9
+    assert killed_at("probe", repo, "resume", "1").returncode == -9
     containers, folders = probes(repo)
     assert len(containers) == 1 and len(folders) == 1  # what the killed resume left
     pid, _, start = containers[0].labels[LABEL_PROBE].partition(owners.SEPARATOR)
@@ -76,7 +61,7 @@ def test_the_next_resume_removes_the_probe_a_resume_killed_during_it_left(
 ) -> None:
     repo = a_resume_killed_at_its_probe(tmp_path, serve)
 
-    assert supervisor(repo, "step_started", "resume", "1") == -9  # past its clean-up
+    assert killed_at("step_started", repo, "resume", "1").returncode == -9  # past its clean-up
 
     assert probes(repo) == ([], [])
     abandon.abandon(1, repo)
