@@ -119,12 +119,9 @@ with Store(state / "state.db") as store, task_lock(state, wf_id):
 """
 
 
-def test_a_holder_paused_past_its_lease_writes_nothing_into_the_task_another_took_over(
-    shared_state: str, tmp_path: Path
-) -> None:
-    """A worker stopped (SIGSTOP) while it holds a task loses the task to another; once it runs
-    again, its next write to the task is refused before anything lands (the other's completion
-    stays the task's last event), with no round trip to know it."""
+def paused_holder(shared_state: str, tmp_path: Path) -> tuple[subprocess.Popen[str], int]:
+    """A process holding a new task with a 1 s lease, then stopped (SIGSTOP) for 1.5 s: past
+    its lease, so another host may take the task over."""
     with Store(tmp_path / "state.db", url=shared_state) as store:
         wf_id = store.create_workflow(
             description="t", cli="claude", base_branch="main", base_sha="a" * 40,
@@ -136,22 +133,54 @@ def test_a_holder_paused_past_its_lease_writes_nothing_into_the_task_another_too
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
     assert holder.stdin is not None and holder.stdout is not None
+    assert holder.stdout.readline().strip() == "held"
+    holder.send_signal(signal.SIGSTOP)
+    time.sleep(1.5)
+    return holder, wf_id
+
+
+def woken_writes(holder: subprocess.Popen[str]) -> str:
+    """The holder woken and asked to write an event: "written" or "refused"."""
+    assert holder.stdin is not None and holder.stdout is not None
+    holder.send_signal(signal.SIGCONT)
+    holder.stdin.write("go\n")
+    holder.stdin.flush()
+    return holder.stdout.readline().strip()
+
+
+def test_a_holder_paused_past_its_lease_writes_nothing_into_the_task_another_took_over(
+    shared_state: str, tmp_path: Path
+) -> None:
+    """A worker stopped while it holds a task loses the task to another; once it runs again,
+    its next write to the task is refused before anything lands (the other's completion stays
+    the task's last event)."""
+    holder, wf_id = paused_holder(shared_state, tmp_path)
     try:
-        assert holder.stdout.readline().strip() == "held"
-        holder.send_signal(signal.SIGSTOP)
-        time.sleep(1.5)  # past its 1 s lease: another host may take the task over
         with (
             task_lock(tmp_path / "b" / ".supervisor", wf_id),
             Store(tmp_path / "state.db", url=shared_state) as store,
         ):
             store.add_event(wf_id, EventSpec("workflow_completed", status="completed"))
-            holder.send_signal(signal.SIGCONT)
-            holder.stdin.write("go\n")
-            holder.stdin.flush()
-            said = holder.stdout.readline().strip()
+            said = woken_writes(holder)
             events = [e.type for e in store.events(wf_id)]
     finally:
         holder.kill()
         holder.wait()
     assert said == "refused"
     assert events[-1] == "workflow_completed" and "context_packed" not in events
+
+
+def test_a_holder_paused_past_its_lease_that_nobody_took_over_goes_on_writing(
+    shared_state: str, tmp_path: Path
+) -> None:
+    """A laptop that slept through its lease with nobody taking the task: its renewal says it
+    still holds it, and its writes land."""
+    holder, wf_id = paused_holder(shared_state, tmp_path)
+    try:
+        said = woken_writes(holder)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert said == "written"
+    with Store(tmp_path / "state.db", url=shared_state) as store:
+        assert store.events(wf_id)[-1].type == "context_packed"

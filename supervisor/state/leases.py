@@ -106,6 +106,7 @@ class Held:
         self.ttl = ttl_s
         self.lost = threading.Event()
         self.renewed_at = time.monotonic()
+        self.fences = False  # a shared database's task hold (state/shared_lock.py)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -134,12 +135,19 @@ class Held:
         if self.lost.is_set() or not self.renew():
             raise self.refusal()
 
-    def silent_too_long(self) -> bool:
-        """Lost, or not renewed for a whole TTL: this process was paused or cut off long enough
-        for another to take the lease over, so it writes nothing more for the task (an event
-        in a task another worker finished) until a renewal says it still holds it. No round
-        trip: asked inside the state's own write transactions (supervisor/state/rows.py)."""
-        return self.lost.is_set() or time.monotonic() - self.renewed_at > self.ttl
+    def still_held(self) -> bool:
+        """Whether this process may still write for the task: asked inside every state write
+        (supervisor/state/rows.py), so that a process paused or cut off long enough for another
+        to take its task over writes nothing more into it. Only a hold on a shared database
+        fences (`fences`; a SQLite task's file lock already keeps others out), and only after a
+        silence of a whole TTL does it cost a round trip: the renewal that says who holds it."""
+        if not self.fences:
+            return True
+        if self.lost.is_set():
+            return False
+        if time.monotonic() - self.renewed_at <= self.ttl:
+            return True
+        return self.renew() and not self.lost.is_set()
 
     def refusal(self) -> Exception:
         from supervisor.errors import RemoteNotUpdatedError
@@ -276,3 +284,16 @@ def current(wf_id: int) -> Held | None:
     """This process's hold on task `wf_id`, while it runs it (for a check before a commit)."""
     with HELD_GUARD:
         return HELD.get(wf_id)
+
+
+@contextmanager
+def registered(wf_id: int, lease: Held | None) -> Iterator[None]:
+    """`lease` as this process's hold on task `wf_id` for the block (`current`)."""
+    with HELD_GUARD:
+        if lease is not None:
+            HELD[wf_id] = lease
+    try:
+        yield
+    finally:
+        with HELD_GUARD:
+            HELD.pop(wf_id, None)

@@ -25,10 +25,6 @@ if TYPE_CHECKING:
 
     from sqlalchemy.engine import Engine
 
-_held = leases.HELD
-_guard = leases.HELD_GUARD
-current = leases.current
-
 
 @contextmanager
 def held(url: str, wf_id: int, engine: Engine | None = None) -> Iterator[None]:
@@ -50,13 +46,11 @@ def held(url: str, wf_id: int, engine: Engine | None = None) -> Iterator[None]:
                 f"Wait for it to finish (`supervisor status {wf_id}`), or stop that process; "
                 f"then `supervisor resume {wf_id}` continues the task. {e.hint}",
             ) from None
-        with _guard:
-            _held[wf_id] = lease
+        lease.fences = True
         try:
-            yield
+            with leases.registered(wf_id, lease):
+                yield
         finally:
-            with _guard:
-                _held.pop(wf_id, None)
             hold.__exit__(None, None, None)
 
 
@@ -88,13 +82,9 @@ def recorded(db: Path, wf_id: int) -> Iterator[None]:
                 )
             lease = leases.acquire(engine, leases.task_name(wf_id), wf_id)
             lease.start()
-        with _guard:
-            if lease is not None:
-                _held[wf_id] = lease
-        yield
+        with leases.registered(wf_id, lease):
+            yield
     finally:
-        with _guard:
-            _held.pop(wf_id, None)
         if lease is not None:
             lease.release()
         engine.dispose()

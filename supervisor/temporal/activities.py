@@ -201,7 +201,7 @@ class StepActivities:
 
     def _one_step_kept(self, task: TaskInput) -> StepResult:
         from supervisor import tasks
-        from supervisor.state import shared_lock
+        from supervisor.state import leases
 
         wf_id = task.wf_id
         opened = self.projects.open(self.repo)
@@ -211,7 +211,7 @@ class StepActivities:
         lease: remote.Lease | None = None
 
         def publish(_: int) -> None:
-            held = shared_lock.current(wf_id)
+            held = leases.current(wf_id)
             if held is not None:
                 held.check()  # another worker took the task over while this one was silent
             if shared and lease is not None:
