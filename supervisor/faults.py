@@ -23,14 +23,9 @@ _lock = threading.Lock()
 
 def event_written(event_type: str) -> None:
     """Called inside the transaction that records an event."""
-    if not _TYPE or event_type != _TYPE:
-        return
-    with _lock:
-        _seen[event_type] += 1
-        hit = _seen[event_type] == int(_NTH or 1)
-    if hit and _phase == "during":
-        _kill()
-    if hit:
+    if _hit(event_type):
+        if _phase == "during":
+            _kill()
         _armed.pending = True
 
 
@@ -44,13 +39,17 @@ def reached(point: str) -> None:
     """A named point that writes no event (e.g. "probe": the preflight probe's container made,
     not yet started; "worker_ran": a worker's container ended and read, its step's end not yet
     recorded), counted like an event type."""
-    if not _TYPE or point != _TYPE:
-        return
-    with _lock:
-        _seen[point] += 1
-        hit = _seen[point] == int(_NTH or 1)
-    if hit:
+    if _hit(point):
         _kill()
+
+
+def _hit(name: str) -> bool:
+    """Whether this is the n-th time `name` comes, the one to kill at."""
+    if not _TYPE or name != _TYPE:
+        return False
+    with _lock:
+        _seen[name] += 1
+        return _seen[name] == int(_NTH or 1)
 
 
 def _kill() -> None:
