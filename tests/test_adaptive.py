@@ -167,7 +167,7 @@ def cli(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_metrics_suggest_names_retries_pruned_context_and_a_failing_cli_with_the_figures(
     tmp_path: Path, api_keys: None
 ) -> None:
-    repo = new_repo(tmp_path, "http://127.0.0.1:9")
+    repo = new_repo(tmp_path, "http://127.0.0.1:9", cli="claude")
     with tasks.reading(repo) as store:
         gemini_beats_claude_at_review(store)  # claude: 2 of 6 reviews usable
         wf_id = record_run(
@@ -198,7 +198,7 @@ def test_metrics_suggest_names_retries_pruned_context_and_a_failing_cli_with_the
 def test_the_dry_runs_show_which_cli_a_role_would_run_on_and_why(
     tmp_path: Path, api_keys: None
 ) -> None:
-    repo = new_repo(tmp_path, "http://127.0.0.1:9")
+    repo = new_repo(tmp_path, "http://127.0.0.1:9", cli="claude")
     assert "CLI: reviewer → claude (too_few_runs: 0 review run(s)" in " ".join(
         cli(repo, "context", "reviewer").stdout.split()
     )

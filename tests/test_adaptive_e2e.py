@@ -49,7 +49,7 @@ def test_twelve_runs_where_gemini_beats_claude_make_the_next_review_run_on_gemin
         {**implementer(GOOD_CALC), "repeat": True},
         {**reviewer(), "repeat": True},
     )
-    repo = new_repo(tmp_path, server.url, f"  gemini: {{base_url: '{server.url}'}}\n")
+    repo = new_repo(tmp_path, server.url, f"  gemini: {{base_url: '{server.url}'}}\n", cli="claude")
     write_workflow(repo, WORKFLOW)
     with tasks.reading(repo) as store:
         gemini_beats_claude_at_review(store)

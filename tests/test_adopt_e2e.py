@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from supervisor.fakeapi import ScriptedModelServer
 
 pytestmark = pytest.mark.docker
+CLI = "claude"
+"""The default CLI, and the one whose runs are prepared ahead (sandbox/warm.py): the adoption of
+a prepared container that its step had taken is what several of these specs kill into."""
 TASK = "Build the shapes package"
 WORKFLOW = """workflow:
   initial_step: plan
@@ -177,7 +180,7 @@ def test_workers_running_when_the_supervisor_is_killed_are_adopted_not_rerun(
     tmp_path: Path, serve: Any, workspace: str
 ) -> None:
     server = serve(*script())
-    repo = new_repo(tmp_path, server.url, config(workspace))
+    repo = new_repo(tmp_path, server.url, config(workspace), cli=CLI)
     write_workflow(repo, WORKFLOW)
     start_and_kill_while_both_work(repo, server)
 
@@ -204,7 +207,7 @@ def test_a_run_that_ended_but_whose_step_was_not_yet_recorded_is_adopted_not_bou
     to the next step), then, in the `resume`, the first component read after the adopted plan
     (its end goes with the fan-out's progress)."""
     server = serve(*script())
-    repo = new_repo(tmp_path, server.url, GATES)
+    repo = new_repo(tmp_path, server.url, GATES, cli=CLI)
     write_workflow(repo, WORKFLOW)
     for kill_at, command in (("worker_ran#2", ("start-task", TASK, "--yes")),
                              ("worker_ran#2", ("resume", "1"))):  # fmt: skip
@@ -231,7 +234,7 @@ def test_a_worker_whose_container_died_with_the_supervisor_is_run_again_and_only
     tmp_path: Path, serve: Any, workspace: str
 ) -> None:
     server = serve(*script())
-    repo = new_repo(tmp_path, server.url, config(workspace))
+    repo = new_repo(tmp_path, server.url, config(workspace), cli=CLI)
     write_workflow(repo, WORKFLOW)
     start_and_kill_while_both_work(repo, server)
     worker_containers(repo)["implement/circle"].kill()
@@ -260,7 +263,7 @@ def test_a_worker_planting_the_host_s_own_names_as_links_in_its_view_is_adopted_
     # records the links as links.
     plant = "ln -s square.py upper; ln -s circle.py dot-git; mkdir work; printf y > 'a,b:c'; "
     server = serve(*script(plant=plant))
-    repo = new_repo(tmp_path, server.url, config("overlay"))
+    repo = new_repo(tmp_path, server.url, config("overlay"), cli=CLI)
     write_workflow(repo, WORKFLOW)
     start_and_kill_while_both_work(repo, server)
 
@@ -320,7 +323,7 @@ def test_a_worker_whose_model_answer_is_in_flight_at_the_kill_is_adopted_and_pai
     from supervisor.sandbox.proxy_client import ProxyClient
 
     server = serve(*script(thinking=True))
-    repo = new_repo(tmp_path, server.url, GATES)
+    repo = new_repo(tmp_path, server.url, GATES, cli=CLI)
     write_workflow(repo, WORKFLOW)
     start_and_kill_while_both_work(repo, server, thinking=True)
 

@@ -15,7 +15,16 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from e2e_support import GOOD_CALC, fenced, implementation, new_repo, require_sandbox, reviewer
+from e2e_support import (
+    CLI,
+    GOOD_CALC,
+    fenced,
+    implementation,
+    new_repo,
+    opening_prompts,
+    require_sandbox,
+    reviewer,
+)
 from e2e_support import write_workflow as write_workflow_file
 
 from supervisor import tasks
@@ -102,24 +111,11 @@ def show(repo: Path, rev: str, path: str) -> str | None:
 
 def feedback_prompts(server: Any) -> list[str]:
     """The opening prompts of the retried attempts (what the worker was told)."""
-    found = []
-    for request in server.requests:
-        messages = request.body.get("messages", [])
-        if not messages or any(m.get("role") == "assistant" for m in messages):
-            continue
-        content = messages[0].get("content")
-        text = (
-            content
-            if isinstance(content, str)
-            else "\n".join(b.get("text", "") for b in content if isinstance(b, dict))
-        )
-        if FEEDBACK in text:
-            found.append(text)
-    return found
+    return opening_prompts(server, FEEDBACK)
 
 
-def project(tmp_path: Path, server: Any) -> Path:
-    repo = new_repo(tmp_path, server.url)
+def project(tmp_path: Path, server: Any, cli: str = CLI) -> Path:
+    repo = new_repo(tmp_path, server.url, cli=cli)
     write_workflow_file(repo, WORKFLOW)
     return repo
 
@@ -179,7 +175,7 @@ def test_a_worker_that_keeps_deleting_the_test_file_fails_the_task_with_the_bran
     tmp_path: Path, serve: Any
 ) -> None:
     server = serve(attacker(bash("rm -f test_calc.py"), repeat=True))
-    repo = project(tmp_path, server)
+    repo = project(tmp_path, server, cli="claude")  # codex refuses a bare `rm -f` on its own
 
     done = start_task(repo)
 

@@ -23,6 +23,7 @@ from e2e_support import (
     fenced,
     implementation,
     new_repo,
+    opening_prompts,
     read_turn,
     remove_project_image,
     require_sandbox,
@@ -83,23 +84,6 @@ def show(repo: Path, rev: str, path: str) -> str | None:
 def events(repo: Path, wf_id: int, kind: str) -> list[Any]:
     with tasks.reading(repo) as store:
         return [e for e in store.events(wf_id) if e.type == kind]
-
-
-def opening_prompts(server: ScriptedModelServer, marker: str) -> list[str]:
-    found = []
-    for request in server.requests:
-        messages = request.body.get("messages", [])
-        if not messages or any(m.get("role") == "assistant" for m in messages):
-            continue
-        content = messages[0].get("content")
-        text = (
-            content
-            if isinstance(content, str)
-            else "\n".join(b.get("text", "") for b in content if isinstance(b, dict))
-        )
-        if marker in text:
-            found.append(text)
-    return found
 
 
 def test_a_rigged_makefile_does_not_fool_the_gate_and_never_reaches_the_branch(

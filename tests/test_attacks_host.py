@@ -117,7 +117,8 @@ mkdir .git/hooks
 echo attack finished
 """
     server = serve(planner(), attacker(attack), reviewer())
-    repo = new_repo(tmp_path, server.url)
+    # claude: its Bash tool relays every line of the script's errors (codex keeps a part)
+    repo = new_repo(tmp_path, server.url, cli="claude")
     before = Workspace(repo).user_checkout_fingerprint()
 
     wf = tasks.start_task(TASK, repo)

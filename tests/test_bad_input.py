@@ -56,13 +56,13 @@ def test_a_repository_without_commits(tmp_path: Path) -> None:
 
 
 def test_start_needs_confirmation_or_yes_without_a_terminal(tmp_path: Path) -> None:
-    repo = new_repo(tmp_path, "http://127.0.0.1:9")
+    repo = new_repo(tmp_path, "http://127.0.0.1:9", cli="claude")
     result = supervisor("start-task", "x", cwd=repo)
     refused(result, 1, "needs confirmation", "--yes")
 
 
 def test_a_workflow_file_that_does_not_parse(tmp_path: Path) -> None:
-    repo = new_repo(tmp_path, "http://127.0.0.1:9")
+    repo = new_repo(tmp_path, "http://127.0.0.1:9", cli="claude")
     write_workflow(repo, "workflow:\n  steps: [unclosed\n")
     before = Workspace(repo).user_checkout_fingerprint()
     result = supervisor("start-task", "x", "--yes", cwd=repo)
@@ -71,7 +71,7 @@ def test_a_workflow_file_that_does_not_parse(tmp_path: Path) -> None:
 
 
 def test_a_workflow_naming_an_unknown_role(tmp_path: Path) -> None:
-    repo = new_repo(tmp_path, "http://127.0.0.1:9")
+    repo = new_repo(tmp_path, "http://127.0.0.1:9", cli="claude")
     write_workflow(repo, "workflow:\n  initial_step: a\n  steps:\n    a: {role: wizard}\n")
     before = Workspace(repo).user_checkout_fingerprint()
     result = supervisor("start-task", "x", "--yes", cwd=repo)
@@ -80,7 +80,7 @@ def test_a_workflow_naming_an_unknown_role(tmp_path: Path) -> None:
 
 
 def test_no_credentials(tmp_path: Path) -> None:
-    repo = new_repo(tmp_path, "http://127.0.0.1:9")
+    repo = new_repo(tmp_path, "http://127.0.0.1:9", cli="claude")
     before = Workspace(repo).user_checkout_fingerprint()
     env = {"ANTHROPIC_API_KEY": "", "ANTHROPIC_AUTH_TOKEN": "", "HOME": str(tmp_path / "home")}
     result = supervisor("start-task", "x", "--yes", cwd=repo, env=env)
@@ -89,7 +89,7 @@ def test_no_credentials(tmp_path: Path) -> None:
 
 
 def test_docker_unreachable(tmp_path: Path) -> None:
-    repo = new_repo(tmp_path, "http://127.0.0.1:9")
+    repo = new_repo(tmp_path, "http://127.0.0.1:9", cli="claude")
     before = Workspace(repo).user_checkout_fingerprint()
     env = {"DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"}
     result = supervisor("start-task", "x", "--yes", cwd=repo, env=env)
@@ -100,7 +100,9 @@ def test_docker_unreachable(tmp_path: Path) -> None:
 @pytest.mark.docker
 def test_the_sandbox_image_missing(tmp_path: Path) -> None:
     require_sandbox()
-    repo = new_repo(tmp_path, "http://127.0.0.1:9", "sandbox: {image: 'supervisor-absent:nope'}\n")
+    repo = new_repo(
+        tmp_path, "http://127.0.0.1:9", "sandbox: {image: 'supervisor-absent:nope'}\n", cli="claude"
+    )
     before = Workspace(repo).user_checkout_fingerprint()
     result = supervisor("start-task", "x", "--yes", cwd=repo)
     refused(result, 3, "supervisor-absent:nope' is not built", "scripts/setup.sh")
@@ -111,7 +113,9 @@ def test_the_sandbox_image_missing(tmp_path: Path) -> None:
 def test_the_claude_binary_missing_from_the_image(tmp_path: Path) -> None:
     require_sandbox()
     # The base image is real and runs, but has no AI CLI in it.
-    repo = new_repo(tmp_path, "http://127.0.0.1:9", "sandbox: {image: 'debian:bookworm-slim'}\n")
+    repo = new_repo(
+        tmp_path, "http://127.0.0.1:9", "sandbox: {image: 'debian:bookworm-slim'}\n", cli="claude"
+    )
     before = Workspace(repo).user_checkout_fingerprint()
     result = supervisor("start-task", "x", "--yes", cwd=repo)
     refused(result, 3, "'claude' CLI is not installed in the sandbox image")
@@ -122,13 +126,13 @@ def test_the_claude_binary_missing_from_the_image(tmp_path: Path) -> None:
 @pytest.mark.parametrize("command", [["resume", "99"], ["approve", "99"], ["status", "99"]])
 def test_an_unknown_workflow_id(tmp_path: Path, command: list[str]) -> None:
     require_sandbox()
-    repo = new_repo(tmp_path, "http://127.0.0.1:9")
+    repo = new_repo(tmp_path, "http://127.0.0.1:9", cli="claude")
     result = supervisor(*command, cwd=repo)
     refused(result, 2, "No workflow with id 99", "supervisor status")
 
 
 def test_reject_needs_a_reason(tmp_path: Path) -> None:
-    repo = new_repo(tmp_path, "http://127.0.0.1:9")
+    repo = new_repo(tmp_path, "http://127.0.0.1:9", cli="claude")
     result = supervisor("reject", "1", cwd=repo)
     assert result.returncode == 2
     assert "--reason" in result.stderr

@@ -295,7 +295,7 @@ def test_an_implementer_that_commits_claude_hooks_and_instructions_is_refused(
         writer({"calc.py": GOOD_CALC}, FEEDBACK, read=("calc.py",)),
         {"when": "ROLE: reviewer", "turns": [{"text": "LGTM\n" + APPROVED_JSON}]},
     )
-    repo = new_repo(tmp_path, server.url)
+    repo = new_repo(tmp_path, server.url, cli="claude")
     write_workflow(repo, WORKFLOW)
 
     wf = tasks.start_task(TASK, repo)
@@ -323,7 +323,7 @@ def test_a_repository_that_ships_claude_hooks_cannot_turn_a_rejection_into_an_ap
         writer({"calc.py": GOOD_CALC + "# again\n"}, FEEDBACK, read=("calc.py",)),
         {"when": "ROLE: reviewer", "turns": [{"text": REJECTED}], "repeat": True},
     )
-    repo = new_repo(tmp_path, server.url)
+    repo = new_repo(tmp_path, server.url, cli="claude")
     write_workflow(repo, WORKFLOW)
     for rel, text in {".claude/settings.json": HOOK_SETTINGS, "CLAUDE.md": CLAUDE_MD}.items():
         (repo / rel).parent.mkdir(parents=True, exist_ok=True)

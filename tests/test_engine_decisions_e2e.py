@@ -16,6 +16,7 @@ from e2e_support import (
     GOOD_CALC,
     implementer,
     new_repo,
+    opening_prompts,
     planner,
     require_sandbox,
     reviewer,
@@ -70,15 +71,7 @@ def answers(when: str, summary: str, claimed: list[str]) -> dict[str, Any]:
 
 
 def prompts_with(server: Any, marker: str) -> int:
-    count = 0
-    for request in server.requests:
-        messages = request.body.get("messages", [])
-        if not messages or any(m.get("role") == "assistant" for m in messages):
-            continue
-        content = messages[0].get("content")
-        text = content if isinstance(content, str) else str(content)
-        count += marker in text
-    return count
+    return len(opening_prompts(server, marker))
 
 
 def set_gate(repo: Path, command: str) -> None:

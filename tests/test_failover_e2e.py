@@ -54,7 +54,9 @@ def real_parts(api_keys: None) -> None:
 
 
 def repo_for(tmp_path: Path, server: ScriptedModelServer, roles: dict[str, str]) -> Path:
-    repo = new_repo(tmp_path, server.url, f"  codex: {{base_url: '{server.url}/v1'}}\n")
+    repo = new_repo(
+        tmp_path, server.url, f"  codex: {{base_url: '{server.url}/v1'}}\n", cli="claude"
+    )
     for role, clis in roles.items():
         path = repo / ".supervisor" / "roles" / f"{role}.yaml"
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -182,7 +184,7 @@ def test_without_a_fallback_the_same_rate_limit_is_still_the_waiting_state(
 
 def test_doctor_reports_a_fallback_cli_without_credentials(tmp_path: Path, serve: Any) -> None:
     server = serve()
-    repo = new_repo(tmp_path, server.url, f"  gemini: {{base_url: '{server.url}'}}\n")
+    repo = new_repo(tmp_path, server.url, f"  gemini: {{base_url: '{server.url}'}}\n", cli="claude")
     roles = repo / ".supervisor" / "roles"
     roles.mkdir(parents=True, exist_ok=True)
     (roles / "reviewer.yaml").write_text("extends: reviewer\ncli: [claude, gemini]\n")

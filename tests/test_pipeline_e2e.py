@@ -69,7 +69,7 @@ def test_the_fix_up_and_the_review_run_in_containers_started_while_the_gate_ran(
     )
     # Both ways with their container at once, whatever the machine's load (by default only the
     # likeliest is, unless cores are idle: tests/test_pipeline_fast.py).
-    repo = new_repo(tmp_path, server.url, "limits:\n  prepare_containers: 2\n")
+    repo = new_repo(tmp_path, server.url, "limits:\n  prepare_containers: 2\n", cli="claude")
     write_workflow(repo, FLOW)
 
     wf = tasks.start_task("Fix multiply in calc.py", repo)
@@ -115,7 +115,7 @@ def test_a_prepared_container_that_is_not_the_steps_own_is_discarded_unused(
         implementer(GOOD_CALC, when="FEEDBACK FROM THE PREVIOUS ATTEMPT"),
         reviewer(),
     )
-    repo = new_repo(tmp_path, server.url, "limits:\n  prepare_containers: 2\n")
+    repo = new_repo(tmp_path, server.url, "limits:\n  prepare_containers: 2\n", cli="claude")
     write_workflow(repo, FLOW)
     made = prepare.prepare_worker
 
@@ -149,7 +149,7 @@ def test_only_the_pass_ways_container_is_started_the_way_back_gets_its_worktree_
         implementer(GOOD_CALC, when="FEEDBACK FROM THE PREVIOUS ATTEMPT"),
         reviewer(),
     )
-    repo = new_repo(tmp_path, server.url, "limits:\n  prepare_containers: 1\n")
+    repo = new_repo(tmp_path, server.url, "limits:\n  prepare_containers: 1\n", cli="claude")
     write_workflow(repo, FLOW)
 
     wf = tasks.start_task("Fix multiply in calc.py", repo)

@@ -121,7 +121,7 @@ def test_a_task_past_its_budget_waits_in_budget_exceeded_and_approve_extend_resu
     server = serve(implementer(GOOD_CALC), reviewer())
     # One turn of the real CLI costs several cents by its own accounting: a one-cent budget is
     # crossed within the first step, and claude's own --max-budget-usd stops it there.
-    repo = new_repo(tmp_path, server.url, "budgets:\n  task: {usd: 0.01}\n")
+    repo = new_repo(tmp_path, server.url, "budgets:\n  task: {usd: 0.01}\n", cli="claude")
     write_workflow(repo, WORKFLOW)
 
     started = cli(repo, "start-task", "Implement add and multiply", "--yes")

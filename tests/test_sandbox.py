@@ -83,6 +83,19 @@ def test_a_gate_container_has_no_network_at_all(sandbox: DockerSandbox, tmp_path
     assert result.stdout.count("BLOCKED") == 2
 
 
+def test_a_gate_container_has_a_network_namespace_of_its_own_with_only_loopback(
+    sandbox: DockerSandbox, tmp_path: Path
+) -> None:
+    # Docker's networking is disabled for it (no network-key hook): the namespace must stay.
+    script = "readlink /proc/self/ns/net; tail -n +3 /proc/net/dev | cut -d: -f1"
+    result = sandbox.run(RunSpec(argv=["sh", "-c", script], worktree=tmp_path))
+    assert result.exit_code == 0, result.stderr
+    namespace, *interfaces = result.stdout.split()
+    assert namespace.startswith("net:[")
+    assert namespace != str(Path("/proc/self/ns/net").readlink())
+    assert interfaces == ["lo"]
+
+
 def test_a_worker_reaches_its_model_api_and_nothing_else(
     sandbox: DockerSandbox, tmp_path: Path, local_api: str
 ) -> None:

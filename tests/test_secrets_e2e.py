@@ -92,7 +92,7 @@ def test_no_secret_reaches_the_model_api_the_state_database_or_the_state_dir(
         reviewer(),
     )
     clis = f"  codex: {{base_url: '{server.url}/v1'}}\n  gemini: {{base_url: '{server.url}'}}\n"
-    repo = new_repo(tmp_path, server.url, clis)
+    repo = new_repo(tmp_path, server.url, clis, cli="claude")
     seed(repo)
     write_workflow(
         repo,

@@ -16,6 +16,7 @@ from e2e_support import (
     GOOD_CALC,
     implementer,
     new_repo,
+    opening_prompts,
     planner,
     require_sandbox,
     reviewer,
@@ -45,22 +46,7 @@ def real_parts(api_keys: None) -> None:
 
 def prompts(server: ScriptedModelServer, marker: str) -> list[str]:
     """The opening prompt of every conversation whose text holds `marker`."""
-    found = []
-    for request in server.requests:
-        body = request.body
-        messages = body.get("messages", [])
-        if any(m.get("role") == "assistant" for m in messages) or not messages:
-            continue
-        text = _text(messages[0].get("content"))
-        if marker in text:
-            found.append(text)
-    return found
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    return "\n".join(block.get("text", "") for block in content if isinstance(block, dict))
+    return opening_prompts(server, marker)
 
 
 def file_on_branch(repo: Path, branch: str, path: str) -> str:

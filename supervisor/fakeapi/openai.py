@@ -11,6 +11,7 @@ import json
 import re
 import shlex
 import uuid
+from pathlib import PurePosixPath
 from typing import Any
 
 from supervisor.fakeapi import schema_rules
@@ -81,7 +82,12 @@ def _tool_item(turn: Turn, body: dict[str, Any]) -> dict[str, Any]:
         content = str(args.get("content", ""))
         if not content.endswith("\n"):
             content += "\n"
-        cmd = f"cat > {shlex.quote(path)} <<'{HEREDOC_END}'\n{content}{HEREDOC_END}"
+        # As the model would: the file's folder made first (claude's Write tool makes it).
+        folder = shlex.quote(str(PurePosixPath(path).parent))
+        cmd = (
+            f"mkdir -p {folder} && cat > {shlex.quote(path)} <<'{HEREDOC_END}'\n"
+            f"{content}{HEREDOC_END}"
+        )
     elif turn.tool_use.name == "Read":
         cmd = f"cat {shlex.quote(path)}"
     else:

@@ -71,6 +71,9 @@ class Recorded:
     answered: str = ""
     key_ok: bool | None = None
     """With `api_key` set on the server: whether this request carried exactly that key."""
+    opening: str = ""
+    """A model turn's opening prompt when it is its conversation's first turn (no answer of the
+    model in it yet), in any vendor's format; else empty: what a spec counts prompts by."""
 
 
 class ScriptedModelServer:
@@ -291,6 +294,7 @@ def _handler_for(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
                     choice.index,
                     kind=choice.outcome,
                     answered=_summary(choice.turn),
+                    opening=vendor.opening(body) if vendor.turn_index(body) == 0 else "",
                 )
             )
             self._answer(vendor, choice.turn, body)
