@@ -314,10 +314,6 @@ class DockerSandbox:
                 mounts=mounts or None,
                 runtime=self.runtime if spec.network == "none" else self.worker_runtime,
                 network_mode="none" if spec.network == "none" else None,
-                # Without a network Docker still runs its network-key hook (a re-exec of
-                # dockerd, ~0.07 CPU-s and a tenth of a second before the process starts) unless
-                # networking is disabled; the container keeps its own, empty, namespace.
-                network_disabled=spec.network == "none",
                 network=None if spec.network == "none" else spec.network,
                 extra_hosts=spec.extra_hosts or None,
                 read_only=not spec.writable_layer,
