@@ -18,7 +18,8 @@ reaches the runtime; `--bare` does (about 14 % by its changelog) but leaves the 
 tools, so it is not used. gemini about 3 CPU-s, the same for 10 or 10,000 files: V8 compiling
 its 16 MB bundle chunks (0.76 s of a 2.1 s `gemini --version` in `node --cpu-prof`), which Node
 20 cannot cache.
-codex about 0.5 CPU-s, 0.1 of it the node launcher that only finds and executes the Rust binary.
+codex about 0.5 CPU-s, 0.1-0.3 of it the node launcher that only finds and executes the Rust
+binary; the image now puts that binary first on PATH (0.65 -> 0.31 CPU-s, 5 runs each).
 """
 
 from __future__ import annotations
