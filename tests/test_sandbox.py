@@ -86,7 +86,7 @@ def test_a_gate_container_has_no_network_at_all(sandbox: DockerSandbox, tmp_path
 def test_a_gate_container_has_a_network_namespace_of_its_own_with_only_loopback(
     sandbox: DockerSandbox, tmp_path: Path
 ) -> None:
-    # Docker's networking is disabled for it (no network-key hook): the namespace must stay.
+    # Network mode none, not networking disabled: Docker still writes /etc/hosts (localhost).
     script = "readlink /proc/self/ns/net; tail -n +3 /proc/net/dev | cut -d: -f1"
     result = sandbox.run(RunSpec(argv=["sh", "-c", script], worktree=tmp_path))
     assert result.exit_code == 0, result.stderr
