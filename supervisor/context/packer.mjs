@@ -13,16 +13,28 @@ import readline from "node:readline";
 import { pathToFileURL } from "node:url";
 
 const library = pathToFileURL(process.argv[2]).href;
-const repomix = await import(library);
-// Not in Repomix's public index; the version is pinned in package-lock.json.
-const { initTaskRunner } = await import(new URL("./shared/processConcurrency.js", library).href);
-const { validateFileSafety } = await import(
-  new URL("./core/security/validateFileSafety.js", library).href
-);
-const { filterOutUntrustedFiles } = await import(
-  new URL("./core/security/filterOutUntrustedFiles.js", library).href
-);
-repomix.setLogLevel(-1); // silent: stdout carries the protocol only
+// Repomix's index also loads its CLI, MCP server and tree-sitter parsers: a third of its ~0.45
+// CPU-s of loading, in every supervisor process that packs. Only the modules used here are
+// loaded; none of them is in Repomix's public index, and the version is pinned in package-lock.json.
+const load = (module) => import(new URL(module, library).href);
+const [
+  { pack },
+  { mergeConfigs },
+  { setLogLevel },
+  { runSecurityCheck },
+  { initTaskRunner },
+  { validateFileSafety },
+  { filterOutUntrustedFiles },
+] = await Promise.all([
+  load("./core/packager.js"),
+  load("./config/configLoad.js"),
+  load("./shared/logger.js"),
+  load("./core/security/securityCheck.js"),
+  load("./shared/processConcurrency.js"),
+  load("./core/security/validateFileSafety.js"),
+  load("./core/security/filterOutUntrustedFiles.js"),
+]);
+setLogLevel(-1); // silent: stdout carries the protocol only
 
 // Repomix starts a pool of secret-scanning worker threads on every pack and tears it down after;
 // starting them (each loads secretlint) was most of a small pack's ~80 ms. One pool, sized as
@@ -42,7 +54,7 @@ const SHARED_SECURITY_POOL = {
   validateFileSafety: (rawFiles, progress, config, gitDiff, gitLog) =>
     validateFileSafety(rawFiles, progress, config, gitDiff, gitLog, {
       runSecurityCheck: (files, callback, diff, log) =>
-        repomix.runSecurityCheck(files, callback, diff, log, {
+        runSecurityCheck(files, callback, diff, log, {
           initTaskRunner: sharedSecurityPool,
           getProcessConcurrency: () => 2,
         }),
@@ -69,13 +81,11 @@ const SKIP_METRICS = {
 };
 
 async function packOnce({ cwd, paths, output }) {
-  const cliConfig = repomix.buildCliConfig({
-    style: "xml",
-    fileSummary: false,
-    directoryStructure: false,
-    output,
-  });
-  const config = repomix.mergeConfigs(cwd, {}, cliConfig);
+  // What Repomix's CLI builds from `--style xml --no-file-summary --no-directory-structure -o`.
+  const cliConfig = {
+    output: { filePath: output, style: "xml", fileSummary: false, directoryStructure: false },
+  };
+  const config = mergeConfigs(cwd, {}, cliConfig);
   config.output.instructionFilePath = undefined;
   config.ignore.useGitignore = false;
   config.ignore.useDotIgnore = false;
@@ -85,7 +95,7 @@ async function packOnce({ cwd, paths, output }) {
   config.output.copyToClipboard = false;
   const files = [...new Set(paths.map((p) => path.resolve(cwd, p)))];
   try {
-    await repomix.pack([cwd], config, () => {}, { ...SKIP_METRICS, ...SHARED_SECURITY_POOL }, files);
+    await pack([cwd], config, () => {}, { ...SKIP_METRICS, ...SHARED_SECURITY_POOL }, files);
     return await readFile(output, "utf8");
   } finally {
     await rm(output, { force: true });
