@@ -72,6 +72,7 @@ def open_sandbox(project: Project, clis: list[str], *, probe_clis: bool = True) 
     or a clear error, before anything is created. Not `probe_clis`: the CLIs are not looked for in
     the image, for a task submitted to workers that run it in their own (and probe it there)."""
     # Here, not at the top: a submission to Temporal opens no sandbox and loads no Docker.
+    from supervisor.sandbox import probed as probes
     from supervisor.sandbox import runtime
     from supervisor.sandbox.docker import (
         LABEL_PROBE,
@@ -95,9 +96,11 @@ def open_sandbox(project: Project, clis: list[str], *, probe_clis: bool = True) 
     sandbox.check_image()
     runtime.require(sandbox.client, chosen.runtime, chosen.worker_runtime)
     binaries = [adapter_for(cli).binary for cli in clis]
-    # A long-lived process (`supervisor worker`, one engine step per call) probes an image once.
-    probed = (sandbox.base_image_id(), tuple(binaries))
-    if probed in _PROBED or not probe_clis:
+    # An image is probed once for its CLIs: by this process (`supervisor worker` opens it per
+    # engine step), or by any earlier command (probed.py: an image ID names its content).
+    image_id, wanted = sandbox.base_image_id(), tuple(binaries)
+    probed = (image_id, wanted)
+    if probed in _PROBED or not probe_clis or probes.known(image_id, chosen.runtime, wanted):
         return sandbox
     probe = sandbox.run(
         RunSpec(
@@ -122,6 +125,7 @@ def open_sandbox(project: Project, clis: list[str], *, probe_clis: bool = True) 
             "Rebuild the image with scripts/setup.sh (it installs the pinned CLIs).",
         )
     _PROBED.add(probed)
+    probes.remember(image_id, chosen.runtime, wanted)
     return sandbox
 
 

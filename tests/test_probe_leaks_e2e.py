@@ -20,6 +20,7 @@ from e2e_support import IMAGE, killed_at, new_repo, planner, require_sandbox
 
 from supervisor import abandon, owners
 from supervisor.opening import open_project, remove_dead_probes
+from supervisor.sandbox import probed
 from supervisor.sandbox.docker import LABEL_PROBE, LABEL_REPO, RUN_PREFIX, DockerSandbox, repo_label
 
 pytestmark = pytest.mark.docker
@@ -48,12 +49,29 @@ def a_resume_killed_at_its_probe(tmp_path: Path, serve: Any) -> Path:
     server = serve({**planner(), "repeat": True})
     repo = new_repo(tmp_path, server.url)
     assert killed_at("step_started", repo, "start-task", TASK, "--yes").returncode == -9
+    probed.forget_all()  # the start-task's probe found the CLI: the resume would not probe
     assert killed_at("probe", repo, "resume", "1").returncode == -9
     containers, folders = probes(repo)
     assert len(containers) == 1 and len(folders) == 1  # what the killed resume left
     pid, _, start = containers[0].labels[LABEL_PROBE].partition(owners.SEPARATOR)
     assert pid.isdigit() and start.isdigit()  # its owner by pid and start time, not a bare pid
     return repo
+
+
+def test_an_image_found_to_hold_the_cli_is_not_probed_again_by_the_next_command(
+    tmp_path: Path, serve: Any
+) -> None:
+    """An image ID names its content: one probe's answer holds for every later command."""
+    server = serve({**planner(), "repeat": True})
+    repo = new_repo(tmp_path, server.url)
+    probed.forget_all()
+    assert killed_at("step_started", repo, "start-task", TASK, "--yes").returncode == -9
+
+    resumed = killed_at("probe", repo, "resume", "1")
+
+    assert resumed.returncode != -9  # it never reached a probe to die at: it ran the task on
+    assert "will run again" in resumed.stderr  # past the preflight, to the interrupted step
+    assert probes(repo) == ([], [])
 
 
 def test_the_next_resume_removes_the_probe_a_resume_killed_during_it_left(
