@@ -238,6 +238,21 @@ def test_kills_right_after_steps_commit_never_run_those_steps_again(
     assert extra == 0  # every kill came after a commit: no worker had work in flight
 
 
+def test_a_kill_right_after_a_component_s_gate_passed_never_runs_that_gate_again(
+    tmp_path: Path, api_keys: None, baseline: dict[str, Any]
+) -> None:
+    """Killed just after the first component's gate recorded its pass, before the component is
+    marked gated (found by the random kills: `implement/b/check ran ['succeeded',
+    'succeeded']`)."""
+    repo, log = new_repo(tmp_path / "killed"), tmp_path / "killed.log"
+
+    assert drive(repo, log, "start", kill_at="gate#1"), "never reached the first gate"
+    finish(repo, log)
+
+    _, problems = check(repo, log, baseline)  # extra invocations: checked against the kills
+    assert problems == []
+
+
 def test_a_supervisor_killed_at_random_moments_resumes_to_the_same_tree_repeating_nothing(
     tmp_path: Path, api_keys: None, baseline: dict[str, Any]
 ) -> None:

@@ -201,9 +201,17 @@ class ComponentFanOut:
             if strayed is not None:
                 return strayed
             for gate in self.step.gates:
+                # A gate's pass is recorded with its step run, in one transaction: a supervisor
+                # killed before the component is marked gated does not run it again.
+                done = f"{gate}@{sha}"
+                if done in entry.get("passed_gates", []):
+                    continue
                 step, base = f"{self.name}/{cid}/{gate}", entry.get("base")
                 result = gate_on(self.c, self._view(), step, gate, sha, base)
-                self._save(cid, records=result.records, **project_gate.kept(entry, result))
+                fields = project_gate.kept(entry, result)
+                if result.result == "passed":
+                    fields["passed_gates"] = [*entry.get("passed_gates", []), done]
+                self._save(cid, records=result.records, **fields)
                 if result.result != "passed":
                     return replace(result, records=[])
             self._save(cid, status="gated")
