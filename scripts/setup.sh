@@ -151,15 +151,36 @@ step "4/6 (npm tools)"
 npm_hash=$(short_hash < package-lock.json)
 bins_ok=1
 for b in claude codex gemini repomix; do [ -e "$NODE_DIR/node_modules/.bin/$b" ] || bins_ok=0; done
+# npm ci is ~25 CPU-s of unpacking and linking; the tree it makes depends on the lock file only,
+# so the last one is kept per user (one lock at a time, ~0.9 GB) and a new checkout of the same
+# lock copies it (~4 s). SUPERVISOR_NPM_KEEP= (empty) turns that off.
+NPM_KEEP=${SUPERVISOR_NPM_KEEP-${XDG_CACHE_HOME:-$HOME/.cache}/supervisor/node_modules}
 if [ "$(cat "$NODE_DIR/node_modules/.setup-stamp" 2>/dev/null)" != "$npm_hash" ] || [ "$bins_ok" = 0 ]; then
-  did "installing Repomix and the AI CLIs from npm (npm ci in $NODE_DIR)"
   if [ "$NODE_DIR" != "$ROOT" ]; then   # an installed package: npm ci with the shipped lock file
     mkdir -p "$NODE_DIR"
     install -m 644 package.json package-lock.json "$NODE_DIR/"
   fi
-  (cd "$NODE_DIR" && npm ci --no-audit --no-fund --loglevel=error >/dev/null) || die "npm ci failed" \
-    "check access to the npm registry (behind a TLS proxy: npm config set cafile <bundle>), then re-run"
-  echo "$npm_hash" > "$NODE_DIR/node_modules/.setup-stamp"
+  kept=${NPM_KEEP:+$NPM_KEEP/$npm_hash}
+  if [ -n "$kept" ] && [ "$(cat "$kept/.setup-stamp" 2>/dev/null)" = "$npm_hash" ]; then
+    did "copying Repomix and the AI CLIs as npm ci installed them for this lock file ($kept)"
+    rm -rf "$NODE_DIR/.node_modules.partial"
+    cp -a "$kept" "$NODE_DIR/.node_modules.partial" || die "copying $kept failed" \
+      "remove $kept (or set SUPERVISOR_NPM_KEEP= to skip it), then re-run"
+    rm -rf "$NODE_DIR/node_modules"
+    mv "$NODE_DIR/.node_modules.partial" "$NODE_DIR/node_modules"
+  else
+    did "installing Repomix and the AI CLIs from npm (npm ci in $NODE_DIR)"
+    (cd "$NODE_DIR" && npm ci --no-audit --no-fund --loglevel=error >/dev/null) || die "npm ci failed" \
+      "check access to the npm registry (behind a TLS proxy: npm config set cafile <bundle>), then re-run"
+    echo "$npm_hash" > "$NODE_DIR/node_modules/.setup-stamp"
+    if [ -n "$kept" ]; then   # kept whole or not at all; a copy that fails costs only its time
+      { mkdir -p "$NPM_KEEP" && rm -rf "$kept.partial" \
+          && cp -a "$NODE_DIR/node_modules" "$kept.partial" && rm -rf "$kept" \
+          && mv "$kept.partial" "$kept" \
+          && find "$NPM_KEEP" -mindepth 1 -maxdepth 1 ! -name "$npm_hash" -exec rm -rf {} +; } \
+        || rm -rf "$kept.partial"
+    fi
+  fi
 fi
 done_step "npm tools ready"
 

@@ -63,6 +63,7 @@ def test_a_wheel_in_a_fresh_venv_sets_up_and_runs_the_demo_outside_the_checkout(
     source = tmp_path / "source"
     shutil.copytree(CHECKOUT, source, ignore=NOT_SOURCE)
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    env["SUPERVISOR_NPM_KEEP"] = ""  # npm ci itself, not the user's kept copy of its tree
     wheels = tmp_path / "wheels"
     # uv, when setup installed it next to this interpreter (scripts/setup.sh step 3), builds and
     # installs in a few seconds where pip takes a minute on a loaded machine; what lands in the
@@ -160,3 +161,32 @@ def test_a_failing_setup_step_is_named_and_the_command_fails(tmp_path: Path) -> 
     assert done.returncode == 1, done.stdout + done.stderr
     assert "FAILED in step 6/6 (sandbox image)" in done.stderr
     assert "error: Setup failed" in done.stderr and "re-run `supervisor setup`" in done.stderr
+
+
+def test_a_checkout_of_a_lock_file_installed_before_copies_that_tree_instead_of_npm_ci(
+    tmp_path: Path,
+) -> None:
+    """npm ci's tree depends on the lock file alone: the last one is kept per user, and a new
+    checkout of the same lock copies it. The kept tree here is this checkout's own (linked)."""
+    require_sandbox()
+    lock_hash = subprocess.run(
+        ["sha256sum"], input=(CHECKOUT / "package-lock.json").read_bytes(), capture_output=True
+    ).stdout.decode()[:16]
+    keep = tmp_path / "keep"
+    keep.mkdir()
+    subprocess.run(["cp", "-al", str(CHECKOUT / "node_modules"), str(keep / lock_hash)], check=True)
+    assert (keep / lock_hash / ".setup-stamp").read_text().strip() == lock_hash
+    source = tmp_path / "source"
+    shutil.copytree(CHECKOUT, source, ignore=NOT_SOURCE)
+    env = {**os.environ, "SUPERVISOR_SETUP_SKIP_VENV": "1", "SUPERVISOR_NPM_KEEP": str(keep)}
+
+    output = run(["bash", "scripts/setup.sh"], source, env, 300)
+
+    assert "copying Repomix and the AI CLIs as npm ci installed them" in output
+    assert "installing Repomix" not in output
+    assert "all set" in output
+    for binary in ("claude", "codex", "gemini", "repomix"):
+        assert (source / "node_modules" / ".bin" / binary).exists()
+    assert not (source / ".node_modules.partial").exists()
+    again = run(["bash", "scripts/setup.sh"], source, env, 300)
+    assert "copying" not in again and "installing Repomix" not in again  # stamped: no work
