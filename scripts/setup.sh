@@ -154,7 +154,8 @@ for b in claude codex gemini repomix; do [ -e "$NODE_DIR/node_modules/.bin/$b" ]
 # npm ci is ~25 CPU-s of unpacking and linking; the tree it makes depends on the lock file only,
 # so the last one is kept per user (one lock at a time, ~0.9 GB) and a new checkout of the same
 # lock copies it (~4 s). SUPERVISOR_NPM_KEEP= (empty) turns that off.
-NPM_KEEP=${SUPERVISOR_NPM_KEEP-${XDG_CACHE_HOME:-$HOME/.cache}/supervisor/node_modules}
+user_cache=${XDG_CACHE_HOME:-${HOME:+$HOME/.cache}}
+NPM_KEEP=${SUPERVISOR_NPM_KEEP-${user_cache:+$user_cache/supervisor/node_modules}}
 if [ "$(cat "$NODE_DIR/node_modules/.setup-stamp" 2>/dev/null)" != "$npm_hash" ] || [ "$bins_ok" = 0 ]; then
   if [ "$NODE_DIR" != "$ROOT" ]; then   # an installed package: npm ci with the shipped lock file
     mkdir -p "$NODE_DIR"
