@@ -253,6 +253,20 @@ def test_a_kill_right_after_a_component_s_gate_passed_never_runs_that_gate_again
     assert problems == []
 
 
+def test_a_kill_right_after_a_component_s_worker_failed_never_runs_that_worker_again(
+    tmp_path: Path, api_keys: None, expanded_baseline: dict[str, Any]
+) -> None:
+    """Killed just after component b's worker answered TOO_LARGE was recorded: its split is
+    recorded in the same transaction, so the resume splits it instead of asking again."""
+    repo, log = new_repo(tmp_path / "killed"), tmp_path / "killed.log"
+
+    assert drive(repo, log, "start", kill_at="too_large", plan="expanded"), "never reached it"
+    finish(repo, log, "expanded")
+
+    _, problems = check(repo, log, expanded_baseline)  # extra invocations: against the kills
+    assert problems == []
+
+
 def test_a_supervisor_killed_at_random_moments_resumes_to_the_same_tree_repeating_nothing(
     tmp_path: Path, api_keys: None, baseline: dict[str, Any]
 ) -> None:

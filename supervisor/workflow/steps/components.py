@@ -72,6 +72,8 @@ class ComponentFanOut:
         self.flat_plan: dict[str, Any] | None = None
         self.splitting: list[str] = []  # split asked for: the engine decides once the rest ran
         self.pending_records: list[StepRecord] = []
+        self.unsettled: dict[str, tuple[list[StepRecord], dict[str, Any]]] = {}
+        """A failed run's end, kept until `_settle` records what follows from it (`_hold`)."""
 
     def run(self) -> Outcome:
         plan = self.ctx.get("plan")
@@ -176,11 +178,12 @@ class ComponentFanOut:
             branch=self._branch(comp.id),
         )
         trees = outcome.context.get("trees", {}).get(step_name)
-        if outcome.result != "passed" or outcome.git_sha is None:
+        if outcome.result != "passed":
+            self._hold(comp.id, outcome.records, trees=trees)
+            return replace(outcome, records=[])
+        if outcome.git_sha is None:
             # The step run's end (and the loop memory) is recorded at once, in one transaction.
             self._save(comp.id, trees=trees, records=outcome.records)
-            if outcome.result != "passed":
-                return replace(outcome, records=[])
         else:
             # The step's end and the component's progress: one transaction.
             self._save(
@@ -209,11 +212,11 @@ class ComponentFanOut:
                 step, base = f"{self.name}/{cid}/{gate}", entry.get("base")
                 result = gate_on(self.c, self._view(), step, gate, sha, base)
                 fields = project_gate.kept(entry, result)
-                if result.result == "passed":
-                    fields["passed_gates"] = [*entry.get("passed_gates", []), done]
-                self._save(cid, records=result.records, **fields)
                 if result.result != "passed":
+                    self._hold(cid, result.records, **fields)
                     return replace(result, records=[])
+                fields["passed_gates"] = [*entry.get("passed_gates", []), done]
+                self._save(cid, records=result.records, **fields)
             self._save(cid, status="gated")
         return Outcome("passed", git_sha=sha)
 
@@ -491,6 +494,16 @@ class ComponentFanOut:
             ctx["plan"] = self.flat_plan
         return replace(self.wf, context=ctx)
 
+    def _hold(self, cid: str, records: list[StepRecord], **fields: Any) -> None:
+        """A failed run's end (its step row, its loop memory) is recorded in the transaction of
+        `_settle`'s decision on it (retry with feedback, wait, split, fail): a supervisor killed
+        between two transactions ran the component again as if nothing had been decided, one
+        worker run or gate more than the task needed."""
+        with self.lock:
+            kept, more = self.unsettled.setdefault(cid, ([], {}))
+            kept.extend(records)
+            more.update(fields)
+
     def _save(
         self,
         cid: str,
@@ -505,6 +518,11 @@ class ComponentFanOut:
         """Record one component's move in the workflow's context, in one transaction (with the
         step runs that finished with it), through the engine's writer."""
         with self.lock:
+            held, more = self.unsettled.pop(cid, ([], {}))
+            if held or more:
+                trees = trees if trees is not None else more.pop("trees", None)
+                fields = {**more, **fields}
+                records = [*held, *(records or [])]
             self.state[cid].update(fields)
             subplan.snapshot_tree(self, self.ctx)
             if integrated is not None:

@@ -58,6 +58,7 @@ class ComponentFanOut(Protocol):
     pending_records: list[StepRecord]
 
     def _save(self, cid: str, **fields: Any) -> None: ...
+    def _hold(self, cid: str, records: list[StepRecord], **fields: Any) -> None: ...
     def _view(self) -> Workflow: ...
     def _branch(self, cid: str) -> str: ...
     def _gate_and_hand_over(self, cid: str) -> Outcome: ...
@@ -264,7 +265,7 @@ def qa_pass(fan: ComponentFanOut, comp: Component) -> Outcome:
         branch=fan._branch(comp.id),
     )
     if outcome.result != "passed" or outcome.git_sha is None:
-        fan._save(comp.id, records=outcome.records)
+        fan._hold(comp.id, outcome.records)  # recorded with what `_settle` decides
         return replace(outcome, records=[])
     fan._save(
         comp.id,
