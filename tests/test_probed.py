@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from supervisor import resources
 from supervisor.sandbox import probed
 
 if TYPE_CHECKING:
@@ -19,8 +18,8 @@ IMAGE = "sha256:" + "a" * 64
 
 @pytest.fixture(autouse=True)
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setattr(resources, "cache_dir", lambda: tmp_path / "cache")
-    return tmp_path / "cache"
+    monkeypatch.setenv("SUPERVISOR_USER_DIR", str(tmp_path / "user"))
+    return tmp_path / "user" / probed.FOLDER
 
 
 def test_an_image_is_known_only_after_a_probe_found_its_clis() -> None:

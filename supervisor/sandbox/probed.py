@@ -4,9 +4,9 @@ Every `start-task`, `resume` and `supervisor worker` used to start a probe conta
 CLI the workflow uses in the sandbox image?) before anything else: a container start is ~0.3 s
 of the engine's CPU and about as long on the way to the first step, in every command. An image
 ID is the hash of the image's content, so what one probe found stays true for that ID: the
-answer is kept in the user's cache (never in a repository or a sandbox), one empty file per
-image, runtime and set of CLIs, and only a probe that found every CLI writes one. A rebuilt
-image has another ID and is probed again.
+answer is kept in the user's directory (`~/.supervisor/probed`, never in a repository or a
+sandbox), one small file per image, runtime and set of CLIs, and only a probe that found every
+CLI writes one. A rebuilt image has another ID and is probed again.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import hashlib
 import os
 from typing import TYPE_CHECKING
 
-from supervisor import resources
+from supervisor.config import user_dir
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -26,7 +26,7 @@ FOLDER = "probed"
 
 def marker(image_id: str, runtime: str | None, binaries: tuple[str, ...]) -> Path:
     key = "\0".join([image_id, runtime or "", *sorted(binaries)])
-    return resources.cache_dir() / FOLDER / hashlib.sha256(key.encode()).hexdigest()[:40]
+    return user_dir() / FOLDER / hashlib.sha256(key.encode()).hexdigest()[:40]
 
 
 def known(image_id: str, runtime: str | None, binaries: tuple[str, ...]) -> bool:
@@ -51,7 +51,7 @@ def remember(image_id: str, runtime: str | None, binaries: tuple[str, ...]) -> N
 
 def forget_all() -> None:
     """For the specs of the probe itself (and a user who wants every image probed again)."""
-    folder = resources.cache_dir() / FOLDER
+    folder = user_dir() / FOLDER
     for path in folder.glob("*") if folder.is_dir() else ():
         with contextlib.suppress(OSError):
             path.unlink()
