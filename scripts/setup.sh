@@ -153,7 +153,8 @@ bins_ok=1
 for b in claude codex gemini repomix; do [ -e "$NODE_DIR/node_modules/.bin/$b" ] || bins_ok=0; done
 # npm ci is ~25 CPU-s of unpacking and linking; the tree it makes depends on the lock file only,
 # so the last one is kept per user (one lock at a time, ~0.9 GB) and a new checkout of the same
-# lock copies it (~4 s). SUPERVISOR_NPM_KEEP= (empty) turns that off.
+# lock copies it (~4 s). SUPERVISOR_NPM_KEEP= (empty) turns that off; only the trees it kept
+# (named by a lock's hash) are ever removed from that directory.
 user_cache=${XDG_CACHE_HOME:-${HOME:+$HOME/.cache}}
 NPM_KEEP=${SUPERVISOR_NPM_KEEP-${user_cache:+$user_cache/supervisor/node_modules}}
 if [ "$(cat "$NODE_DIR/node_modules/.setup-stamp" 2>/dev/null)" != "$npm_hash" ] || [ "$bins_ok" = 0 ]; then
@@ -178,7 +179,8 @@ if [ "$(cat "$NODE_DIR/node_modules/.setup-stamp" 2>/dev/null)" != "$npm_hash" ]
       { mkdir -p "$NPM_KEEP" && rm -rf "$kept.partial" \
           && cp -a "$NODE_DIR/node_modules" "$kept.partial" && rm -rf "$kept" \
           && mv "$kept.partial" "$kept" \
-          && find "$NPM_KEEP" -mindepth 1 -maxdepth 1 ! -name "$npm_hash" -exec rm -rf {} +; } \
+          && find "$NPM_KEEP" -mindepth 1 -maxdepth 1 ! -name "$npm_hash" -regextype egrep \
+               -regex '.*/[0-9a-f]{16}(\.partial)?' -exec rm -rf {} +; } \
         || rm -rf "$kept.partial"
     fi
   fi
