@@ -60,6 +60,13 @@ def test_exceptions_are_classified() -> None:
         ("stream disconnected before completion: error sending request", None, "api"),
         ("boom", 500, "api"),
         ("segfault", None, "cli"),
+        # An address is not what the CLI says about the error: a port holding 401, a gateway
+        # host named .internal.
+        ("API Error: 503 down. Gateway: model-api.supervisor.internal:34015.", None, "api"),
+        ("exited: see https://api.example.com:4010/v1/x?code=401", None, "cli"),
+        ("listening on localhost:44290", None, "cli"),
+        ("HTTP 401 from 127.0.0.1:4290", None, "auth"),
+        ("API Error: 429 at model-api.supervisor.internal:35030", None, "rate_limit"),
     ],
 )
 def test_what_a_cli_says_maps_to_a_kind(text: str, status: int | None, kind: str) -> None:

@@ -6,6 +6,7 @@ printed into one `WorkerResult`. Running it (sandbox, time limits, streaming) is
 
 from __future__ import annotations
 
+import re
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -82,45 +83,52 @@ class WorkerAdapter(ABC):
         return prompt
 
 
+_ADDRESS = re.compile(r"\b[a-z][\w+.-]*://\S+|\b[\w-]+(?:\.[\w-]+)+(?::\d+)?")
+"""URLs and host names: the gateway `model-api.supervisor.internal:34015` in a CLI's message
+says neither "401" nor "internal" (a port that held 401 once sent a task down the path of
+refused credentials instead of the retries of an API that is down)."""
+
+_AUTH = (
+    "401",
+    "unauthorized",
+    "authenticat",
+    "invalid_api_key",
+    "api key not valid",
+    "not logged in",
+    "permission_denied",
+)
+_RATE_LIMIT = ("429", "rate limit", "rate_limit", "resource_exhausted", "quota")
+_API = (
+    "500",
+    "502",
+    "503",
+    "internal",
+    "unable to connect",
+    "connection",
+    "high demand",
+    "overloaded",
+    "timed out",
+    "stream disconnected",
+    "error sending request",
+    "econnreset",
+    "socket hang up",
+    "fetch failed",
+)
+
+
+def _says(text: str, words: tuple[str, ...]) -> bool:
+    """A status code only as a number of its own (not inside 34015), a word anywhere."""
+    return any(re.search(rf"(?<!\d){w}(?!\d)", text) if w.isdigit() else w in text for w in words)
+
+
 def classify_message(text: str, status: int | None = None) -> str:
     """An error kind from what a CLI said, for the CLIs that only say it in words."""
-    lowered = text.lower()
-    if status in (401, 403) or any(
-        w in lowered
-        for w in (
-            "401",
-            "unauthorized",
-            "authenticat",
-            "invalid_api_key",
-            "api key not valid",
-            "not logged in",
-            "permission_denied",
-        )
-    ):
+    said = _ADDRESS.sub(" ", text.lower())
+    if status in (401, 403) or _says(said, _AUTH):
         return "auth"
-    if status == 429 or any(
-        w in lowered for w in ("429", "rate limit", "rate_limit", "resource_exhausted", "quota")
-    ):
+    if status == 429 or _says(said, _RATE_LIMIT):
         return "rate_limit"
-    if (status is not None and status >= 500) or any(
-        w in lowered
-        for w in (
-            "500",
-            "502",
-            "503",
-            "internal",
-            "unable to connect",
-            "connection",
-            "high demand",
-            "overloaded",
-            "timed out",
-            "stream disconnected",
-            "error sending request",
-            "econnreset",
-            "socket hang up",
-            "fetch failed",
-        )
-    ):
+    if (status is not None and status >= 500) or _says(said, _API):
         return "api"
     return "cli"
 
