@@ -8,6 +8,12 @@ if [ "${CI:-}" = "true" ]; then
   export SUPERVISOR_REQUIRE_REAL_PARTS=1   # under CI a missing real part fails instead of skipping
   bash scripts/setup-scaleout.sh           # PostgreSQL for the shared-state specs (fast when there)
 fi
+# Bytecode is cached even where the environment says not to (PYTHONDONTWRITEBYTECODE, set on
+# this machine): the specs start hundreds of Python processes (the CLI, the proxy, the scripted
+# API, kill drivers, Temporal workers), and each one compiled SQLAlchemy, pydantic and the engine
+# from source, ~1.4 CPU-s apiece (setup installs with uv, which writes no .pyc). The caches land
+# in .venv and in the checkout's __pycache__ folders, which git ignores.
+unset PYTHONDONTWRITEBYTECODE
 # In parallel (pytest-xdist): the end-to-end specs mostly wait on Docker and the CLIs, so three
 # processes fill two cores. A file whose specs share an expensive module fixture, or that must not
 # interleave, is pinned to one process with `pytest.mark.xdist_group` (see tests/conftest.py).
