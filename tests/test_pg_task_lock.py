@@ -184,3 +184,56 @@ def test_a_holder_paused_past_its_lease_that_nobody_took_over_goes_on_writing(
     assert said == "written"
     with Store(tmp_path / "state.db", url=shared_state) as store:
         assert store.events(wf_id)[-1].type == "context_packed"
+
+
+PAUSED_MID_TRANSACTION = """
+import os, signal, sys
+from sqlalchemy import text
+from supervisor.state import leases, postgres
+engine = postgres.make_engine(sys.argv[1])
+leases.acquire(engine, "task:41", 41)
+conn = engine.connect()  # a renewal's transaction, begun and not committed: the row is locked
+conn.execute(text("UPDATE leases SET doing = 'renewing' WHERE name = 'task:41'"))
+print("paused", flush=True)
+os.kill(os.getpid(), signal.SIGSTOP)
+"""
+
+
+def test_a_holder_paused_inside_a_transaction_on_its_lease_does_not_keep_the_task(
+    shared_state: str, tmp_path: Path
+) -> None:
+    """The kernel of a stopped process keeps its database session open for as long as it likes;
+    a transaction the holder had begun keeps its row locks with it, and a taker waiting for
+    them waited forever (a team task stayed `running` with a live worker polling beside it).
+    The server ends such a session after the lease's time to live (at least 5 s)."""
+    import threading
+
+    from supervisor.state import leases, postgres
+
+    with Store(tmp_path / "state.db", url=shared_state):
+        pass  # the schema
+    env = {**os.environ, "SUPERVISOR_LEASE_SECONDS": "2"}
+    holder = subprocess.Popen(
+        [sys.executable, "-c", PAUSED_MID_TRANSACTION, shared_state],
+        stdout=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    engine = postgres.make_engine(shared_state)
+    taken: list[leases.Held] = []
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "paused"
+        time.sleep(2.5)  # past the paused holder's lease
+        taker = threading.Thread(
+            target=lambda: taken.append(leases.acquire(engine, "task:41", 41)), daemon=True
+        )
+        started = time.monotonic()
+        taker.start()
+        taker.join(timeout=60)
+        assert taken, "the taker still waits for the paused holder's row lock after 60 s"
+        assert time.monotonic() - started < 30
+        assert leases.read(engine, "task:41").holder == taken[0].holder  # type: ignore[union-attr]
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+        if taken:
+            taken[0].release()
+        engine.dispose()

@@ -137,6 +137,9 @@ MIGRATIONS_TABLE = (
 )
 
 
+IDLE_IN_TRANSACTION_FLOOR = 5.0  # seconds; a short test lease does not end a loaded writer's
+
+
 def is_postgres(url: str | None) -> bool:
     return bool(url) and str(url).startswith(("postgresql:", "postgresql+"))
 
@@ -166,12 +169,21 @@ def make_engine(url: str, connect_args: dict[str, Any] | None = None) -> Engine:
             "state.url names PostgreSQL but the psycopg driver is not installed.",
             'pip install "psycopg[binary]" (requirements.txt pins it), or unset state.url.',
         ) from e
+    from supervisor.state.leases import ttl
+
+    # A process paused (SIGSTOP) or cut off inside a transaction keeps its session, and the
+    # transaction's row locks, for as long as its kernel answers TCP: a host taking its task
+    # over then waited on the lease row forever. The server ends a session idle inside a
+    # transaction after the lease's time to live; ours are never idle in one (each is a block of
+    # statements, no work between them), so only a silent holder's is ended.
+    idle_ms = round(max(ttl(), IDLE_IN_TRANSACTION_FLOOR) * 1000)
     return create_engine(
         parsed.set(drivername="postgresql+psycopg"),
         pool_pre_ping=True,
         connect_args={
             "connect_timeout": 10,
             "application_name": "supervisor",
+            "options": f"-c idle_in_transaction_session_timeout={idle_ms}",
             **(connect_args or {}),
         },
     )
