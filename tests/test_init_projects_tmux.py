@@ -33,14 +33,16 @@ def test_the_user_confirms_the_projects_and_drops_one(tmp_path: Path) -> None:
         ["env", f"PYTHONPATH={REPO_ROOT}", "sh", "-c", f"{init}; echo EXIT=$?; sleep 3600"], repo
     )
     try:
+        # The heading and the checklist under it are two writes: a screen read between them
+        # holds the heading alone, so the wait is for the checklist's first line.
         asked = wait_for(
-            lambda: "Projects to write" in (s := term.screen()) and s,
+            lambda: "1 [x] admin" in (s := term.screen()) and s,
             FIRST_OUTPUT_SECONDS,
             term.screen,
         )
+        assert "Projects to write" in asked
         assert asked.index("Projects  pnpm") < asked.index("Projects to write")
         assert "depends on types  (apps/web/package.json: dependencies @acme/types" in asked
-        assert "1 [x] admin" in asked
         term.keys("1", "Enter")
         wait_for(lambda: "1 [ ] admin" in term.screen(), 30, term.screen)
         term.keys("Enter")  # the projects
