@@ -130,7 +130,7 @@ if [ "$(cat .venv/.setup-stamp 2>/dev/null)" != "$py_hash" ] || [ ! -x .venv/bin
   # and compiling every module); pip stays the way when uv cannot be had or cannot reach the
   # index (uv reads no pip.conf: a private index or a TLS-intercepting proxy configured for pip).
   if .venv/bin/pip install -q --disable-pip-version-check "uv==$UV_VERSION" >/dev/null 2>&1 \
-    && .venv/bin/uv pip install -q --compile-bytecode --python .venv/bin/python -r requirements.txt \
+    && .venv/bin/uv pip install -q --python .venv/bin/python -r requirements.txt \
     && .venv/bin/uv pip install -q --python .venv/bin/python --no-deps -e .; then
     :
   else
@@ -141,12 +141,17 @@ if [ "$(cat .venv/.setup-stamp 2>/dev/null)" != "$py_hash" ] || [ ! -x .venv/bin
     .venv/bin/pip install -q --disable-pip-version-check --no-deps -e . \
       || die "pip install -e . failed" "see pip's output above"
   fi
+  # Bytecode for what a run imports (uv writes none, and compiling all 4,000 files of the
+  # dependencies costs ~25 CPU-s): where the environment says not to write it
+  # (PYTHONDONTWRITEBYTECODE), every `supervisor` command would otherwise compile SQLAlchemy,
+  # pydantic and the engine from source, ~1.5 CPU-s each.
+  env -u PYTHONDONTWRITEBYTECODE .venv/bin/python -c \
+    'import supervisor.tasks, supervisor.workflow.engine, supervisor.cli.app' 2>/dev/null \
+    || log "could not write bytecode for the dependencies (not needed: it runs without it)"
   echo "$py_hash" > .venv/.setup-stamp
 fi
-# Bytecode is written at install (uv writes none unless asked; pip does) and for the checkout's
-# own package here, because where the environment says not to write it (PYTHONDONTWRITEBYTECODE)
-# every `supervisor` command would otherwise compile SQLAlchemy, pydantic and the engine from
-# source: ~1.5 s of CPU each. compileall skips what is already compiled (~0.2 s).
+# The checkout's own package, whose files change between runs; compileall skips what is
+# compiled (~0.2 s).
 .venv/bin/python -m compileall -q supervisor >/dev/null \
   || log "could not write bytecode for supervisor/ (not needed: it runs without it)"
 done_step "Python environment ready"
