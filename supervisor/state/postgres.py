@@ -169,24 +169,34 @@ def make_engine(url: str, connect_args: dict[str, Any] | None = None) -> Engine:
             "state.url names PostgreSQL but the psycopg driver is not installed.",
             'pip install "psycopg[binary]" (requirements.txt pins it), or unset state.url.',
         ) from e
+    from sqlalchemy import event
+
     from supervisor.state.leases import ttl
 
-    # A process paused (SIGSTOP) or cut off inside a transaction keeps its session, and the
-    # transaction's row locks, for as long as its kernel answers TCP: a host taking its task
-    # over then waited on the lease row forever. The server ends a session idle inside a
-    # transaction after the lease's time to live; ours are never idle in one (each is a block of
-    # statements, no work between them), so only a silent holder's is ended.
-    idle_ms = round(max(ttl(), IDLE_IN_TRANSACTION_FLOOR) * 1000)
-    return create_engine(
+    engine = create_engine(
         parsed.set(drivername="postgresql+psycopg"),
         pool_pre_ping=True,
         connect_args={
             "connect_timeout": 10,
             "application_name": "supervisor",
-            "options": f"-c idle_in_transaction_session_timeout={idle_ms}",
             **(connect_args or {}),
         },
     )
+    # A process paused (SIGSTOP) or cut off inside a transaction keeps its session, and the
+    # transaction's row locks, for as long as its kernel answers TCP: a host taking its task
+    # over then waited on the lease row forever. The server ends a session idle inside a
+    # transaction after the lease's time to live; ours are never idle in one (each is a block of
+    # statements, no work between them), so only a silent holder's is ended. Set per connection,
+    # not as a startup option, which connection poolers such as PgBouncer refuse.
+    idle_ms = round(max(ttl(), IDLE_IN_TRANSACTION_FLOOR) * 1000)
+
+    @event.listens_for(engine, "connect")
+    def _bounded_idle(dbapi_connection: Any, _record: Any) -> None:
+        with dbapi_connection.cursor() as cursor:
+            cursor.execute(f"SET idle_in_transaction_session_timeout = {idle_ms}")
+        dbapi_connection.commit()
+
+    return engine
 
 
 def describe(url: str) -> str:
