@@ -86,7 +86,7 @@ def test_a_gate_container_has_no_network_at_all(sandbox: DockerSandbox, tmp_path
 def test_a_gate_container_has_a_network_namespace_of_its_own_with_only_loopback(
     sandbox: DockerSandbox, tmp_path: Path
 ) -> None:
-    # Network mode none, not networking disabled: Docker still writes /etc/hosts (localhost).
+    # Docker's networking is disabled for it (no network-key hook): the namespace must stay.
     script = "readlink /proc/self/ns/net; tail -n +3 /proc/net/dev | cut -d: -f1"
     result = sandbox.run(RunSpec(argv=["sh", "-c", script], worktree=tmp_path))
     assert result.exit_code == 0, result.stderr
@@ -94,6 +94,30 @@ def test_a_gate_container_has_a_network_namespace_of_its_own_with_only_loopback(
     assert namespace.startswith("net:[")
     assert namespace != str(Path("/proc/self/ns/net").readlink())
     assert interfaces == ["lo"]
+
+
+LOCALHOST_ROUND_TRIP = """
+import socket
+for family in (socket.AF_INET, socket.AF_INET6):
+    server = socket.create_server(("localhost", 0), family=family)
+    client = socket.create_connection(("localhost", server.getsockname()[1]), timeout=5)
+    server.accept()[0].sendall(b"ok")
+    print(family.name, client.recv(2).decode())
+"""
+
+
+def test_a_gate_container_resolves_localhost_and_reaches_itself_on_it(
+    sandbox: DockerSandbox, tmp_path: Path
+) -> None:
+    # A test suite that starts a server on `localhost` (vitest, jest, pytest fixtures) must pass
+    # in a gate, over IPv4 and IPv6, although Docker writes no /etc/hosts without networking.
+    result = sandbox.run(
+        RunSpec(
+            argv=["python3", "-c", LOCALHOST_ROUND_TRIP], worktree=tmp_path, writable_layer=True
+        )
+    )
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.split("\n")[:2] == ["AF_INET ok", "AF_INET6 ok"]
 
 
 def test_a_worker_reaches_its_model_api_and_nothing_else(
