@@ -25,12 +25,11 @@ from __future__ import annotations
 import json
 import os
 import random
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
+import kill_fork
 import kill_real
 import pytest
 from e2e_support import require_sandbox
@@ -83,25 +82,18 @@ def drive(
 ) -> bool:
     """Run the driver; True when it was killed before it finished (after `kill_after` seconds,
     or by itself at the fault-injection point `kill_at`, see supervisor.faults)."""
-    proc = subprocess.Popen(
-        [sys.executable, str(DRIVER), str(repo), str(log), what],
-        env={**os.environ, "SUPERVISOR_KILL_AT": kill_at, "SUPERVISOR_KILL_PLAN": plan},
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        _, err = proc.communicate(timeout=kill_after if kill_after is not None else 300)
-    except subprocess.TimeoutExpired:
-        if kill_after is None:
-            raise
+    output = log.with_name(f"{log.name}.{what}.out")
+    env = {**os.environ, "SUPERVISOR_KILL_AT": kill_at, "SUPERVISOR_KILL_PLAN": plan}
+    proc = kill_fork.start([str(DRIVER), str(repo), str(log), what], env, output)
+    proc.join(kill_after if kill_after is not None else 300)
+    if proc.exitcode is None:
         proc.kill()
-        proc.communicate()
+        proc.join()
+        assert kill_after is not None, f"the driver ran past 300 s: {output.read_text()[-3000:]}"
         return True
-    if kill_at and proc.returncode == -9:
+    if kill_at and proc.exitcode == -9:
         return True
-    assert kill_after is not None or proc.returncode == 0, err[-3000:]
+    assert kill_after is not None or proc.exitcode == 0, output.read_text()[-3000:]
     return False
 
 
