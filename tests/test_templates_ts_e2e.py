@@ -4,11 +4,12 @@ The pnpm/vitest fixture (tests/fixtures/ts_vitest) with `clamp` broken, set up a
 `init` detects it, builds its project image from the lock file (pnpm, offline afterwards) and
 keeps the gates that pass on the untouched project (`pnpm test`, `pnpm run typecheck`); the
 templates' `lint` step runs the compiler. Scripted workers (the implementer fixes clamp, the tech
-lead adds a type, the test engineer a vitest test, every reviewer approves) drive the real
-`claude` binary in the real sandbox. Whatever the template's steps, the project's own default
-test command (`pnpm test`, i.e. `vitest run --typecheck`) passes on the final branch tip, run
-offline in the project's image, and the branch holds one commit, of a tree that passed every
-gate. Each template's wall time is printed (run with `-s` to see it)."""
+lead adds a type, the test engineer a vitest test, every reviewer approves) drive the real CLI
+of the pipeline specs (e2e_support.CLI: which CLI runs is not what these specify) in the real
+sandbox. Whatever the template's steps, the project's own default test command (`pnpm test`,
+i.e. `vitest run --typecheck`) passes on the final branch tip, run offline in the project's
+image, and the branch holds one commit, of a tree that passed every gate. Each template's wall
+time is printed (run with `-s` to see it)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import pytest
 import run_once
 from e2e_support import (
+    API_PATH,
+    CLI,
     IMAGE,
     planner,
     remove_project_image,
@@ -225,7 +228,8 @@ def test_every_template_delivers_the_fix_on_the_typescript_project(
     server = serve(*workers())
     config = repo / ".supervisor" / "config.yaml"
     text = config.read_text().replace("gates:\n", "gates:\n  lint: pnpm run typecheck\n", 1)
-    text += f"clis:\n  claude: {{base_url: '{server.url}'}}\n"
+    url = server.url + API_PATH.get(CLI, "")
+    text = f"cli: {CLI}\n{text}clis:\n  {CLI}: {{base_url: '{url}'}}\n"
     config.write_text(text + f"workflow: {{template: {template}}}\n")
     trust(repo)
     image, test_command = project.image, project.test_command
