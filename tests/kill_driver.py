@@ -9,8 +9,9 @@ appends its step's name to <log> (flushed to disk before the answer goes back), 
 spec counts the invocations a kill cost.
 
 It starts as the `supervisor` command does (supervisor/cli/entry.py: the cyclic collector's
-threshold raised before the package is imported), so the spec's dozen processes per seed set
-pay the command's start-up, not more.
+threshold raised before the package is imported). The spec forks each run from a process that
+has already loaded the package (tests/kill_fork.py), so its dozen runs per seed set do not pay
+the same imports each time; run as a script, it pays them itself.
 """
 
 from __future__ import annotations
