@@ -64,16 +64,30 @@ hook attacks), and the demo and the wheel's spec run the default, claude.
 API_PATH = {"codex": "/v1"}  # where each CLI finds its model API on the scripted server
 
 
+def pointed_at(config: str, base_url: str, cli: str = CLI) -> str:
+    """A project config (`config`, with no `cli:` or `clis:` of its own) whose roles run `cli`
+    against the scripted API at `base_url`."""
+    url = base_url + API_PATH.get(cli, "")
+    return f"cli: {cli}\n{config}clis:\n  {cli}: {{base_url: '{url}'}}\n"
+
+
+def write_config(repo: Path, base_url: str, cli: str = CLI) -> None:
+    """The demo's project config (supervisor.demo), its roles run by `cli` against the scripted
+    API at `base_url`; the `clis` mapping stays last, for what a spec appends to it."""
+    write_project_config(repo, base_url)
+    if cli != "claude":  # the demo's default
+        config = repo / ".supervisor" / "config.yaml"
+        url = base_url + API_PATH.get(cli, "")
+        config.write_text(f"cli: {cli}\n{config.read_text()}  {cli}:\n    base_url: {url}\n")
+        trust(repo)
+
+
 def new_repo(tmp_path: Path, base_url: str, extra_config: str = "", cli: str = CLI) -> Path:
     """A demo repository whose config points the CLIs at the scripted API (`cli` runs the roles
     that name none), trusted by the test's own user directory (as the user would with
     `supervisor trust`)."""
     repo = make_demo_repo(tmp_path / "repo")
-    write_project_config(repo, base_url)
-    if cli != "claude":  # first the default CLI, and the clis mapping stays last for extra_config
-        config = repo / ".supervisor" / "config.yaml"
-        url = base_url + API_PATH.get(cli, "")
-        config.write_text(f"cli: {cli}\n{config.read_text()}  {cli}:\n    base_url: {url}\n")
+    write_config(repo, base_url, cli)
     if extra_config:
         with (repo / ".supervisor" / "config.yaml").open("a") as handle:
             handle.write(extra_config)

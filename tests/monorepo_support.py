@@ -9,7 +9,7 @@ import subprocess
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from e2e_support import remove_project_images
+from e2e_support import pointed_at, remove_project_images
 
 from supervisor import image_commands, tasks
 from supervisor.demo import fenced
@@ -116,10 +116,11 @@ def built_workspace(root: Path, fixture: Path, config: str) -> Iterator[tuple[Pa
 
 
 def fresh(repo: Path, pristine: Path, base_url: str) -> Path:
-    """The pristine repository back at `repo`, its claude pointed at the scripted API."""
+    """The pristine repository back at `repo`, its roles run by the pipeline specs' CLI
+    (e2e_support.CLI) against the scripted API."""
     shutil.rmtree(repo, ignore_errors=True)
     shutil.copytree(pristine, repo, symlinks=True)
     config = repo / ".supervisor" / "config.yaml"
-    config.write_text(config.read_text() + f"clis:\n  claude: {{base_url: '{base_url}'}}\n")
+    config.write_text(pointed_at(config.read_text(), base_url))
     trust(repo)
     return repo

@@ -4,7 +4,7 @@ The attack seen on unjs/pkg-types: a worker that only adds a `vite.config.ts` wi
 `test: {include: ["nothing/**"], passWithNoTests: true}` (vitest reads it when there is no
 `vitest.config.*`) got "No test files found", exit 0, and the task completed without the fix. On
 the pnpm/vitest fixture (tests/fixtures/ts_vitest, clamp broken) the same file is refused as a
-protected path, through the real `claude` binary in the real sandbox; and were it to slip
+protected path, through a real CLI (e2e_support.CLI) in the real sandbox; and were it to slip
 through, the gate's own count (0 tests where the base ran 2) would fail it.
 """
 
@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_support import require_sandbox, reviewer, run_to_the_end, write_workflow, writes
+from e2e_support import (
+    pointed_at,
+    require_sandbox,
+    reviewer,
+    run_to_the_end,
+    write_workflow,
+    writes,
+)
 from test_templates_ts_e2e import (  # the image, built once per run by `init`
     FIXED,
     GROUP_B,
@@ -85,7 +92,7 @@ def test_a_vite_config_that_includes_nothing_is_refused_and_the_fix_is_committed
         {**reviewer(), "repeat": True},
     )
     config = repo / ".supervisor" / "config.yaml"
-    config.write_text(config.read_text() + f"clis:\n  claude: {{base_url: '{server.url}'}}\n")
+    config.write_text(pointed_at(config.read_text(), server.url))
     write_workflow(repo, WORKFLOW)
     trust(repo)
 

@@ -1,10 +1,10 @@
-"""A monorepo's projects on real parts: a uv workspace of a shared types package and two apps,
-each project with its own gate run from its own directory, one real `claude` per component in
-the real sandbox, real git. A change to the shared types is gated by the apps that build on
-them, and the app it breaks is named to the worker; a change to one app runs that app's gate and
-no other project's (the task's own gate step, after the components, runs every project once); a
-worker writing into another project is refused; a plan naming an unknown project goes back to its
-planner; projects that depend on each other in a cycle stop the task before anything runs."""
+"""A monorepo's projects on real parts: a uv workspace of a shared types package and two apps, each
+project with its own gate run from its own directory, one real CLI per component (e2e_support.CLI)
+in the real sandbox, real git. A change to the shared types is gated by the apps that build on them,
+and the app it breaks is named to the worker; a change to one app runs that app's gate and no other
+project's (the task's own gate step, after the components, runs every project once); a worker
+writing into another project is refused; a plan naming an unknown project goes back to its planner;
+projects that depend on each other in a cycle stop the task before anything runs."""
 
 from __future__ import annotations
 

@@ -1,11 +1,10 @@
 """A Go workspace on real parts: `go.work` over a shared `types` module and two consumer modules
-that `replace` it with its path (tests/fixtures/go_workspace), each project gated by its own
-`go vet` and `go test` from its own directory, in the project image `supervisor sandbox init`
-writes for a Go workspace (Go from Debian, every module downloaded at build time, the gates
-offline), built once for the file. One real `claude` per component in the real sandbox, real
-git. A change to the shared module that breaks a consumer's build is caught by that consumer's
-gate and never lands on the task branch; a change to one consumer runs its gate and no other
-module's."""
+that `replace` it with its path (tests/fixtures/go_workspace), each project gated by its own `go
+vet` and `go test` from its own directory, in the project image `supervisor sandbox init` writes for
+a Go workspace (Go from Debian, every module downloaded at build time, the gates offline), built
+once for the file. One real CLI per component (e2e_support.CLI) in the real sandbox, real git. A
+change to the shared module that breaks a consumer's build is caught by that consumer's gate and
+never lands on the task branch; a change to one consumer runs its gate and no other module's."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """A pnpm workspace on real parts: a shared TypeScript types package and two apps built on it
-(tests/fixtures/pnpm_workspace, with its real pnpm lock file), each project gated by its own
-`tsc` and vitest from its own directory, in the project image built once from the lock file
-(pnpm from npm, with network; every gate offline). One real `claude` per component in the real
+(tests/fixtures/pnpm_workspace, with its real pnpm lock file), each project gated by its own `tsc`
+and vitest from its own directory, in the project image built once from the lock file (pnpm from
+npm, with network; every gate offline). One real CLI per component (e2e_support.CLI) in the real
 sandbox, real git. A change to the shared types that breaks the apps is caught by the apps' own
 gates and never lands on the task branch; a change to one app runs that app's gate and no other
 project's, whatever a worker writes into the configuration in its worktree."""

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from e2e_support import remove_project_images, require_sandbox
+from e2e_support import pointed_at, remove_project_images, require_sandbox
 
 from supervisor import image_commands, tasks
 from supervisor.config import Limits
@@ -334,8 +334,9 @@ def test_a_task_on_the_setup_py_package_lands_only_the_gated_fix(
             _slugger_worker(upstream, "FEEDBACK FROM THE PREVIOUS ATTEMPT"),
             {**reviewer(), "repeat": True},
         )
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
-        config.write_text(before + f"clis:\n  claude: {{base_url: '{server.url}'}}\n")
+        for key in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY"):
+            monkeypatch.setenv(key, "test-key")
+        config.write_text(pointed_at(before, server.url))
         trust(repo)
         assert configured_gates(repo) == {"test": "python3 -m pytest -q"}  # found, not assumed
 

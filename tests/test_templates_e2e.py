@@ -1,10 +1,11 @@
 """Every shipped workflow template, end to end on real parts, delivers the implementation.
 
 The same broken Python project (multiply adds), the same scripted workers (the implementer fixes
-multiply, a test engineer adds a test, every reviewer approves), the real `claude` binary in the
-real sandbox: whatever the template's steps, the project's own tests pass on the final branch
-tip, checked out by real git and run by a real Python, and the branch holds one commit, of a tree
-that passed every gate. Each template's wall time is printed (run with `-s` to see it)."""
+multiply, a test engineer adds a test, every reviewer approves), the real CLI of the pipeline
+specs (e2e_support.CLI: which CLI runs is not what these specify) in the real sandbox: whatever
+the template's steps, the project's own tests pass on the final branch tip, checked out by real
+git and run by a real Python, and the branch holds one commit, of a tree that passed every gate.
+Each template's wall time is printed (run with `-s` to see it)."""
 
 from __future__ import annotations
 
@@ -23,11 +24,12 @@ from e2e_support import (
     require_sandbox,
     reviewer,
     run_to_the_end,
+    write_config,
     writes,
 )
 
 from supervisor import tasks
-from supervisor.demo import PLAN, fenced, make_demo_repo, write_project_config
+from supervisor.demo import PLAN, fenced, make_demo_repo
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -102,7 +104,7 @@ def test_every_template_delivers_the_fix_on_the_task_branch(
     server = serve(*workers())
     repo = tmp_path / "repo"
     shutil.copytree(broken_project, repo)
-    write_project_config(repo, server.url)
+    write_config(repo, server.url)
     with (repo / ".supervisor" / "config.yaml").open("a") as handle:
         handle.write(GATES + f"workflow: {{template: {template}}}\n")
     assert project_tests_on(repo, "main", tmp_path / "before").returncode != 0
