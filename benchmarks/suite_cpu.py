@@ -4,6 +4,7 @@ of it (a CLI's start-up, our own Python, Docker) is the cost.
 
     sudo .venv/bin/python benchmarks/suite_cpu.py -- bash scripts/test.sh tests/test_x.py
     .venv/bin/python benchmarks/suite_cpu.py --read FILE     # a file written by `accton FILE`
+                                                             # or kept by `--keep FILE`
 
 It turns on the kernel's process accounting (acct(2), root only; it replaces any accounting file
 already on) into a temporary file, runs the command, turns it off, and sums each ended process's
@@ -19,6 +20,7 @@ import argparse
 import collections
 import ctypes
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -104,6 +106,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--read", type=Path, help="an accounting file written elsewhere")
     parser.add_argument("--top", type=int, default=20)
+    parser.add_argument("--keep", type=Path, help="keep the accounting file here, to read again")
     parser.add_argument("command", nargs="*")
     args = parser.parse_args()
     if args.read:
@@ -127,6 +130,8 @@ def main() -> None:
         machine = (stat_after[0] - stat[0], stat_after[1] - stat[1])
         print(f"\nexit {code}, wall {wall:.1f} s, load {os.getloadavg()}")
         report(read(path), daemons, args.top, machine)
+        if args.keep:
+            shutil.copyfile(path, args.keep)
     sys.exit(code)
 
 
