@@ -189,7 +189,7 @@ def redact_value(value: Any) -> tuple[Any, dict[str, int]]:
 
     def walk(item: Any) -> Any:
         if isinstance(item, str):
-            clean, found = redact(item)
+            clean, found = _redact_short(item) if len(item) <= SHORT else redact(item)
             counts.update(found)
             return clean
         if isinstance(item, dict):
@@ -199,6 +199,17 @@ def redact_value(value: Any) -> tuple[Any, dict[str, int]]:
         return item
 
     return walk(value), dict(counts)
+
+
+SHORT = 4096
+"""Strings this long or shorter are redacted once per process: a workflow's context is stored
+whole at every transition (the plan, each step's result), so the same strings came through
+every pattern again at every step."""
+
+
+@functools.lru_cache(maxsize=4096)
+def _redact_short(text: str) -> tuple[str, dict[str, int]]:
+    return redact(text)
 
 
 @functools.cache

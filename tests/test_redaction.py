@@ -306,6 +306,18 @@ def test_redact_value_cleans_every_string_of_a_payload() -> None:
     assert counts == {"gitlab_token": 2}
 
 
+def test_a_value_stored_again_is_redacted_and_counted_again() -> None:
+    """A workflow's context is stored at every transition: the same strings, every time."""
+    _, line, secret = SAMPLES["gitlab"]
+    long_line = line + "\n" + "x" * 5000  # past the strings redacted once per process
+    payload = {"plan": line, "log": long_line, "same": [line, line]}
+    for _ in range(3):
+        clean, counts = redact_value(payload)
+        assert secret not in repr(clean)
+        assert clean["plan"] == redact(line)[0] and clean["log"] == redact(long_line)[0]
+        assert counts == {"gitlab_token": 4}
+
+
 @pytest.mark.parametrize(
     "text",
     [
