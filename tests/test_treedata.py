@@ -15,9 +15,9 @@ import pytest
 
 from supervisor.context import packer
 from supervisor.context.assemble import DirFiles
-from supervisor.errors import CandidateRefusedError, SandboxError
+from supervisor.errors import CandidateRefusedError, GitError, SandboxError
 from supervisor.project.project_image import dependency_files
-from supervisor.workspace.treedata import CommitFiles, SnapshotLimits, escapes
+from supervisor.workspace.treedata import CommitFiles, Entry, SnapshotLimits, escapes, list_tree
 from supervisor.workspace.worktrees import Workspace
 
 if TYPE_CHECKING:
@@ -294,3 +294,69 @@ def test_a_directory_chain_deeper_than_path_max_in_a_full_worktree_is_no_crash(
     sha = ws.snapshot(tree, "deep")
     assert sha is not None and git(repo, "show", f"{sha}:new.py") == "x = 1\n"
     ws.remove_worktree(tree)
+
+
+def test_a_commits_listing_is_the_callers_own_and_a_branch_is_listed_as_it_is_now(
+    repo: Path, ws: Workspace
+) -> None:
+    """A commit named by its object name is listed once per process; what one caller does with
+    its listing never reaches another's, and a ref is read afresh each time."""
+    first = git(repo, "rev-parse", "HEAD").strip()
+    listing = list_tree(ws.git_dir, first)
+    listing["planted.py"] = Entry("100644", "0" * 40)
+    del listing["app.py"]
+    again = list_tree(ws.git_dir, first)
+    assert "planted.py" not in again and "app.py" in again
+    assert ws.tree_hash(first) == git(repo, "rev-parse", f"{first}^{{tree}}").strip()
+
+    (repo / "new.py").write_text("x = 1\n")
+    git(repo, "add", "new.py")
+    git(repo, "commit", "-q", "-m", "second")
+    second = git(repo, "rev-parse", "HEAD").strip()
+    assert (
+        "new.py" in list_tree(ws.git_dir, "main")
+        and "new.py" in CommitFiles(ws.git_dir, "main").files()
+    )
+    assert "new.py" not in list_tree(ws.git_dir, first)
+    assert ws.tree_hash("main") == ws.tree_hash(second) != ws.tree_hash(first)
+
+
+def test_questions_about_two_commits_are_answered_as_git_does_and_an_error_is_never_kept(
+    repo: Path, ws: Workspace
+) -> None:
+    first = git(repo, "rev-parse", "HEAD").strip()
+    (repo / "app.py").write_text("print('v2')\n")
+    git(repo, "commit", "-qam", "second")
+    second = git(repo, "rev-parse", "HEAD").strip()
+    for _ in range(2):
+        assert ws.changed_files(first, second) == ["app.py"]
+        assert ws.diff(first, second) == git(
+            repo, "diff", "--no-color", "--stat", "--patch", first, second
+        )
+        assert ws.is_ancestor(first, second) and not ws.is_ancestor(second, first)
+
+    # A commit this repository does not have yet: an error each time, then the answer.
+    other = repo.parent / "other"
+    git(repo, "worktree", "add", "-q", "--detach", str(other), first)
+    (other / "extra.py").write_text("y = 2\n")
+    git(other, "add", "extra.py")
+    tree = git(other, "write-tree").strip()
+    body = f"tree {tree}\nparent {first}\nauthor t <t@t> 0 +0000\ncommitter t <t@t> 0 +0000\n\nx\n"
+    third = hash_commit(repo, body, write=False)
+    for _ in range(2):
+        with pytest.raises(GitError):
+            ws.changed_files(first, third)
+        assert not ws.is_ancestor(first, third)
+    assert hash_commit(repo, body, write=True) == third
+    assert ws.changed_files(first, third) == ["extra.py"] and ws.is_ancestor(first, third)
+
+
+def hash_commit(repo: Path, body: str, write: bool) -> str:
+    flags = ["-w"] if write else []
+    return subprocess.run(
+        ["git", "-C", str(repo), "hash-object", *flags, "-t", "commit", "--stdin"],
+        input=body,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()

@@ -4,6 +4,8 @@ a GitError naming the command. `find_repo_root` is where every command finds its
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from pathlib import Path
 
 from supervisor import process
@@ -30,6 +32,36 @@ def _git(cwd: Path, *args: str, check: bool = True, timeout: float = 120) -> pro
             "Check the repository's state with `git status`; nothing was changed by the failed "
             "command.",
         ) from e
+
+
+def immutable(*revisions: str) -> bool:
+    """Whether every revision is a full object name: what git answers about them never changes,
+    so it is asked once per process (`_git_once`)."""
+    return all(treedata.OBJECT_NAME.fullmatch(r) for r in revisions)
+
+
+_ONCE: OrderedDict[tuple[Path, tuple[str, ...]], process.Completed] = OrderedDict()
+_ONCE_SIZE = 256
+_ONCE_MAX_BYTES = 1 << 20  # a larger answer (a huge diff) is asked again
+_ONCE_LOCK = threading.Lock()
+
+
+def _git_once(cwd: Path, *args: str, answers: tuple[int, ...] = (0,)) -> process.Completed:
+    """`_git` for a question about immutable objects only (`immutable`): a step asks the same
+    ones several times (its diff for the prompt, for its pack, for its checks). Only an exit
+    code among `answers` is kept: an error (a missing object, a lock) is asked again."""
+    key = (cwd, args)
+    with _ONCE_LOCK:
+        if key in _ONCE:
+            _ONCE.move_to_end(key)
+            return _ONCE[key]
+    done = _git(cwd, *args, check=False)
+    if done.returncode in answers and len(done.stdout) <= _ONCE_MAX_BYTES:
+        with _ONCE_LOCK:
+            _ONCE[key] = done
+            while len(_ONCE) > _ONCE_SIZE:
+                _ONCE.popitem(last=False)
+    return done
 
 
 def find_repo_root(path: Path) -> Path:

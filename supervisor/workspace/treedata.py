@@ -13,7 +13,9 @@ repository's git dir with hooks, fsmonitor and the untracked cache off.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -87,8 +89,26 @@ def git_bytes(
     return proc.stdout
 
 
+OBJECT_NAME = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+"""A full object name (SHA-1 or SHA-256): it names the same content for as long as it exists,
+unlike a ref or an abbreviation."""
+
+
 def list_tree(git_dir: Path, commit: str) -> dict[str, Entry]:
-    """Every entry of `commit`'s tree, recursively: path -> (mode, sha)."""
+    """Every entry of `commit`'s tree, recursively: path -> (mode, sha). A commit named by its
+    full object name is listed once per process (a step lists its base several times: its
+    files, its view, its pack, its gate's checks); a ref is listed every time."""
+    if OBJECT_NAME.fullmatch(commit):
+        return dict(_listed(str(git_dir), commit))
+    return _list_tree(git_dir, commit)
+
+
+@functools.lru_cache(maxsize=32)
+def _listed(git_dir: str, commit: str) -> dict[str, Entry]:
+    return _list_tree(Path(git_dir), commit)
+
+
+def _list_tree(git_dir: Path, commit: str) -> dict[str, Entry]:
     out = git_bytes(git_dir, "ls-tree", "-r", "-z", "--full-tree", commit)
     entries: dict[str, Entry] = {}
     for record in out.split(b"\0"):

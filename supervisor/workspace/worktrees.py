@@ -13,6 +13,7 @@ cache off.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import re
@@ -30,7 +31,7 @@ from supervisor.errors import (
 )
 from supervisor.state.locks import critical_section
 from supervisor.workspace import overlay, overlay_tree, treedata
-from supervisor.workspace.host_git import IDENTITY, _git
+from supervisor.workspace.host_git import IDENTITY, _git, _git_once, immutable
 from supervisor.workspace.host_git import STATE_DIR as STATE_DIR
 from supervisor.workspace.host_git import find_repo_root as find_repo_root
 from supervisor.workspace.worktree_deletion import _delete_in_background, _delete_tree
@@ -103,24 +104,36 @@ class Workspace:
         ).stdout.strip()
 
     def is_ancestor(self, a: str, b: str) -> bool:
-        return _git(self.repo, "merge-base", "--is-ancestor", a, b, check=False).returncode == 0
+        args = ("merge-base", "--is-ancestor", a, b)
+        if immutable(a, b):
+            return _git_once(self.repo, *args, answers=(0, 1)).returncode == 0
+        return _git(self.repo, *args, check=False).returncode == 0
 
     def merge_base(self, a: str, b: str) -> str | None:
         out = _git(self.repo, "merge-base", a, b, check=False)
         return (out.stdout.strip() or None) if out.returncode == 0 else None
 
     def changed_files(self, base: str, head: str) -> list[str]:
-        out = _git(self.repo, "diff", "--name-only", "--no-renames", base, head).stdout
+        out = self._between(base, head, "diff", "--name-only", "--no-renames", base, head)
         return sorted(line for line in out.splitlines() if line)
 
     def diff(
         self, base: str, head: str, max_bytes: int = 200_000, paths: list[str] | None = None
     ) -> str:
         only = ["--", *paths] if paths else []
-        text = _git(self.repo, "diff", "--no-color", "--stat", "--patch", base, head, *only).stdout
+        args = ("diff", "--no-color", "--stat", "--patch", base, head, *only)
+        text = self._between(base, head, *args)
         if len(text) > max_bytes:
             return text[:max_bytes] + f"\n[... diff truncated at {max_bytes} bytes ...]\n"
         return text
+
+    def _between(self, base: str, head: str, *args: str) -> str:
+        """git's answer about two commits; asked once per process when both are object names."""
+        if immutable(base, head):
+            done = _git_once(self.repo, *args)
+            if done.returncode == 0:
+                return done.stdout
+        return _git(self.repo, *args).stdout  # a ref, or the error named
 
     def log(self, base: str, head: str, limit: int = 50) -> list[str]:
         out = _git(self.repo, "log", "--oneline", f"-{limit}", f"{base}..{head}").stdout
@@ -207,6 +220,8 @@ class Workspace:
         return [line for line in out.splitlines() if (self.repo / line).is_file()]
 
     def tree_hash(self, commit: str) -> str:
+        if treedata.OBJECT_NAME.fullmatch(commit):  # a commit's tree never changes
+            return _tree_of(str(self.repo), commit)
         return _git(self.repo, "rev-parse", f"{commit}^{{tree}}").stdout.strip()
 
     @staticmethod
@@ -506,3 +521,8 @@ def _paths_in_status_entry(entry: str) -> list[str]:
     if entry.startswith("2 "):
         return [entry.split(" ", 9)[-1]]
     return []
+
+
+@functools.lru_cache(maxsize=1024)
+def _tree_of(repo: str, commit: str) -> str:
+    return _git(Path(repo), "rev-parse", f"{commit}^{{tree}}").stdout.strip()
