@@ -17,7 +17,14 @@ from supervisor.context import packer
 from supervisor.context.assemble import DirFiles
 from supervisor.errors import CandidateRefusedError, GitError, SandboxError
 from supervisor.project.project_image import dependency_files
-from supervisor.workspace.treedata import CommitFiles, Entry, SnapshotLimits, escapes, list_tree
+from supervisor.workspace.treedata import (
+    CommitFiles,
+    Entry,
+    SnapshotLimits,
+    escapes,
+    list_tree,
+    read_blobs,
+)
 from supervisor.workspace.worktrees import Workspace
 
 if TYPE_CHECKING:
@@ -360,3 +367,18 @@ def hash_commit(repo: Path, body: str, write: bool) -> str:
         text=True,
         check=True,
     ).stdout.strip()
+
+
+def test_blobs_read_again_are_the_same_and_a_missing_one_is_an_error_every_time(
+    repo: Path, ws: Workspace
+) -> None:
+    app = git(repo, "rev-parse", "HEAD:app.py").strip()
+    guide = git(repo, "rev-parse", "HEAD:docs/guide.md").strip()
+    assert read_blobs(ws.git_dir, [app]) == {app: b"print('v1')\n"}
+    both = read_blobs(ws.git_dir, [guide, app, guide])
+    assert both == {guide: b"guide\n", app: b"print('v1')\n"}
+    absent = "".join(reversed(app))
+    for _ in range(2):
+        with pytest.raises(GitError, match="missing"):
+            read_blobs(ws.git_dir, [app, absent])
+    assert read_blobs(ws.git_dir, []) == {}

@@ -20,6 +20,8 @@ import shutil
 import stat
 import subprocess
 import tempfile
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -121,14 +123,17 @@ def _list_tree(git_dir: Path, commit: str) -> dict[str, Entry]:
 
 
 def read_blobs(git_dir: Path, shas: list[str]) -> dict[str, bytes]:
-    """The contents of blobs, by sha, in one `cat-file --batch`."""
+    """The contents of blobs, by sha: those read before in this process from memory (a step
+    reads its base's files for its worktree, its pack and its checks), the rest in one
+    `cat-file --batch`."""
     wanted = list(dict.fromkeys(shas))
-    if not wanted:
-        return {}
-    out = git_bytes(git_dir, "cat-file", "--batch", input_bytes="\n".join(wanted).encode() + b"\n")
-    blobs: dict[str, bytes] = {}
+    blobs = _BLOBS.take(wanted)
+    missing = [sha for sha in wanted if sha not in blobs]
+    if not missing:
+        return blobs
+    out = git_bytes(git_dir, "cat-file", "--batch", input_bytes="\n".join(missing).encode() + b"\n")
     pos = 0
-    for sha in wanted:
+    for sha in missing:
         end = out.index(b"\n", pos)
         header = out[pos:end].decode().split(" ")
         if len(header) != 3:
@@ -136,7 +141,45 @@ def read_blobs(git_dir: Path, shas: list[str]) -> dict[str, bytes]:
         size = int(header[2])
         blobs[sha] = out[end + 1 : end + 1 + size]
         pos = end + 1 + size + 1
+    _BLOBS.keep({sha: blobs[sha] for sha in missing})
     return blobs
+
+
+class _Blobs:
+    """Blobs by full object name, the most recently used up to BUDGET bytes: an object name
+    names its content, in any repository."""
+
+    BUDGET = 64 << 20
+    LARGEST = 1 << 20
+
+    def __init__(self) -> None:
+        self._kept: OrderedDict[str, bytes] = OrderedDict()
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def take(self, shas: list[str]) -> dict[str, bytes]:
+        found: dict[str, bytes] = {}
+        with self._lock:
+            for sha in shas:
+                data = self._kept.get(sha)
+                if data is not None:
+                    self._kept.move_to_end(sha)
+                    found[sha] = data
+        return found
+
+    def keep(self, blobs: dict[str, bytes]) -> None:
+        with self._lock:
+            for sha, data in blobs.items():
+                if len(data) > self.LARGEST or not OBJECT_NAME.fullmatch(sha) or sha in self._kept:
+                    continue
+                self._kept[sha] = data
+                self._size += len(data)
+            while self._size > self.BUDGET:
+                _, dropped = self._kept.popitem(last=False)
+                self._size -= len(dropped)
+
+
+_BLOBS = _Blobs()
 
 
 Stamp = tuple[int, int, int]
