@@ -19,7 +19,7 @@ from supervisor.guard import credentials, trust
 from supervisor.state.records import EventSpec, Workflow
 from supervisor.workflow import depth
 from supervisor.workflow.loading import load_workflow, workflow_source
-from supervisor.workspace.worktrees import Workspace, find_repo_root
+from supervisor.workspace.worktrees import Workspace, find_repo_root, locate
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -63,8 +63,8 @@ class Project:
 
 
 def open_project(path: Path, overrides: dict[str, Any] | None = None) -> Project:
-    root = find_repo_root(path)
-    return Project(root, load_settings(root, overrides), Workspace(root))
+    root, git_dir = locate(path)
+    return Project(root, load_settings(root, overrides), Workspace(root, git_dir))
 
 
 def open_sandbox(project: Project, clis: list[str], *, probe_clis: bool = True) -> DockerSandbox:

@@ -9,7 +9,12 @@ from pathlib import Path
 import pytest
 
 from supervisor.errors import GitError, RepoError
-from supervisor.workspace.worktrees import Workspace, find_repo_root, wait_for_deletions
+from supervisor.workspace.worktrees import (
+    Workspace,
+    find_repo_root,
+    locate,
+    wait_for_deletions,
+)
 
 
 def git(repo: Path, *args: str) -> str:
@@ -56,6 +61,18 @@ def test_a_repository_without_commits_is_refused(tmp_path: Path) -> None:
 def test_the_root_is_found_from_a_subdirectory(repo: Path) -> None:
     (repo / "pkg").mkdir()
     assert find_repo_root(repo / "pkg") == repo.resolve()
+    assert locate(repo / "pkg") == (repo.resolve(), (repo / ".git").resolve())
+
+
+def test_a_linked_worktree_is_its_own_root_over_the_repositorys_git_dir(
+    repo: Path, tmp_path: Path
+) -> None:
+    linked = tmp_path / "linked"
+    git(repo, "worktree", "add", "-q", "--detach", str(linked))
+    (linked / "pkg").mkdir()
+    root, git_dir = locate(linked / "pkg")
+    assert (root, git_dir) == (linked.resolve(), (repo / ".git").resolve())
+    assert Workspace(root, git_dir).git_dir == Workspace(root).git_dir
 
 
 def test_creating_the_task_branch_leaves_the_users_checkout_byte_identical(repo: Path) -> None:

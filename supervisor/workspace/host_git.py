@@ -65,20 +65,30 @@ def _git_once(cwd: Path, *args: str, answers: tuple[int, ...] = (0,)) -> process
 
 
 def find_repo_root(path: Path) -> Path:
+    return locate(path)[0]
+
+
+def locate(path: Path) -> tuple[Path, Path]:
+    """The repository `path` is in: its root and its (common) git dir, in one git call; a clear
+    error when it is none, or has no commit to branch from."""
     path = path.resolve()
     if not path.exists():
         raise RepoError(f"{path} does not exist.", "Pass an existing directory with --repo.")
-    result = _git(path, "rev-parse", "--show-toplevel", check=False)
-    if result.returncode != 0:
+    result = _git(
+        path, "rev-parse", "--show-toplevel", "--git-common-dir", "--verify", "-q", "HEAD",
+        check=False,
+    )  # fmt: skip
+    lines = result.stdout.splitlines()
+    if result.returncode not in (0, 1) or len(lines) < 2:
         raise RepoError(
             f"{path} is not a git repository.",
             "Run the command inside a git repository, pass --repo PATH, or create one with "
             "`git init`.",
         )
-    root = Path(result.stdout.strip())
-    if _git(root, "rev-parse", "--verify", "-q", "HEAD", check=False).returncode != 0:
+    root = Path(lines[0])
+    if result.returncode != 0 or len(lines) < 3:
         raise RepoError(
             f"The repository {root} has no commits yet, so there is nothing to branch from.",
             "Make a first commit (git add -A && git commit -m 'Initial commit').",
         )
-    return root
+    return root, (path / lines[1]).resolve()

@@ -34,6 +34,7 @@ from supervisor.workspace import overlay, overlay_tree, treedata
 from supervisor.workspace.host_git import IDENTITY, _git, _git_once, immutable
 from supervisor.workspace.host_git import STATE_DIR as STATE_DIR
 from supervisor.workspace.host_git import find_repo_root as find_repo_root
+from supervisor.workspace.host_git import locate as locate
 from supervisor.workspace.worktree_deletion import _delete_in_background, _delete_tree
 from supervisor.workspace.worktree_deletion import wait_for_deletions as wait_for_deletions
 
@@ -57,13 +58,16 @@ if TYPE_CHECKING:
 
 
 class Workspace:
-    def __init__(self, repo: Path) -> None:
+    def __init__(self, repo: Path, git_dir: Path | None = None) -> None:
+        """`git_dir`: the repository's common git dir when known (host_git.locate)."""
         self.repo = repo
         self.state_dir = repo / STATE_DIR
         self.worktrees_dir = self.state_dir / "worktrees"
         self.trash_dir = self.state_dir / "trash"
-        common = _git(repo, "rev-parse", "--git-common-dir").stdout.strip()
-        self.git_dir = (repo / common).resolve()
+        if git_dir is None:
+            common = _git(repo, "rev-parse", "--git-common-dir").stdout.strip()
+            git_dir = (repo / common).resolve()
+        self.git_dir = git_dir
         self._stamps: dict[str, dict[str, treedata.Stamp]] = {}
         self.overlays: overlay.Overlays | None = None
         self._exclude_state_dir()
