@@ -382,3 +382,25 @@ def test_blobs_read_again_are_the_same_and_a_missing_one_is_an_error_every_time(
         with pytest.raises(GitError, match="missing"):
             read_blobs(ws.git_dir, [app, absent])
     assert read_blobs(ws.git_dir, []) == {}
+
+
+def test_attack_a_tree_naming_a_blob_only_another_repository_has_gets_no_content(
+    repo: Path, ws: Workspace, tmp_path: Path
+) -> None:
+    """One process, two repositories (a team worker): a blob read from the first is never
+    handed to the second, whose tree names it without holding it."""
+    secret = git(repo, "rev-parse", "HEAD:app.py").strip()
+    assert read_blobs(ws.git_dir, [secret]) == {secret: b"print('v1')\n"}
+    other = tmp_path / "other"
+    other.mkdir()
+    git(other, "init", "-q", "-b", "main")
+    tree = subprocess.run(
+        ["git", "-C", str(other), "mktree", "--missing"],
+        input=f"100644 blob {secret}\tleak.py\n",
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    commit = git(other, "commit-tree", tree, "-m", "names a blob it does not have").strip()
+    with pytest.raises(GitError, match="missing"):
+        CommitFiles(Workspace(other).git_dir, commit).read_many(["leak.py"])

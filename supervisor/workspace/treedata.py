@@ -127,7 +127,7 @@ def read_blobs(git_dir: Path, shas: list[str]) -> dict[str, bytes]:
     reads its base's files for its worktree, its pack and its checks), the rest in one
     `cat-file --batch`."""
     wanted = list(dict.fromkeys(shas))
-    blobs = _BLOBS.take(wanted)
+    blobs = _BLOBS.take(git_dir, wanted)
     missing = [sha for sha in wanted if sha not in blobs]
     if not missing:
         return blobs
@@ -141,38 +141,40 @@ def read_blobs(git_dir: Path, shas: list[str]) -> dict[str, bytes]:
         size = int(header[2])
         blobs[sha] = out[end + 1 : end + 1 + size]
         pos = end + 1 + size + 1
-    _BLOBS.keep({sha: blobs[sha] for sha in missing})
+    _BLOBS.keep(git_dir, {sha: blobs[sha] for sha in missing})
     return blobs
 
 
 class _Blobs:
-    """Blobs by full object name, the most recently used up to BUDGET bytes: an object name
-    names its content, in any repository."""
+    """Blobs by repository and full object name, the most recently used up to BUDGET bytes. By
+    repository too: a process serving several (a team worker) must not hand one repository's
+    file to another whose tree names an object it does not have."""
 
     BUDGET = 64 << 20
     LARGEST = 1 << 20
 
     def __init__(self) -> None:
-        self._kept: OrderedDict[str, bytes] = OrderedDict()
+        self._kept: OrderedDict[tuple[str, str], bytes] = OrderedDict()
         self._size = 0
         self._lock = threading.Lock()
 
-    def take(self, shas: list[str]) -> dict[str, bytes]:
+    def take(self, git_dir: Path, shas: list[str]) -> dict[str, bytes]:
         found: dict[str, bytes] = {}
         with self._lock:
             for sha in shas:
-                data = self._kept.get(sha)
+                data = self._kept.get((str(git_dir), sha))
                 if data is not None:
-                    self._kept.move_to_end(sha)
+                    self._kept.move_to_end((str(git_dir), sha))
                     found[sha] = data
         return found
 
-    def keep(self, blobs: dict[str, bytes]) -> None:
+    def keep(self, git_dir: Path, blobs: dict[str, bytes]) -> None:
         with self._lock:
             for sha, data in blobs.items():
-                if len(data) > self.LARGEST or not OBJECT_NAME.fullmatch(sha) or sha in self._kept:
+                key = (str(git_dir), sha)
+                if len(data) > self.LARGEST or not OBJECT_NAME.fullmatch(sha) or key in self._kept:
                     continue
-                self._kept[sha] = data
+                self._kept[key] = data
                 self._size += len(data)
             while self._size > self.BUDGET:
                 _, dropped = self._kept.popitem(last=False)
