@@ -13,7 +13,6 @@ cache off.
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import os
 import re
@@ -118,7 +117,7 @@ class Workspace:
         return (out.stdout.strip() or None) if out.returncode == 0 else None
 
     def changed_files(self, base: str, head: str) -> list[str]:
-        out = self._between(base, head, "diff", "--name-only", "--no-renames", base, head)
+        out = self._about((base, head), "diff", "--name-only", "--no-renames", base, head)
         return sorted(line for line in out.splitlines() if line)
 
     def diff(
@@ -126,14 +125,14 @@ class Workspace:
     ) -> str:
         only = ["--", *paths] if paths else []
         args = ("diff", "--no-color", "--stat", "--patch", base, head, *only)
-        text = self._between(base, head, *args)
+        text = self._about((base, head), *args)
         if len(text) > max_bytes:
             return text[:max_bytes] + f"\n[... diff truncated at {max_bytes} bytes ...]\n"
         return text
 
-    def _between(self, base: str, head: str, *args: str) -> str:
-        """git's answer about two commits; asked once per process when both are object names."""
-        if immutable(base, head):
+    def _about(self, revisions: tuple[str, ...], *args: str) -> str:
+        """git's answer about `revisions`; asked once per process when all are object names."""
+        if immutable(*revisions):
             done = _git_once(self.repo, *args)
             if done.returncode == 0:
                 return done.stdout
@@ -224,9 +223,7 @@ class Workspace:
         return [line for line in out.splitlines() if (self.repo / line).is_file()]
 
     def tree_hash(self, commit: str) -> str:
-        if treedata.OBJECT_NAME.fullmatch(commit):  # a commit's tree never changes
-            return _tree_of(str(self.repo), commit)
-        return _git(self.repo, "rev-parse", f"{commit}^{{tree}}").stdout.strip()
+        return self._about((commit,), "rev-parse", f"{commit}^{{tree}}").strip()
 
     @staticmethod
     def slugify(text: str, max_len: int = 40) -> str:
@@ -525,8 +522,3 @@ def _paths_in_status_entry(entry: str) -> list[str]:
     if entry.startswith("2 "):
         return [entry.split(" ", 9)[-1]]
     return []
-
-
-@functools.lru_cache(maxsize=1024)
-def _tree_of(repo: str, commit: str) -> str:
-    return _git(Path(repo), "rev-parse", f"{commit}^{{tree}}").stdout.strip()
