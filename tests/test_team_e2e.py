@@ -79,6 +79,21 @@ def log_until(log: Path, wanted: str, timeout: float = 120) -> None:
         time.sleep(0.5)
 
 
+def remove_containers(*checkouts: Path) -> None:
+    """Every container (and its workspace volume) the supervisors of these checkouts left."""
+    import docker
+
+    from supervisor.sandbox.docker import LABEL_REPO, repo_label
+
+    client = docker.from_env()
+    for checkout in checkouts:
+        label = {"label": f"{LABEL_REPO}={repo_label(checkout)}"}
+        for container in client.containers.list(all=True, filters=label):
+            container.remove(force=True, v=True)
+        for volume in client.volumes.list(filters=label):
+            volume.remove(force=True)
+
+
 def step_holder(repo: Path, timeout: float = 180) -> leases.Lease:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -125,6 +140,8 @@ def test_a_paused_worker_holding_a_step_is_shown_stalled_and_another_finishes_th
             if proc is not None:
                 proc.kill()
                 proc.wait()
+        # What a killed worker leaves goes with the next command on its host; none runs here.
+        remove_containers(*hosts)
     assert git_out("--git-dir", str(remote), "show", f"{done.task_branch}:calc.py") == GOOD_CALC
     with Store(repo / ".supervisor" / "state.db") as store:
         implements = [s["status"] for s in store.steps(1) if s["name"] == "implement"]
