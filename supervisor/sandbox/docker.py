@@ -117,6 +117,10 @@ def repo_label(repo: Path) -> str:
     return hashlib.sha256(str(repo.resolve()).encode()).hexdigest()[:16]
 
 
+UNIX_SOCKET_URL = "http+docker://"
+"""How docker-py names a client's base URL when it talks to the engine over its Unix socket."""
+
+
 def connect() -> docker.DockerClient:
     """A client for the local engine, or a SandboxError that says how to start one."""
     import docker
@@ -124,6 +128,10 @@ def connect() -> docker.DockerClient:
 
     try:
         client = docker.from_env(timeout=120)
+        if client.api.base_url.startswith(UNIX_SOCKET_URL):
+            # No proxy applies to a local socket, yet requests reads the whole environment for
+            # one on every call: a third of a call's CPU (0.4 of 1.3 ms, measured on `ping`).
+            client.api.trust_env = False
         client.ping()
     except docker.errors.DockerException as e:
         raise reach.unreachable(e, os.environ.get("DOCKER_HOST")) from e
