@@ -119,3 +119,33 @@ def test_a_change_to_one_consumer_runs_its_gate_and_no_other_modules(
     assert git(repo, "show", f"{wf.task_branch}:{SPAN}") == SPAN_AND_HEIGHT
     assert gated(repo, wf.id) == [[("span", f"changed ({SPAN})", True)]]
     assert [step for step, _ in gate_steps(repo, wf.id)] == ["implement/height/test@span"]
+
+
+def test_a_gate_finds_the_standard_library_already_analysed_in_the_project_image(
+    workspace: tuple[Path, Path, str], tmp_path: Path
+) -> None:
+    """The image's seed of Go's build cache (made from the standard library at build time,
+    project/dockerfile_sections.py) is each gate's own copy: `go vet` analyses the module's own
+    package and nothing of the standard library it imports (without the seed: every one of
+    them, ~3.5 CPU-s a gate), and passes."""
+    import shutil
+
+    from e2e_support import IMAGE
+
+    from supervisor.config import Limits
+    from supervisor.project.gates import run_gate
+    from supervisor.sandbox.docker import DockerSandbox
+
+    worktree = tmp_path / "worktree"
+    shutil.copytree(workspace[1], worktree, ignore=shutil.ignore_patterns(".git"))
+    sandbox = DockerSandbox(IMAGE, "supervisor-egress-test")
+    try:
+        result = run_gate(
+            sandbox, "vet", "cd types && go vet -x ./...", worktree, Limits(),
+            {"supervisor.test": "1"}, image=workspace[2],
+        )  # fmt: skip
+    finally:
+        sandbox.close()
+    assert result.passed, result.output
+    analysed = [line for line in result.output.splitlines() if line.rstrip().endswith("vet.cfg")]
+    assert 1 <= len(analysed) <= 2, analysed  # the package, and its tests' variant

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from supervisor.errors import SandboxError
 from supervisor.guard import trustmap
+from supervisor.sandbox.run_files import GO_BUILD_CACHE
 
 if TYPE_CHECKING:
     from supervisor.project.detect import Detection
@@ -77,13 +78,34 @@ RUN cd /deps && for manifest in $(find . -name Cargo.toml); do \
 """,
 )
 
+GO_SEEDED = (
+    "bufio bytes context encoding/json errors flag fmt io io/fs log math os path/filepath "
+    "reflect regexp sort strconv strings sync time unicode/utf8 testing"
+)
+"""The standard library's packages most Go code imports (none needs cgo: the image has no C
+compiler), and with them most of what they import."""
+GO_BUILD_SEED = rf"""
+# A seed of Go's build cache, made from the standard library alone: its common packages compiled
+# and analysed now. Every container of this image copies it into its private home (the sandbox's
+# entrypoint), so a gate's `go vet` and `go test` no longer redo that on every run (3.6 of the 3.9
+# CPU-s of a one-package module's `go vet`, and as much of its `go test`).
+RUN mkdir /tmp/seed && cd /tmp/seed && printf 'module seed\n\ngo 1.19\n' > go.mod \
+ && {{ printf 'package seed\n\nimport (\n'; \
+      for p in {GO_SEEDED}; do printf '\t_ "%s"\n' "$p"; done; printf ')\n'; }} > seed.go \
+ && printf 'package seed\n\nimport "testing"\n\nfunc TestSeed(t *testing.T) {{}}\n' > seed_test.go \
+ && export GOCACHE={GO_BUILD_CACHE} GOFLAGS=-mod=mod GOWORK=off \
+ && go vet ./... && go test ./... >/dev/null \
+ && cd / && rm -rf /tmp/seed && chmod -R a+rX {GO_BUILD_CACHE}
+"""
+
 GO = (
     r"""
 # Go: the toolchain from Debian and the modules downloaded now, so that gates build offline.
 RUN apt-get update && apt-get install -y --no-install-recommends golang \
  && rm -rf /var/lib/apt/lists/*
 ENV GOPATH=/opt/go GOFLAGS=-mod=mod GOPROXY=off
-""",
+"""
+    + GO_BUILD_SEED,
     r"""
 RUN cd /deps && GOPROXY=https://proxy.golang.org go mod download
 """,
@@ -96,7 +118,8 @@ GO_WORKSPACE = (
 RUN apt-get update && apt-get install -y --no-install-recommends golang \
  && rm -rf /var/lib/apt/lists/*
 ENV GOPATH=/opt/go GOPROXY=off
-""",
+"""
+    + GO_BUILD_SEED,
     r"""
 # Every module of the workspace downloads what its go.mod requires (`replace`d paths are
 # the workspace's own modules, copied here with their go.mod).

@@ -56,10 +56,14 @@ RUN_PREFIX = "supervisor-run-"
 # with only loopback; Docker then writes no /etc/hosts, so `localhost` is given here.
 LOOPBACK_HOSTS = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
 
-# Seeds the per-run home from the read-only copy of the login files, then runs the CLI with the
-# prompt on stdin: a prompt given as an argument would be capped by the kernel's argument limit.
+# Seeds the per-run home from the image's Go build cache (when it has one) and the read-only copy
+# of the login files, then runs the CLI with the prompt on stdin: a prompt given as an argument
+# would be capped by the kernel's argument limit.
 ENTRYPOINT = (
-    'mkdir -p "$HOME" && chmod 700 "$HOME" && if [ -d /run/supervisor/home ]; then cp -R '
+    'mkdir -p "$HOME" && chmod 700 "$HOME" && '
+    f'if [ -d {run_files.GO_BUILD_CACHE} ]; then mkdir -p "$HOME/.cache" && '
+    f'cp -R {run_files.GO_BUILD_CACHE} "$HOME/.cache/"; fi; '
+    "if [ -d /run/supervisor/home ]; then cp -R "
     '/run/supervisor/home/. "$HOME/" && chmod -R u+w,go-rwx "$HOME"; fi; '
     'exec "$@" < /run/supervisor/stdin'
 )

@@ -20,6 +20,11 @@ if TYPE_CHECKING:
     from supervisor.workspace.overlay import View
 
 WORKSPACE = "/workspace"
+GO_BUILD_CACHE = "/opt/supervisor/go-build"
+"""Where a Go project image keeps the seed of Go's build cache it made at build time, from the
+standard library alone (project/dockerfile_sections.py): every container copies it to where Go
+looks, in its private home ($HOME/.cache/go-build; sandbox/docker.py ENTRYPOINT), so each copy
+is its container's own and goes with it."""
 
 
 def container_user() -> str:
