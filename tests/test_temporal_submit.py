@@ -24,6 +24,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from typing import TYPE_CHECKING
 
 import pytest
@@ -99,11 +100,23 @@ def test_a_submission_loads_neither_docker_nor_the_engine_and_needs_no_docker_en
         events = [e.type for e in store.events(1)]
     assert wf.status == "running" and "temporal_submitted" in events
     assert f"refs/heads/{wf.task_branch}" in git_out("--git-dir", str(remote), "for-each-ref")
-    described = subprocess.run(
-        [str(temporal.cli), "workflow", "list", "--address", temporal.address, "-o", "json"],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
+    described = listed(temporal, "supervisor-task")
     assert "supervisor-task" in described and "STATUS_RUNNING" in described, described
+
+
+def listed(temporal: DevServer, wanted: str, timeout: float = 60) -> str:
+    """`temporal workflow list` once it names `wanted`: the list is read from the server's
+    visibility store, which catches up with a workflow just started a moment later (an empty
+    list failed a CI run)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        described = subprocess.run(
+            [str(temporal.cli), "workflow", "list", "--address", temporal.address, "-o", "json"],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        if wanted in described or time.monotonic() > deadline:
+            return described
+        time.sleep(0.5)
 
 
 def test_a_submission_the_server_refuses_after_the_task_exists_leaves_nothing(
