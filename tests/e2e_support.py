@@ -243,3 +243,19 @@ def remove_project_images(under: Path | str) -> None:
         if str(labels.get("supervisor.project", "")).startswith(str(under)):
             for tag in found.get("RepoTags") or []:
                 remove_project_image(tag)
+
+
+def remove_containers(*checkouts: Path) -> None:
+    """Every container (and its workspace volume) the supervisors of these checkouts left: what a
+    killed worker leaves goes with the next command on its host, and a spec runs none there."""
+    import docker
+
+    from supervisor.sandbox.docker import LABEL_REPO, repo_label
+
+    client = docker.from_env()
+    for checkout in checkouts:
+        label = {"label": f"{LABEL_REPO}={repo_label(checkout)}"}
+        for container in client.containers.list(all=True, filters=label):
+            container.remove(force=True, v=True)
+        for volume in client.volumes.list(filters=label):
+            volume.remove(force=True)

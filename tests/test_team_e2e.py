@@ -22,7 +22,14 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from e2e_support import GOOD_CALC, implementer, new_repo, require_sandbox, write_workflow
+from e2e_support import (
+    GOOD_CALC,
+    implementer,
+    new_repo,
+    remove_containers,
+    require_sandbox,
+    write_workflow,
+)
 from pg_support import free_port
 from temporal_support import DevServer
 from test_temporal_e2e import supervisor, wait_for
@@ -77,21 +84,6 @@ def log_until(log: Path, wanted: str, timeout: float = 120) -> None:
     while wanted not in log.read_text(errors="replace"):
         assert time.monotonic() < deadline, f"the workers never said {wanted!r}: {log.read_text()}"
         time.sleep(0.5)
-
-
-def remove_containers(*checkouts: Path) -> None:
-    """Every container (and its workspace volume) the supervisors of these checkouts left."""
-    import docker
-
-    from supervisor.sandbox.docker import LABEL_REPO, repo_label
-
-    client = docker.from_env()
-    for checkout in checkouts:
-        label = {"label": f"{LABEL_REPO}={repo_label(checkout)}"}
-        for container in client.containers.list(all=True, filters=label):
-            container.remove(force=True, v=True)
-        for volume in client.volumes.list(filters=label):
-            volume.remove(force=True)
 
 
 def step_holder(repo: Path, timeout: float = 180) -> leases.Lease:

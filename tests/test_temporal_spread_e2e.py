@@ -16,7 +16,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from e2e_support import new_repo, planner, require_sandbox, write_workflow
+from e2e_support import new_repo, planner, remove_containers, require_sandbox, write_workflow
 from temporal_support import DevServer
 from test_components_e2e import builds, component, plan
 from test_temporal_e2e import start_worker, supervisor, wait_for
@@ -73,6 +73,7 @@ def test_six_components_spread_over_three_worker_hosts_and_merge_on_the_remote(
         for proc in workers:
             proc.kill()
             proc.wait()
+        remove_containers(*hosts)  # host A's, killed mid-component
     assert done.status == "completed", done.error
     for cid, text in PARTS.items():  # every component's work is on the remote's task branch
         assert git_out("--git-dir", str(remote), "show", f"{done.task_branch}:{cid}.py") == text
