@@ -18,7 +18,7 @@ from supervisor.guard import trustmap
 from supervisor.opening import Project
 from supervisor.policy import notify
 from supervisor.resources import CONFIG_DIR
-from supervisor.workspace.worktrees import Workspace, find_repo_root
+from supervisor.workspace.worktrees import Workspace, locate
 
 Fingerprint = tuple[tuple[str, int, int], ...]
 
@@ -48,18 +48,13 @@ class ProjectCache:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._roots: dict[Path, Path] = {}
+        self._roots: dict[Path, tuple[Path, Path]] = {}  # path -> (root, git dir): host_git.locate
         self._opened: dict[Path, tuple[Fingerprint, Settings, notify.Notifier]] = {}
 
     def settings(self, path: Path) -> tuple[Path, Settings, notify.Notifier]:
-        """The repository's root, settings and notifier, without a Workspace (whose making
-        runs git): what a check that reads only the settings needs."""
-        with self._lock:
-            root = self._roots.get(path)
-        if root is None:
-            root = find_repo_root(path)
-            with self._lock:
-                self._roots[path] = root
+        """The repository's root, settings and notifier, without a Workspace: what a check that
+        reads only the settings needs."""
+        root = self._located(path)[0]
         marks = fingerprint(root)
         with self._lock:
             kept = self._opened.get(root)
@@ -72,7 +67,17 @@ class ProjectCache:
 
     def open(self, path: Path) -> tuple[Project, notify.Notifier]:
         root, settings, notifier = self.settings(path)
-        return Project(root, settings, Workspace(root)), notifier
+        return Project(root, settings, Workspace(root, self._located(path)[1])), notifier
+
+    def _located(self, path: Path) -> tuple[Path, Path]:
+        """The repository's root and git dir, found once per path (one git call)."""
+        with self._lock:
+            found = self._roots.get(path)
+        if found is None:
+            found = locate(path)
+            with self._lock:
+                self._roots[path] = found
+        return found
 
     def clear(self) -> None:
         with self._lock:
