@@ -8,11 +8,12 @@ never lands on the task branch; a change to one consumer runs its gate and no ot
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from e2e_support import planner, require_sandbox, writes
+from e2e_support import IMAGE, planner, require_sandbox, writes
 from monorepo_support import (
     built_workspace,
     component,
@@ -26,6 +27,9 @@ from monorepo_support import (
 )
 
 from supervisor import tasks
+from supervisor.config import Limits
+from supervisor.project.gates import run_gate
+from supervisor.sandbox.docker import DockerSandbox
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -128,14 +132,6 @@ def test_a_gate_finds_the_standard_library_already_analysed_in_the_project_image
     project/dockerfile_sections.py) is each gate's own copy: `go vet` analyses the module's own
     package and nothing of the standard library it imports (without the seed: every one of
     them, ~3.5 CPU-s a gate), and passes."""
-    import shutil
-
-    from e2e_support import IMAGE
-
-    from supervisor.config import Limits
-    from supervisor.project.gates import run_gate
-    from supervisor.sandbox.docker import DockerSandbox
-
     worktree = tmp_path / "worktree"
     shutil.copytree(workspace[1], worktree, ignore=shutil.ignore_patterns(".git"))
     sandbox = DockerSandbox(IMAGE, "supervisor-egress-test")

@@ -132,7 +132,6 @@ def test_a_paused_worker_holding_a_step_is_shown_stalled_and_another_finishes_th
             if proc is not None:
                 proc.kill()
                 proc.wait()
-        # What a killed worker leaves goes with the next command on its host; none runs here.
         remove_containers(*hosts)
     assert git_out("--git-dir", str(remote), "show", f"{done.task_branch}:calc.py") == GOOD_CALC
     with Store(repo / ".supervisor" / "state.db") as store:
