@@ -57,7 +57,7 @@ def test_a_worker_run_sends_no_memory_or_git_snapshot_and_runs_no_git_for_it(
                     env={**invocation.env, "ANTHROPIC_API_KEY": "test-key", "PATH": PATH},
                     stdin_text="ROLE: test\nSay done.",
                     network=NETWORK,
-                    extra_hosts={route.alias: route.gateway},
+                    route=route,
                     timeout=120,
                 )
             )

@@ -52,7 +52,7 @@ def run_claude(
                 env={**invocation.env, "ANTHROPIC_API_KEY": "test-key"},
                 stdin_text="ROLE: test\nWrite the file.",
                 network=NETWORK,
-                extra_hosts={route.alias: route.gateway},
+                route=route,
                 timeout=120,
             )
         )

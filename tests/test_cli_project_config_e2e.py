@@ -170,7 +170,7 @@ def run_cli(
                 home_files=home,
                 stdin_text="ROLE: reviewer\nReview the change.",
                 network=NETWORK,
-                extra_hosts={route.alias: route.gateway},
+                route=route,
                 timeout=180,
             )
         )

@@ -69,7 +69,7 @@ for server in servers:
 @pytest.fixture
 def sandbox() -> Iterator[DockerSandbox]:
     require_sandbox()
-    box = DockerSandbox(IMAGE, NETWORK)
+    box = DockerSandbox(IMAGE, NETWORK, worker_network=True)  # gVisor's workers' way out
     yield box
     box.close()
 
@@ -171,7 +171,7 @@ def test_no_name_resolves_from_the_workers_network(
             env={"RES_OPTIONS": "timeout:2 attempts:1"},  # glibc: give up sooner, same answer
             worktree=tmp_path,
             network=NETWORK,
-            extra_hosts={route.alias: route.gateway},
+            route=route,
         )
     )
     assert result.exit_code == 0, result.stderr
@@ -232,7 +232,7 @@ def test_from_a_worker_the_proxy_reaches_its_one_host_with_the_real_key(
             argv=["python3", "-c", FORGE, route.gateway, port, good, forged, absolute, connect],
             worktree=tmp_path,
             network=NETWORK,
-            extra_hosts={route.alias: route.gateway},
+            route=route,
         )
     )
     assert result.exit_code == 0, result.stderr
@@ -285,7 +285,7 @@ def test_a_worker_cannot_spend_another_runs_key_nor_reach_a_path_but_the_models(
             argv=argv,
             worktree=tmp_path,
             network=NETWORK,
-            extra_hosts={mine.alias: mine.gateway},
+            route=mine,
         )
     )
     assert result.exit_code == 0, result.stderr

@@ -202,7 +202,7 @@ def test_under_gvisor_a_worker_still_reaches_its_model_api_and_nothing_else(
                 ],
                 worktree=tmp_path,
                 network="supervisor-egress-test",
-                extra_hosts={route.alias: route.gateway},
+                route=route,
             )
         )
         gate = box.run(RunSpec(argv=["python3", "-c", PROBE, side_door], worktree=tmp_path))

@@ -140,7 +140,7 @@ def test_a_worker_reaches_its_model_api_and_nothing_else(
             ],
             worktree=tmp_path,
             network=NETWORK,
-            extra_hosts={route.alias: route.gateway},
+            route=route,
         )
     )
     assert result.exit_code == 0, result.stderr
@@ -177,7 +177,7 @@ def test_back_to_back_requests_through_the_relay_all_arrive(
             argv=["node", "/workspace/burst.mjs", f"{route.url}/models"],
             worktree=tmp_path,
             network=NETWORK,
-            extra_hosts={route.alias: route.gateway},
+            route=route,
         )
     )
     assert result.exit_code == 0, result.stderr

@@ -68,7 +68,7 @@ def run_cli(
                     stdin_text="ROLE: reviewer\nReview the change.",
                     home_files=invocation.home_files,
                     network=NETWORK,
-                    extra_hosts={route.alias: route.gateway},
+                    route=route,
                     timeout=180,
                     **spec,
                 )

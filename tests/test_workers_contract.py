@@ -121,7 +121,7 @@ def test_an_api_error_is_a_non_zero_exit_the_adapter_classifies(
                 stdin_text="ROLE: test",
                 home_files=invocation.home_files,
                 network="supervisor-egress-test",
-                extra_hosts={route.alias: route.gateway},
+                route=route,
                 timeout=120,
             )
         )
@@ -311,7 +311,7 @@ def test_codex_reports_openais_refusal_of_a_non_strict_schema(tmp_path: Path, se
                 home_files=invocation.home_files,
                 run_files={"output_schema.json": json.dumps(ReviewOutput.model_json_schema())},
                 network="supervisor-egress-test",
-                extra_hosts={route.alias: route.gateway},
+                route=route,
                 timeout=120,
             )
         )

@@ -43,18 +43,18 @@ import threading
 import time
 from dataclasses import dataclass
 from http import HTTPStatus
+from pathlib import Path
 from typing import TYPE_CHECKING, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import h11
 
 from supervisor.errors import SandboxError
-from supervisor.sandbox import model_paths
+from supervisor.sandbox import model_paths, model_relay
 from supervisor.sandbox.proxy_record import Exchange, Recorder
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
-    from pathlib import Path
 
 PLACEHOLDER_PREFIX = "sk-supervisor-"
 
@@ -156,7 +156,9 @@ def tls_context(extra: str | None = None) -> ssl.SSLContext:
 
 class CredentialProxy:
     """Listens on `bind` for one run; every request it accepts goes to `upstream` with
-    `injection` applied.
+    `injection` applied. `bind` is an address on the workers' network, or the path of a Unix
+    socket that a networkless container reaches through its relay (sandbox/model_relay.py),
+    whose port (`relay_port`) is then the one the Host header names.
 
     `names`: the host names the sandbox may use in the Host header (the alias it was given);
     anything else is refused, so a request cannot pretend to be for another site. `placeholder`:
@@ -168,10 +170,11 @@ class CredentialProxy:
         self,
         upstream: Upstream,
         injection: Injection,
-        bind: tuple[str, int],
+        bind: tuple[str, int] | Path,
         names: Iterable[str],
         *,
         placeholder: str,
+        relay_port: int = 0,
         vendor: str | None = None,
         prefix: str = "",
         record_dir: Path | None = None,
@@ -184,19 +187,10 @@ class CredentialProxy:
         self.prefix = prefix
         self.recorder = Recorder(record_dir) if record_dir is not None else None
         self.last_activity = time.monotonic()
-        family = socket.AF_INET6 if ":" in bind[0] else socket.AF_INET
-        self._server = socket.socket(family, socket.SOCK_STREAM)
-        self._server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            self._server.bind(bind)
-        except OSError as e:
-            self._server.close()
-            raise SandboxError(
-                f"Cannot listen on {bind[0]}:{bind[1]}: {e.strerror}.",
-                "Check that the Docker network exists and its bridge is up.",
-            ) from e
-        self._server.listen(128)
-        self.port: int = self._server.getsockname()[1]
+        self._server = model_relay.listener(bind)
+        self.port: int = (
+            relay_port if isinstance(bind, Path) else int(self._server.getsockname()[1])
+        )
         self._open: set[socket.socket] = set()
         self._serving: set[threading.Thread] = set()
         self._lock = threading.Lock()
@@ -243,7 +237,8 @@ class CredentialProxy:
 
     def _serve(self, client: socket.socket) -> None:
         client.settimeout(IDLE_TIMEOUT)
-        _no_delay(client)
+        if client.family != socket.AF_UNIX:
+            _no_delay(client)
         down = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEADERS)
         up: _UpstreamConnection | None = None
         try:

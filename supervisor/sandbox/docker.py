@@ -3,8 +3,9 @@
 Every container: only its worktree mounted read-write, a non-root user, a read-only root file
 system (a gate's is a throw-away copy-on-write layer instead), tmpfs /tmp, memory and CPU limits,
 and labels naming the repository and workflow so that a container orphaned by a crash is found
-and removed on the next start or resume. Workers join the internal egress network (see
-`egress.py`); gates get no network at all.
+and removed on the next start or resume. Gates get no network at all; nor do workers, which
+reach their model API through their run's socket (`model_relay.py`), but under gVisor, where they
+join the internal egress network (`egress.py`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from supervisor.errors import CommandTimeoutError, SandboxError, SupervisorError
 from supervisor.parsing import strip_ansi
-from supervisor.sandbox import reach, run_files, runtime
+from supervisor.sandbox import model_relay, reach, run_files, runtime
 from supervisor.sandbox.egress import EgressRelay, Route, ensure_network
 from supervisor.workspace import overlay
 
@@ -60,12 +61,13 @@ LOOPBACK_HOSTS = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopbac
 # of the login files, then runs the CLI with the prompt on stdin: a prompt given as an argument
 # would be capped by the kernel's argument limit.
 ENTRYPOINT = (
-    'mkdir -p "$HOME" && chmod 700 "$HOME" && '
+    model_relay.START + 'mkdir -p "$HOME" && chmod 700 "$HOME" && '
     f'if [ -d {run_files.GO_BUILD_CACHE} ]; then mkdir -p "$HOME/.cache" && '
     f'cp -R {run_files.GO_BUILD_CACHE} "$HOME/.cache/"; fi; '
     "if [ -d /run/supervisor/home ]; then cp -R "
     '/run/supervisor/home/. "$HOME/" && chmod -R u+w,go-rwx "$HOME"; fi; '
-    'exec "$@" < /run/supervisor/stdin'
+    + model_relay.WAIT
+    + 'exec "$@" < /run/supervisor/stdin'
 )
 
 
@@ -92,12 +94,16 @@ class RunSpec:
     run_files: dict[str, str] = field(default_factory=dict)
     """Read-only files for the CLI under /run/supervisor (e.g. an output schema)."""
     network: str = "none"
+    """The workers' network for a route that is not a socket; "none": no network at all."""
+    route: Route | None = None
+    """A worker's route to its model API: a socket route makes the container networkless, its
+    socket's folder bound in and the relay started (model_relay.py); a network route joins
+    `network`, its alias resolving to the gateway."""
     writable_layer: bool = False
     """A writable root file system on the container's own copy-on-write layer, discarded with the
     container: for gates, whose tools write caches next to their packages (vitest's
     tsbuildinfo in node_modules, jest and babel caches, bytecode in the venv). The image makes
     its dependency folders writable; nothing written there outlives the run."""
-    extra_hosts: dict[str, str] = field(default_factory=dict)
     timeout: float = 600
     idle_timeout: float | None = None
     memory: str = "2g"
@@ -115,6 +121,14 @@ class RunSpec:
     """Leave the container (and its overlay volume) once it exited and was read: a worker's,
     removed by `remove_run` once its step's end is recorded (supervisor/state/after_record.py);
     until then a `resume` after a kill adopts it instead of buying its answers again."""
+
+
+def folder_files(spec: RunSpec) -> dict[str, str]:
+    """What a run folder holds besides the prompt and login files: the run's files, and the
+    model relay's script for a run with a socket route."""
+    if spec.route is not None and spec.route.socket_dir:
+        return {**spec.run_files, model_relay.RELAY_FILE: model_relay.RELAY}
+    return spec.run_files
 
 
 def repo_label(repo: Path) -> str:
@@ -158,6 +172,7 @@ class DockerSandbox:
         *,
         runtime: str = "runc",
         worker_runtime: str = "runc",
+        worker_network: bool | None = None,
     ):
         self.image = image
         self.egress_network = egress_network
@@ -166,6 +181,13 @@ class DockerSandbox:
         # for workers: gVisor (`runsc`) puts a user-space kernel between them and the host's.
         self.runtime = runtime
         self.worker_runtime = worker_runtime
+        # Workers reach their model API over the egress network, or (the default but under
+        # gVisor) through a Unix socket with no network at all (model_relay.py).
+        self.worker_network = (
+            not model_relay.uses_socket(worker_runtime)
+            if worker_network is None
+            else worker_network
+        )
         self._relay: EgressRelay | None = None
         self._relay_lock = threading.Lock()  # parallel steps open their first routes at once
         # Worker containers a killed supervisor left running, by step id (see adopt.py): found
@@ -203,7 +225,12 @@ class DockerSandbox:
         `port`/`placeholder`: those an adopted container was given (see EgressRelay.route)."""
         with self._relay_lock:
             if self._relay is None:
-                self._relay = EgressRelay(ensure_network(self.client, self.egress_network))
+                network = (
+                    ensure_network(self.client, self.egress_network)
+                    if self.worker_network
+                    else None
+                )
+                self._relay = EgressRelay(network)
             relay = self._relay
         return relay.route(
             base_url,
@@ -247,7 +274,7 @@ class DockerSandbox:
         with tempfile.TemporaryDirectory(prefix=f"{RUN_PREFIX}{label}-") as run_dir:
             run_path = Path(run_dir)
             (run_path / "stdin").write_text(spec.stdin_text, encoding="utf-8")
-            for name, text in spec.run_files.items():
+            for name, text in folder_files(spec).items():
                 (run_path / name).write_text(text, encoding="utf-8")
             run_files.private_for_container(run_path)
             run_files.write_private_home(run_path / "home", spec.home_files)
@@ -320,12 +347,19 @@ class DockerSandbox:
         binds.update(masks)
         if spec.home_dir is not None:
             binds[str(spec.home_dir)] = {"bind": HOME, "mode": "rw"}
-        isolated = spec.network == "none"
-        if isolated:
+        route = spec.route
+        by_socket = route is not None and bool(route.socket_dir)
+        gate = route is None and spec.network == "none"
+        networkless = gate or by_socket
+        if networkless:
             hosts = run_path / "hosts"
-            hosts.write_text(LOOPBACK_HOSTS, encoding="utf-8")
+            alias = f"127.0.0.1\t{route.alias}\n" if route is not None and by_socket else ""
+            hosts.write_text(LOOPBACK_HOSTS + alias, encoding="utf-8")
             hosts.chmod(0o644)
             binds[str(hosts)] = {"bind": "/etc/hosts", "mode": "ro"}
+        if route is not None and by_socket:
+            binds[route.socket_dir] = {"bind": model_relay.CONTAINER_DIR, "mode": "ro"}
+        extra_hosts = {route.alias: route.gateway} if route is not None and not by_socket else None
         try:
             container = self.client.containers.create(
                 spec.image or self.image,
@@ -335,11 +369,11 @@ class DockerSandbox:
                 environment={"HOME": HOME, "PYTHONDONTWRITEBYTECODE": "1", **spec.env},
                 volumes={**binds, str(run_path): {"bind": RUN_DIR, "mode": "ro"}},
                 mounts=mounts or None,
-                runtime=self.runtime if isolated else self.worker_runtime,
-                network_mode="none" if isolated else None,
-                network_disabled=isolated,
-                network=None if isolated else spec.network,
-                extra_hosts=spec.extra_hosts or None,
+                runtime=self.runtime if gate else self.worker_runtime,
+                network_mode="none" if networkless else None,
+                network_disabled=networkless,
+                network=None if networkless else spec.network,
+                extra_hosts=extra_hosts,
                 read_only=not spec.writable_layer,
                 tmpfs={"/tmp": "rw,exec,nosuid,size=1g", **masked_dirs},
                 mem_limit=spec.memory,

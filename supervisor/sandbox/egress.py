@@ -1,7 +1,11 @@
-"""Egress allowlist for worker containers: an internal Docker network plus a proxy on the host.
+"""Egress allowlist for worker containers: a proxy on the host, the only thing they can reach.
 
-Worker containers join a Docker network created with `internal=True` and inter-container traffic
-off (`enable_icc=false`): the engine gives it no route out and no path to another worker, so
+By default a worker has no network at all: its run's route is a Unix socket bound into its
+container, reached through a relay on its loopback (model_relay.py). Workers under gVisor
+(`runsc-net`), whose kernel does not reach host sockets, join the network described here.
+
+Such worker containers join a Docker network created with `internal=True` and inter-container
+traffic off (`enable_icc=false`): the engine gives it no route out and no path to another worker, so
 nothing is reachable but the bridge's own gateway address on the host. For each worker run the
 proxy daemon (`proxyd.py`, one per user and host, outliving any supervisor) listens on that gateway
 address with a credential-adding reverse proxy (`credproxy.py`): the container speaks plain HTTP
@@ -50,6 +54,9 @@ class Route:
     gateway: str
     placeholder: str = ""
     """The run's own stand-in credential: the container's key variable gets this."""
+    socket_dir: str = ""
+    """The folder of the run's Unix socket, bound into a networkless container
+    (model_relay.py); empty: the container joins the workers' network and reaches `gateway`."""
 
     @property
     def port(self) -> int | None:
@@ -306,9 +313,10 @@ class EgressRelay:
     on the network's gateway address, the only thing a worker container can reach. The daemon
     holds the keys and the streams, so a SIGKILL of this process breaks neither."""
 
-    def __init__(self, network: Network) -> None:
+    def __init__(self, network: Network | None) -> None:
+        """`network`: None for networkless workers, whose routes are Unix sockets."""
         self.network = network
-        self.gateway = network.gateway
+        self.gateway = network.gateway if network is not None else ""
         self.warning: str | None = None
         self._client: ProxyClient | None = None
         self._routes: set[str] = set()
@@ -343,16 +351,23 @@ class EgressRelay:
                 vendor=vendor,
                 record_dir=record_dir,
                 gateway=self.gateway,
-                bridge=self.network.bridge,
+                bridge=self.network.bridge if self.network is not None else None,
                 port=port,
                 task=task,
+                socket=self.network is None,
             )
             self._routes.add(placeholder)
             self.warning = answer.get("warning") or self.warning
         parts = urlsplit(base_url)
         netloc = f"{LOCAL_ALIAS}:{answer['port']}"
         url = urlunsplit(("http", netloc, parts.path, parts.query, parts.fragment))
-        return Route(url=url, alias=LOCAL_ALIAS, gateway=self.gateway, placeholder=placeholder)
+        return Route(
+            url=url,
+            alias=LOCAL_ALIAS,
+            gateway=self.gateway,
+            placeholder=placeholder,
+            socket_dir=str(answer.get("socket_dir") or ""),
+        )
 
     def close_route(self, route: Route) -> None:
         """The run is over: its listener, firewall rule and placeholder go."""

@@ -134,7 +134,10 @@ class ProxyClient:
         bridge: str | None,
         port: int | None = None,
         task: str | None = None,
+        socket: bool = False,
     ) -> dict[str, Any]:
+        """`socket`: the route listens on a Unix socket for a networkless worker
+        (model_relay.py), not on `gateway`."""
         return self.request(
             {
                 "op": "open",
@@ -151,6 +154,7 @@ class ProxyClient:
                 "bridge": bridge,
                 "port": port,
                 "task": task,
+                "socket": socket,
                 "ca_bundle": os.environ.get("SUPERVISOR_EXTRA_CA_BUNDLE"),
             }
         )

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from supervisor.errors import SupervisorError
+from supervisor.sandbox import model_relay
 from supervisor.sandbox.credproxy import CredentialProxy, Injection, Upstream
 from supervisor.sandbox.proxy_client import PROTOCOL, start_lock
 
@@ -51,6 +52,9 @@ class _Route:
     task: str | None = None
     """The task whose run it serves (repository and workflow), so that a resume, start or
     abandon of that task closes what its dead supervisor left (`close_orphans`)."""
+    folder: Path | None = None
+    """The folder of its Unix socket, for a networkless worker (model_relay.py); None: it
+    listens on the workers' network."""
 
 
 class Daemon:
@@ -190,17 +194,26 @@ class Daemon:
             attached = self._attach(placeholder, owner, record_dir)
             if attached is not None:
                 return attached
-            bridge = str(request.get("bridge") or "")
+            folder = (
+                model_relay.route_folder(self.path, placeholder) if request.get("socket") else None
+            )
+            bridge = "" if folder is not None else str(request.get("bridge") or "")
             firewall = self._firewall(bridge)
+            bind = (
+                folder / model_relay.SOCKET_NAME
+                if folder is not None
+                else (str(request["gateway"]), int(request.get("port") or 0))
+            )
             proxy = CredentialProxy(
                 upstream,
                 injection,
-                (str(request["gateway"]), int(request.get("port") or 0)),
+                bind,
                 [LOCAL_ALIAS],
                 placeholder=placeholder,
                 vendor=request.get("vendor"),
                 prefix=_prefix(request["base_url"]),
                 record_dir=record_dir,
+                relay_port=model_relay.RELAY_PORT,
             )
             try:
                 firewall.allow(proxy.port)
@@ -209,8 +222,8 @@ class Daemon:
                 raise
             grace = float(request.get("grace") or DEFAULT_GRACE)
             task = str(request["task"]) if request.get("task") else None
-            self.routes[placeholder] = _Route(proxy, bridge, owner, grace, task)
-            return {"ok": True, "port": proxy.port, "warning": firewall.warning}
+            self.routes[placeholder] = _Route(proxy, bridge, owner, grace, task, folder)
+            return {"ok": True, "port": proxy.port, "warning": firewall.warning, **_where(folder)}
 
     def _attach(
         self, placeholder: str, owner: int, record_dir: Path | None
@@ -222,7 +235,8 @@ class Daemon:
                 return None
             existing.owner = owner
             existing.proxy.record_to(record_dir)
-            return {"ok": True, "port": existing.proxy.port, "attached": True}
+            where = _where(existing.folder)
+            return {"ok": True, "port": existing.proxy.port, "attached": True, **where}
 
     def _firewall(self, bridge: str) -> Any:
         """The host firewall of the sandbox network's bridge; none for a route on loopback (the
@@ -239,8 +253,14 @@ class Daemon:
         if route is None:
             return
         route.proxy.close()  # waits for the run's last exchange to be recorded
+        if route.folder is not None:
+            model_relay.remove(route.folder)
         with self._lock, contextlib.suppress(SupervisorError):
             self.firewalls[route.bridge].revoke(route.proxy.port)
+
+
+def _where(folder: Path | None) -> dict[str, str]:
+    return {"socket_dir": str(folder)} if folder is not None else {}
 
 
 class _NoFirewall:

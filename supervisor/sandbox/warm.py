@@ -40,6 +40,7 @@ from supervisor.sandbox.docker import (
     RUN_PREFIX,
     RunResult,
     RunSpec,
+    folder_files,
     remove_container,
     run_dir_label,
 )
@@ -76,7 +77,7 @@ def fingerprint(spec: RunSpec, base: str) -> str:
         "run_files": sorted(spec.run_files.items()),
         "network": spec.network,
         "writable_layer": spec.writable_layer,
-        "extra_hosts": sorted(spec.extra_hosts.items()),
+        "route": dataclasses.asdict(spec.route) if spec.route is not None else None,
         "timeout": spec.timeout,
         "idle_timeout": spec.idle_timeout,
         "memory": spec.memory,
@@ -138,7 +139,7 @@ def prepare(
     container = volume = None
     try:
         os.mkfifo(run_dir / "stdin", 0o600)
-        for name, text in spec.run_files.items():
+        for name, text in folder_files(spec).items():
             (run_dir / name).write_text(text, encoding="utf-8")
         run_files.private_for_container(run_dir)
         run_files.write_private_home(run_dir / "home", spec.home_files)

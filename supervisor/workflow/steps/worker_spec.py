@@ -42,7 +42,7 @@ def container_spec(
         home_files={**invocation.home_files, **creds.home_files},
         run_files={"output_schema.json": prompts.schema_text(role.schema, cli)},
         network=c.settings.sandbox.egress_network,
-        extra_hosts={route.alias: route.gateway},
+        route=route,
         timeout=limits.step_timeout_seconds,
         memory=limits.worker_memory,
         cpus=limits.worker_cpus,
