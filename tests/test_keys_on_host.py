@@ -21,6 +21,7 @@ from e2e_support import write_workflow as use_workflow
 from supervisor import tasks
 from supervisor.errors import CredentialsError, SandboxError
 from supervisor.sandbox.docker import LABEL_REPO, DockerSandbox, RunSpec, repo_label
+from supervisor.sandbox.model_relay import CONTAINER_DIR
 
 PLACEHOLDER = r"sk-supervisor-[0-9a-f]{32}"  # each run its own
 
@@ -80,8 +81,8 @@ class ContainerEnvs:
         while not self._stop.wait(0.2):
             try:
                 for container in client.containers.list(filters={"label": self.label}):
-                    if container.attrs["HostConfig"]["NetworkMode"] == "none":
-                        continue  # a gate: no network, no key of any kind
+                    if not is_worker(container.attrs):
+                        continue  # a gate: no route to a model, no key of any kind
                     self.envs[container.id] = container.attrs["Config"]["Env"]
             except docker.errors.DockerException:
                 continue
@@ -90,6 +91,12 @@ class ContainerEnvs:
         self._stop.set()
         self._thread.join(timeout=10)
         return self.envs
+
+
+def is_worker(attrs: dict[str, Any]) -> bool:
+    """A worker has its model route: its run's socket bound in, or the workers' network."""
+    mounts = {m.get("Destination") for m in attrs.get("Mounts") or []}
+    return CONTAINER_DIR in mounts or attrs["HostConfig"]["NetworkMode"] != "none"
 
 
 @pytest.mark.parametrize("cli", ["claude", "codex", "gemini"])
