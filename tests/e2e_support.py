@@ -21,6 +21,7 @@ from supervisor.demo import (
 from supervisor.guard.trust import trust
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from pathlib import Path
 
 IMAGE = "supervisor-sandbox:latest"
@@ -259,3 +260,35 @@ def remove_containers(*checkouts: Path) -> None:
             container.remove(force=True, v=True)
         for volume in client.volumes.list(filters=label):
             volume.remove(force=True)
+
+
+@contextlib.contextmanager
+def recording_api() -> Iterator[tuple[str, list[dict[str, str]]]]:
+    """A model API on the host's loopback that answers every request with 200 "hello" and keeps
+    each request's headers: what a worker's route delivered, and with which key."""
+    import http.server
+    import threading
+
+    seen: list[dict[str, str]] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.do_POST()
+
+        def do_POST(self) -> None:
+            seen.append({k.lower(): v for k, v in self.headers.items()})
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            self.send_response(200)
+            self.send_header("content-length", "5")
+            self.end_headers()
+            self.wfile.write(b"hello")
+
+        def log_message(self, *args: object) -> None:
+            return
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", seen
+    finally:
+        server.shutdown()

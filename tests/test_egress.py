@@ -3,7 +3,6 @@ and the proxy on the gateway refuses a request aimed at any other host."""
 
 from __future__ import annotations
 
-import http.server
 import socket
 import threading
 import time
@@ -11,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 import pytest
-from e2e_support import IMAGE, require_sandbox
+from e2e_support import IMAGE, recording_api, require_sandbox
 
 from supervisor.sandbox.credproxy import Injection
 from supervisor.sandbox.docker import DockerSandbox, RunSpec, remove_container
@@ -183,24 +182,8 @@ def test_no_name_resolves_from_the_workers_network(
 
 @pytest.fixture
 def local_api() -> Iterator[tuple[str, list[dict[str, str]]]]:
-    seen: list[dict[str, str]] = []
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            seen.append({k.lower(): v for k, v in self.headers.items()})
-            self.rfile.read(int(self.headers.get("content-length") or 0))
-            self.send_response(200)
-            self.send_header("content-length", "2")
-            self.end_headers()
-            self.wfile.write(b"ok")
-
-        def log_message(self, *args: object) -> None:
-            return
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", seen
-    server.shutdown()
+    with recording_api() as api:
+        yield api
 
 
 FORGE = r"""

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from e2e_support import IMAGE, require_sandbox
+from e2e_support import IMAGE, recording_api, require_sandbox
 
 from supervisor.sandbox import model_relay
 from supervisor.sandbox.credproxy import Injection
@@ -55,28 +55,8 @@ def sandbox() -> Iterator[DockerSandbox]:
 
 @pytest.fixture
 def local_api() -> Iterator[tuple[str, list[dict[str, str]]]]:
-    """A model API on the host's loopback that answers every request and keeps its headers."""
-    seen: list[dict[str, str]] = []
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.do_POST()
-
-        def do_POST(self) -> None:
-            seen.append({k.lower(): v for k, v in self.headers.items()})
-            self.rfile.read(int(self.headers.get("content-length") or 0))
-            self.send_response(200)
-            self.send_header("content-length", "5")
-            self.end_headers()
-            self.wfile.write(b"hello")
-
-        def log_message(self, *args: object) -> None:
-            return
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", seen
-    server.shutdown()
+    with recording_api() as api:
+        yield api
 
 
 def host_addresses() -> list[str]:
