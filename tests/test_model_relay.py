@@ -195,3 +195,32 @@ def test_a_worker_that_ends_its_relay_still_reaches_nothing(
     )
     assert result.exit_code == 0, result.stderr
     assert result.stdout.count("BLOCKED") == 2, result.stdout
+
+
+def test_an_image_without_perl_names_the_missing_relay_and_its_fix(
+    sandbox: DockerSandbox, tmp_path: Path, local_api: tuple[str, list[dict[str, str]]]
+) -> None:
+    """A custom image that dropped perl cannot start the relay: the worker's stderr says so,
+    with the fix, instead of leaving only the CLI's own "connection refused"."""
+    import io
+
+    url, seen = local_api
+    tag = "supervisor-test-no-perl:latest"
+    dockerfile = f"FROM {IMAGE}\nUSER root\nRUN rm -f /usr/bin/perl /usr/bin/perl5*\n"
+    sandbox.client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True)
+    try:
+        route = sandbox.route(url)
+        result = sandbox.run(
+            RunSpec(
+                argv=["python3", "-c", PROBE, f"127.0.0.1:{model_relay.RELAY_PORT}"],
+                worktree=tmp_path,
+                image=tag,
+                route=route,
+            )
+        )
+    finally:
+        sandbox.client.images.remove(tag, force=True)
+    assert result.exit_code == 0, result.stderr
+    assert model_relay.NOT_STARTED in result.stderr
+    assert "perl" in result.stderr and "FROM the supervisor sandbox image" in result.stderr
+    assert "BLOCKED" in result.stdout and seen == []

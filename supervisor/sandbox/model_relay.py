@@ -68,6 +68,12 @@ while (1) {
 }
 """
 
+NOT_STARTED = (
+    "supervisor: the model relay did not start in this container, so the CLI cannot reach its "
+    "model API. Fix: the sandbox image needs perl (the perl-base package); build custom images "
+    "FROM the supervisor sandbox image"
+)
+"""No single quote in it: the entrypoint prints it single-quoted."""
 START = (
     f"if [ -f /run/supervisor/{RELAY_FILE} ]; then "
     f"perl /run/supervisor/{RELAY_FILE} {CONTAINER_DIR}/{SOCKET_NAME} {RELAY_PORT} {READY} "
@@ -76,10 +82,11 @@ START = (
 """The entrypoint's first part: the relay, started beside the home's set-up."""
 WAIT = (
     f"if [ -f /run/supervisor/{RELAY_FILE} ]; then i=0; "
-    f'while [ ! -e {READY} ] && [ "$i" -lt 400 ]; do sleep 0.005; i=$((i+1)); done; fi; '
+    f'while [ ! -e {READY} ] && [ "$i" -lt 400 ]; do sleep 0.005; i=$((i+1)); done; '
+    f"[ -e {READY} ] || echo '{NOT_STARTED}' >&2; fi; "
 )
-"""Before the CLI starts: the relay listening (waited for at most 2 s; a relay that cannot
-start leaves the CLI to report its model API unreachable)."""
+"""Before the CLI starts: the relay listening (waited for at most 2 s; one that did not start
+is named on stderr, where the step's failure shows it, and the CLI finds its API unreachable)."""
 
 
 def uses_socket(worker_runtime: str) -> bool:
