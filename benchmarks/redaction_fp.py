@@ -34,6 +34,10 @@ FIXTURES = {
     "tests/test_keys_on_host.py": "fake keys the specs look for in every container",
     "tests/test_attacks_workspaces.py": "a secret planted outside the repository that a hostile"
     " manifest tries to pull into the context",
+    "tests/test_startup_caches.py": "secrets the cached redaction rules must find as the fresh"
+    " ones do",
+    "tests/test_startup_imports.py": "a key in a task's description, redacted before it is stored",
+    "tests/test_task_writer.py": "a key in a task's description, redacted in every row written",
 }
 
 
