@@ -158,7 +158,7 @@ class CredentialProxy:
     """Listens on `bind` for one run; every request it accepts goes to `upstream` with
     `injection` applied. `bind` is an address on the workers' network, or the path of a Unix
     socket that a networkless container reaches through its relay (sandbox/model_relay.py),
-    whose port (`relay_port`) is then the one the Host header names.
+    whose port is then the one the Host header names.
 
     `names`: the host names the sandbox may use in the Host header (the alias it was given);
     anything else is refused, so a request cannot pretend to be for another site. `placeholder`:
@@ -174,7 +174,6 @@ class CredentialProxy:
         names: Iterable[str],
         *,
         placeholder: str,
-        relay_port: int = 0,
         vendor: str | None = None,
         prefix: str = "",
         record_dir: Path | None = None,
@@ -187,10 +186,12 @@ class CredentialProxy:
         self.prefix = prefix
         self.recorder = Recorder(record_dir) if record_dir is not None else None
         self.last_activity = time.monotonic()
-        self._server = model_relay.listener(bind)
-        self.port: int = (
-            relay_port if isinstance(bind, Path) else int(self._server.getsockname()[1])
-        )
+        if isinstance(bind, Path):
+            self._server = model_relay.unix_listener(bind)
+            self.port: int = model_relay.RELAY_PORT
+        else:
+            self._server = _tcp_listener(bind)
+            self.port = int(self._server.getsockname()[1])
         self._open: set[socket.socket] = set()
         self._serving: set[threading.Thread] = set()
         self._lock = threading.Lock()
@@ -237,8 +238,7 @@ class CredentialProxy:
 
     def _serve(self, client: socket.socket) -> None:
         client.settimeout(IDLE_TIMEOUT)
-        if client.family != socket.AF_UNIX:
-            _no_delay(client)
+        _no_delay(client)
         down = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEADERS)
         up: _UpstreamConnection | None = None
         try:
@@ -478,6 +478,22 @@ class _UpstreamConnection:
     def close(self) -> None:
         with contextlib.suppress(OSError):
             self.sock.close()
+
+
+def _tcp_listener(bind: tuple[str, int]) -> socket.socket:
+    family = socket.AF_INET6 if ":" in bind[0] else socket.AF_INET
+    server = socket.socket(family, socket.SOCK_STREAM)
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        server.bind(bind)
+    except OSError as e:
+        server.close()
+        raise SandboxError(
+            f"Cannot listen on {bind[0]}:{bind[1]}: {e.strerror}.",
+            "Check that the Docker network exists and its bridge is up.",
+        ) from e
+    server.listen(128)
+    return server
 
 
 def _no_delay(sock: socket.socket) -> None:

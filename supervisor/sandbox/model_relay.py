@@ -108,27 +108,20 @@ def route_folder(daemon_socket: Path, placeholder: str) -> Path:
     return folder
 
 
-def listener(bind: tuple[str, int] | Path) -> socket.socket:
-    """A listening socket: TCP on the workers' network gateway, or a run's Unix socket."""
-    if isinstance(bind, Path):
-        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        where = str(bind)
-        hint = "Check that the proxy's folder is writable and not full."
-        with contextlib.suppress(FileNotFoundError):
-            bind.unlink()  # left by a daemon that was killed
-    else:
-        family = socket.AF_INET6 if ":" in bind[0] else socket.AF_INET
-        server = socket.socket(family, socket.SOCK_STREAM)
-        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        where = f"{bind[0]}:{bind[1]}"
-        hint = "Check that the Docker network exists and its bridge is up."
+def unix_listener(path: Path) -> socket.socket:
+    """A run's socket, listening; one a killed daemon left at its path is replaced."""
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
     try:
-        server.bind(str(bind) if isinstance(bind, Path) else bind)
-        if isinstance(bind, Path):
-            bind.chmod(0o666)  # the container's user is not ours when we are root
+        server.bind(str(path))
+        path.chmod(0o666)  # the container's user is not ours when we are root
     except OSError as e:
         server.close()
-        raise SandboxError(f"Cannot listen on {where}: {e.strerror}.", hint) from e
+        raise SandboxError(
+            f"Cannot listen on {path}: {e.strerror}.",
+            "Check that the proxy's folder is writable and not full.",
+        ) from e
     server.listen(128)
     return server
 

@@ -213,7 +213,6 @@ class Daemon:
                 vendor=request.get("vendor"),
                 prefix=_prefix(request["base_url"]),
                 record_dir=record_dir,
-                relay_port=model_relay.RELAY_PORT,
             )
             try:
                 firewall.allow(proxy.port)
