@@ -262,6 +262,19 @@ def remove_containers(*checkouts: Path) -> None:
             volume.remove(force=True)
 
 
+CONNECT = """
+import socket, sys
+for target in sys.argv[1:]:
+    host, port = target.rsplit(':', 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=3).close()
+        print('OPEN', target)
+    except OSError as e:
+        print('BLOCKED', target, type(e).__name__)
+"""
+"""Run in a container (`python3 -c CONNECT host:port ...`): OPEN or BLOCKED for each target."""
+
+
 @contextlib.contextmanager
 def recording_api() -> Iterator[tuple[str, list[dict[str, str]]]]:
     """A model API on the host's loopback that answers every request with 200 "hello" and keeps

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 import pytest
-from e2e_support import IMAGE, recording_api, require_sandbox
+from e2e_support import CONNECT, IMAGE, recording_api, require_sandbox
 
 from supervisor.sandbox.credproxy import Injection
 from supervisor.sandbox.docker import DockerSandbox, RunSpec, remove_container
@@ -25,17 +25,6 @@ if TYPE_CHECKING:
 pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("egress_network")]
 NETWORK = "supervisor-egress-test"
 REAL = "sk-real-key-for-the-egress-spec"
-
-CONNECT = """
-import socket, sys
-for target in sys.argv[1:]:
-    host, port = target.rsplit(':', 1)
-    try:
-        socket.create_connection((host, int(port)), timeout=3).close()
-        print('OPEN', target)
-    except OSError as e:
-        print('BLOCKED', target, type(e).__name__)
-"""
 
 # getaddrinfo through the container's resolver, then raw DNS queries straight at the embedded
 # resolver, a public resolver and the host's gateway: any address or any reply is a leak.

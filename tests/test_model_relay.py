@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from e2e_support import IMAGE, recording_api, require_sandbox
+from e2e_support import CONNECT, IMAGE, recording_api, require_sandbox
 
 from supervisor.sandbox import model_relay
 from supervisor.sandbox.credproxy import Injection
@@ -25,16 +25,6 @@ pytestmark = pytest.mark.docker
 NETWORK = "supervisor-egress-test"  # named, and unused: no worker here joins it
 REAL = "sk-real-key-on-the-host"
 
-PROBE = """
-import socket, sys
-for target in sys.argv[1:]:
-    host, port = target.rsplit(':', 1)
-    try:
-        socket.create_connection((host, int(port)), timeout=3).close()
-        print('OPEN', target)
-    except OSError as e:
-        print('BLOCKED', target, type(e).__name__)
-"""
 
 ASK = r"""
 import socket, sys
@@ -100,7 +90,7 @@ def test_a_worker_has_only_loopback_and_its_runs_socket_and_reaches_its_model_an
     try:
         result = sandbox.run(
             RunSpec(
-                argv=["sh", "-c", script, fetch, f"{route.url}/v1/models", PROBE, *targets],
+                argv=["sh", "-c", script, fetch, f"{route.url}/v1/models", CONNECT, *targets],
                 worktree=tmp_path,
                 route=route,
                 on_start=network_mode,
@@ -188,7 +178,14 @@ def test_a_worker_that_ends_its_relay_still_reaches_nothing(
     )
     result = sandbox.run(
         RunSpec(
-            argv=["sh", "-c", script, PROBE, f"127.0.0.1:{model_relay.RELAY_PORT}", "1.1.1.1:443"],
+            argv=[
+                "sh",
+                "-c",
+                script,
+                CONNECT,
+                f"127.0.0.1:{model_relay.RELAY_PORT}",
+                "1.1.1.1:443",
+            ],
             worktree=tmp_path,
             route=route,
         )
@@ -212,7 +209,7 @@ def test_an_image_without_perl_names_the_missing_relay_and_its_fix(
         route = sandbox.route(url)
         result = sandbox.run(
             RunSpec(
-                argv=["python3", "-c", PROBE, f"127.0.0.1:{model_relay.RELAY_PORT}"],
+                argv=["python3", "-c", CONNECT, f"127.0.0.1:{model_relay.RELAY_PORT}"],
                 worktree=tmp_path,
                 image=tag,
                 route=route,

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from e2e_support import IMAGE, missing, require_sandbox
+from e2e_support import IMAGE, missing, recording_api, require_sandbox
 
 from supervisor.errors import CommandTimeoutError
 from supervisor.sandbox.docker import (
@@ -62,21 +62,8 @@ BOTH_WAYS = pytest.mark.parametrize("sandbox", ["socket", "network"], indirect=T
 @pytest.fixture
 def local_api() -> Iterator[str]:
     """A plain HTTP server on the host's loopback, standing for a model API."""
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("content-length", "5")
-            self.end_headers()
-            self.wfile.write(b"hello")
-
-        def log_message(self, *args: object) -> None:
-            return
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"  # GET <base>/models: a model path
-    server.shutdown()
+    with recording_api() as (url, _):
+        yield f"{url}/v1"  # GET <base>/models: a model path
 
 
 def test_a_gate_container_has_no_network_at_all(sandbox: DockerSandbox, tmp_path: Path) -> None:
