@@ -13,11 +13,14 @@ import http.client
 import http.server
 import json
 import re
+import shutil
 import socket
 import ssl
 import subprocess
+import tempfile
 import threading
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -30,7 +33,6 @@ from supervisor.sandbox.credproxy import CredentialProxy, Injection, Upstream, n
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
-    from pathlib import Path
 
 REAL = "sk-ant-real-key-0123456789"
 ALIAS = "model-api.supervisor.internal"
@@ -308,6 +310,59 @@ def test_a_streamed_answer_passes_through_unbuffered(
     assert time.monotonic() - started < 5
     api.first_event_read.set()
     assert response.read() == b"event: two\ndata: {}\n\n"
+
+
+def test_an_answer_the_api_finished_is_recorded_whole_when_the_cli_hangs_up_before_its_end(
+    tmp_path: Path,
+) -> None:
+    """A CLI exits once it has read its answer's last event, before the end of the message
+    reaches it; on a run's Unix socket (a networkless worker's route) the proxy's last write
+    then fails at once. The record, which the witness reads the answer from, must still hold a
+    finished exchange: found on the real sandbox as `the API gave no final answer`."""
+    hung_up = threading.Event()
+    with socket.socket() as upstream:
+        upstream.bind(("127.0.0.1", 0))
+        upstream.listen(1)
+
+        def answer() -> None:
+            conn, _ = upstream.accept()
+            with conn:
+                conn.recv(65536)
+                conn.sendall(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                    b"connection: close\r\n\r\nevent: done\ndata: {}\n\n"
+                )
+                hung_up.wait(10)  # the message ends (close-delimited) after the CLI is gone
+
+        threading.Thread(target=answer, daemon=True).start()
+        folder = Path(tempfile.mkdtemp(prefix="sv-"))
+        record = tmp_path / "record"
+        record.mkdir()
+        proxy = CredentialProxy(
+            Upstream.from_url(f"http://127.0.0.1:{upstream.getsockname()[1]}"),
+            Injection("x-api-key", REAL),
+            folder / "api",
+            [ALIAS],
+            placeholder=PLACEHOLDER,
+            record_dir=record,
+        )
+        try:
+            with socket.socket(socket.AF_UNIX) as cli:
+                cli.connect(str(folder / "api"))
+                cli.sendall(
+                    f"POST /v1/messages HTTP/1.1\r\nhost: {ALIAS}\r\n"
+                    f"x-api-key: {PLACEHOLDER}\r\ncontent-length: 2\r\n\r\n{{}}".encode()
+                )
+                read = b""
+                while b"event: done" not in read:
+                    read += cli.recv(65536)
+            hung_up.set()
+        finally:
+            proxy.close()  # the record is whole once it returns
+            shutil.rmtree(folder, ignore_errors=True)
+    [entry] = [json.loads(line) for line in (record / "exchanges.jsonl").read_text().splitlines()]
+    assert entry["status"] == 200 and entry["complete"] is True, entry
+    assert (record / entry["body"]).read_bytes() == b"event: done\ndata: {}\n\n"
 
 
 def test_an_unreachable_api_host_is_named(proxies: list[CredentialProxy]) -> None:

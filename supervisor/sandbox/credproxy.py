@@ -416,6 +416,12 @@ class CredentialProxy:
                     exchange.received(event.data)
                 client.sendall(down.send(h11.Data(data=event.data)))
             elif isinstance(event, h11.EndOfMessage):
+                # The API's answer is whole: so is the record, before the last bytes go down. A
+                # CLI that has read its answer may exit before them, and a Unix socket whose
+                # reader is gone refuses a write at once (EPIPE) where TCP took it; the exchange
+                # was then recorded as broken off, and the witness found no final answer.
+                if exchange is not None:
+                    exchange.end(complete=True)
                 client.sendall(down.send(h11.EndOfMessage()))
                 return True
             else:
