@@ -9,11 +9,25 @@ if [ "${CI:-}" = "true" ]; then
   bash scripts/setup-scaleout.sh           # PostgreSQL for the shared-state specs (fast when there)
   # pytest removes all but the last 3 runs' temporary folders when it exits, inside the run's
   # time: a whole run's is ~3 GB in ~100,000 files, 28 s to remove on this machine. Earlier runs'
-  # are moved aside and removed at idle priority beside this one instead.
-  earlier=$(python3 -c 'import getpass, tempfile; print(f"{tempfile.gettempdir()}/pytest-of-{getpass.getuser()}")')
-  if compgen -G "$earlier/pytest-[0-9]*" >/dev/null; then
-    aside=$(mktemp -d "${earlier}-earlier.XXXXXX")
-    mv "$earlier"/pytest-[0-9]* "$aside"/ || true
+  # but the newest are moved aside and removed at idle priority beside this one instead. The
+  # newest stays so that the numbering goes on: a spec's folder never has an earlier run's path
+  # (whose project image or trust would then be found).
+  aside=$(python3 - <<'PY'
+import getpass, re, tempfile
+from pathlib import Path
+root = Path(tempfile.gettempdir()) / f"pytest-of-{getpass.getuser()}"
+runs = sorted(
+    (p for p in root.glob("pytest-*") if re.fullmatch(r"pytest-\d+", p.name)),
+    key=lambda p: int(p.name.split("-")[1]),
+)
+if len(runs) > 1:
+    aside = Path(tempfile.mkdtemp(prefix=f"{root.name}-earlier.", dir=root.parent))
+    for run in runs[:-1]:
+        run.rename(aside / run.name)
+    print(aside)
+PY
+  ) || aside=""
+  if [ -n "$aside" ]; then
     idle_io=$(command -v ionice >/dev/null && echo "ionice -c 3")
     (cd / && exec nice -n 19 $idle_io rm -rf "$aside" >/dev/null 2>&1 &)
   fi

@@ -110,6 +110,18 @@ def serve() -> Iterator[Callable[..., ScriptedModelServer]]:
         server.close()
 
 
+@pytest.fixture(autouse=True, scope="session")
+def own_user_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """No spec reads or writes the user's own ~/.supervisor (its config, trust records, caches):
+    each test process has one of its own, which `api_keys` narrows to a spec's. Before, the
+    specs' trust records piled up in the real one, and a spec trusted an earlier run's
+    folder of the same path (after pytest's numbering started again) as its own."""
+    patch = pytest.MonkeyPatch()
+    patch.setenv("SUPERVISOR_USER_DIR", str(tmp_path_factory.mktemp("user")))
+    yield
+    patch.undo()
+
+
 @pytest.fixture
 def api_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A private user config directory and a key for every CLI (the scripted API accepts any)."""
