@@ -113,11 +113,17 @@ def serve() -> Iterator[Callable[..., ScriptedModelServer]]:
 @pytest.fixture(autouse=True, scope="session")
 def own_user_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """No spec reads or writes the user's own ~/.supervisor (its config, trust records, caches):
-    each test process has one of its own, which `api_keys` narrows to a spec's. Before, the
-    specs' trust records piled up in the real one, and a spec trusted an earlier run's
-    folder of the same path (after pytest's numbering started again) as its own."""
+    each run has one of its own, shared by its test processes as the real one was (what one
+    probed, the others find), which `api_keys` narrows to a spec's. Before, the specs' trust
+    records piled up in the real one, and a spec trusted an earlier run's folder of the same
+    path (after pytest's numbering started again) as its own."""
+    run = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        run = run.parent  # the run's folder; each process has its own below it
+    user = run / "user"
+    user.mkdir(exist_ok=True)
     patch = pytest.MonkeyPatch()
-    patch.setenv("SUPERVISOR_USER_DIR", str(tmp_path_factory.mktemp("user")))
+    patch.setenv("SUPERVISOR_USER_DIR", str(user))
     yield
     patch.undo()
 
