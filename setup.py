@@ -15,6 +15,7 @@ SHIPPED = [
     "prompts",
     "sandbox/Dockerfile",
     "sandbox/entrypoint.sh",
+    "sandbox/gemini.sh",
     "sandbox/stage_node_modules.py",
     "scripts/setup.sh",
     "scripts/register-runsc.sh",

@@ -44,6 +44,8 @@ CPU_READ = (
 )
 MODEL = {"claude": "claude-sonnet-4-5", "codex": "gpt-5.5", "gemini": "gemini-2.5-pro"}
 KEY = {"claude": "ANTHROPIC_API_KEY", "codex": "OPENAI_API_KEY", "gemini": "GEMINI_API_KEY"}
+IMAGE = os.environ.get("SUPERVISOR_IMAGE", "supervisor-sandbox:latest")
+"""The sandbox image (setup's variable): another tag compares an image's CLIs with this one's."""
 
 
 def workspace(root: Path, files: int) -> Path:
@@ -65,7 +67,7 @@ def one(cli: str, tree: Path) -> dict[str, float]:
     from supervisor.workers import adapter_for
 
     script = load_script({"conversations": [{"repeat": True, "turns": [{"text": "done"}]}]})
-    sandbox = DockerSandbox("supervisor-sandbox:latest", "supervisor-egress-bench")
+    sandbox = DockerSandbox(IMAGE, "supervisor-egress-bench")
     try:
         with ScriptedModelServer(script) as server:
             base = f"{server.url}/v1" if cli == "codex" else server.url
@@ -85,8 +87,7 @@ def one(cli: str, tree: Path) -> dict[str, float]:
                     env={**invocation.env, KEY[cli]: "bench-key"},
                     stdin_text="Say done.",
                     home_files=invocation.home_files,
-                    network="supervisor-egress-bench",
-                    extra_hosts={route.alias: route.gateway},
+                    route=route,
                     timeout=300,
                 )
             )

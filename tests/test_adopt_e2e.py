@@ -39,8 +39,6 @@ WORKFLOW = """workflow:
     commit: {action: commit}
 """
 GATES = 'gates:\n  compile: "python3 -m py_compile *.py"\n'
-WORKSPACES = ["full", "overlay"]
-"""Each adoption spec runs with fully written worktrees and with copy-on-write views."""
 
 
 def config(workspace: str) -> str:
@@ -175,12 +173,13 @@ def assert_done_and_clean(repo: Path, wf: Any) -> None:
     assert volumes == []
 
 
-@pytest.mark.parametrize("workspace", WORKSPACES)
 def test_workers_running_when_the_supervisor_is_killed_are_adopted_not_rerun(
-    tmp_path: Path, serve: Any, workspace: str
+    tmp_path: Path, serve: Any
 ) -> None:
+    """With fully written worktrees: the copy-on-write views (the default) are adopted in the
+    specs of the planted links and of the answer in flight, which kill at the same moment."""
     server = serve(*script())
-    repo = new_repo(tmp_path, server.url, config(workspace), cli=CLI)
+    repo = new_repo(tmp_path, server.url, config("full"), cli=CLI)
     write_workflow(repo, WORKFLOW)
     start_and_kill_while_both_work(repo, server)
 
@@ -229,12 +228,12 @@ def test_a_run_that_ended_but_whose_step_was_not_yet_recorded_is_adopted_not_bou
         assert [s["status"] for s in steps if s["name"] == name] == ["succeeded"], name
 
 
-@pytest.mark.parametrize("workspace", WORKSPACES)
 def test_a_worker_whose_container_died_with_the_supervisor_is_run_again_and_only_it(
-    tmp_path: Path, serve: Any, workspace: str
+    tmp_path: Path, serve: Any
 ) -> None:
+    """With copy-on-write views (the default): a written worktree's adoption is the spec above."""
     server = serve(*script())
-    repo = new_repo(tmp_path, server.url, config(workspace), cli=CLI)
+    repo = new_repo(tmp_path, server.url, config("overlay"), cli=CLI)
     write_workflow(repo, WORKFLOW)
     start_and_kill_while_both_work(repo, server)
     worker_containers(repo)["implement/circle"].kill()

@@ -5,6 +5,7 @@ without a network reaches nothing."""
 from __future__ import annotations
 
 import os
+import platform
 import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -87,6 +88,24 @@ def test_node_is_20_or_newer(client: Any) -> None:
     exit_code, output = run(client, ["node", "-p", "process.versions.node"])
     assert exit_code == 0, output
     assert int(output.strip().split(".")[0]) >= 20
+
+
+@pytest.mark.parametrize("user", [NOBODY, "4242:4242"])
+def test_gemini_starts_on_node_24_from_the_compile_cache_built_into_the_image(
+    client: Any, user: str
+) -> None:
+    """Node names its cache folder after the user id, which is the host's: whatever it is, the
+    cache built with the image is read (sandbox/gemini.sh), and nothing compiled is refused."""
+    if platform.machine() != "x86_64":
+        pytest.skip("Node 24 for gemini is installed from npm for linux-x64 only")
+    debug = {"HOME": "/tmp/home", "NODE_DEBUG_NATIVE": "COMPILE_CACHE"}
+    exit_code, output = run(client, ["gemini", "--version"], user=user, environment=debug)
+    assert exit_code == 0, output
+    assert output.count("was accepted") >= 10, output[-3000:]
+    assert "rejected" not in output and "denied" not in output, output[-3000:]
+    uid = user.split(":")[0]
+    assert "-> /tmp/.node-compile-cache/v24." in output, output[:2000]  # Node 24
+    assert f"-{uid}/" in output, output[:2000]
 
 
 def test_the_root_file_system_is_read_only_and_home_is_writable(client: Any) -> None:

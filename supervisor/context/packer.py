@@ -87,7 +87,9 @@ class RepomixPacker:
     def _running(self) -> subprocess.Popen[str]:
         if self._proc is not None and self._proc.poll() is None:
             return self._proc
-        node = process.find_program("node", [NODE_BIN])
+        # The host's own Node, found on PATH: node_modules/.bin has a `node` too, the Node 24
+        # that only the sandbox image's gemini runs on (sandbox/gemini.sh).
+        node = process.find_program("node")
         repomix = Path(process.find_program("repomix", [NODE_BIN])).resolve()
         library = repomix.parent.parent / "lib" / "index.js"
         if not library.is_file():
