@@ -18,6 +18,7 @@ import hashlib
 import marshal
 import os
 import shutil
+import threading
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,8 +36,20 @@ _FORMAT = b"supervisor-tiktoken-1"
 _FIELDS = {"name", "pat_str", "mergeable_ranks", "special_tokens", "explicit_n_vocab"}
 
 
-@lru_cache(maxsize=4)
+_BUILDING = threading.Lock()
+
+
 def encoding(name: str = ENCODING) -> tiktoken.Encoding:
+    """The process's one encoding. An `lru_cache` alone builds a missing entry in every thread
+    that asks for it at once, and the engine's first count comes at once from its own thread and
+    from the threads that prepare the next step (their context packs): two or three builds of
+    ~0.4 CPU-s each in most engine runs, where one is enough."""
+    with _BUILDING:
+        return _build(name)
+
+
+@lru_cache(maxsize=4)
+def _build(name: str) -> tiktoken.Encoding:
     import tiktoken
 
     cache = Path(
