@@ -30,8 +30,9 @@ Files pinned to one process with `pytest.mark.xdist_group`:
   check must not run beside them.
 
 Longest first: `--dist loadgroup` hands out the groups (largest first), then single specs in
-collection order. `pytest_collection_modifyitems` below puts the minutes-long specs (`slow`),
-then the other end-to-end ones (`docker`, `cli`), before the fast specs, so the run's last
+collection order. `pytest_collection_modifyitems` below puts the specs that mostly wait
+(`waits`), the minutes-long specs (`slow`), then the other end-to-end ones (`docker`, `cli`),
+before the fast specs, so the run's last
 minutes are filled with sub-second specs instead of one process finishing a long pipeline while
 the others sit idle (the longest-processing-time-first rule)."""
 
@@ -66,7 +67,11 @@ LONG_FILES = frozenset(
 
 
 def _weight(item: pytest.Item) -> int:
-    """0 for the minutes-long specs, 1 for other end-to-end specs, 2 for the fast ones."""
+    """-1 for the specs that mostly wait (`waits`): begun first, their waits overlap the busy
+    specs of the other processes, where at the end of the end-to-end specs they left the cores
+    idle; 0 for the minutes-long specs, 1 for other end-to-end specs, 2 for the fast ones."""
+    if item.get_closest_marker("waits"):
+        return -1
     if item.get_closest_marker("slow") or item.path.name in LONG_FILES:
         return 0
     if item.get_closest_marker("docker") or item.get_closest_marker("cli"):

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -132,12 +133,19 @@ def planner(text: str = PLAN_TEXT, when: str = "ROLE: planner") -> dict[str, Any
 
 
 def implementer(
-    content: str, when: str = "ROLE: implementer", delay: float = 0.0
+    content: str,
+    when: str = "ROLE: implementer",
+    delay: float = 0.0,
+    after: Path | None = None,
 ) -> dict[str, Any]:
+    """`after`: its first answer waits until that file exists (see `released_on_adoption`)."""
+    first: dict[str, Any] = {"delay": delay, **read_turn("calc.py")}
+    if after is not None:
+        first["after"] = str(after)
     return {
         "when": when,
         "turns": [
-            {"delay": delay, **read_turn("calc.py")},
+            first,
             {
                 "tool_use": {
                     "name": "Write",
@@ -163,6 +171,33 @@ def writes(when: str, path: str, content: str, read: bool = False) -> dict[str, 
     report = {"status": "SUCCESS", "summary": f"wrote {path}", key: [path]}
     turns.append({"text": "Done.\n" + fenced(report)})
     return {"when": when, "turns": turns}
+
+
+@contextlib.contextmanager
+def released_on_adoption(repo: Path, release: Path, workflow_id: int) -> Iterator[None]:
+    """Create `release` (an `after` file of the scripted API) once a resume has adopted the
+    workflow's worker, or when the block ends: a worker killed with its supervisor has its
+    answer in flight from the kill until after the adoption, whatever the machine's load, and
+    no spec waits out a fixed delay for it."""
+    from supervisor import tasks
+
+    done = threading.Event()
+
+    def release_when_adopted() -> None:
+        while not done.wait(0.2):
+            with tasks.reading(repo) as store:
+                if any(e.type == "worker_adopted" for e in store.events(workflow_id)):
+                    break
+        release.touch()
+
+    watcher = threading.Thread(target=release_when_adopted, daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
+        release.touch()
 
 
 def run_to_the_end(task: str, repo: Path) -> Any:

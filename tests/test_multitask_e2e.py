@@ -13,7 +13,14 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from e2e_support import GOOD_CALC, implementer, new_repo, require_sandbox, write_workflow
+from e2e_support import (
+    GOOD_CALC,
+    implementer,
+    new_repo,
+    released_on_adoption,
+    require_sandbox,
+    write_workflow,
+)
 
 from supervisor import tasks
 from supervisor.sandbox.docker import LABEL_REPO, repo_label
@@ -77,10 +84,13 @@ def on_branch(repo: Path, branch: str, path: str) -> str:
 def test_three_tasks_at_once_one_killed_the_others_finish_and_it_resumes(
     tmp_path: Path, serve: Any
 ) -> None:
+    # Every answer waits for a file: the three are mid-step together at the kill whatever the
+    # load, and the killed one's answer is still in flight when its resume adopts it.
+    others, release = tmp_path / "others", tmp_path / "release"
     server = serve(
-        implementer(GOOD_CALC, when=description("alpha"), delay=5),
-        implementer(GOOD_CALC, when=description("beta"), delay=5),
-        implementer(GOOD_CALC, when=description("gamma"), delay=45),  # killed while it waits
+        implementer(GOOD_CALC, when=description("alpha"), after=others),
+        implementer(GOOD_CALC, when=description("beta"), after=others),
+        implementer(GOOD_CALC, when=description("gamma"), after=release),  # killed while it waits
         implementer(GOOD_CALC, when=description("gamma")),  # the resumed attempt
     )
     repo = new_repo(tmp_path, server.url)
@@ -99,6 +109,7 @@ def test_three_tasks_at_once_one_killed_the_others_finish_and_it_resumes(
         assert procs["alpha"].poll() is None and procs["beta"].poll() is None
         procs["gamma"].send_signal(signal.SIGKILL)
         procs["gamma"].wait()
+        others.touch()
         for name in ("alpha", "beta"):
             finished(procs[name])
     finally:
@@ -115,7 +126,8 @@ def test_three_tasks_at_once_one_killed_the_others_finish_and_it_resumes(
     assert {w["id"]: w["supervisor_pid"] for w in listed}[found["gamma"].id] is None
 
     resumed = time.monotonic()
-    finished(supervisor(repo, "resume", str(found["gamma"].id)))
+    with released_on_adoption(repo, release, found["gamma"].id):
+        finished(supervisor(repo, "resume", str(found["gamma"].id)))
     resumed = time.monotonic() - resumed
 
     with tasks.reading(repo) as store:

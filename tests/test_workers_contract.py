@@ -241,6 +241,7 @@ HUNG_S = 3600
 idle timeout ended the run."""
 
 
+@pytest.mark.waits
 @pytest.mark.parametrize("cli", CLIS)
 def test_a_hung_cli_is_ended_by_the_idle_timeout_and_retried(
     tmp_path: Path, serve: Any, cli: str

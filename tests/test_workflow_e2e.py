@@ -18,6 +18,7 @@ from e2e_support import (
     new_repo,
     opening_prompts,
     planner,
+    released_on_adoption,
     require_sandbox,
     reviewer,
     write_workflow,
@@ -249,9 +250,10 @@ def test_a_rejection_reason_reaches_the_next_prompt_of_that_step(
 def test_a_supervisor_killed_during_implement_resumes_without_rerunning_any_step(
     tmp_path: Path, serve: Any
 ) -> None:
+    release = tmp_path / "release"
     server = serve(
         planner(),
-        implementer(GOOD_CALC, delay=30),  # the first implementer hangs: we kill meanwhile
+        implementer(GOOD_CALC, after=release),  # its answer waits: we kill meanwhile
         implementer(GOOD_CALC),
         reviewer(),
     )
@@ -277,7 +279,8 @@ def test_a_supervisor_killed_during_implement_resumes_without_rerunning_any_step
 
     wf = tasks.workflows(repo)[0]
     assert wf.current_step == "implement"
-    done = tasks.resume(wf.id, repo)
+    with released_on_adoption(repo, release, wf.id):
+        done = tasks.resume(wf.id, repo)
 
     assert done.status == "completed"
     assert file_on_branch(repo, done.task_branch, "calc.py") == GOOD_CALC
