@@ -47,6 +47,7 @@ log() { printf '[setup] %s\n' "$*" >&2; }
 secs() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
 die() { # die WHAT FIX
   printf '[setup] FAILED in step %s: %s\n[setup] fix: %s\n' "$STEP" "$1" "$2" >&2
+  if [ -n "${npm_copy_pid:-}" ]; then kill "$npm_copy_pid" 2>/dev/null || true; fi
   exit 1
 }
 trap 'die "unexpected error (line $LINENO: $BASH_COMMAND)" "read the output above; re-run with bash -x scripts/setup.sh for details"' ERR
@@ -118,6 +119,29 @@ done_step "gVisor runtime checked"
 # What setup keeps per user (the npm tree of a lock file, uv), so that a new checkout copies it.
 user_cache=${XDG_CACHE_HOME:-${HOME:+$HOME/.cache}}
 
+# Whether step 4 has work, decided here: its copy of a kept npm tree is disk work and step 3's
+# install is CPU work, so when step 4 will copy, the copy starts now beside step 3 (on the
+# 2-core host ~8 s of the ~18 s a fresh checkout's set-up took).
+npm_hash=$(short_hash < package-lock.json)
+bins_ok=1
+for b in claude codex gemini repomix; do [ -e "$NODE_DIR/node_modules/.bin/$b" ] || bins_ok=0; done
+# npm ci is ~25 CPU-s of unpacking and linking; the tree it makes depends on the lock file only,
+# so the last one is kept per user (one lock at a time, ~0.9 GB) and a new checkout of the same
+# lock copies it (~4 s). SUPERVISOR_NPM_KEEP= (empty) turns that off; only the trees it kept
+# (named by a lock's hash) are ever removed from that directory.
+NPM_KEEP=${SUPERVISOR_NPM_KEEP-${user_cache:+$user_cache/supervisor/node_modules}}
+kept=${NPM_KEEP:+$NPM_KEEP/$npm_hash}
+npm_todo=0 npm_copy_pid=""
+if [ "$(cat "$NODE_DIR/node_modules/.setup-stamp" 2>/dev/null)" != "$npm_hash" ] || [ "$bins_ok" = 0 ]; then
+  npm_todo=1
+  if [ -n "$kept" ] && [ "$(cat "$kept/.setup-stamp" 2>/dev/null)" = "$npm_hash" ]; then
+    mkdir -p "$NODE_DIR"
+    rm -rf "$NODE_DIR/.node_modules.partial"
+    cp -a "$kept" "$NODE_DIR/.node_modules.partial" 2>/dev/null &
+    npm_copy_pid=$!
+  fi
+fi
+
 # 3. Python virtualenv -----------------------------------------------------------------------
 step "3/6 (Python venv)"
 if [ "$SKIP_VENV" = 1 ]; then
@@ -180,24 +204,17 @@ fi
 
 # 4. Pinned npm tools ------------------------------------------------------------------------
 step "4/6 (npm tools)"
-npm_hash=$(short_hash < package-lock.json)
-bins_ok=1
-for b in claude codex gemini repomix; do [ -e "$NODE_DIR/node_modules/.bin/$b" ] || bins_ok=0; done
-# npm ci is ~25 CPU-s of unpacking and linking; the tree it makes depends on the lock file only,
-# so the last one is kept per user (one lock at a time, ~0.9 GB) and a new checkout of the same
-# lock copies it (~4 s). SUPERVISOR_NPM_KEEP= (empty) turns that off; only the trees it kept
-# (named by a lock's hash) are ever removed from that directory.
-NPM_KEEP=${SUPERVISOR_NPM_KEEP-${user_cache:+$user_cache/supervisor/node_modules}}
-if [ "$(cat "$NODE_DIR/node_modules/.setup-stamp" 2>/dev/null)" != "$npm_hash" ] || [ "$bins_ok" = 0 ]; then
+if [ "$npm_todo" = 1 ]; then
   if [ "$NODE_DIR" != "$ROOT" ]; then   # an installed package: npm ci with the shipped lock file
     mkdir -p "$NODE_DIR"
     install -m 644 package.json package-lock.json "$NODE_DIR/"
   fi
-  kept=${NPM_KEEP:+$NPM_KEEP/$npm_hash}
-  if [ -n "$kept" ] && [ "$(cat "$kept/.setup-stamp" 2>/dev/null)" = "$npm_hash" ]; then
+  if [ -n "$npm_copy_pid" ]; then   # begun before step 3
     did "copying Repomix and the AI CLIs as npm ci installed them for this lock file ($kept)"
-    rm -rf "$NODE_DIR/.node_modules.partial"
-    cp -a "$kept" "$NODE_DIR/.node_modules.partial" || die "copying $kept failed" \
+    copied=0
+    wait "$npm_copy_pid" && copied=1
+    npm_copy_pid=""
+    [ "$copied" = 1 ] || die "copying $kept failed" \
       "remove $kept (or set SUPERVISOR_NPM_KEEP= to skip it), then re-run"
     rm -rf "$NODE_DIR/node_modules"
     mv "$NODE_DIR/.node_modules.partial" "$NODE_DIR/node_modules"

@@ -30,9 +30,8 @@ Files pinned to one process with `pytest.mark.xdist_group`:
   check must not run beside them.
 
 Longest first: `--dist loadgroup` hands out the groups (largest first), then single specs in
-collection order. `pytest_collection_modifyitems` below puts the specs that mostly wait
-(`waits`), the minutes-long specs (`slow`), then the other end-to-end ones (`docker`, `cli`),
-before the fast specs, so the run's last
+collection order. `pytest_collection_modifyitems` below puts the minutes-long specs (`slow`),
+then the other end-to-end ones (`docker`, `cli`), before the fast specs, so the run's last
 minutes are filled with sub-second specs instead of one process finishing a long pipeline while
 the others sit idle (the longest-processing-time-first rule)."""
 
@@ -67,11 +66,7 @@ LONG_FILES = frozenset(
 
 
 def _weight(item: pytest.Item) -> int:
-    """-1 for the specs that mostly wait (`waits`): begun first, their waits overlap the busy
-    specs of the other processes, where at the end of the end-to-end specs they left the cores
-    idle; 0 for the minutes-long specs, 1 for other end-to-end specs, 2 for the fast ones."""
-    if item.get_closest_marker("waits"):
-        return -1
+    """0 for the minutes-long specs, 1 for other end-to-end specs, 2 for the fast ones."""
     if item.get_closest_marker("slow") or item.path.name in LONG_FILES:
         return 0
     if item.get_closest_marker("docker") or item.get_closest_marker("cli"):
@@ -80,7 +75,20 @@ def _weight(item: pytest.Item) -> int:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Longest first (see above), with the specs that mostly wait (`waits`) spread evenly among
+    the end-to-end ones: side by side, or beside other waiting specs, they left both cores idle
+    for half a minute at a time (a run's idle time, sampled each second, docs/test-durations.md);
+    spread out, each waits beside the busy specs of the other processes."""
     items.sort(key=_weight)  # stable: files keep their own order within a weight
+    waiting = [item for item in items if item.get_closest_marker("waits")]
+    if not waiting:
+        return
+    rest = [item for item in items if not item.get_closest_marker("waits")]
+    e2e = sum(1 for item in rest if _weight(item) < 2)
+    gap = e2e // (len(waiting) + 1)
+    for n, item in enumerate(waiting):  # from the back, so that earlier places do not move
+        rest.insert(gap * (len(waiting) - n), item)
+    items[:] = rest
 
 
 @pytest.hookimpl(hookwrapper=True)
