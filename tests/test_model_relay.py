@@ -106,6 +106,42 @@ def test_a_worker_has_only_loopback_and_its_runs_socket_and_reaches_its_model_an
     assert result.stdout.count("BLOCKED") == len(targets)
 
 
+PIDS_TAKEN = r"""
+import os, sys, time, urllib.request
+children = 0
+try:
+    while children < 5000:
+        if os.fork() == 0:
+            time.sleep(30)
+            os._exit(0)
+        children += 1
+except OSError:
+    print("no process to spare after", children)
+for _ in range(3):  # on fresh connections, as a CLI's requests come
+    print(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())
+"""  # its sleeping children end with the container
+
+
+def test_a_worker_whose_processes_used_up_its_pids_still_reaches_its_model(
+    sandbox: DockerSandbox, tmp_path: Path, local_api: tuple[str, list[dict[str, str]]]
+) -> None:
+    """A fork flood, or a build running many jobs, leaves no process to spare in the container:
+    the relay serves every connection in its one process (it forked one per connection, and
+    the fork flood attack's follow-up request was cut)."""
+    url, _ = local_api
+    route = sandbox.route(url)
+    result = sandbox.run(
+        RunSpec(
+            argv=["python3", "-c", PIDS_TAKEN, f"{route.url}/models"],
+            worktree=tmp_path,
+            route=route,
+            timeout=120,
+        )
+    )
+    assert "no process to spare after" in result.stdout, result.stdout + result.stderr
+    assert result.stdout.count("hello") == 3, result.stdout + result.stderr
+
+
 def test_a_worker_on_its_socket_cannot_spend_another_runs_key_nor_reach_a_path_but_the_models(
     sandbox: DockerSandbox, tmp_path: Path, local_api: tuple[str, list[dict[str, str]]]
 ) -> None:

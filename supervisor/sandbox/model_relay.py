@@ -13,7 +13,9 @@ file points at loopback.
 The relay is Perl (Debian's perl-base is essential: every sandbox image has it), started in
 0.03 s and 0.02 CPU-s; node took 0.15 of each. It is the worker's own process: the worker may
 stop or replace it and gains nothing by it, since the socket is its run's route, which takes only
-its placeholder and model paths, as on the network.
+its placeholder and model paths, as on the network. It is one process serving every connection
+(a select loop): it forked one per connection once, and a worker whose own processes had used up
+the container's pids limit (a fork flood, a build's many jobs) lost its model connection.
 
 gVisor workers (`worker_runtime: runsc-net`) keep the network: its user-space kernel does not
 connect to the host's sockets unless told to (`--host-uds`).
@@ -36,35 +38,62 @@ RELAY_FILE = "model_relay.pl"
 READY = "/tmp/.supervisor-model-relay"
 
 RELAY = r"""use strict; use warnings;
-use IO::Socket::INET; use IO::Socket::UNIX; use IO::Select; use POSIX ();
+use IO::Socket::INET; use IO::Socket::UNIX; use IO::Select; use Errno qw(EAGAIN EINTR);
 my ($path, $port, $ready) = @ARGV;
 my $server = IO::Socket::INET->new(
     LocalAddr => '127.0.0.1', LocalPort => $port, Listen => 64, ReuseAddr => 1) or exit 1;
 if (open(my $mark, '>', $ready)) { close($mark) }
-$SIG{CHLD} = 'IGNORE';
 $SIG{PIPE} = 'IGNORE';
-while (1) {
-    my $client = $server->accept or next;
-    my $pid = fork();
-    if (!defined $pid || $pid) { close $client; next }
-    close $server;
-    my $up = IO::Socket::UNIX->new(Peer => $path, Type => SOCK_STREAM) or POSIX::_exit(0);
-    my $open = IO::Select->new($client, $up);
-    my $buffer;
-    while ($open->count) {
-        for my $from ($open->can_read) {
-            my $to = $from == $client ? $up : $client;
-            my $got = sysread($from, $buffer, 65536);
-            if (!$got) { shutdown($to, 1); $open->remove($from); next }
-            my $sent = 0;
-            while ($sent < $got) {
-                my $wrote = syswrite($to, $buffer, $got - $sent, $sent);
-                POSIX::_exit(0) unless defined $wrote;
-                $sent += $wrote;
-            }
-        }
+my (%peer, %out, %done);  # by socket: its other end, bytes owed to it, its other end has ended
+my $reading = IO::Select->new($server);
+my $writing = IO::Select->new();
+sub drop {
+    for my $s (@_) {
+        $reading->remove($s); $writing->remove($s);
+        delete $peer{$s}; delete $out{$s}; delete $done{$s}; close $s;
     }
-    POSIX::_exit(0);
+}
+sub settle {  # a side whose sender ended and whose bytes are out is shut; both shut: closed
+    my ($s) = @_;
+    return if length $out{$s};
+    shutdown($s, 1) if $done{$s};
+    my $p = $peer{$s};
+    drop($s, $p) if $done{$s} && $done{$p} && !length $out{$p};
+}
+while (1) {
+    my ($can_read, $can_write) = IO::Select->select($reading, $writing, undef);
+    next unless $can_read;
+    for my $s (@$can_write) {
+        next unless exists $peer{$s};
+        my $wrote = syswrite($s, $out{$s});
+        if (!defined $wrote) { drop($s, $peer{$s}) unless $! == EAGAIN || $! == EINTR; next }
+        substr($out{$s}, 0, $wrote) = '';
+        next if length $out{$s};
+        $writing->remove($s);
+        my $p = $peer{$s};
+        $reading->add($p) unless $done{$s};  # read again from the sender it had to wait for
+        settle($s);
+    }
+    for my $s (@$can_read) {
+        if ($s == $server) {
+            my $client = $server->accept or next;
+            my $up = IO::Socket::UNIX->new(Peer => $path, Type => SOCK_STREAM);
+            if (!$up) { close $client; next }
+            $_->blocking(0) for $client, $up;
+            @peer{$client, $up} = ($up, $client);
+            @out{$client, $up} = ('', '');
+            $reading->add($client, $up);
+            next;
+        }
+        next unless exists $peer{$s};
+        my $p = $peer{$s};
+        my $got = sysread($s, my $buffer, 65536);
+        next if !defined $got && ($! == EAGAIN || $! == EINTR);
+        if (!$got) { $reading->remove($s); $done{$p} = 1; settle($p); next }
+        $out{$p} .= $buffer;
+        $writing->add($p);
+        $reading->remove($s) if length $out{$p} > 1048576;  # until its reader catches up
+    }
 }
 """
 
