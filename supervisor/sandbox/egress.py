@@ -77,6 +77,15 @@ NETWORK_OPTIONS = {"com.docker.network.bridge.enable_icc": "false"}
 def ensure_network(client: docker.DockerClient, name: str) -> Network:
     """Create the internal network if needed (recreated when it exists with other options); its
     gateway IP and bridge interface on the host."""
+    # One creator at a time on the host: under load, a network created second could be stamped
+    # first and be seen only after the first maker had found its own alone and gone on with it,
+    # so two of one name stayed (an engine before 25 accepts both). `_one_of_a_name` still
+    # settles a race with a process that cannot take this lock (another user's).
+    with _host_lock("supervisor-docker-network.lock"):
+        return _ensure_network(client, name)
+
+
+def _ensure_network(client: docker.DockerClient, name: str) -> Network:
     import docker.errors
 
     network = _first_of_name(client, name)
