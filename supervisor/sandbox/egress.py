@@ -77,12 +77,44 @@ NETWORK_OPTIONS = {"com.docker.network.bridge.enable_icc": "false"}
 def ensure_network(client: docker.DockerClient, name: str) -> Network:
     """Create the internal network if needed (recreated when it exists with other options); its
     gateway IP and bridge interface on the host."""
-    # One creator at a time on the host: under load, a network created second could be stamped
-    # first and be seen only after the first maker had found its own alone and gone on with it,
-    # so two of one name stayed (an engine before 25 accepts both). `_one_of_a_name` still
-    # settles a race with a process that cannot take this lock (another user's).
-    with _host_lock("supervisor-docker-network.lock"):
+    # One creator at a time among this user's processes: under load, a network created second
+    # could be stamped first and be seen only after the first maker had found its own alone and
+    # gone on with it, so two of one name stayed (an engine before 25 accepts both).
+    # `_one_of_a_name` still settles a race with another user's supervisor, or one run without
+    # the lock.
+    with _creator_lock(f"supervisor-docker-network-{os.getuid()}.lock"):
         return _ensure_network(client, name)
+
+
+@contextlib.contextmanager
+def _creator_lock(name: str, wait: float = 30) -> Iterator[None]:
+    """An exclusive `flock` in the temporary directory, taken when it can be: a file another
+    user planted at its path, or one held past `wait`, leaves the caller to go on without it
+    (never follows a symlink, never waits forever)."""
+    import fcntl
+    import tempfile
+
+    path = Path(tempfile.gettempdir()) / name
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError:
+        fd = -1
+    if fd < 0:
+        yield
+        return
+    try:
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _ensure_network(client: docker.DockerClient, name: str) -> Network:
