@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.sandbox.egress import _creator_lock
+from supervisor.sandbox.egress import _host_lock
 
 
 @pytest.fixture
@@ -25,7 +25,7 @@ def test_two_creators_take_turns(name: str) -> None:
     overlap: list[bool] = []
 
     def create(n: int) -> None:
-        with _creator_lock(name):
+        with _host_lock(name, wait=30):
             inside.append(n)
             overlap.append(len(inside) > 1)
             time.sleep(0.1)
@@ -47,7 +47,7 @@ def test_a_link_planted_at_its_path_is_not_followed_and_the_creator_goes_on(
     link = Path(tempfile.gettempdir()) / name
     link.symlink_to(target)
     try:
-        with _creator_lock(name):
+        with _host_lock(name, wait=30):
             pass
         assert not target.exists()
     finally:
@@ -60,7 +60,7 @@ def test_a_lock_held_past_the_wait_leaves_the_creator_to_go_on(name: str) -> Non
     fcntl.flock(fd, fcntl.LOCK_EX)  # as a process that never lets go would
     try:
         began = time.monotonic()
-        with _creator_lock(name, wait=0.5):
+        with _host_lock(name, wait=0.5):
             waited = time.monotonic() - began
         assert waited >= 0.5
     finally:

@@ -82,39 +82,8 @@ def ensure_network(client: docker.DockerClient, name: str) -> Network:
     # gone on with it, so two of one name stayed (an engine before 25 accepts both).
     # `_one_of_a_name` still settles a race with another user's supervisor, or one run without
     # the lock.
-    with _creator_lock(f"supervisor-docker-network-{os.getuid()}.lock"):
+    with _host_lock(f"supervisor-docker-network-{os.getuid()}.lock", wait=30):
         return _ensure_network(client, name)
-
-
-@contextlib.contextmanager
-def _creator_lock(name: str, wait: float = 30) -> Iterator[None]:
-    """An exclusive `flock` in the temporary directory, taken when it can be: a file another
-    user planted at its path, or one held past `wait`, leaves the caller to go on without it
-    (never follows a symlink, never waits forever)."""
-    import fcntl
-    import tempfile
-
-    path = Path(tempfile.gettempdir()) / name
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-    except OSError:
-        fd = -1
-    if fd < 0:
-        yield
-        return
-    try:
-        deadline = time.monotonic() + wait
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    break
-                time.sleep(0.05)
-        yield
-    finally:
-        os.close(fd)
 
 
 def _ensure_network(client: docker.DockerClient, name: str) -> Network:
@@ -233,16 +202,37 @@ def _remove(network: Any, name: str, wait: float = 60) -> None:
 
 
 @contextlib.contextmanager
-def _host_lock(name: str) -> Iterator[None]:
-    """An exclusive `flock` shared by every supervisor process on the host (never follows a
-    symlink planted at its path)."""
+def _host_lock(name: str, wait: float | None = None) -> Iterator[None]:
+    """An exclusive `flock` in the temporary directory, shared by the supervisor processes that
+    open it (never follows a symlink planted at its path). With `wait`, taken when it can be: a
+    file that cannot be opened (another user's) or a lock held past `wait` leaves the caller to
+    go on without it, never waiting forever."""
     import fcntl
     import tempfile
 
     path = Path(tempfile.gettempdir()) / name
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError:
+        if wait is None:
+            raise
+        fd = -1
+    if fd < 0:
+        yield
+        return
+    try:
+        if wait is None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        else:
+            deadline = time.monotonic() + wait
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        break
+                    time.sleep(0.05)
         yield
     finally:
         os.close(fd)
