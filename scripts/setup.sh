@@ -211,11 +211,9 @@ if [ "$npm_todo" = 1 ]; then
   fi
   if [ -n "$npm_copy_pid" ]; then   # begun before step 3
     did "copying Repomix and the AI CLIs as npm ci installed them for this lock file ($kept)"
-    copied=0
-    wait "$npm_copy_pid" && copied=1
-    npm_copy_pid=""
-    [ "$copied" = 1 ] || die "copying $kept failed" \
+    wait "$npm_copy_pid" || die "copying $kept failed" \
       "remove $kept (or set SUPERVISOR_NPM_KEEP= to skip it), then re-run"
+    npm_copy_pid=""
     rm -rf "$NODE_DIR/node_modules"
     mv "$NODE_DIR/.node_modules.partial" "$NODE_DIR/node_modules"
   else
