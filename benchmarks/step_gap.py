@@ -17,7 +17,8 @@ only from the second task on.
 
 Beside each step before a gap: how long it took (what is prepared meanwhile slows it on a small
 host: the cost side). Not in the gap: the step's tail before its row ends (`exit -> end`: its
-container exited, its logs read, it removed, its result recorded), printed beside it. Where the
+container exited, its logs read, it removed, its result recorded), printed beside it and added to
+the gap in `from the CLI's exit`, the wait as a user watching the CLIs sees it. Where the
 container part went, for a prepared container (read from the host: its cgroup's CPU and its
 processes' states every 20 ms): when it was started, when its CLI was ready (all its processes
 asleep, no CPU used: booted and blocked on its prompt; `booting` when its prompt came first),
@@ -345,6 +346,7 @@ def main() -> None:
     )
     print("gap = previous step's end -> next CLI's first model request (seconds, median of runs)")
     print("     = engine (end -> next step's start) + setup (-> context_packed) + container/CLI")
+    print("from the CLI's exit = the step's tail (exit -> end: what its user waits for too) + gap")
     for _ in range(args.runs):
         for checkout in args.checkouts:
             load = os.getloadavg()[0]
@@ -374,10 +376,12 @@ def main() -> None:
             rows = found["rows"]
             load = max(load, os.getloadavg()[0])
             gaps = [float(r["gap"]) for r in rows]
+            seen = [float(r["gap"]) + float(r["tail"]) for r in rows]
             median = statistics.median(gaps)
             print(
                 f"{checkout!s:<24} median gap {median:.3f} s ({median / bare:.2f} x floor)  "
-                f"max {max(gaps):.3f} s  load {load:.1f}\n"
+                f"max {max(gaps):.3f} s; from the CLI's exit {statistics.median(seen):.3f} s "
+                f"(max {max(seen):.3f})  load {load:.1f}\n"
                 f"    discarded {found['discarded']} ({found['discarded_containers']} with a "
                 f"started container, {found['wasted_cpu_s']:.1f} CPU-s); packs gathered ahead "
                 f"used {found['packs_ahead']}"

@@ -61,6 +61,13 @@ def _networkx() -> Any:
     return networkx
 
 
+def import_ahead() -> None:
+    """Import networkx now, from a thread that waits anyway (steps/prepare.py, while a worker
+    runs): the planner's answer becomes a graph before the next step can start, and the first
+    import (~0.25 s) sat there, between the planner's exit and the next worker's prompt."""
+    _networkx()
+
+
 @dataclass
 class WorkGraph:
     phases: list[str]

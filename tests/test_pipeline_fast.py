@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from supervisor import tasks
+from supervisor import dag, tasks
 from supervisor.config import WorkflowDef, load_settings
 from supervisor.demo import make_demo_repo
 from supervisor.guard.credentials import Credentials
@@ -317,6 +317,30 @@ def test_closing_the_pipeline_discards_every_preparation_and_leaves_no_worktree(
     discarded = [e for e in c.store.events(wf.id) if e.type == "prepared_run_discarded"]
     assert len(discarded) == 3
     assert {e.payload["reason"] for e in discarded} == {"the task stopped"}
+
+
+def test_the_graph_library_is_imported_while_the_step_before_runs_not_after_its_answer(
+    context: tuple[StepContext, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A planner's answer becomes a graph before the next step starts; networkx's first import
+    (~0.25 s) happens in the preparing thread, which waits on the running worker anyway."""
+    c, wf = context
+    head = c.ws.head_commit()
+    imported: list[str] = []
+    real = dag._networkx
+
+    def recorded() -> Any:
+        imported.append(threading.current_thread().name)
+        return real()
+
+    monkeypatch.setattr(dag, "_networkx", recorded)
+    pipeline = Pipeline(c, 2, make=Made())
+    pipeline.ahead(wf, [Expected("implement", "implementer", head)])
+    pipeline.ahead(wf, [])  # the next step starts, and waits for what is being made for it
+    assert pipeline.take(wf.id, "implementer", "claude", head, key()) is not None
+    pipeline.close()
+
+    assert imported and all(name.startswith("prepare") for name in imported)
 
 
 def test_a_preparation_that_fails_is_no_preparation_and_fails_no_step(

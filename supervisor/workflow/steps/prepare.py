@@ -25,6 +25,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from supervisor import dag
 from supervisor.context.ahead import KEEP, Ahead
 from supervisor.sandbox import adopt, model_paths, warm
 from supervisor.sandbox.docker import RunSpec, run_dir_label
@@ -250,6 +251,7 @@ class Pipeline:
             pack_ahead(self.c, wf, item, self.packs)
         except Exception as e:  # a preparation never fails a step: the step makes its own
             self.c.reporter.info(f"preparing '{item.step}' ahead failed: {e}")
+        dag.import_ahead()  # a plan's graph needs it: imported before any plan comes
         if made is not None and made.later is not None and adapt:
             later = threading.Thread(
                 target=self._start_later, args=(made, generation), name="prepare-later"
