@@ -106,8 +106,8 @@ def test_the_fix_up_and_the_review_run_in_containers_started_while_the_gate_ran(
 def test_a_prepared_container_that_is_not_the_steps_own_is_discarded_unused(
     tmp_path: Path, serve: Callable[..., ScriptedModelServer], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A preparation whose container differs from the one the step makes (here: the step's
-    model changed in the config while the gate ran) is never used: the step runs its own."""
+    """A preparation whose container differs from the one the step makes (here: the workers'
+    memory limit changed in the config once it was made) is never used: the step runs its own."""
     from supervisor.workflow.steps import prepare
 
     server = serve(
@@ -117,14 +117,15 @@ def test_a_prepared_container_that_is_not_the_steps_own_is_discarded_unused(
     )
     repo = new_repo(tmp_path, server.url, "limits:\n  prepare_containers: 2\n", cli="claude")
     write_workflow(repo, FLOW)
-    made = prepare.prepare_worker
+    took = prepare.take
+    sizes = iter(range(3000, 4000, 10))
 
-    def then_the_config_changes(c: Any, wf: Any, expected: Any) -> Any:
-        out = made(c, wf, expected)
-        c.settings.limits.worker_memory = "3g"  # the container the step makes differs now
+    def then_the_config_changes(c: Any, *args: Any) -> Any:
+        out = took(c, *args)
+        c.settings.limits.worker_memory = f"{next(sizes)}m"  # the step's container differs now
         return out
 
-    monkeypatch.setattr(prepare, "prepare_worker", then_the_config_changes)
+    monkeypatch.setattr(prepare, "take", then_the_config_changes)
 
     wf = tasks.start_task("Fix multiply in calc.py", repo)
 

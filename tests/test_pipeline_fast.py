@@ -81,6 +81,30 @@ def test_a_step_that_commits_prepares_nothing_its_successor_starts_from_its_resu
     assert after("commit", {"candidate": "c1"}) == []
 
 
+def beyond(step: str, context: dict[str, Any], odds: float = 0.0) -> list[Expected]:
+    return lookahead.beyond(FLOW, FLOW.steps[step], context, "tip", commits, lambda gate: odds)
+
+
+def test_a_step_that_commits_prepares_the_step_after_its_gate_from_where_it_starts() -> None:
+    """Its result is not known yet: the step after the gate is made from the commit the step
+    starts from, to be brought to the result while the gate runs."""
+    assert beyond("implement", {"candidate": "c1"}) == [
+        Expected("review", "reviewer", "c1", advance=True)
+    ]
+    assert beyond("fan", {}) == [Expected("review", "reviewer", "tip", advance=True)]
+    # A gate that fails more often than not at this attempt: its way back, the fix-up.
+    assert beyond("implement", {"candidate": "c1"}, odds=0.75) == [
+        Expected("implement", "implementer", "c1", advance=True)
+    ]
+    # It has a whole step to start up in: never at the running step's CPU weight.
+    assert not lookahead.plan(beyond("implement", {}), 2, 1)[0].foreground
+
+
+def test_steps_that_do_not_commit_make_nothing_for_the_step_after_next() -> None:
+    for step in ("plan", "test", "review", "commit"):
+        assert beyond(step, {"candidate": "c1"}) == []
+
+
 # -- which of them get a container started: the likeliest, more only on idle cores --------------
 
 
@@ -485,10 +509,10 @@ def test_a_gate_that_failed_its_first_run_before_prepares_its_fix_up_first_the_n
     asked: list[list[str]] = []
     ahead = Pipeline.ahead
 
-    def recording(self: Pipeline, wf: Any, expected: list[Expected]) -> None:
+    def recording(self: Pipeline, wf: Any, expected: list[Expected], worker: bool = False) -> None:
         if wf.current_step == "test":
             asked.append([e.step for e in expected if e.likely])
-        ahead(self, wf, expected)
+        ahead(self, wf, expected, worker)
 
     monkeypatch.setattr(Pipeline, "ahead", recording)
 

@@ -101,10 +101,18 @@ class Warm:
     fingerprint: str
     late_flags: tuple[str, ...]
     shares: int = BACKGROUND_SHARES
+    spec: RunSpec | None = None
+    """What it was made of: its fingerprint again once its workspace was brought to a later
+    commit (workflow/steps/advance.py)."""
 
     @property
     def fifo(self) -> Path:
         return self.run_dir / "stdin"
+
+    def rebased(self, base: str) -> None:
+        """Its workspace now shows `base`: it is the container a step starting there makes."""
+        if self.spec is not None:
+            self.fingerprint = fingerprint(self.spec, base)
 
 
 def new_token() -> str:
@@ -152,7 +160,7 @@ def prepare(
     except Exception:  # any failure: nothing prepared, nothing left
         _remove(container, volume, run_dir)
         return None
-    return Warm(container, volume, run_dir, fingerprint(spec, base), late_flags, shares)
+    return Warm(container, volume, run_dir, fingerprint(spec, base), late_flags, shares, spec)
 
 
 def run(sandbox: DockerSandbox, warm: Warm, spec: RunSpec, prompt: str) -> RunResult | None:

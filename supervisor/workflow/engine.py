@@ -173,8 +173,14 @@ class Engine:
             def commits(role: str) -> bool:
                 return load_role(role, self.repo).output == "implementation"
 
-            odds = self._fail_odds(wf, step)
+            odds = self._fail_odds(wf, wf.current_step, step)
             expected = lookahead.after(definition, step, wf.context, tip, commits, odds)
+            if not expected:  # a step that commits: the step after its gate, advanced later
+
+                def gate_odds(name: str) -> float:
+                    return self._fail_odds(wf, name, definition.steps[name])
+
+                expected = lookahead.beyond(definition, step, wf.context, tip, commits, gate_odds)
             chosen = []
             for item in expected:
                 picks = route.for_step(
@@ -184,11 +190,10 @@ class Engine:
                 chosen.append(dataclasses.replace(item, cli=cli))
         except Exception:  # a guess that cannot be made is no guess
             chosen = []
-        pipeline.ahead(wf, chosen)
+        pipeline.ahead(wf, chosen, worker=step.role is not None)
 
-    def _fail_odds(self, wf: Workflow, step: StepDef) -> float:
+    def _fail_odds(self, wf: Workflow, name: str | None, step: StepDef) -> float:
         """A gate's odds of failing this run, from its runs at the same attempt (lookahead.py)."""
-        name = wf.current_step
         if step.gate is None or name is None:
             return 0.0
         attempt = self.store.count_steps(wf.id, name) + 1

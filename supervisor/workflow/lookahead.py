@@ -5,9 +5,11 @@ committed and never trusted. The next worker's inputs are known before the curre
 when the current step cannot move the tree the next one starts from: a gate, a reviewer, a
 planner or analyzer leave the candidate as it is, so each of their possible successors (`next`,
 `on_fail`, `on_reject`) that runs one worker role starts from the same commit as now. A step
-that may commit (an implementer, a fan-out) makes no guess: its successor's base is its own
-result. A wrong guess costs only the preparation (discarded when the next step does not take
-it); the next step checks everything it uses against its own inputs anyway.
+that may commit (an implementer, a fan-out) cannot know its successor's base, its own result;
+for it, the likeliest worker step after the gate that checks the result is made from the commit
+it starts from instead, and brought to the result once it is known (`beyond`). A wrong guess
+costs only the preparation (discarded when the next step does not take it); the next step
+checks everything it uses against its own inputs anyway.
 
 What a wrong guess costs decides how much is made ahead (`containers`, `plan`): a worktree, a
 route and a context pack are a tenth of a second each, made for every successor; a started
@@ -59,6 +61,9 @@ class Expected:
     foreground: bool = False
     """Its CLI starts up at the running step's CPU weight (the likeliest successor's, started
     at once), else at the background weight (warm.BACKGROUND_SHARES)."""
+    advance: bool = False
+    """For the step after next: made from the commit the running step (one that commits)
+    starts from, and brought to that step's result once it is known (steps/advance.py)."""
 
 
 HISTORY = 20
@@ -109,6 +114,36 @@ def after(
     return found
 
 
+def beyond(
+    definition: WorkflowDef,
+    step: StepDef,
+    context: dict[str, Any],
+    tip: str,
+    commits: Callable[[str], bool],
+    odds: Callable[[str], float],
+) -> list[Expected]:
+    """For a step that commits (an implementer, a fan-out), whose successor's base is its own
+    result: the likeliest worker step after the gate that checks that result (or right after
+    it), made now from the commit the step starts from, to be advanced to its result while the
+    gate runs. Its CLI's start-up (the longest part of a container's preparation) then falls in
+    the implementation, not in a gate of a second or two. `odds(gate)`: that gate's odds of
+    failing (`fail_odds`)."""
+    if step.action is not None or step.next is None:
+        return []
+    if step.for_each is None and (step.role is None or not commits(step.role)):
+        return []
+    following = definition.steps.get(step.next)
+    if following is None or following.action is not None or following.for_each is not None:
+        return []
+    if following.gate is not None and following.role is None:
+        found = after(definition, following, context, tip, commits, odds(step.next))
+    elif following.role is not None and following.gate is None:
+        found = [Expected(step.next, following.role, base_now(context, tip))]
+    else:
+        return []
+    return [dataclasses.replace(e, advance=True) for e in found if e.likely][:1]
+
+
 def containers(limit: int, fixed: int | None, cpus: int, load: float, likely: int) -> int:
     """How many of the successors, in order, get their container started at once: `fixed` when
     the configuration says so; else the `likely` ones (the first few), and others only for the
@@ -142,7 +177,10 @@ def plan(expected: list[Expected], limit: int, started: int) -> list[Expected]:
     away: it starts up in the background)."""
     return [
         dataclasses.replace(
-            item, container=i < started, foreground=i == 0 and item.likely and i < started
+            item,
+            container=i < started,
+            # One made for the step after next has a whole step to start up in.
+            foreground=i == 0 and item.likely and i < started and not item.advance,
         )
         for i, item in enumerate(expected[:limit])
     ]

@@ -31,7 +31,7 @@ from supervisor.sandbox import adopt, model_paths, warm
 from supervisor.sandbox.docker import RunSpec, run_dir_label
 from supervisor.state.store import EventSpec
 from supervisor.workflow import lookahead
-from supervisor.workflow.steps import machine
+from supervisor.workflow.steps import advance, machine
 from supervisor.workflow.steps.pack_ahead import pack_ahead
 from supervisor.workflow.steps.worker_spec import container_spec, invocation_for
 
@@ -192,6 +192,9 @@ def _close_step_route(c: StepContext, step_id: int) -> None:
         c.sandbox.close_route(opened)
 
 
+PROMPT_WAIT_S = 10.0
+"""How long a preparation for the step after next waits for the running step's worker to get
+its prompt before it starts anyway (a step whose worker never starts: a failed set-up)."""
 SAMPLE_SECONDS = 0.25
 CALM_SAMPLES = 4
 IDLE_CORES = 0.9
@@ -226,26 +229,91 @@ class Pipeline:
         self._promising: list[threading.Event] = []
         # Packs gathered once an answer is in: never queued behind a container being made.
         self._gathers = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gather")
+        # Set once the running step's worker has its prompt: what is made for the step after
+        # next waits for it, so that its container's start is no part of that wait.
+        self._prompted = threading.Event()
+        self._worker = False
 
-    def ahead(self, wf: Workflow, expected: list[Expected]) -> None:
+    def ahead(self, wf: Workflow, expected: list[Expected], worker: bool = False) -> None:
         """Start preparing for the step after the one starting now: the likeliest with its
-        container only, unless cores are idle (lookahead.containers)."""
+        container only, unless cores are idle (lookahead.containers). `worker`: the step
+        starting now runs a worker, whose set-up is the wait for its first request; what is
+        not needed at once (the step after next, an unlikely successor) waits for its prompt."""
+        self._prompted.clear()
+        self._worker = worker
         with self._lock:
             self.generation += 1
             generation = self.generation
+            # Made during the step before for the step after it, to be brought to its result.
+            early = [p for p in self._pending if p[1].advance and p[0] == generation - 1]
         fixed = self.c.settings.limits.prepare_containers
         likely = lookahead.leading_likely(expected)
         cpus = os.cpu_count() or 1
         started = lookahead.containers(self.limit, fixed, cpus, machine.load(), likely)
         for item in lookahead.plan(expected, self.limit, started):
-            future = self._pool.submit(self._prepare, wf, item, generation, fixed is None)
+            made_early = self._early_for(early, item)
+            if made_early is not None:
+                future = self._pool.submit(
+                    self._advance, wf, item, made_early, generation, fixed is None
+                )
+            else:
+                future = self._pool.submit(self._prepare, wf, item, generation, fixed is None)
             with self._lock:
                 self._pending.append((generation, item, future))
+
+    def _early_for(
+        self, early: list[tuple[int, Expected, Future[Prepared | None]]], item: Expected
+    ) -> Future[Prepared | None] | None:
+        """The preparation made early for `item`'s role and CLI from another commit, taken out
+        of the pending ones (it is `item`'s now, advanced or discarded)."""
+        if item.advance:
+            return None
+        for entry in early:
+            if entry[1].role == item.role and entry[1].cli == item.cli:
+                with self._lock:
+                    if entry not in self._pending:
+                        continue
+                    self._pending.remove(entry)
+                early.remove(entry)
+                return entry[2]
+        return None
+
+    def _advance(
+        self,
+        wf: Workflow,
+        item: Expected,
+        early: Future[Prepared | None],
+        generation: int,
+        adapt: bool,
+    ) -> Prepared | None:
+        """`item` from the preparation made early (its container's CLI started up already),
+        brought to `item`'s base; else discarded, and `item` prepared afresh."""
+        try:
+            made = early.result()
+        except Exception:
+            made = None
+        if made is not None and made.warm is not None and made.base != item.base:
+            with self._lock:
+                unclaimed = not made.claimed and not self._stop.is_set()
+            if unclaimed and advance.advance(self.c, made, item.base):
+                with contextlib.suppress(Exception):  # the step gathers its own
+                    pack_ahead(self.c, wf, item, self.packs)
+                return made
+        if made is not None:
+            self._claim(made)
+            discard(self.c, made, "it could not be brought to the commit its step starts from")
+        return self._prepare(wf, item, generation, adapt)
 
     def _prepare(
         self, wf: Workflow, item: Expected, generation: int, adapt: bool
     ) -> Prepared | None:
         made = None
+        if item.advance and not hasattr(self.c.sandbox, "finish_prepared"):
+            return None  # made early only for its container's start-up: none here
+        if item.advance or (self._worker and not item.likely):
+            self._prompted.wait(PROMPT_WAIT_S)
+            if self._stop.is_set():
+                return None
         try:
             made = self.make(self.c, wf, item)  # the container first: its CLI starts up longest
             pack_ahead(self.c, wf, item, self.packs)
@@ -260,6 +328,10 @@ class Pipeline:
                 self._later = [*(t for t in self._later if t.is_alive()), later]
             later.start()
         return made
+
+    def prompted(self) -> None:
+        """The running step's worker has its prompt (steps/worker.py)."""
+        self._prompted.set()
 
     def answered(self, wf: Workflow, context: dict[str, Any]) -> None:
         """The running step answered with what its successors' packs follow from (a plan: the
@@ -376,6 +448,7 @@ class Pipeline:
     def close(self) -> None:
         """Everything still prepared goes (the engine stops: done, waiting, failed, killed)."""
         self._stop.set()
+        self._prompted.set()  # nothing waits for a prompt any more
         for later in list(self._later):
             later.join()
         with self._lock:
@@ -395,6 +468,12 @@ class Pipeline:
             for promised in self._promising:  # cancelled before it began: nothing to wait for
                 promised.set()
         self.packs.clear()
+
+
+def prompted(c: StepContext) -> None:
+    """The running step's worker has its prompt: what waits for that may start."""
+    if isinstance(c.pipeline, Pipeline):
+        c.pipeline.prompted()
 
 
 def take(

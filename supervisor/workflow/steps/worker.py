@@ -342,7 +342,7 @@ class _Run:
             stdin_text=prompt,
             labels=adopt.worker_labels(c.labels(wf.id, name), self.step_id, role.name, base, route),
             on_output=LineSplitter(adapter.progress, c.reporter.output),
-            on_start=lambda cid: c.store.set_step_container(step_id, cid),
+            on_start=lambda cid: _started(c, step_id, cid),
             keep=True,  # until the step's end is recorded (`leftovers`)
             home_dir=self.home,
             record_dir=self.record_dir,
@@ -492,6 +492,13 @@ class _Run:
         if role.output in ("analysis", "research"):
             return assessing.answer(done)
         return results.plan(done)
+
+
+def _started(c: StepContext, step_id: int, container_id: str) -> None:
+    """The step's row names its container (a kill from here on leaves it to adopt), and what is
+    prepared for the step after next may start now (steps/prepare.py)."""
+    c.store.set_step_container(step_id, container_id)
+    prepare.prompted(c)
 
 
 def component_task(component: Component) -> str:
