@@ -15,10 +15,12 @@ from typing import TYPE_CHECKING, Any
 import docker
 import pytest
 from e2e_support import (
+    APPROVED,
     BAD_CALC,
     GOOD_CALC,
     implementer,
     new_repo,
+    read_turn,
     require_sandbox,
     reviewer,
     write_workflow,
@@ -168,5 +170,52 @@ def test_only_the_pass_ways_container_is_started_the_way_back_gets_its_worktree_
     assert discarded[:2] == [("reviewer", True), ("implementer", False)]
     ahead = [(e.step, e.payload["ahead"]) for e in events if e.type == "context_packed"]
     assert ahead == [("implement", False), ("implement", True), ("review", True)]
+    assert server.unmatched == [] and server.exhausted == []
+    assert leftovers(repo) == []
+
+
+def test_the_review_starts_up_during_the_implementation_and_reads_exactly_its_result(
+    tmp_path: Path, serve: Callable[..., ScriptedModelServer]
+) -> None:
+    """The implementer commits, so the reviewer's workspace cannot be made before it ends; its
+    container is started meanwhile from the commit the implementer started from, and brought to
+    the implementation while the gate runs: the reviewer reads the implementer's file as
+    committed, in a CLI that started up during the implementation."""
+    server = serve(
+        implementer(GOOD_CALC),
+        {"when": "ROLE: reviewer", "turns": [read_turn("calc.py"), {"text": APPROVED}]},
+    )
+    repo = new_repo(tmp_path, server.url, "", cli="claude")
+    write_workflow(repo, FLOW)
+
+    wf = tasks.start_task("Fix multiply in calc.py", repo)
+
+    assert wf.status == "completed", wf
+    with tasks.reading(repo) as store:
+        steps = store.steps(wf.id)
+        events = store.events(wf.id)
+    advanced = [e for e in events if e.type == "prepared_run_advanced"]
+    assert [(e.role, e.payload["from"]) for e in advanced] == [("reviewer", wf.base_sha)]
+    implement = next(s for s in steps if s["name"] == "implement")
+    review = next(s for s in steps if s["name"] == "review")
+    assert advanced[0].payload["to"] != wf.base_sha
+    assert implement["finished_at"] <= advanced[0].timestamp <= review["started_at"]
+    used = [
+        (e.step, e.role, e.payload["container"]) for e in events if e.type == "prepared_run_used"
+    ]
+    assert used == [("review", "reviewer", True)]
+    # What the reviewer's Read returned (not its prompt, which quotes the diff): the
+    # implementer's file, line for line.
+    last = [r for r in server.requests if r.kind == "scripted"][-1]
+    results = [
+        block
+        for message in last.body["messages"]
+        if isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") == "tool_result"
+    ]
+    assert results, last.body
+    read_back = json.dumps(results[-1]["content"])
+    assert all(line in read_back for line in GOOD_CALC.splitlines() if line)
     assert server.unmatched == [] and server.exhausted == []
     assert leftovers(repo) == []
