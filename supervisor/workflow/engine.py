@@ -163,11 +163,13 @@ class Engine:
 
     def _prepare_after(self, wf: Workflow, definition: WorkflowDef, step: StepDef) -> None:
         """Start preparing the worker steps that may follow `step` (lookahead.py decides which
-        and from which commit; the engine's own CLI choice for each); a guess, never progress."""
+        and from which commit; the engine's own CLI choice for each); a guess, never progress,
+        made in the background while `step` sets up."""
         pipeline = self.steps.pipeline
         if pipeline is None:
             return
-        try:
+
+        def guess() -> list[lookahead.Expected]:
             tip = self.ws.branch_tip(wf.task_branch)
 
             def commits(role: str) -> bool:
@@ -188,9 +190,9 @@ class Engine:
                 )
                 cli = next((p.cli for p in picks if p.role == item.role), None)
                 chosen.append(dataclasses.replace(item, cli=cli))
-        except Exception:  # a guess that cannot be made is no guess
-            chosen = []
-        pipeline.ahead(wf, chosen, worker=step.role is not None)
+            return chosen
+
+        pipeline.ahead(wf, guess, worker=step.role is not None)
 
     def _fail_odds(self, wf: Workflow, name: str | None, step: StepDef) -> float:
         """A gate's odds of failing this run, from its runs at the same attempt (lookahead.py)."""

@@ -23,7 +23,7 @@ from supervisor.workspace import overlay, overlay_advance
 
 if TYPE_CHECKING:
     from supervisor.workflow.steps.base import StepContext
-    from supervisor.workflow.steps.prepare import Prepared
+    from supervisor.workflow.steps.preparation import Prepared
 
 
 class ArchiveRefused(RuntimeError):

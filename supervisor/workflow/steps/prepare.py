@@ -2,17 +2,19 @@
 
 The engine names what the next step will need when its inputs are already known
 (supervisor/workflow/lookahead.py: a role and the commit its worktree starts from); this module
-makes it in a background thread: the worktree, the credentials and the proxy route, the context
-pack gathered (supervisor/context/ahead.py), and for the likeliest the container started with
-its CLI waiting for a prompt (supervisor/sandbox/warm.py; lookahead.plan says which). The next
-worker step takes a preparation only when it wants the same role, CLI, base and key, and uses its
-container only when the container is exactly the one it would have made (`warm.fingerprint` of
-its own RunSpec); anything else is discarded (behind the engine, off the wait for the next
-step), as is every preparation the step after it did not take. A pack that follows from the
-running step's answer (a fan-out's, from the plan) is gathered once the answer is in. Nothing
-of it is workflow progress: a used or discarded preparation is an event, and a crash leaves only
-things named for the task (worktree `wf<id>-prep-...`, labelled container, run folder, proxy
-route), which the task's clean-up on `resume` removes.
+makes it in background threads (steps/preparation.py makes each one): the worktree, the
+credentials and the proxy route, the context pack gathered (supervisor/context/ahead.py), and
+for the likeliest the container started with its CLI waiting for a prompt
+(supervisor/sandbox/warm.py; lookahead.plan says which). The next worker step takes a
+preparation only when it wants the same role, CLI, base and key, and uses its container only
+when the container is exactly the one it would have made (`warm.fingerprint` of its own
+RunSpec); anything else is discarded (behind the engine, off the wait for the next step), as is
+every preparation the step after it did not take. A pack that follows from the running step's
+answer (a fan-out's, from the plan) is gathered once the answer is in. Even the guess is made in
+the background (it asks git, the routing and the gate's history): the step starting meanwhile is
+the one its user waits for. Nothing of it is workflow progress: a used or discarded preparation
+is an event, and a crash leaves only things named for the task (worktree `wf<id>-prep-...`,
+labelled container, run folder, proxy route), which the task's clean-up on `resume` removes.
 """
 
 from __future__ import annotations
@@ -22,132 +24,31 @@ import dataclasses
 import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from supervisor import dag
 from supervisor.context.ahead import KEEP, Ahead
-from supervisor.sandbox import adopt, model_paths, warm
-from supervisor.sandbox.docker import RunSpec, run_dir_label
-from supervisor.state.store import EventSpec
+from supervisor.sandbox import warm
+from supervisor.sandbox.docker import RunSpec
 from supervisor.workflow import lookahead
 from supervisor.workflow.steps import advance, machine
 from supervisor.workflow.steps.pack_ahead import pack_ahead
-from supervisor.workflow.steps.worker_spec import container_spec, invocation_for
+from supervisor.workflow.steps.preparation import (
+    Prepared,
+    discard,
+    prepare_worker,
+    record_event,
+    used,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from pathlib import Path
 
     from supervisor.guard.credentials import Credentials
     from supervisor.sandbox.docker import RunResult
-    from supervisor.sandbox.egress import Route
-    from supervisor.sandbox.warm import Warm
     from supervisor.state.store import Workflow
     from supervisor.workflow.lookahead import Expected
     from supervisor.workflow.steps.base import StepContext
-
-PREFIX = "prep-"
-"""Prepared worktrees are `wf<id>-prep-<role>-<token>`: the task's clean-up takes them too."""
-
-
-@dataclass
-class Prepared:
-    """What one expected worker step will need, made ahead."""
-
-    wf_id: int
-    role: str
-    cli: str
-    base: str
-    worktree: Path
-    creds: Credentials
-    route: Route
-    record_dir: Path
-    warm: warm.Warm | None
-    later: Callable[[], Warm | None] | None = None
-    """Starts its container: a successor not started at once (lookahead.plan), started by the
-    pipeline once cores are idle while the step before still runs."""
-    claimed: bool = False
-    """Taken by its step or discarded: nothing is attached to it any more."""
-
-
-def prepare_worker(c: StepContext, wf: Workflow, expected: Expected) -> Prepared | None:
-    """Make what `expected` will need, or None when it cannot be made ahead (a CLI that reads
-    its prompt first, a role that continues sessions, an image still to build, no Docker)."""
-    from supervisor.context.roles import load_role
-    from supervisor.guard import credentials
-    from supervisor.project import project_image
-    from supervisor.routing.select import cli_for
-    from supervisor.workers import adapter_for, continuation
-    from supervisor.workspace.treedata import CommitFiles
-
-    role = load_role(expected.role, c.repo)
-    if continuation.enabled(c.settings, role):
-        return None
-    cli = cli_for(role, wf.cli, wf.context, preferred=expected.cli)
-    cli_settings = c.settings.clis.get(cli)
-    if cli_settings is None:
-        return None
-    adapter = adapter_for(cli)
-    if not adapter.late_prompt_flags:
-        return None
-    creds = credentials.collect(cli, cli_settings)
-    files = CommitFiles(c.ws.git_dir, expected.base)
-    wanted = project_image.image_for(c.repo, files, c.sandbox.base_image_id())
-    if wanted is not None and not project_image.exists(c.sandbox.client, wanted.tag):
-        return None  # the step builds it (or asks a person first): not done ahead
-    image = wanted.tag if wanted is not None else None
-    token = warm.new_token()
-    labels = c.labels(wf.id, expected.step)
-    task = run_dir_label(labels)
-    worktree = c.ws.add_worktree(f"wf{wf.id}-{PREFIX}{role.name}-{token}", expected.base)
-    record_dir = warm.record_dir(labels, token)
-    route: Route | None = None
-    try:
-        record_dir.mkdir(mode=0o700)
-        route = c.sandbox.route(
-            cli_settings.base_url,
-            creds.injection,
-            placeholder=creds.placeholder,
-            vendor=model_paths.VENDOR_OF_CLI.get(cli),
-            record_dir=record_dir,
-            task=task,
-        )
-        _, invocation = invocation_for(
-            c, wf, expected.step, role, cli, cli_settings, creds, route.url
-        )
-        spec = container_spec(
-            c,
-            role,
-            invocation,
-            cli_settings,
-            creds,
-            route,
-            worktree,
-            image,
-            cli,
-        )
-        # What an adoption checks (sandbox/adopt.py): the base, and the route to re-attach.
-        spec.labels = adopt.prepared_labels(labels, expected.base, route)
-        late_flags = adapter.late_prompt_flags
-
-        def start(shares: int = warm.BACKGROUND_SHARES) -> warm.Warm | None:
-            return warm.prepare(c.sandbox, spec, expected.base, late_flags, token, shares)  # type: ignore[arg-type]
-
-        prepared = None  # a sandbox without containers (the stand-in): worktree and route only
-        containers = hasattr(c.sandbox, "finish_prepared")
-        if expected.container and containers:
-            prepared = start(
-                warm.FOREGROUND_SHARES if expected.foreground else warm.BACKGROUND_SHARES
-            )
-    except BaseException:
-        _undo(c, worktree, route, record_dir)
-        raise
-    base = expected.base
-    made = Prepared(wf.id, role.name, cli, base, worktree, creds, route, record_dir, prepared)
-    if containers and not expected.container:
-        made.later = start
-    return made
 
 
 def packs(c: StepContext) -> Ahead | None:
@@ -172,7 +73,7 @@ def run(
     prepared.warm = None
     if warm.fingerprint(spec, base) != ready.fingerprint:
         warm.discard(ready)
-        _event(c, prepared, "discarded", "the step's container differs from the prepared one")
+        record_event(c, prepared, "discarded", "the step's container differs from the prepared one")
         return None
     try:
         result = warm.run(c.sandbox, ready, spec, stdin)  # type: ignore[arg-type]
@@ -180,7 +81,7 @@ def run(
         _close_step_route(c, step_id)
         raise
     if result is None:
-        _event(c, prepared, "discarded", "the prepared CLI had stopped waiting")
+        record_event(c, prepared, "discarded", "the prepared CLI had stopped waiting")
         return None  # the route stays for the step's own run, which closes it
     _close_step_route(c, step_id)
     return result
@@ -233,17 +134,45 @@ class Pipeline:
         # next waits for it, so that its container's start is no part of that wait.
         self._prompted = threading.Event()
         self._worker = False
+        # The guesses, one at a time and in order (`ahead`), by generation.
+        self._planner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="guess")
+        self._plans: list[tuple[int, Future[None]]] = []
 
-    def ahead(self, wf: Workflow, expected: list[Expected], worker: bool = False) -> None:
+    def ahead(
+        self,
+        wf: Workflow,
+        expected: list[Expected] | Callable[[], list[Expected]],
+        worker: bool = False,
+    ) -> None:
         """Start preparing for the step after the one starting now: the likeliest with its
-        container only, unless cores are idle (lookahead.containers). `worker`: the step
-        starting now runs a worker, whose set-up is the wait for its first request; what is
-        not needed at once (the step after next, an unlikely successor) waits for its prompt."""
+        container only, unless cores are idle (lookahead.containers). `expected`, or the guess
+        that makes it (run in the background, off the starting step's set-up). `worker`: the
+        step starting now runs a worker, whose set-up is the wait for its first request; what
+        is not needed at once (the step after next, an unlikely successor) waits for its
+        prompt."""
         self._prompted.clear()
         self._worker = worker
         with self._lock:
             self.generation += 1
             generation = self.generation
+            self._plans = [(g, f) for g, f in self._plans if not f.done()]
+            planned = self._planner.submit(self._plan, wf, expected, generation)
+            self._plans.append((generation, planned))
+
+    def _plan(
+        self,
+        wf: Workflow,
+        expected: list[Expected] | Callable[[], list[Expected]],
+        generation: int,
+    ) -> None:
+        if self._stop.is_set():
+            return
+        if callable(expected):
+            try:
+                expected = expected()
+            except Exception:  # a guess that cannot be made is no guess
+                expected = []
+        with self._lock:
             # Made during the step before for the step after it, to be brought to its result.
             early = [p for p in self._pending if p[1].advance and p[0] == generation - 1]
         fixed = self.c.settings.limits.prepare_containers
@@ -260,6 +189,15 @@ class Pipeline:
                 future = self._pool.submit(self._prepare, wf, item, generation, fixed is None)
             with self._lock:
                 self._pending.append((generation, item, future))
+
+    def _planned(self, up_to: int) -> None:
+        """Wait until the guesses of the generations up to `up_to` are made (a few hundredths
+        of a second after their step began)."""
+        with self._lock:
+            waiting = [f for g, f in self._plans if g <= up_to]
+        for future in waiting:
+            with contextlib.suppress(Exception):
+                future.result()
 
     def _early_for(
         self, early: list[tuple[int, Expected, Future[Prepared | None]]], item: Expected
@@ -339,6 +277,7 @@ class Pipeline:
         next step's set-up (before the plan, only the way the step would go without it was)."""
         if not context.get("plan"):
             return
+        self._planned(self.generation)
         with self._lock:
             current = [item for made, item, _ in self._pending if made == self.generation]
         known = dataclasses.replace(wf, context={**wf.context, **context})
@@ -391,12 +330,13 @@ class Pipeline:
                 made.warm = ready
                 return
         warm.discard(ready)
-        _event(self.c, made, "discarded", "its step began before its container was ready")
+        record_event(self.c, made, "discarded", "its step began before its container was ready")
 
     def take(
         self, wf_id: int, role: str, cli: str, base: str, creds: Credentials
     ) -> Prepared | None:
         """A preparation for exactly this run (waiting for one still being made), or None."""
+        self._planned(self.generation - 1)
         with self._lock:
             matching = [
                 p
@@ -449,6 +389,7 @@ class Pipeline:
         """Everything still prepared goes (the engine stops: done, waiting, failed, killed)."""
         self._stop.set()
         self._prompted.set()  # nothing waits for a prompt any more
+        self._planner.shutdown(wait=True)  # no guess adds to what is pending after this
         for later in list(self._later):
             later.join()
         with self._lock:
@@ -489,50 +430,4 @@ def same_key(a: Credentials, b: Credentials) -> bool:
     return a.injection == b.injection and a.home_files == b.home_files and a.source == b.source
 
 
-def discard(c: StepContext, made: Prepared, why: str) -> None:
-    started = made.warm is not None
-    if made.warm is not None:
-        warm.discard(made.warm)
-        made.warm = None
-    _undo(c, made.worktree, made.route, made.record_dir)
-    _event(c, made, "discarded", why, container=started)
-
-
-def used(c: StepContext, made: Prepared, step: str, step_id: int) -> None:
-    """The step took the preparation: its route is the step's, closed with its run as any
-    step's (adopt.run)."""
-    routes: dict[int, Route] = c.sandbox.__dict__.setdefault("step_routes", {})
-    routes[step_id] = made.route
-    c.store.add_event(
-        made.wf_id,
-        EventSpec(
-            "prepared_run_used",
-            step=step,
-            role=made.role,
-            payload={"cli": made.cli, "base": made.base, "container": made.warm is not None},
-        ),
-    )
-
-
-def _event(c: StepContext, made: Prepared, what: str, why: str, container: bool = True) -> None:
-    """`container`: whether a started container (a CLI's start-up) went with it."""
-    with contextlib.suppress(Exception):  # an event never fails the step
-        c.store.add_event(
-            made.wf_id,
-            EventSpec(
-                f"prepared_run_{what}",
-                role=made.role,
-                payload={"cli": made.cli, "base": made.base, "reason": why, "container": container},
-            ),
-        )
-
-
-def _undo(c: StepContext, worktree: Path, route: Route | None, record_dir: Path) -> None:
-    import shutil
-
-    if route is not None and hasattr(c.sandbox, "close_route"):
-        with contextlib.suppress(Exception):
-            c.sandbox.close_route(route)
-    with contextlib.suppress(Exception):
-        c.ws.remove_worktree(worktree)
-    shutil.rmtree(record_dir, ignore_errors=True)
+__all__ = ["Prepared", "discard", "prepare_worker", "used"]
