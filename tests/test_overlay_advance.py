@@ -189,3 +189,30 @@ def test_the_archive_is_owned_by_the_sandbox_user_and_keeps_modes_and_links(
     assert members["run.sh"].mode == 0o755 and members["pkg/calc.py"].mode == 0o644
     assert members["pkg/tests"].isdir()
     workspace.remove_worktree(path)
+
+
+def test_a_commit_whose_tree_names_a_path_out_of_the_workspace_is_never_sent(
+    repo: Path, workspace: Workspace
+) -> None:
+    """git accepts a tree entry named `..` (mktree); such a commit is not brought into any
+    container's workspace, whatever the engine's own unpacking would do with it."""
+    before = commit_all(repo, "start")
+    blob = git(repo, "hash-object", "-w", "README.md")
+    listing = git(repo, "ls-tree", before) + f"\n100644 blob {blob}\t..\n"
+    tree = subprocess.run(
+        ["git", "-C", str(repo), "mktree"],
+        input=listing,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    hostile = git(repo, "commit-tree", tree, "-p", before, "-m", "a path out")
+    path = workspace.add_worktree("early", before)
+    view = overlay.view_for(path)
+    assert view is not None
+    sent: list[bytes] = []
+
+    assert overlay_advance.archive(workspace.git_dir, view, hostile) is None
+    assert not overlay_advance.advance(workspace.git_dir, view, hostile, sent.append)
+    assert sent == [] and view.commit == before
+    workspace.remove_worktree(path)

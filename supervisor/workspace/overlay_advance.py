@@ -42,6 +42,8 @@ def archive(git_dir: Path, view: View, commit: str) -> bytes | None:
     ):
         return None
     entries = {p: e for p, e in diff.items() if e is not None}
+    if any(not _plain(p) for p in entries):  # the engine refuses these too; never sent
+        return None
     blobs = treedata.read_blobs(git_dir, sorted({e.sha for e in entries.values()}))
     if sum(len(blobs[e.sha]) for e in entries.values()) > MAX_BYTES:
         return None
@@ -139,6 +141,12 @@ def advance(
         return False
     put(data)
     return settle(git_dir, view, commit)
+
+
+def _plain(path: str) -> bool:
+    """A relative path of named parts only: nothing an archive could place outside the
+    workspace, whatever the commit's tree holds."""
+    return not path.startswith("/") and all(part not in ("", ".", "..") for part in path.split("/"))
 
 
 def _parents(path: str) -> list[str]:
