@@ -74,6 +74,22 @@ def test_a_copy_on_write_view_is_adopted_over_the_base_its_container_s_labels_na
     assert full is not None and full.lower is None  # a fully written worktree
 
 
+def test_a_container_advanced_while_it_waited_is_adopted_over_the_commit_it_was_brought_to() -> (
+    None
+):
+    """Its label still names the commit it was made from; the state's record of the advance
+    (written before any step took it) names the commit its workspace shows."""
+    found = adopt.match(CONTAINER, labels(), "running", REPO, 3, [step()])
+    assert found is not None
+    later = "e" * 40
+
+    assert adopt.advanced(found, {CONTAINER: (BASE, later)}).base == later
+    # Another container's advance, one from another commit, or a malformed record: as labelled.
+    assert adopt.advanced(found, {"d" * 64: (BASE, later)}).base == BASE
+    assert adopt.advanced(found, {CONTAINER: ("f" * 40, later)}).base == BASE
+    assert adopt.advanced(found, {CONTAINER: (BASE, "HEAD~1")}).base == BASE
+
+
 def case(
     why: str,
     container: str = CONTAINER,

@@ -23,6 +23,7 @@ retries carry it over the gap.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 import shutil
@@ -191,6 +192,16 @@ def match(
     return None
 
 
+def advanced(adoption: Adoption, advances: dict[str, tuple[str, str]]) -> Adoption:
+    """A prepared container brought to a later commit while it waited (steps/advance.py) keeps
+    the label of the commit it was made from; the state's record of that advance (container ->
+    from, to), written before any step took it, says what its workspace shows."""
+    moved = advances.get(adoption.container_id)
+    if moved is None or moved[0] != adoption.base or not _COMMIT.fullmatch(moved[1]):
+        return adoption
+    return dataclasses.replace(adoption, base=moved[1])
+
+
 def find(
     sandbox: Any, store: Store, repo: Path, wf_id: int, workspace: Workspace | None = None
 ) -> dict[int, Adoption]:
@@ -203,6 +214,11 @@ def find(
     label = repo_label(repo)
     running = [s for s in store.steps(wf_id) if s["status"] == "running"]
     found: dict[int, Adoption] = {}
+    advances = {
+        str(e.payload.get("container")): (str(e.payload.get("from")), str(e.payload.get("to")))
+        for e in (store.events(wf_id) if running else [])
+        if e.type == "prepared_run_advanced" and e.payload.get("container")
+    }
     if running:
         filters = {"label": [f"{LABEL_REPO}={label}", f"{LABEL_WORKFLOW}={wf_id}"]}
         for container in client.containers.list(all=True, filters=filters, ignore_removed=True):
@@ -215,6 +231,8 @@ def find(
                 running,
                 _run_dir(container.attrs, label),
             )
+            if adoption is not None:
+                adoption = advanced(adoption, advances)
             if adoption is not None and _workspace_kept(adoption, workspace):
                 found[adoption.step_id] = adoption
     sandbox.adoptable = found

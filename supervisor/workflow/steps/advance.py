@@ -8,8 +8,9 @@ workspace (workspace/overlay_advance.py) while the gate runs, and the preparatio
 candidate from then on: `take` and the fingerprint check see it as if it had been made there.
 Anything that does not advance exactly is discarded, and a fresh preparation is made, as before.
 
-Its container keeps the label of the commit it was made from: a `resume` after a crash does not
-adopt such a run (the step's base differs) but runs its step again.
+Its container keeps the label of the commit it was made from; the advance is recorded in the
+state (`prepared_run_advanced`, with the container) before any step can take it, and a `resume`
+after a crash adopts the container by that record (sandbox/adopt.py `advanced`).
 """
 
 from __future__ import annotations
@@ -57,7 +58,14 @@ def advance(c: StepContext, made: Prepared, commit: str) -> bool:
             EventSpec(
                 "prepared_run_advanced",
                 role=made.role,
-                payload={"cli": made.cli, "from": before, "to": commit},
+                # The container too: a `resume` adopting it reads its base from here
+                # (sandbox/adopt.py `advanced`), its label still says `before`.
+                payload={
+                    "cli": made.cli,
+                    "from": before,
+                    "to": commit,
+                    "container": str(container.id),
+                },
             ),
         )
     return True
