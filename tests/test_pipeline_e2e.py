@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import json
 import re
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +25,7 @@ from e2e_support import (
     implementer,
     new_repo,
     read_turn,
+    released_on_adoption,
     require_sandbox,
     reviewer,
     write_workflow,
@@ -217,5 +222,59 @@ def test_the_review_starts_up_during_the_implementation_and_reads_exactly_its_re
     assert results, last.body
     read_back = json.dumps(results[-1]["content"])
     assert all(line in read_back for line in GOOD_CALC.splitlines() if line)
+    assert server.unmatched == [] and server.exhausted == []
+    assert leftovers(repo) == []
+
+
+def test_a_review_killed_in_its_advanced_container_is_adopted_over_the_implementation(
+    tmp_path: Path, serve: Callable[..., ScriptedModelServer]
+) -> None:
+    """The supervisor is killed while the reviewer's answer is in flight, in the container
+    started during the implementation and advanced to it: `resume` adopts that container (the
+    state's record of the advance names its commit; its label still names the commit it was
+    made from), and the reviewer's conversation is opened and paid once."""
+    release = tmp_path / "release"
+    held = {"after": str(release), **read_turn("calc.py")}
+    server = serve(
+        implementer(GOOD_CALC),
+        {"when": "ROLE: reviewer", "turns": [held, {"text": APPROVED}]},
+    )
+    repo = new_repo(tmp_path, server.url, "", cli="claude")
+    write_workflow(repo, FLOW)
+
+    def reviewing() -> list[Any]:
+        return [
+            r
+            for r in server.requests
+            if r.kind == "scripted" and "ROLE: reviewer" in json.dumps(r.body)
+        ]
+
+    child = subprocess.Popen(
+        [sys.executable, "-m", "supervisor", "start-task", "Fix multiply in calc.py", "--yes"],
+        cwd=repo,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 240
+    while not reviewing():
+        if child.poll() is not None or time.monotonic() > deadline:
+            child.kill()
+            pytest.fail(f"the review never started: {child.communicate()[1].decode()[-2000:]}")
+        time.sleep(0.1)
+    child.send_signal(signal.SIGKILL)
+    child.communicate()
+
+    wf = tasks.workflows(repo)[0]
+    with released_on_adoption(repo, release, wf.id):
+        done = tasks.resume(wf.id, repo)
+
+    assert done.status == "completed", done
+    with tasks.reading(repo) as store:
+        events = store.events(done.id)
+    assert [e.role for e in events if e.type == "prepared_run_advanced"] == ["reviewer"]
+    assert [e.step for e in events if e.type == "worker_adopted"] == ["review"]
+    opened = [r for r in reviewing() if r.turn == 0]
+    assert len(opened) == 1  # one conversation, its held answer bought once
     assert server.unmatched == [] and server.exhausted == []
     assert leftovers(repo) == []
