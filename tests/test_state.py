@@ -77,6 +77,19 @@ def test_events_are_append_only_in_the_database_itself(tmp_path: Path, state_url
         assert [e.type for e in store.events(wf_id)] == ["workflow_started", "note"]
 
 
+def test_one_kind_of_event_is_read_without_the_rest_of_the_log(
+    tmp_path: Path, state_url: str
+) -> None:
+    with Store(tmp_path / "state.db", url=state_url) as store:
+        wf_id = _new_workflow(store)
+        for n in range(3):
+            store.add_event(wf_id, EventSpec("note", payload={"n": n}))
+            store.add_event(wf_id, EventSpec("other"))
+        notes = store.events(wf_id, of_type="note")
+        assert [e.payload["n"] for e in notes] == [0, 1, 2]
+        assert store.events(wf_id, of_type="absent") == []
+
+
 def test_advance_records_checkpoint_event_and_next_step_together(
     tmp_path: Path, state_url: str
 ) -> None:

@@ -216,8 +216,8 @@ def find(
     found: dict[int, Adoption] = {}
     advances = {
         str(e.payload.get("container")): (str(e.payload.get("from")), str(e.payload.get("to")))
-        for e in (store.events(wf_id) if running else [])
-        if e.type == "prepared_run_advanced" and e.payload.get("container")
+        for e in (store.events(wf_id, of_type="prepared_run_advanced") if running else [])
+        if e.payload.get("container")
     }
     if running:
         filters = {"label": [f"{LABEL_REPO}={label}", f"{LABEL_WORKFLOW}={wf_id}"]}

@@ -428,12 +428,21 @@ class Store(ApprovalStore):
         with self._tx() as conn:
             _append(conn, wf_id, spec)
 
-    def events(self, wf_id: int, *, after_id: int = 0, limit: int | None = None) -> list[Event]:
+    def events(
+        self,
+        wf_id: int,
+        *,
+        after_id: int = 0,
+        limit: int | None = None,
+        of_type: str | None = None,
+    ) -> list[Event]:
         query = (
             select(t.events)
             .where(t.events.c.workflow_id == wf_id, t.events.c.id > after_id)
             .order_by(t.events.c.id)
         )
+        if of_type is not None:  # one kind out of a long log, without reading the rest
+            query = query.where(t.events.c.type == of_type)
         if limit is not None:
             query = query.limit(limit)
         with self.engine.connect() as conn:
