@@ -6,6 +6,7 @@ The real containers are in test_pipeline_e2e.py."""
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -392,6 +393,32 @@ def test_the_graph_library_is_imported_while_the_step_before_runs_not_after_its_
     pipeline.close()
 
     assert imported and all(name.startswith("prepare") for name in imported)
+
+
+def test_the_step_after_next_is_made_early_only_where_it_can_be_brought_to_its_commit(
+    context: tuple[StepContext, Any],
+) -> None:
+    """It is made for its container's start-up and advanced through a copy-on-write view's
+    mount: with fully written worktrees it would be a start-up thrown away every time."""
+    c, wf = context
+    head = c.ws.head_commit()
+    c.sandbox.finish_prepared = lambda *args: None  # type: ignore[attr-defined]  # containers
+    early = Expected("review", "reviewer", head, advance=True)
+    for copy_on_write in (False, True):
+        if copy_on_write:
+            c.ws.use_overlay()
+        made = Made()
+        pipeline = Pipeline(c, 2, make=made)
+        pipeline.ahead(wf, [early])
+        pipeline.prompted()  # the running step's worker has its prompt
+        deadline = time.monotonic() + 10
+        while copy_on_write and not made.calls and time.monotonic() < deadline:
+            time.sleep(0.01)  # made while the step runs (once it ends, no longer)
+        pipeline.ahead(wf, [])  # the next step starts: what was made is there to take
+        taken = pipeline.take(wf.id, "reviewer", "claude", head, key())
+        pipeline.close()
+        assert [e.step for e in made.calls] == (["review"] if copy_on_write else [])
+        assert (taken is not None) == copy_on_write
 
 
 def test_a_preparation_that_fails_is_no_preparation_and_fails_no_step(

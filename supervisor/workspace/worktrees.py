@@ -284,6 +284,11 @@ class Workspace:
 
     # -- worktrees -------------------------------------------------------------------------
 
+    @property
+    def copy_on_write(self) -> bool:
+        """New worktrees are copy-on-write views (overlay.py), not fully written trees."""
+        return self.overlays is not None and self.overlays.enabled
+
     def add_worktree(self, name: str, commit: str) -> Path:
         """A detached worktree of `commit`; `name` may hold `/` (a component step's name).
 
@@ -297,7 +302,7 @@ class Workspace:
         if registered or path.exists() or path.is_symlink():
             self.remove_worktree(path)
         self.worktrees_dir.mkdir(parents=True, exist_ok=True)
-        if self.overlays is not None and self.overlays.enabled:
+        if self.overlays is not None and self.copy_on_write:
             try:
                 return self.overlays.add(path, commit)
             except BaseException:

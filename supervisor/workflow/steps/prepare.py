@@ -130,10 +130,10 @@ class Pipeline:
         self._promising: list[threading.Event] = []
         # Packs gathered once an answer is in: never queued behind a container being made.
         self._gathers = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gather")
-        # Set once the running step's worker has its prompt: what is made for the step after
-        # next waits for it, so that its container's start is no part of that wait.
-        self._prompted = threading.Event()
-        self._worker = False
+        # The generation whose step's worker last got its prompt: what is made for the step
+        # after next waits for that, so that its container's start is no part of that wait.
+        self._turn = threading.Condition()
+        self._prompted_in = 0
         # The guesses, one at a time and in order (`ahead`), by generation.
         self._planner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="guess")
         self._plans: list[tuple[int, Future[None]]] = []
@@ -150,20 +150,21 @@ class Pipeline:
         step starting now runs a worker, whose set-up is the wait for its first request; what
         is not needed at once (the step after next, an unlikely successor) waits for its
         prompt."""
-        self._prompted.clear()
-        self._worker = worker
         with self._lock:
             self.generation += 1
             generation = self.generation
             self._plans = [(g, f) for g, f in self._plans if not f.done()]
-            planned = self._planner.submit(self._plan, wf, expected, generation)
+            planned = self._planner.submit(self._plan, wf, expected, generation, worker)
             self._plans.append((generation, planned))
+        with self._turn:  # what still waits for the step before's prompt waits no more
+            self._turn.notify_all()
 
     def _plan(
         self,
         wf: Workflow,
         expected: list[Expected] | Callable[[], list[Expected]],
         generation: int,
+        worker: bool,
     ) -> None:
         if self._stop.is_set():
             return
@@ -186,7 +187,8 @@ class Pipeline:
                     self._advance, wf, item, made_early, generation, fixed is None
                 )
             else:
-                future = self._pool.submit(self._prepare, wf, item, generation, fixed is None)
+                wait = item.advance or (worker and not item.likely)
+                future = self._pool.submit(self._prepare, wf, item, generation, fixed is None, wait)
             with self._lock:
                 self._pending.append((generation, item, future))
 
@@ -243,15 +245,17 @@ class Pipeline:
         return self._prepare(wf, item, generation, adapt)
 
     def _prepare(
-        self, wf: Workflow, item: Expected, generation: int, adapt: bool
+        self, wf: Workflow, item: Expected, generation: int, adapt: bool, wait: bool = False
     ) -> Prepared | None:
         made = None
-        if item.advance and not hasattr(self.c.sandbox, "finish_prepared"):
-            return None  # made early only for its container's start-up: none here
-        if item.advance or (self._worker and not item.likely):
-            self._prompted.wait(PROMPT_WAIT_S)
-            if self._stop.is_set():
-                return None
+        if item.advance and not (
+            hasattr(self.c.sandbox, "finish_prepared") and self.c.ws.copy_on_write
+        ):
+            # Made early for its container's start-up, then brought to its commit through a
+            # copy-on-write view's mount: neither is here.
+            return None
+        if wait and not self._await_prompt(generation):
+            return None
         try:
             made = self.make(self.c, wf, item)  # the container first: its CLI starts up longest
             pack_ahead(self.c, wf, item, self.packs)
@@ -269,7 +273,24 @@ class Pipeline:
 
     def prompted(self) -> None:
         """The running step's worker has its prompt (steps/worker.py)."""
-        self._prompted.set()
+        with self._turn:
+            self._prompted_in = self.generation
+            self._turn.notify_all()
+
+    def _await_prompt(self, generation: int) -> bool:
+        """Wait until the step of `generation` has given its worker its prompt (at most
+        PROMPT_WAIT_S: a worker that never starts); False when that step ended first (what was
+        to be made during it is of no use now) or the pipeline stopped."""
+        with self._turn:
+            self._turn.wait_for(
+                lambda: (
+                    self._stop.is_set()
+                    or self.generation != generation
+                    or self._prompted_in >= generation
+                ),
+                timeout=PROMPT_WAIT_S,
+            )
+        return not self._stop.is_set() and self.generation == generation
 
     def answered(self, wf: Workflow, context: dict[str, Any]) -> None:
         """The running step answered with what its successors' packs follow from (a plan: the
@@ -388,7 +409,8 @@ class Pipeline:
     def close(self) -> None:
         """Everything still prepared goes (the engine stops: done, waiting, failed, killed)."""
         self._stop.set()
-        self._prompted.set()  # nothing waits for a prompt any more
+        with self._turn:  # nothing waits for a prompt any more
+            self._turn.notify_all()
         self._planner.shutdown(wait=True)  # no guess adds to what is pending after this
         for later in list(self._later):
             later.join()
