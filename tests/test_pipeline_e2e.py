@@ -146,12 +146,15 @@ def test_a_prepared_container_that_is_not_the_steps_own_is_discarded_unused(
     assert leftovers(repo) == []
 
 
-def test_only_the_pass_ways_container_is_started_the_way_back_gets_its_worktree_and_pack(
+def test_only_the_pass_ways_container_is_started_and_the_fix_up_runs_in_it_when_the_gate_fails(
     tmp_path: Path, serve: Callable[..., ScriptedModelServer]
 ) -> None:
-    """One container ahead (the default on a busy machine): during a gate, the review's CLI is
-    started; the fix-up gets its worktree, route and context pack, and starts its own container
-    when the gate fails. Nothing started for a way not taken is left behind."""
+    """One container ahead (the default on a busy machine): the review's CLI is started (during
+    the implementation, advanced to it during the gate); the fix-up gets its worktree, route and
+    context pack. When the gate fails, the fix-up runs in the review's container, the very
+    container it would have made (the role is in the prompt, not in the container), with the
+    review's worktree, which holds the same commit. Nothing made for a way not taken is left
+    behind."""
     server = serve(
         implementer(BAD_CALC),
         implementer(GOOD_CALC, when="FEEDBACK FROM THE PREVIOUS ATTEMPT"),
@@ -168,11 +171,11 @@ def test_only_the_pass_ways_container_is_started_the_way_back_gets_its_worktree_
     used = [
         (e.step, e.role, e.payload["container"]) for e in events if e.type == "prepared_run_used"
     ]
-    assert used == [("implement", "implementer", False), ("review", "reviewer", True)]
+    assert used == [("implement", "implementer", True), ("review", "reviewer", True)]
     discarded = [
         (e.role, e.payload["container"]) for e in events if e.type == "prepared_run_discarded"
     ]
-    assert discarded[:2] == [("reviewer", True), ("implementer", False)]
+    assert discarded == [("implementer", False), ("implementer", False)]  # no start-up wasted
     ahead = [(e.step, e.payload["ahead"]) for e in events if e.type == "context_packed"]
     assert ahead == [("implement", False), ("implement", True), ("review", True)]
     assert server.unmatched == [] and server.exhausted == []

@@ -211,6 +211,9 @@ def test_the_fingerprint_ignores_the_prompt_labels_folders_and_the_worktrees_pat
         labels={"supervisor.step_id": "7"},
         worktree=Path("/w/other"),
         record_dir=Path("/tmp/record"),
+        # Given late like the prompt (warm.run writes the step's own): another role's output
+        # schema makes the same container.
+        run_files={"output_schema.json": '{"review": true}'},
     )
     assert fingerprint(same, "base1") == fingerprint(spec(), "base1")
 
@@ -221,7 +224,6 @@ def test_the_fingerprint_ignores_the_prompt_labels_folders_and_the_worktrees_pat
         {"argv": ["claude", "-p", "--model", "other"]},
         {"env": {"ANTHROPIC_BASE_URL": "http://proxy:2"}},
         {"home_files": {".claude.json": b"{ }"}},
-        {"run_files": {"output_schema.json": "{ }"}},
         {"image": "project:abc"},
         {"memory": "1g"},
         {"network": "none"},
@@ -419,6 +421,55 @@ def test_the_step_after_next_is_made_early_only_where_it_can_be_brought_to_its_c
         pipeline.close()
         assert [e.step for e in made.calls] == (["review"] if copy_on_write else [])
         assert (taken is not None) == copy_on_write
+
+
+class Started:
+    """Stands for a started container in the pipeline's bookkeeping (no engine call is made
+    on it but its removal)."""
+
+    id = "started"
+
+    def remove(self, force: bool = False) -> None:
+        pass
+
+
+def test_a_step_without_a_started_container_of_its_own_takes_another_roles_started_one(
+    context: tuple[StepContext, Any], tmp_path: Path
+) -> None:
+    """After a failed gate the review's container is of no use; the fix-up takes it when it
+    has none of its own started (whether it is the same container, its fingerprint decides
+    when the step runs), and prefers its own when it has one."""
+    from supervisor.sandbox.warm import Warm
+
+    c, wf = context
+    head = c.ws.head_commit()
+    base_made = Made()
+
+    def made_with(started: set[str]) -> Callable[..., Prepared]:
+        def make(c: StepContext, wf: Any, expected: Expected) -> Prepared:
+            made = base_made(c, wf, expected)
+            if expected.role in started:
+                folder = tmp_path / f"run-{expected.role}-{len(base_made.calls)}"
+                folder.mkdir()
+                made.warm = Warm(Started(), None, folder, "f", ())
+            return made
+
+        return make
+
+    for started, taken in (
+        ({"reviewer"}, "reviewer"),
+        ({"reviewer", "implementer"}, "implementer"),
+    ):
+        pipeline = Pipeline(c, 2, make=made_with(started))
+        pipeline.ahead(
+            wf, [Expected("review", "reviewer", head), Expected("fix", "implementer", head)]
+        )
+        pipeline.ahead(wf, [])  # the gate failed: the fix-up starts
+        got = pipeline.take(wf.id, "implementer", "claude", head, key())
+        assert got is not None and got.warm is not None and got.role == "implementer"
+        assert got.worktree.name.startswith(f"wf{wf.id}-prep-{taken}-")
+        got.warm = None
+        pipeline.close()
 
 
 def test_a_preparation_that_fails_is_no_preparation_and_fails_no_step(

@@ -104,6 +104,18 @@ def private_for_container(run_path: Path) -> None:
         os.lchown(run_path, uid, gid)
 
 
+def replace_file(run_path: Path, name: str, text: str) -> None:
+    """One file of a run folder written anew (a prepared run's, before its prompt), whole at
+    once and owned as `private_for_container` leaves the rest."""
+    fresh = run_path / f".{name}.new"
+    fresh.write_text(text, encoding="utf-8")
+    fresh.chmod(0o600)
+    if os.getuid() == 0:
+        uid, gid = (int(n) for n in container_user().split(":"))
+        os.lchown(fresh, uid, gid)
+    fresh.replace(run_path / name)
+
+
 # What the AI CLIs load from their working directory by themselves: instructions sent to the
 # model with the prompt (CLAUDE.md, AGENTS.md, GEMINI.md), settings whose hooks run commands
 # and whose MCP servers start processes, skills and subagents. A worker (or the repository) that

@@ -66,15 +66,15 @@ assert LATE_ENTRYPOINT != ENTRYPOINT
 
 def fingerprint(spec: RunSpec, base: str) -> str:
     """What the container is made of, as one digest; two specs with the same one make the same
-    container. Not in it: the prompt (given late), the labels, callbacks and the record folder
-    (the step's bookkeeping), and the worktree's path (its content is `base`)."""
+    container, whatever the role it was made for. Not in it: the prompt and the run's files
+    (both given late, `run`), the labels, callbacks and the record folder (the step's
+    bookkeeping), and the worktree's path (its content is `base`)."""
     made_of = {
         "base": base,
         "argv": spec.argv,
         "image": spec.image,
         "env": sorted(spec.env.items()),
         "home_files": _digests(spec.home_files),
-        "run_files": sorted(spec.run_files.items()),
         "network": spec.network,
         "writable_layer": spec.writable_layer,
         "route": dataclasses.asdict(spec.route) if spec.route is not None else None,
@@ -168,6 +168,8 @@ def run(sandbox: DockerSandbox, warm: Warm, spec: RunSpec, prompt: str) -> RunRe
     None (the preparation discarded) when its CLI is no longer waiting. The prompt goes first,
     its CPU weight raised after: the Docker call is no part of the wait for the first request."""
     try:
+        for name, text in spec.run_files.items():  # the step's own (its role's output schema)
+            run_files.replace_file(warm.run_dir, name, text)
         fd = writer(warm.fifo, lambda: _alive(warm.container))
         if fd is None:  # no reader and none to come: the container is gone
             discard(warm)

@@ -93,6 +93,8 @@ def _close_step_route(c: StepContext, step_id: int) -> None:
         c.sandbox.close_route(opened)
 
 
+Pending = tuple[int, "Expected", Future[Prepared | None]]
+"""A preparation being made: its generation (the step that started it), what for, and it."""
 PROMPT_WAIT_S = 10.0
 """How long a preparation for the step after next waits for the running step's worker to get
 its prompt before it starts anyway (a step whose worker never starts: a failed set-up)."""
@@ -356,25 +358,38 @@ class Pipeline:
     def take(
         self, wf_id: int, role: str, cli: str, base: str, creds: Credentials
     ) -> Prepared | None:
-        """A preparation for exactly this run (waiting for one still being made), or None."""
+        """A preparation for exactly this run (waiting for one still being made), or None.
+        Best its role's with a started container; else another role's started one (the same
+        container when its fingerprint says so: `run` checks, and a wrong one is only
+        discarded, as it would have gone unused: a review's, say, when the gate failed and the
+        fix-up runs); else its role's without a container."""
         self._planned(self.generation - 1)
         with self._lock:
-            matching = [
-                p
-                for p in self._pending
-                if p[1].role == role and p[1].base == base and p[0] < self.generation
+            earlier = [p for p in self._pending if p[1].base == base and p[0] < self.generation]
+
+        def fitting(entries: list[Pending]) -> list[tuple[Pending, Prepared]]:
+            found = [(entry, entry[2].result()) for entry in entries]
+            return [
+                (entry, made)
+                for entry, made in found
+                if made is not None
+                and made.wf_id == wf_id
+                and made.cli == cli
+                and same_key(made.creds, creds)
             ]
-        for entry in matching:
-            made = entry[2].result()
-            if made is None or made.wf_id != wf_id or made.cli != cli:
-                continue
-            if not same_key(made.creds, creds):
-                continue
+
+        own = fitting([p for p in earlier if p[1].role == role])
+        fits = [fit for fit in own if fit[1].warm is not None]
+        if not fits:  # another role's, made with its container
+            others = fitting([p for p in earlier if p[1].role != role and p[1].container])
+            fits = [fit for fit in others if fit[1].warm is not None] + own
+        for entry, made in fits:
             with self._lock:
-                if entry not in self._pending:
+                if entry not in self._pending or made.claimed:
                     continue
                 self._pending.remove(entry)
                 made.claimed = True
+            made.role = role  # its worktree, route and container serve this step now
             return made
         return None
 
