@@ -214,12 +214,12 @@ def find(
     label = repo_label(repo)
     running = [s for s in store.steps(wf_id) if s["status"] == "running"]
     found: dict[int, Adoption] = {}
-    advances = {
-        str(e.payload.get("container")): (str(e.payload.get("from")), str(e.payload.get("to")))
-        for e in (store.events(wf_id, of_type="prepared_run_advanced") if running else [])
-        if e.payload.get("container")
-    }
     if running:
+        advances = {
+            str(e.payload.get("container")): (str(e.payload.get("from")), str(e.payload.get("to")))
+            for e in store.events(wf_id, of_type="prepared_run_advanced")
+            if e.payload.get("container")
+        }
         filters = {"label": [f"{LABEL_REPO}={label}", f"{LABEL_WORKFLOW}={wf_id}"]}
         for container in client.containers.list(all=True, filters=filters, ignore_removed=True):
             adoption = match(

@@ -31,31 +31,41 @@ MAX_FILES = 500
 MAX_BYTES = 20 * 1024 * 1024
 
 
-def archive(git_dir: Path, view: View, commit: str) -> bytes | None:
-    """An uncompressed tar of what `commit` adds to or changes in the view's commit, owned by the
-    sandbox's user; None when the difference is not one an archive can bring (see above)."""
+Changes = dict[str, tuple[Entry, bytes]]
+"""What a commit adds to or changes in a view's commit: path -> (entry, content)."""
+
+
+def difference(git_dir: Path, view: View, commit: str) -> Changes | None:
+    """What `commit` adds to or changes in the view's commit, with its contents; None when the
+    difference is not one an archive can bring (see above)."""
     diff = tree_diff(git_dir, view.commit, commit)
-    if not diff:
-        return b""
-    if len(diff) > MAX_FILES or any(
-        e is None or e.mode not in (REGULAR, EXECUTABLE, SYMLINK) for e in diff.values()
-    ):
-        return None
-    entries = {p: e for p, e in diff.items() if e is not None}
-    if any(not _plain(p) for p in entries):  # the engine refuses these too; never sent
+    entries: dict[str, Entry] = {}
+    for path, entry in diff.items():
+        if entry is None or entry.mode not in (REGULAR, EXECUTABLE, SYMLINK) or not _plain(path):
+            return None  # `_plain`: the engine refuses these too; never sent
+        entries[path] = entry
+    if len(entries) > MAX_FILES:
         return None
     blobs = treedata.read_blobs(git_dir, sorted({e.sha for e in entries.values()}))
     if sum(len(blobs[e.sha]) for e in entries.values()) > MAX_BYTES:
         return None
+    return {path: (entry, blobs[entry.sha]) for path, entry in entries.items()}
+
+
+def archive(git_dir: Path, view: View, commit: str) -> bytes | None:
+    """An uncompressed tar of `difference`, owned by the sandbox's user; None as there."""
+    changes = difference(git_dir, view, commit)
+    return None if changes is None else _tar(view, changes)
+
+
+def _tar(view: View, changes: Changes) -> bytes:
     shown = {d for p in view.start for d in _parents(p)}
-    if any(p in shown for p in entries):  # a directory of the view's becomes a file
-        return None
     uid, gid = container_ids()
     now = time.time()
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
         made: set[str] = set()
-        for path in sorted(entries):
+        for path in sorted(changes):
             for folder in _parents(path):
                 if folder in shown or folder in made:
                     continue
@@ -63,7 +73,7 @@ def archive(git_dir: Path, view: View, commit: str) -> bytes | None:
                 info = _info(folder, uid, gid, now)
                 info.type, info.mode = tarfile.DIRTYPE, 0o755
                 tar.addfile(info)
-            entry, content = entries[path], blobs[entries[path].sha]
+            entry, content = changes[path]
             info = _info(path, uid, gid, now)
             if entry.mode == SYMLINK:
                 info.type, info.linkname, info.mode = tarfile.SYMTYPE, os.fsdecode(content), 0o777
@@ -74,25 +84,20 @@ def archive(git_dir: Path, view: View, commit: str) -> bytes | None:
     return out.getvalue()
 
 
-def settle(git_dir: Path, view: View, commit: str) -> bool:
+def settle(view: View, commit: str, changes: Changes) -> bool:
     """After the archive went in: the view stands for `commit` when its upper layer holds each
-    file and link of the difference exactly (content, executable bit, link target; read with
-    lstat, through no link); what the archive did not name is the view's as before. False
-    leaves the view as it was, for the caller to discard."""
-    diff = tree_diff(git_dir, view.commit, commit)
-    if any(e is None for e in diff.values()):
-        return False
-    entries = {p: e for p, e in diff.items() if e is not None}
-    blobs = treedata.read_blobs(git_dir, sorted({e.sha for e in entries.values()}))
+    file and link of `changes` exactly (content, executable bit, link target; read with lstat,
+    through no link); what the archive did not name is the view's as before. False leaves the
+    view as it was, for the caller to discard."""
     stamps: dict[str, Stamp] = {}
-    for path, entry in entries.items():
-        held = _held(view.upper, path, entry, blobs[entry.sha])
+    for path, (entry, content) in changes.items():
+        held = _held(view.upper, path, entry, content)
         if held is None:
             return False
         if entry.mode != SYMLINK:
             stamps[path] = held
     view.commit = commit
-    view.start = dict(sorted({**view.start, **entries}.items()))
+    view.start = dict(sorted({**view.start, **{p: e for p, (e, _) in changes.items()}}.items()))
     view.stamps = {**view.stamps, **stamps}
     return True
 
@@ -136,11 +141,12 @@ def advance(
         return False
     if view.commit == commit:
         return True
-    data = archive(git_dir, view, commit)
-    if data is None:
+    changes = difference(git_dir, view, commit)
+    if changes is None:
         return False
-    put(data)
-    return settle(git_dir, view, commit)
+    if changes:
+        put(_tar(view, changes))
+    return settle(view, commit, changes)
 
 
 def _plain(path: str) -> bool:

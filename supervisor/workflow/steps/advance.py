@@ -34,6 +34,8 @@ class ArchiveRefused(RuntimeError):
 def advance(c: StepContext, made: Prepared, commit: str) -> bool:
     """Bring `made` (unclaimed, its container waiting) to `commit`; False when it cannot be
     brought exactly, and then it is the caller's to discard."""
+    if made.base == commit:  # the running step changed nothing: made for this commit already
+        return True
     ready = made.warm
     view = overlay.view_for(made.worktree)
     if ready is None or ready.spec is None or view is None:
@@ -41,7 +43,7 @@ def advance(c: StepContext, made: Prepared, commit: str) -> bool:
     container = ready.container
 
     def put(data: bytes) -> None:
-        if data and not container.put_archive(WORKSPACE, data):
+        if not container.put_archive(WORKSPACE, data):
             raise ArchiveRefused(f"the archive for {commit[:12]} was refused")
 
     try:

@@ -120,7 +120,7 @@ class Pipeline:
         self.make = make or prepare_worker
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=max(limit, 1), thread_name_prefix="prepare")
-        self._pending: list[tuple[int, Expected, Future[Prepared | None]]] = []
+        self._pending: list[Pending] = []
         self.generation = 0
         self.packs = Ahead()
         self._stop = threading.Event()
@@ -175,6 +175,10 @@ class Pipeline:
                 expected = expected()
             except Exception:  # a guess that cannot be made is no guess
                 expected = []
+        if not (hasattr(self.c.sandbox, "finish_prepared") and self.c.ws.copy_on_write):
+            # What is made for the step after next is made for its container's start-up, and
+            # brought to its commit through a copy-on-write view's mount: neither is here.
+            expected = [item for item in expected if not item.advance]
         with self._lock:
             # Made during the step before for the step after it, to be brought to its result.
             early = [p for p in self._pending if p[1].advance and p[0] == generation - 1]
@@ -203,9 +207,7 @@ class Pipeline:
             with contextlib.suppress(Exception):
                 future.result()
 
-    def _early_for(
-        self, early: list[tuple[int, Expected, Future[Prepared | None]]], item: Expected
-    ) -> Future[Prepared | None] | None:
+    def _early_for(self, early: list[Pending], item: Expected) -> Future[Prepared | None] | None:
         """The preparation made early for `item`'s role and CLI from another commit, taken out
         of the pending ones (it is `item`'s now, advanced or discarded)."""
         if item.advance:
@@ -234,7 +236,7 @@ class Pipeline:
             made = early.result()
         except Exception:
             made = None
-        if made is not None and made.warm is not None and made.base != item.base:
+        if made is not None and made.warm is not None:
             with self._lock:
                 unclaimed = not made.claimed and not self._stop.is_set()
             if unclaimed and advance.advance(self.c, made, item.base):
@@ -250,12 +252,6 @@ class Pipeline:
         self, wf: Workflow, item: Expected, generation: int, adapt: bool, wait: bool = False
     ) -> Prepared | None:
         made = None
-        if item.advance and not (
-            hasattr(self.c.sandbox, "finish_prepared") and self.c.ws.copy_on_write
-        ):
-            # Made early for its container's start-up, then brought to its commit through a
-            # copy-on-write view's mount: neither is here.
-            return None
         if wait and not self._await_prompt(generation):
             return None
         try:
