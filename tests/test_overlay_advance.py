@@ -216,3 +216,22 @@ def test_a_commit_whose_tree_names_a_path_out_of_the_workspace_is_never_sent(
     assert not overlay_advance.advance(workspace.git_dir, view, hostile, sent.append)
     assert sent == [] and view.commit == before
     workspace.remove_worktree(path)
+
+
+def test_a_difference_over_the_limits_is_not_advanced(
+    repo: Path, workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large change is prepared afresh instead (no archive of unbounded size is built)."""
+    before = commit_all(repo, "start")
+    after = implemented(repo)  # five files and links
+    path = workspace.add_worktree("early", before)
+    view = overlay.view_for(path)
+    assert view is not None
+    monkeypatch.setattr(overlay_advance, "MAX_FILES", 4)
+    assert overlay_advance.archive(workspace.git_dir, view, after) is None
+    monkeypatch.setattr(overlay_advance, "MAX_FILES", 500)
+    monkeypatch.setattr(overlay_advance, "MAX_BYTES", 10)
+    assert overlay_advance.archive(workspace.git_dir, view, after) is None
+    monkeypatch.setattr(overlay_advance, "MAX_BYTES", 20 * 1024 * 1024)
+    assert overlay_advance.archive(workspace.git_dir, view, after)
+    workspace.remove_worktree(path)

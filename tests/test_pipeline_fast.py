@@ -472,6 +472,23 @@ def test_a_step_without_a_started_container_of_its_own_takes_another_roles_start
         pipeline.close()
 
 
+def test_a_preparation_for_the_commit_the_step_left_unchanged_is_kept_as_it_is(
+    context: tuple[StepContext, Any],
+) -> None:
+    """A step that commits may change nothing (a test engineer satisfied with the tests): what
+    was made from its start is already made for its result, and nothing is sent or recorded."""
+    from supervisor.workflow.steps import advance
+
+    c, wf = context
+    head = c.ws.head_commit()
+    made = Made()(c, wf, Expected("review", "reviewer", head, advance=True))
+
+    assert advance.advance(c, made, head)
+    assert made.base == head
+    assert [e for e in c.store.events(wf.id) if e.type == "prepared_run_advanced"] == []
+    c.ws.remove_worktree(made.worktree)
+
+
 def test_a_preparation_that_fails_is_no_preparation_and_fails_no_step(
     context: tuple[StepContext, Any],
 ) -> None:
