@@ -223,11 +223,11 @@ def test_a_difference_over_the_limits_is_not_advanced(
 ) -> None:
     """A large change is prepared afresh instead (no archive of unbounded size is built)."""
     before = commit_all(repo, "start")
-    after = implemented(repo)  # five files and links
+    after = implemented(repo)  # four files and links
     path = workspace.add_worktree("early", before)
     view = overlay.view_for(path)
     assert view is not None
-    monkeypatch.setattr(overlay_advance, "MAX_FILES", 4)
+    monkeypatch.setattr(overlay_advance, "MAX_FILES", 3)
     assert overlay_advance.archive(workspace.git_dir, view, after) is None
     monkeypatch.setattr(overlay_advance, "MAX_FILES", 500)
     monkeypatch.setattr(overlay_advance, "MAX_BYTES", 10)
