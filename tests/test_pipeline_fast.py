@@ -236,6 +236,14 @@ def test_any_difference_in_what_the_container_is_made_of_makes_the_preparation_s
     assert fingerprint(spec(**changed), "base1") != fingerprint(spec(), "base1")
 
 
+def test_a_run_file_the_command_line_names_is_part_of_the_container() -> None:
+    """It may be read at start (codex's --output-schema): not given late like the others."""
+    named = ["claude", "-p", "--schema", "/run/supervisor/output_schema.json"]
+    one = spec(argv=named, run_files={"output_schema.json": "{}"})
+    other = spec(argv=named, run_files={"output_schema.json": '{"review": true}'})
+    assert fingerprint(one, "base1") != fingerprint(other, "base1")
+
+
 def test_another_base_commit_makes_the_preparation_stale() -> None:
     assert fingerprint(spec(), "base2") != fingerprint(spec(), "base1")
 

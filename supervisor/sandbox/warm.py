@@ -67,14 +67,17 @@ assert LATE_ENTRYPOINT != ENTRYPOINT
 def fingerprint(spec: RunSpec, base: str) -> str:
     """What the container is made of, as one digest; two specs with the same one make the same
     container, whatever the role it was made for. Not in it: the prompt and the run's files
-    (both given late, `run`), the labels, callbacks and the record folder (the step's
-    bookkeeping), and the worktree's path (its content is `base`)."""
+    that the command line does not name (both given late, `run`; a file it names, say an
+    output schema, may be read at start), the labels, callbacks and the record folder (the
+    step's bookkeeping), and the worktree's path (its content is `base`)."""
+    named = {n: t for n, t in spec.run_files.items() if any(n in arg for arg in spec.argv)}
     made_of = {
         "base": base,
         "argv": spec.argv,
         "image": spec.image,
         "env": sorted(spec.env.items()),
         "home_files": _digests(spec.home_files),
+        "run_files": sorted(named.items()),
         "network": spec.network,
         "writable_layer": spec.writable_layer,
         "route": dataclasses.asdict(spec.route) if spec.route is not None else None,
