@@ -170,18 +170,23 @@ def one(
     sys.path.insert(0, str(checkout))
     os.chdir(checkout)
     from supervisor import tasks
-    from supervisor.sandbox import warm
 
     wasted: list[float] = []
-    remove = warm._remove
+    watches: dict[str, Watch] = {}
+    try:
+        from supervisor.sandbox import warm
+    except ImportError:  # a checkout from before the pipelined steps: nothing is prepared
+        pass
+    else:
+        remove = warm._remove
 
-    def measured(container: object, volume: object, run_dir: Path) -> None:
-        if container is not None:
-            wasted.append(container_cpu(str(getattr(container, "id", ""))))
-        remove(container, volume, run_dir)
+        def measured(container: object, volume: object, run_dir: Path) -> None:
+            if container is not None:
+                wasted.append(container_cpu(str(getattr(container, "id", ""))))
+            remove(container, volume, run_dir)
 
-    warm._remove = measured  # type: ignore[assignment]  # the benchmark's own instrument
-    watches = instrument(warm)
+        warm._remove = measured  # type: ignore[assignment]  # the benchmark's own instrument
+        watches = instrument(warm)
     from supervisor.sandbox.docker import DockerSandbox
 
     exited = exits(DockerSandbox)

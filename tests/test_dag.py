@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from supervisor.dag import WorkGraph, rollup, suggest_dependencies
+from supervisor.dag import MERGING, WorkGraph, rollup, suggest_dependencies
 from supervisor.errors import ConfigError
 from supervisor.schemas import PlanOutput
 
@@ -137,6 +137,32 @@ def test_the_worker_limit_counts_running_components() -> None:
     )
     work.components["a"].status = "implementing"
     assert len(work.batch(limit=2)) == 1
+
+
+def test_a_finished_component_awaiting_its_merge_frees_its_slot_but_holds_its_files() -> None:
+    work = WorkGraph.from_plan(
+        plan(
+            [
+                {
+                    "id": "p",
+                    "description": "x",
+                    "components": [
+                        comp("a", ["shared.py"]),
+                        comp("b", ["shared.py"]),
+                        comp("c", ["c.py"]),
+                        comp("d", ["d.py"], depends_on=["a"]),
+                    ],
+                }
+            ]
+        )
+    )
+    work.components["a"].status = MERGING
+    # c takes a's slot at once; b (a's file) and d (a's dependant) wait for the merge
+    assert [c.id for c in work.batch(limit=1)] == ["c"]
+    work.components["c"].status = "running"
+    assert work.batch(limit=3) == []
+    work.components["a"].status = "complete"
+    assert [c.id for c in work.batch(limit=3)] == ["b", "d"]
 
 
 def test_merge_order_follows_dependencies_then_plan_order() -> None:

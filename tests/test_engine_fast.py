@@ -518,6 +518,51 @@ def test_components_fan_out_and_merge_in_dependency_order_into_one_commit(
     assert "--" not in p.git("branch", "--list", "ai/*")
 
 
+def test_a_freed_slot_goes_to_an_independent_component_before_the_finished_ones_merge(
+    project: Callable[..., Project],
+) -> None:
+    """One component at a time: the next independent one starts from the commit before the
+    merge (nothing in it needs the merged work), while a dependant and a component planned on
+    the same file wait until the merge is in."""
+    saw_first: dict[str, bool] = {}
+
+    def seeing(cid: str) -> Callable[[WorkerCall], str]:
+        def do(call: WorkerCall) -> str:
+            saw_first[cid] = (call.worktree / "first.txt").is_file()
+            return writes({f"{cid}.txt": f"{cid}\n"})(call)
+
+        return do
+
+    p = project(
+        FAN_OUT,
+        {"test": "true"},
+        (
+            "ROLE: planner",
+            plans(
+                component("first", "first.txt"),
+                component("second", "second.txt"),
+                component("after", "after.txt"),
+                component("same", "first.txt", "same.txt"),
+                depends=(("after", "first"),),
+            ),
+        ),
+        ("'first'", writes({"first.txt": "first\n"})),
+        ("'second'", seeing("second")),
+        ("'after'", seeing("after")),
+        ("'same'", seeing("same")),
+    )
+    with (p.root / ".supervisor" / "config.yaml").open("a") as config:
+        config.write("limits:\n  max_parallel_components: 1\n")
+    wf = p.start()
+
+    assert wf.status == "completed"
+    assert saw_first == {"second": False, "after": True, "same": True}
+    merged = [e.payload["component"] for e in p.events("component_merged")]
+    assert merged[:2] == ["first", "second"]
+    files = set(p.git("ls-tree", "--name-only", wf.task_branch).split())
+    assert {"first.txt", "second.txt", "after.txt", "same.txt"} <= files
+
+
 def test_two_components_that_write_the_same_file_conflict_and_the_loser_keeps_its_branch(
     project: Callable[..., Project],
 ) -> None:

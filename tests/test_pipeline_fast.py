@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from supervisor import dag, tasks
-from supervisor.config import WorkflowDef, load_settings
+from supervisor.config import StepDef, WorkflowDef, load_settings
 from supervisor.demo import make_demo_repo
 from supervisor.guard.credentials import Credentials
 from supervisor.guard.trust import trust
@@ -74,6 +74,41 @@ def test_a_reviewer_prepares_the_fix_up_its_rejection_would_send_back() -> None:
 def test_a_planner_prepares_the_implementer_from_the_locked_interfaces_else_the_tip() -> None:
     assert after("plan", {}) == [Expected("implement", "implementer", "tip")]
     assert after("plan", {"locked_sha": "l1"}) == [Expected("implement", "implementer", "l1")]
+
+
+def test_a_planner_before_a_fan_out_prepares_an_implementer_for_each_component_it_starts() -> None:
+    """The plan is not known yet: its first batch is expected to fill every slot, or as many as
+    the analyzer recommended."""
+    flow = WorkflowDef.model_validate(
+        {
+            "initial_step": "plan",
+            "steps": {
+                "plan": {"role": "planner", "next": "fan"},
+                "fan": {"role": "implementer", "for_each": "component", "next": "commit"},
+                "commit": {"action": "commit"},
+            },
+        }
+    )
+
+    def made(context: dict[str, Any], slots: int = 3) -> list[Expected]:
+        width = lookahead.fan_out_width(context, slots)
+        return lookahead.after(flow, flow.steps["plan"], context, "tip", commits, 0.0, width)
+
+    assert made({}) == [Expected("fan", "implementer", "tip")] * 3
+    assert made({}, slots=1) == [Expected("fan", "implementer", "tip")]
+    analysis = {"recommended_components": 2, "path": "planned"}
+    assert made({"analysis": analysis}) == [Expected("fan", "implementer", "tip")] * 2
+    # A plan already in: the fan-out runs a fix-up, or the components that are left.
+    assert made({"plan": {"phases": []}, "candidate": "c1"}) == [
+        Expected("fan", "implementer", "c1")
+    ]
+    # A fan-out that is not the likely successor (a gate's way back) is made once.
+    gate = StepDef.model_validate({"gate": "test", "next": "commit", "on_fail": "fan"})
+    assert lookahead.after(flow, gate, {"candidate": "c1"}, "tip", commits, 0.0, 3) == [
+        Expected("fan", "implementer", "c1", likely=False)
+    ]
+    # Of these, `prepare_ahead` are made, the likely ones with their containers started.
+    assert [e.container for e in lookahead.plan(made({}), 2, 2)] == [True, True]
 
 
 def test_a_step_that_commits_prepares_nothing_its_successor_starts_from_its_result() -> None:

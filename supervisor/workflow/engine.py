@@ -176,7 +176,10 @@ class Engine:
                 return load_role(role, self.repo).output == "implementation"
 
             odds = self._fail_odds(wf, wf.current_step, step)
-            expected = lookahead.after(definition, step, wf.context, tip, commits, odds)
+            width = lookahead.fan_out_width(
+                wf.context, self.settings.limits.max_parallel_components
+            )
+            expected = lookahead.after(definition, step, wf.context, tip, commits, odds, width)
             if not expected:  # a step that commits: the step after its gate, advanced later
 
                 def gate_odds(name: str) -> float:

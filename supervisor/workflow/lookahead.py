@@ -15,7 +15,8 @@ What a wrong guess costs decides how much is made ahead (`containers`, `plan`): 
 route and a context pack are a tenth of a second each, made for every successor; a started
 container is its CLI's start-up, 1-5 s of CPU on the 2-core host (and a Docker start of most of
 a second there), slowing the running step and whatever else the machine runs when it is thrown
-away. So only the likeliest successor gets its container started at once: the step's pass
+away. So only the likeliest successor gets its container started at once (a fan-out's, one for
+each component its first batch is expected to run, `fan_out_width`): the step's pass
 (`next`; a reviewer's pass leads to no worker), or a gate's way back (`on_fail`) when the gate's
 own history says it fails more often than not (`fail_odds`: a first test run after an
 implementation, in a repository where first runs fail). Another one at once only when the load
@@ -83,6 +84,20 @@ def base_now(context: dict[str, Any], tip: str) -> str:
     return str(context.get("candidate") or context.get("locked_sha") or tip)
 
 
+def fan_out_width(context: dict[str, Any], slots: int) -> int:
+    """How many components a fan-out that follows now starts at once, as far as is known before
+    its plan is: the analyzer's recommended count when there is one, else every slot
+    (`limits.max_parallel_components`). One when a plan is in already: a fan-out after a gate or
+    a review runs one fix-up worker, or the components left."""
+    if context.get("plan"):
+        return 1
+    verdict = context.get("analysis")
+    recommended = verdict.get("recommended_components") if isinstance(verdict, dict) else None
+    if isinstance(recommended, int) and recommended >= 1:
+        return max(1, min(slots, recommended))
+    return max(1, slots)
+
+
 def after(
     definition: WorkflowDef,
     step: StepDef,
@@ -90,11 +105,13 @@ def after(
     tip: str,
     commits: Callable[[str], bool],
     odds: float = 0.0,
+    width: int = 1,
 ) -> list[Expected]:
     """The worker steps that may follow `step` and start from the commit known now, most
     likely first (`next`, then the way back); `commits(role)`: whether a role's answer is a
     commit (its output is an implementation); `odds`: a gate's odds of failing (`fail_odds`):
-    above even, its way back is the likely one, first, and its pass is not."""
+    above even, its way back is the likely one, first, and its pass is not. A likely fan-out
+    comes `width` times (`fan_out_width`): one for each component of its first batch."""
     if step.action is not None or step.for_each is not None:
         return []
     if step.role is not None and commits(step.role):
@@ -109,8 +126,9 @@ def after(
             continue
         back = step.gate is not None and odds > 1 / 2  # fails more often than not
         likely = successor == (step.on_fail if back else step.next)
-        found.append(Expected(successor, role, base, likely=likely))
-    found.sort(key=lambda e: not e.likely)  # the likely one first
+        copies = width if likely and definition.steps[successor].for_each is not None else 1
+        found += [Expected(successor, role, base, likely=likely)] * copies
+    found.sort(key=lambda e: not e.likely)  # the likely ones first
     return found
 
 

@@ -26,7 +26,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from supervisor import recovery
-from supervisor.dag import PROGRESS, WorkGraph
+from supervisor.dag import MERGING, PROGRESS, WorkGraph
 from supervisor.errors import MergeConflictError, StepFailedError, SupervisorError
 from supervisor.guard import protected
 from supervisor.policy import budgets
@@ -133,21 +133,51 @@ class ComponentFanOut:
             while True:
                 if relay is not None and not running and not self.errors and not self.strays:
                     dispatched.hand_over(self, work.batch(limit), integrated)  # raises
-                if relay is None and not self.errors and not self.strays and not self.splitting:
-                    for comp in self._dispatchable(work, limit):
-                        base = self._adopted_base(comp.id) or self.base_for(comp.id, integrated)
-                        if subplan.over_scope(self, comp, base):
-                            continue
-                        comp.status = "running"
-                        self._save(comp.id, status="running", started_from=base)
-                        running[pool.submit(self._build, comp, base)] = comp.id
+                if relay is None:
+                    self._dispatch(work, limit, integrated, pool, running)
                 if not running:
                     break
                 done, _ = wait(running, return_when=FIRST_COMPLETED)
-                for future in sorted(done, key=lambda f: order[running[f]]):
-                    cid = running.pop(future)
-                    integrated = self._settle(work.components[cid], future.result(), integrated)
+                ended = [
+                    (running.pop(f), f.result())
+                    for f in sorted(done, key=lambda f: order[running[f]])
+                ]
+                if relay is None and all(self._merges(cid, outcome) for cid, outcome in ended):
+                    # Their slots go to the next ready components before the merges run: a
+                    # merge waits for no one, and whoever needs the merged work (a dependant,
+                    # a component sharing a file) is not ready until it is in.
+                    for cid, _ in ended:
+                        work.components[cid].status = MERGING
+                    self._dispatch(work, limit, integrated, pool, running)
+                for cid, outcome in ended:
+                    integrated = self._settle(work.components[cid], outcome, integrated)
         return self._outcome(work, integrated)
+
+    def _dispatch(
+        self,
+        work: WorkGraph,
+        limit: int,
+        integrated: str,
+        pool: ThreadPoolExecutor,
+        running: dict[Future[Outcome], str],
+    ) -> None:
+        if self.errors or self.strays or self.splitting:
+            return
+        for comp in self._dispatchable(work, limit):
+            base = self._adopted_base(comp.id) or self.base_for(comp.id, integrated)
+            if subplan.over_scope(self, comp, base):
+                continue
+            comp.status = "running"
+            self._save(comp.id, status="running", started_from=base)
+            running[pool.submit(self._build, comp, base)] = comp.id
+
+    def _merges(self, cid: str, outcome: Outcome) -> bool:
+        """A finished top-level component whose next move is its merge into the candidate."""
+        return (
+            outcome.result == "passed"
+            and bool(outcome.git_sha)
+            and self.tree.parent_of(cid) is None
+        )
 
     def _dispatchable(self, work: WorkGraph, limit: int) -> list[Component]:
         """The next batch, unless the task or this step reached its budget: then none, for good
