@@ -373,6 +373,46 @@ def test_a_preparation_for_the_step_after_next_is_not_taken_by_the_next_step(
     assert prepared_trees(c) == []
 
 
+def test_a_fan_outs_copies_beyond_its_plans_first_batch_go_once_the_plan_is_in(
+    context: tuple[StepContext, Any],
+) -> None:
+    """Made while the planner ran, one for each slot; the plan starts two components at once
+    (its first phase's): the third goes at the plan's answer, not after the whole fan-out."""
+    c, wf = context
+    head = c.ws.head_commit()
+    pipeline = Pipeline(c, 3, make=Made())
+    fan = Expected("implement", "implementer", head)
+    pipeline.ahead(wf, [fan, fan, fan])
+    plan = {
+        "phases": [
+            {"id": "p1", "components": [{"id": "one"}, {"id": "two"}]},
+            {"id": "p2", "components": [{"id": "three"}, {"id": "four"}, {"id": "five"}]},
+        ]
+    }
+    pipeline.answered(wf, {"plan": plan})
+    pipeline.settled()
+
+    discarded = [e for e in c.store.events(wf.id) if e.type == "prepared_run_discarded"]
+    assert [e.payload["reason"] for e in discarded] == ["its plan starts fewer components"]
+    pipeline.ahead(wf, [])  # the fan-out starts
+    taken = [pipeline.take(wf.id, "implementer", "claude", head, key()) for _ in range(3)]
+    assert [t is not None for t in taken] == [True, True, False]
+    pipeline.close()
+
+
+def test_a_plans_first_batch_is_its_first_phase_up_to_every_slot() -> None:
+    one = {"id": "x"}
+    assert lookahead.first_batch({"phases": [{"components": [one] * 5}]}, 3) == 3
+    assert (
+        lookahead.first_batch({"phases": [{"components": [one]}, {"components": [one] * 4}]}, 3)
+        == 1
+    )
+    assert lookahead.first_batch({"phases": []}, 3) == 1
+    fan, review = Expected("fan", "implementer", "b"), Expected("review", "reviewer", "b")
+    assert lookahead.surplus([fan, review, fan, fan], 2) == {3}
+    assert lookahead.surplus([fan, review, fan], 1) == {2}
+
+
 def test_closing_the_pipeline_discards_every_preparation_and_leaves_no_worktree(
     context: tuple[StepContext, Any],
 ) -> None:

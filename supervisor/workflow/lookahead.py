@@ -98,6 +98,25 @@ def fan_out_width(context: dict[str, Any], slots: int) -> int:
     return max(1, slots)
 
 
+def first_batch(plan: dict[str, Any], slots: int) -> int:
+    """How many components a plan starts at once, at most: its first phase's (a later phase
+    waits for the earlier ones), up to every slot."""
+    phases = plan.get("phases") or [{}]
+    return max(1, min(slots, len(phases[0].get("components") or [])))
+
+
+def surplus(expected: list[Expected], batch: int) -> set[int]:
+    """The indexes of a fan-out's copies (`fan_out_width`) beyond the `batch` its plan starts
+    at once: of no use now that the plan is known."""
+    seen: dict[str, int] = {}
+    found: set[int] = set()
+    for index, item in enumerate(expected):
+        seen[item.step] = seen.get(item.step, 0) + 1
+        if seen[item.step] > batch:
+            found.add(index)
+    return found
+
+
 def after(
     definition: WorkflowDef,
     step: StepDef,

@@ -297,8 +297,20 @@ class Pipeline:
         if not context.get("plan"):
             return
         self._planned(self.generation)
+        batch = lookahead.first_batch(
+            context["plan"], self.c.settings.limits.max_parallel_components
+        )
         with self._lock:
-            current = [item for made, item, _ in self._pending if made == self.generation]
+            mine = [entry for entry in self._pending if entry[0] == self.generation]
+            surplus = lookahead.surplus([item for _, item, _ in mine], batch)
+            for index in surplus:  # made for a component the plan does not start at once
+                self._pending.remove(mine[index])
+                self._discarding.append(
+                    self._discards.submit(
+                        self._discard_unused, mine[index][2], "its plan starts fewer components"
+                    )
+                )
+            current = [item for i, (_, item, _) in enumerate(mine) if i not in surplus]
         known = dataclasses.replace(wf, context={**wf.context, **context})
         for item in current:
             promised = threading.Event()
@@ -399,11 +411,13 @@ class Pipeline:
             for _, _, future in stale:
                 self._discarding.append(self._discards.submit(self._discard_unused, future))
 
-    def _discard_unused(self, future: Future[Prepared | None]) -> None:
+    def _discard_unused(
+        self, future: Future[Prepared | None], why: str = "the next step did not use it"
+    ) -> None:
         made = future.result()
         if made is not None:
             self._claim(made)
-            discard(self.c, made, "the next step did not use it")
+            discard(self.c, made, why)
 
     def settled(self) -> None:
         """Wait until what `settle` let go is gone."""
