@@ -27,14 +27,14 @@ from typing import TYPE_CHECKING, Any
 
 from supervisor import recovery
 from supervisor.dag import MERGING, PROGRESS, WorkGraph
-from supervisor.errors import MergeConflictError, StepFailedError, SupervisorError
+from supervisor.errors import StepFailedError, SupervisorError
 from supervisor.guard import protected
 from supervisor.policy import budgets
 from supervisor.sandbox import adopt
 from supervisor.state.store import EventSpec
 from supervisor.workflow import decompose, ownership, retries
-from supervisor.workflow.steps import dispatched, project_gate, subplan
-from supervisor.workflow.steps.base import Outcome, StepContext, candidate_ref, component_branch
+from supervisor.workflow.steps import component_merge, dispatched, project_gate, subplan
+from supervisor.workflow.steps.base import Outcome, StepContext, component_branch
 from supervisor.workflow.steps.fix_up import fix_up
 from supervisor.workflow.steps.gate import gate_on
 from supervisor.workflow.steps.worker import run_worker
@@ -280,72 +280,8 @@ class ComponentFanOut:
 
     def _settle(self, comp: Component, outcome: Outcome, integrated: str) -> str:
         """Merge a finished component, or count its failure; returns the integration commit."""
-        ws = self.c.ws
-        branch = self._branch(comp.id)
-        parent = self.tree.parent_of(comp.id)
-        into = self.base_for(comp.id, integrated)  # a sub-component merges into its parent
         if outcome.result == "passed" and outcome.git_sha:
-            try:
-                merged = ws.merge_commits(into, outcome.git_sha, f"Merge component {comp.id}")
-            except MergeConflictError as e:
-                comp.status = "failed"
-                self.errors[comp.id] = e
-                self._release(comp.id)
-                self._save(
-                    comp.id,
-                    status="conflict",
-                    error=e.message,
-                    conflict={
-                        "commit": outcome.git_sha,
-                        "branch": branch,
-                        "files": e.files,
-                        "into": into,
-                    },
-                    # what a resumed attempt is told: both sides of the conflicting files
-                    feedback=ownership.conflict_feedback(
-                        ws, comp.id, branch, outcome.git_sha, into, e.files
-                    ),
-                    event=EventSpec(
-                        "component_conflict",
-                        step=self.name,
-                        status="conflict",
-                        payload={
-                            "component": comp.id,
-                            "branch": branch,
-                            "commit": outcome.git_sha,
-                            "files": e.files,
-                        },
-                    ),
-                )
-                return integrated
-            if parent is None:
-                ws.set_ref(candidate_ref(self.wf.id), merged, None)
-            comp.status = "complete"
-            payload: dict[str, Any] = {
-                "component": comp.id,
-                "commit": outcome.git_sha,
-                "into": merged,
-                "branch": branch,
-            }
-            with self.lock:
-                resolved = self.state[comp.id].pop("conflict", None)
-            if resolved is not None:
-                payload["resolves_conflict"] = resolved
-            if parent is not None:
-                payload["parent"] = parent
-                with self.lock:
-                    self.state[parent]["integrated"] = merged
-            self._save(
-                comp.id,
-                status="merged",
-                integrated=merged if parent is None else None,
-                event=EventSpec(
-                    "component_merged", step=self.name, status="merged", payload=payload
-                ),
-            )
-            self._drop_branch(comp.id)
-            self.c.reporter.info(f"component {comp.id} merged ({merged[:12]})")
-            return merged if parent is None else integrated
+            return component_merge.merge(self, comp, outcome.git_sha, integrated)
         if outcome.transient is not None and outcome.escalate is None:
             why = outcome.transient
             comp.status = "waiting"  # the others go on; the engine's recovery policy resumes it
