@@ -141,6 +141,31 @@ def own_user_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     patch.undo()
 
 
+@pytest.fixture(autouse=True, scope="session")
+def no_container_left(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A spec that kills its supervisor and never resumes (a kill while a task waits) leaves what
+    that supervisor prepared still running, a CLI waiting for a prompt that never comes: its next
+    command on that repository would remove it, and a spec runs none. Whatever this test process's
+    specs left (a container mounting a folder of its temporary tree) goes when it ends, so that a
+    day of runs on one machine does not pile them up."""
+    yield
+    mine = str(tmp_path_factory.getbasetemp())
+    try:
+        import docker
+
+        client = docker.from_env()
+        for container in client.containers.list(all=True, filters={"label": "supervisor.repo"}):
+            mounts = container.attrs.get("Mounts") or []
+            if not any(str(m.get("Source", "")).startswith(mine) for m in mounts):
+                continue
+            container.remove(force=True)
+            for mount in mounts:
+                if mount.get("Type") == "volume" and mount.get("Name"):
+                    client.volumes.get(mount["Name"]).remove(force=True)
+    except Exception:  # no engine here (a fast run): nothing was started
+        return
+
+
 @pytest.fixture
 def api_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A private user config directory and a key for every CLI (the scripted API accepts any)."""
