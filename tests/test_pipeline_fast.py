@@ -377,7 +377,8 @@ def test_a_fan_outs_copies_beyond_its_plans_first_batch_go_once_the_plan_is_in(
     context: tuple[StepContext, Any],
 ) -> None:
     """Made while the planner ran, one for each slot; the plan starts two components at once
-    (its first phase's): the third goes at the plan's answer, not after the whole fan-out."""
+    (its first phase's): the third is not taken, and goes once the fan-out's first worker has
+    its prompt, not after the whole fan-out."""
     c, wf = context
     head = c.ws.head_commit()
     pipeline = Pipeline(c, 3, make=Made())
@@ -390,13 +391,19 @@ def test_a_fan_outs_copies_beyond_its_plans_first_batch_go_once_the_plan_is_in(
         ]
     }
     pipeline.answered(wf, {"plan": plan})
-    pipeline.settled()
-
-    discarded = [e for e in c.store.events(wf.id) if e.type == "prepared_run_discarded"]
-    assert [e.payload["reason"] for e in discarded] == ["its plan starts fewer components"]
     pipeline.ahead(wf, [])  # the fan-out starts
     taken = [pipeline.take(wf.id, "implementer", "claude", head, key()) for _ in range(3)]
     assert [t is not None for t in taken] == [True, True, False]
+
+    def discarded() -> list[str]:
+        found = [e for e in c.store.events(wf.id) if e.type == "prepared_run_discarded"]
+        return [e.payload["reason"] for e in found]
+
+    time.sleep(0.2)
+    assert discarded() == []  # not beside the move to the fan-out's first worker
+    pipeline.prompted()  # which has its prompt now
+    pipeline.settled()
+    assert discarded() == ["its plan starts fewer components"]
     pipeline.close()
 
 

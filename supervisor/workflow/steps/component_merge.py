@@ -4,7 +4,7 @@ component's branch goes, a conflicting one is kept with both sides for its next 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from supervisor.errors import MergeConflictError
 from supervisor.state.store import EventSpec
@@ -12,8 +12,31 @@ from supervisor.workflow import ownership
 from supervisor.workflow.steps.base import candidate_ref
 
 if TYPE_CHECKING:
+    import threading
+
     from supervisor.dag import Component
-    from supervisor.workflow.steps.components import ComponentFanOut
+    from supervisor.errors import SupervisorError
+    from supervisor.state.store import Workflow
+    from supervisor.workflow import decompose
+    from supervisor.workflow.steps.base import StepContext
+
+
+class ComponentFanOut(Protocol):
+    """What of the fan-out (steps/components.py) this module uses: it imports this module."""
+
+    c: StepContext
+    wf: Workflow
+    name: str
+    state: dict[str, dict[str, Any]]
+    lock: threading.Lock
+    tree: decompose.Tree
+    errors: dict[str, SupervisorError]
+
+    def _save(self, cid: str, **fields: Any) -> None: ...
+    def _branch(self, cid: str) -> str: ...
+    def _release(self, cid: str) -> None: ...
+    def _drop_branch(self, cid: str) -> None: ...
+    def base_for(self, cid: str, integrated: str) -> str: ...
 
 
 def merge(fan: ComponentFanOut, comp: Component, commit: str, integrated: str) -> str:

@@ -306,9 +306,7 @@ class Pipeline:
             for index in surplus:  # made for a component the plan does not start at once
                 self._pending.remove(mine[index])
                 self._discarding.append(
-                    self._discards.submit(
-                        self._discard_unused, mine[index][2], "its plan starts fewer components"
-                    )
+                    self._discards.submit(self._discard_surplus, mine[index][2], self.generation)
                 )
             current = [item for i, (_, item, _) in enumerate(mine) if i not in surplus]
         known = dataclasses.replace(wf, context={**wf.context, **context})
@@ -410,6 +408,16 @@ class Pipeline:
             self._discarding = [f for f in self._discarding if not f.done()]
             for _, _, future in stale:
                 self._discarding.append(self._discards.submit(self._discard_unused, future))
+
+    def _discard_surplus(self, future: Future[Prepared | None], generation: int) -> None:
+        """Once the fan-out's first worker has its prompt (a removal's Docker calls beside the
+        engine's move to it would lengthen the gap before it), or the pipeline stops."""
+        with self._turn:
+            self._turn.wait_for(
+                lambda: self._stop.is_set() or self._prompted_in > generation,
+                timeout=PROMPT_WAIT_S,
+            )
+        self._discard_unused(future, "its plan starts fewer components")
 
     def _discard_unused(
         self, future: Future[Prepared | None], why: str = "the next step did not use it"
