@@ -30,11 +30,10 @@ class ComponentFanOut(Protocol):
     state: dict[str, dict[str, Any]]
     lock: threading.Lock
     tree: decompose.Tree
-    errors: dict[str, SupervisorError]
 
     def _save(self, cid: str, **fields: Any) -> None: ...
+    def _fail(self, comp: Component, error: SupervisorError, **fields: Any) -> None: ...
     def _branch(self, cid: str) -> str: ...
-    def _release(self, cid: str) -> None: ...
     def _drop_branch(self, cid: str) -> None: ...
     def base_for(self, cid: str, integrated: str) -> str: ...
 
@@ -49,13 +48,10 @@ def merge(fan: ComponentFanOut, comp: Component, commit: str, integrated: str) -
     try:
         merged = ws.merge_commits(into, commit, f"Merge component {comp.id}")
     except MergeConflictError as e:
-        comp.status = "failed"
-        fan.errors[comp.id] = e
-        fan._release(comp.id)
-        fan._save(
-            comp.id,
+        fan._fail(
+            comp,
+            e,
             status="conflict",
-            error=e.message,
             conflict={
                 "commit": commit,
                 "branch": branch,

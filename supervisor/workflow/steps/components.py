@@ -328,14 +328,11 @@ class ComponentFanOut:
             comp.status = "pending"  # the next batch runs it again, with the feedback
             self._save(comp.id, status="pending", attempts=attempts, feedback=problem)
             return integrated
-        comp.status = "failed"
-        self.errors[comp.id] = error
-        self._release(comp.id)
-        self._save(
-            comp.id,
+        self._fail(
+            comp,
+            error,
             status="failed",
             attempts=attempts,
-            error=error.message,
             event=EventSpec(
                 "component_failed",
                 step=self.name,
@@ -344,6 +341,14 @@ class ComponentFanOut:
             ),
         )
         return integrated
+
+    def _fail(self, comp: Component, error: SupervisorError, **fields: Any) -> None:
+        """`comp` ends failed for this run: nothing new is dispatched after it, its files are
+        free, and its record says why (a failure, or a merge conflict)."""
+        comp.status = "failed"
+        self.errors[comp.id] = error
+        self._release(comp.id)
+        self._save(comp.id, error=error.message, **fields)
 
     def _outcome(self, work: WorkGraph, integrated: str) -> Outcome:
         ctx = self.snapshot()
