@@ -245,8 +245,9 @@ def gather(
     """What the role would see with no budget; `whole`: packed as well (made ahead)."""
     spec = role.context
     files = source.files()
-    excluded = sorted(f for f in files if is_secret_file(f))
-    usable = {f for f in files if not is_secret_file(f) and not _matches_any(f, spec.exclude)}
+    secret = {f for f in files if is_secret_file(f)}
+    excluded = sorted(secret)
+    usable = {f for f in files if f not in secret and not _matches_any(f, spec.exclude)}
     surface: list[str] = []
     if scope is not None:
         surface = scope.surface(usable, lambda p: _read(source, p))
