@@ -3,10 +3,12 @@
 Each ready component gets a fresh worker in its own worktree, started from the integration commit
 (the task branch tip plus every component merged so far), so that it sees the work of the
 components it depends on. The work graph batches ready components so that no two running at once
-share a file, at most `limits.max_parallel_components` at a time. A component's commit lands on
-its own branch (`<task branch>--<component>`); once the step's `gates` pass on it, it is merged
-into the integration commit, in dependency order, and that commit becomes the candidate the
-workflow's later test, review and commit steps judge.
+share a file, at most `limits.max_parallel_components` at a time; a finished component's slot
+goes to the next ready one before its merge runs (one that needs the merged work, a dependant or
+a component planned on the same file, is not ready until the merge is in). A component's commit
+lands on its own branch (`<task branch>--<component>`); once the step's `gates` pass on it, it is
+merged into the integration commit, in dependency order, and that commit becomes the candidate
+the workflow's later test, review and commit steps judge.
 
 Each move is saved in the workflow's context at once (one transaction), so after a crash `resume`
 re-runs only components whose worker had not finished: an implemented one goes straight to its
