@@ -149,7 +149,7 @@ def no_container_left(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None
     specs left (a container mounting a folder of its temporary tree) goes when it ends, so that a
     day of runs on one machine does not pile them up."""
     yield
-    mine = str(tmp_path_factory.getbasetemp())
+    mine = str(tmp_path_factory.getbasetemp()) + os.sep  # pytest-13/..., never pytest-130/...
     try:
         import docker
 
