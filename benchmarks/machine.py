@@ -15,7 +15,7 @@ import os
 import statistics
 import subprocess
 import sys
-import time
+import timeit
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,12 +23,7 @@ IMAGE = os.environ.get("SUPERVISOR_IMAGE", "supervisor-sandbox:latest")
 
 
 def timed(action: Callable[[], object], repeat: int) -> float:
-    samples = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        action()
-        samples.append(time.perf_counter() - started)
-    return statistics.median(samples)
+    return statistics.median(timeit.repeat(action, number=1, repeat=repeat))
 
 
 def loop() -> int:

@@ -64,18 +64,14 @@ def breakdown(spans: list[Span], merged: dict[str, datetime], workers: int) -> B
     median = statistics.median(s.seconds for s in spans)
     ideal = math.ceil(len(spans) / workers) * median
     chain = [by_name[last_name]]
-    while True:
-        before = [s for s in spans if s.end <= chain[0].start and s not in chain]
-        if not before:
-            break
+    while before := [s for s in spans if s.end <= chain[0].start]:
         chain.insert(0, max(before, key=lambda s: s.end))
-    rounds = math.ceil(len(spans) / workers)
     return Breakdown(
         makespan=(merged[last_name] - first).total_seconds(),
         ideal=ideal,
         median_step=median,
         chain=[s.name for s in chain],
-        steps=sum(s.seconds for s in chain) - rounds * median,
+        steps=sum(s.seconds for s in chain) - ideal,
         dispatch=sum(
             (later.start - earlier.end).total_seconds()
             for earlier, later in itertools.pairwise(chain)

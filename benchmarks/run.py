@@ -347,6 +347,7 @@ def parallel_rows(base: Path, n: int, k: int, runs: int) -> list[tuple[str, floa
                 f"{middle.describe()} (target <= 1.05)",
             )
         )
+
         # Kill a run inside its second component's step, then time resume to its first new step.
         repo = make_demo_repo(base / "resume")
         write_project_config(repo, server.url)

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 ACTIVE = {"implementing", "testing", "review", "running"}
 MERGING = "merging"
 """Finished, its merge not yet in: its slot is free, its files are not (`batch`)."""
+HOLDING_FILES = ACTIVE | {MERGING}
 # A component's recorded progress (supervisor.workflow.steps.components) as the graph counts it.
 PROGRESS = {
     "pending": "pending",
@@ -195,12 +196,7 @@ class WorkGraph:
 
     def batch(self, limit: int) -> list[Component]:
         """Up to `limit` ready components that share no file with each other or a running one."""
-        busy = {
-            f
-            for c in self.components.values()
-            if c.status in ACTIVE or c.status == MERGING
-            for f in c.files
-        }
+        busy = {f for c in self.components.values() if c.status in HOLDING_FILES for f in c.files}
         chosen: list[Component] = []
         for comp in self.ready():
             if len(chosen) + sum(c.status in ACTIVE for c in self.components.values()) >= limit:

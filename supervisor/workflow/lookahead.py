@@ -94,8 +94,8 @@ def fan_out_width(context: dict[str, Any], slots: int) -> int:
     verdict = context.get("analysis")
     recommended = verdict.get("recommended_components") if isinstance(verdict, dict) else None
     if isinstance(recommended, int) and recommended >= 1:
-        return max(1, min(slots, recommended))
-    return max(1, slots)
+        return min(slots, recommended)
+    return slots
 
 
 def first_batch(plan: dict[str, Any], slots: int) -> int:

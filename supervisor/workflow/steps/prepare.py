@@ -279,16 +279,13 @@ class Pipeline:
         """Wait until the step of `generation` has given its worker its prompt (at most
         PROMPT_WAIT_S: a worker that never starts); False when that step ended first (what was
         to be made during it is of no use now) or the pipeline stopped."""
-        with self._turn:
-            self._turn.wait_for(
-                lambda: (
-                    self._stop.is_set()
-                    or self.generation != generation
-                    or self._prompted_in >= generation
-                ),
-                timeout=PROMPT_WAIT_S,
-            )
+        self._until(lambda: self.generation != generation or self._prompted_in >= generation)
         return not self._stop.is_set() and self.generation == generation
+
+    def _until(self, turned: Callable[[], bool]) -> None:
+        """Wait for a worker's prompt as `turned` reads it (at most PROMPT_WAIT_S), or the stop."""
+        with self._turn:
+            self._turn.wait_for(lambda: self._stop.is_set() or turned(), timeout=PROMPT_WAIT_S)
 
     def answered(self, wf: Workflow, context: dict[str, Any]) -> None:
         """The running step answered with what its successors' packs follow from (a plan: the
@@ -412,11 +409,7 @@ class Pipeline:
     def _discard_surplus(self, future: Future[Prepared | None], generation: int) -> None:
         """Once the fan-out's first worker has its prompt (a removal's Docker calls beside the
         engine's move to it would lengthen the gap before it), or the pipeline stops."""
-        with self._turn:
-            self._turn.wait_for(
-                lambda: self._stop.is_set() or self._prompted_in > generation,
-                timeout=PROMPT_WAIT_S,
-            )
+        self._until(lambda: self._prompted_in > generation)
         self._discard_unused(future, "its plan starts fewer components")
 
     def _discard_unused(
