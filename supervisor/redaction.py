@@ -468,11 +468,9 @@ def _is_reference(value: str) -> bool:
     return bool(re.fullmatch(r"\$\{[^}]*\}|\$[A-Za-z_]\w*|<[^>]*>|\{\{.*\}\}|\*+|x{3,}", value))
 
 
-@functools.lru_cache(maxsize=1 << 16)
 def is_secret_file(path: str) -> bool:
     """Files never packed into a prompt, whatever a role's patterns say: their whole point is
-    to hold credentials, so redacting them line by line would be a bet we need not make.
-    (Cached: every pack of a repository asks it of every path again.)"""
+    to hold credentials, so redacting them line by line would be a bet we need not make."""
     pure = PurePosixPath(path.replace("\\", "/"))
     name = pure.name.lower()
     if name == ".env" or name.startswith(".env."):
