@@ -161,6 +161,21 @@ class StepFailedError(SupervisorError):
     """A workflow step ran out of retries; the task branch keeps its last good state."""
 
 
+class SpecConflictError(StepFailedError):
+    """A worker reported that the task contradicts the base's tests (the specification): the
+    engine stops for a person instead of spending retries (workflow/decide.py)."""
+
+    def __init__(self, message: str, hint: str, *, step: str, reason: str, tests: list[str]):
+        super().__init__(message, hint)
+        self.step = step
+        self.reason = reason
+        self.tests = tests
+
+    def record(self) -> dict[str, object]:
+        """As the workflow's state keeps it (`spec_conflict`), for `approve`, `status`, resume."""
+        return {"step": self.step, "reason": self.reason, "tests": self.tests}
+
+
 class ApprovalRequired(SupervisorError):
     """The workflow stopped at a human approval gate; not a failure."""
 

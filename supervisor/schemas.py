@@ -76,9 +76,18 @@ class PlanOutput(_Strict):
 class ImplementationOutput(_Strict):
     """The implementer's answer. Its file lists are claims: the supervisor checks the worktree."""
 
-    status: Literal["SUCCESS", "PARTIAL", "FAILED", "TOO_LARGE"]
+    status: Literal["SUCCESS", "PARTIAL", "FAILED", "TOO_LARGE", "SPEC_CONFLICT"]
     summary: str = ""
-    reason: str = Field("", description="With TOO_LARGE: why the work is too big for one worker.")
+    reason: str = Field(
+        "",
+        description="With TOO_LARGE: why the work is too big for one worker. With "
+        "SPEC_CONFLICT: why the task cannot be done without changing the existing tests.",
+    )
+    conflicting_tests: list[str] = Field(
+        default_factory=list,
+        description="With SPEC_CONFLICT: the existing tests that contradict the task, e.g. "
+        "`tests/test_calc.py::test_add`.",
+    )
     files_created: list[str] = Field(default_factory=list)
     files_modified: list[str] = Field(default_factory=list)
     tests_written: list[str] = Field(default_factory=list)

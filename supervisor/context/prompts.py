@@ -193,6 +193,7 @@ def compose(
     scope: ProjectScope | None = None,
     projects: list[dict[str, Any]] | None = None,
     ahead: Ahead | None = None,
+    tests_changed: list[str] | None = None,
 ) -> tuple[str, Pack]:
     """The role's prompt with its context pack; the pack gets what the bare prompt leaves over
     (`ahead`: packs gathered while the step before ran, supervisor/context/ahead.py)."""
@@ -208,6 +209,8 @@ def compose(
         "degrade": degrade or "",  # a degraded attempt's reduced scope (prompts/_degrade.j2)
         "research": research,  # an investigator's report, for the planner (workflow/depth.py)
         "projects": projects or [],  # a monorepo's map, for the planner (plan_projects.py)
+        # what the candidate did to the base's tests, for its reviewer (workflow/base_oracle.py)
+        "tests_changed": tests_changed or [],
     }
     bare, _ = redact(render(role.template, repo, role.schema, context_pack="", **variables))
     pack = build_pack(

@@ -31,6 +31,8 @@ CONDITIONS = (
     "gates_fixed",
     "security_concerns",
     "review_issues",
+    "tests_changed",
+    "test_tamper_signals",
 )
 SEVERITIES = ("critical", "major", "minor", "info")
 """A review issue's severities (supervisor/schemas.py ReviewIssue)."""
@@ -58,6 +60,11 @@ class Facts:
     review_issues: list[str] = field(default_factory=list)
     """The latest review round's issues, `reviewer: [severity] file: description`: listed by
     reviews that approved all the same (a rejection sends the work back instead)."""
+    spec_changes: list[str] = field(default_factory=list)
+    """The base's test files the candidate changed, when the base's tests fail on its code (the
+    base oracle, supervisor/workflow/base_oracle.py): it changes the specification."""
+    tamper_signals: list[str] = field(default_factory=list)
+    """Static signals that the candidate weakened existing tests (project/test_tamper.py)."""
 
     @property
     def lines(self) -> int:
@@ -332,6 +339,11 @@ def _fires(condition: tuple[str, Any], facts: Facts, matchers: _Groups) -> str |
         "public_api_changed": (facts.api_changes, "public API changed"),
         "gates_fixed": (facts.fixed_gates, "gate(s) failed, then passed"),
         "security_concerns": (facts.security_concerns, "reviewer security concerns"),
+        "tests_changed": (
+            facts.spec_changes,
+            "existing tests changed and the base's tests fail on this code",
+        ),
+        "test_tamper_signals": (facts.tamper_signals, "existing tests weakened"),
     }[name]
     items, words = found
     if bool(items) == value:
@@ -365,6 +377,8 @@ def _said(name: str, value: Any) -> str:
         "gates_fixed": "it fixes a gate that failed earlier",
         "security_concerns": "a reviewer lists security concerns",
         "review_issues": "a reviewer lists issues",
+        "tests_changed": "it changes existing tests that its code no longer passes",
+        "test_tamper_signals": "it weakens existing tests",
     }.get(name, name)
 
 

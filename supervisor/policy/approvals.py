@@ -95,7 +95,46 @@ def pending(wf: Workflow, repo: Path) -> list[str]:
     step = str(wf.context.get("approval_step") or wf.current_step or "")
     from supervisor.degradation import lines as degraded_lines
 
-    return degraded_lines(wf.context) + risk_lines(wf, step) + _about(wf, repo, step)
+    return (
+        degraded_lines(wf.context)
+        + risk_lines(wf, step)
+        + spec_lines(wf, step)
+        + _about(wf, repo, step)
+    )
+
+
+DIFF_LINES = 80
+"""Lines of the test diff a waiting approval shows (the whole of it is in `status --json`)."""
+
+
+def spec_lines(wf: Workflow, step: str) -> list[str]:
+    """What a waiting approval says about the base's tests: a worker's report that the task
+    contradicts them, or a candidate that changed them and fails them as they were."""
+    conflict = wf.context.get("spec_conflict") or {}
+    if conflict and wf.context.get("approval_step") == step:
+        tests = ", ".join(conflict.get("tests") or []) or "(none named)"
+        return [
+            f"the worker reports that the task contradicts existing tests: {tests}",
+            f"  why: {conflict.get('reason', '')}",
+            "  approve: the next attempt may change those tests; reject --reason: they stay",
+        ]
+    spec = wf.context.get("spec_change") or {}
+    risk = wf.context.get("risk") or {}
+    if spec.get("base_tests") != "failed" or risk.get("step") != step:
+        return []
+    lines = [
+        f"existing tests changed: {', '.join(spec.get('changed') or [])}",
+        f"  the base's tests on this code: {spec.get('failing', '')}",
+        *(f"  tamper signal: {s}" for s in spec.get("signals") or []),
+    ]
+    diff = str(spec.get("diff") or "").splitlines()
+    if diff:
+        more = len(diff) - DIFF_LINES
+        lines += ["  the change to the tests:", *(f"    {line}" for line in diff[:DIFF_LINES])]
+        lines += (
+            [f"    ... {more} more lines (`supervisor status {wf.id} --json`)"] if more > 0 else []
+        )
+    return lines
 
 
 def risk_lines(wf: Workflow, step: str) -> list[str]:

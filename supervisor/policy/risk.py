@@ -58,6 +58,8 @@ def assess(
     policy = approval_policy.load(engine.repo)
     history: list[Recorded] = [*engine.store.events(wf.id), *own]
     facts = gather(engine.repo, tip, candidate, history) if candidate else Facts()
+    if candidate:
+        spec_facts(facts, ctx.get("spec_change"), engine.ws.tree_hash(candidate))
     decision = approval_policy.evaluate(policy, facts)
     if human and not decision.stops:
         decision.action = "require_approval"
@@ -159,6 +161,16 @@ def gather(repo: Path, base: str, head: str, events: Sequence[Recorded]) -> Fact
         security_concerns=concerns,
         review_issues=issues,
     )
+
+
+def spec_facts(facts: Facts, spec: dict[str, Any] | None, tree: str) -> None:
+    """What the candidate did to the base's tests, as its last counted gate judged it (the
+    base oracle, supervisor/workflow/base_oracle.py): only a verdict on this very tree counts."""
+    if not spec or spec.get("tree") != tree:
+        return
+    if spec.get("base_tests") == "failed":
+        facts.spec_changes = [str(c) for c in spec.get("changed") or []]
+    facts.tamper_signals = [str(s) for s in spec.get("signals") or []]
 
 
 def _git(repo: Path, *args: str) -> str:

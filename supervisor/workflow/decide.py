@@ -17,7 +17,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from supervisor.config import DecompositionLimits
-from supervisor.errors import CredentialsError, StepFailedError, SupervisorError
+from supervisor.errors import (
+    CredentialsError,
+    SpecConflictError,
+    StepFailedError,
+    SupervisorError,
+)
 from supervisor.policy.budgets import HELD
 from supervisor.routing import failover
 from supervisor.state.store import EventSpec
@@ -74,6 +79,8 @@ def decide(
     state = WorkflowState.load(wf.context).merged(outcome.context)
     events = list(outcome.events)
     if outcome.escalate is not None:
+        if isinstance(outcome.escalate, SpecConflictError):
+            return ask_about_spec(name, state, events, outcome.escalate)
         if isinstance(outcome.escalate, CredentialsError):  # refused or missing: next CLI
             why = message(outcome.escalate)
             moved = _failover(name, state, events, outcome, facts, "credentials", None, why)
@@ -177,6 +184,26 @@ def _expand(name: str, state: WorkflowState, events: list[EventSpec], facts: Fac
         checkpoint_status="awaiting_approval",
         request_approval=True,
         info=done.info,
+    )
+
+
+def ask_about_spec(
+    name: str, state: WorkflowState, events: list[EventSpec], conflict: SpecConflictError
+) -> Move:
+    """A worker says the task contradicts the base's tests: a person decides whether the
+    specification changes (exit 10, as for an approval); the step runs again after `approve`
+    or `reject`, told what was decided (workflow/resuming.py). No retry is spent."""
+    state.spec_conflict = conflict.record()
+    state.approval_step = name
+    asked = EventSpec("approval_requested", step=name, status="pending", payload=conflict.record())
+    return Move(
+        name,
+        state,
+        [*events, asked],
+        "awaiting_approval",
+        checkpoint_status="awaiting_approval",
+        request_approval=True,
+        info=[f"{conflict.message} {conflict.hint}"],
     )
 
 

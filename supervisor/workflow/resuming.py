@@ -33,6 +33,25 @@ def repin_gates(ctx: dict[str, Any], settings: Settings) -> list[EventSpec]:
     return [EventSpec("checks_pinned", status="repinned", payload=payload)]
 
 
+def spec_decision(conflict: dict[str, Any], status: str, reason: str | None) -> str:
+    """What the worker that reported a conflict with the base's tests is told of the person's
+    decision, at its next attempt."""
+    tests = ", ".join(conflict.get("tests") or []) or "the tests you named"
+    if status == "approved":
+        return (
+            f"A person read your report that the task contradicts existing tests ({tests}) and "
+            "approved changing them: change those tests as the task requires, and only those; "
+            "every other existing test stays as it is. The changed tests are shown to the "
+            "person again before anything is committed."
+            + (f" Their note: {reason}" if reason else "")
+        )
+    return (
+        f"A person read your report that the task contradicts existing tests ({tests}) and "
+        f"decided the tests stay as they are: {reason or '(no reason given)'}. Do the task "
+        "without changing them."
+    )
+
+
 def prepare(store: Store, wf: Workflow, settings: Settings) -> None:
     """Apply what happened while no supervisor ran the task (a person's decision, a fix after a
     failure, a raised budget) before the engine carries on; the context written is validated
@@ -51,7 +70,11 @@ def prepare(store: Store, wf: Workflow, settings: Settings) -> None:
         ctx.pop("decision", None)  # acted on now (supervisor/status_label.py)
         step = wf.current_step
         events = [EventSpec("resumed", status=approval.status, payload={"approval": approval.id})]
-        if approval.status == "rejected":
+        conflict = ctx.pop("spec_conflict", None)
+        if conflict and approval.step == step:  # the worker's report on the base's tests
+            told = spec_decision(conflict, approval.status, approval.reason)
+            ctx.setdefault("feedback", {}).setdefault(conflict["step"], []).append(told)
+        elif approval.status == "rejected":
             step = approval.step
             reason = approval.reason or "(no reason given)"
             ctx.setdefault("feedback", {}).setdefault(step, []).append(

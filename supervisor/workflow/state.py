@@ -22,6 +22,7 @@ from supervisor.errors import StateError
 from supervisor.routing.failover import Unavailable
 from supervisor.schemas import AnalysisOutput, ResearchOutput
 from supervisor.strict_model import StrictModel
+from supervisor.workflow.base_oracle import SpecChange
 from supervisor.workflow.decompose import Tree
 from supervisor.workflow.gate_reuse import GateRun
 
@@ -93,6 +94,12 @@ class WorkflowState(BaseModel):
     added and a counted gate accepted (supervisor/project/test_pins.py)."""
     tests_proposed: dict[str, Any] | None = None
     """A test engineer's candidate (`tree`, `pins`), pinned once a counted gate passes it."""
+    spec_change: SpecChange | None = None
+    """What the latest counted gate's candidate did to the base's tests, and whether the base's
+    tests pass on its code (supervisor/workflow/base_oracle.py); the approval policy reads it."""
+    spec_conflict: dict[str, Any] | None = None
+    """A worker's word that the task contradicts the base's tests (`step`, `reason`, `tests`):
+    the run waits for a person, who decides whether the specification changes."""
     locked_files: list[str] = Field(default_factory=list)
     locked_by: str | None = None
     locked_sha: str | None = None

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from supervisor import recovery
 from supervisor.dag import MERGING, PROGRESS, WorkGraph
-from supervisor.errors import StepFailedError, SupervisorError
+from supervisor.errors import SpecConflictError, StepFailedError, SupervisorError
 from supervisor.guard import protected
 from supervisor.policy import budgets
 from supervisor.sandbox import adopt
@@ -396,6 +396,9 @@ class ComponentFanOut:
             self._branch(cid) for cid in self.errors if self.c.ws.branch_exists(self._branch(cid))
         ]
         ctx["kept_branches"] = [*self.kept, *(b for b in kept if b not in self.kept)]
+        conflicts = [e for e in self.errors.values() if isinstance(e, SpecConflictError)]
+        if conflicts and len(conflicts) == len(self.errors):  # a person decides (decide.py)
+            return Outcome("failed", context=ctx, escalate=conflicts[0])
         problems = "; ".join(f"{cid}: {e.message}" for cid, e in self.errors.items())
         blocked = f" {', '.join(waiting)} did not start (they wait for it)." if waiting else ""
         merged = sum(c.status == "complete" for c in work.components.values())

@@ -16,7 +16,14 @@ from supervisor.guard import protected
 from supervisor.project import test_counts, test_pins
 from supervisor.project.gates import GateResult, run_gate
 from supervisor.state.store import EventSpec, StepRecord, now
-from supervisor.workflow import gate_baseline, gate_problems, gate_reuse, history, project_gates
+from supervisor.workflow import (
+    base_oracle,
+    gate_baseline,
+    gate_problems,
+    gate_reuse,
+    history,
+    project_gates,
+)
 from supervisor.workflow.steps import project_gate
 from supervisor.workflow.steps.base import Outcome, StepContext, err
 from supervisor.workflow.steps.images import image_for
@@ -100,8 +107,9 @@ def run_one(
             payload={"command": command, "tree": tree, "image": image_id, "ran_on": earlier.commit},
         )
         c.store.add_event(wf.id, reused)
+        result = earlier.result(name)
         return _judged(
-            c, wf, name, gate, command, image, commit, tree, step_id, earlier.result(name), {}
+            c, wf, name, gate, command, image, commit, tree, step_id, result, {}, directory
         )
     worktree = c.ws.add_worktree(f"wf{wf.id}-{name}-{attempt}", commit)
     step_id = c.store.start_step(wf.id, name, attempt, None, str(worktree), began)
@@ -137,7 +145,9 @@ def run_one(
         duration=result.duration,
     )
     remembered = {"gate_runs": gate_reuse.remembered(wf.context, run)}
-    return _judged(c, wf, name, gate, command, image, commit, tree, step_id, result, remembered)
+    return _judged(
+        c, wf, name, gate, command, image, commit, tree, step_id, result, remembered, directory
+    )
 
 
 def _judged(
@@ -152,9 +162,11 @@ def _judged(
     step_id: int,
     result: GateResult,
     remembered: dict[str, Any],
+    directory: str = "",
 ) -> Outcome:
     """The gate step's outcome from its run's result (fresh or reused): the test count checked
-    against the task's floor, the pass recorded for the tree, or the failure fed back."""
+    against the task's floor, the base's tests run on a candidate that changed them, the pass
+    recorded for the tree, or the failure fed back."""
     floor, verdict = None, None
     if result.passed and test_counts.counted(gate, command):
         floor = gate_baseline.baseline(c, wf, name, gate, command, image, result, commit)
@@ -162,6 +174,20 @@ def _judged(
         if verdict.note:
             c.reporter.info(verdict.note)
     passed = result.passed and not (verdict and verdict.problem)
+    judged: dict[str, Any] = {}
+    oracle_events: list[EventSpec] = []
+    if passed and floor is not None:  # a counted test gate: did the candidate change the spec?
+        seen = {**wf.context, **remembered}
+        spec, more, oracle_events = base_oracle.check(
+            c, wf, name, gate, command, image, commit, tree, floor, seen, directory
+        )
+        remembered = {**remembered, **more}
+        judged[base_oracle.CONTEXT_KEY] = spec.model_dump() if spec is not None else None
+        if spec is not None and spec.contradicts:
+            c.reporter.info(
+                f"The candidate changed the base's tests ({', '.join(spec.changed)}) and they "
+                f"fail on its code ({spec.failing}): a person decides before it is committed."
+            )
     record = StepRecord(
         step_id,
         "succeeded" if passed else "failed",
@@ -180,10 +206,16 @@ def _judged(
         ),
     )
     if passed:
-        context = {**remembered, "gates_passed": history.record_gate_pass(wf.context, gate, tree)}
+        context = {
+            **remembered,
+            **judged,
+            "gates_passed": history.record_gate_pass(wf.context, gate, tree),
+        }
         if floor is not None:
             context.update(_accept_tests(c, wf, name, floor, result, commit, tree))
-        return Outcome("passed", git_sha=commit, context=context, records=[record])
+        return Outcome(
+            "passed", git_sha=commit, context=context, records=[record], events=oracle_events
+        )
     if verdict is not None and verdict.problem:
         output = f"{verdict.problem}\n{result.output[-3000:]}"
         failure = {"step": name, "gate": gate, "tree": tree, "output": output}

@@ -16,7 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 from supervisor.context import interfaces
 from supervisor.dag import WorkGraph
-from supervisor.errors import CandidateRefusedError, ConfigError, StepFailedError
+from supervisor.errors import (
+    CandidateRefusedError,
+    ConfigError,
+    SpecConflictError,
+    StepFailedError,
+)
 from supervisor.guard import protected
 from supervisor.project import shadowing, test_pins
 from supervisor.project.gates import GateResult, run_gate
@@ -143,6 +148,8 @@ def implementation(a: Answer, worktree: Path, base: str, ref: str, *, in_fan_out
             context={"too_large": reason} if in_fan_out else {},
             records=[record],
         )
+    if data["status"] == "SPEC_CONFLICT":  # nothing of it is kept: a person decides
+        return spec_conflict(a)
     limits = c.settings.limits
     try:
         sha = c.ws.snapshot(
@@ -265,6 +272,30 @@ def implementation(a: Answer, worktree: Path, base: str, ref: str, *, in_fan_out
         git_sha=sha,
         records=[a.record("succeeded", "implementation", "succeeded")],
     )
+
+
+def spec_conflict(a: Answer) -> Outcome:
+    """The worker's word that the task contradicts the base's tests: no retry can settle that,
+    so the step stops for a person with the worker's reason (ImpossibleBench's way out: a
+    worker offered it cheats less). Whatever the worker changed is not kept."""
+    data = a.data
+    reason = (data["reason"] or "; ".join(data["blockers"]) or "(no reason given)")[:2000]
+    tests = [str(t)[:300] for t in data["conflicting_tests"][:20]]
+    named = f" ({', '.join(tests)})" if tests else ""
+    error = SpecConflictError(
+        f"Step '{a.name}': the worker reports that the task contradicts the existing "
+        f"tests{named}: {reason}",
+        f"The tests of the task's base are its specification, so a person decides: `supervisor "
+        f"approve {a.wf.id}` lets the next attempt change those tests (its change is shown "
+        f"again before it is committed); `supervisor reject {a.wf.id} --reason ...` sends your "
+        f"answer to the worker instead. Then `supervisor resume {a.wf.id}`.",
+        step=a.name,
+        reason=reason,
+        tests=tests,
+    )
+    payload = {**a.payload, "reason": reason, "tests": tests}
+    record = a.record("failed", "spec_conflict", "spec_conflict", error=reason, payload=payload)
+    return Outcome("failed", escalate=error, records=[record])
 
 
 def unchanged(a: Answer, base: str, *, in_fan_out: bool) -> tuple[Outcome | None, dict[str, Any]]:

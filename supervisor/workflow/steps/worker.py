@@ -33,7 +33,7 @@ from supervisor.sandbox import adopt, model_paths, warm
 from supervisor.sandbox.docker import RUN_PREFIX, run_dir_label
 from supervisor.state.store import EventSpec, StepRecord, now
 from supervisor.workers import adapter_for, continuation
-from supervisor.workflow import depth, plan_projects
+from supervisor.workflow import base_oracle, depth, plan_projects
 from supervisor.workflow.steps import assessing, prepare, results, witnessing, worker_spec
 from supervisor.workflow.steps.base import (
     LineSplitter,
@@ -289,6 +289,7 @@ class _Run:
             scope=project_scope.for_component(c.settings, component, projects),
             projects=plan_projects.for_prompt(projects),
             ahead=prepare.packs(c),  # gathered while the step before ran, for these inputs only
+            tests_changed=base_oracle.lines_for(wf.context, c.ws.tree_hash(base)),
         )
         try:
             resumed = continuation.begin(self, c, wf, prompt)

@@ -1,0 +1,190 @@
+"""The base oracle: a candidate that changed the base's tests is also judged by the base's tests.
+
+Why: the test gate runs the tests as the worker left them, so a worker can pass it by rewriting
+them. When a candidate changed a test file that existed when the task started
+(supervisor/project/base_tests.py), the same gate command runs once more, in the same no-network
+sandbox and image, on the candidate's code with the base's tests put back. The candidate's own
+run passing and this one failing means the candidate changed what the tests specify: that is a
+person's decision, never a worker's, so the verdict (`SpecChange`) goes into the workflow's state
+and the approval policy's `tests_changed` condition stops the run before its commit
+(supervisor/policy/risk.py). A candidate that changed no pre-existing test runs nothing extra.
+
+The run is remembered by its tree like every gate run (workflow/gate_reuse.py): the same
+candidate judged again (a component's gate, then the task's) runs it once.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import Field
+
+from supervisor.errors import CommandTimeoutError, SandboxError
+from supervisor.project import base_tests, failure_summary
+from supervisor.project.gates import GateResult, run_gate
+from supervisor.state.store import EventSpec
+from supervisor.strict_model import StrictModel
+from supervisor.workflow import gate_baseline, gate_reuse
+from supervisor.workspace.treedata import CommitFiles
+
+if TYPE_CHECKING:
+    from supervisor.state.store import Workflow
+    from supervisor.workflow.steps.base import StepContext
+
+CONTEXT_KEY = "spec_change"
+EVENT = "base_oracle"
+MAX_SIGNALS = 40
+
+
+class SpecChange(StrictModel):
+    """What a candidate did to the base's tests, and what the base's tests say of its code."""
+
+    tree: str
+    """The candidate's tree, which this verdict is about."""
+    gate: str
+    command: str
+    changed: list[str]
+    """`test_calc.py (modified)`, one per changed test path of the base."""
+    signals: list[str] = Field(default_factory=list)
+    """Static tamper signals in the changed files (supervisor/project/test_tamper.py)."""
+    base_tests: Literal["passed", "failed"]
+    failing: str = ""
+    """Why the base's tests failed on the candidate's code (the runner's summary)."""
+    oracle: str
+    """The commit the base's tests ran on: the candidate's code with the base's tests."""
+    diff: str = ""
+    """The candidate's diff of the base's test files, bounded, for the person who decides."""
+
+    @property
+    def contradicts(self) -> bool:
+        return self.base_tests == "failed"
+
+    def lines(self) -> list[str]:
+        """What a reviewer and a person are told, one line each."""
+        said = [f"existing tests changed: {', '.join(self.changed)}"]
+        if self.contradicts:
+            said.append(f"the base's tests fail on this code: {self.failing}")
+        else:
+            said.append("the base's tests still pass on this code")
+        return said + [f"tamper signal: {s}" for s in self.signals]
+
+
+def lines_for(context: dict[str, Any], tree: str) -> list[str]:
+    """What the candidate whose tree is `tree` did to the base's tests, as its last counted gate
+    judged it: for its reviewer's prompt. Empty for any other tree."""
+    spec = context.get(CONTEXT_KEY)
+    if not spec or spec.get("tree") != tree:
+        return []
+    return SpecChange.model_validate(spec).lines()
+
+
+def check(
+    c: StepContext,
+    wf: Workflow,
+    name: str,
+    gate: str,
+    command: str,
+    image: str | None,
+    commit: str,
+    tree: str,
+    floor: gate_baseline.Baseline,
+    context: dict[str, Any],
+    directory: str = "",
+) -> tuple[SpecChange | None, dict[str, Any], list[EventSpec]]:
+    """(the verdict, context to remember, events) for a candidate whose own counted gate run
+    passed; no verdict when it changed no test of the base (then nothing runs). `context`: the
+    workflow's, with what the candidate's own run adds to it."""
+    git_dir = c.ws.git_dir
+    found = base_tests.changes(git_dir, wf.base_sha, commit)
+    if not found:
+        return None, {}, []
+    oracle = base_tests.restored(git_dir, wf.base_sha, commit)
+    c.reporter.step(
+        wf.id, name, f"gate `{command}` on the candidate's code with the base's tests (no network)"
+    )
+    result, remembered = _run(c, wf, name, gate, command, image, oracle, context, directory)
+    problem = ""
+    if result.passed and floor.source == "base":  # a raised floor counts tests the oracle drops
+        problem = gate_baseline.judge(floor, result).problem
+    passed = result.passed and not problem
+    spec = SpecChange(
+        tree=tree,
+        gate=gate,
+        command=command,
+        changed=found.describe(),
+        signals=signals(c, wf.base_sha, commit, found.modified),
+        base_tests="passed" if passed else "failed",
+        failing="" if passed else (problem or failure_summary.summarize(result.output)),
+        oracle=oracle,
+        diff=base_tests.diff(git_dir, wf.base_sha, commit, sorted(found.changed)),
+    )
+    payload = {
+        **spec.model_dump(exclude={"diff"}),
+        "exit_code": result.exit_code,
+        "output_tail": result.output[-4000:],
+    }
+    event = EventSpec(EVENT, step=name, status=spec.base_tests, payload=payload)
+    return spec, remembered, [event]
+
+
+def signals(c: StepContext, base: str, head: str, paths: list[str]) -> list[str]:
+    """The tamper signals of every modified test file, bounded (the parsers load only here)."""
+    from supervisor.project import test_tamper
+
+    before = CommitFiles(c.ws.git_dir, base).read_many(paths)
+    after = CommitFiles(c.ws.git_dir, head).read_many(paths)
+    found: list[str] = []
+    for path in paths:
+        if path in before and path in after:
+            found += test_tamper.signals(path, before[path], after[path])
+    return found[:MAX_SIGNALS]
+
+
+def _run(
+    c: StepContext,
+    wf: Workflow,
+    name: str,
+    gate: str,
+    command: str,
+    image: str | None,
+    commit: str,
+    context: dict[str, Any],
+    directory: str,
+) -> tuple[GateResult, dict[str, Any]]:
+    """The gate's run on `commit`: remembered from an earlier run on its tree, or run now."""
+    tree = c.ws.tree_hash(commit)
+    image_id = gate_reuse.image_id(c.sandbox, image)
+    key = gate_reuse.key_of(tree, command, image_id, context.get("test_pins") or {}, directory)
+    earlier = gate_reuse.find(context, key)
+    if earlier is not None:
+        return earlier.result(name), {}
+    worktree = c.ws.add_worktree(f"wf{wf.id}-{name.replace('/', '-')}-base-tests", commit)
+    try:
+        result = run_gate(
+            c.sandbox,
+            name,
+            command,
+            worktree,
+            c.settings.limits,
+            c.labels(wf.id, name),
+            on_output=c.reporter.output,
+            image=image,
+        )
+    except (CommandTimeoutError, SandboxError) as e:  # no verdict of the base's tests: a person
+        said = e.message.splitlines()[0] if e.message else type(e).__name__
+        output = f"the base's tests did not finish: {said}"
+        return GateResult(name, command, False, -1, output, 0.0), {}
+    finally:
+        c.ws.remove_worktree(worktree)
+    run = gate_reuse.GateRun(
+        key=key,
+        gate=gate,
+        command=command,
+        tree=tree,
+        commit=commit,
+        image=image_id,
+        exit_code=result.exit_code,
+        output=result.output,
+        duration=result.duration,
+    )
+    return result, {"gate_runs": gate_reuse.remembered(context, run)}
