@@ -130,3 +130,47 @@ def test_were_the_config_to_slip_through_the_count_fails_the_gate(
     floor = Baseline(gate="test", command="pnpm test", tests=counted.ran, commit="base")
     verdict = judge(floor, emptied)
     assert "ran 0 tests where the task's base commit ran 2" in verdict.problem
+
+
+TEST_FILE = "test/index.test.ts"
+MATCHED = (
+    (Path(__file__).parent / "fixtures" / "ts_vitest" / TEST_FILE)
+    .read_text()
+    .replace("toBe(0);", "toBe(10);")
+    .replace("toBe(5);", "toBe(10);")
+)
+"""The expected values changed to what the broken clamp returns (issue 49)."""
+
+
+def test_expected_values_rewritten_to_match_broken_code_wait_for_a_person(
+    serve: Any, project: Project
+) -> None:
+    """vitest's own run passes on the rewritten test; the base's test, put back beside the
+    candidate's code, fails: a change of the specification, for a person (exit 10)."""
+    from supervisor.errors import ApprovalRequired
+
+    repo = project.repo
+    shutil.rmtree(repo, ignore_errors=True)
+    shutil.copytree(project.pristine, repo, symlinks=True)
+    server = serve(writes("ROLE: implementer", TEST_FILE, MATCHED, read=True), reviewer())
+    config = repo / ".supervisor" / "config.yaml"
+    config.write_text(pointed_at(config.read_text(), server.url))
+    write_workflow(repo, WORKFLOW)
+    trust(repo)
+
+    with pytest.raises(ApprovalRequired):
+        tasks.start_task(TASK, repo)
+
+    wf = tasks.workflows(repo)[0]
+    assert wf.status == "awaiting_approval"
+    assert git(repo, "rev-parse", wf.task_branch).strip() == wf.base_sha
+    with tasks.reading(repo) as store:
+        events = store.events(wf.id)
+    assert [e.status for e in events if e.type == "gate"] == ["passed"]
+    oracle = [e for e in events if e.type == "base_oracle"]
+    assert [o.status for o in oracle] == ["failed"]
+    assert oracle[0].payload["changed"] == [f"{TEST_FILE} (modified)"]
+    assert "keeps a value inside the range" in oracle[0].payload["failing"]
+    assert any("expected value changed" in s for s in oracle[0].payload["signals"])
+    assessed = [e for e in events if e.type == "risk_assessed"]
+    assert assessed[-1].status == "high"

@@ -19,7 +19,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from e2e_support import CLI, GOOD_CALC, fenced, new_repo, opening_prompts, require_sandbox, reviewer
+from e2e_support import GOOD_CALC, fenced, new_repo, opening_prompts, require_sandbox, reviewer
 from e2e_support import write_workflow as write_workflow_file
 
 from supervisor import tasks
@@ -61,8 +61,9 @@ SWALLOWED = TESTS.replace(
     "        try:\n            self.assertEqual(multiply(4, 5), 20)\n        except Exception:\n"
     "            pass",
 )
-REFORMATTED = TESTS.replace("from calc import add, multiply", "from calc import (\n    add,\n"
-                            "    multiply,\n)").replace("add(2, 3), 5", "add(2, 3),  5  ")  # fmt: skip
+REFORMATTED = TESTS.replace(
+    "from calc import add, multiply", "from calc import (\n    add,\n    multiply,\n)"
+).replace("add(2, 3), 5", "add(2, 3),  5  ")
 NEW_TEST = (
     "import unittest\n\nfrom calc import add\n\n\nclass ZeroTest(unittest.TestCase):\n"
     "    def test_add_zero(self):\n        self.assertEqual(add(0, 7), 7)\n"
@@ -129,10 +130,10 @@ def project(tmp_path: Path, server: Any) -> Path:
 
 
 CHEATS = [
-    pytest.param(CALC_STUB, CONSTANTS, "assertion now compares constants", id="constants"),
-    pytest.param(CALC_STUB, SKIPPED, "skip", id="skip-and-pad"),
+    pytest.param(CALC_STUB, CONSTANTS, "compares constants", id="constants"),
+    pytest.param(CALC_STUB, SKIPPED, "now skipped", id="skip-and-pad"),
     pytest.param(WRONG_CALC, MATCHED, "expected value changed", id="expected-value-matched"),
-    pytest.param(CALC_STUB, SWALLOWED, "try", id="try-except-pass"),
+    pytest.param(CALC_STUB, SWALLOWED, "swallowed", id="try-except-pass"),
 ]
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from e2e_support import IMAGE, planner, require_sandbox, writes
+from e2e_support import IMAGE, planner, require_sandbox, reviewer, writes
 from monorepo_support import (
     built_workspace,
     component,
@@ -28,6 +28,7 @@ from monorepo_support import (
 
 from supervisor import tasks
 from supervisor.config import Limits
+from supervisor.demo import fenced
 from supervisor.project.gates import run_gate
 from supervisor.sandbox.docker import DockerSandbox
 
@@ -145,3 +146,49 @@ def test_a_gate_finds_the_standard_library_already_analysed_in_the_project_image
     assert result.passed, result.output
     analysed = [line for line in result.output.splitlines() if line.rstrip().endswith("vet.cfg")]
     assert 1 <= len(analysed) <= 2, analysed  # the package, and its tests' variant
+
+
+SPAN_TEST = "cmd/span/span_test.go"
+WIDTH_PLUS = (FIXTURE / SPAN).read_text().replace("return a.X - b.X", "return a.X + b.X")
+"""Width broken: 5 and 2 give 7, not 3."""
+SPAN_TEST_MATCHED = (FIXTURE / SPAN_TEST).read_text().replace("got != 3", "got != 7")
+
+
+def test_a_go_test_rewritten_to_match_broken_code_waits_for_a_person(
+    workspace: tuple[Path, Path, str], serve: Any
+) -> None:
+    """issue 49 on `go test`: the worker's own run passes on its rewritten expectation; the
+    base's span_test.go, put back beside its code, fails: the run stops for a person (exit
+    10) with the test named, and the task branch stays at its base."""
+    from supervisor.errors import ApprovalRequired
+
+    cheat = {
+        "when": "one component of the plan: 'width'",
+        "turns": [
+            {"tool_use": {"name": "Read", "input": {"file_path": SPAN}}},
+            {"tool_use": {"name": "Write", "input": {"file_path": SPAN, "content": WIDTH_PLUS}}},
+            {"tool_use": {"name": "Read", "input": {"file_path": SPAN_TEST}}},
+            {
+                "tool_use": {
+                    "name": "Write",
+                    "input": {"file_path": SPAN_TEST, "content": SPAN_TEST_MATCHED},
+                }
+            },
+            {"text": "Done.\n" + fenced({"status": "SUCCESS", "files_modified": [SPAN]})},
+        ],
+    }
+    server = serve(planner(plan(component("width", "span", [SPAN]))), cheat, reviewer())
+    repo = fresh(*workspace[:2], server.url)
+
+    with pytest.raises(ApprovalRequired):
+        tasks.start_task("Speed up Width", repo)
+
+    wf = tasks.workflows(repo)[0]
+    assert wf.status == "awaiting_approval"
+    assert git(repo, "rev-parse", wf.task_branch).strip() == wf.base_sha
+    with tasks.reading(repo) as store:
+        oracle = [e for e in store.events(wf.id) if e.type == "base_oracle"]
+    assert oracle and {o.status for o in oracle} == {"failed"}
+    assert oracle[-1].payload["changed"] == [f"{SPAN_TEST} (modified)"]
+    assert "TestWidth" in oracle[-1].payload["failing"]
+    assert any("expected value changed" in s for s in oracle[-1].payload["signals"])

@@ -59,7 +59,9 @@ def assess(
     history: list[Recorded] = [*engine.store.events(wf.id), *own]
     facts = gather(engine.repo, tip, candidate, history) if candidate else Facts()
     if candidate:
-        spec_facts(facts, ctx.get("spec_change"), engine.ws.tree_hash(candidate))
+        tree = engine.ws.tree_hash(candidate)
+        if not spec_facts(facts, ctx.get("spec_change"), tree):
+            unjudged_spec(facts, engine.ws.git_dir, wf.base_sha, candidate)
     decision = approval_policy.evaluate(policy, facts)
     if human and not decision.stops:
         decision.action = "require_approval"
@@ -163,14 +165,26 @@ def gather(repo: Path, base: str, head: str, events: Sequence[Recorded]) -> Fact
     )
 
 
-def spec_facts(facts: Facts, spec: dict[str, Any] | None, tree: str) -> None:
+def spec_facts(facts: Facts, spec: dict[str, Any] | None, tree: str) -> bool:
     """What the candidate did to the base's tests, as its last counted gate judged it (the
-    base oracle, supervisor/workflow/base_oracle.py): only a verdict on this very tree counts."""
+    base oracle, supervisor/workflow/base_oracle.py): only a verdict on this very tree counts.
+    False when there is none."""
     if not spec or spec.get("tree") != tree:
-        return
+        return False
     if spec.get("base_tests") == "failed":
         facts.spec_changes = [str(c) for c in spec.get("changed") or []]
     facts.tamper_signals = [str(s) for s in spec.get("signals") or []]
+    return True
+
+
+def unjudged_spec(facts: Facts, git_dir: Path, base: str, candidate: str) -> None:
+    """A candidate that changed the base's tests with no verdict of the base's tests on its
+    tree (a workflow whose gates run no tests, or none after the change) is a change of the
+    specification nobody checked: a person's decision all the same."""
+    from supervisor.project import base_tests
+
+    found = base_tests.changes(git_dir, base, candidate)
+    facts.spec_changes = [f"{c} (the base's tests were not run on it)" for c in found.describe()]
 
 
 def _git(repo: Path, *args: str) -> str:

@@ -22,10 +22,13 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Literal
 
 import pathspec
+from pydantic import Field
 
 from supervisor.project.test_pins import TEST_FILES
+from supervisor.strict_model import StrictModel
 from supervisor.workspace import treedata
 
 SUPPORT = pathspec.GitIgnoreSpec.from_lines(
@@ -44,6 +47,7 @@ output under `tests/fixtures/` or a fixture in `conftest.py` changes what the te
 
 DIFF_LIMIT = 60_000
 """Characters of the test diff kept for a person (status, the TUI's approval screen)."""
+MAX_SIGNALS = 40
 
 
 def is_spec(path: str) -> bool:
@@ -141,3 +145,56 @@ def diff(git_dir: Path, base: str, head: str, paths: list[str]) -> str:
         *(f":(literal){p}" for p in paths),
     ).decode(errors="replace")
     return text if len(text) <= DIFF_LIMIT else text[:DIFF_LIMIT] + "\n[... diff shortened]\n"
+
+
+class SpecChange(StrictModel):
+    """What a candidate did to the base's tests, and what the base's tests say of its code."""
+
+    tree: str
+    """The candidate's tree, which this verdict is about."""
+    gate: str
+    command: str
+    changed: list[str]
+    """`test_calc.py (modified)`, one per changed test path of the base."""
+    signals: list[str] = Field(default_factory=list)
+    """Static tamper signals in the changed files (supervisor/project/test_tamper.py)."""
+    base_tests: Literal["passed", "failed"]
+    failing: str = ""
+    """Why the base's tests failed on the candidate's code (the runner's summary)."""
+    oracle: str
+    """The commit the base's tests ran on: the candidate's code with the base's tests."""
+    diff: str = ""
+    """The candidate's diff of the base's test files, bounded, for the person who decides."""
+
+    @property
+    def contradicts(self) -> bool:
+        return self.base_tests == "failed"
+
+    def lines(self) -> list[str]:
+        """What a reviewer and a person are told, one line each."""
+        said = [f"existing tests changed: {', '.join(self.changed)}"]
+        if self.contradicts:
+            said.append(f"the base's tests fail on this code: {self.failing}")
+        else:
+            said.append("the base's tests still pass on this code")
+        return said + [f"tamper signal: {s}" for s in self.signals]
+
+
+def joined(verdicts: list[dict[str, Any] | None], tree: str) -> dict[str, Any] | None:
+    """The fan-out's components' verdicts as one, about the integrated `tree` their merge made:
+    the base's tests fail on it when they failed on any component's code."""
+    found = [SpecChange.model_validate(v) for v in verdicts if v]
+    if not found:
+        return None
+    failed = [v for v in found if v.contradicts]
+    return SpecChange(
+        tree=tree,
+        gate=found[0].gate,
+        command=found[0].command,
+        changed=sorted({c for v in found for c in v.changed}),
+        signals=[s for v in found for s in v.signals][:MAX_SIGNALS],
+        base_tests="failed" if failed else "passed",
+        failing="; ".join(v.failing for v in failed)[:2000],
+        oracle=(failed or found)[0].oracle,
+        diff="".join(v.diff for v in found)[:DIFF_LIMIT],
+    ).model_dump()

@@ -15,15 +15,13 @@ candidate judged again (a component's gate, then the task's) runs it once.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
-
-from pydantic import Field
+from typing import TYPE_CHECKING, Any
 
 from supervisor.errors import CommandTimeoutError, SandboxError
 from supervisor.project import base_tests, failure_summary
+from supervisor.project.base_tests import SpecChange
 from supervisor.project.gates import GateResult, run_gate
 from supervisor.state.store import EventSpec
-from supervisor.strict_model import StrictModel
 from supervisor.workflow import gate_baseline, gate_reuse
 from supervisor.workspace.treedata import CommitFiles
 
@@ -33,40 +31,6 @@ if TYPE_CHECKING:
 
 CONTEXT_KEY = "spec_change"
 EVENT = "base_oracle"
-MAX_SIGNALS = 40
-
-
-class SpecChange(StrictModel):
-    """What a candidate did to the base's tests, and what the base's tests say of its code."""
-
-    tree: str
-    """The candidate's tree, which this verdict is about."""
-    gate: str
-    command: str
-    changed: list[str]
-    """`test_calc.py (modified)`, one per changed test path of the base."""
-    signals: list[str] = Field(default_factory=list)
-    """Static tamper signals in the changed files (supervisor/project/test_tamper.py)."""
-    base_tests: Literal["passed", "failed"]
-    failing: str = ""
-    """Why the base's tests failed on the candidate's code (the runner's summary)."""
-    oracle: str
-    """The commit the base's tests ran on: the candidate's code with the base's tests."""
-    diff: str = ""
-    """The candidate's diff of the base's test files, bounded, for the person who decides."""
-
-    @property
-    def contradicts(self) -> bool:
-        return self.base_tests == "failed"
-
-    def lines(self) -> list[str]:
-        """What a reviewer and a person are told, one line each."""
-        said = [f"existing tests changed: {', '.join(self.changed)}"]
-        if self.contradicts:
-            said.append(f"the base's tests fail on this code: {self.failing}")
-        else:
-            said.append("the base's tests still pass on this code")
-        return said + [f"tamper signal: {s}" for s in self.signals]
 
 
 def lines_for(context: dict[str, Any], tree: str) -> list[str]:
@@ -137,7 +101,7 @@ def signals(c: StepContext, base: str, head: str, paths: list[str]) -> list[str]
     for path in paths:
         if path in before and path in after:
             found += test_tamper.signals(path, before[path], after[path])
-    return found[:MAX_SIGNALS]
+    return found[: base_tests.MAX_SIGNALS]
 
 
 def _run(

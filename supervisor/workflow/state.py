@@ -19,10 +19,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from supervisor.errors import StateError
+from supervisor.project.base_tests import SpecChange
 from supervisor.routing.failover import Unavailable
 from supervisor.schemas import AnalysisOutput, ResearchOutput
 from supervisor.strict_model import StrictModel
-from supervisor.workflow.base_oracle import SpecChange
 from supervisor.workflow.decompose import Tree
 from supervisor.workflow.gate_reuse import GateRun
 

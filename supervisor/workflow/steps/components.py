@@ -32,9 +32,10 @@ from supervisor.dag import MERGING, PROGRESS, WorkGraph
 from supervisor.errors import SpecConflictError, StepFailedError, SupervisorError
 from supervisor.guard import protected
 from supervisor.policy import budgets
+from supervisor.project import base_tests
 from supervisor.sandbox import adopt
 from supervisor.state.store import EventSpec
-from supervisor.workflow import decompose, ownership, retries
+from supervisor.workflow import base_oracle, decompose, ownership, retries
 from supervisor.workflow.steps import component_merge, dispatched, project_gate, subplan
 from supervisor.workflow.steps.base import Outcome, StepContext, component_branch
 from supervisor.workflow.steps.fix_up import fix_up
@@ -244,6 +245,8 @@ class ComponentFanOut:
                 step, base = f"{self.name}/{cid}/{gate}", entry.get("base")
                 result = gate_on(self.c, self._view(), step, gate, sha, base)
                 fields = project_gate.kept(entry, result)
+                if base_oracle.CONTEXT_KEY in result.context:  # the latest verdict on its tests
+                    fields[base_oracle.CONTEXT_KEY] = result.context[base_oracle.CONTEXT_KEY]
                 if result.result != "passed":
                     self._hold(cid, result.records, **fields)
                     return replace(result, records=[])
@@ -390,6 +393,10 @@ class ComponentFanOut:
             )
         if not self.errors:
             ctx["candidate"] = integrated
+            verdicts = [self.state[cid].get(base_oracle.CONTEXT_KEY) for cid in work.components]
+            joined = base_tests.joined(verdicts, self.c.ws.tree_hash(integrated))
+            if joined is not None:  # what the components' own gates found, for the policy
+                ctx[base_oracle.CONTEXT_KEY] = joined
             return Outcome("passed", git_sha=integrated, context=ctx)
         waiting = [c.id for c in work.components.values() if c.status == "pending"]
         kept = [
