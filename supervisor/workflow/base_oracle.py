@@ -54,14 +54,14 @@ def check(
     floor: gate_baseline.Baseline,
     context: dict[str, Any],
     directory: str = "",
-) -> tuple[SpecChange | None, dict[str, Any], list[EventSpec]]:
-    """(the verdict, context to remember, events) for a candidate whose own counted gate run
+) -> tuple[SpecChange | None, dict[str, Any]]:
+    """(the verdict, context to remember) for a candidate whose own counted gate run
     passed; no verdict when it changed no test of the base (then nothing runs). `context`: the
     workflow's, with what the candidate's own run adds to it."""
     git_dir = c.ws.git_dir
     found = base_tests.changes(git_dir, wf.base_sha, commit)
     if not found:
-        return None, {}, []
+        return None, {}
     oracle = base_tests.restored(git_dir, wf.base_sha, commit)
     c.reporter.step(
         wf.id, name, f"gate `{command}` on the candidate's code with the base's tests (no network)"
@@ -87,8 +87,10 @@ def check(
         "exit_code": result.exit_code,
         "output_tail": result.output[-4000:],
     }
-    event = EventSpec(EVENT, step=name, status=spec.base_tests, payload=payload)
-    return spec, remembered, [event]
+    # Logged at once, as the base count is (gate_baseline): a fan-out keeps only its
+    # components' step runs, and the verdict is a fact of the run, not progress.
+    c.store.add_event(wf.id, EventSpec(EVENT, step=name, status=spec.base_tests, payload=payload))
+    return spec, remembered
 
 
 def signals(c: StepContext, base: str, head: str, paths: list[str]) -> list[str]:

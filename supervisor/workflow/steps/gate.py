@@ -175,10 +175,9 @@ def _judged(
             c.reporter.info(verdict.note)
     passed = result.passed and not (verdict and verdict.problem)
     judged: dict[str, Any] = {}
-    oracle_events: list[EventSpec] = []
     if passed and floor is not None:  # a counted test gate: did the candidate change the spec?
         seen = {**wf.context, **remembered}
-        spec, more, oracle_events = base_oracle.check(
+        spec, more = base_oracle.check(
             c, wf, name, gate, command, image, commit, tree, floor, seen, directory
         )
         remembered = {**remembered, **more}
@@ -213,9 +212,7 @@ def _judged(
         }
         if floor is not None:
             context.update(_accept_tests(c, wf, name, floor, result, commit, tree))
-        return Outcome(
-            "passed", git_sha=commit, context=context, records=[record], events=oracle_events
-        )
+        return Outcome("passed", git_sha=commit, context=context, records=[record])
     if verdict is not None and verdict.problem:
         output = f"{verdict.problem}\n{result.output[-3000:]}"
         failure = {"step": name, "gate": gate, "tree": tree, "output": output}

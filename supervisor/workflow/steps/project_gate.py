@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from supervisor.errors import SandboxError
+from supervisor.project import base_tests
 from supervisor.state.store import EventSpec
 from supervisor.workflow import gate_reuse
 from supervisor.workflow.steps.base import Outcome
@@ -112,6 +113,10 @@ def run_projects(
     return outcome
 
 
+SPEC = "spec_change"
+"""The base oracle's verdict in a gate's context (workflow/base_oracle.py)."""
+
+
 def _combined(
     wf: Workflow,
     name: str,
@@ -128,6 +133,9 @@ def _combined(
         for o in outcomes:  # gates_passed (the same tree), accepted tests
             context.update(o.context)
         context["gate_runs"] = runs
+        verdicts = [o.context.get(SPEC) for o in outcomes]  # one project's failure is the tree's
+        if any(verdicts):
+            context[SPEC] = base_tests.joined(verdicts, str(next(v for v in verdicts if v)["tree"]))
         return Outcome("passed", git_sha=commit, context=context, records=records)
     failed = [(p, o) for p, o in zip(running, outcomes, strict=True) if o.result != "passed"]
     escalate = next((o.escalate for _, o in failed if o.escalate is not None), None)
