@@ -144,6 +144,20 @@ def test_a_candidate_that_changed_no_test_gets_its_own_tree_back(repo: tuple[Pat
     )
 
 
+def test_a_file_in_the_way_of_the_bases_tests_gives_way_to_them(repo: tuple[Path, str]) -> None:
+    """A worker that turned `tests/` into a file (or a test file into a directory) cannot make
+    the oracle's tree unbuildable: the base's tests win the path."""
+    path, base = repo
+    commit(path, {"tests/fixtures/expected.txt": None}, "remove the folder")
+    (path / "tests" / "fixtures").rmdir()
+    (path / "tests").rmdir()
+    head = commit(path, {"tests": "not a folder\n"}, "a file named tests")
+
+    oracle = base_tests.restored(path / ".git", base, head)
+
+    assert files_at(path, oracle) == BASE_FILES
+
+
 @pytest.fixture
 def policy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> approval_policy.Policy:
     monkeypatch.setenv("SUPERVISOR_USER_DIR", str(tmp_path / "user"))

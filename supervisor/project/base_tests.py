@@ -115,7 +115,14 @@ def restored(git_dir: Path, base: str, head: str) -> str:
 def _restored_tree(git_dir: Path, base: str, head: str) -> str:
     theirs = treedata.list_tree(git_dir, head)
     ours = {p: e for p, e in treedata.list_tree(git_dir, base).items() if is_spec(p)}
-    entries = {p: e for p, e in theirs.items() if not is_spec(p)}
+    # A file of the candidate where the base's tests need a directory (`tests` where the base
+    # has `tests/test_a.py`), or below one of the base's test files, gives way to the tests.
+    held = {parent for p in ours for parent in _parents(p)}
+    entries = {
+        p: e
+        for p, e in theirs.items()
+        if not is_spec(p) and p not in held and not any(q in ours for q in _parents(p))
+    }
     entries.update(ours)
     info = b"".join(
         f"{e.mode} {e.sha}\t".encode() + os.fsencode(p) + b"\0" for p, e in sorted(entries.items())
@@ -127,6 +134,12 @@ def _restored_tree(git_dir: Path, base: str, head: str) -> str:
                 git_dir, "update-index", "-z", "--index-info", input_bytes=info, env=index
             )
         return treedata.git_bytes(git_dir, "write-tree", env=index).decode().strip()
+
+
+def _parents(path: str) -> list[str]:
+    """`a/b/c.py` -> `a`, `a/b`."""
+    parts = path.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts))]
 
 
 def diff(git_dir: Path, base: str, head: str, paths: list[str]) -> str:
