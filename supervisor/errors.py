@@ -176,6 +176,52 @@ class SpecConflictError(StepFailedError):
         return {"step": self.step, "reason": self.reason, "tests": self.tests}
 
 
+class MachineFault(SupervisorError):
+    """A fault of the machine, not of the worker nor the task (a full disk, a state database
+    another program holds locked): the task keeps what it recorded and continues once the
+    machine is fixed. `fix` says what to fix; `for_workflow` makes the hint say how to go on."""
+
+    def __init__(self, message: str, *, fix: str, wf_id: int | None = None) -> None:
+        super().__init__(message)
+        self.fix = fix
+        self.for_workflow(wf_id)
+
+    def for_workflow(self, wf_id: int | None) -> None:
+        """The hint for the task the command ran (None: no task was created)."""
+        if wf_id is None:
+            self.hint = f"{self.fix}, then run the command again."
+        else:
+            self.hint = (
+                f"{self.fix}, then run `supervisor resume {wf_id}`: it continues from the "
+                "last step it recorded."
+            )
+        self.wf_id = wf_id
+
+
+class DiskFullError(MachineFault):
+    """No space left on a file system the supervisor writes (the state database, worktrees,
+    record folders); `path`: what could not be written, `database`: whether the state
+    database itself could not record the change."""
+
+    def __init__(
+        self, message: str, *, fix: str, path: str, database: bool, wf_id: int | None = None
+    ) -> None:
+        super().__init__(message, fix=fix, wf_id=wf_id)
+        self.path = path
+        self.database = database
+
+
+class DatabaseLockedError(MachineFault, StateError):
+    """Another program held the state database's write lock past the busy timeout; nothing of
+    the change was written (its transaction never began)."""
+
+
+class Terminated(KeyboardInterrupt):
+    """The process was asked to stop (SIGTERM: systemd, `docker stop`, a CI runner's cancel).
+    It unwinds like Ctrl-C, but a worker container still running is left running for `resume`
+    to adopt (supervisor/sandbox/adopt.py) rather than ended with its work."""
+
+
 class ApprovalRequired(SupervisorError):
     """The workflow stopped at a human approval gate; not a failure."""
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from supervisor.errors import CommandTimeoutError, SupervisorError
+from supervisor.errors import CommandTimeoutError, SupervisorError, Terminated
 from supervisor.sandbox import warm
 from supervisor.sandbox.docker import (
     LABEL_LOWER,
@@ -319,13 +319,31 @@ def route(
 
 
 def run(sandbox: Any, step_id: int, spec: RunSpec) -> RunResult:
-    """Adopt the step's container if it has one, else start a new one; its route closes with it."""
+    """Adopt the step's container if it has one, else start a new one; its route closes with it
+    (but for a worker a stop leaves running, see `end_route`)."""
+    left = False
     try:
         return _run(sandbox, step_id, spec)
+    except Terminated:
+        left = spec.keep
+        raise
     finally:
-        opened = sandbox.__dict__.get("step_routes", {}).pop(step_id, None)
-        if opened is not None and hasattr(sandbox, "close_route"):
-            sandbox.close_route(opened)
+        end_route(sandbox, step_id, left=left)
+
+
+def end_route(sandbox: Any, step_id: int, *, left: bool = False) -> None:
+    """The step's route closes when its run ends. `left`: the run's worker goes on after a stop
+    (`Terminated`), so its route stays open in the proxy daemon, this process no longer its
+    owner, for `resume` to re-attach (`route`) as after a kill."""
+    opened = sandbox.__dict__.get("step_routes", {}).pop(step_id, None)
+    if opened is None:
+        return
+    if left:
+        leave = getattr(sandbox, "leave_route", None)
+        if leave is not None:
+            leave(opened)
+    elif hasattr(sandbox, "close_route"):
+        sandbox.close_route(opened)
 
 
 def _run(sandbox: Any, step_id: int, spec: RunSpec) -> RunResult:

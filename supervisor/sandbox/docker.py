@@ -23,7 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from supervisor.errors import CommandTimeoutError, SandboxError, SupervisorError
+from supervisor.errors import CommandTimeoutError, SandboxError, SupervisorError, Terminated
 from supervisor.parsing import strip_ansi
 from supervisor.sandbox import model_relay, reach, run_files, runtime
 from supervisor.sandbox.egress import EgressRelay, Route, ensure_network
@@ -263,6 +263,13 @@ class DockerSandbox:
         if relay is not None:
             relay.close_route(route)
 
+    def leave_route(self, route: Route) -> None:
+        """See EgressRelay.leave_route."""
+        with self._relay_lock:
+            relay = self._relay
+        if relay is not None:
+            relay.leave_route(route)
+
     def close(self) -> None:
         with self._relay_lock:
             relay, self._relay = self._relay, None
@@ -270,9 +277,12 @@ class DockerSandbox:
             relay.close()
 
     def run(self, spec: RunSpec) -> RunResult:
+        """The run's folder goes with the run, but for a step's worker left running by a stop
+        (`Terminated`): its container still reads its home there, and `resume` adopts both."""
         label = run_dir_label(spec.labels)
-        with tempfile.TemporaryDirectory(prefix=f"{RUN_PREFIX}{label}-") as run_dir:
-            run_path = Path(run_dir)
+        run_path = Path(tempfile.mkdtemp(prefix=f"{RUN_PREFIX}{label}-"))
+        left = False
+        try:
             (run_path / "stdin").write_text(spec.stdin_text, encoding="utf-8")
             for name, text in folder_files(spec).items():
                 (run_path / name).write_text(text, encoding="utf-8")
@@ -288,6 +298,12 @@ class DockerSandbox:
                 spec = dataclasses.replace(spec, worktree=view.tree)
             run_files.own_for_container(spec.worktree)
             return self._run(spec, run_path)
+        except Terminated:
+            left = spec.keep
+            raise
+        finally:
+            if not left:
+                shutil.rmtree(run_path, ignore_errors=True)
 
     def _workspace(
         self, spec: RunSpec, view: overlay.View | None
@@ -461,6 +477,11 @@ class DockerSandbox:
             exit_code = self._wait(container, spec, started, since=since)
             stdout = container.logs(stdout=True, stderr=False).decode("utf-8", "replace")
             stderr = container.logs(stdout=False, stderr=True).decode("utf-8", "replace")
+        except Terminated:
+            if not spec.keep:  # a step's worker: left running for `resume` to adopt
+                remove_container(container)
+                _remove_volume(volume)
+            raise
         except BaseException:
             remove_container(container)
             _remove_volume(volume)

@@ -408,6 +408,13 @@ class EgressRelay:
                 with contextlib.suppress(SupervisorError, OSError):
                     self._client.close_route(route.placeholder)
 
+    def leave_route(self, route: Route) -> None:
+        """The run's worker goes on without this process (a stop left it for `resume`): its
+        route is no longer this process's to close; the daemon keeps it once this process's
+        control connection drops, as after a kill (sandbox/proxyd.py)."""
+        with self._lock:
+            self._routes.discard(route.placeholder)
+
     def close(self) -> None:
         with self._lock:
             if self._client is not None:

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from supervisor.errors import Terminated
 from supervisor.sandbox import run_files
 from supervisor.sandbox.docker import (
     ENTRYPOINT,
@@ -169,7 +170,10 @@ def prepare(
 def run(sandbox: DockerSandbox, warm: Warm, spec: RunSpec, prompt: str) -> RunResult | None:
     """Give the prepared container its prompt and run it to the end, as `sandbox.run` would;
     None (the preparation discarded) when its CLI is no longer waiting. The prompt goes first,
-    its CPU weight raised after: the Docker call is no part of the wait for the first request."""
+    its CPU weight raised after: the Docker call is no part of the wait for the first request.
+    A stop (`Terminated`) once its step's row names it leaves it running with its run folder
+    (its CLI's home), for `resume` to adopt."""
+    left = False
     try:
         for name, text in spec.run_files.items():  # the step's own (its role's output schema)
             run_files.replace_file(warm.run_dir, name, text)
@@ -191,9 +195,14 @@ def run(sandbox: DockerSandbox, warm: Warm, spec: RunSpec, prompt: str) -> RunRe
                 raise
         if warm.shares < FOREGROUND_SHARES:
             _foreground(warm.container)
-        return sandbox.finish_prepared(warm.container, spec, warm.volume)
+        try:
+            return sandbox.finish_prepared(warm.container, spec, warm.volume)
+        except Terminated:
+            left = spec.keep
+            raise
     finally:
-        shutil.rmtree(warm.run_dir, ignore_errors=True)
+        if not left:
+            shutil.rmtree(warm.run_dir, ignore_errors=True)
 
 
 READER_WAIT_S = 10.0

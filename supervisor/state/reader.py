@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Self
 
 from supervisor.errors import UnknownWorkflowError
+from supervisor.state.busy import busy_timeout
 from supervisor.state.migrations import LATEST_VERSION
 from supervisor.state.records import Approval, Event, Workflow
 
@@ -60,7 +61,7 @@ class StateReader:
             return None
         try:
             uri = f"{path.resolve().as_uri()}?mode={cls.MODE}"
-            conn = sqlite3.connect(uri, uri=True, timeout=30)
+            conn = sqlite3.connect(uri, uri=True, timeout=busy_timeout())
         except sqlite3.Error:
             return None
         try:

@@ -72,7 +72,9 @@ def recorded(db: Path, wf_id: int) -> Iterator[None]:
     is a dead holder's; this process's replaces it."""
     from sqlalchemy import create_engine, text
 
-    engine = create_engine(f"sqlite:///{db}", connect_args={"timeout": 30})
+    from supervisor.state.busy import busy_timeout
+
+    engine = create_engine(f"sqlite:///{db}", connect_args={"timeout": busy_timeout()})
     lease = None
     try:
         with contextlib.suppress(Exception):  # an older database without the table: no record

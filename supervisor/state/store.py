@@ -20,12 +20,13 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import create_engine, event, func, insert, select, text, update
 from sqlalchemy.exc import DatabaseError
 
-from supervisor import faults
+from supervisor import faults, host_faults
 from supervisor.errors import StateError, UnknownWorkflowError
 from supervisor.state import postgres
 from supervisor.state import schema as t
 from supervisor.state.after_record import AfterRecord
 from supervisor.state.approval_store import ApprovalStore
+from supervisor.state.busy import busy_timeout, busy_timeout_pragma
 from supervisor.state.location import state_url
 from supervisor.state.migrations import LATEST_VERSION, MIGRATIONS, applied_versions, migrate
 from supervisor.state.records import Approval, Event, EventSpec, StepRecord, Workflow, now
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from datetime import datetime
     from pathlib import Path
 
-    from sqlalchemy.engine import Connection, Engine
+    from sqlalchemy.engine import Connection, Engine, ExceptionContext
 
 __all__ = ["Approval", "Event", "EventSpec", "StepRecord", "Store", "Workflow", "now"]
 
@@ -55,9 +56,11 @@ class Store(ApprovalStore):
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
             self.engine = create_engine(
-                f"sqlite:///{path}", connect_args={"timeout": 30, "check_same_thread": False}
+                f"sqlite:///{path}",
+                connect_args={"timeout": busy_timeout(), "check_same_thread": False},
             )
             event.listen(self.engine, "connect", _on_connect)
+            event.listen(self.engine, "handle_error", self._machine_fault)
         self.setup()
 
     def setup(self) -> None:
@@ -85,6 +88,16 @@ class Store(ApprovalStore):
                 "Check that the file is a supervisor state database and is writable; move it "
                 "aside to start afresh.",
             ) from e
+
+    def _machine_fault(self, ctx: ExceptionContext) -> None:
+        """SQLite's full disk, or its lock held by another program past the busy timeout, said
+        as what it is (supervisor/host_faults.py) instead of a driver error: raised here, after
+        SQLAlchemy rolled the transaction back, so nothing of the change is written."""
+        orig = ctx.original_exception
+        if host_faults.is_disk_full(orig):
+            raise host_faults.disk_full_error(self.path, None, database=True) from orig
+        if host_faults.is_database_locked(orig):
+            raise host_faults.locked_error(self.path, None, busy_timeout()) from orig
 
     def _at_latest(self) -> bool:
         """A shared database whose every migration is recorded needs no set-up: one query
@@ -543,5 +556,5 @@ def _on_connect(dbapi_conn: Any, _record: Any) -> None:
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute(busy_timeout_pragma())
     cursor.close()

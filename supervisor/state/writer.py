@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from supervisor import faults
 from supervisor.redaction import redact_value
+from supervisor.state.busy import busy_timeout_pragma
 from supervisor.state.reader import StateReader
 from supervisor.state.records import EventSpec, Workflow, now
 
@@ -31,12 +32,11 @@ if TYPE_CHECKING:
 
     from supervisor.state.store import Store
 
-# As Store's connections (supervisor/state/store.py `_on_connect`).
+# As Store's connections (supervisor/state/store.py `_on_connect`), with its busy timeout.
 _PRAGMAS = (
     "PRAGMA journal_mode=WAL",
     "PRAGMA synchronous=NORMAL",
     "PRAGMA foreign_keys=ON",
-    "PRAGMA busy_timeout=30000",
 )
 _NEW_WORKFLOW = (
     "INSERT INTO workflows (description, status, current_step, cli, base_branch, base_sha, "
@@ -97,7 +97,7 @@ class TaskWriter(StateReader):
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         super().__init__(conn, path)
         conn.isolation_level = None  # each transaction begun by `_tx`, as Store's
-        for pragma in _PRAGMAS:
+        for pragma in (*_PRAGMAS, busy_timeout_pragma()):
             conn.execute(pragma)
 
     @contextmanager

@@ -20,7 +20,7 @@ import time
 import traceback
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from supervisor import recovery
+from supervisor import host_faults, recovery
 from supervisor.config import Settings, StepDef, WorkflowDef
 from supervisor.context.roles import load_role
 from supervisor.errors import (
@@ -222,9 +222,15 @@ class Engine:
         """An exception out of a step (a bug, a disk error, worker output nothing foresaw):
         the step's open runs end failed and the workflow fails, resumable at this step, with
         the error as an event, instead of staying `running` with no supervisor. A typed
-        SupervisorError keeps its message and hint; anything else names its type."""
+        SupervisorError keeps its message and hint; anything else names its type. A fault of
+        the machine (a full disk, a locked state database: supervisor/host_faults.py) is said as
+        such, and its open runs stay as a crash leaves them, for `resume` to adopt a worker
+        that already answered instead of buying its answer again."""
         trace = "".join(traceback.format_exception(error))[-4000:]
-        if not isinstance(error, SupervisorError):
+        fault = host_faults.machine_fault(error, wf.id, near=self._written())
+        if fault is not None:
+            error = fault
+        elif not isinstance(error, SupervisorError):
             error = StepFailedError(
                 f"Step '{name}' of workflow {wf.id} ended with an unexpected "
                 f"{type(error).__name__}: {str(error)[:600]}",
@@ -235,6 +241,8 @@ class Engine:
         event = EventSpec(
             "step_crashed", step=name, status="failed", payload={**err(error), "traceback": trace}
         )
+        if fault is not None:  # its runs stay `running`: `resume` adopts or re-runs each
+            return Outcome("failed", events=[event], escalate=error)
         mine = [
             r["id"]
             for r in self.store.running_steps(wf.id)
@@ -242,6 +250,11 @@ class Engine:
         ]
         records = [StepRecord(i, "failed", error=message(error)) for i in mine]
         return Outcome("failed", events=[event], escalate=error, records=records)
+
+    def _written(self) -> list[Path]:
+        """Where a run writes: the state folder (database, worktrees, bases) and the repository."""
+        state = self.repo / trustmap.STATE_DIR
+        return [state / "worktrees", state, self.repo]
 
     # -- transitions -----------------------------------------------------------------------
 

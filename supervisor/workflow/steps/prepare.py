@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 from supervisor import dag
 from supervisor.context.ahead import KEEP, Ahead
-from supervisor.sandbox import warm
+from supervisor.errors import Terminated
+from supervisor.sandbox import adopt, warm
 from supervisor.sandbox.docker import RunSpec
 from supervisor.workflow import lookahead
 from supervisor.workflow.steps import advance, machine
@@ -77,8 +78,8 @@ def run(
         return None
     try:
         result = warm.run(c.sandbox, ready, spec, stdin)  # type: ignore[arg-type]
-    except BaseException:
-        _close_step_route(c, step_id)
+    except BaseException as e:  # a stop leaves its worker running: its route stays open
+        adopt.end_route(c.sandbox, step_id, left=isinstance(e, Terminated) and spec.keep)
         raise
     if result is None:
         record_event(c, prepared, "discarded", "the prepared CLI had stopped waiting")

@@ -13,7 +13,7 @@ import dataclasses
 import time
 from typing import TYPE_CHECKING, Any
 
-from supervisor import faults, recovery
+from supervisor import faults, host_faults, recovery
 from supervisor.context import project_scope, prompts
 from supervisor.context.plan_view import plan_files, plan_for_prompt
 from supervisor.context.roles import Role, load_role
@@ -124,6 +124,7 @@ def run_worker(
     else:
         run.record_dir = witnessing.new_record_dir(label, step_id)
     outcome: Outcome | None = None
+    kept = False  # left for `resume` to adopt: see host_faults.leaves_runs
     try:
         outcome = run.invoke(cli_settings, creds, worktree, base, tip, component, branch)
     except adopt.AdoptionLost as e:  # cut short by the crash: run afresh, as if interrupted
@@ -149,6 +150,9 @@ def run_worker(
         outcome = Outcome(
             "failed", escalate=escalate, transient=None if escalate else why, records=[record]
         )
+    except BaseException as e:  # a stop from outside, a full disk after the model answered...
+        kept = host_faults.leaves_runs(e)
+        raise
     finally:
         if prepared is not None and prepared.warm is not None:  # never reached its run
             warm.discard(prepared.warm)
@@ -156,7 +160,7 @@ def run_worker(
             # What holds its answer and its changes stays until the caller records the step's
             # end: a kill before that leaves them for `resume` to adopt, not to buy again.
             c.store.after_record.wait_for(step_id, run.leftovers(worktree))
-        else:
+        elif not kept:
             run.leftovers(worktree)()
     if outcome is not None and run.home is not None:  # a role that may continue its session
         continuation.after_run(outcome, cli, run.session_id, run.home)
