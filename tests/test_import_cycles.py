@@ -200,6 +200,7 @@ LAYERS: dict[str, int] = {
     "parsing": 5,
     "resources": 5,
     "faults": 5,
+    "host_faults": 5,
     "dag": 5,
     "degradation": 5,
     "status_label": 5,
