@@ -8,8 +8,10 @@ fail its tests, so the feedback loop is part of what a user sees.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import tempfile
 import time
 from pathlib import Path
@@ -87,6 +89,9 @@ FILES = {
 MARKER = "supervisor-demo"
 """A file in the demo repository's .git/ (never committed, never in the way): this directory is
 a demo's, so a later `demo --keep` may run there again."""
+WRITTEN = "supervisor-demo-config"
+"""Beside the marker: the sha256 of the `.supervisor/config.yaml` the demo wrote last, so that a
+later run knows the file as its own, or as edited since (then left alone: `check_keep`)."""
 
 
 def make_demo_repo(path: Path) -> Path:
@@ -137,6 +142,15 @@ def check_keep(path: Path) -> str | None:
                 "alone.",
                 "Commit or remove them there, or name a new or empty directory.",
             )
+        edited = _edited_config(path)
+        if edited is not None:
+            raise UsageError(
+                f"--keep {path} holds an earlier demo whose {edited} was edited since the demo "
+                "wrote it; running the demo there would overwrite it with the demo's own (its "
+                "scripted model API), so it does nothing.",
+                f"Move your edits out of {edited} (or delete it) to run the demo there again, "
+                "or name a new or empty directory.",
+            )
         return f"{path} holds an earlier demo: running it again there (a new workflow)."
     if any(path.iterdir()):
         raise UsageError(
@@ -145,6 +159,22 @@ def check_keep(path: Path) -> str | None:
             "Name a new or empty directory, e.g. `supervisor demo --keep ./supervisor-demo`.",
         )
     return None
+
+
+def _edited_config(repo: Path) -> str | None:
+    """The demo's config file, when it is there and not as the demo last wrote it (a demo made
+    before the demo recorded it: not as the demo writes it, whatever its API's port)."""
+    config = trustmap.repo_path(repo, trustmap.CONFIG, trustmap.NEEDS_TRUST)
+    if not config.is_file():
+        return None
+    text = config.read_text(errors="replace")
+    record = repo / ".git" / WRITTEN
+    if record.is_file():
+        same = record.read_text().strip() == hashlib.sha256(text.encode()).hexdigest()
+    else:
+        port = re.compile(r"base_url: http://127\.0\.0\.1:\d+\n")
+        same = port.sub("", text) == port.sub("", config_text("http://127.0.0.1:0"))
+    return None if same else str(config.relative_to(repo))
 
 
 def setup_missing(node_modules: Path) -> list[str]:
@@ -265,12 +295,18 @@ def write_project_config(repo: Path, base_url: str) -> None:
     `supervisor trust` would): the supervisor wrote it itself, for a repository it made."""
     config = trustmap.repo_path(repo, trustmap.CONFIG, trustmap.NEEDS_TRUST)
     config.parent.mkdir(parents=True, exist_ok=True)
-    config.write_text(
+    text = config_text(base_url)
+    config.write_text(text)
+    (repo / ".git" / WRITTEN).write_text(hashlib.sha256(text.encode()).hexdigest() + "\n")
+    trust(repo)
+
+
+def config_text(base_url: str) -> str:
+    return (
         "# Written by `supervisor demo`: the model API is the local scripted server.\n"
         "gates:\n  test: make test\n"
         f"clis:\n  claude:\n    base_url: {base_url}\n"  # last: tests append more CLIs to it
     )
-    trust(repo)
 
 
 def run_demo(console: Console, err_console: Console, keep: Path | None) -> None:

@@ -15,7 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from supervisor import image_commands, process, starting
+from supervisor import image_commands, refusals, starting
+from supervisor.completion import (  # noqa: F401 (re-exported: the lifecycle's complete)
+    CompletionPreview,
+    complete_task,
+    completion_preview,
+)
 from supervisor.config import WorkflowDef
 from supervisor.doctor import clis_in_use
 from supervisor.errors import (
@@ -42,7 +47,7 @@ from supervisor.opening import (  # noqa: F401 (open_project, reading, workflows
 from supervisor.policy import budgets, notify
 from supervisor.sandbox import adopt
 from supervisor.sandbox.docker import LABEL_REPO, LABEL_WORKFLOW, DockerSandbox, repo_label
-from supervisor.state.locks import critical_section, task_lock
+from supervisor.state.locks import task_lock
 from supervisor.state.store import EventSpec, Store, Workflow
 from supervisor.task_state import decide  # noqa: F401 (re-exported: tasks.decide)
 from supervisor.workflow import resuming
@@ -110,9 +115,12 @@ def resume(
     project = opened[0] if opened else open_project(path)
     require_trust(project)
     with project.store() as store:
-        store.workflow(wf_id)  # an unknown id is reported before any lock file is made
+        # An unknown id, or an abandoned task (its branch gone), is refused before any lock
+        # file is made; and again once held, in case an abandon came between.
+        refusals.not_abandoned(store.workflow(wf_id), "resume")
         with task_lock(project.state_dir, wf_id):
             wf = store.workflow(wf_id)
+            refusals.not_abandoned(wf, "resume")
             if wf.status == "completed":
                 _clean_after_completion(project, wf_id)
                 return wf
@@ -191,79 +199,6 @@ def _mark(store: Store, wf_id: int) -> tuple[Any, ...]:
     last = steps[-1] if steps else {}
     return (wf.updated_at, wf.status, wf.current_step, len(steps), last.get("id"),
             last.get("status"))  # fmt: skip
-
-
-@dataclass
-class CompletionPreview:
-    workflow: Workflow
-    base_branch: str
-    commits: list[str]
-    diffstat: str
-
-
-def completion_preview(wf_id: int, path: Path) -> CompletionPreview:
-    project = open_project(path)
-    with project.store() as store:
-        wf = store.workflow(wf_id)
-    if wf.status != "completed":
-        raise StateError(
-            f"Workflow {wf_id} is {wf.status}, not completed; its branch {wf.task_branch} is kept "
-            "as it is.",
-            f"Finish it first (`supervisor resume {wf_id}`), or merge the branch by hand.",
-        )
-    if not wf.base_branch:
-        raise StateError(
-            f"Workflow {wf_id} started from a detached HEAD, so there is no branch to merge into.",
-            f"Merge {wf.task_branch} by hand.",
-        )
-    ws = project.workspace
-    base_tip = ws.branch_tip(wf.base_branch)
-    tip = ws.branch_tip(wf.task_branch)
-    stat = process.run(["git", "-C", str(project.root), "diff", "--stat", base_tip, tip]).stdout
-    return CompletionPreview(wf, wf.base_branch, ws.log(base_tip, tip), stat)
-
-
-def complete_task(wf_id: int, path: Path, mode: str | None = None) -> str:
-    """Land a completed task's branch on the branch it started from; the new tip. `mode`:
-    squash (one commit), merge (a merge commit) or rebase (its commits replayed); by default
-    squash for a single-component task, merge otherwise."""
-    from supervisor.workflow import history
-
-    preview = completion_preview(wf_id, path)
-    project = open_project(path)
-    with (
-        task_lock(project.state_dir, wf_id),
-        critical_section(project.state_dir, "land"),  # two tasks landing on one base branch
-        project.store() as store,
-    ):
-        wf = preview.workflow
-        mode = mode or history.default_mode(wf.context)
-        ws = project.workspace
-        if mode == "merge":
-            new = ws.merge_into(
-                preview.base_branch,
-                wf.task_branch,
-                f"Merge {wf.task_branch}: {wf.description[:60]}",
-            )
-        else:
-            base_tip = ws.branch_tip(preview.base_branch)
-            tip = ws.branch_tip(wf.task_branch)
-            if mode == "squash":
-                body = "\n".join(f"  {line}" for line in ws.log(base_tip, tip))
-                message = f"{wf.description.strip()[:72]}\n\nSquashed {wf.task_branch}:\n{body}\n"
-                new = history.squashed(project.root, base_tip, tip, message)
-            else:
-                new = history.rebased(project.root, base_tip, wf.base_sha, tip)
-            history.land(ws, preview.base_branch, new, base_tip)
-        store.add_event(
-            wf.id,
-            EventSpec(
-                "task_merged",
-                status="merged",
-                payload={"into": preview.base_branch, "sha": new, "mode": mode},
-            ),
-        )
-    return new
 
 
 def analyze_deps(wf_id: int, path: Path) -> list[tuple[str, str, str]]:

@@ -105,6 +105,28 @@ def test_demo_keep_refuses_an_earlier_demo_with_changes_of_the_users(tmp_path: P
     assert (earlier / "mine.txt").read_text() == "mine\n"
 
 
+def test_demo_keep_leaves_an_edited_config_of_an_earlier_demo_alone(tmp_path: Path) -> None:
+    """The demo writes `.supervisor/config.yaml` each run (its scripted API's new port); a run
+    in an earlier demo's directory whose config the user edited since is refused, the file
+    named, and nothing touched. The demo's own config, unedited, is rewritten as before."""
+    earlier = make_demo_repo(tmp_path / "demo")
+    demo.write_project_config(earlier, "http://127.0.0.1:41001")
+    assert demo.check_keep(earlier) is not None  # as the demo left it: runs again
+    demo.write_project_config(earlier, "http://127.0.0.1:41002")  # a second demo run's port
+    assert demo.check_keep(earlier) is not None
+
+    config = earlier / ".supervisor" / "config.yaml"
+    mine = config.read_text() + "limits:\n  max_retries: 9   # mine\n"
+    config.write_text(mine)
+    refused = supervisor("demo", "--keep", str(earlier))
+
+    assert refused.returncode == 2
+    text = " ".join(refused.stderr.split())
+    assert ".supervisor/config.yaml" in text and "edited" in text
+    assert "fix:" in text
+    assert config.read_text() == mine  # untouched
+
+
 def test_demo_before_setup_says_to_run_setup_first(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

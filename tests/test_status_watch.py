@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -148,3 +149,36 @@ def test_the_detail_view_says_no_supervisor_as_the_list_does(tmp_path: Path) -> 
     with task_lock(repo / ".supervisor", wf_id):
         held = supervisor("status", str(wf_id), cwd=repo)
     assert "no supervisor" not in held.stdout
+
+
+@pytest.mark.parametrize("exit_status", [True, False])
+def test_ctrl_c_ends_a_watch_with_130_as_an_interrupt(tmp_path: Path, exit_status: bool) -> None:
+    """README: 130 interrupted. `status --watch --exit-status && complete-task` must not take
+    a Ctrl-C for a completed task; the task itself goes on (the watch only read it)."""
+    repo, wf_id = make_workflow(tmp_path)
+    env = {
+        **os.environ,
+        "SUPERVISOR_USER_DIR": str(tmp_path / "user"),
+        "COLUMNS": "100",
+        "TTY_COMPATIBLE": "1",  # drawn as on a terminal: the first drawing reaches the output
+    }
+    flags = ["--exit-status"] if exit_status else []
+    with task_lock(repo / ".supervisor", wf_id):  # a live supervisor runs it: no end in sight
+        watcher = subprocess.Popen(
+            [sys.executable, "-m", "supervisor", "status", str(wf_id), "--watch", *flags,
+             "--interval", "0.2", "--repo", str(repo)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )  # fmt: skip
+        try:
+            shown_until(watcher, "running", deadline=time.monotonic() + 180)
+            watcher.send_signal(signal.SIGINT)
+            _, errors = watcher.communicate(timeout=60)
+        finally:
+            if watcher.poll() is None:
+                watcher.kill()
+    assert watcher.returncode == 130, errors.decode()
+    assert "Traceback" not in errors.decode()
+    with Store(repo / ".supervisor" / "state.db") as store:
+        assert store.workflow(wf_id).status == "running"  # untouched

@@ -234,6 +234,8 @@ def abandon(
     console.print(f"Abandon workflow {workflow_id} ({plan.workflow.status}); this removes:")
     for item in plan.items():
         console.print(visible(f"  {item}"), highlight=False, markup=False)
+    for line in plan.warnings():  # what never landed, and what gets it back
+        console.print(visible(line), highlight=False, markup=False, soft_wrap=True)
     if not yes:
         if not sys.stdin.isatty():
             raise SupervisorError(
@@ -241,8 +243,16 @@ def abandon(
                 "Pass --yes to remove without confirming.",
             )
         typer.confirm("Remove?", abort=True)
-    abandoning.abandon(workflow_id, repo)
+    done = abandoning.abandon(workflow_id, repo)
     console.print(f"[green]✓[/green] workflow {workflow_id} abandoned")
+    for branch, sha in done.tips.items():  # as `git branch -D` says it, and how to undo it
+        undo = f"; never landed: {done.recovery(branch)}" if branch in done.unlanded else ""
+        console.print(
+            visible(f"  deleted branch {branch} (was {sha}){undo}"),
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
 
 
 @app.command()
@@ -366,7 +376,7 @@ def status(
         typer.Option(
             "--exit-status",
             help="With --watch: exit 1 if the workflow fails or its supervisor died, 10 if it "
-            "waits for a person, 0 when it completes.",
+            "waits for a person, 0 when it completes (130 on Ctrl-C, with or without it).",
         ),
     ] = False,
 ) -> None:

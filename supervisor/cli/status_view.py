@@ -57,7 +57,8 @@ def show_status(
         return
     with access.reading(repo) as store:
         wf = store.workflow(workflow_id)
-        runner = access.runners(repo, [wf], access.supervisors(repo, [wf])).get(wf.id)
+        pids = access.supervisors(repo, [wf])
+        runner = access.runners(repo, [wf], pids).get(wf.id)
         about: list[str] = []
         if wf.status in ("awaiting_approval", "budget_exceeded"):
             from supervisor.policy.approvals import pending
@@ -68,6 +69,7 @@ def show_status(
             json_out(
                 {
                     **plain(wf),
+                    "supervisor_pid": pids.get(wf.id),  # as the list has it
                     "steps": store.steps(workflow_id),
                     "usage": store.usage_totals(workflow_id),
                     "approval": plain(approval) if approval else None,
@@ -78,7 +80,6 @@ def show_status(
                 }
             )
             return
-        pids = access.supervisors(repo, [wf])
         from supervisor.cli.detail import workflow_detail
 
         shown = workflow_detail(store, workflow_id, about, pids, runner)

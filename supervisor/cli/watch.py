@@ -4,7 +4,9 @@ It reads the state database read-only on each refresh (like `status`), so it nev
 it watches. It ends on Ctrl-C, or, when it watches one workflow, once nothing will move it without
 a person: it finished, it waits for an approval (or a resume after one), or no supervisor runs it
 any more (killed: it says so, with the command that continues it). With `--exit-status` (as `gh
-run watch`) the exit code says how it ended (supervisor/cli/watch.py `Ending`).
+run watch`) the exit code says how it ended (supervisor/cli/watch.py `Ending`). Ctrl-C exits 130,
+with or without it, as the README's table says of an interrupt: `status --watch --exit-status &&
+supervisor complete-task 1` must not take a person's Ctrl-C for a completed task.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from rich.live import Live
 
+from supervisor.cli.interrupt import INTERRUPTED
 from supervisor.cli.render import fit, workflow_detail, workflows_table
 from supervisor.guard.textsafe import Guarded
 
@@ -98,7 +101,7 @@ def _view(
 def watch(
     console: Console, repo: Path, wf_id: int | None, interval: float, exit_status: bool = False
 ) -> int:
-    """Watch until Ctrl-C or an ending; the exit code (0 unless `exit_status`)."""
+    """Watch until Ctrl-C (130) or an ending; the exit code (0 unless `exit_status`)."""
     view, wf, supervised = _view(console, repo, wf_id)
     orphaned_at: str | None = None  # the update seen with no supervisor, to see it twice
     end: Ending | None = None
@@ -118,7 +121,7 @@ def watch(
                 view, wf, supervised = _view(console, repo, wf_id)
                 live.update(view, refresh=True)
         except KeyboardInterrupt:
-            return 0
+            return INTERRUPTED  # the watched task goes on: only this reader stopped
     if end is None:
         return 0
     console.print(end.message, highlight=False, markup=False)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from supervisor import refusals
 from supervisor.errors import RunnerUnavailableError, StateError, SupervisorError, WorkflowBusyError
 
 if TYPE_CHECKING:
@@ -235,9 +236,11 @@ def hand_back(project: Project, wf_id: int) -> str:
             for x in leases.all_leases(store)
             if (x.name == task or x.name.startswith(task + "/")) and not x.expired()
         ]
+    refusals.not_abandoned(wf, "resume")
     if wf.status == "completed":
         raise StateError(
-            f"Task {wf_id} is completed; nothing to resume.", f"supervisor complete {wf_id}"
+            f"Task {wf_id} is completed; nothing to resume.",
+            f"Land it with `supervisor complete-task {wf_id}`.",
         )
     if live:
         x = live[0]

@@ -23,6 +23,8 @@ from supervisor.workspace.host_git import IDENTITY, _git
 from supervisor.workspace.treedata import SAFE_CONFIG
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
     from supervisor.config import WorkflowDef
     from supervisor.workspace.worktrees import Workspace
 
@@ -85,9 +87,13 @@ def commit_message(description: str, wf_id: int, ctx: dict[str, Any], tree: str)
     return "\n".join(lines) + "\n"
 
 
-def commit_tree(repo: Path, tree: str, parent: str, message: str) -> str:
-    """A commit of `tree` whose only parent is `parent`; no working tree, no hooks."""
-    return _git(repo, *IDENTITY, "commit-tree", tree, "-p", parent, "-m", message).stdout.strip()
+def commit_tree(
+    repo: Path, tree: str, parent: str, message: str, identity: Sequence[str] = IDENTITY
+) -> str:
+    """A commit of `tree` whose only parent is `parent`; no working tree, no hooks. `identity`:
+    `-c user.name=... -c user.email=...`, the supervisor's own unless a landing passes the
+    user's (supervisor/completion.py)."""
+    return _git(repo, *identity, "commit-tree", tree, "-p", parent, "-m", message).stdout.strip()
 
 
 def refs_under(repo: Path, prefix: str) -> list[str]:
@@ -141,13 +147,23 @@ def replayed_tree(repo: Path, onto: str, parent: str, commit: str) -> str:
         return process.run([*git, "write-tree"], env=env).stdout.strip()
 
 
-def squashed(repo: Path, base_tip: str, task_tip: str, message: str) -> str:
+def squashed(
+    repo: Path, base_tip: str, task_tip: str, message: str, identity: Sequence[str] = IDENTITY
+) -> str:
     """One commit on `base_tip` holding everything the task branch did."""
-    return commit_tree(repo, merged_tree(repo, base_tip, task_tip), base_tip, message)
+    return commit_tree(repo, merged_tree(repo, base_tip, task_tip), base_tip, message, identity)
 
 
-def rebased(repo: Path, base_tip: str, task_base: str, task_tip: str) -> str:
-    """The task branch's commits replayed one by one onto `base_tip`, messages kept."""
+def rebased(
+    repo: Path,
+    base_tip: str,
+    task_base: str,
+    task_tip: str,
+    identity: Sequence[str] = IDENTITY,
+    amend: Callable[[str], str] = str,
+) -> str:
+    """The task branch's commits replayed one by one onto `base_tip`, messages kept (`amend`
+    may add to each, e.g. trailers)."""
     commits = _git(
         repo, "rev-list", "--reverse", "--first-parent", f"{task_base}..{task_tip}"
     ).stdout.split()
@@ -155,8 +171,8 @@ def rebased(repo: Path, base_tip: str, task_base: str, task_tip: str) -> str:
     for commit in commits:
         parent = _git(repo, "rev-parse", f"{commit}^").stdout.strip()
         tree = replayed_tree(repo, onto, parent, commit)
-        message = _git(repo, "log", "-1", "--format=%B", commit).stdout
-        onto = commit_tree(repo, tree, onto, message)
+        message = amend(_git(repo, "log", "-1", "--format=%B", commit).stdout)
+        onto = commit_tree(repo, tree, onto, message, identity)
     return onto
 
 

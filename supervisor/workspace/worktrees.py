@@ -19,7 +19,7 @@ import re
 import stat
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -145,7 +145,9 @@ class Workspace:
     def is_clean(self) -> bool:
         return _git(self.repo, "status", "--porcelain", "--untracked-files=no").stdout == ""
 
-    def merge_into(self, base_branch: str, branch: str, message: str) -> str:
+    def merge_into(
+        self, base_branch: str, branch: str, message: str, identity: Sequence[str] = IDENTITY
+    ) -> str:
         """Merge `branch` into `base_branch` and return the new tip; conflicts change nothing.
 
         The merge commit is made without a working tree; the base branch then moves by
@@ -163,7 +165,7 @@ class Workspace:
                 "Commit or stash your changes, then run complete-task again.",
             )
         try:
-            new = self.merge_commits(base_tip, tip, message)
+            new = self.merge_commits(base_tip, tip, message, identity)
         except MergeConflictError as e:
             raise MergeConflictError(
                 f"Merging {branch} into {base_branch} conflicts in: {', '.join(e.files)}.",
@@ -176,8 +178,11 @@ class Workspace:
             self.set_ref(f"refs/heads/{base_branch}", new, base_tip)
         return new
 
-    def merge_commits(self, base: str, other: str, message: str) -> str:
-        """The commit that merges `other` into `base`, made without any working tree.
+    def merge_commits(
+        self, base: str, other: str, message: str, identity: Sequence[str] = IDENTITY
+    ) -> str:
+        """The commit that merges `other` into `base`, made without any working tree, by
+        `identity` (the supervisor's own; a landing passes the user's).
 
         `git merge-tree --write-tree` works on objects only, so a crash mid-merge leaves nothing
         half-written: at worst an unreferenced commit that `git gc` collects."""
@@ -209,7 +214,7 @@ class Workspace:
                 "Check that git is 2.38 or newer (git --version).",
             )
         return _git(
-            self.repo, *IDENTITY, "commit-tree", lines[0], "-p", base, "-p", other, "-m", message
+            self.repo, *identity, "commit-tree", lines[0], "-p", base, "-p", other, "-m", message
         ).stdout.strip()
 
     def working_diff(self, max_bytes: int = 200_000) -> str:
