@@ -173,6 +173,7 @@ def test_ctrl_c_ends_a_watch_with_130_as_an_interrupt(tmp_path: Path, exit_statu
         )  # fmt: skip
         try:
             shown_until(watcher, "running", deadline=time.monotonic() + 180)
+            time.sleep(1)  # in its loop of redraws, past the start of the live display
             watcher.send_signal(signal.SIGINT)
             _, errors = watcher.communicate(timeout=60)
         finally:
