@@ -62,6 +62,9 @@ def check(
     found = base_tests.changes(git_dir, wf.base_sha, commit)
     if not found:
         return None, {}
+    earlier = context.get(CONTEXT_KEY)
+    if earlier and (earlier["tree"], earlier["gate"], earlier["command"]) == (tree, gate, command):
+        return SpecChange.model_validate(earlier), {}  # this very tree judged: once is enough
     oracle = base_tests.restored(git_dir, wf.base_sha, commit)
     c.reporter.step(
         wf.id, name, f"gate `{command}` on the candidate's code with the base's tests (no network)"
