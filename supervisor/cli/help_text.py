@@ -46,7 +46,8 @@ PANELS = {
 EXIT_CODES = (
     "Exit codes: 0 done; 1 failed; 2 usage or state error (bad arguments, unknown workflow); "
     "3 a tool, Docker or credentials missing; 10 waiting for a person (an approval or a budget: "
-    "`supervisor approve ID`, then `supervisor resume ID`)."
+    "`supervisor approve ID`, then `supervisor resume ID`); 130 interrupted (Ctrl-C), 143 "
+    "stopped by SIGTERM: both say the `supervisor resume ID` that continues the task."
 )
 
 _EXAMPLES = {
