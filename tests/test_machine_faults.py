@@ -267,6 +267,10 @@ def test_a_full_state_folder_ends_in_one_line_naming_it_and_resume_completes_aft
     assert resumed.returncode == 0, resumed.stderr
     assert workflow(repo).status == "completed"
     assert on_branch(repo, "answer.txt") == "right\n"
+    # The stand-in's worker ran in the supervisor's own process, with no container left to
+    # adopt: its answer is bought again here. A real worker's is not (the same moment on the
+    # real sandbox: tests/test_machine_faults_e2e.py).
+    assert bought(log) == ["implementer", "implementer", "reviewer"]
 
 
 def test_a_state_folder_with_no_room_for_a_file_fails_the_task_saying_why_and_buys_nothing_twice(
