@@ -31,6 +31,7 @@ from supervisor import process  # noqa: E402
 from supervisor.demo import demo_script, make_demo_repo, write_project_config  # noqa: E402
 from supervisor.fakeapi import ScriptedModelServer, load_script  # noqa: E402
 from supervisor.parsing import parse_worker_output  # noqa: E402
+from supervisor.project import base_tests  # noqa: E402
 from supervisor.sandbox.docker import DockerSandbox, RunSpec  # noqa: E402
 from supervisor.schemas import ImplementationOutput  # noqa: E402
 from supervisor.state.store import EventSpec, Store  # noqa: E402
@@ -138,11 +139,20 @@ def main() -> None:
             store.finish_step(step, "succeeded", output=data, event=EventSpec("implementation"))
             store.advance(wf.id, step="implement", next_step="test", context={"x": 1})
 
+        changed_tree = ws.add_worktree("bench-oracle", head)
+        (changed_tree / "pkg" / "mod1.py").write_text("changed\n")
+        changed = ws.snapshot(changed_tree, "bench") or head
+        ws.remove_worktree(changed_tree)
+
+        def oracle_check() -> None:  # the common path: no test of the base changed, no run
+            assert not base_tests.changes(ws.git_dir, head, changed)
+
         worktree_s = timed(worktree_cycle, args.repeat)
         noop_s = timed(docker_noop, args.repeat)
         pack_s = timed(pack_five, args.repeat)
         parse_s = timed(parse_and_record, args.repeat)
         snap_s = statistics.median(snapshot_one_change() for _ in range(args.repeat))
+        oracle_s = timed(oracle_check, args.repeat)
         floor = worktree_s + noop_s
         rows += [
             ("git worktree add + remove", worktree_s, f"{args.files}-file repo"),
@@ -151,6 +161,7 @@ def main() -> None:
             ("context pack of 5 target files (strategy, tiktoken, Repomix, redaction)", pack_s, ""),
             ("parse + validate + 3 state transactions", parse_s, ""),
             ("candidate snapshot from the worktree as data (1 file changed)", snap_s, ""),
+            ("base oracle's check, no test of the base changed (per counted gate)", oracle_s, ""),
             (
                 "supervisor overhead per step (sum of the above)",
                 floor + pack_s + parse_s + snap_s,
