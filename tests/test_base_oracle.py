@@ -287,3 +287,61 @@ def test_the_worker_is_told_what_the_person_decided() -> None:
 
     assert "approved changing them" in approved and "test_calc.py::test_add" in approved
     assert "the test is right: 2 + 3 is 5" in rejected and "without changing them" in rejected
+
+
+LIB_RS = """pub fn add(a: i32, b: i32) -> i32 {
+    unimplemented!()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adds() {
+        assert_eq!(add(2, 3), 5);
+    }
+}
+"""
+FIXED_RS = LIB_RS.replace("unimplemented!()", "a + b")
+BENT_RS = (
+    LIB_RS.replace("unimplemented!()", "a - b")
+    .replace("== 5", "== -1")
+    .replace("add(2, 3), 5", "add(2, 3), -1")
+)
+MORE_RS = FIXED_RS.replace(
+    "    }\n}\n",
+    "    }\n\n    #[test]\n    fn adds_zero() {\n        assert_eq!(add(0, 4), 4);\n    }\n}\n",
+)
+
+
+@pytest.fixture
+def crate(tmp_path: Path) -> tuple[Path, str]:
+    path = tmp_path / "crate"
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    return path, commit(path, {"src/lib.rs": LIB_RS, "Cargo.toml": "[package]\n"}, "base")
+
+
+def test_a_bent_rust_unit_test_module_is_a_change_of_the_specification(
+    crate: tuple[Path, str],
+) -> None:
+    path, base = crate
+    head = commit(path, {"src/lib.rs": BENT_RS}, "bend")
+
+    found = base_tests.changes(path / ".git", base, head)
+    oracle = base_tests.restored(path / ".git", base, head)
+
+    assert found.describe() == ["src/lib.rs (test module modified)"]
+    spliced = files_at(path, oracle)["src/lib.rs"]
+    assert "a - b" in spliced  # the candidate's code
+    assert "assert_eq!(add(2, 3), 5);" in spliced and "-1" not in spliced  # the base's test
+
+
+def test_a_fix_and_a_new_unit_test_beside_the_old_ones_change_nothing(
+    crate: tuple[Path, str],
+) -> None:
+    path, base = crate
+    head = commit(path, {"src/lib.rs": MORE_RS}, "fix, and one more test")
+
+    assert not base_tests.changes(path / ".git", base, head)

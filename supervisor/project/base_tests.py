@@ -27,6 +27,7 @@ from typing import Any, Literal
 import pathspec
 from pydantic import Field
 
+from supervisor.project import rust_tests
 from supervisor.project.test_pins import TEST_FILES
 from supervisor.strict_model import StrictModel
 from supervisor.workspace import treedata
@@ -86,12 +87,32 @@ def changes(git_dir: Path, base: str, head: str) -> SpecChanges:
     )
     fields = out.split(b"\0")
     changed: dict[str, str] = {}
+    sources: list[str] = []
     for status, raw in zip(fields[0::2], fields[1::2], strict=False):
         path = os.fsdecode(raw)
         how = HOW.get(status.decode()[:1])
         if how is not None and is_spec(path):
             changed[path] = how
+        elif how == "modified" and path.endswith(".rs"):
+            sources.append(path)
+    for path in _mixed(git_dir, base, head, sources):
+        changed[path] = "test module modified"
     return SpecChanges(changed)
+
+
+def _mixed(git_dir: Path, base: str, head: str, paths: list[str]) -> dict[str, bytes]:
+    """The Rust sources among `paths` whose `#[cfg(test)]` modules `head` changed: each with
+    its text for the oracle's tree (`head`'s code, the base's test modules)."""
+    if not paths:
+        return {}
+    before = treedata.CommitFiles(git_dir, base).read_many(paths)
+    with_tests = [p for p, data in before.items() if rust_tests.MARK in data]
+    after = treedata.CommitFiles(git_dir, head).read_many(with_tests)
+    return {
+        p: rust_tests.restored(before[p], after[p])
+        for p in with_tests
+        if p in after and rust_tests.changed(before[p], after[p])
+    }
 
 
 IDENTITY = {
@@ -114,7 +135,8 @@ def restored(git_dir: Path, base: str, head: str) -> str:
 
 def _restored_tree(git_dir: Path, base: str, head: str) -> str:
     theirs = treedata.list_tree(git_dir, head)
-    ours = {p: e for p, e in treedata.list_tree(git_dir, base).items() if is_spec(p)}
+    everything = treedata.list_tree(git_dir, base)
+    ours = {p: e for p, e in everything.items() if is_spec(p)}
     # A file of the candidate where the base's tests need a directory (`tests` where the base
     # has `tests/test_a.py`), or below one of the base's test files, gives way to the tests.
     held = {parent for p in ours for parent in _parents(p)}
@@ -124,6 +146,17 @@ def _restored_tree(git_dir: Path, base: str, head: str) -> str:
         if not is_spec(p) and p not in held and not any(q in ours for q in _parents(p))
     }
     entries.update(ours)
+    # Rust sources keep their code and get the base's `#[cfg(test)]` modules back.
+    sources = [
+        p
+        for p, e in entries.items()
+        if p.endswith(".rs") and p in everything and everything[p].sha != e.sha
+    ]
+    for path, text in _mixed(git_dir, base, head, sources).items():
+        blob = treedata.git_bytes(
+            git_dir, "hash-object", "-w", "--no-filters", "--stdin", input_bytes=text
+        )
+        entries[path] = treedata.Entry(entries[path].mode, blob.decode().strip())
     info = b"".join(
         f"{e.mode} {e.sha}\t".encode() + os.fsencode(p) + b"\0" for p, e in sorted(entries.items())
     )
