@@ -157,3 +157,53 @@ def test_components_that_ran_at_once_elsewhere_cannot_both_claim_one_undeclared_
     assert "shared.py (belongs to component 'a')" in (outcome.feedback or "")
     events = [e for _, evs in saved for e in evs]
     assert [e.type for e in events] == ["component_out_of_scope"]
+
+
+def test_a_fan_out_at_its_budget_hands_no_component_over_to_the_temporal_workflow(
+    tmp_path: Path,
+) -> None:
+    """Under the Temporal runner the step hands its ready components over instead of running
+    them; past the task's budget it hands over none and holds the step, as the local runner
+    does (issue 50, item 5): the engine then pauses the task with the figures."""
+    from supervisor.policy import budgets
+    from supervisor.state.store import EventSpec, Store
+
+    store = Store(tmp_path / "state.db")
+    created = store.create_workflow(
+        description="two",
+        cli="claude",
+        base_branch="main",
+        base_sha="0" * 40,
+        branch_for_id=lambda i: f"ai/{i}-two",
+        definition={},
+        first_step="implement",
+    )
+    store.add_event(created.id, EventSpec("plan", step="plan", input_tokens=150, output_tokens=60))
+    plan = {
+        "status": "COMPLETE",
+        "phases": [{"id": "p", "description": "two", "components": [
+            {"id": cid, "description": cid, "files": [f"{cid}.py"], "depends_on": []}
+            for cid in ("a", "b")
+        ]}],
+        "estimated_components": 2,
+    }  # fmt: skip
+    budget = {"task": {"usd": None, "tokens": 200}, "step": {"usd": None, "tokens": None}}
+    context = {"plan": plan, "integrated": "0" * 40, budgets.KEY: budget}
+    now = datetime.now(UTC)
+    wf = Workflow(
+        created.id, "two", "running", "implement", "claude", "main", "0" * 40, "ai/1-two", {},
+        context, None, now, now,
+    )  # fmt: skip
+
+    def checkpoint(*_: Any) -> None: ...
+
+    c = StepContext(tmp_path, Settings(), store, None, None, None, checkpoint, dispatch=[])  # type: ignore[arg-type]
+    fan = ComponentFanOut(c, wf, "implement", StepDef(role="implementer", for_each="component"))
+
+    outcome = fan.run()  # would raise ComponentsDispatched were the budget not checked
+
+    assert outcome.result == budgets.HELD
+    [held] = outcome.events
+    assert held.type == "components_held" and held.payload["components"] == ["a", "b"]
+    assert (held.payload["scope"], held.payload["over"]) == ("task", ["tokens"])
+    store.close()

@@ -135,7 +135,8 @@ class ComponentFanOut:
             }
             while True:
                 if relay is not None and not running and not self.errors and not self.strays:
-                    dispatched.hand_over(self, work.batch(limit), integrated)  # raises
+                    # the budget is checked as here: a held step hands nothing over
+                    dispatched.hand_over(self, self._dispatchable(work, limit), integrated)
                 if relay is None:
                     self._dispatch(work, limit, integrated, pool, running)
                 if not running:
