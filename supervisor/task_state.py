@@ -67,10 +67,15 @@ def supervisors(path: Path, found: list[Workflow]) -> dict[int, int | None]:
     """For each running workflow, the pid of the supervisor running it (ELSEWHERE: a process on
     another host), or None when none does (it crashed or was killed: `supervisor resume <id>`
     continues it, beside other tasks)."""
+    return supervisors_in(state_db(path).parent, found)
+
+
+def supervisors_in(state_dir: Path, found: list[Workflow]) -> dict[int, int | None]:
+    """`supervisors`, for the state folder itself (the TUI has it; a shared database's has no
+    repository folder to look up)."""
     from supervisor.state.location import state_url
     from supervisor.state.locks import task_holder
 
-    state_dir = state_db(path).parent
     pids = {wf.id: task_holder(state_dir, wf.id) for wf in found if wf.status == "running"}
     url = state_url()
     orphans = [wf_id for wf_id, pid in pids.items() if pid is None]
