@@ -39,21 +39,36 @@ class Row:
     tokens: int
     cost: float
     decided: str | None = None  # a decision recorded on the waiting approval, not yet applied
+    supervised: bool = True  # False: `running`, and no supervisor holds its task lock
 
     @property
     def status(self) -> str:
-        return status_shown(self.workflow, self.decided)
+        return status_shown(self.workflow, self.decided, self.supervised)
 
 
-def status_shown(wf: Workflow, decided: str | None) -> str:
+def status_shown(wf: Workflow, decided: str | None, supervised: bool = True) -> str:
     """What the list says a workflow stands at. A decision (`approve`, `reject`, the TUI's
     buttons) only records itself on the pending approval; the workflow stays
     `awaiting_approval` until `resume` applies it (supervisor.task_state.decide,
     supervisor.workflow.resuming). Saying `awaiting_approval` and offering [A]pprove again
-    after the person approved was wrong, so the list says what was decided."""
+    after the person approved was wrong, so the list says what was decided. A `running` task
+    whose supervisor died says so in `status`'s words (supervisor.status_label): the TUI once
+    showed it `running`, its clock ticking, while `status` said no supervisor ran it."""
     if wf.status == "awaiting_approval" and decided in DECIDED:
         return decided
+    if wf.status == "running" and not supervised:
+        from supervisor.status_label import shown_status
+
+        return shown_status(wf, supervised=False, degraded=False)
     return wf.status
+
+
+def live(state_dir: Path, found: list[Workflow]) -> dict[int, bool]:
+    """Whether a supervisor runs each `running` workflow, read where `status` reads it (the task
+    locks, and across hosts the shared database's leases: supervisor.task_state.supervisors)."""
+    from supervisor.task_state import supervisors_in
+
+    return {wf_id: pid is not None for wf_id, pid in supervisors_in(state_dir, found).items()}
 
 
 def resumable(status: str) -> bool:
@@ -68,9 +83,11 @@ class Usage:
     cost: float = 0.0
 
 
-def elapsed(wf: Workflow, now: datetime | None = None) -> str:
-    """Time since the task started; a finished one stops at its last update."""
-    end = wf.updated_at if wf.status in ("completed", "failed") else None
+def elapsed(wf: Workflow, now: datetime | None = None, supervised: bool = True) -> str:
+    """Time since the task started; a finished one stops at its last update, and so does a
+    `running` one that no supervisor runs any more (nothing happens to it until a resume)."""
+    stopped = wf.status in ("completed", "failed") or (wf.status == "running" and not supervised)
+    end = wf.updated_at if stopped else None
     stop = end or (now or datetime.now(UTC).replace(tzinfo=None))  # the state's times: naive UTC
     seconds = max(0, int((stop - wf.created_at).total_seconds()))
     hours, rest = divmod(seconds, 3600)
@@ -98,6 +115,7 @@ class Monitor:
     stamps: dict[int, str] = field(default_factory=dict)  # updated_at as stored, per workflow
     known: dict[int, Workflow] = field(default_factory=dict)
     decided: dict[int, str] = field(default_factory=dict)  # latest approval's status, if decided
+    supervised: dict[int, bool] = field(default_factory=dict)  # per running workflow
 
     def _reader(self) -> StateReader | None:
         reader = StateReader.open(self.db)
@@ -123,6 +141,7 @@ class Monitor:
                     if approval is not None and approval.status in DECIDED:
                         self.decided[wf.id] = approval.status
             self.changed = {wf.id for wf in found}
+            self.supervised = live(self.db.parent, found)
             return self._rows(found)
         reader = self._reader()
         if reader is None:
@@ -131,6 +150,7 @@ class Monitor:
             found = self._workflows(reader)
             self._add_usage(reader.conn)
             self._decisions(reader.conn, [wf.id for wf in found if _waits(wf)])
+        self.supervised = live(self.db.parent, found)
         return self._rows(found)
 
     def _decisions(self, conn: sqlite3.Connection, waiting: list[int]) -> None:
@@ -153,10 +173,11 @@ class Monitor:
             Row(
                 wf,
                 step_shown(wf),
-                elapsed(wf, now),
+                elapsed(wf, now, self.supervised.get(wf.id, True)),
                 self.usage.get(wf.id, Usage()).tokens,
                 self.usage.get(wf.id, Usage()).cost,
                 self.decided.get(wf.id),
+                self.supervised.get(wf.id, True),
             )
             for wf in found
         ]
@@ -205,7 +226,7 @@ class Monitor:
                 log = store.events(wf_id)[-events:]
                 steps = store.steps(wf_id)
                 approval = store.latest_approval(wf_id)
-            return Detail(wf, log, steps, approval.step if approval else None, _decision(approval))
+            return self._detail(wf, log, steps, approval)
         reader = self._reader()
         if reader is None:
             return None
@@ -218,11 +239,22 @@ class Monitor:
             log = reader.events(wf_id, after_id=recent[0] - 1 if recent else 0)
             steps = reader.steps(wf_id)
             approval = reader.latest_approval(wf_id)
-        return Detail(wf, log, steps, approval.step if approval else None, _decision(approval))
+        return self._detail(wf, log, steps, approval)
+
+    def _detail(
+        self, wf: Workflow, log: list[Event], steps: list[dict[str, Any]], approval: Approval | None
+    ) -> Detail:
+        supervised = live(self.db.parent, [wf]).get(wf.id, True)
+        step = approval.step if approval else None
+        return Detail(wf, log, steps, step, _decision(wf, approval), supervised)
 
 
-def _decision(approval: Approval | None) -> str | None:
-    return approval.status if approval is not None and approval.status in DECIDED else None
+def _decision(wf: Workflow, approval: Approval | None) -> str | None:
+    """The person's decision on the approval the workflow waits for; an approval decided
+    earlier (the workflow has moved on since) is history, not something to act on."""
+    if not _waits(wf) or approval is None or approval.status not in DECIDED:
+        return None
+    return approval.status
 
 
 def _waits(wf: Workflow) -> bool:
@@ -235,11 +267,12 @@ class Detail:
     events: list[Event]
     steps: list[dict[str, Any]]
     approval_step: str | None
-    decided: str | None = None  # the latest approval's decision, when a person has made one
+    decided: str | None = None  # the decision on the approval it waits for, once made
+    supervised: bool = True  # False: `running`, and no supervisor holds its task lock
 
     @property
     def status(self) -> str:
-        return status_shown(self.workflow, self.decided)
+        return status_shown(self.workflow, self.decided, self.supervised)
 
 
 @dataclass

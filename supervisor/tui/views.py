@@ -21,7 +21,12 @@ if TYPE_CHECKING:
 
     from supervisor.tui.data import Detail
 
-STYLE = {**STATUS_STYLE, "approved": "green", "budget_exceeded": "yellow"}
+STYLE = {
+    **STATUS_STYLE,
+    "approved": "green",
+    "budget_exceeded": "yellow",
+    "running (no supervisor)": "red",  # supervisor.status_label's words for a killed task
+}
 STEPS_SHOWN = 15
 
 
@@ -41,7 +46,7 @@ def tree_view(detail: Detail) -> RenderableType:
     steps.append(f"workflow {wf.id}: ", style="bold")
     steps.append_text(status_text(detail.status))
     steps.append("\n")
-    if detail.decided:
+    if detail.decided or (wf.status == "running" and not detail.supervised):
         steps.append(f"r resumes it (supervisor resume {wf.id})\n", style="bold")
     steps.append("steps", style="bold")
     steps.append(f"{_depth(wf.context)}\n", style="dim")
