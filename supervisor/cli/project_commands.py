@@ -146,7 +146,9 @@ def metrics(
         console.print(suggestions_report(found, last), highlight=False, markup=False)
         return
     with tasks.reading(repo) as store:
-        rows = store.invocations(period)
+        from supervisor.routing.history import accepted_runs
+
+        rows = accepted_runs(store, period)  # a run whose work was sent back did not succeed
         from supervisor.policy.budgets import spend_rows
 
         budgets = spend_rows(store)

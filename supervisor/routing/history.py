@@ -3,7 +3,10 @@
 A worker's exit code says little about its work, so a run counts as a success only when it ended
 well *and* nothing sent its step back afterwards: no `retry` event aimed at the same step (a gate
 that failed its candidate, a reviewer that rejected it, a plan sent back for refinement) before the
-step's next run in that workflow. Read-only: it never writes the database.
+step's next run in that workflow. A gate that failed the candidate when no retry was left sends
+nothing back (the task fails there), so a failed `gate` event counts against the step its
+definition's `on_fail` names, too: `metrics` once showed an implementer at 100% while half its
+candidates failed their gate. Read-only: it never writes the database.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import select
+from sqlalchemy import and_, or_, select
 
 from supervisor.routing.adaptive import CliStats, Snapshot
 from supervisor.state import schema as t
@@ -77,15 +80,38 @@ def aggregate(
 
 
 def _sent_back(conn: Any, since: datetime | None) -> dict[tuple[int, str], list[datetime]]:
-    """(workflow, step) -> when a `retry` event sent work back to that step."""
+    """(workflow, step) -> when work was sent back to that step: a `retry` event aimed at it, or
+    a gate whose `on_fail` is that step failing its candidate."""
     ev = t.events
-    query = select(ev.c.workflow_id, ev.c.step, ev.c.timestamp).where(ev.c.type == "retry")
+    failed_gate = and_(ev.c.type == "gate", ev.c.status == "failed")
+    query = select(ev.c.workflow_id, ev.c.type, ev.c.step, ev.c.timestamp).where(
+        or_(ev.c.type == "retry", failed_gate)
+    )
     if since is not None:
         query = query.where(ev.c.timestamp >= since)
+    rows = [r for r in conn.execute(query).all() if r[0] is not None and r[2]]
+    blamed = _gate_targets(conn, {wf_id for wf_id, kind, _, _ in rows if kind == "gate"})
     found: dict[tuple[int, str], list[datetime]] = defaultdict(list)
-    for wf_id, step, when in conn.execute(query).all():
-        if wf_id is not None and step:
-            found[(wf_id, step)].append(when)
+    for wf_id, kind, step, when in rows:
+        target = step if kind == "retry" else blamed.get((wf_id, step_of(step)))
+        if target:
+            found[(wf_id, target)].append(when)
+    return found
+
+
+def _gate_targets(conn: Any, workflows: set[int]) -> dict[tuple[int, str], str]:
+    """(workflow, gate step) -> the step whose work that gate judges: its `on_fail`, in the
+    definition the task started with (a gate with none retries itself and blames no one)."""
+    if not workflows:
+        return {}
+    wf = t.workflows
+    query = select(wf.c.id, wf.c.definition).where(wf.c.id.in_(sorted(workflows)))
+    found = {}
+    for wf_id, definition in conn.execute(query).all():
+        steps = (definition or {}).get("steps") or {}
+        for name, step in steps.items():
+            if isinstance(step, dict) and step.get("gate") and step.get("on_fail"):
+                found[(wf_id, name)] = str(step["on_fail"])
     return found
 
 

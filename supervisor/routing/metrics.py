@@ -2,7 +2,9 @@
 
 The two views follow the plan's "Metrics & Adaptive Role Assignment": per role (success rate,
 retries, time, tokens, cost) and CLI by task type (success rate), so that a team can see which CLI
-to give which role.
+to give which role. A run succeeded when its work stood, as adaptive assignment judges it
+(supervisor.routing.history.accepted_runs: nothing sent it back, no gate failed its candidate),
+not when its CLI merely exited cleanly.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ def by_role(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             {
                 "role": role,
                 "runs": n,
-                "success_rate": sum(1 for r in items if r["success"]) / n,
+                "success_rate": sum(1 for r in items if succeeded(r)) / n,
                 "avg_retries": sum(r["retries"] for r in items) / n,
                 "avg_duration_s": sum(r["duration_s"] for r in items) / n,
                 "input_tokens": sum(r["input_tokens"] for r in items),
@@ -64,11 +66,16 @@ def by_role(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def cli_by_task(rows: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
     table: dict[str, dict[str, list[bool]]] = defaultdict(lambda: defaultdict(list))
     for row in rows:
-        table[row["cli"]][row["task_type"] or "-"].append(bool(row["success"]))
+        table[row["cli"]][row["task_type"] or "-"].append(succeeded(row))
     return {
         cli: {task: {"runs": len(v), "success_rate": sum(v) / len(v)} for task, v in tasks.items()}
         for cli, tasks in sorted(table.items())
     }
+
+
+def succeeded(row: dict[str, Any]) -> bool:
+    """`accepted` (history.accepted_runs) when the row was judged, else the CLI's own exit."""
+    return bool(row["accepted"] if "accepted" in row else row["success"])
 
 
 def _count(values: Any) -> dict[str, int]:
