@@ -195,7 +195,7 @@ def test_help_shows_no_bool_type_noise() -> None:
         shown = run(*command, "--help", env={"COLUMNS": "100"})
         assert "--help" in shown.stdout
         assert "<bool>" not in shown.stdout, command
-    assert "<path>" in run("roles", "list", "--help").stdout  # options that take values keep it
+    assert "--repo          PATH" in run("roles", "list", "--help").stdout  # what to type
 
 
 def test_the_start_preview_lists_every_approval_the_enterprise_template_asks_for(

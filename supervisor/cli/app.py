@@ -26,6 +26,7 @@ from supervisor.cli import (
     submission,
 )
 from supervisor.cli.common import (
+    IdArgument,
     JsonOption,
     RepoOption,
     console,
@@ -81,12 +82,14 @@ def main_options(
 
 @app.command("start-task")
 def start_task(
-    description: Annotated[str, typer.Argument(help="What the task should achieve.")],
+    description: Annotated[
+        str, typer.Argument(metavar="TASK", help="What the task should achieve.")
+    ],
     repo: RepoOption = Path(),
     cli: Annotated[str | None, typer.Option(help="The AI CLI for the workers.")] = None,
     role: Annotated[
         list[str] | None,
-        typer.Option("--role", help="STEP=ROLE: run a workflow step with another role."),
+        typer.Option("--role", metavar="STEP=ROLE", help="Run a workflow step with another role."),
     ] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Start without confirming.")] = False,
     no_gate: Annotated[
@@ -97,7 +100,8 @@ def start_task(
         list[str] | None,
         typer.Option(
             "--allow-protected",
-            help="PATTERN: a protected path (gate harness, config) this task may change.",
+            metavar="PATTERN",
+            help="A protected path (gate harness, config) this task may change.",
         ),
     ] = None,
     backend: Annotated[
@@ -182,7 +186,7 @@ def _show_pending(repo: Path, workflow_id: int | None) -> None:
 
 @app.command("complete-task")
 def complete_task(
-    workflow_id: Annotated[int, typer.Argument(help="The workflow id.")],
+    workflow_id: IdArgument,
     repo: RepoOption = Path(),
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Land without confirming.")] = False,
     squash: Annotated[bool, typer.Option("--squash", help="Land it as one commit.")] = False,
@@ -223,7 +227,7 @@ def complete_task(
 
 @app.command()
 def abandon(
-    workflow_id: Annotated[int, typer.Argument(help="The workflow id.")],
+    workflow_id: IdArgument,
     repo: RepoOption = Path(),
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Remove without confirming.")] = False,
 ) -> None:
@@ -257,7 +261,7 @@ def abandon(
 
 @app.command()
 def resume(
-    workflow_id: Annotated[int, typer.Argument(help="The workflow id.")],
+    workflow_id: IdArgument,
     repo: RepoOption = Path(),
     here: Annotated[
         bool, typer.Option("--here", help="Run a task submitted to Temporal in this checkout.")
@@ -280,21 +284,26 @@ def resume(
 
 AsOption = Annotated[
     str | None,
-    typer.Option("--as", help="Who decides (default: git user.email).", show_default=False),
+    typer.Option(
+        "--as", metavar="EMAIL", help="Who decides (default: git user.email).", show_default=False
+    ),
 ]
 
 
 @app.command()
 def approve(
-    workflow_id: Annotated[int, typer.Argument(help="The workflow id.")],
+    workflow_id: IdArgument,
     repo: RepoOption = Path(),
     who: AsOption = None,
     extend: Annotated[
         float | None,
-        typer.Option("--extend", help="Raise a paused workflow's budget by these dollars."),
+        typer.Option(
+            "--extend", metavar="DOLLARS", help="Raise a paused workflow's budget by these dollars."
+        ),
     ] = None,
     extend_tokens: Annotated[
-        int | None, typer.Option("--extend-tokens", help="Raise it by these tokens.")
+        int | None,
+        typer.Option("--extend-tokens", metavar="TOKENS", help="Raise it by these tokens."),
     ] = None,
 ) -> None:
     """Approve the step a workflow is waiting on, or raise the budget it stopped at."""
@@ -341,7 +350,7 @@ def approve(
 
 @app.command()
 def reject(
-    workflow_id: Annotated[int, typer.Argument(help="The workflow id.")],
+    workflow_id: IdArgument,
     reason: Annotated[str, typer.Option("--reason", help="Why; it is fed back to the step.")],
     repo: RepoOption = Path(),
     who: AsOption = None,
@@ -361,7 +370,7 @@ def reject(
 
 @app.command()
 def status(
-    workflow_id: Annotated[int | None, typer.Argument(help="A workflow id.")] = None,
+    workflow_id: Annotated[int | None, typer.Argument(metavar="ID", help="A workflow id.")] = None,
     repo: RepoOption = Path(),
     as_json: JsonOption = False,
     watch: Annotated[
@@ -370,7 +379,9 @@ def status(
             "--watch", "-w", help="Redraw until Ctrl-C, or until the workflow ends or waits."
         ),
     ] = False,
-    interval: Annotated[float, typer.Option(help="Seconds between redraws (--watch).")] = 2.0,
+    interval: Annotated[
+        float, typer.Option(metavar="SECONDS", help="Seconds between redraws (--watch).")
+    ] = 2.0,
     exit_status: Annotated[
         bool,
         typer.Option(
@@ -392,7 +403,9 @@ def status(
 @app.command(epilog=tui_keys.help_text())
 def tui(
     repo: RepoOption = Path(),
-    interval: Annotated[float, typer.Option(help="Seconds between refreshes.")] = 1.0,
+    interval: Annotated[
+        float, typer.Option(metavar="SECONDS", help="Seconds between refreshes.")
+    ] = 1.0,
 ) -> None:
     """Watch this repository's workflows and approve or reject with the change in view."""
     from supervisor.tui.app import run
@@ -402,7 +415,7 @@ def tui(
 
 @app.command()
 def events(
-    workflow_id: Annotated[int, typer.Argument(help="The workflow id.")],
+    workflow_id: IdArgument,
     repo: RepoOption = Path(),
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
 ) -> None:

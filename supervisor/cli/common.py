@@ -32,8 +32,12 @@ images = _Lazy("supervisor.image_commands")  # `supervisor sandbox ...`
 
 
 RepoOption = Annotated[
-    Path, typer.Option("--repo", help="The git repository to work on.", show_default="cwd")
+    Path,
+    typer.Option(
+        "--repo", metavar="PATH", help="The git repository to work on.", show_default="cwd"
+    ),
 ]
+IdArgument = Annotated[int, typer.Argument(metavar="ID", help="The workflow id.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output (JSON).")]
 
 

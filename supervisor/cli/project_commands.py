@@ -11,7 +11,15 @@ from typing import Annotated
 
 import typer
 
-from supervisor.cli.common import JsonOption, RepoOption, console, err_console, projects, tasks
+from supervisor.cli.common import (
+    IdArgument,
+    JsonOption,
+    RepoOption,
+    console,
+    err_console,
+    projects,
+    tasks,
+)
 from supervisor.cli.plain import json_out as _json
 from supervisor.cli.reports import (
     doctor_table,
@@ -41,7 +49,8 @@ def init(
 def context(
     role: Annotated[str, typer.Argument(help="The role whose context to pack.")],
     target: Annotated[
-        list[str] | None, typer.Option("--target", help="A target file (repeatable).")
+        list[str] | None,
+        typer.Option("--target", metavar="FILE", help="A target file (repeatable)."),
     ] = None,
     task: Annotated[str, typer.Option(help="The task text to budget for.")] = "(dry run)",
     repo: RepoOption = Path(),
@@ -65,7 +74,7 @@ def context(
 
 
 def analyze_deps(
-    workflow_id: Annotated[int, typer.Argument(help="The workflow id.")],
+    workflow_id: IdArgument,
     repo: RepoOption = Path(),
     as_json: JsonOption = False,
 ) -> None:
@@ -84,9 +93,15 @@ def analyze_deps(
         )
 
 
+DOCTOR_HELP = (
+    "Check the repository, Docker, the sandbox image, each CLI and its credentials, Repomix and "
+    "git (at once: it takes as long as the slowest, the image's CLI versions)."
+)
+"""Given as `help=` (as TRUST_HELP): typer's list of commands keeps a docstring's line breaks,
+which fold the summary mid-sentence in `supervisor -h` (tests/test_help.py)."""
+
+
 def doctor(repo: RepoOption = Path(), as_json: JsonOption = False) -> None:
-    """Check the repository, Docker, the sandbox image, each CLI and its credentials, Repomix
-    and git (at once: it takes as long as the slowest, the image's CLI versions)."""
     from supervisor.doctor import diagnose
 
     if err_console.is_terminal and not as_json:
@@ -124,7 +139,7 @@ def doctor(repo: RepoOption = Path(), as_json: JsonOption = False) -> None:
 def metrics(
     repo: RepoOption = Path(),
     last: Annotated[
-        str | None, typer.Option(help="Only this recent period, e.g. 30d, 12h.")
+        str | None, typer.Option(metavar="PERIOD", help="Only this recent period, e.g. 30d, 12h.")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
     suggest: Annotated[
@@ -169,8 +184,9 @@ def demo(
     keep: Annotated[
         Path | None,
         typer.Option(
+            metavar="DIR",
             help="Make the demo repository here and keep it (a new or empty directory, or an "
-            "earlier demo's)."
+            "earlier demo's).",
         ),
     ] = None,
 ) -> None:
@@ -189,12 +205,16 @@ def setup(
     run_setup(quiet)
 
 
+TRUST_HELP = (
+    "Trust what this repository sets that decides where credentials go or weakens a protection, "
+    "and its prompt templates, Dockerfile and approval policy, as they are now."
+)
+
+
 def trust(
     repo: RepoOption = Path(),
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Trust without asking.")] = False,
 ) -> None:
-    """Trust what this repository sets that decides where credentials go or weakens a
-    protection, and its prompt templates, Dockerfile and approval policy, as they are now."""
     found = projects.trust_pending(repo)
     for item in found.ignored:
         console.print(
@@ -230,8 +250,8 @@ def register(app: typer.Typer) -> None:
     app.command()(init)
     app.command()(context)
     app.command("analyze-deps")(analyze_deps)
-    app.command()(doctor)
+    app.command(help=DOCTOR_HELP)(doctor)
     app.command()(metrics)
     app.command()(demo)
     app.command()(setup)
-    app.command()(trust)
+    app.command(help=TRUST_HELP)(trust)

@@ -62,8 +62,9 @@ def role_install(
     source: Annotated[
         str,
         typer.Argument(
-            help="SOURCE[@VERSION]: a git URL, host/owner/repo or a path; VERSION a tag, a "
-            "range (^1.0, >=1.2,<2), a branch or a commit. With --update: an installed name."
+            metavar="SOURCE[@VERSION]",
+            help="A git URL, host/owner/repo or a path; VERSION a tag, a range (^1.0, >=1.2,<2), "
+            "a branch or a commit. With --update: an installed name.",
         ),
     ],
     project: ProjectOption = False,
@@ -133,7 +134,9 @@ def role_search(
 @role_app.command("init")
 def role_init(
     name: Annotated[str, typer.Argument(help="The new pack's name.")],
-    path: Annotated[Path | None, typer.Option(help="The folder (default: ./NAME).")] = None,
+    path: Annotated[
+        Path | None, typer.Option(metavar="DIR", help="The folder (default: ./NAME).")
+    ] = None,
 ) -> None:
     """Scaffold a role pack: pack.yaml, one role and its template."""
     from supervisor.context.packs.scaffold import init
@@ -151,7 +154,7 @@ def role_init(
 
 @role_app.command("check")
 def role_check(
-    path: Annotated[Path, typer.Argument(help="The pack's folder.")],
+    path: Annotated[Path, typer.Argument(metavar="DIR", help="The pack's folder.")],
     repo: RepoOption = Path(),
 ) -> None:
     """Validate a pack: schema, refused keys, `extends` chains, templates render sandboxed."""

@@ -31,7 +31,7 @@ def roles_list(repo: RepoOption = Path(), as_json: JsonOption = False) -> None:
 
 @roles_app.command("show")
 def roles_show(
-    name: Annotated[str, typer.Argument(help="The role name.")],
+    name: Annotated[str, typer.Argument(metavar="ROLE", help="The role name.")],
     repo: RepoOption = Path(),
     as_json: JsonOption = False,
 ) -> None:
@@ -55,14 +55,16 @@ def roles_show(
         show(console, role_listing(resolved))
 
 
-@config_app.command("show")
+@config_app.command(
+    "show",
+    help="The effective configuration and which file each value came from; what the repository "
+    "sets but is ignored or not trusted is listed after it.",
+)
 def config_show(
     repo: RepoOption = Path(),
     cli: Annotated[str | None, typer.Option(help="As if given to start-task.")] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """The effective configuration and which file each value came from; what the repository
-    sets but is ignored or not trusted is listed after it."""
     from supervisor.config import ignored_settings, settings_provenance
     from supervisor.guard.trust import pending
 

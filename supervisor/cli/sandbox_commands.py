@@ -52,6 +52,9 @@ def sandbox_status(repo: RepoOption = Path(), as_json: JsonOption = False) -> No
 
 @sandbox_app.command(
     "shell",
+    help="A shell in the gate sandbox (no network) on a writable throwaway copy of HEAD, as a "
+    "gate gets one, to debug a gate: uncommitted files are not there, and nothing it writes is "
+    "kept.",
     # `sandbox shell python -m pytest -x`: everything after the first word is the command's,
     # options included; --repo goes before it.
     context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True},
@@ -63,6 +66,4 @@ def sandbox_shell(
         typer.Argument(help="Run this instead of a shell (the rest of the line, options too)."),
     ] = None,
 ) -> None:
-    """A shell in the gate sandbox (no network) on a writable throwaway copy of HEAD, as a gate
-    gets one, to debug a gate: uncommitted files are not there, and nothing it writes is kept."""
     raise typer.Exit(images.sandbox_shell(repo, command))

@@ -13,6 +13,13 @@ import typer
 from supervisor.cli.common import RepoOption, err_console
 
 
+def _at_least_one(value: int) -> int:
+    """`--max-parallel`'s check, said in its help rather than as typer's `[x>=1]` label."""
+    if value < 1:
+        raise typer.BadParameter(f"{value} steps at once runs nothing; give 1 or more.")
+    return value
+
+
 def worker(
     repo: RepoOption = Path(),
     queue: Annotated[
@@ -22,9 +29,17 @@ def worker(
         ),
     ] = None,
     max_parallel: Annotated[
-        int, typer.Option("--max-parallel", min=1, help="Steps this host runs at once.")
+        int,
+        typer.Option(
+            "--max-parallel",
+            metavar="N",
+            callback=_at_least_one,
+            help="Steps this host runs at once (1 or more).",
+        ),
     ] = 2,
-    address: Annotated[str | None, typer.Option(help="host:port of the Temporal server.")] = None,
+    address: Annotated[
+        str | None, typer.Option(metavar="HOST:PORT", help="The Temporal server.")
+    ] = None,
     namespace: Annotated[str | None, typer.Option(help="The Temporal namespace.")] = None,
 ) -> None:
     """Run the steps of tasks submitted with `start-task --backend temporal`, on this host."""
