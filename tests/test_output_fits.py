@@ -168,6 +168,19 @@ def test_a_terminal_wide_enough_gets_a_table_that_shortens_only_the_task(
         assert "┃ branch" in out and "┃ updated" not in out
 
 
+@pytest.mark.parametrize("role", ["implementer", ROLE])
+def test_roles_show_at_80_columns_keeps_every_value_whole(home: Path, role: str) -> None:
+    """A role's values are names (models, a template, a strategy) and lists of them: read
+    whole, never `claude-sonne…`; the description wraps at its spaces."""
+    import json
+
+    resolved = json.loads(run(home, "roles", "show", role, "--json", terminal=False))["role"]
+    out = run(home, "roles", "show", role, terminal=True)
+    whole_on_one_line(out, *resolved["models"].values(), resolved["context"]["strategy"])
+    assert "…" not in out
+    assert max(cell_len(line) for line in out.splitlines()) <= 80
+
+
 def test_config_show_prints_yaml_values_not_python_reprs(home: Path) -> None:
     out = run(home, "config", "show", terminal=False)
     rows = dict(line.split("\t")[:2] for line in out.splitlines() if "\t" in line)

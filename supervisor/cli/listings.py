@@ -284,7 +284,8 @@ def settings(flat: Mapping[str, object], provenance: Mapping[str, str]) -> Listi
 
 
 def role_fields(title: str, flat: Mapping[str, object], provenance: Mapping[str, str]) -> Listing:
-    listing = Listing(title, [Column("field"), Column("value", "text"), Column("from")])
+    # Names (models, a template, a strategy) and lists of them: read whole, as config show's.
+    listing = Listing(title, [Column("field"), Column("value", "wrap"), Column("from")])
     for key, value in flat.items():
         source = provenance.get(key, "(default)").lstrip(" +")
         listing.add(key, yaml_value(value), short_path(source))

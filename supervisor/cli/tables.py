@@ -3,9 +3,10 @@
 Rich, left to itself, makes a too-wide table fit by cutting or folding every column, identifiers
 included (`implementer_fa…`, a branch folded over three lines). Here the widths are chosen
 first: identifier and short columns get their whole width, free-text columns share what is left
-(each at least MIN_TEXT, cut with "…" beyond), and where the identifiers alone do not fit, each
-item is drawn as a block of lines, identifiers first, instead of a table (after leaving out the
-columns marked optional, if that is enough).
+(each at least MIN_TEXT, cut with "…" beyond; a value read whole, at least its longest word, so
+that it wraps at its spaces and a model name is never folded), and where the identifiers alone
+do not fit, each item is drawn as a block of lines, identifiers first, instead of a table (after
+leaving out the columns marked optional, if that is enough).
 """
 
 from __future__ import annotations
@@ -54,6 +55,10 @@ def widths(listing: Listing, width: int) -> list[int] | None:
     free = [i for i, c in enumerate(cols) if c.kind in ("text", "wrap")]
     room = width - edges(len(cols)) - sum(n for i, n in enumerate(natural) if i not in free)
     floors = {i: min(natural[i], max(MIN_TEXT, cell_len(cols[i].header))) for i in free}
+    for i in free:  # a value read whole wraps at its spaces, never inside a word (a model name)
+        if cols[i].kind == "wrap":
+            words = (w for r in listing.rows for w in shown(r[i], "wrap").split(" "))
+            floors[i] = max(floors[i], *(cell_len(w) for w in words), 0)
     if room < sum(floors.values()):
         return None
     out = list(natural)
