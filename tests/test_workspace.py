@@ -88,6 +88,23 @@ def test_creating_the_task_branch_leaves_the_users_checkout_byte_identical(repo:
     assert git(repo, "diff", "--cached", "--name-only").split() == ["app.py"]
 
 
+@pytest.mark.parametrize(
+    "task",
+    [
+        "\x1b[31mFix\x1b[0m the \x1b[1;4mlogin\x1b[m bug",  # colours (CSI)
+        "\x1b]8;;https://x.test/31m\x07Fix\x1b]8;;\x1b\\ the login bug",  # a link (OSC)
+        "\x1b]0;title 99\x07Fix the \x9b32mlogin\x9bm bug\x1b(B",  # a title, 8-bit CSI
+        "Fix\x07 the\x00 login\x7f bug\x1b[",  # lone controls, a cut-off sequence
+    ],
+    ids=["csi", "osc-link", "title-c1", "controls"],
+)
+def test_a_task_with_escape_sequences_gives_a_branch_of_its_words(repo: Path, task: str) -> None:
+    """Pasted coloured text, a terminal link or a title escape leaves none of its codes in
+    the branch (`ai/1-31m-fix-0m-...`): the sequences go whole, before the words are joined."""
+    branch, _ = Workspace(repo).create_task_branch(1, task)
+    assert branch == "ai/1-fix-the-login-bug"
+
+
 def test_an_existing_task_branch_is_not_overwritten(repo: Path) -> None:
     ws = Workspace(repo)
     ws.create_task_branch(1, "task")

@@ -38,6 +38,14 @@ from supervisor.workspace.worktree_deletion import _delete_in_background, _delet
 from supervisor.workspace.worktree_deletion import wait_for_deletions as wait_for_deletions
 
 ZERO_SHA = "0" * 40
+ESCAPES = re.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"  # CSI (colours, cursor): parameters, then a final byte
+    # OSC (a title, a link), DCS, SOS, PM, APC: a string, to its terminator
+    r"|(?:\x1b[]PX^_]|[\x90\x98\x9d-\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
+    r"|\x1b[ -/]*[0-~]?"  # any other escape (a charset, a reset)
+    r"|[\x00-\x1f\x7f-\x9f]"  # and a lone control character
+)
+"""ECMA-48's control sequences and strings, each matched whole, cut off at the text's end too."""
 # What the supervisor writes while it runs, as opposed to the configuration a team commits.
 STATE_ENTRIES = (
     "state.db*",
@@ -232,7 +240,9 @@ class Workspace:
 
     @staticmethod
     def slugify(text: str, max_len: int = 40) -> str:
-        slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+        """The words of `text` as a branch name's part. Terminal control sequences go first, and
+        whole: pasted coloured text or a link otherwise leaves `31m`, `0m`, a URL in the name."""
+        slug = re.sub(r"[^a-z0-9]+", "-", ESCAPES.sub(" ", text).lower()).strip("-")
         return slug[:max_len].rstrip("-") or "task"
 
     # -- branches and refs -----------------------------------------------------------------
