@@ -15,7 +15,7 @@ import re
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from supervisor import process
 from supervisor.errors import ToolMissingError, UsageError
@@ -309,6 +309,22 @@ def config_text(base_url: str) -> str:
     )
 
 
+def interrupted(err_console: Console, repo: Path) -> NoReturn:
+    """Ctrl-C (or SIGTERM) during the demo: unlike a real task's, its model API is the demo's
+    own scripted server, which ends with this process, so `resume` could only fail; say so,
+    and how to see the demo again, instead of the `resume` line a real task gets."""
+    from supervisor.cli.interrupt import INTERRUPTED
+
+    err_console.print(
+        "Interrupted. The demo's scripted model API ended with it, so its task cannot be "
+        f"resumed; run `supervisor demo --keep {repo}` to run it again there (or `supervisor "
+        "demo` for a fresh one).",
+        highlight=False,
+        markup=False,
+    )
+    raise SystemExit(INTERRUPTED)
+
+
 def run_demo(console: Console, err_console: Console, keep: Path | None) -> None:
     from supervisor import opening as project
     from supervisor import resources, tasks
@@ -336,9 +352,12 @@ def run_demo(console: Console, err_console: Console, keep: Path | None) -> None:
         write_project_config(repo, server.url)
         console.print(f"[bold]Scripted model API:[/bold] {server.url}")
         console.print(f"[bold]Task:[/bold] {TASK}\n")
-        wf = tasks.start_task(
-            TASK, repo, cli="claude", reporter=RichReporter(err_console), depth="auto"
-        )
+        try:
+            wf = tasks.start_task(
+                TASK, repo, cli="claude", reporter=RichReporter(err_console), depth="auto"
+            )
+        except KeyboardInterrupt:
+            interrupted(err_console, repo)
         requests = len(server.requests)
     elapsed = time.monotonic() - started
     with project.reading(repo) as store:
