@@ -48,6 +48,9 @@ class InitReport:
     written: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     left_alone: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    """Role files an earlier init wrote for a pack not chosen now (unedited: edited ones are
+    left alone)."""
     gate_checks: dict[str, GateCheck] = field(default_factory=dict)
     """Each detected gate run once on the untouched project (empty when not checked)."""
     wiring: GateWiring | None = None
@@ -156,6 +159,7 @@ def initialize(
             files[f"roles/{role}.yaml"] = load_pack(PACKS_DIR / pack).role_path(role).read_text()
     for rel, text in files.items():
         _write(state, rel, text, manifest, report)
+    _remove_dropped(state, set(files), manifest, report)
     (state / "templates").mkdir(parents=True, exist_ok=True)
     manifest_path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return report
@@ -183,6 +187,24 @@ def _write(state: Path, rel: str, text: str, manifest: dict[str, str], report: I
     manifest[rel] = digest
     report.written.append(rel)
     return True
+
+
+def _remove_dropped(
+    state: Path, kept: set[str], manifest: dict[str, str], report: InitReport
+) -> None:
+    """The role files of packs an earlier init wrote and this one did not choose go, as the
+    summary's `Role packs:` line says, unless the user edited them since."""
+    for rel in sorted(r for r in manifest if r.startswith("roles/") and r not in kept):
+        target = state / rel
+        if not target.is_file() or target.is_symlink():
+            manifest.pop(rel)
+            continue
+        if _digest(target.read_text()) != manifest[rel]:
+            report.left_alone.append(rel)
+            continue
+        target.unlink()
+        manifest.pop(rel)
+        report.removed.append(rel)
 
 
 def _wiring(repo: Path, detection: Detection, checks: dict[str, GateCheck]) -> GateWiring:

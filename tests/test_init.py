@@ -189,6 +189,26 @@ def test_init_choices_decide_the_packs(tmp_path: Path, user_dir: None) -> None:
     assert (repo / ".supervisor" / "roles" / "appsec_reviewer.yaml").exists()
 
 
+def test_a_pack_not_chosen_again_leaves_with_its_roles_unless_they_were_edited(
+    tmp_path: Path, user_dir: None
+) -> None:
+    """Issue 59: an interactive init chose `security` and `go`; `init --yes` afterwards (the
+    suggested packs only) said "Role packs: rust" but left the security roles active."""
+    repo = make(tmp_path / "repo", SAMPLES["rust"][0])
+    initialize(repo, lambda pack, suggested: pack in ("security", "go"))
+    roles = repo / ".supervisor" / "roles"
+    edited = roles / "go_dev.yaml"
+    edited.write_text(edited.read_text() + "# mine\n")
+
+    again = initialize(repo)
+
+    assert "security" not in again.packs
+    assert not (roles / "appsec_reviewer.yaml").exists()
+    assert "roles/appsec_reviewer.yaml" in again.removed
+    assert edited.is_file() and "roles/go_dev.yaml" in again.left_alone  # the user's own edit
+    assert "# Role packs: rust" in (repo / ".supervisor" / "config.yaml").read_text()
+
+
 def test_init_command_with_yes(tmp_path: Path, user_dir: None) -> None:
     repo = make(tmp_path / "repo", SAMPLES["trading"][0])
     subprocess.run(["git", "init", "-q", str(repo)], check=True)

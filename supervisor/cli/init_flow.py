@@ -214,6 +214,8 @@ def init_report(report: InitReport) -> RenderableType:
     lines.add_row("written", text(", ".join(report.written) or "-"))
     if report.unchanged:
         lines.add_row("unchanged", text(", ".join(report.unchanged)))
+    if report.removed:
+        lines.add_row("removed (packs not chosen)", text(", ".join(report.removed)))
     if report.left_alone:
         lines.add_row("left alone (edited)", text(", ".join(report.left_alone), "yellow"))
     return lines
