@@ -6,6 +6,7 @@ succeeds: tests/test_temporal_submit.py, on a real server.)"""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -197,12 +198,14 @@ def test_status_of_one_workflow_to_a_pipe_is_plain_lines_with_control_characters
 def test_the_streamed_event_log_holds_each_event_as_the_store_reads_it(tmp_path: Path) -> None:
     """`events <id> --json`, made by SQLite: the same objects as the store's events, in order;
     ASCII only (a payload's ESC, bidirectional override or emoji escaped as JSON does), and a
-    timestamp without microseconds as `isoformat` writes it."""
+    timestamp as `status --json` writes one (json_time: ISO 8601 in UTC, `+00:00`; without
+    microseconds at a whole second)."""
     import json
     from datetime import datetime
 
     from sqlalchemy import insert
 
+    from supervisor.cli.plain import json_time
     from supervisor.state import schema
 
     whole = datetime(2026, 1, 2, 3, 4, 5)
@@ -234,9 +237,9 @@ def test_the_streamed_event_log_holds_each_event_as_the_store_reads_it(tmp_path:
                 [{"workflow_id": wf.id, "type": "note", "payload": {}, "timestamp": whole}],
             )
         expected = [
-            {**e.__dict__, "timestamp": e.timestamp.isoformat()} for e in store.events(wf.id)
+            {**e.__dict__, "timestamp": json_time(e.timestamp)} for e in store.events(wf.id)
         ]
-    assert expected[-1]["timestamp"] == "2026-01-02T03:04:05"
+    assert expected[-1]["timestamp"] == "2026-01-02T03:04:05+00:00"
     shown = subprocess.run(
         [sys.executable, "-m", "supervisor", "events", str(wf.id), "--json", "--repo", str(root)],
         capture_output=True,
@@ -252,6 +255,32 @@ def test_the_streamed_event_log_holds_each_event_as_the_store_reads_it(tmp_path:
         check=False,
     )
     assert unknown.returncode != 0 and "No workflow with id 9" in unknown.stderr
+
+
+def test_status_and_events_json_write_every_time_alike_in_iso_8601_utc(repo: Path) -> None:
+    """One way for every time a script reads: `2026-01-02T03:04:05.123456+00:00`, an offset
+    always (the state keeps UTC), the same function for `status --json` (list and detail) and
+    `events --json`; they wrote `2026-01-02 03:04:05.123456` and `2026-01-02T03:04:05`."""
+    import json
+    from datetime import UTC, datetime
+
+    from cli_support import supervisor
+
+    from supervisor.cli.plain import json_time
+
+    iso = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{6})?\+00:00")
+    listed = json.loads(supervisor("status", "--json", cwd=repo).stdout)[0]
+    shown = json.loads(supervisor("status", "1", "--json", cwd=repo).stdout)
+    events = supervisor("events", "1", "--json", cwd=repo).stdout.splitlines()
+    times = [listed["created_at"], listed["updated_at"], shown["created_at"]]
+    times += [shown["steps"][0]["started_at"], shown["steps"][0]["finished_at"]]
+    times += [json.loads(line)["timestamp"] for line in events]
+    assert [t for t in times if not iso.fullmatch(t)] == []
+    with Store(repo / ".supervisor" / "state.db") as store:
+        wf, first = store.workflow(1), store.events(1)[0]
+    assert listed["created_at"] == shown["created_at"] == json_time(wf.created_at)
+    assert json.loads(events[0])["timestamp"] == json_time(first.timestamp)
+    assert datetime.fromisoformat(json_time(wf.created_at)) == wf.created_at.replace(tzinfo=UTC)
 
 
 SUBMIT = ["start-task", "Add x", "--yes", "--backend", "temporal"]

@@ -17,7 +17,9 @@ if TYPE_CHECKING:
 
 
 def stream_events(repo: Path, workflow_id: int) -> None:
+    """Each event a JSON line, its time as `status --json` writes one (plain.json_time)."""
     from supervisor import task_state as access
+    from supervisor.cli.plain import json_time, json_value
     from supervisor.state.reader import StateReader
 
     with access.reading(repo) as store:
@@ -27,5 +29,5 @@ def stream_events(repo: Path, workflow_id: int) -> None:
                 sys.stdout.write(chunk)
             return
         for e in store.events(workflow_id):
-            record = {**e.__dict__, "timestamp": e.timestamp.isoformat()}
-            sys.stdout.write(json.dumps(record, default=str) + "\n")
+            record = {**e.__dict__, "timestamp": json_time(e.timestamp)}
+            sys.stdout.write(json.dumps(record, default=json_value) + "\n")

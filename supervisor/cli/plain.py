@@ -7,6 +7,7 @@ import dataclasses
 import json
 import os
 import sys
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -15,7 +16,21 @@ if TYPE_CHECKING:
 
 def json_out(data: object) -> None:
     """JSON on stdout, whole: for scripts, never shortened to the terminal's width."""
-    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+    sys.stdout.write(json.dumps(data, indent=2, default=json_value) + "\n")
+
+
+def json_time(moment: datetime) -> str:
+    """A time as every `--json` writes it: ISO 8601 with its offset, in UTC
+    (`2026-01-02T03:04:05.123456+00:00`). The state keeps UTC without a zone (state/schema.py
+    UtcDateTime); written so, a script would read it in its own zone. `events --json` from
+    SQLite writes the same text in SQL (supervisor/state/reader.py `_EVENT_JSON`)."""
+    aware = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    return aware.astimezone(UTC).isoformat()
+
+
+def json_value(value: object) -> object:
+    """What JSON has no type for: a time as `json_time` writes it, anything else as text."""
+    return json_time(value) if isinstance(value, datetime) else str(value)
 
 
 def plain(record: object) -> dict[str, Any]:

@@ -125,8 +125,9 @@ class StateReader:
         """The workflow's events as JSON lines (`events --json`), in chunks of lines, made by
         SQLite and streamed from a cursor: 100,000 events in well under a second, where building
         an Event and encoding it in Python took 5 s. The same objects as `Event`'s fields with an
-        ISO timestamp; like Python's `json.dumps`, the text is ASCII (anything else escaped), so
-        no control character of a payload reaches a terminal raw."""
+        ISO 8601 UTC timestamp (supervisor/cli/plain.py `json_time`'s); like Python's
+        `json.dumps`, the text is ASCII (anything else escaped), so no control character of a
+        payload reaches a terminal raw."""
         cursor = self.conn.execute(_EVENT_JSON, (wf_id,))
         cursor.row_factory = None
         while rows := cursor.fetchmany(chunk):
@@ -171,8 +172,9 @@ _EVENT_JSON = (
     )
     + ", 'payload', json(payload), 'input_tokens', input_tokens, 'output_tokens', output_tokens,"
     " 'cost_usd', cost_usd,"
-    # SQLAlchemy's "YYYY-MM-DD HH:MM:SS.ffffff", as datetime.isoformat() writes it.
-    " 'timestamp', replace(replace(timestamp, ' ', 'T'), '.000000', '')"
+    # The stored UTC "YYYY-MM-DD HH:MM:SS.ffffff" as supervisor/cli/plain.py json_time writes
+    # every time of the JSON output: ISO 8601, no fraction at a whole second, offset +00:00.
+    " 'timestamp', replace(replace(timestamp, ' ', 'T'), '.000000', '') || '+00:00'"
     ") || char(10) FROM events WHERE workflow_id = ? ORDER BY id"
 )
 _NOT_ASCII = re.compile("[^\x00-\x7f]")
