@@ -128,6 +128,18 @@ def test_exit_status_says_how_the_workflow_ended(
     assert plain.returncode == 0, "without --exit-status a watch that ends exits 0"
 
 
+def test_piped_the_watch_says_its_last_message_on_a_line_of_its_own(tmp_path: Path) -> None:
+    """Rich ends a live display with a line break on a terminal only: piped, the message was
+    glued to the table's last edge (`└───┘Workflow 1 completed.`)."""
+    repo, wf_id = make_workflow(tmp_path)
+    with Store(repo / ".supervisor" / "state.db") as store:
+        store.set_status(wf_id, "completed")
+    for args in ([str(wf_id)], [str(wf_id), "--exit-status"]):
+        lines = supervisor("status", *args, "-w", "--interval", "0.1", cwd=repo).stdout
+        assert lines.splitlines()[-1] == "Workflow 1 completed.", lines
+        assert lines.splitlines()[-2].endswith("┘")  # the table, whole, on the line before
+
+
 def test_watch_stops_waiting_on_a_task_whose_supervisor_died(tmp_path: Path) -> None:
     """`running` in the database, and no process holds its task lock: it was killed. The watch
     says so, with the command that continues it, instead of waiting forever."""

@@ -105,6 +105,7 @@ def watch(
     view, wf, supervised = _view(console, repo, wf_id)
     orphaned_at: str | None = None  # the update seen with no supervisor, to see it twice
     end: Ending | None = None
+    interrupted = False
     with Live(view, console=console, auto_refresh=False, transient=False) as live:
         try:
             while True:
@@ -121,7 +122,11 @@ def watch(
                 view, wf, supervised = _view(console, repo, wf_id)
                 live.update(view, refresh=True)
         except KeyboardInterrupt:
-            return INTERRUPTED  # the watched task goes on: only this reader stopped
+            interrupted = True  # the watched task goes on: only this reader stopped
+    if not console.is_terminal:  # rich ends its last drawing with a line break on a terminal only
+        console.line()
+    if interrupted:
+        return INTERRUPTED
     if end is None:
         return 0
     console.print(end.message, highlight=False, markup=False)
