@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from supervisor import plural
 from supervisor.config import DecompositionLimits
 from supervisor.errors import (
     CredentialsError,
@@ -244,8 +245,10 @@ def _send_back(
         info.append(f"'{target}' degrades to a {stepped.status} attempt")
     elif counted.exhausted:
         error = StepFailedError(
-            f"Step '{target}' of workflow {wf.id} failed {counted.failures} times (limit "
-            f"{limit}); last problem: {(outcome.feedback or outcome.result)[:800]}",
+            f"Step '{target}' of workflow {wf.id} failed {counted.failures} times, its limit of "
+            f"{plural.counted(limit + 1, 'attempt')} (the first and "
+            f"{plural.counted(limit, 'retry', 'retries')}); last problem: "
+            f"{(outcome.feedback or outcome.result)[:800]}",
             f"The task branch {wf.task_branch} keeps its last good state. Fix the cause "
             f"(see `supervisor events {wf.id}`), then `supervisor resume {wf.id}` tries again.",
         )

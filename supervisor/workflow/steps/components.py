@@ -27,7 +27,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from supervisor import recovery
+from supervisor import plural, recovery
 from supervisor.dag import MERGING, PROGRESS, WorkGraph
 from supervisor.errors import SpecConflictError, StepFailedError, SupervisorError
 from supervisor.guard import protected
@@ -326,8 +326,10 @@ class ComponentFanOut:
             error = outcome.escalate
         elif counted.exhausted:
             error = StepFailedError(
-                f"Component '{comp.id}' failed {attempts} times (limit "
-                f"{self.step.max_retries + 1}); last problem: {problem[:600]}",
+                f"Component '{comp.id}' failed {attempts} times, its limit of "
+                f"{plural.counted(self.step.max_retries + 1, 'attempt')} (the first and "
+                f"{plural.counted(self.step.max_retries, 'retry', 'retries')}); last problem: "
+                f"{problem[:600]}",
                 "Fix the cause (see `supervisor events`).",
             )
         else:
