@@ -21,6 +21,7 @@ from supervisor import process
 from supervisor.errors import ToolMissingError, UsageError
 from supervisor.guard import trustmap
 from supervisor.guard.trust import trust
+from supervisor.plural import counted
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -138,8 +139,8 @@ def check_keep(path: Path) -> str | None:
         if changed:
             raise UsageError(
                 f"--keep {path} holds an earlier demo with changes of yours "
-                f"({len(changed.splitlines())} path(s) changed or added); the demo leaves them "
-                "alone.",
+                f"({counted(len(changed.splitlines()), 'path')} changed or added); the demo "
+                "leaves them alone.",
                 "Commit or remove them there, or name a new or empty directory.",
             )
         edited = _edited_config(path)

@@ -75,7 +75,7 @@ def test_too_few_recorded_runs_keep_the_configured_cli(tmp_path: Path, store: St
     gemini_beats_claude_at_review(store)
     choice = choice_for(tmp_path, store, min_samples_before_adapt=13)
     assert (choice.cli, choice.basis) == ("claude", "too_few_runs")
-    assert "12 review run(s)" in choice.reason
+    assert "12 review runs" in choice.reason
 
 
 def test_runs_older_than_the_window_do_not_count(store: Store) -> None:
@@ -199,7 +199,7 @@ def test_the_dry_runs_show_which_cli_a_role_would_run_on_and_why(
     tmp_path: Path, api_keys: None
 ) -> None:
     repo = new_repo(tmp_path, "http://127.0.0.1:9", cli="claude")
-    assert "CLI: reviewer → claude (too_few_runs: 0 review run(s)" in " ".join(
+    assert "CLI: reviewer → claude (too_few_runs: 0 review runs" in " ".join(
         cli(repo, "context", "reviewer").stdout.split()
     )
     with tasks.reading(repo) as store:

@@ -83,7 +83,7 @@ def test_a_medium_change_is_recorded_with_every_reason_and_goes_on(default: Poli
     assert (decision.level, decision.action) == ("medium", "auto_approve")
     assert decision.reasons == [
         "sensitive paths: dependencies (requirements.txt)",
-        "1 file(s) deleted: old.py",
+        "1 file deleted: old.py",
         "public API changed: old.py: parse(text) removed",
         "gate(s) failed, then passed: test",
     ]

@@ -249,5 +249,5 @@ def test_resume_at_a_waiting_approval_shows_what_it_waits_for(repo: Path) -> Non
     wf_id = waiting_workflow(repo, step="plan", next_step="implement", context={"plan": PLAN})
     result = run("resume", wf_id, "--repo", repo, env={"ANTHROPIC_API_KEY": "test-key"})
     assert isinstance(result.exception, ApprovalRequired)
-    assert "plan: COMPLETE, 1 component(s)" in result.output
+    assert "plan: COMPLETE, 1 component" in result.output
     assert "Add multiply next to add." in result.output

@@ -134,7 +134,7 @@ def test_a_task_submitted_to_temporal_is_queued_running_or_failed_never_without_
         }
         worker = leases.worker_name("supervisor-abc", "hostb-1")
         with leases.hold(store.engine, worker, None, doing="repository abc"):
-            assert shown(repo)[queued] == "queued on supervisor-abc (1 worker(s) polling)"
+            assert shown(repo)[queued] == "queued on supervisor-abc (1 worker polling)"
             name = leases.component_name(queued, "c2")
             with leases.hold(store.engine, name, queued, doing="component c2"):
                 assert shown(repo)[queued] == f"running on {leases.host()} (component c2)"

@@ -321,7 +321,7 @@ def test_complete_task_merges_a_finished_task_into_its_base_branch(
         check=False,
     )
     assert result.returncode == 0, result.stderr
-    assert "1 commit(s)" in result.stdout and "calc.py" in result.stdout  # the preview
+    assert "1 commit\n" in result.stdout and "calc.py" in result.stdout  # the preview
     assert (repo / "calc.py").read_text() == GOOD_CALC  # main, checked out, fast-forwarded
     assert Workspace(repo).branch_exists(wf.task_branch)
 

@@ -41,6 +41,7 @@ from supervisor.cli.plain import fit_to_output
 from supervisor.cli.status_view import show_status
 from supervisor.errors import ApprovalRequired, SupervisorError
 from supervisor.guard.textsafe import visible
+from supervisor.plural import counted, plural
 from supervisor.tui import keys as tui_keys
 
 if TYPE_CHECKING:
@@ -208,7 +209,7 @@ def complete_task(
     mode = chosen[0] if chosen else default_mode(preview.workflow.context)
     console.print(
         f"{mode.capitalize()} [bold]{preview.workflow.task_branch}[/bold] into "
-        f"[bold]{preview.base_branch}[/bold]: {len(preview.commits)} commit(s)"
+        f"[bold]{preview.base_branch}[/bold]: {counted(len(preview.commits), 'commit')}"
     )
     for line in preview.commits:
         console.print(visible(f"  {line}"), highlight=False, markup=False)
@@ -336,9 +337,10 @@ def approve(
         console.print(visible(line), highlight=False, markup=False)
     if wf.status == "awaiting_approval" and risk.get("action") == "require_multi_approval":
         given = risk.get("approved_by") or []
+        more = int(risk.get("approvers", 2)) - len(given)
         console.print(
             f"Approval {len(given)} of {risk.get('approvers', 2)} recorded; it waits for "
-            f"{int(risk.get('approvers', 2)) - len(given)} more distinct approver(s).",
+            f"{more} more distinct {plural(more, 'approver')}.",
             highlight=False,
         )
         return

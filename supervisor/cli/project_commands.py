@@ -27,6 +27,7 @@ from supervisor.cli.reports import (
     suggestions_report,
 )
 from supervisor.errors import SupervisorError
+from supervisor.plural import counted, plural
 
 
 def init(
@@ -130,7 +131,8 @@ def doctor(repo: RepoOption = Path(), as_json: JsonOption = False) -> None:
             "the `hint` of each row whose `ok` is false" if as_json else "the fixes listed above"
         )
         raise SupervisorError(
-            f"{len(missing)} thing(s) the configured workflow needs are missing: "
+            f"{counted(len(missing), 'thing')} the configured workflow needs "
+            f"{plural(len(missing), 'is', 'are')} missing: "
             f"{', '.join(c.name for c in missing)}.",
             f"Apply {where}, then run `supervisor doctor` again.",
         )

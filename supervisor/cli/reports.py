@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from supervisor.guard.textsafe import text
+from supervisor.plural import counted
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -47,7 +48,7 @@ def pack_report(pack: Pack) -> RenderableType:
         head.add_row(
             "truncated",
             text(
-                f"{cut['section']}: {cut['omitted_lines']} line(s) past the first "
+                f"{cut['section']}: {counted(cut['omitted_lines'], 'line')} past the first "
                 f"{cut['shown_lines']} left out"
             ),
         )

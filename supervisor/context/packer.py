@@ -31,6 +31,7 @@ from typing import IO
 
 from supervisor import process
 from supervisor.errors import CommandTimeoutError, ToolFailedError, ToolMissingError
+from supervisor.plural import counted
 from supervisor.resources import NODE_BIN
 
 SCRIPT = Path(__file__).with_name("packer.mjs")
@@ -77,7 +78,7 @@ class RepomixPacker:
         reply = json.loads(line)
         if not reply.get("ok"):
             raise ToolFailedError(
-                f"Repomix could not pack {len(files)} file(s): {reply.get('error')}",
+                f"Repomix could not pack {counted(len(files), 'file')}: {reply.get('error')}",
                 "Run `node_modules/.bin/repomix --stdin --stdout` in that directory to see the "
                 "same error, and fix or exclude the file it names (context.exclude in the role).",
             )

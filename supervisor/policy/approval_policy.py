@@ -18,6 +18,7 @@ from typing import Any
 
 from supervisor.errors import ConfigError
 from supervisor.guard import trustmap
+from supervisor.plural import counted
 
 LEVELS = ("critical", "high", "medium", "low")
 """Highest first: the order in which levels are tried."""
@@ -317,13 +318,13 @@ def _fires(condition: tuple[str, Any], facts: Facts, matchers: _Groups) -> str |
     name, value = condition
     count = len(facts.files)
     if name == "files_over":
-        return f"{count} files changed (over {value})" if count > value else None
+        return f"{counted(count, 'file')} changed (over {value})" if count > value else None
     if name == "lines_over":
         lines = facts.lines
-        return f"{lines} lines changed (over {value})" if lines > value else None
+        return f"{counted(lines, 'line')} changed (over {value})" if lines > value else None
     if name == "deleted_files_over":
         gone = facts.deleted
-        return f"{len(gone)} file(s) deleted: {_some(gone)}" if len(gone) > value else None
+        return f"{counted(len(gone), 'file')} deleted: {_some(gone)}" if len(gone) > value else None
     if name == "sensitive":
         hits = []
         for group in value:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from supervisor import process
 from supervisor.errors import SupervisorError
+from supervisor.plural import counted
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -163,13 +164,15 @@ def _about(wf: Workflow, repo: Path, step: str) -> list[str]:
     step_def = (wf.definition.get("steps") or {}).get(step) or {}
     plan = wf.context.get("plan")
     if plan and _output_of(step_def.get("role"), repo) == "plan":
-        return _plan_lines(plan)
+        return plan_lines(plan)
     return _diff_lines(wf, repo)
 
 
-def _plan_lines(plan: dict[str, object]) -> list[str]:
+def plan_lines(plan: dict[str, object]) -> list[str]:
+    """A plan waiting for a person: its status, components and phases, a line each."""
     count = plan.get("estimated_components", "?")
-    lines = [f"plan: {plan.get('status', '?')}, {count} component(s)"]
+    size = counted(count, "component") if isinstance(count, int) else f"{count} components"
+    lines = [f"plan: {plan.get('status', '?')}, {size}"]
     if plan.get("summary"):
         lines.append(f"  {str(plan['summary'])[:300]}")
     for phase in plan.get("phases") or []:  # type: ignore[attr-defined]

@@ -17,6 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from supervisor.config import AdaptiveSettings
+from supervisor.plural import plural
 from supervisor.state.records import EventSpec
 
 Basis = Literal["locked", "disabled", "too_few_runs", "default_unmeasured", "kept", "adapted"]
@@ -142,7 +143,7 @@ def choose(
         return made(
             default,
             "too_few_runs",
-            f"{total} {task_type} run(s) of {role} {window}, fewer than "
+            f"{total} {task_type} {plural(total, 'run')} of {role} {window}, fewer than "
             f"min_samples_before_adapt ({settings.min_samples_before_adapt}): the configured "
             f"{default}",
         )

@@ -12,6 +12,7 @@ import contextlib
 import time
 from typing import TYPE_CHECKING, Any
 
+from supervisor.plural import counted
 from supervisor.state import leases
 
 if TYPE_CHECKING:
@@ -70,7 +71,7 @@ def _running(
         polling = [x for x in held if x.name.startswith(f"worker:{queue}:") and not x.expired(now)]
         if not polling:
             return f"queued (no worker on queue {queue})"
-        return f"queued on {queue} ({len(polling)} worker(s) polling)"
+        return f"queued on {queue} ({counted(len(polling), 'worker')} polling)"
     if pid is not None:
         return "running"
     return "running (no supervisor)"

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from supervisor.errors import CommandTimeoutError, SandboxError
+from supervisor.plural import counted
 from supervisor.project import base_tests, failure_summary
 from supervisor.project.base_tests import SpecChange
 from supervisor.project.gates import GateResult, run_gate
@@ -110,7 +111,8 @@ def signals(c: StepContext, base: str, head: str, paths: list[str]) -> list[str]
     for i, path in enumerate(sorted(p for p in paths if p in before and p in after)):
         budget -= len(before[path]) + len(after[path])
         if budget < 0 or len(found) >= base_tests.MAX_SIGNALS:
-            found.append(f"{len(paths) - i} more changed test file(s) not read for signals")
+            more = counted(len(paths) - i, "more changed test file")
+            found.append(f"{more} not read for signals")
             break
         found += test_tamper.signals(path, before[path], after[path])
     return found[: base_tests.MAX_SIGNALS + 1]

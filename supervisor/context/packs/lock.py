@@ -16,6 +16,7 @@ from pydantic import Field
 
 from supervisor.config import validate
 from supervisor.errors import ConfigError, PackChangedError
+from supervisor.plural import counted, plural
 from supervisor.strict_model import StrictModel
 
 
@@ -99,7 +100,8 @@ def verify(scope: Scope, entry: LockEntry) -> None:
     )
     raise PackChangedError(
         f"Role pack '{entry.name}' ({root}) changed since it was installed: {first} {how} "
-        f"({len(changed)} file(s) differ from {scope.lock_path}); it is not used.",
+        f"({counted(len(changed), 'file')} {plural(len(changed), 'differs', 'differ')} from "
+        f"{scope.lock_path}); it is not used.",
         f"Run `supervisor role install --update {entry.name}` to fetch it again"
         f"{' with --project' if scope.name == 'project' else ''}, or "
         f"`supervisor role remove {entry.name}`.",

@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from supervisor.errors import SandboxError
+from supervisor.plural import counted
 from supervisor.project import base_tests
 from supervisor.state.store import EventSpec
 from supervisor.workflow import gate_reuse
@@ -67,7 +68,7 @@ def run_projects(
     c.reporter.step(
         wf.id,
         name,
-        f"gate '{gate}' in {len(running)} project(s): "
+        f"gate '{gate}' in {counted(len(running), 'project')}: "
         + ", ".join(f"{p.project} ({p.reason})" for p in running),
     )
 
