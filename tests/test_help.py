@@ -59,7 +59,8 @@ def early_breaks(out: str, columns: int) -> list[str]:
     """Lines ended before the width required: the next line's first word had room on them.
     Inside a panel (`│ ... │`), a continuation line starts with blanks where the option or
     command column is; outside, two lines of a paragraph start at the same column. A line that
-    starts an item (`$ supervisor ...`, `--option`, a command, a key of the tui) is meant to."""
+    starts an item (`$ supervisor ...`, `--option`, a command, a key of the tui), or follows a
+    line ending a sentence outside a table, is meant to."""
     found = []
     lines = out.splitlines()
     for line, after in itertools.pairwise(lines):
@@ -75,6 +76,8 @@ def early_breaks(out: str, columns: int) -> list[str]:
             lead = len(line) - len(line.lstrip())
             if lead != len(after) - len(after.lstrip()) or "  " in line.strip():
                 continue  # not two lines of one paragraph (the tui's keys are a table)
+            if line.rstrip().endswith((".", ":", ".)")):
+                continue  # a sentence a line, as the tui's help ends: meant, not folded
             if after.lstrip().startswith(("$", "Usage:")):
                 continue
             room = columns - 1 - cell_len(line)
