@@ -29,6 +29,7 @@ from textual.widgets import DataTable, Footer, Header, Static
 from textual.worker import Worker, WorkerState
 
 from supervisor.errors import SupervisorError
+from supervisor.tui.panes import Marked
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 BELL_ON = ("awaiting_approval", "budget_exceeded", "rate_limited", "failed", "completed")
 PAGE = 100  # events shown per workflow, and how many more `e` adds
 TASK_SHOWN = 60  # characters of the task description in the list (free text: cut with "…")
+LIST_ACTIONS = ("open", "resume", "older", "refresh_state", "extend")
 
 
 @dataclass
@@ -61,9 +63,12 @@ class SupervisorTui(App[None]):
     #below { height: 1fr; }
     #tree { width: 45%; border: round $primary; }
     #events { width: 55%; border: round $primary; }
-    #summary { height: auto; max-height: 45%; }
+    #summary { height: auto; max-height: 50%; border: round $primary; }
+    #summary.alone { height: 1fr; max-height: 100%; }
     #diff { height: 1fr; border: round $primary; }
-    #buttons { height: 3; }
+    #summary:focus-within, #diff:focus-within { border: round $accent; }
+    #buttons { height: 1; }
+    #buttons Button { margin: 0 1; }
     #ask { width: 70; height: auto; border: thick $accent; background: $surface; padding: 1; }
     #ask Label { width: 100%; }
     #ask .how { color: $text-muted; }
@@ -100,9 +105,9 @@ class SupervisorTui(App[None]):
         yield Header()
         yield DataTable(id="workflows", cursor_type="row", zebra_stripes=True)
         with Horizontal(id="below"):
-            with VerticalScroll(id="tree"):
+            with Marked(id="tree"):
                 yield Static("Reading the state…", id="tree-body")
-            with VerticalScroll(id="events"):
+            with Marked(id="events"):
                 yield Static("", id="events-body")
 
     def on_mount(self) -> None:
@@ -143,6 +148,11 @@ class SupervisorTui(App[None]):
         self._apply(result)
         self.filled = True
         self.set_interval(self.interval, self.refresh_state)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The list's keys act on the list: behind the approval screen `o` opened a second
+        approval screen over the first. Off there, the footer leaves them out too."""
+        return not (action in LIST_ACTIONS and len(self.screen_stack) > 1)
 
     def decide(self, wf_id: int, *, approve: bool, reason: str | None) -> None:
         from supervisor.task_state import decide
@@ -365,7 +375,7 @@ class SupervisorTui(App[None]):
             if code == 0:
                 self.notify(f"supervisor resume {wf_id} finished.")
             else:
-                said = visible(started.last_line(), lines=False)
+                said = visible(started.last_said(), lines=False)
                 self.notify(
                     f"supervisor resume {wf_id} ended with exit code {code}: {said} "
                     f"(output: {started.log})",

@@ -10,16 +10,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar, Protocol, cast
 
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Footer, Header, Input, Label, Static
 
 from supervisor.errors import SupervisorError
 from supervisor.guard.textsafe import text as as_text
 from supervisor.guard.textsafe import visible
+from supervisor.tui.panes import Marked
 
 if TYPE_CHECKING:
     from textual.app import ComposeResult
@@ -95,14 +97,22 @@ class OfferResume(ModalScreen[bool]):
 
 
 class ApprovalScreen(Screen[None]):
-    """The task, what is being approved, the changed files, every reviewer's verdict, the diff."""
+    """The task, what is being approved, the changed files, every reviewer's verdict, the diff.
+
+    Two panes, the summary above the diff, each saying what it holds out of sight
+    (supervisor.tui.panes); `f` and `v` bring the changed files and the reviews into view, `tab`
+    moves between the panes and the arrow and page keys scroll the one in focus: at 80×24 the
+    files and reviews were reachable only by arrow keys nobody had been told of."""
 
     BINDINGS: ClassVar = [
         Binding("a", "approve", "Approve"),
         Binding("r", "reject", "Reject"),
         Binding("d", "toggle_diff", "Diff"),
         Binding("c", "comment", "Comment"),
+        Binding("f", "show('files')", "Files"),
+        Binding("v", "show('reviews')", "Reviews"),
         Binding("s", "skip", "Skip"),
+        Binding("tab", "other_pane", "Other pane", show=False),
         Binding("escape", "skip", "Back", show=False),
     ]
 
@@ -116,11 +126,13 @@ class ApprovalScreen(Screen[None]):
 
         item = self.item
         yield Header()
-        with VerticalScroll(id="summary"):
+        with Marked(id="summary") as summary:
+            summary.border_title = "summary"
             yield Static(self._head(), id="head")
             yield Static(self._files(), id="files")
             yield Static(self._reviews(), id="reviews")
-        with VerticalScroll(id="diff"):
+        with Marked(id="diff") as diff:
+            diff.border_title = "diff"
             yield Static(
                 Syntax(
                     visible(item.diff or "(no changes)"),
@@ -129,13 +141,16 @@ class ApprovalScreen(Screen[None]):
                     word_wrap=False,
                 )
             )
-        with Horizontal(id="buttons"):
-            yield Button(Text("[A]pprove"), id="approve", variant="success")
-            yield Button(Text("[R]eject"), id="reject", variant="error")
-            yield Button(Text("[D]iff"), id="toggle_diff")
-            yield Button(Text("[C]omment"), id="comment")
-            yield Button(Text("[S]kip"), id="skip")
+        with Horizontal(id="buttons"):  # one row: the footer names the same keys
+            yield Button(Text("[A]pprove"), id="approve", variant="success", compact=True)
+            yield Button(Text("[R]eject"), id="reject", variant="error", compact=True)
+            yield Button(Text("[D]iff"), id="toggle_diff", compact=True)
+            yield Button(Text("[C]omment"), id="comment", compact=True)
+            yield Button(Text("[S]kip"), id="skip", compact=True)
         yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#summary").focus()  # the arrow keys scroll it from the start
 
     def _head(self) -> Table:
         wf = self.item.workflow
@@ -144,27 +159,31 @@ class ApprovalScreen(Screen[None]):
         grid.add_row("task", as_text(wf.description))
         then = wf.current_step or "the end"
         grid.add_row("approve", as_text(f"step '{self.item.step}' (then: {then})"))
+        if self.item.needs_you:
+            grid.add_row(Text("needs you", style="yellow"), as_text("\n".join(self.item.needs_you)))
         grid.add_row("about", as_text("\n".join(self.item.about) or "-"))
         if self.comment:
             grid.add_row("comment", as_text(self.comment))
         return grid
 
-    def _files(self) -> Table:
-        table = Table(title="Changed files", title_justify="left", expand=True)
-        table.add_column("+", style="green", justify="right", width=6)
-        table.add_column("-", style="red", justify="right", width=6)
-        table.add_column("file", ratio=1)
+    def _files(self) -> Group:
+        """One line a file, no box: a boxed table spent four of the summary's rows on lines."""
+        title = Text(f"\nChanged files ({len(self.item.files)})", style="bold")
+        table = Table.grid(padding=(0, 1))
+        table.add_column(style="green", justify="right", min_width=5)
+        table.add_column(style="red", justify="right", min_width=5)
+        table.add_column(ratio=1)
         for added, deleted, path in self.item.files:
-            table.add_row(as_text(added), as_text(deleted), as_text(path, lines=False))
+            table.add_row(as_text(f"+{added}"), as_text(f"-{deleted}"), as_text(path, lines=False))
         if not self.item.files:
             table.add_row("", "", "(none)")
-        return table
+        return Group(title, table)
 
     def _reviews(self) -> Text:
-        text = Text()
+        text = Text("\n")
         if not self.item.reviews:
-            return Text("Reviews: none recorded", style="dim")
-        text.append("Reviews\n", style="bold")
+            return Text("\nReviews: none recorded", style="dim")
+        text.append(f"Reviews ({len(self.item.reviews)})\n", style="bold")
         for review in self.item.reviews:
             style = "green" if review.verdict == "APPROVED" else "yellow"
             text.append(f"  {visible(review.reviewer, lines=False)}: ")
@@ -179,14 +198,33 @@ class ApprovalScreen(Screen[None]):
                 text.append(f"{visible(str(issue.get('description', ''))[:300])}\n")
             for concern in review.security:
                 text.append(f"    [security] {visible(str(concern)[:300])}\n", style="red")
+        text.rstrip()
         return text
 
     async def on_button_pressed(self, event: Button.Pressed) -> None:
         await self.run_action(str(event.button.id))
 
     def action_toggle_diff(self) -> None:
+        """Hidden, the diff leaves the whole screen to the summary."""
         diff = self.query_one("#diff")
         diff.display = not diff.display
+        summary = self.query_one("#summary")
+        summary.set_class(not diff.display, "alone")
+        if not diff.display:
+            summary.focus()
+
+    def action_show(self, section: str) -> None:
+        """Scroll the summary to a section (`files`, `reviews`), at the pane's top."""
+        summary = self.query_one("#summary", Marked)
+        summary.focus()
+        summary.scroll_to_widget(self.query_one(f"#{section}"), animate=False, top=True)
+
+    def action_other_pane(self) -> None:
+        """From the summary to the diff (when shown) and back: what the scroll keys move."""
+        diff = self.query_one("#diff", Marked)
+        summary = self.query_one("#summary", Marked)
+        going = diff if summary.has_focus and diff.display else summary
+        going.focus()
 
     def action_approve(self) -> None:
         self._decide(approve=True, reason=self.comment)

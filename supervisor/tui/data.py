@@ -294,6 +294,32 @@ class ToApprove:
     files: list[tuple[str, str, str]]  # (added, deleted, path); "-" for binary files
     reviews: list[Review]
     diff: str
+    needs_you: list[str] = field(default_factory=list)  # why a person must decide, if not plain
+
+
+def needs_you(context: dict[str, Any]) -> list[str]:
+    """Each component whose split went as far as it could, why, and what it went through: an
+    approval that lets a blocked sub-plan go on asks a person for that reason, and once said
+    nothing of it (`status <id>` has it, in these words, as `needs you`)."""
+    nodes = (context.get("decomposition") or {}).get("nodes") or {}
+    found = []
+    for cid, node in nodes.items():
+        if node.get("status") == "blocked":
+            went = "; ".join(node.get("failures") or [])[-600:]
+            found.append(
+                f"component {cid} (depth {node.get('depth')}): {node.get('problem')}. {went}"
+            )
+    return found
+
+
+def _without_stat(about: list[str], files: list[tuple[str, str, str]]) -> list[str]:
+    """What is approved, less `git diff --stat`'s file lines when the screen lists the changed
+    files itself (at 80×24 they filled the summary twice over); its total line stays."""
+    starts = [i for i, line in enumerate(about) if line.startswith("changes against ")]
+    if not files or not starts:
+        return about
+    start = starts[-1]
+    return [*about[:start], f"{about[start].rstrip(':')}: {about[-1].strip()}"]
 
 
 def to_approve(db: Path, repo: Path, wf_id: int) -> ToApprove:
@@ -307,13 +333,15 @@ def to_approve(db: Path, repo: Path, wf_id: int) -> ToApprove:
         ]
     step = str(wf.context.get("approval_step") or (approval.step if approval else "?"))
     head = str(wf.context.get("candidate") or f"refs/heads/{wf.task_branch}")
+    files = changed_files(repo, wf.base_sha, head)
     return ToApprove(
         wf,
         step,
-        pending(wf, repo),
-        changed_files(repo, wf.base_sha, head),
+        _without_stat(pending(wf, repo), files),
+        files,
         _latest_per_reviewer(reviews),
         diff_text(repo, wf.base_sha, head),
+        needs_you(wf.context),
     )
 
 

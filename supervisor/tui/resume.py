@@ -21,6 +21,11 @@ from pathlib import Path
 
 from supervisor.errors import StateError
 
+ENDINGS = ("error:", "⏸")
+"""How the command line begins what a command ends on: an error, or a wait for a person."""
+SAID = 600
+"""Characters of it a toast shows; the log has the rest."""
+
 
 @dataclass
 class Resuming:
@@ -34,16 +39,20 @@ class Resuming:
         """The exit code once the process has ended; None while it runs."""
         return self.process.poll()
 
-    def last_line(self) -> str:
-        """The log's last non-blank line: on a failure, the error and its fix."""
+    def last_said(self) -> str:
+        """What the resume said last, as one line: on a failure its `error:` and `fix:`
+        (supervisor/cli/failure.py), which the log holds wrapped over several lines; the last
+        line alone was only the fix, and the toast dropped the error. Else the last line."""
         try:
             with self.log.open("rb") as f:
-                f.seek(max(0, self.log.stat().st_size - 4096))
+                f.seek(max(0, self.log.stat().st_size - 8192))
                 tail = f.read().decode(errors="replace")
         except OSError:
             return ""
         lines = [line.strip() for line in tail.splitlines() if line.strip()]
-        return lines[-1] if lines else ""
+        starts = [i for i, line in enumerate(lines) if line.startswith(ENDINGS)]
+        said = " ".join(lines[starts[-1] :]) if starts else (lines[-1] if lines else "")
+        return said if len(said) <= SAID else said[: SAID - 1] + "…"
 
 
 def log_path(state_dir: Path, wf_id: int) -> Path:
