@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal, TypeVar, get_args
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
 
 import yaml
 from pydantic import (
@@ -33,6 +33,9 @@ from supervisor.resources import PROMPTS_DIR as PROMPTS_DIR
 from supervisor.resources import SANDBOX_DIR as SANDBOX_DIR
 from supervisor.resources import data_root
 from supervisor.strict_model import StrictModel
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 PACKAGE_ROOT = data_root()
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -424,16 +427,25 @@ def read_yaml(path: Path) -> Any:
         ) from e
 
 
-def validate(model: type[ModelT], data: Any, source: Path | str) -> ModelT:
+def validate(
+    model: type[ModelT],
+    data: Any,
+    source: Path | str,
+    layers: Sequence[tuple[str, Any]] | None = None,
+) -> ModelT:
+    """`data` as `model`, or a ConfigError naming, for each problem, the file that holds it
+    (of `layers`, the cascade merged into `data`; else `source`), the key's path, what it must
+    be, and for a misspelt key the known one it was likely meant to be
+    (supervisor/config_errors.py)."""
     try:
         return model.model_validate(data if data is not None else {})
     except ValidationError as e:
-        from supervisor.parsing import describe_validation_error
+        from supervisor.config_errors import message
 
-        problems = describe_validation_error(e)
         raise ConfigError(
-            f"{source} is not a valid {model.__name__.lower()} definition: {problems}.",
-            "Fix or remove the keys named above; unknown keys are errors, not ignored.",
+            message(model, e, layers or [(str(source), data)]),
+            "Correct each key named there in its file, or remove it: unknown keys are errors, "
+            "not ignored.",
         ) from e
 
 
@@ -516,7 +528,7 @@ def load_settings(repo: Path | None, overrides: dict[str, Any] | None = None) ->
     layers = config_layers(repo, overrides)
     for _, layer in layers:
         data = deep_merge(data, layer)
-    settings = validate(Settings, data, " < ".join(name for name, _ in layers))
+    settings = validate(Settings, data, " < ".join(name for name, _ in layers), layers)
     if settings.projects or settings.cross_project_dependencies:
         where = next((n for n, layer in reversed(layers) if "projects" in layer), "the config")
         settings.project_map(where)  # an unknown project, an overlap or a cycle: said here
