@@ -12,11 +12,13 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING
 
+import pytest
 from test_tui import make_repo, opened, tui
 from textual.widgets import DataTable
 
 from supervisor.state.locks import task_lock
 from supervisor.state.store import Store
+from supervisor.tui.data import elapsed
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -87,3 +89,19 @@ def test_a_running_task_its_supervisor_holds_is_running_with_its_clock_going(
     assert status == "running"
     assert clock.startswith("2:")  # two hours since it started, and counting
     assert "no supervisor" not in tree
+
+
+@pytest.mark.parametrize("status", ["abandoned", "interrupted"])
+def test_the_clock_of_a_task_nothing_runs_stops_at_its_last_update(
+    tmp_path: Path, status: str
+) -> None:
+    """An abandoned task (its branch removed) or an interrupted one (until a resume): its
+    elapsed time stops where it stopped, as a finished task's does, instead of growing."""
+    root, _ = make_repo(tmp_path / "repo")
+    wf_id = running_task(root)
+    db = root / ".supervisor" / "state.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE workflows SET status = ? WHERE id = ?", (status, wf_id))
+    with Store(db) as store:
+        wf = store.workflow(wf_id)
+    assert elapsed(wf, supervised=False) == elapsed(wf) == "1:00:00"

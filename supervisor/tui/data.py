@@ -84,9 +84,12 @@ class Usage:
 
 
 def elapsed(wf: Workflow, now: datetime | None = None, supervised: bool = True) -> str:
-    """Time since the task started; a finished one stops at its last update, and so does a
-    `running` one that no supervisor runs any more (nothing happens to it until a resume)."""
-    stopped = wf.status in ("completed", "failed") or (wf.status == "running" and not supervised)
+    """Time since the task started; a finished or abandoned one stops at its last update, and so
+    does an interrupted one or a `running` one that no supervisor runs any more (nothing happens
+    to it until a resume)."""
+    stopped = wf.status in ("completed", "failed", "abandoned", "interrupted") or (
+        wf.status == "running" and not supervised
+    )
     end = wf.updated_at if stopped else None
     stop = end or (now or datetime.now(UTC).replace(tzinfo=None))  # the state's times: naive UTC
     seconds = max(0, int((stop - wf.created_at).total_seconds()))
