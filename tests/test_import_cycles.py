@@ -194,6 +194,7 @@ LAYERS: dict[str, int] = {
     "state": 4,
     # 5: what every wing uses
     "config": 5,
+    "config_errors": 5,
     "errors": 5,
     "strict_model": 5,
     "process": 5,
