@@ -120,6 +120,15 @@ def is_demo(path: Path) -> bool:
     return (path / ".git" / MARKER).is_file()
 
 
+def configured_by_demo(repo: Path) -> bool:
+    """Whether `repo` is a demo's and its config is still the demo's own: its claude pointed at
+    the demo's scripted model API, which runs only while `supervisor demo` does and needs no key
+    (the demo sets a placeholder in its own process). `doctor` says so there, rather than fail
+    to find a key the demo never needed."""
+    config = trustmap.repo_path(repo, trustmap.CONFIG, trustmap.NEEDS_TRUST)
+    return is_demo(repo) and config.is_file() and _edited_config(repo) is None
+
+
 def check_keep(path: Path) -> str | None:
     """Refuse to make the demo where it would overwrite or commit someone's files: `--keep`
     takes a new or empty directory, or an earlier demo's whose work tree is clean (then says

@@ -67,7 +67,14 @@ Progress = Callable[[str], None]
 """Told the name of each group of checks as it finishes (doctor's progress line)."""
 
 
-def diagnose(path: Path, progress: Progress | None = None) -> list[Check]:
+DemoTest = Callable[[Path], bool]
+"""Whether a repository is the demo's, its config still the demo's own (supervisor.demo, a
+layer above, passes it in: `configured_by_demo`)."""
+
+
+def diagnose(
+    path: Path, progress: Progress | None = None, demo: DemoTest | None = None
+) -> list[Check]:
     """Every check for the repository at `path`. A diagnostic must not refuse to run where a
     task would: a missing repository, a repository without commits or a broken configuration is
     one failed row, and the other checks still run (with the package defaults if need be)."""
@@ -85,16 +92,22 @@ def diagnose(path: Path, progress: Progress | None = None) -> list[Check]:
         found = _git(path.resolve(), "rev-parse", "--show-toplevel", check=False)
         root = Path(found.stdout.strip()) if path.exists() and found.returncode == 0 else None
         checks.append(Check("repository", False, e.message, e.hint))
+    unread: SupervisorError | None = None
     try:
         settings = load_settings(root)
     except SupervisorError as e:
         checks.append(Check("configuration", False, e.message, e.hint))
-        settings = load_settings(None)
-    return [*checks, *run_checks(root, settings, progress)]
+        settings, unread = load_settings(None), e
+    in_demo = root is not None and demo is not None and demo(root)
+    return [*checks, *run_checks(root, settings, progress, unread, in_demo)]
 
 
 def run_checks(
-    repo: Path | None, settings: Settings, progress: Progress | None = None
+    repo: Path | None,
+    settings: Settings,
+    progress: Progress | None = None,
+    unread: SupervisorError | None = None,
+    in_demo: bool = False,
 ) -> list[Check]:
     """The checks at once, in threads: most of doctor's time is waiting on subprocesses and the
     Docker engine (a container that asks each CLI its version), not on this process. The rows
@@ -107,7 +120,7 @@ def run_checks(
         return result
 
     with ThreadPoolExecutor(max_workers=4, thread_name_prefix="doctor") as pool:
-        workflow = pool.submit(lambda: done("workflow", _workflow(repo, settings)))
+        workflow = pool.submit(lambda: done("workflow", _workflow(repo, settings, unread)))
         git = pool.submit(lambda: done("git", _git()))
         repomix = pool.submit(lambda: done("repomix", _repomix()))
         docker = pool.submit(lambda: done("Docker", _docker_checks(settings)))
@@ -129,12 +142,24 @@ def run_checks(
                     required,
                 )
             )
-        checks.append(_auth(cli, settings, required))
+        checks.append(_auth(cli, settings, required, repo if in_demo else None))
     return checks
 
 
-def _workflow(repo: Path | None, settings: Settings) -> tuple[Check, list[str]]:
-    """The workflow's check, and the CLIs it needs (their rows are required, the others not)."""
+def _workflow(
+    repo: Path | None, settings: Settings, unread: SupervisorError | None = None
+) -> tuple[Check, list[str]]:
+    """The workflow's check, and the CLIs it needs (their rows are required, the others not).
+    With the configuration `unread`, the workflow built from the package defaults in its place
+    is not the person's: it once reported a gate command missing that the unreadable file set."""
+    if unread is not None:
+        return Check(
+            "workflow",
+            False,
+            "not checked: it is built from the configuration, which could not be read (the "
+            "configuration row says where)",
+            "Fix the configuration first; `supervisor doctor` then checks the workflow.",
+        ), [settings.cli]
     try:
         definition = load_workflow(repo, settings)
         needed = clis_in_use(definition, settings, repo)
@@ -281,10 +306,29 @@ def _probe(client: object, image: str) -> dict[str, str | None]:
     return versions
 
 
-def _auth(cli: str, settings: Settings, required: bool) -> Check:
+DEMO_CLI = "claude"
+"""The CLI the demo's config points at its scripted model API (supervisor/demo.py)."""
+
+
+def _auth(cli: str, settings: Settings, required: bool, demo: Path | None = None) -> Check:
+    """`demo`: the demo's repository, when that is where doctor runs."""
     cli_settings = settings.clis.get(cli)
     if cli_settings is None:
         return Check(f"{cli} credentials", False, "no settings", "Add it under `clis:`.", required)
+    if cli == DEMO_CLI and demo is not None:
+        # The demo worked with no key: it set a placeholder in its own process, which a later
+        # shell does not have. Reported as missing, a key the demo never needed read as broken.
+        return Check(
+            f"{cli} credentials",
+            True,
+            f"none needed: this is the demo's repository, and its config points {cli} at the "
+            f"demo's scripted model API ({cli_settings.base_url}), which answers only while "
+            f"`supervisor demo --keep {demo}` runs",
+            "For tasks of your own, work in your own repository (here: delete "
+            ".supervisor/config.yaml and set ANTHROPIC_API_KEY, or log in with `claude`).",
+            required,
+            warning=True,
+        )
     try:
         found = credentials.collect(cli, cli_settings)
         how = (

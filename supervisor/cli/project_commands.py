@@ -103,6 +103,7 @@ which fold the summary mid-sentence in `supervisor -h` (tests/test_help.py)."""
 
 
 def doctor(repo: RepoOption = Path(), as_json: JsonOption = False) -> None:
+    from supervisor.demo import configured_by_demo
     from supervisor.doctor import diagnose
 
     if err_console.is_terminal and not as_json:
@@ -113,9 +114,9 @@ def doctor(repo: RepoOption = Path(), as_json: JsonOption = False) -> None:
                 finished.append(name)
                 line.update(f"doctor: checking… ({', '.join(finished)} done)")
 
-            checks = diagnose(repo, progress)
+            checks = diagnose(repo, progress, configured_by_demo)
     else:
-        checks = diagnose(repo)
+        checks = diagnose(repo, demo=configured_by_demo)
     if as_json:
         _json([c.__dict__ for c in checks])
     elif console.is_terminal:
