@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from supervisor.context.assemble import Pack
+    from supervisor.context.targets import Targets
     from supervisor.sandbox.docker import DockerSandbox
     from supervisor.state.store import Store
     from supervisor.state.writer import TaskWriter
@@ -322,12 +323,14 @@ def reading(path: Path) -> Iterator[Store]:
 
 def context_preview(
     path: Path, role_name: str, targets: list[str], task: str, project_name: str | None = None
-) -> tuple[str, Pack]:
-    """What a role would be sent, packed from the checkout as it is; nothing runs.
+) -> tuple[str, Pack, Targets]:
+    """What a role would be sent, packed from the checkout as it is, and for which files
+    (supervisor/context/targets.py: a named file that is not there is refused); nothing runs.
     `project_name`: as for a component of that project of a monorepo."""
     from supervisor.context import prompts
     from supervisor.context.project_scope import ProjectScope
     from supervisor.context.roles import load_role
+    from supervisor.context.targets import resolve
 
     project = open_project(path)
     scope = None
@@ -336,19 +339,20 @@ def context_preview(
         projects.get(project_name)  # an unknown name: the error lists the projects
         scope = ProjectScope.of(projects, project_name)
     role = load_role(role_name, project.root)
+    chosen = resolve(project.root, targets, project.workspace.working_changes)
     diff = project.workspace.working_diff()
-    targets = targets or project.workspace.working_changes()
-    return prompts.compose(
+    prompt, pack = prompts.compose(
         role,
         project.root,
         project.root,
         task=task,
         feedback=[],
         plan="",
-        targets=targets,
+        targets=chosen.files,
         diff=diff,
         scope=scope,
     )
+    return prompt, pack, chosen
 
 
 # -- internals -----------------------------------------------------------------------------

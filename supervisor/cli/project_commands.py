@@ -63,14 +63,15 @@ def context(
     ] = None,
 ) -> None:
     """Dry run: what the role would be sent, its token count, what was pruned or redacted."""
-    prompt, pack = projects.context_preview(repo, role, target or [], task, project)
+    prompt, pack, targets = projects.context_preview(repo, role, target or [], task, project)
     if as_json:
         cli = projects.cli_choice(repo, role)
-        _json({**pack.summary(), "cli": cli, **({"prompt": prompt} if show else {})})
+        shown = {"prompt": prompt} if show else {}
+        _json({**pack.summary(), "targets": targets.files, "cli": cli, **shown})
         return
     if show:
         console.print(prompt, markup=False, highlight=False)
-    console.print(pack_report(pack))
+    console.print(pack_report(pack, targets))
     console.print(f"CLI: {projects.cli_choice(repo, role)}", highlight=False, markup=False)
 
 

@@ -19,15 +19,28 @@ if TYPE_CHECKING:
     from rich.console import RenderableType
 
     from supervisor.context.assemble import Pack
+    from supervisor.context.targets import Targets
     from supervisor.doctor import Check
     from supervisor.routing.suggest import Suggestion
 
 
-def pack_report(pack: Pack) -> RenderableType:
+TARGETS_FROM = {"given": "--target", "changes": "the working tree's changes"}
+
+
+def pack_report(pack: Pack, targets: Targets | None = None) -> RenderableType:
+    """What `context` packed, in words where a table would be empty: no targets, no files
+    packed, nothing pruned (empty tables once said nothing, and looked like a failure)."""
     from rich.console import Group
     from rich.table import Table
 
     head = Table.grid(padding=(0, 2))
+    if targets is not None:
+        head.add_row(
+            "targets",
+            text(f"{', '.join(targets.files)} ({TARGETS_FROM[targets.source]})")
+            if targets.files
+            else "none: no --target given, and the working tree has no changes",
+        )
     head.add_row("strategy", text(pack.strategy))
     if pack.project:
         surface = ", ".join(pack.surface_of)
@@ -38,7 +51,12 @@ def pack_report(pack: Pack) -> RenderableType:
         f"{pack.prompt_tokens} prompt + {pack.tokens} context = "
         f"{pack.prompt_tokens + pack.tokens} of a {pack.budget} budget",
     )
-    head.add_row("files packed", str(len(pack.files)))
+    head.add_row(
+        "files packed",
+        str(len(pack.files))
+        if pack.files
+        else "none: the role's prompt and the task only (--target FILE names files)",
+    )
     redacted = ", ".join(f"{k} x{v}" for k, v in pack.redactions.items())
     head.add_row("redacted", text(redacted or "-"))
     head.add_row("secret files excluded", text(", ".join(pack.excluded_secret_files) or "-"))
@@ -52,19 +70,28 @@ def pack_report(pack: Pack) -> RenderableType:
                 f"{cut['shown_lines']} left out"
             ),
         )
+    if not pack.pruned:
+        head.add_row("pruned", "nothing: it all fits the budget")
     head.add_row("took", f"{pack.seconds:.2f} s")
-    files = Table(title="Packed", title_justify="left")
-    files.add_column("file")
-    for path in pack.files:
-        files.add_row(text(path, lines=False))
-    pruned = Table(title="Pruned to fit the budget (lowest priority first)", title_justify="left")
-    for column in ("section", "file", "tokens"):
-        pruned.add_column(column)
-    for item in pack.pruned:
-        pruned.add_row(
-            text(item["section"]), text(item["path"] or "-", lines=False), str(item["tokens"])
+    shown: list[RenderableType] = [head]
+    if pack.files:
+        files = Table(title="Packed", title_justify="left")
+        files.add_column("file")
+        for path in pack.files:
+            files.add_row(text(path, lines=False))
+        shown.append(files)
+    if pack.pruned:
+        pruned = Table(
+            title="Pruned to fit the budget (lowest priority first)", title_justify="left"
         )
-    return Group(head, files, pruned)
+        for column in ("section", "file", "tokens"):
+            pruned.add_column(column)
+        for item in pack.pruned:
+            pruned.add_row(
+                text(item["section"]), text(item["path"] or "-", lines=False), str(item["tokens"])
+            )
+        shown.append(pruned)
+    return Group(*shown)
 
 
 MARKS = {
