@@ -244,7 +244,10 @@ def start_preview(
 
 
 def routing_preview(project: Project, definition: WorkflowDef) -> list[str]:
-    """The CLI each worker role would run on now, and why (supervisor.routing)."""
+    """The CLI each worker role would run on now, and why (supervisor.routing), for the roles
+    where there was a choice to make (a lock, or another CLI it could run on: what the engine
+    records as `cli_chosen`); a line a role that could only run on the default got said
+    nothing, five times over."""
     from supervisor.routing import route
 
     roles = [n for s in definition.steps.values() for n in ([s.role] if s.role else s.roles or [])]
@@ -255,7 +258,7 @@ def routing_preview(project: Project, definition: WorkflowDef) -> list[str]:
         project.settings.cli,
         list(dict.fromkeys(roles)),
     )
-    return [route.describe(c) for c in choices]
+    return [route.describe(c) for c in choices if route.worth_recording(c)]
 
 
 def cli_choice(path: Path, role_name: str) -> str:

@@ -58,9 +58,22 @@ def planned(definition: WorkflowDef, repo: Path | None) -> list[str]:
 
 def preview_line(definition: WorkflowDef, repo: Path | None) -> str:
     """The approvals the run asks for, and when the approval policy may stop it before its
-    commit step besides (it judges the candidate then, so the preview can only say when)."""
+    commit step besides (it judges the candidate then, so the preview can only say when). A
+    policy that stops every candidate is a planned stop: "none planned; ... when: ...; always"
+    once said both at once."""
     stops = planned(definition, repo)
-    policy = _policy_stops(definition, repo)
+    commit, when = _policy_stops(definition, repo)
+    policy = ""
+    if "always" in when:  # a level with no condition: the other conditions add nothing
+        stops.append(
+            f"before '{commit}', every time (the approval policy asks a person about every "
+            "candidate)"
+        )
+    elif when:
+        policy = (
+            f"the approval policy stops before '{commit}' for a person (exit 10, until "
+            f"`supervisor approve`) when: {'; '.join(when)}"
+        )
     if not stops:
         if policy:
             return "none planned; " + policy
@@ -72,19 +85,15 @@ def preview_line(definition: WorkflowDef, repo: Path | None) -> str:
     return f"{line}; {policy}" if policy else line
 
 
-def _policy_stops(definition: WorkflowDef, repo: Path | None) -> str:
+def _policy_stops(definition: WorkflowDef, repo: Path | None) -> tuple[str, list[str]]:
+    """The commit step the approval policy judges the candidate before, and when it stops
+    there for a person (`always`: every time); no commit step, no conditions."""
     from supervisor.policy.approval_policy import load, stop_conditions
 
     commits = [name for name, step in definition.steps.items() if step.action == "commit"]
-    when = stop_conditions(load(repo)) if commits else []
-    if not when:
-        return ""
-    if when == ["always"]:
-        return f"the approval policy stops before '{commits[0]}' for a person every time"
-    return (
-        f"the approval policy stops before '{commits[0]}' for a person (exit 10, until "
-        f"`supervisor approve`) when: {'; '.join(when)}"
-    )
+    if not commits:
+        return "", []
+    return commits[0], stop_conditions(load(repo))
 
 
 def pending(wf: Workflow, repo: Path) -> list[str]:
