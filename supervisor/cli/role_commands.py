@@ -15,7 +15,10 @@ if TYPE_CHECKING:
     from supervisor.context.packs.store import InstallReport
 
 role_app = typer.Typer(
-    help="Role packs from any git repository: install, update, remove, search, init, check.",
+    help="Role packs from any git repository: install, update, remove, search, init, check.\n\n"
+    "A pack adds roles; the roles in effect, a pack's among them, are `supervisor roles list` "
+    "and `supervisor roles show ROLE` (`role list` and `role show` are the same commands, kept "
+    "for scripts).",
     no_args_is_help=True,
 )
 ProjectOption = Annotated[
@@ -24,8 +27,10 @@ ProjectOption = Annotated[
         "--project", help="The repository's .supervisor/roles/packs/ (default: your own)."
     ),
 ]
-role_app.command("list")(roles_list)
-role_app.command("show")(roles_show)
+# The same commands as `roles list` / `roles show`, kept for scripts, out of `role --help`: two
+# groups listing the same two commands, described alike, left a person to guess the difference.
+role_app.command("list", hidden=True)(roles_list)
+role_app.command("show", hidden=True)(roles_show)
 
 
 def _root(repo: Path, required: bool = False) -> Path | None:

@@ -12,7 +12,13 @@ from supervisor.cli.common import JsonOption, RepoOption, console, projects
 from supervisor.cli.output import show
 from supervisor.cli.plain import json_out as _json
 
-roles_app = typer.Typer(help="Inspect roles: built-in, user and project.", no_args_is_help=True)
+roles_app = typer.Typer(
+    help="Roles in effect: list them, or show one with its sources.\n\n"
+    "Looked up in the repository's .supervisor/roles/, then your ~/.supervisor/roles/, then "
+    "installed role packs, then the built-in ones: the first found shadows the rest. To install, "
+    "update or remove role packs: `supervisor role`.",
+    no_args_is_help=True,
+)
 config_app = typer.Typer(help="Inspect the effective configuration.", no_args_is_help=True)
 
 
