@@ -196,6 +196,7 @@ LAYERS: dict[str, int] = {
     "config": 5,
     "config_errors": 5,
     "errors": 5,
+    "plural": 5,
     "strict_model": 5,
     "process": 5,
     "schemas": 5,
