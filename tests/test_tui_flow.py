@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from supervisor.cli.app import app as cli
 from supervisor.state.store import EventSpec, Store
 from supervisor.tui import keys
-from supervisor.tui.app import SupervisorTui
+from supervisor.tui.app import TASK_SHOWN, SupervisorTui
 from supervisor.tui.approval import ApprovalScreen, OfferResume
 from supervisor.tui.data import resumable, status_shown
 
@@ -303,3 +303,33 @@ def test_a_state_database_the_readers_refuse_is_named_on_screen_not_a_traceback(
     shown = asyncio.run(scenario())
     assert "state.db cannot be opened" in shown and "move it aside" in shown, shown
     assert "Traceback" not in shown
+
+
+def test_the_task_column_widens_when_the_terminal_grows(tmp_path: Path) -> None:
+    """Issue 59: at 80 columns a long task is cut with "…"; after the terminal grows to 200 the
+    list shows it whole (the column kept its first width before)."""
+    root, _ = make_repo(tmp_path / "repo")
+    task = "make the login check every password against the breach list before it is stored"
+    with Store(db(root)) as store:
+        store.create_workflow(
+            description=task,
+            cli="claude",
+            base_branch="main",
+            base_sha="0" * 40,
+            branch_for_id=lambda i: f"ai/{i}-long",
+            definition={},
+            first_step="implement",
+        )
+
+    async def scenario() -> tuple[str, str]:
+        app = tui(root)
+        async with opened(app, SMALL) as pilot:
+            narrow = await still_screen(app, pilot, until=lambda now: "make the login" in now)
+            await pilot.resize_terminal(200, 50)
+            wide = await still_screen(app, pilot, until=lambda now: shown in now)
+            return narrow, wide
+
+    shown = task[: TASK_SHOWN - 1] + "…"  # the list's most; the tree pane has it whole
+    narrow, wide = asyncio.run(scenario())
+    assert shown not in narrow and "make the login" in narrow
+    assert shown in wide, wide

@@ -94,6 +94,7 @@ class SupervisorTui(App[None]):
         self.monitor: Monitor | None = None  # made in the loading thread: it imports the readers
         self.statuses: dict[int, str] = {}  # each row's status as shown
         self.cells: dict[int, tuple[Text, ...]] = {}  # what each row shows
+        self.room = TASK_SHOWN  # characters the task column has now (the window's width)
         self.selected: int | None = None
         self.shown: tuple[int | None, object] = (None, None)  # the detail drawn, and as of when
         self.pages: dict[int, int] = {}  # events shown per workflow
@@ -103,7 +104,7 @@ class SupervisorTui(App[None]):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield DataTable(id="workflows", cursor_type="row", zebra_stripes=True)
+        yield WorkflowList(id="workflows", cursor_type="row", zebra_stripes=True)
         with Horizontal(id="below"):
             with Marked(id="tree"):
                 yield Static("Reading the state…", id="tree-body")
@@ -200,6 +201,12 @@ class SupervisorTui(App[None]):
             for row in snap.rows
         }
         room = _task_room(table, [*fixed.values(), *(c[:-1] for c in self.cells.values())])
+        if room != self.room:  # the window changed: the task column is measured again
+            self.room = room
+            if self.cells:  # a column keeps the widest width it ever had: made anew
+                table.remove_column("task")
+                table.add_column("task", key="task")
+                self.cells = {k: (*v[:-1], Text("")) for k, v in self.cells.items()}
         rang = False
         for row in snap.rows:
             wf = row.workflow
@@ -214,7 +221,7 @@ class SupervisorTui(App[None]):
             elif shown != cells:
                 for column, cell, old in zip(table.columns, cells, shown, strict=True):
                     if cell != old:
-                        table.update_cell(str(wf.id), column, cell)
+                        table.update_cell(str(wf.id), column, cell, update_width=True)
             self.cells[wf.id] = cells
         if rang:
             self.bell()
@@ -382,6 +389,16 @@ class SupervisorTui(App[None]):
                     severity="warning",
                     markup=False,
                 )
+
+
+class WorkflowList(DataTable[object]):
+    """The list of workflows: a window made wider or narrower gives its task column another
+    width at once, not at the next read."""
+
+    def on_resize(self) -> None:
+        app = self.app
+        if isinstance(app, SupervisorTui):
+            app.call_after_refresh(app.refresh_state)
 
 
 def _task_room(table: DataTable[object], rows: list[tuple[Text, ...]]) -> int:
