@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from e2e_support import GOOD_CALC, fenced, new_repo, opening_prompts, require_sandbox, reviewer
 from e2e_support import write_workflow as write_workflow_file
+from test_attacks_gates import events, show, write  # the gate attacks' readers
 
 from supervisor import tasks
 from supervisor.demo import CALC_STUB, TESTS, read_turn
@@ -75,10 +76,6 @@ def real_parts(api_keys: None) -> None:
     require_sandbox()
 
 
-def write(path: str, text: str) -> dict[str, Any]:
-    return {"tool_use": {"name": "Write", "input": {"file_path": path, "content": text}}}
-
-
 def answer(**fields: Any) -> dict[str, Any]:
     report = {
         "status": "SUCCESS",
@@ -101,7 +98,7 @@ def implementer(calc: str, **files: str) -> dict[str, Any]:
     return {"when": "ROLE: implementer", "turns": [*turns, answer()]}
 
 
-def start_task(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def supervisor(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "supervisor", *args, "--repo", str(repo)],
         capture_output=True,
@@ -109,18 +106,6 @@ def start_task(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
         env={**os.environ, "COLUMNS": "300"},
         timeout=600,
     )
-
-
-def events(repo: Path, wf_id: int, kind: str) -> list[Any]:
-    with tasks.reading(repo) as store:
-        return [e for e in store.events(wf_id) if e.type == kind]
-
-
-def show(repo: Path, rev: str, path: str) -> str | None:
-    done = subprocess.run(
-        ["git", "-C", str(repo), "show", f"{rev}:{path}"], capture_output=True, text=True
-    )
-    return done.stdout if done.returncode == 0 else None
 
 
 def project(tmp_path: Path, server: Any) -> Path:
@@ -144,7 +129,7 @@ def test_a_rewritten_test_never_reaches_the_branch_unseen(
     server = serve(implementer(calc, **{"test_calc.py": tests}), reviewer())
     repo = project(tmp_path, server)
 
-    done = start_task(repo, "start-task", TASK, "--yes")
+    done = supervisor(repo, "start-task", TASK, "--yes")
 
     assert done.returncode == 10, done.stdout[-3000:] + done.stderr[-3000:]
     wf = tasks.workflows(repo)[0]
@@ -170,11 +155,11 @@ def test_a_person_who_approves_the_changed_tests_lets_the_candidate_land(
 ) -> None:
     server = serve(implementer(WRONG_CALC, **{"test_calc.py": MATCHED}), reviewer())
     repo = project(tmp_path, server)
-    assert start_task(repo, "start-task", TASK, "--yes").returncode == 10
+    assert supervisor(repo, "start-task", TASK, "--yes").returncode == 10
     wf = tasks.workflows(repo)[0]
 
-    assert start_task(repo, "approve", str(wf.id)).returncode == 0
-    done = start_task(repo, "resume", str(wf.id))
+    assert supervisor(repo, "approve", str(wf.id)).returncode == 0
+    done = supervisor(repo, "resume", str(wf.id))
 
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     wf = tasks.workflows(repo)[0]
@@ -188,7 +173,7 @@ def test_new_tests_beside_untouched_ones_complete_with_no_extra_run(
     server = serve(implementer(GOOD_CALC, **{"test_zero.py": NEW_TEST}), reviewer())
     repo = project(tmp_path, server)
 
-    done = start_task(repo, "start-task", TASK, "--yes")
+    done = supervisor(repo, "start-task", TASK, "--yes")
 
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     wf = tasks.workflows(repo)[0]
@@ -204,7 +189,7 @@ def test_a_reformatted_test_file_passes_the_base_tests_and_completes(
     server = serve(implementer(GOOD_CALC, **{"test_calc.py": REFORMATTED}), reviewer())
     repo = project(tmp_path, server)
 
-    done = start_task(repo, "start-task", TASK, "--yes")
+    done = supervisor(repo, "start-task", TASK, "--yes")
 
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     wf = tasks.workflows(repo)[0]
@@ -231,7 +216,7 @@ def test_an_impossible_task_reported_honestly_reaches_a_person_in_one_attempt(
     server = serve({"when": "ROLE: implementer", "turns": [conflict]})
     repo = project(tmp_path, server)
 
-    done = start_task(repo, "start-task", IMPOSSIBLE, "--yes")
+    done = supervisor(repo, "start-task", IMPOSSIBLE, "--yes")
 
     assert done.returncode == 10, done.stdout[-3000:] + done.stderr[-3000:]
     wf = tasks.workflows(repo)[0]
@@ -240,7 +225,7 @@ def test_an_impossible_task_reported_honestly_reaches_a_person_in_one_attempt(
         assert store.count_steps(wf.id, "implement") == 1  # no retry was spent on it
     said = done.stderr + done.stdout
     assert why in said and "test_calc.py::CalcTest::test_add" in said
-    status = start_task(repo, "status", str(wf.id))
+    status = supervisor(repo, "status", str(wf.id))
     assert why in status.stdout
     # The prompt said what the way out is.
     assert "SPEC_CONFLICT" in opening_prompts(server, "ROLE: implementer")[0]
@@ -256,7 +241,7 @@ def test_an_impossible_task_cheated_reaches_a_person_in_one_attempt(
     )
     repo = project(tmp_path, server)
 
-    done = start_task(repo, "start-task", IMPOSSIBLE, "--yes")
+    done = supervisor(repo, "start-task", IMPOSSIBLE, "--yes")
 
     assert done.returncode == 10, done.stdout[-3000:] + done.stderr[-3000:]
     wf = tasks.workflows(repo)[0]
@@ -279,11 +264,11 @@ def test_the_honest_report_approved_sends_the_person_s_word_to_the_next_attempt(
         reviewer(),
     )
     repo = project(tmp_path, server)
-    assert start_task(repo, "start-task", IMPOSSIBLE, "--yes").returncode == 10
+    assert supervisor(repo, "start-task", IMPOSSIBLE, "--yes").returncode == 10
     wf = tasks.workflows(repo)[0]
-    assert start_task(repo, "approve", str(wf.id)).returncode == 0
+    assert supervisor(repo, "approve", str(wf.id)).returncode == 0
 
-    done = start_task(repo, "resume", str(wf.id))
+    done = supervisor(repo, "resume", str(wf.id))
 
     # The changed test is still a changed specification: the person sees it before the commit.
     assert done.returncode == 10, done.stdout[-3000:] + done.stderr[-3000:]

@@ -154,15 +154,5 @@ def _run(
         return GateResult(name, command, False, -1, output, 0.0), {}
     finally:
         c.ws.remove_worktree(worktree)
-    run = gate_reuse.GateRun(
-        key=key,
-        gate=gate,
-        command=command,
-        tree=tree,
-        commit=commit,
-        image=image_id,
-        exit_code=result.exit_code,
-        output=result.output,
-        duration=result.duration,
-    )
+    run = gate_reuse.GateRun.of(key, gate, tree, commit, image_id, result)
     return result, {"gate_runs": gate_reuse.remembered(context, run)}

@@ -46,6 +46,23 @@ class GateRun:
     output: str
     duration: float
 
+    @classmethod
+    def of(
+        cls, key: str, gate: str, tree: str, commit: str, image: str, result: GateResult
+    ) -> GateRun:
+        """A fresh run's result, as the task's state remembers it."""
+        return cls(
+            key=key,
+            gate=gate,
+            command=result.command,
+            tree=tree,
+            commit=commit,
+            image=image,
+            exit_code=result.exit_code,
+            output=result.output,
+            duration=result.duration,
+        )
+
     def result(self, name: str) -> GateResult:
         return GateResult(
             name=name,

@@ -133,17 +133,7 @@ def run_one(
         )
     finally:
         c.ws.remove_worktree(worktree)
-    run = gate_reuse.GateRun(
-        key=key,
-        gate=gate,
-        command=command,
-        tree=tree,
-        commit=commit,
-        image=image_id,
-        exit_code=result.exit_code,
-        output=result.output,
-        duration=result.duration,
-    )
+    run = gate_reuse.GateRun.of(key, gate, tree, commit, image_id, result)
     remembered = {"gate_runs": gate_reuse.remembered(wf.context, run)}
     return _judged(
         c, wf, name, gate, command, image, commit, tree, step_id, result, remembered, directory
