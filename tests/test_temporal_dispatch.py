@@ -20,7 +20,7 @@ from temporalio.worker import Replayer, Worker
 
 from supervisor.config import Settings, StepDef
 from supervisor.dag import WorkGraph
-from supervisor.errors import StepFailedError
+from supervisor.errors import SpecConflictError, StepFailedError
 from supervisor.recovery import Action, Category, Classification
 from supervisor.schemas import PlanOutput
 from supervisor.state.records import Workflow
@@ -109,6 +109,14 @@ def test_a_components_outcome_survives_the_trip_as_plain_data() -> None:
     back = dispatched.outcome_from(dispatched.outcome_to(strayed) or {})
     assert back.feedback == "keep to a.py" and back.context == strayed.context
     assert dispatched.outcome_to(Outcome("passed", git_sha="1" * 40)) is None
+    conflict = SpecConflictError(
+        "contradicts", "decide", step="implement/a", reason="5 vs 6", tests=["test_add"]
+    )
+    back = dispatched.outcome_from(
+        dispatched.outcome_to(Outcome("failed", escalate=conflict)) or {}
+    )
+    assert isinstance(back.escalate, SpecConflictError)  # a person's decision on any host
+    assert back.escalate.record() == conflict.record() and back.escalate.message == "contradicts"
 
 
 def test_components_that_ran_at_once_elsewhere_cannot_both_claim_one_undeclared_file(

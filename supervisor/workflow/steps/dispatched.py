@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any, Protocol
 
-from supervisor.errors import StepFailedError
+from supervisor.errors import SpecConflictError, StepFailedError
 from supervisor.recovery import Action, Category, Classification
 from supervisor.state.store import EventSpec
 from supervisor.workflow import ownership
@@ -138,6 +138,10 @@ def outcome_to(outcome: Outcome) -> dict[str, Any] | None:
         "escalate": None
         if outcome.escalate is None
         else [outcome.escalate.message, outcome.escalate.hint],
+        # a worker's word that the task contradicts the base's tests: a person's, there too
+        "spec_conflict": outcome.escalate.record()
+        if isinstance(outcome.escalate, SpecConflictError)
+        else None,
     }
 
 
@@ -145,6 +149,18 @@ def outcome_from(data: dict[str, Any]) -> Outcome:
     transient = data.get("transient")
     escalate = data.get("escalate")
     scope = data.get("out_of_scope")
+    conflict = data.get("spec_conflict")
+    error: StepFailedError | None = None
+    if escalate and conflict:
+        error = SpecConflictError(
+            str(escalate[0]),
+            str(escalate[1]),
+            step=str(conflict["step"]),
+            reason=str(conflict["reason"]),
+            tests=[str(t) for t in conflict["tests"]],
+        )
+    elif escalate:
+        error = StepFailedError(str(escalate[0]), str(escalate[1]))
     return Outcome(
         str(data.get("result") or "failed"),
         feedback=data.get("feedback"),
@@ -155,5 +171,5 @@ def outcome_from(data: dict[str, Any]) -> Outcome:
         else Classification(
             Category(transient[0]), Action(transient[1]), str(transient[2]), transient[3]
         ),
-        escalate=None if not escalate else StepFailedError(str(escalate[0]), str(escalate[1])),
+        escalate=error,
     )
