@@ -21,7 +21,7 @@ from supervisor.errors import CommandTimeoutError, SandboxError
 from supervisor.plural import counted
 from supervisor.project import base_tests, failure_summary
 from supervisor.project.base_tests import SpecChange
-from supervisor.project.gates import GateResult, run_gate
+from supervisor.project.gates import GateResult
 from supervisor.state.store import EventSpec
 from supervisor.workflow import gate_baseline, gate_reuse
 from supervisor.workspace.treedata import CommitFiles
@@ -136,23 +136,12 @@ def _run(
     earlier = gate_reuse.find(context, key)
     if earlier is not None:
         return earlier.result(name), {}
-    worktree = c.ws.add_worktree(f"wf{wf.id}-{name.replace('/', '-')}-base-tests", commit)
+    label = f"{name.replace('/', '-')}-base-tests"
     try:
-        result = run_gate(
-            c.sandbox,
-            name,
-            command,
-            worktree,
-            c.settings.limits,
-            c.labels(wf.id, name),
-            on_output=c.reporter.output,
-            image=image,
-        )
+        result = gate_baseline.run_aside(c, wf, name, command, commit, image, label, show=True)
     except (CommandTimeoutError, SandboxError) as e:  # no verdict of the base's tests: a person
         said = e.message.splitlines()[0] if e.message else type(e).__name__
         output = f"the base's tests did not finish: {said}"
         return GateResult(name, command, False, -1, output, 0.0), {}
-    finally:
-        c.ws.remove_worktree(worktree)
     run = gate_reuse.GateRun.of(key, gate, tree, commit, image_id, result)
     return result, {"gate_runs": gate_reuse.remembered(context, run)}

@@ -155,6 +155,35 @@ def judge(floor: Baseline, result: GateResult) -> Verdict:
     return Verdict(tests=count.ran, base_tests=floor.tests)
 
 
+def run_aside(
+    c: StepContext,
+    wf: Workflow,
+    name: str,
+    command: str,
+    commit: str,
+    image: str | None,
+    label: str,
+    show: bool = False,
+) -> GateResult:
+    """The gate's command on `commit` in a throwaway worktree of its own, outside the step's
+    own run (the base's count, the base's tests on a candidate): no step row, nothing kept.
+    `show`: its output goes to the person watching."""
+    worktree = c.ws.add_worktree(f"wf{wf.id}-{label}", commit)
+    try:
+        return run_gate(
+            c.sandbox,
+            name,
+            command,
+            worktree,
+            c.settings.limits,
+            c.labels(wf.id, name),
+            on_output=c.reporter.output if show else None,
+            image=image,
+        )
+    finally:
+        c.ws.remove_worktree(worktree)
+
+
 def _from(gate: str, command: str, commit: str, output: str) -> Baseline:
     count = test_counts.count_tests(output)
     if count is None:
@@ -175,20 +204,9 @@ def _measure(
     """Run the gate once on the base commit, in the candidate's image, to count its tests."""
     c.reporter.step(wf.id, name, f"gate `{command}` on the task's base commit, to count its tests")
     which = hashlib.sha256(command.encode()).hexdigest()[:8]
-    worktree = c.ws.add_worktree(f"wf{wf.id}-{gate}-baseline-{which}", wf.base_sha)
     try:
-        result = run_gate(
-            c.sandbox,
-            name,
-            command,
-            worktree,
-            c.settings.limits,
-            c.labels(wf.id, name),
-            image=image,
-        )
+        result = run_aside(c, wf, name, command, wf.base_sha, image, f"{gate}-baseline-{which}")
     except (CommandTimeoutError, SandboxError) as e:
         note = f"the run on the base commit did not finish ({e.message.splitlines()[0]})"
         return Baseline(gate=gate, command=command, tests=None, commit=wf.base_sha, note=note)
-    finally:
-        c.ws.remove_worktree(worktree)
     return _from(gate, command, wf.base_sha, result.output)
