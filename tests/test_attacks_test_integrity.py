@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from e2e_support import GOOD_CALC, fenced, new_repo, opening_prompts, require_sandbox, reviewer
 from e2e_support import write_workflow as write_workflow_file
-from test_attacks_gates import events, show, write  # the gate attacks' readers
+from test_attacks_gates import TASK, WORKFLOW, events, show, write  # the gate attacks' readers
 
 from supervisor import tasks
 from supervisor.demo import CALC_STUB, TESTS, read_turn
@@ -32,14 +32,6 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.docker
 
-TASK = "Implement add and multiply"
-WORKFLOW = (
-    "workflow:\n  initial_step: implement\n  steps:\n"
-    "    implement: {role: implementer, next: test, max_retries: 1}\n"
-    "    test: {gate: test, next: review, on_fail: implement}\n"
-    "    review: {role: reviewer, next: commit}\n"
-    "    commit: {action: commit}\n"
-)
 CONSTANTS = TESTS.replace("add(2, 3), 5", "5, 5").replace("multiply(4, 5), 20", "20, 20")
 SKIPPED = TESTS.replace(
     "    def test_add(self):", '    @unittest.skip("flaky on CI")\n    def test_add(self):'
