@@ -1,6 +1,6 @@
 """How fast this machine is right now, apart from the supervisor: a pure-Python loop, process
 creation, an interpreter's start and a no-op container of the sandbox image. The same code
-measured twice as slow on a machine up for a day as on a fresh one (docs/test-durations.md,
+measured twice as slow on a machine up for a day as on a fresh one (benchmarks/test-durations.md,
 eighteenth pass), so a figure from another day is compared only after these agree:
 
     .venv/bin/python benchmarks/machine.py

@@ -17,12 +17,12 @@ Files pinned to one process with `pytest.mark.xdist_group`:
   test_temporal_spread_e2e.py): every dev server has its own ports, database file and task
   queue, so the two groups may run side by side; each group keeps its specs in one process so
   that no more than two servers and their workers run at once. One group of all six files was
-  about a third of the run, which made it the run's floor (docs/test-durations.md).
+  about a third of the run, which made it the run's floor (benchmarks/test-durations.md).
 - `ts_project` and `ts_project_2` (test_templates_ts_e2e.py, test_attacks_gates_ts.py): two
   groups of about equal length on one pnpm project image, built once per run and shared between
   the processes (tests/run_once.py: the first builds under a file lock in the run's shared
   temporary directory, the other finds it built and tags it with its own checkout's name). One
-  group of all seven specs was the run's floor (docs/test-durations.md).
+  group of all seven specs was the run's floor (benchmarks/test-durations.md).
 - `monorepo_pnpm`, `monorepo_go` (test_monorepo_pnpm_e2e.py, test_monorepo_go_e2e.py): each
   file's specs share one project image of its workspace, built by a module fixture.
 - `checkout_setup` (the specs that run scripts/setup.sh in this checkout, and the one that checks
@@ -62,7 +62,7 @@ LONG_FILES = frozenset(
         "test_templates_ts_e2e.py",
     }
 )
-"""Files of end-to-end specs of one to three minutes each (docs/test-durations.md)."""
+"""Files of end-to-end specs of one to three minutes each (benchmarks/test-durations.md)."""
 
 
 def _weight(item: pytest.Item) -> int:
@@ -77,8 +77,9 @@ def _weight(item: pytest.Item) -> int:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Longest first (see above), with the specs that mostly wait (`waits`) spread evenly among
     the end-to-end ones: side by side, or beside other waiting specs, they left both cores idle
-    for half a minute at a time (a run's idle time, sampled each second, docs/test-durations.md);
-    spread out, each waits beside the busy specs of the other processes."""
+    for half a minute at a time (a run's idle time, sampled each second,
+    benchmarks/test-durations.md); spread out, each waits beside the busy specs of the other
+    processes."""
     items.sort(key=_weight)  # stable: files keep their own order within a weight
     waiting = [item for item in items if item.get_closest_marker("waits")]
     if not waiting:

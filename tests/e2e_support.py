@@ -59,7 +59,7 @@ def require_sandbox() -> None:
 CLI = os.environ.get("SUPERVISOR_TEST_CLI", "codex")
 """The CLI of the pipeline specs, where which CLI runs is not what they specify: codex starts up
 on about a fifth of claude's CPU (0.3 against 1.5 CPU-s a run, benchmarks/cli_start.py), and the
-suite is bound by the CPU of the 2-core machine (docs/test-durations.md). Each CLI's own
+suite is bound by the CPU of the 2-core machine (benchmarks/test-durations.md). Each CLI's own
 behaviour has its specs (test_workers_contract.py, test_cli_project_config_e2e.py, the claude
 hook attacks), and the demo and the wheel's spec run the default, claude.
 `SUPERVISOR_TEST_CLI=claude` (or gemini) runs them on another."""

@@ -3,8 +3,8 @@
 A session fixture is made once per process; with `-n 3` an expensive one (a project image built
 from a lock file) would be made up to three times, or its specs pinned to one process, which then
 runs them all one after another (the `ts_project` group was a third of the run that way,
-docs/test-durations.md). Here the first process to ask makes it under an exclusive lock on a file
-in the run's shared temporary directory (the parent of every process's base temp under xdist);
+benchmarks/test-durations.md). Here the first process to ask makes it under an exclusive lock on a
+file in the run's shared temporary directory (the parent of every process's base temp under xdist);
 the others wait on the lock and find it made. Users register under the same lock, so the last one
 to leave removes what must not outlive the run, and one arriving after that makes it again."""
 

@@ -9,7 +9,7 @@ behind (worktrees, the candidate ref, component branches). The fixed kill points
 sandbox, are in tests/test_components_e2e.py.
 
 SUPERVISOR_KILL_SEEDS sets the number of seeds (default 3, under a minute: the suite is bound by
-the CPU of the 2-core machine, docs/test-durations.md; set more to run it at length);
+the CPU of the 2-core machine, benchmarks/test-durations.md; set more to run it at length);
 SUPERVISOR_KILL_REPORT names a JSON file for the figures (runs, kills, extra invocations); the
 same with `.expanded.json` for the plan whose component b is split into a sub-plan, killed
 inside the nested sub-plan as anywhere else.

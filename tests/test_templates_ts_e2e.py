@@ -50,8 +50,8 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.docker
 # The template specs and test_attacks_gates_ts share one project image, built once per run (see
-# `project`), and run in two xdist groups of about equal length (docs/test-durations.md), so two
-# processes share the work: one builds the image while the other waits for it.
+# `project`), and run in two xdist groups of about equal length (benchmarks/test-durations.md), so
+# two processes share the work: one builds the image while the other waits for it.
 GROUP_A = pytest.mark.xdist_group("ts_project")
 GROUP_B = pytest.mark.xdist_group("ts_project_2")
 FIXTURE = Path(__file__).parent / "fixtures" / "ts_vitest"
@@ -65,7 +65,8 @@ TEMPLATES = [
 open_source, so its run has every step of theirs (the test engineer, the lint gate, the security
 review, the interfaces) and more. All five run on the Python project
 (tests/test_templates_e2e.py); here each of the other two cost about as much again as
-security_critical on the 2-core machine, whose CPU bounds the suite (docs/test-durations.md)."""
+security_critical on the 2-core machine, whose CPU bounds the suite
+(benchmarks/test-durations.md)."""
 SOURCE = "src/index.ts"
 FIXED = (FIXTURE / SOURCE).read_text()
 CORRECT = "return Math.min(Math.max(value, range.start), range.end);"
