@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Optional set-up for scale-out (README "Scale-out (optional)"): PostgreSQL from Debian's
+# Optional set-up for scale-out (docs/team-mode.md): PostgreSQL from Debian's
 # packages, and the Python packages of the Temporal runner and the PostgreSQL driver in .venv.
 # Not part of scripts/setup.sh: a single-machine user needs none of it. Safe to re-run.
 #

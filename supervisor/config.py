@@ -274,7 +274,7 @@ class StateSettings(StrictModel):
 
 
 class TemporalSettings(StrictModel):
-    """Where the Temporal runner submits tasks (README "Scale-out (optional)")."""
+    """Where the Temporal runner submits tasks (docs/team-mode.md)."""
 
     address: str = "127.0.0.1:7233"
     namespace: str = "default"

@@ -5,7 +5,7 @@ it watches. It ends on Ctrl-C, or, when it watches one workflow, once nothing wi
 a person: it finished, it waits for an approval (or a resume after one), or no supervisor runs it
 any more (killed: it says so, with the command that continues it). With `--exit-status` (as `gh
 run watch`) the exit code says how it ended (supervisor/cli/watch.py `Ending`). Ctrl-C exits 130,
-with or without it, as the README's table says of an interrupt: `status --watch --exit-status &&
+with or without it, as docs/commands.md says of an interrupt: `status --watch --exit-status &&
 supervisor complete-task 1` must not take a person's Ctrl-C for a completed task.
 """
 

@@ -1,5 +1,5 @@
 """Git across hosts: a shared remote holds each task's branches and refs, so any worker host can
-run the task's next step from the remote alone (README "Scale-out (optional)").
+run the task's next step from the remote alone (docs/team-mode.md).
 
 `temporal.remote` names it (any git URL; a bare repository in the specs). `start-task` publishes
 the task's base commit and branch there; before a step, a worker fetches the task's refs into its
