@@ -12,11 +12,14 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from temporal_standin import Sandbox, run_on_temporal, to_temporal, use_sandbox
 from temporal_support import DevServer
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Replayer, Worker
+from test_decompose_engine import GATE, WORKFLOW, component, subplan, too_large
+from test_engine_fast import TASK, Project, plans, project, reviews, warm_packer, writes
 
 from supervisor.config import Settings, StepDef
 from supervisor.dag import WorkGraph
@@ -38,9 +41,19 @@ from supervisor.workflow.steps.base import Outcome, StepContext
 from supervisor.workflow.steps.components import ComponentFanOut
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
     from pathlib import Path
 
 pytestmark = pytest.mark.xdist_group("temporal")
+__all__ = ["project", "warm_packer"]
+
+
+@pytest.fixture(scope="module")
+def temporal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
+    """One dev server for this file's specs (each runs on a task queue of its own)."""
+    server = DevServer(tmp_path_factory.mktemp("temporal"))
+    yield server
+    server.stop()
 
 
 def test_handed_over_components_run_at_once_and_come_back_to_the_step(temporal: DevServer) -> None:
@@ -215,3 +228,44 @@ def test_a_fan_out_at_its_budget_hands_no_component_over_to_the_temporal_workflo
     assert held.type == "components_held" and held.payload["components"] == ["a", "b"]
     assert (held.payload["scope"], held.payload["over"]) == ("task", ["tokens"])
     store.close()
+
+
+def test_a_component_split_under_the_temporal_runner_runs_its_parts_as_activities_and_merges(
+    project: Callable[..., Project], temporal: DevServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Recursive decomposition under the Temporal runner (issue 50, item 5), as locally
+    (tests/test_decompose_engine.py, the same script): the component's activity comes back
+    TOO_LARGE, the engine splits it, its sub-plan's parts run as activities of their own from
+    its branch, merge into it, its QA gate judges them, and it merges upward."""
+    p = project(
+        WORKFLOW,
+        GATE,
+        (
+            "SUB-PLAN OF COMPONENT 'big'",
+            subplan(component("x", "b1.txt"), component("y", "b2.txt")),
+        ),
+        ("ROLE: planner", plans(component("a", "a.txt"), component("big", "b1.txt", "b2.txt"))),
+        ("'a'", writes({"a.txt": "a\n"})),
+        ("'big'", too_large("two modules, each a day's work")),
+        ("'big.1'", writes({"b1.txt": "one\n"})),
+        ("'big.2'", writes({"b2.txt": "two\n"})),
+        ("ROLE: reviewer", reviews("APPROVED")),
+    )
+    queue = to_temporal(p.root, temporal)
+    use_sandbox(monkeypatch, Sandbox(p.script))
+
+    wf = run_on_temporal(p.root, temporal, queue, TASK)
+
+    assert wf.status == "completed", wf.error
+    assert {p.on_branch(f) for f in ("a.txt", "b1.txt", "b2.txt")} == {"a\n", "one\n", "two\n"}
+    ran = {e.payload["component"] for e in p.events("component_ran")}
+    assert ran == {"a", "big", "big.1", "big.2"}  # each part an activity of its own
+    (expanded,) = p.events("component_expanded")
+    assert expanded.payload["children"] == ["big.1", "big.2"]
+    assert expanded.payload["trigger"] == "too_large"
+    merged = [
+        (e.payload["component"], e.payload.get("parent")) for e in p.events("component_merged")
+    ]
+    assert {m for m in merged[:-1] if m[1]} == {("big.1", "big"), ("big.2", "big")}
+    assert merged[-1] == ("big", None)
+    assert "implement/big/test" in [e.step for e in p.events("gate")]  # the QA pass

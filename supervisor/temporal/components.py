@@ -1,6 +1,6 @@
 """The activity of one component of a fan-out step (supervisor/workflow/steps/dispatched.py):
 its worker and gates, on this host's clone and Docker engine, from the integration commit the
-step recorded. Several run at once on several hosts, so it writes no workflow progress: its step
+step recorded (a sub-component of a split one: from its parent's branch, steps/subplan.py). Several run at once on several hosts, so it writes no workflow progress: its step
 runs and events are appended, its component's new state is returned to the workflow, and the
 fan-out step applies it (the engine's one writer of the context).
 
@@ -15,17 +15,15 @@ import socket
 from typing import TYPE_CHECKING, Any
 
 from supervisor.config import WorkflowDef
-from supervisor.dag import WorkGraph
 from supervisor.doctor import clis_in_use
 from supervisor.errors import SupervisorError
 from supervisor.opening import open_sandbox
 from supervisor.routing import route
-from supervisor.schemas import PlanOutput
 from supervisor.state.store import EventSpec
 from supervisor.temporal import remote
 from supervisor.workflow import history
 from supervisor.workflow.engine import Reporter
-from supervisor.workflow.steps import dispatched
+from supervisor.workflow.steps import dispatched, subplan
 from supervisor.workflow.steps.base import Outcome, StepContext
 from supervisor.workflow.steps.components import ComponentFanOut
 
@@ -74,9 +72,11 @@ def run_component(project: Project, wf_id: int, cid: str, url: str | None) -> di
             # task may be running here right now: only this component's go.
             sandbox.remove_stale(c.labels(wf_id, f"{name}/{cid}"), run_dirs=False)
             fan = ComponentFanOut(c, wf, name, step)
-            fan.work = WorkGraph.from_plan(PlanOutput.model_validate(fan.ctx["plan"]), fan.projects)
+            # the plan with the sub-plans the engine installed: a sub-component is a component
+            fan.work = subplan.work_graph(fan, fan.ctx["plan"])
             try:
-                outcome = fan._build(fan.work.components[cid], str(fan.ctx["integrated"]))
+                base = fan.base_for(cid, str(fan.ctx["integrated"]))  # its split parent's branch
+                outcome = fan._build(fan.work.components[cid], base)
             except SupervisorError as e:
                 outcome = Outcome("failed", escalate=e)
             if url:

@@ -120,11 +120,12 @@ class ComponentFanOut:
             or self.c.ws.branch_tip(self.wf.task_branch)
         )
         self.ctx["integrated"] = integrated
+        for cid, outcome in finished:  # a component that failed elsewhere: counted as here
+            # before the tree's changes: a split it asks for goes to the engine with the rest
+            integrated = self._settle(work.components[cid], outcome, integrated)
         tree_changes = subplan.before_dispatch(self, work, integrated)  # the engine decides
         if tree_changes is not None:
             return tree_changes
-        for cid, outcome in finished:  # a component that failed elsewhere: counted as here
-            integrated = self._settle(work.components[cid], outcome, integrated)
         order = {cid: i for i, cid in enumerate(work.merge_order())}
         limit = self.c.settings.limits.max_parallel_components
         with ThreadPoolExecutor(max_workers=limit, thread_name_prefix="component") as pool:
@@ -134,9 +135,11 @@ class ComponentFanOut:
                 if entry["status"] in ("implemented", "gated")
             }
             while True:
-                if relay is not None and not running and not self.errors and not self.strays:
-                    # the budget is checked as here: a held step hands nothing over
-                    dispatched.hand_over(self, self._dispatchable(work, limit), integrated)
+                if relay is not None and not running and not self._stopped():
+                    # the budget is checked as here (a held step hands nothing over), and a
+                    # component planned too big is split, not handed over
+                    batch = subplan.unsplit(self, self._dispatchable(work, limit), integrated)
+                    dispatched.hand_over(self, batch, integrated)
                 if relay is None:
                     self._dispatch(work, limit, integrated, pool, running)
                 if not running:
@@ -165,7 +168,7 @@ class ComponentFanOut:
         pool: ThreadPoolExecutor,
         running: dict[Future[Outcome], str],
     ) -> None:
-        if self.errors or self.strays or self.splitting:
+        if self._stopped():
             return
         for comp in self._dispatchable(work, limit):
             base = self._adopted_base(comp.id) or self.base_for(comp.id, integrated)
@@ -174,6 +177,10 @@ class ComponentFanOut:
             comp.status = "running"
             self._save(comp.id, status="running", started_from=base)
             running[pool.submit(self._build, comp, base)] = comp.id
+
+    def _stopped(self) -> bool:
+        """Nothing new starts: a component failed, strayed, or waits for the engine's split."""
+        return bool(self.errors or self.strays or self.splitting)
 
     def _merges(self, cid: str, outcome: Outcome) -> bool:
         """A finished top-level component whose next move is its merge into the candidate."""

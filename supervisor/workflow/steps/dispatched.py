@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from supervisor.dag import Component, WorkGraph
 
 # What a component's activity may set on its component's entry (the rest is this step's).
-ENTRY_FIELDS = ("status", "sha", "base")
+ENTRY_FIELDS = ("status", "sha", "base", "qa")  # qa: a split component's pass on its parts
 FINISHED = ("implemented", "gated")
 
 
@@ -47,6 +47,7 @@ class FanOut(Protocol):
     def work(self) -> WorkGraph | None: ...
 
     def _save(self, cid: str, **fields: Any) -> None: ...
+    def base_for(self, cid: str, integrated: str) -> str: ...
 
 
 class ComponentsDispatched(Exception):
@@ -59,12 +60,13 @@ class ComponentsDispatched(Exception):
 
 def hand_over(fan: FanOut, batch: list[Component], integrated: str) -> None:
     """Record the batch as running (from the integration commit `integrated`, which the
-    context holds) and stop the step; nothing to hand over: return."""
+    context holds, or a sub-component's split parent's branch, begun here and kept in the
+    parent's entry: `base_for`) and stop the step; nothing to hand over: return."""
     if not batch:
         return
     for comp in batch:
         comp.status = "running"
-        fan._save(comp.id, status="running")
+        fan._save(comp.id, status="running", started_from=fan.base_for(comp.id, integrated))
     raise ComponentsDispatched([c.id for c in batch])
 
 
@@ -132,6 +134,7 @@ def outcome_to(outcome: Outcome) -> dict[str, Any] | None:
         "feedback": outcome.feedback,
         "cli": outcome.cli,
         "out_of_scope": outcome.context.get("out_of_scope"),
+        "too_large": outcome.context.get("too_large"),  # the worker's word: a split's trigger
         "transient": None
         if why is None
         else [str(why.category), str(why.action), why.reason, why.wait_seconds],
@@ -148,7 +151,7 @@ def outcome_to(outcome: Outcome) -> dict[str, Any] | None:
 def outcome_from(data: dict[str, Any]) -> Outcome:
     transient = data.get("transient")
     escalate = data.get("escalate")
-    scope = data.get("out_of_scope")
+    context = {k: data[k] for k in ("out_of_scope", "too_large") if data.get(k)}
     conflict = data.get("spec_conflict")
     error: StepFailedError | None = None
     if escalate and conflict:
@@ -165,7 +168,7 @@ def outcome_from(data: dict[str, Any]) -> Outcome:
         str(data.get("result") or "failed"),
         feedback=data.get("feedback"),
         cli=data.get("cli"),
-        context={"out_of_scope": scope} if scope else {},
+        context=context,
         transient=None
         if not transient
         else Classification(

@@ -153,7 +153,7 @@ def _ask_planner(
 def over_scope(fan: ComponentFanOut, comp: Component, base: str) -> bool:
     """A component planned too big is split before any worker starts on it (the engine
     decides); True when it was asked for."""
-    if comp.id in fan.tree.nodes or fan.c.dispatch is not None:  # split already, or past it
+    if comp.id in fan.tree.nodes:  # split already, or past it
         return False
     estimated = _estimated_lines(fan.flat_plan, comp.id)
     limits = fan.c.settings.limits.decomposition
@@ -167,6 +167,13 @@ def over_scope(fan: ComponentFanOut, comp: Component, base: str) -> bool:
         return False
     split(fan, comp, "scope", why, None)
     return True
+
+
+def unsplit(fan: ComponentFanOut, batch: list[Component], integrated: str) -> list[Component]:
+    """The batch the Temporal runner is handed: a component planned too big is split instead,
+    as `over_scope` does before a local worker starts (its split parent's branch is where it
+    would start)."""
+    return [c for c in batch if not over_scope(fan, c, fan.base_for(c.id, integrated))]
 
 
 def _pack_fact(fan: ComponentFanOut, comp: Component, base: str) -> decompose.PackFact:
@@ -221,8 +228,8 @@ def failure_trigger(
 ) -> decompose.Trigger | None:
     """Why a failed component is split rather than failed or retried: it said it is too big, or
     its retries are spent (its QA pass, for a split one); None: as before."""
-    if outcome.escalate is not None or fan.c.dispatch is not None:
-        return None  # the Temporal runner's components are not split (yet): as before
+    if outcome.escalate is not None:
+        return None  # a person's, or the task's end: the engine decides as before
     if fan.c.settings.limits.decomposition.max_depth == 0:
         return None  # splitting is off: a component fails after its retries, as before
     node = fan.tree.nodes.get(cid)

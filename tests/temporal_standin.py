@@ -1,0 +1,93 @@
+"""The Temporal runner in the spec's own process, over the stand-in sandbox: the real dev server,
+the real submission (`submit_task`), the real workflow code and the real activities
+(supervisor/temporal/activities.py) of a worker polling the task's queue, the real engine, git
+and state database; only the container is the stand-in's (supervisor/sandbox/standin.py).
+
+What it buys: the team-mode parity specs (issue 50, item 5) run the same task as a local spec
+through Temporal's dispatch (each component an activity of its own) in seconds, sharing one
+dev server per file, instead of a real worker process, Docker and the real CLI per spec.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from supervisor.sandbox.standin import StandinSandbox
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    import pytest
+    from temporal_support import DevServer
+
+    from supervisor.state.records import Workflow
+
+
+class Sandbox(StandinSandbox):
+    """The stand-in, with the keyword a component's activity passes (`run_dirs`)."""
+
+    def remove_stale(self, labels: dict[str, str], **_: Any) -> list[str]:
+        return []
+
+
+def to_temporal(repo: Path, server: DevServer) -> str:
+    """Point the repository's config at `server`, on a task queue of this spec's own (trusted,
+    as the spec's own); the queue."""
+    from supervisor.guard.trust import trust
+
+    queue = f"spec-{uuid.uuid4().hex[:8]}"
+    with (repo / ".supervisor" / "config.yaml").open("a") as config:
+        config.write(f"temporal: {{address: '{server.address}', task_queue: {queue}}}\n")
+    trust(repo)
+    return queue
+
+
+def use_sandbox(monkeypatch: pytest.MonkeyPatch, sandbox: StandinSandbox) -> None:
+    """Every step's and every component's activity runs its workers in `sandbox`."""
+    from supervisor import tasks
+    from supervisor.temporal import components
+
+    monkeypatch.setattr(tasks, "open_sandbox", lambda project, clis, **_: sandbox)
+    monkeypatch.setattr(components, "open_sandbox", lambda project, clis, **_: sandbox)
+
+
+def run_on_temporal(repo: Path, server: DevServer, queue: str, task: str) -> Workflow:
+    """Submit `task` as `start-task --backend temporal` does, run a worker of the queue in this
+    process until the task's workflow ends (done, failed, or waiting for a person), and return
+    the task as the state database has it."""
+    from supervisor.opening import reading
+    from supervisor.temporal.submit import submit_task
+
+    submitted = submit_task(task, repo)
+    with reading(repo) as store:
+        wid = next(
+            e.payload["workflow_id"]
+            for e in store.events(submitted.id)
+            if e.type == "temporal_submitted"
+        )
+    asyncio.run(_work_until_done(repo, server.address, queue, wid))
+    with reading(repo) as store:
+        return store.workflow(submitted.id)
+
+
+async def _work_until_done(repo: Path, address: str, queue: str, wid: str) -> None:
+    from temporalio.client import Client
+    from temporalio.worker import Worker
+
+    from supervisor.temporal.activities import StepActivities
+    from supervisor.temporal.workflow import StepResult, TaskWorkflow
+
+    client = await Client.connect(address)
+    steps = StepActivities(repo, 4)
+    async with Worker(
+        client,
+        task_queue=queue,
+        workflows=[TaskWorkflow],
+        activities=[steps.run_step, steps.run_component, steps.record_failure],
+        max_concurrent_activities=4,
+    ):
+        handle = client.get_workflow_handle(wid, result_type=StepResult)
+        await asyncio.wait_for(handle.result(), 240)
+    steps.pool.shutdown(wait=True)
