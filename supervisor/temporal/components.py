@@ -1,8 +1,9 @@
 """The activity of one component of a fan-out step (supervisor/workflow/steps/dispatched.py):
 its worker and gates, on this host's clone and Docker engine, from the integration commit the
-step recorded (a sub-component of a split one: from its parent's branch, steps/subplan.py). Several run at once on several hosts, so it writes no workflow progress: its step
-runs and events are appended, its component's new state is returned to the workflow, and the
-fan-out step applies it (the engine's one writer of the context).
+step recorded (a sub-component of a split one: from its parent's branch, steps/subplan.py).
+Several run at once on several hosts, so it writes no workflow progress: its step runs and
+events are appended, its component's new state is returned to the workflow, and the fan-out
+step applies it (the engine's one writer of the context).
 
 With a shared remote it fetches the task's refs first and pushes its component's branch after.
 Where it ran (worker identity and clone) is the `component_ran` event, for `supervisor events`.
