@@ -12,6 +12,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from monorepo_support import WORKFLOW as MONOREPO_WORKFLOW
+from monorepo_support import component as monorepo_component
+from monorepo_support import gate_steps, gated
 from temporal_standin import Sandbox, run_on_temporal, to_temporal, use_sandbox
 from temporal_support import DevServer
 from temporalio import activity
@@ -20,6 +23,9 @@ from temporalio.exceptions import ApplicationError
 from temporalio.worker import Replayer, Worker
 from test_decompose_engine import GATE, WORKFLOW, component, subplan, too_large
 from test_engine_fast import TASK, Project, plans, project, reviews, warm_packer, writes
+from test_monorepo_e2e import CONFIG as MONOREPO_CONFIG
+from test_monorepo_e2e import FILES as MONOREPO_FILES
+from test_monorepo_e2e import POINT_3D, POINT_3D_BREAKING, TYPES
 
 from supervisor.config import Settings, StepDef
 from supervisor.dag import WorkGraph
@@ -269,3 +275,49 @@ def test_a_component_split_under_the_temporal_runner_runs_its_parts_as_activitie
     assert {m for m in merged[:-1] if m[1]} == {("big.1", "big"), ("big.2", "big")}
     assert merged[-1] == ("big", None)
     assert "implement/big/test" in [e.step for e in p.events("gate")]  # the QA pass
+
+
+def test_a_monorepo_task_runs_through_the_temporal_dispatch_as_locally(
+    project: Callable[..., Project], temporal: DevServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The monorepo's projects under the Temporal runner (issue 50, item 5): the uv workspace
+    and script of tests/test_monorepo_e2e.py's first spec, its component an activity of its own.
+    A change to the shared types is gated by the apps that build on them, in their own
+    directories; the app it breaks is named to the worker's next attempt; the task completes."""
+    p = project(
+        WORKFLOW,  # replaced by the monorepo specs' below
+        None,
+        ("gated because: depends on types", writes({TYPES: POINT_3D})),
+        ("ROLE: planner", plans(monorepo_component("point-z", "types", [TYPES]))),
+        ("one component of the plan: 'point-z'", writes({TYPES: POINT_3D_BREAKING})),
+    )
+    for path, content in MONOREPO_FILES.items():
+        (p.root / path).parent.mkdir(parents=True, exist_ok=True)
+        (p.root / path).write_text(content)
+    (p.root / ".supervisor" / "workflow.yaml").write_text(MONOREPO_WORKFLOW)
+    with (p.root / ".supervisor" / "config.yaml").open("a") as config:
+        config.write(MONOREPO_CONFIG)
+    p.git("add", "-A")
+    p.git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "a uv workspace")
+    queue = to_temporal(p.root, temporal)
+    use_sandbox(monkeypatch, Sandbox(p.script))
+
+    wf = run_on_temporal(p.root, temporal, queue, "Give Point a z coordinate")
+
+    assert wf.status == "completed", wf.error
+    assert p.on_branch(TYPES) == POINT_3D
+    assert {e.payload["component"] for e in p.events("component_ran")} == {"point-z"}
+    first, second = gated(p.root, wf.id)
+    assert first == [
+        ("types", f"changed ({TYPES})", True),
+        ("app-a", "depends on types", False),
+        ("app-b", "depends on types", False),
+    ]
+    assert second == [(name, why, True) for name, why, _ in first]
+    steps = gate_steps(p.root, wf.id)
+    assert ("implement/point-z/test@app-b", "failed") in steps
+    assert ("implement/point-z/test@app-b", "passed") in steps
+    retry = next(prompt for prompt in p.script.prompts("implementer") if "gated because" in prompt)
+    assert "Project 'app-b' (apps/b/" in retry
+    shown = wf.context["components"]["point-z"]["projects_gated"]  # what `status` shows
+    assert set(shown) == {"implement/point-z/test"}

@@ -80,6 +80,11 @@ def run_component(project: Project, wf_id: int, cid: str, url: str | None) -> di
                 outcome = fan._build(fan.work.components[cid], base)
             except SupervisorError as e:
                 outcome = Outcome("failed", escalate=e)
+            # A failed run's end (its step rows, its gate's events) waits locally for the
+            # step's decision on it (ComponentFanOut._hold); here that decision is the step's,
+            # in another process: the rows are finished now, what it kept goes back with it.
+            held, kept_fields = fan.unsettled.pop(cid, ([], {}))
+            c.checkpoint(wf_id, name, fan.ctx, [], held)
             if url:
                 branch = fan._branch(cid)
                 kept = branch if project.workspace.branch_exists(branch) else None
@@ -88,10 +93,11 @@ def run_component(project: Project, wf_id: int, cid: str, url: str | None) -> di
         finally:
             store.after_record.drain()  # its run's clean-up uses the sandbox
             sandbox.close()
+    entry = {**kept_fields, **fan.state[cid]}
     return {
         "component": cid,
-        "entry": {k: v for k, v in fan.state[cid].items() if k in dispatched.ENTRY_FIELDS},
-        "trees": fan.ctx.get("trees", {}).get(f"{name}/{cid}"),
+        "entry": {k: v for k, v in entry.items() if k in dispatched.ENTRY_FIELDS},
+        "trees": kept_fields.get("trees") or fan.ctx.get("trees", {}).get(f"{name}/{cid}"),
         "claims": sorted(p for p, owner in fan.claims.items() if owner == cid),
         "outcome": dispatched.outcome_to(outcome),
         "worker": identity(),

@@ -18,14 +18,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 from supervisor.errors import SpecConflictError, StepFailedError
 from supervisor.recovery import Action, Category, Classification
 from supervisor.state.store import EventSpec
-from supervisor.workflow import ownership
+from supervisor.workflow import base_oracle, ownership
 from supervisor.workflow.steps.base import Outcome
 
 if TYPE_CHECKING:
     from supervisor.dag import Component, WorkGraph
 
-# What a component's activity may set on its component's entry (the rest is this step's).
-ENTRY_FIELDS = ("status", "sha", "base", "qa")  # qa: a split component's pass on its parts
+# What a component's activity may set on its component's entry (the rest is this step's): its
+# progress, whether it was a split component's QA pass, and what its gates found (per project
+# of a monorepo, and on the base's tests), which `status` shows and later gates reuse.
+ENTRY_FIELDS = ("status", "sha", "base", "qa", "projects_gated", base_oracle.CONTEXT_KEY)
 FINISHED = ("implemented", "gated")
 
 
