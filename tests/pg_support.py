@@ -68,11 +68,29 @@ class Cluster:
             f"--pwfile={self.dir / 'pw'}", "-E", "UTF8", "--no-sync",
         )  # fmt: skip
         self.port = free_port()
+        self.start_server()
+
+    def start_server(self) -> None:
+        """Start the server on its data directory and port (again, after `stop_server`)."""
         options = f"-F -p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=''"
         self._run(
             "pg_ctl", "-D", str(self.dir / "data"), "-l", str(self.dir / "log"), "-o", options,
             "-w", "-t", "60", "start",
         )  # fmt: skip
+
+    def stop_server(self) -> None:
+        """Stop the server, its data kept (a restart's first half: every session is ended)."""
+        self._run("pg_ctl", "-D", str(self.dir / "data"), "-m", "fast", "-w", "stop")
+
+    def terminate(self, pid: int) -> None:
+        """End one server session, as an operator's `pg_terminate_backend` does."""
+        import psycopg
+
+        with psycopg.connect(
+            host="127.0.0.1", port=self.port, user=USER, password=self.password, dbname="postgres",
+            autocommit=True,
+        ) as conn:  # fmt: skip
+            conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
 
     def _run(self, tool: str, *args: str) -> None:
         result = subprocess.run(

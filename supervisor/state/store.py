@@ -22,7 +22,7 @@ from sqlalchemy.exc import DatabaseError
 
 from supervisor import faults, host_faults
 from supervisor.errors import StateError, UnknownWorkflowError
-from supervisor.state import postgres
+from supervisor.state import postgres, reconnect
 from supervisor.state import schema as t
 from supervisor.state.after_record import AfterRecord
 from supervisor.state.approval_store import ApprovalStore
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 __all__ = ["Approval", "Event", "EventSpec", "StepRecord", "Store", "Workflow", "now"]
 
 
+@reconnect.retrying  # a dropped PostgreSQL connection: the method (one transaction) again
 class Store(ApprovalStore):
     """Access to `<repo>/.supervisor/state.db`, or to the shared PostgreSQL database that
     `state.url` names (`url`; by default supervisor/state/location.py finds it)."""
@@ -134,6 +135,7 @@ class Store(ApprovalStore):
                 # writer's update; take the write lock first (waits up to busy_timeout).
                 conn.exec_driver_sql("BEGIN IMMEDIATE")
             yield conn
+            reconnect.commit_sent()  # a drop from here on: its fate unknown, not run again
         faults.committed()
 
     # -- workflows -------------------------------------------------------------------------
