@@ -186,12 +186,14 @@ def test_components_that_ran_at_once_elsewhere_cannot_both_claim_one_undeclared_
     assert [e.type for e in events] == ["component_out_of_scope"]
 
 
+@pytest.mark.parametrize("runner", ["local", "temporal"])
 def test_a_fan_out_at_its_budget_hands_no_component_over_to_the_temporal_workflow(
-    tmp_path: Path,
+    tmp_path: Path, runner: str
 ) -> None:
     """Under the Temporal runner the step hands its ready components over instead of running
     them; past the task's budget it hands over none and holds the step, as the local runner
-    does (issue 50, item 5): the engine then pauses the task with the figures."""
+    does (issue 50, item 5), the same spec on both: the engine then pauses the task with the
+    figures."""
     from supervisor.policy import budgets
     from supervisor.state.store import EventSpec, Store
 
@@ -224,10 +226,11 @@ def test_a_fan_out_at_its_budget_hands_no_component_over_to_the_temporal_workflo
 
     def checkpoint(*_: Any) -> None: ...
 
-    c = StepContext(tmp_path, Settings(), store, None, None, None, checkpoint, dispatch=[])  # type: ignore[arg-type]
+    relay: list[dict[str, Any]] | None = [] if runner == "temporal" else None
+    c = StepContext(tmp_path, Settings(), store, None, None, None, checkpoint, dispatch=relay)  # type: ignore[arg-type]
     fan = ComponentFanOut(c, wf, "implement", StepDef(role="implementer", for_each="component"))
 
-    outcome = fan.run()  # would raise ComponentsDispatched were the budget not checked
+    outcome = fan.run()  # would raise ComponentsDispatched (or start workers) were it not held
 
     assert outcome.result == budgets.HELD
     [held] = outcome.events
