@@ -143,7 +143,46 @@ def run_checks(
                 )
             )
         checks.append(_auth(cli, settings, required, repo if in_demo else None))
+    if repo is not None and has_engine:
+        checks.extend(toolchain_checks(repo, settings))
     return checks
+
+
+def toolchain_checks(repo: Path, settings: Settings) -> list[Check]:
+    """The toolchains the project declares against its project Dockerfile: a named finding
+    (the version, the file that asks, what the image gives) rather than a package manager's
+    stack trace at the next build. No row for a project that declares none."""
+    from supervisor.guard import trustmap
+    from supervisor.project.project_image import dependency_files
+    from supervisor.project.toolchain_check import image_versions, mismatches
+    from supervisor.project.toolchain_sources import resolve_files
+
+    dockerfile = repo / trustmap.DOCKERFILE
+    try:
+        files = dependency_files(repo)
+        base = image_versions(settings.sandbox.image)
+        resolved = resolve_files(files, base)
+    except SupervisorError as e:
+        return [Check("project toolchains", False, e.message, e.hint)]
+    if not resolved:
+        return []
+    found = (
+        mismatches(dockerfile.read_text(errors="replace"), resolved, base)
+        if (dockerfile.is_file())
+        else []
+    )
+    detail = "; ".join(f"{r.tool} {r.version} ({r.provider})" for r in resolved)
+    if found:
+        return [
+            Check(
+                "project toolchains",
+                False,
+                "; ".join(found),
+                "Re-run `supervisor init` (it rewrites the Dockerfile it wrote, unless you "
+                "edited it), or install that version in .supervisor/sandbox/Dockerfile.",
+            )
+        ]
+    return [Check("project toolchains", True, detail)]
 
 
 def _workflow(

@@ -102,6 +102,24 @@ class SandboxError(SupervisorError, RuntimeError):
     exit_code = 3
 
 
+class ToolchainUnavailableError(SandboxError):
+    """A toolchain version the project declares (Node, Python, Go, Rust) cannot be had from
+    any source reachable here: said before any image is built (supervisor/project/
+    toolchain_resolve.py)."""
+
+    def __init__(
+        self, message: str, hint: str | None = None, *, tool: str, declarations: tuple[str, ...]
+    ) -> None:
+        super().__init__(message, hint)
+        self.tool = tool
+        self.declarations = declarations
+
+
+class ToolchainMismatchError(SandboxError):
+    """The project Dockerfile does not provide a toolchain version the project declares (it
+    was written before the declaration changed, or edited): said before the build."""
+
+
 class CredentialsError(SupervisorError):
     """A worker CLI has no credentials to call its model API."""
 
@@ -214,6 +232,15 @@ class DiskFullError(MachineFault):
 class DatabaseLockedError(MachineFault, StateError):
     """Another program held the state database's write lock past the busy timeout; nothing of
     the change was written (its transaction never began)."""
+
+
+class DockerUnavailableError(MachineFault):
+    """The Docker engine stopped answering under a running step (stopped, restarted, its socket
+    gone) and did not come back within the wait (supervisor/sandbox/engine_loss.py). Not the
+    worker's failure: the step's runs stay as a crash leaves them, for `resume` to adopt a
+    worker that finished or run afresh one that died with the engine."""
+
+    exit_code = 3  # as for an engine missing at the start (SandboxError)
 
 
 class Terminated(KeyboardInterrupt):

@@ -13,6 +13,7 @@ from supervisor import owners
 from supervisor.errors import SandboxError
 from supervisor.opening import Project, open_project
 from supervisor.project import project_image
+from supervisor.project.toolchain_check import check_before_build, image_versions
 from supervisor.sandbox.docker import DockerSandbox
 from supervisor.state.locks import critical_section
 
@@ -78,6 +79,14 @@ def sandbox_build(
             )
         if project_image.exists(client, image.tag) and not no_cache:
             return image.tag, None
+        # The declared toolchains (Node, Python, Go, Rust) can be had and the Dockerfile gives
+        # them: said here, naming the file that asks, before a build fails on it.
+        check_before_build(
+            project.root,
+            project_image.trusted_dockerfile(project.root) or b"",
+            image.contents,
+            image_versions(project.settings.sandbox.image, client),
+        )
         seconds = project_image.build(
             client, project.root, tree, image, no_cache=no_cache, on_output=on_output
         )
@@ -97,6 +106,7 @@ def sandbox_status(path: Path) -> dict[str, Any]:
     base = client.images.get(project.settings.sandbox.image)
     with head_tree(project) as tree:
         wanted = project_image.image_for(project.root, tree, cast(str, base.id))
+    toolchains = _toolchains(project, wanted, client)
     images = []
     for found in project_image.project_images(client, project.root):
         labels = found.labels or {}
@@ -115,6 +125,30 @@ def sandbox_status(path: Path) -> dict[str, Any]:
         "wanted": wanted.tag if wanted else None,
         "dependency_files": wanted.files if wanted else [],
         "images": images,
+        **toolchains,
+    }
+
+
+def _toolchains(
+    project: Project, wanted: project_image.ProjectImage | None, client: Any
+) -> dict[str, Any]:
+    """What the project declares, what each resolves to and from where, and the findings: a
+    version that cannot be had, or that the Dockerfile does not give."""
+    from supervisor.errors import SupervisorError
+    from supervisor.project.toolchain_check import mismatches
+    from supervisor.project.toolchain_sources import resolve_files
+
+    if wanted is None:
+        return {"toolchains": [], "toolchain_findings": []}
+    base = image_versions(project.settings.sandbox.image, client)
+    try:
+        resolved = resolve_files(wanted.contents, base)
+    except SupervisorError as e:
+        return {"toolchains": [], "toolchain_findings": [f"{e.message} {e.hint}"]}
+    dockerfile = (project.root / project_image.DOCKERFILE).read_text(errors="replace")
+    return {
+        "toolchains": [r.label() for r in resolved],
+        "toolchain_findings": mismatches(dockerfile, resolved, base),
     }
 
 

