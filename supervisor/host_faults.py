@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,6 +37,10 @@ _SQLITE_FULL = 13
 _SQLITE_BUSY = 5
 _SQLITE_LOCKED = 6
 _FULL_TEXT = ("No space left on device", "Disk quota exceeded", "database or disk is full")
+# git names the file but not the cause when a ref's lock file is made and then cannot be written
+_UNWRITTEN = re.compile(r"couldn't write '([^'\n]+)'")
+LOW_BYTES = 1 << 20
+"""Below this much free (or 0.5 % of the file system, if more), the host counts it as full."""
 
 
 def causes(error: BaseException) -> Iterator[BaseException]:
@@ -212,6 +217,20 @@ def _command(pid: int) -> str:
         return ""
 
 
+def out_of_space(path: Path) -> bool:
+    """Whether the host itself reads the file system holding `path` as full: under LOW_BYTES
+    (or 0.5 % of its size) free, or no inode left. What a program prints about space is only a
+    hint; this reading is the host's own, which no text can fake."""
+    try:
+        info = os.statvfs(_existing(path))
+    except OSError:
+        return False
+    free = info.f_bavail * info.f_frsize
+    if free < max(LOW_BYTES, info.f_blocks * info.f_frsize // 200):
+        return True
+    return bool(info.f_files) and not info.f_favail
+
+
 def _full(e: BaseException) -> bool:
     if isinstance(e, DiskFullError):
         return True
@@ -221,8 +240,18 @@ def _full(e: BaseException) -> bool:
         return getattr(e, "sqlite_errorcode", None) == _SQLITE_FULL
     if isinstance(e, GitError | ToolFailedError):  # a host tool's own words, never a worker's
         said = f"{e.message}\n{getattr(e, 'output', '')}"
-        return any(text in said for text in _FULL_TEXT)
+        return any(text in said for text in _FULL_TEXT) or _unwritten(e) is not None
     return False
+
+
+def _unwritten(e: BaseException) -> Path | None:
+    """The file a host tool says it could not write (git's "couldn't write '<path>'"), when
+    the host reads its file system as full."""
+    said = f"{getattr(e, 'message', '')}\n{getattr(e, 'output', '')}"
+    found = _UNWRITTEN.search(said)
+    if found is None or not out_of_space(Path(found.group(1))):
+        return None
+    return Path(found.group(1))
 
 
 def _locked(e: BaseException) -> bool:
@@ -239,6 +268,8 @@ def _filename(e: BaseException) -> Path | None:
         return Path(e.path)
     if isinstance(e, OSError) and e.errno in _FULL_ERRNOS and e.filename:
         return Path(os.fsdecode(e.filename))
+    if isinstance(e, GitError | ToolFailedError):
+        return _unwritten(e)
     return None
 
 

@@ -98,8 +98,9 @@ def _say_stopped(wf_id: int | None, terminated: bool) -> None:
 
 
 def _written(repo: Path) -> list[Path]:
-    """Where a run writes: the state folder (database, worktrees, bases) and the repository."""
+    """Where a run writes: the state folder (database, worktrees, bases), the repository's git
+    directory (objects and refs) and the repository."""
     from supervisor.guard.trustmap import STATE_DIR
 
     state = repo / STATE_DIR
-    return [state / "worktrees", state, repo]
+    return [state / "worktrees", state, repo / ".git", repo]

@@ -153,6 +153,9 @@ class Engine:
                 raise
             except Exception as e:  # anything else ends the step as failed, resumable
                 outcome = self._crashed(wf, name, e)
+                # decided on what the step recorded as it went (a fan-out's merges), not on
+                # the state read before it: a crash's outcome carries no context of its own
+                wf = self.store.workflow(wf_id)
             if self.steps.pipeline is not None:
                 if outcome.result == "passed":  # a plan: the fan-out's packs, gathered now
                     self.steps.pipeline.answered(wf, outcome.context)
@@ -252,9 +255,10 @@ class Engine:
         return Outcome("failed", events=[event], escalate=error, records=records)
 
     def _written(self) -> list[Path]:
-        """Where a run writes: the state folder (database, worktrees, bases) and the repository."""
+        """Where a run writes: the state folder (database, worktrees, bases), the repository's
+        git directory (objects and refs: a merge, a commit) and the repository."""
         state = self.repo / trustmap.STATE_DIR
-        return [state / "worktrees", state, self.repo]
+        return [state / "worktrees", state, self.ws.git_dir, self.repo]
 
     # -- transitions -----------------------------------------------------------------------
 

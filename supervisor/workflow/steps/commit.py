@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from supervisor import faults
 from supervisor.config import WorkflowDef
 from supervisor.errors import StepFailedError
 from supervisor.state.store import EventSpec
@@ -42,6 +43,7 @@ def commit(c: StepContext, wf: Workflow) -> Outcome:
         )
     new = tip
     if c.ws.tree_hash(tip) != tree:  # else a crash came after the commit: done already
+        faults.reached("committing")  # the branch not yet moved (test_machine_fault_moments)
         message = history.commit_message(wf.description, wf.id, wf.context, tree)
         new = history.commit_tree(c.repo, tree, tip, message)
         c.ws.fast_forward_branch(wf.task_branch, new)

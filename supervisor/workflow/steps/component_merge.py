@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
+from supervisor import faults
 from supervisor.errors import MergeConflictError
 from supervisor.state.store import EventSpec
 from supervisor.workflow import ownership
@@ -45,6 +46,7 @@ def merge(fan: ComponentFanOut, comp: Component, commit: str, integrated: str) -
     branch = fan._branch(comp.id)
     parent = fan.tree.parent_of(comp.id)
     into = fan.base_for(comp.id, integrated)  # a sub-component merges into its parent
+    faults.reached("merging")  # the merge not begun (tests/test_machine_fault_moments.py)
     try:
         merged = ws.merge_commits(into, commit, f"Merge component {comp.id}")
     except MergeConflictError as e:

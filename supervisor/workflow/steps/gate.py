@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from supervisor import faults
 from supervisor.errors import CommandTimeoutError, SandboxError
 from supervisor.guard import protected
 from supervisor.project import test_counts, test_pins
@@ -111,6 +112,7 @@ def run_one(
         return _judged(
             c, wf, name, gate, command, image, commit, tree, step_id, result, {}, directory
         )
+    faults.reached("gate_worktree")  # before the gate's worktree (test_machine_fault_moments)
     worktree = c.ws.add_worktree(f"wf{wf.id}-{name}-{attempt}", commit)
     step_id = c.store.start_step(wf.id, name, attempt, None, str(worktree), began)
     c.reporter.step(wf.id, name, f"gate `{command}` (no network)")
