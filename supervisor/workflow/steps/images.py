@@ -28,7 +28,16 @@ def image_for(c: StepContext, wf: Workflow, name: str, worktree: Path | CommitFi
         return None
     if not project_image.exists(c.sandbox.client, wanted.tag):
         from supervisor.policy import dependency_review
+        from supervisor.project.toolchain_check import check_before_build, image_versions
 
+        # A declared toolchain that cannot be had, or that the Dockerfile does not give, is
+        # named before anyone is asked to approve a build that would fail on it.
+        check_before_build(
+            c.repo,
+            project_image.trusted_dockerfile(c.repo) or b"",
+            wanted.contents,
+            image_versions(c.sandbox.image, c.sandbox.client),
+        )
         dependency_review.await_approval(c, wf, name, worktree, wanted)
         files = ", ".join(wanted.files) or "no dependency files"
         why = (
