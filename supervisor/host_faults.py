@@ -1,5 +1,6 @@
-"""Faults of the machine, not the worker: a full disk and a state database held locked by another
-program, recognised in whatever exception carries them and said as one typed error.
+"""Faults of the machine, not the worker: a full disk, a state database held locked by another
+program and a Docker engine that stopped answering, recognised in whatever exception carries them
+and said as one typed error.
 
 They arrive in many shapes: an `OSError` with ENOSPC from writing a worktree, SQLite's
 `database or disk is full` or `database is locked` through SQLAlchemy, git's "No space left on
@@ -7,7 +8,10 @@ device" in a failed command's output. Left as they are, a person reads a traceba
 `running (no supervisor)` task with no reason given. Here each becomes a `DiskFullError`
 (what is full and where: the path, its mount point and the space left) or a
 `DatabaseLockedError` (which process holds the lock, read from the kernel's lock table), both
-telling the fix and, once the caller knows the task, the `resume` that continues it.
+telling the fix and, once the caller knows the task, the `resume` that continues it. The engine's
+loss (the Docker client's connection refused, reset or its socket gone) becomes a
+`DockerUnavailableError`; the sandbox first waits for the engine to come back
+(supervisor/sandbox/engine_loss.py), so this names only what that wait did not cure.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import TYPE_CHECKING
 from supervisor.errors import (
     DatabaseLockedError,
     DiskFullError,
+    DockerUnavailableError,
     GitError,
     MachineFault,
     Terminated,
@@ -41,6 +46,11 @@ _FULL_TEXT = ("No space left on device", "Disk quota exceeded", "database or dis
 _UNWRITTEN = re.compile(r"couldn't write '([^'\n]+)'")
 LOW_BYTES = 1 << 20
 """Below this much free (or 0.5 % of the file system, if more), the host counts it as full."""
+_ENGINE_CLIENT = ("requests.", "urllib3.")
+"""Where the Docker SDK's connection errors come from: the package speaks HTTP through them to
+the Docker engine alone (supervisor/sandbox/docker.py)."""
+_ENGINE_LOST_TEXT = ("Cannot connect to the Docker daemon", "Error while fetching server API")
+DEFAULT_SOCKET = "unix:///var/run/docker.sock"
 
 
 def causes(error: BaseException) -> Iterator[BaseException]:
@@ -67,6 +77,29 @@ def is_database_locked(error: BaseException) -> bool:
     return any(_locked(e) for e in causes(error))
 
 
+def is_engine_lost(error: BaseException) -> bool:
+    """Whether `error` is the Docker engine gone from under a request (connection refused or
+    reset, its socket removed), not an answer of the engine's nor a read that timed out."""
+    return any(_engine_lost(e) for e in causes(error))
+
+
+def engine_address() -> str:
+    """The engine the Docker client talks to: DOCKER_HOST, or the default socket."""
+    return os.environ.get("DOCKER_HOST") or DEFAULT_SOCKET
+
+
+def docker_unavailable(
+    cause: object, wf_id: int | None, waited_s: float | None = None
+) -> DockerUnavailableError:
+    """The one-line error for an engine that stopped answering (and, `waited_s`, stayed away
+    that long)."""
+    waited = f"; waited {waited_s:g} s for it to come back" if waited_s else ""
+    said = f"The Docker engine at {engine_address()} stopped answering ({_short(cause)}){waited}."
+    return DockerUnavailableError(
+        said, fix="Start the Docker engine (`docker info` checks it)", wf_id=wf_id
+    )
+
+
 def leaves_runs(error: BaseException) -> bool:
     """Whether a worker run cut short by `error` keeps what it left (its container, worktree and
     model record) for `resume` to adopt: a stop asked from outside, or a fault of the machine
@@ -88,6 +121,9 @@ def machine_fault(
             return e
     if any(_locked(e) for e in causes(error)):
         return locked_error(None, wf_id)
+    lost = next((e for e in causes(error) if _engine_lost(e)), None)
+    if lost is not None:
+        return docker_unavailable(lost, wf_id)
     if not any(_full(e) for e in causes(error)):
         return None
     named = next((_filename(e) for e in causes(error) if _filename(e)), None)
@@ -252,6 +288,35 @@ def _unwritten(e: BaseException) -> Path | None:
     if found is None or not out_of_space(Path(found.group(1))):
         return None
     return Path(found.group(1))
+
+
+def _engine_lost(e: BaseException) -> bool:
+    if isinstance(e, DockerUnavailableError):
+        return True
+    name, said = type(e).__name__, str(e)
+    if (type(e).__module__ + ".").startswith(_ENGINE_CLIENT):
+        # A unix socket's read timeout comes as a ConnectionError too: a slow engine, not gone.
+        if "Timeout" in name or "timed out" in said:
+            return False
+        return "Connection" in name or name == "ProtocolError"
+    return type(e).__module__.startswith("docker.") and any(t in said for t in _ENGINE_LOST_TEXT)
+
+
+_LOST_REASONS = (
+    "Connection refused",
+    "No such file or directory",
+    "Connection reset",
+    "Connection aborted",
+    "Remote end closed connection",
+    "Response ended prematurely",
+)
+
+
+def _short(cause: object) -> str:
+    """The cause in a few words: the innermost reason a connection error carries."""
+    said = " ".join(str(cause).split())
+    reason = next((r for r in _LOST_REASONS if r in said), None)
+    return reason.lower() if reason else said[:200] or type(cause).__name__
 
 
 def _locked(e: BaseException) -> bool:

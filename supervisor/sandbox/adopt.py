@@ -366,8 +366,9 @@ def _run(sandbox: Any, step_id: int, spec: RunSpec) -> RunResult:
     return result
 
 
-def interrupted(store: Store, step_id: int, step: str, role: str, error: AdoptionLost) -> None:
-    """Record an adopted step that did not finish cleanly as interrupted (see AdoptionLost)."""
+def interrupted(store: Store, step_id: int, step: str, role: str, error: SupervisorError) -> None:
+    """Record as interrupted an adopted step that did not finish cleanly (see AdoptionLost),
+    or a step whose container died with the Docker engine (engine_loss.RunLost)."""
     from supervisor.state.store import EventSpec
 
     event = EventSpec(
@@ -375,7 +376,7 @@ def interrupted(store: Store, step_id: int, step: str, role: str, error: Adoptio
         step=step,
         role=role,
         status="interrupted",
-        payload={"error": error.message, "adopted": True},
+        payload={"error": error.message, "adopted": isinstance(error, AdoptionLost)},
     )
     store.finish_step(step_id, "interrupted", error=error.message, event=event)
 

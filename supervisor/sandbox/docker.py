@@ -23,9 +23,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from supervisor.errors import CommandTimeoutError, SandboxError, SupervisorError, Terminated
+from supervisor.errors import (
+    CommandTimeoutError,
+    DockerUnavailableError,
+    SandboxError,
+    SupervisorError,
+    Terminated,
+)
 from supervisor.parsing import strip_ansi
-from supervisor.sandbox import model_relay, reach, run_files, runtime
+from supervisor.sandbox import engine_loss, model_relay, reach, run_files, runtime
 from supervisor.sandbox.egress import EgressRelay, Route, ensure_network
 from supervisor.workspace import overlay
 
@@ -194,6 +200,7 @@ class DockerSandbox:
         # by `resume`, then taken over by the engine's worker step.
         self.adoptable: dict[int, Any] = {}
         self.adopting: dict[int, Any] = {}
+        self.say: Callable[[str], None] = engine_loss.say_on_stderr  # the engine's loss, waited
 
     def check_image(self) -> None:
         import docker.errors
@@ -277,6 +284,11 @@ class DockerSandbox:
             relay.close()
 
     def run(self, spec: RunSpec) -> RunResult:
+        """One run; lost with the Docker engine, it runs again once the engine is back (a
+        gate's) or raises RunLost (a worker's): engine_loss.py."""
+        return engine_loss.rerunning(self._run_once, spec, self.client, self.say)
+
+    def _run_once(self, spec: RunSpec) -> RunResult:
         """The run's folder goes with the run, but for a step's worker left running by a stop
         (`Terminated`): its container still reads its home there, and `resume` adopts both."""
         label = run_dir_label(spec.labels)
@@ -482,9 +494,16 @@ class DockerSandbox:
                 remove_container(container)
                 _remove_volume(volume)
             raise
-        except BaseException:
-            remove_container(container)
-            _remove_volume(volume)
+        except BaseException as e:
+            if engine_loss.lost(e):  # waited for; then waited on, read, or said lost
+                if engine_loss.after_loss(container, self.say, e) != "lost":
+                    return self._finish(container, spec, started, start=False, volume=volume)
+                remove_container(container)
+                _remove_volume(volume)
+                raise engine_loss.lost_run(spec, e) from e
+            if not isinstance(e, DockerUnavailableError):  # else left for `resume`
+                remove_container(container)
+                _remove_volume(volume)
             raise
         if not spec.keep:
             remove_container(container)
@@ -674,15 +693,20 @@ def _remove_volume(volume: Any) -> None:
     import docker.errors
 
     if volume is not None:
-        with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+        with contextlib.suppress(docker.errors.APIError, *ENGINE_GONE):
             volume.remove(force=True)
 
 
 def remove_container(container: Any) -> None:
     import docker.errors
 
-    with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+    with contextlib.suppress(docker.errors.APIError, *ENGINE_GONE):
         container.remove(force=True)
+
+
+ENGINE_GONE = (OSError,)
+"""What a clean-up meets when the engine is gone (requests' connection errors are OSErrors):
+nothing to remove then; `resume`'s clean-up finds what is left, by its labels."""
 
 
 def _wait_exit(container: Any, timeout: float) -> int | None:
@@ -691,7 +715,10 @@ def _wait_exit(container: Any, timeout: float) -> int | None:
 
     try:
         status = container.wait(timeout=timeout)
-    except (requests.exceptions.Timeout, requests.exceptions.ConnectionError):
+    except (requests.exceptions.Timeout, requests.exceptions.ConnectionError) as e:
+        # A unix socket's read timeout is a ConnectionError too; an engine gone is not one.
+        if engine_loss.lost(e) and not engine_loss.answers(container.client):
+            raise
         return None
     return int(status.get("StatusCode", -1))
 
@@ -699,7 +726,7 @@ def _wait_exit(container: Any, timeout: float) -> int | None:
 def _kill(container: Any) -> None:
     import docker.errors
 
-    with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+    with contextlib.suppress(docker.errors.APIError, *ENGINE_GONE):
         container.kill()
 
 

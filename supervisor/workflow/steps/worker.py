@@ -29,7 +29,7 @@ from supervisor.guard import credentials, protected
 from supervisor.parsing import parse_worker_output
 from supervisor.policy import budgets
 from supervisor.routing.select import cli_for
-from supervisor.sandbox import adopt, model_paths, warm
+from supervisor.sandbox import adopt, engine_loss, model_paths, warm
 from supervisor.sandbox.docker import RUN_PREFIX, run_dir_label
 from supervisor.state.store import EventSpec, StepRecord, now
 from supervisor.workers import adapter_for, continuation
@@ -127,7 +127,8 @@ def run_worker(
     kept = False  # left for `resume` to adopt: see host_faults.leaves_runs
     try:
         outcome = run.invoke(cli_settings, creds, worktree, base, tip, component, branch)
-    except adopt.AdoptionLost as e:  # cut short by the crash: run afresh, as if interrupted
+    except (adopt.AdoptionLost, engine_loss.RunLost) as e:
+        # Cut short by the crash, or died with the Docker engine: run afresh, as if interrupted.
         adopt.interrupted(c.store, step_id, name, role.name, e)
     except (SandboxError, CommandTimeoutError) as e:
         # A hung worker (idle or time limit) is ended by the sandbox and retried; a sandbox

@@ -1,0 +1,159 @@
+"""The Docker engine lost under a running container: stopped, restarted, its socket gone.
+
+Why: the engine runs the containers, so a restart (an upgrade, `systemctl restart docker`, a
+crash) ends the running ones with it (live-restore aside), and the Docker SDK raises a bare
+connection error out of whichever request it was making. Read as it comes, that is a worker's
+failure spending a retry, or a traceback. The sandbox notices it at once instead (a container's
+wait is one open request, which the engine's end closes), waits for the engine with a bounded
+back-off that says so on every try (`wait_for_engine`), and then re-runs only what was lost:
+
+- a container the engine kept running (live-restore) is waited for again, and one that had
+  exited cleanly is read as any finished run: its answer is not bought again;
+- a gate's run (any run not kept for adoption) runs again in a new container;
+- a worker's raises `RunLost`: its step runs afresh in a new worktree (the dead worker's half-
+  written changes are not built on), spending no retry, as an adopted worker that did not
+  finish does (adopt.AdoptionLost).
+
+An engine that stays away past the wait (`SUPERVISOR_DOCKER_WAIT_S`, default 120 s) is a
+`DockerUnavailableError` (supervisor/host_faults.py): the workflow engine fails the task with it,
+resumable, its runs left as a crash leaves them for `resume` to adopt or re-run.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+from supervisor import host_faults
+from supervisor.errors import DockerUnavailableError, SupervisorError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from supervisor.sandbox.docker import RunResult, RunSpec
+
+WAIT_ENV = "SUPERVISOR_DOCKER_WAIT_S"
+DEFAULT_WAIT_S = 120.0
+"""Long enough for a restart of the engine (seconds) or a package upgrade's; a person whose
+engine is down for good hears it within two minutes, with the fix."""
+FIRST_DELAY_S = 1.0
+MAX_DELAY_S = 15.0
+RERUNS = 3
+"""How many times one gate's run starts again after successive losses of the engine."""
+
+
+class RunLost(SupervisorError):
+    """A worker's container died with the Docker engine (or was never made while it was away);
+    the engine is back. Its step counts as interrupted and runs afresh."""
+
+    default_hint = "Nothing to do: the step runs again."
+
+
+def wait_bound() -> float:
+    """The longest wait for the engine, in seconds (`SUPERVISOR_DOCKER_WAIT_S`)."""
+    text = os.environ.get(WAIT_ENV, "").strip()
+    try:
+        return max(0.0, float(text)) if text else DEFAULT_WAIT_S
+    except ValueError:
+        return DEFAULT_WAIT_S
+
+
+def delays(total: float) -> list[float]:
+    """The back-off: 1, 2, 4, 8, 15, 15... seconds, the last cut so that they add up to
+    `total`."""
+    out: list[float] = []
+    delay, left = FIRST_DELAY_S, total
+    while left > 1e-9:
+        step = min(delay, left, MAX_DELAY_S)
+        out.append(step)
+        left -= step
+        delay *= 2
+    return out
+
+
+def say_on_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def lost(error: BaseException) -> bool:
+    """Whether `error` is the engine gone from under a request, not yet waited for."""
+    return host_faults.is_engine_lost(error) and not isinstance(error, DockerUnavailableError)
+
+
+def answers(client: Any) -> bool:
+    """Whether the engine answers a ping now."""
+    return _ping(client) is None
+
+
+def _ping(client: Any) -> Exception | None:
+    """None when the engine answers a ping, else why not."""
+    try:
+        client.ping()
+    except Exception as e:  # whatever the SDK raises (refused, reset, an error status): not yet
+        return e
+    return None
+
+
+def wait_for_engine(
+    client: Any, say: Callable[[str], None], cause: BaseException | None = None
+) -> None:
+    """Wait for the engine to answer again, a line said before each try; past the bound,
+    DockerUnavailableError (its fix and the task's `resume` added by whoever knows the task)."""
+    plan = delays(wait_bound())
+    where = host_faults.engine_address()
+    last: BaseException | None = cause
+    for k, delay in enumerate(plan, 1):
+        say(f"Docker engine unreachable at {where}; retrying in {delay:g}s ({k} of {len(plan)})…")
+        time.sleep(delay)
+        last = _ping(client)
+        if last is None:
+            say(f"Docker engine at {where} answers again; re-running what it lost.")
+            return
+    raise host_faults.docker_unavailable(last or "no answer", None, waited_s=sum(plan))
+
+
+def rerunning(
+    run_once: Callable[[RunSpec], RunResult], spec: RunSpec, client: Any,
+    say: Callable[[str], None],
+) -> RunResult:  # fmt: skip
+    """`run_once(spec)`, run again (a gate's) or said lost (a worker's, `RunLost`) when the
+    engine went away under it and came back."""
+    for attempt in range(RERUNS + 1):
+        try:
+            return run_once(spec)
+        except RunLost:
+            if spec.keep or attempt == RERUNS:
+                raise
+        except Exception as e:
+            if not lost(e):
+                raise
+            wait_for_engine(client, say, e)
+            if spec.keep or attempt == RERUNS:
+                raise RunLost(f"The worker's run was lost with the Docker engine: {e}") from e
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def after_loss(container: Any, say: Callable[[str], None], cause: BaseException) -> str:
+    """Once the engine answers again (or DockerUnavailableError), what became of `container`:
+    "running" (the engine kept it: wait on), "finished" (it exited cleanly before the loss:
+    read it), or "lost" (ended by the restart, or gone)."""
+    wait_for_engine(container.client, say, cause)
+    try:
+        container.reload()
+    except Exception as e:  # NotFound, or the engine gone again
+        if lost(e):
+            raise
+        return "lost"
+    state = container.attrs.get("State") or {}
+    if state.get("Running"):
+        return "running"
+    if state.get("Status") == "exited" and state.get("ExitCode") == 0:
+        return "finished"
+    return "lost"
+
+
+def lost_run(spec: RunSpec, cause: BaseException) -> RunLost:
+    what = spec.labels.get("supervisor.step") or " ".join(spec.argv[:2])
+    return RunLost(f"The container of '{what}' died with the Docker engine ({cause}).")
