@@ -267,3 +267,39 @@ def test_init_on_a_real_checkout_resolves_what_its_files_declare(
     )
     assert [d.tool for d in declarations({"go.mod": b"module a\n\ngo 1.19\n"})] == ["go"]
     assert detect(repo).toolchains == []  # detection alone reads no toolchain
+
+
+@pytest.mark.docker
+def test_a_python_that_cannot_be_had_stops_sandbox_build_before_anything_is_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the real engine: the sandbox image's own Python is probed (3.11), `requires-python
+    >=3.13` cannot be had from any source here, and `supervisor sandbox build` says so, naming
+    the file, before any image exists."""
+    from e2e_support import IMAGE, require_sandbox
+
+    from supervisor import image_commands
+    from supervisor.project import project_image
+    from supervisor.sandbox.docker import connect
+
+    require_sandbox()
+    monkeypatch.setenv("SUPERVISOR_USER_DIR", str(tmp_path / "user"))
+    repo = tmp_path / "repo"
+    (repo / "slug").mkdir(parents=True)
+    (repo / "slug" / "__init__.py").write_text("")
+    (repo / "pyproject.toml").write_text('[project]\nname = "slug"\nrequires-python = ">=3.13"\n')
+    project_image.write_dockerfile(repo, detect(repo), IMAGE)
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], check=True)
+
+    with pytest.raises(ToolchainUnavailableError) as caught:
+        image_commands.sandbox_build(repo)
+
+    assert caught.value.message.startswith(
+        "Python >=3.13 (pyproject.toml (requires-python)) cannot be had here: available are "
+        "the sandbox image: 3.11."
+    )
+    assert "python:3.13-slim-bookworm" in caught.value.hint
+    assert project_image.project_images(connect(), repo) == []
