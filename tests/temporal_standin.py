@@ -11,18 +11,22 @@ dev server per file, instead of a real worker process, Docker and the real CLI p
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from typing import TYPE_CHECKING, Any
 
 from supervisor.sandbox.standin import StandinSandbox
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
     from pathlib import Path
 
     import pytest
     from temporal_support import DevServer
 
     from supervisor.state.records import Workflow
+
+    Watch = Callable[[Any], Awaitable[None]]
 
 
 class Sandbox(StandinSandbox):
@@ -53,10 +57,13 @@ def use_sandbox(monkeypatch: pytest.MonkeyPatch, sandbox: StandinSandbox) -> Non
     monkeypatch.setattr(components, "open_sandbox", lambda project, clis, **_: sandbox)
 
 
-def run_on_temporal(repo: Path, server: DevServer, queue: str, task: str) -> Workflow:
+def run_on_temporal(
+    repo: Path, server: DevServer, queue: str, task: str, watch: Watch | None = None
+) -> Workflow:
     """Submit `task` as `start-task --backend temporal` does, run a worker of the queue in this
     process until the task's workflow ends (done, failed, or waiting for a person), and return
-    the task as the state database has it."""
+    the task as the state database has it. `watch(handle)`: runs meanwhile, on the workflow's
+    handle (to act once Temporal shows a moment, e.g. an activity's failed attempt)."""
     from supervisor.opening import reading
     from supervisor.temporal.submit import submit_task
 
@@ -67,12 +74,14 @@ def run_on_temporal(repo: Path, server: DevServer, queue: str, task: str) -> Wor
             for e in store.events(submitted.id)
             if e.type == "temporal_submitted"
         )
-    asyncio.run(_work_until_done(repo, server.address, queue, wid))
+    asyncio.run(_work_until_done(repo, server.address, queue, wid, watch))
     with reading(repo) as store:
         return store.workflow(submitted.id)
 
 
-async def _work_until_done(repo: Path, address: str, queue: str, wid: str) -> None:
+async def _work_until_done(
+    repo: Path, address: str, queue: str, wid: str, watch: Watch | None
+) -> None:
     from temporalio.client import Client
     from temporalio.worker import Worker
 
@@ -89,5 +98,12 @@ async def _work_until_done(repo: Path, address: str, queue: str, wid: str) -> No
         max_concurrent_activities=4,
     ):
         handle = client.get_workflow_handle(wid, result_type=StepResult)
-        await asyncio.wait_for(handle.result(), 240)
+        watching = asyncio.ensure_future(watch(handle)) if watch is not None else None
+        try:
+            await asyncio.wait_for(handle.result(), 240)
+        finally:
+            if watching is not None:
+                watching.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watching
     steps.pool.shutdown(wait=True)

@@ -7,6 +7,7 @@ And the plain data a component's result travels as keeps what the step decides o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,8 @@ from temporalio.exceptions import ApplicationError
 from temporalio.worker import Replayer, Worker
 from test_decompose_engine import GATE, WORKFLOW, component, subplan, too_large
 from test_engine_fast import TASK, Project, plans, project, reviews, warm_packer, writes
+from test_machine_faults import WORKFLOW as MACHINE_FAULTS_WORKFLOW
+from test_machine_faults import held
 from test_monorepo_e2e import CONFIG as MONOREPO_CONFIG
 from test_monorepo_e2e import FILES as MONOREPO_FILES
 from test_monorepo_e2e import POINT_3D, POINT_3D_BREAKING, TYPES
@@ -30,8 +33,10 @@ from test_monorepo_e2e import POINT_3D, POINT_3D_BREAKING, TYPES
 from supervisor.config import Settings, StepDef
 from supervisor.dag import WorkGraph
 from supervisor.errors import SpecConflictError, StepFailedError
+from supervisor.opening import reading
 from supervisor.recovery import Action, Category, Classification
 from supervisor.schemas import PlanOutput
+from supervisor.state.busy import BUSY_TIMEOUT_ENV
 from supervisor.state.records import Workflow
 from supervisor.temporal.workflow import (
     RUN_COMPONENT,
@@ -50,8 +55,11 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from pathlib import Path
 
+    from supervisor.sandbox.standin import WorkerCall
+
 pytestmark = pytest.mark.xdist_group("temporal")
 __all__ = ["project", "warm_packer"]
+LOCK_WORKFLOW = MACHINE_FAULTS_WORKFLOW.split("initial_step: ", 1)[1]  # as the `project` takes it
 
 
 @pytest.fixture(scope="module")
@@ -324,3 +332,58 @@ def test_a_monorepo_task_runs_through_the_temporal_dispatch_as_locally(
     assert "Project 'app-b' (apps/b/" in retry
     shown = wf.context["components"]["point-z"]["projects_gated"]  # what `status` shows
     assert set(shown) == {"implement/point-z/test"}
+
+
+def test_a_state_database_locked_while_a_temporal_step_runs_has_temporal_try_the_step_again(
+    project: Callable[..., Project], temporal: DevServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lock row of docs/fault-matrix.md under the Temporal runner (issue 50, items 3 and 5):
+    locally the command stops with one line and `resume` continues
+    (test_machine_faults.py::test_a_lock_taken_while_a_step_runs_...); here the step's activity
+    fails with that line (the database heard of neither the step's end nor its failure), and
+    Temporal runs the step again; once the lock is gone the task completes, no move half-made."""
+    monkeypatch.setenv(BUSY_TIMEOUT_ENV, "0.5")
+    p = project(
+        LOCK_WORKFLOW,
+        None,
+        {"when": "ROLE: implementer", "do": writes({"answer.txt": "42\n"}), "repeat": True},
+        ("ROLE: reviewer", reviews("APPROVED")),
+    )
+    holding: list[contextlib.ExitStack] = []
+
+    def locks_then_answers(call: WorkerCall) -> str:
+        if call.role == "implementer" and not holding:  # another program takes the lock
+            stack = contextlib.ExitStack()
+            stack.enter_context(held(p.root / ".supervisor" / "state.db"))
+            holding.append(stack)
+        return p.script(call)
+
+    failures: list[str] = []
+
+    async def release_after_a_failed_attempt(handle: Any) -> None:
+        while not failures:
+            described = await handle.describe()
+            for pending in described.raw_description.pending_activities:
+                if pending.last_failure.message:
+                    failures.append(pending.last_failure.message)
+            await asyncio.sleep(0.2)
+        for stack in holding:
+            stack.close()
+
+    queue = to_temporal(p.root, temporal)
+    use_sandbox(monkeypatch, Sandbox(locks_then_answers))
+    try:
+        wf = run_on_temporal(p.root, temporal, queue, TASK, release_after_a_failed_attempt)
+    finally:
+        for stack in holding:
+            stack.close()
+
+    assert "is locked by another program (pid " in failures[0], failures
+    assert "\n" not in failures[0]
+    assert wf.status == "completed", wf.error
+    assert p.on_branch("answer.txt") == "42\n"
+    events = [e.type for e in p.events()]
+    assert "workflow_failed" not in events and "step_crashed" not in events
+    with reading(p.root) as store:
+        moves = [(c["step"], c["next_step"]) for c in store.checkpoints(1)]
+    assert moves == [("implement", "review"), ("review", "commit"), ("commit", None)], moves

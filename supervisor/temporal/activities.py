@@ -32,6 +32,8 @@ from temporalio.exceptions import ApplicationError
 
 from supervisor.errors import (
     ApprovalRequired,
+    DatabaseLockedError,
+    DiskFullError,
     GitError,
     RemoteNotUpdatedError,
     SupervisorError,
@@ -238,9 +240,26 @@ class StepActivities:
             raise ApplicationError(e.message, type="RemoteUnavailable") from e
         except StateUnavailableError as e:
             # This host cannot reach the state: nothing was recorded; another worker tries.
-            raise ApplicationError(e.message, type="StateUnavailable") from e
+            # Without its causes: the driver's error quotes the statement and its parameters
+            # (a task's whole context), past what Temporal keeps of a failure ("Failure exceeds
+            # size limit." instead of the reason).
+            raise ApplicationError(e.message, type="StateUnavailable") from None
         except SupervisorError as e:
+            if _state_refused(e):
+                # The state database refused the step's end, and so its failure (locked past
+                # the busy timeout, or full): a failure it never recorded would leave the task
+                # `running` there while Temporal gave it up. Temporal tries the step again
+                # (temporal.max_attempts; then RECORD_FAILURE writes why).
+                raise ApplicationError(e.message, type="StateUnavailable") from None
             # Recorded by the engine (the task failed); a person decides what next.
             return StepResult("failed", error=e.message)
         waiting = wf.context.get("waiting_until")
         return StepResult(wf.status, float(waiting) if waiting else None, wf.error)
+
+
+def _state_refused(error: SupervisorError) -> bool:
+    """A fault of the state database itself (supervisor/host_faults.py): nothing of the step's
+    end, nor of its failure, may have been written."""
+    return isinstance(error, DatabaseLockedError) or (
+        isinstance(error, DiskFullError) and error.database
+    )
