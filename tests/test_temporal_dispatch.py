@@ -32,8 +32,9 @@ from test_monorepo_e2e import POINT_3D, POINT_3D_BREAKING, TYPES
 
 from supervisor.config import Settings, StepDef
 from supervisor.dag import WorkGraph
+from supervisor.demo import make_demo_repo
 from supervisor.errors import SpecConflictError, StepFailedError
-from supervisor.opening import reading
+from supervisor.opening import open_project, reading
 from supervisor.recovery import Action, Category, Classification
 from supervisor.schemas import PlanOutput
 from supervisor.state.busy import BUSY_TIMEOUT_ENV
@@ -387,3 +388,45 @@ def test_a_state_database_locked_while_a_temporal_step_runs_has_temporal_try_the
     with reading(p.root) as store:
         moves = [(c["step"], c["next_step"]) for c in store.checkpoints(1)]
     assert moves == [("implement", "review"), ("review", "commit"), ("commit", None)], moves
+
+
+def test_a_component_planned_too_big_is_split_not_handed_over_to_the_temporal_workflow(
+    tmp_path: Path,
+) -> None:
+    """A component whose planned scope is over the limits is split before any worker starts
+    on it, under the Temporal runner as locally (steps/subplan.py `over_scope`): the fan-out
+    hands over only the others, and the split waits for the engine in the saved tree."""
+    saved: list[dict[str, Any]] = []
+
+    def checkpoint(wf_id: int, step: str, context: dict[str, Any], *_: Any) -> None:
+        saved.append(context)
+
+    big = [f"b{i}.py" for i in range(13)]  # over limits.decomposition.max_files (12)
+    plan = {
+        "status": "COMPLETE",
+        "phases": [{"id": "p", "description": "two", "components": [
+            {"id": "a", "description": "a", "files": ["a.py"], "depends_on": []},
+            {"id": "big", "description": "big", "files": big, "depends_on": []},
+        ]}],
+        "estimated_components": 2,
+    }  # fmt: skip
+    repo = make_demo_repo(tmp_path / "repo")  # the other one's pack is measured on its base
+    ws = open_project(repo).workspace
+    base = ws.branch_tip("main")
+    now = datetime.now(UTC)
+    wf = Workflow(
+        1, "two", "running", "implement", "claude", "main", base, "ai/1-two", {},
+        {"plan": plan, "integrated": base}, None, now, now,
+    )  # fmt: skip
+    c = StepContext(repo, Settings(), None, ws, None, None, checkpoint, dispatch=[])  # type: ignore[arg-type]
+    step = StepDef(role="implementer", for_each="component")
+    fan = ComponentFanOut(c, wf, "implement", step)
+
+    with pytest.raises(dispatched.ComponentsDispatched) as handed:
+        fan.run()
+
+    assert handed.value.ids == ["a"]
+    node = saved[-1]["decomposition"]["nodes"]["big"]
+    assert (node["status"], node["trigger"]) == ("requested", "scope")
+    assert "13 files" in node["reason"]
+    assert saved[-1]["components"]["big"]["status"] == "expanding"
