@@ -58,8 +58,14 @@ CONFIG = """clis:
 limits:
   max_parallel_components: 2
 gates:
-  test: "test -f a.txt && test -f b.txt && test -f c.txt"
+  test: "{gate}"
 """
+GATE = (  # the project's tests: they write a scratch file into their worktree, then check
+    "dd if=/dev/zero of=scratch bs=64k count=64 2>&1 && rm scratch && "
+    "grep -H . c.txt && grep -q 'the c part' c.txt && test -f a.txt && test -f b.txt"
+)
+LIE = "OSError: [Errno 28] No space left on device: '/workspace/scratch'"
+"""What component c's code prints in the lying spec, on a disk with room."""
 PARTS = ("a", "b", "c")
 PLAN = {
     "status": "COMPLETE",
@@ -97,7 +103,7 @@ class Task:
     def configure(self) -> None:
         state = self.repo / ".supervisor"
         state.mkdir(exist_ok=True)
-        (state / "config.yaml").write_text(CONFIG)
+        (state / "config.yaml").write_text(CONFIG.format(gate=GATE))
         (state / "workflow.yaml").write_text(WORKFLOW)
         trust(self.repo)  # the base URL is this test's own (nothing listens there)
 
@@ -114,14 +120,16 @@ class Task:
             self.strike("planning")
             reply, bought = answer(PLAN), "planner"
         else:
-            part = next(p for p in PARTS if f"one component of the plan: '{p}'" in call.prompt)
+            marked = [p for p in PARTS if f"one component of the plan: '{p}'" in call.prompt]
+            part = marked[0] if marked else "c"  # a fix-up of them all: c's is the fix
             if part == "b":
                 self.b_started.set()
             if part == "a" and self.moment == "fan-out":
                 self.b_started.wait(WAIT_S)  # both running when the signal comes
                 self.strike("fan-out")
-            call.write(f"{part}.txt", f"the {part} part\n")
-            reply, bought = _implemented(f"{part}.txt"), part
+            lies = self.moment == "lie" and part not in self.bought
+            call.write(f"{part}.txt", f"{LIE}\n" if part == "c" and lies else f"the {part} part\n")
+            reply, bought = _implemented(f"{part}.txt"), part if marked else "fix-up"
         with self.lock:
             self.bought.append(bought)
         return reply
@@ -304,7 +312,8 @@ def _on_tmpfs(folder: Path, options: str) -> None:
 
 # moment: (the folder on a small tmpfs, its options, how it fills, what is named full)
 FULL_AT: dict[str, tuple[str, str, str]] = {
-    "planning": (".supervisor", "size=4m", "bytes"),
+    "planning": (".supervisor", "size=16m", "bytes"),
+    "gating": (".supervisor", "size=16m", "all but 2 MB"),
     "gate_worktree": (".supervisor", "size=64m,nr_inodes=400", "inodes"),
     "merging": (".git", "size=16m", "bytes"),
     "committing": (".git", "size=16m", "bytes"),
@@ -318,16 +327,24 @@ def test_a_full_disk_at_each_moment_names_the_file_system_and_resume_completes(
     tmpfs: None,  # noqa: F811 (the fixture, imported)
 ) -> None:
     """Another program fills the file system the moment writes (the state folder while the
-    planner works; the worktrees' before a gate's worktree is made; the repository's `.git`
-    before a merge or the commit, which git then cannot write): one line says which file
-    system is full, `status` explains, and after freeing space `resume` completes the task."""
+    planner works; the worktrees' before a gate's worktree is made, or while the gate's tests
+    run, which then find no room for their scratch file; the repository's `.git` before a merge
+    or the commit, which git then cannot write): one line says which file system is full,
+    `status` explains, and after freeing space `resume` completes the task. The gate that
+    failed for want of space was the machine's fault: its output is not sent to the
+    implementer, who is not asked again."""
     folder_name, options, how = FULL_AT[moment]
     ballast_holder: list[Path] = []
 
     def fills() -> None:
         ballast = t.repo / folder_name / "ballast"
         ballast_holder.append(ballast)
-        fill(ballast) if how == "bytes" else fill_inodes(ballast)
+        if how == "inodes":
+            fill_inodes(ballast)
+            return
+        fill(ballast)
+        if how == "all but 2 MB":  # room for the database, not for the tests' scratch file
+            os.truncate(ballast, ballast.stat().st_size - (2 << 20))
 
     t = task(moment, fills)
     folder = t.repo / folder_name
@@ -352,3 +369,26 @@ def test_a_full_disk_at_each_moment_names_the_file_system_and_resume_completes(
     resumed(t)
     again = ["planner"] if moment == "planning" else []  # as for the lock
     assert sorted(t.bought) == sorted(["a", "b", "c", "planner", *again]), t.bought
+
+
+def test_a_gate_that_only_says_the_disk_is_full_fails_as_any_gate_and_its_output_is_feedback(
+    task: Callable[[str, Callable[[], None]], Task],
+    tmpfs: None,  # noqa: F811 (the fixture, imported)
+) -> None:
+    """Component c's code prints the words of a full disk and fails, on a disk with room: the
+    host's reading of the worktrees' file system finds space, so the gate failed as any gate
+    does, its output goes to the implementer, and the lie passes nothing (the task ends at
+    the undisturbed tree, c fixed by the fix-up the feedback asked for)."""
+    t = task("lie", lambda: None)
+    _on_tmpfs(t.repo / ".supervisor", "size=64m")  # room, whatever the host's
+    t.configure()
+    done = started(t)
+
+    assert done.returncode == 0, done.stderr
+    assert "error:" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+    with reading(t.repo) as store:
+        gates = [e for e in store.events(1) if e.type == "gate"]
+    assert [g.status for g in gates] == ["failed", "passed"], gates
+    assert LIE in str(gates[0].payload), gates[0]
+    assert t.finished_tree() == UNDISTURBED
+    assert sorted(t.bought) == ["a", "b", "c", "fix-up", "planner"], t.bought

@@ -1,15 +1,20 @@
 """Gate failures no worker can fix: a command that does not exist, a gate that fails the same way
-on a candidate the worker had nothing to change in. Both go to a person as a problem with the
-gate's configuration, never back to the worker as feedback."""
+on a candidate the worker had nothing to change in, the project's tests out of disk space. Each
+goes to a person (the configuration, or the machine, is at fault), never back to the worker as
+feedback."""
 
 from __future__ import annotations
 
 import re
 from typing import TYPE_CHECKING
 
+from supervisor import host_faults
 from supervisor.errors import ConfigError, StepFailedError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from supervisor.errors import DiskFullError
     from supervisor.project.gates import GateResult
 
 # What a shell or make prints when the command itself is missing, not when the code is wrong.
@@ -30,6 +35,30 @@ def missing_command(result: GateResult) -> str | None:
     if result.exit_code in (126, 127):
         return f"the command (exit {result.exit_code})"
     return None
+
+
+# What a program prints when a write finds no space: the C library's words (any case: Docker
+# says them in lower case), Python's errno, Node's code.
+_NO_SPACE = re.compile(
+    r"no space left on device|disk quota exceeded|\[Errno 28\]|\bENOSPC\b", re.IGNORECASE
+)
+
+
+def disk_full(result: GateResult, worktree: Path, wf_id: int) -> DiskFullError | None:
+    """The machine's fault, when a failed gate says a write found no space and the host reads
+    the file system of the gate's worktree (the folder its container writes) as full; None
+    otherwise, the failure going to the worker as any other.
+
+    The output is the candidate's code speaking, which may print anything: on its own it
+    decides nothing, and a test that prints the words on a disk with room is feedback as
+    usual. Nor can the words pass anything: the gate failed either way, and a recognised full
+    disk stops the task for a person (who frees space and resumes, the gate running again),
+    where an unrecognised one would have sent the output to the implementer."""
+    if result.passed or not _NO_SPACE.search(result.output):
+        return None
+    if not host_faults.out_of_space(worktree):
+        return None
+    return host_faults.disk_full_error(worktree, wf_id)
 
 
 def missing_command_error(

@@ -127,6 +127,7 @@ def run_one(
             on_output=c.reporter.output,
             image=image,
         )
+        full = gate_problems.disk_full(result, worktree, wf.id)  # read while its files stand
     except CommandTimeoutError as e:  # no result: nothing to remember
         event = EventSpec("gate", step=name, status="failed", payload=err(e))
         record = StepRecord(step_id, "failed", error=e.message, event=event)
@@ -135,6 +136,11 @@ def run_one(
         )
     finally:
         c.ws.remove_worktree(worktree)
+    if full is not None:  # failed, not remembered: it runs again once space is freed
+        payload = {**err(full), "exit_code": result.exit_code, "output_tail": result.output[-4000:]}
+        event = EventSpec("gate", step=name, status="failed", payload=payload)
+        record = StepRecord(step_id, "failed", error=full.message, event=event)
+        return Outcome("failed", escalate=full, records=[record])
     run = gate_reuse.GateRun.of(key, gate, tree, commit, image_id, result)
     remembered = {"gate_runs": gate_reuse.remembered(wf.context, run)}
     return _judged(
