@@ -1,9 +1,9 @@
-"""A Docker engine restarted, or gone for good, under a running worker (issue 50, item 2), on a
-real daemon: a second `dockerd` of this file's own (tests/dockerd_support.py), crashed with its
-containers while the real `claude` in the real sandbox waits on the scripted API, so that no
-other spec's engine is disturbed. The supervisor notices at once, waits for the engine saying so
-on every try, and re-runs only the step the engine lost; or, the engine still away past its
-wait, stops with one line and the fix, resumable. docs/fault-matrix.md maps these specs.
+"""A Docker engine restarted, or gone for good, under a running worker or gate (issue 50, item
+2), on a real daemon: a second `dockerd` of this file's own (tests/dockerd_support.py), crashed
+with its containers while the real CLI (e2e_support.CLI) in the real sandbox waits on the
+scripted API, so that no other spec's engine is disturbed. The supervisor notices at once, waits
+for the engine saying so on every try, and re-runs only what the engine lost; or, the engine
+still away past its wait, stops with one line and the fix, resumable.
 """
 
 from __future__ import annotations
@@ -17,10 +17,12 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from cli_support import supervisor
 from dockerd_support import Engine, own_engine
-from e2e_support import write_config, write_workflow
+from e2e_support import CLI, IMAGE, write_config, write_workflow
 
 from supervisor import tasks
+from supervisor.config import Limits
 from supervisor.demo import fenced, make_demo_repo
 from supervisor.guard.trust import trust
 from supervisor.sandbox.engine_loss import WAIT_ENV
@@ -32,7 +34,6 @@ if TYPE_CHECKING:
     from supervisor.fakeapi import ScriptedModelServer
 
 pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("own_engine")]
-CLI = "claude"
 WORKFLOW = """workflow:
   initial_step: implement
   steps:
@@ -176,6 +177,51 @@ def test_an_engine_restarted_under_a_worker_is_waited_for_and_only_that_step_run
     assert conversations(server, turn=1) == 2
 
 
+def test_a_gate_whose_container_died_with_the_engine_runs_again_once_it_is_back(
+    engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gates' path is the same: their container dies with the engine, the wait is said,
+    and the gate runs again in a new container (a gate's run is kept by nobody)."""
+    import docker
+
+    from supervisor.project.gates import run_gate
+    from supervisor.sandbox.docker import DockerSandbox
+
+    monkeypatch.setenv("DOCKER_HOST", engine.host)
+    monkeypatch.setenv(WAIT_ENV, "60")
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    runs = tree / "runs.txt"
+    sandbox = DockerSandbox(IMAGE, "none", docker.DockerClient(base_url=engine.host))
+    said: list[str] = []
+
+    def chaos() -> None:  # the engine crashes once the gate runs, and starts once that is said
+        deadline = time.monotonic() + WAIT_S
+        while not runs.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        engine.crash()
+        while not said and time.monotonic() < deadline:
+            time.sleep(0.05)
+        engine.start()
+
+    sandbox.say = said.append
+    crashing = threading.Thread(target=chaos)
+    crashing.start()
+    try:
+        result = run_gate(
+            sandbox, "test", "echo ran >> runs.txt; sleep 2; echo passed", tree,
+            Limits(gate_timeout_seconds=120), {"supervisor.step": "gate"},
+        )  # fmt: skip
+    finally:
+        crashing.join()
+        sandbox.close()
+    assert result.passed, result.output
+    assert result.output.strip() == "passed"
+    assert runs.read_text() == "ran\nran\n"  # the lost run, the new one
+    assert said[0].startswith(f"{UNREACHABLE}{engine.socket}; retrying in 1s (1 of ")
+    assert said[-1].endswith("answers again; re-running what it lost.")
+
+
 def test_an_engine_still_away_past_the_wait_stops_resumable_and_resume_completes(
     engine: Engine, tmp_path: Path, serve: Any
 ) -> None:
@@ -200,13 +246,7 @@ def test_an_engine_still_away_past_the_wait_stops_resumable_and_resume_completes
     assert "Start the Docker engine (`docker info` checks it), then run `supervisor resume 1`" in (
         flat
     )
-    status = subprocess.run(
-        [sys.executable, "-m", "supervisor", "status", "1", "--repo", str(repo)],
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**os.environ, "COLUMNS": "400"},
-    )
+    status = supervisor("status", "1", "--repo", str(repo))
     assert "stopped answering" in status.stdout, status.stdout
 
     engine.start()
