@@ -24,6 +24,7 @@ from temporal_support import DevServer
 from test_engine_fast import TASK, Project, project, reviews, warm_packer, writes
 
 from supervisor import tasks
+from supervisor.state import leases
 from supervisor.state.busy import BUSY_TIMEOUT_ENV
 from supervisor.state.reconnect import StateConnectionLostError
 from supervisor.state.store import EventSpec, Store
@@ -94,6 +95,24 @@ def test_a_change_whose_connection_drops_midway_runs_again_whole_and_lands_once(
     said = capsys.readouterr().err
     assert DROPPED in said and "trying again" in said
     assert "Traceback" not in said
+    store.close()
+
+
+def test_a_task_lease_whose_session_drops_while_it_is_taken_is_taken_once(
+    pg_cluster: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The lease that makes one process the task's only runner (supervisor/state/leases.py):
+    taken again whole after the drop, one row, this process's; a second taker is refused."""
+    store, wf_id = new_store(pg_cluster, tmp_path)
+    with dropping(pg_cluster, lambda statement, _: "INSERT INTO leases" in statement) as hit:
+        held = leases.acquire(store.engine, leases.task_name(wf_id), wf_id, "implement")
+    assert hit, "the session was not ended"
+    assert DROPPED in capsys.readouterr().err
+    current = leases.read(store.engine, leases.task_name(wf_id))
+    assert current is not None and current.holder == held.holder
+    with pytest.raises(leases.LeaseBusyError):
+        leases.acquire(store.engine, leases.task_name(wf_id), wf_id, "implement")
+    held.release()
     store.close()
 
 

@@ -189,7 +189,16 @@ def acquire(
     engine: Engine, name: str, wf_id: int | None, doing: str = "", ttl_s: float | None = None
 ) -> Held:
     """Take lease `name`: free, expired, or held by a dead process of this host; else
-    LeaseBusyError naming who holds it."""
+    LeaseBusyError naming who holds it. A shared database that drops the connection meanwhile:
+    taken again whole (supervisor/state/reconnect.py); one dropped at the commit of the row it
+    wrote finds its own row, a holder still alive, and waits for its expiry like any other."""
+    from supervisor.state import reconnect  # here, as sqlalchemy: `status` reads leases only
+
+    where = engine.url.render_as_string(hide_password=True)
+    return reconnect.call(where, lambda: _acquire(engine, name, wf_id, doing, ttl_s))
+
+
+def _acquire(engine: Engine, name: str, wf_id: int | None, doing: str, ttl_s: float | None) -> Held:
     import uuid
 
     from sqlalchemy import text
@@ -226,7 +235,7 @@ def acquire(
                     == 1
                 )
         elif current is None:
-            return acquire(engine, name, wf_id, doing, ttl_s)  # released meanwhile
+            return _acquire(engine, name, wf_id, doing, ttl_s)  # released meanwhile
         if not taken:
             assert current is not None
             raise LeaseBusyError(
