@@ -156,10 +156,13 @@ def toolchain_checks(repo: Path, settings: Settings) -> list[Check]:
     from supervisor.project.project_image import dependency_files
     from supervisor.project.toolchain_check import image_versions, mismatches
     from supervisor.project.toolchain_sources import resolve_files
+    from supervisor.project.toolchains import declares_any
 
     dockerfile = repo / trustmap.DOCKERFILE
     try:
         files = dependency_files(repo)
+        if not declares_any(files):
+            return []
         base = image_versions(settings.sandbox.image)
         resolved = resolve_files(files, base)
     except SupervisorError as e:

@@ -85,7 +85,7 @@ def sandbox_build(
             project.root,
             project_image.trusted_dockerfile(project.root) or b"",
             image.contents,
-            image_versions(project.settings.sandbox.image, client),
+            lambda: image_versions(project.settings.sandbox.image, client),
         )
         seconds = project_image.build(
             client, project.root, tree, image, no_cache=no_cache, on_output=on_output
@@ -137,8 +137,9 @@ def _toolchains(
     from supervisor.errors import SupervisorError
     from supervisor.project.toolchain_check import mismatches
     from supervisor.project.toolchain_sources import resolve_files
+    from supervisor.project.toolchains import declares_any
 
-    if wanted is None:
+    if wanted is None or not declares_any(wanted.contents):
         return {"toolchains": [], "toolchain_findings": []}
     base = image_versions(project.settings.sandbox.image, client)
     try:

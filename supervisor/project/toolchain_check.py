@@ -11,7 +11,7 @@ task's rebuild) and by `doctor` and `supervisor sandbox status`:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,7 +20,7 @@ from supervisor.errors import SandboxError, SupervisorError, ToolchainMismatchEr
 from supervisor.project.dockerfile_sections import provided
 from supervisor.project.toolchain_resolve import Resolved, satisfies
 from supervisor.project.toolchain_sources import DEBIAN, resolve_files
-from supervisor.project.toolchains import TOOL_NAMES
+from supervisor.project.toolchains import TOOL_NAMES, declares_any
 
 if TYPE_CHECKING:
     import docker
@@ -50,13 +50,17 @@ def check_before_build(
     repo: Path,
     dockerfile: bytes,
     files: Mapping[str, bytes],
-    base: Mapping[str, str],
+    base: Mapping[str, str] | Callable[[], Mapping[str, str]],
     *,
     registries: bool = True,
 ) -> list[Resolved]:
-    """The resolved toolchains, or the error that stops the build before it starts."""
-    wanted = resolve_files(files, base, registries=registries)
-    require_provided(repo, dockerfile, wanted, base)
+    """The resolved toolchains, or the error that stops the build before it starts. `base`:
+    the image's own versions, asked only when the files declare something."""
+    if not declares_any(files):
+        return []
+    own = base() if callable(base) else base
+    wanted = resolve_files(files, own, registries=registries)
+    require_provided(repo, dockerfile, wanted, own)
     return wanted
 
 
@@ -80,6 +84,8 @@ def require_provided(
 def with_toolchains(detection: Detection, files: Mapping[str, bytes], base_image: str) -> Detection:
     """`detection` with its toolchains resolved from the repository's dependency files (root
     and members), or with the reason they cannot be had (the build then stops on it)."""
+    if not declares_any(files):
+        return detection
     try:
         found = resolve_files(files, image_versions(base_image))
     except SupervisorError as e:

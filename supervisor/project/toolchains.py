@@ -75,6 +75,12 @@ def declarations(files: Mapping[str, bytes]) -> list[Declaration]:
     return found
 
 
+def declares_any(files: Mapping[str, bytes]) -> bool:
+    """Whether `files` declare a toolchain at all: a project that declares none costs no
+    probe of the image and no registry lookup."""
+    return bool(declarations(files) or manager_pins(files))
+
+
 def manager_pins(files: Mapping[str, bytes]) -> list[ManagerPin]:
     """The package managers the package.json files pin (`packageManager`, or `devEngines`)."""
     pins: list[ManagerPin] = []

@@ -36,7 +36,7 @@ def image_for(c: StepContext, wf: Workflow, name: str, worktree: Path | CommitFi
             c.repo,
             project_image.trusted_dockerfile(c.repo) or b"",
             wanted.contents,
-            image_versions(c.sandbox.image, c.sandbox.client),
+            lambda: image_versions(c.sandbox.image, c.sandbox.client),
         )
         dependency_review.await_approval(c, wf, name, worktree, wanted)
         files = ", ".join(wanted.files) or "no dependency files"
