@@ -44,6 +44,8 @@ _SQLITE_LOCKED = 6
 _FULL_TEXT = ("No space left on device", "Disk quota exceeded", "database or disk is full")
 # git names the file but not the cause when a ref's lock file is made and then cannot be written
 _UNWRITTEN = re.compile(r"couldn't write '([^'\n]+)'")
+# the Docker engine's words when its data root is full, after what it could not make
+_ENGINE_FULL = re.compile(r"(/[^\s:'\"]+): no space left on device", re.IGNORECASE)
 LOW_BYTES = 1 << 20
 """Below this much free (or 0.5 % of the file system, if more), the host counts it as full."""
 _ENGINE_CLIENT = ("requests.", "urllib3.")
@@ -121,6 +123,9 @@ def machine_fault(
             return e
     if any(_locked(e) for e in causes(error)):
         return locked_error(None, wf_id)
+    engine = next((e for e in causes(error) if _engine_full(e)), None)
+    if engine is not None:  # the engine's own disk: not one of `near`
+        return engine_full_error(engine, wf_id)
     lost = next((e for e in causes(error) if _engine_lost(e)), None)
     if lost is not None:
         return docker_unavailable(lost, wf_id)
@@ -159,6 +164,28 @@ def disk_full_error(
     return DiskFullError(
         said, fix=f"Free space on {mount_point(path)}", path=str(path), database=database,
         wf_id=wf_id,
+    )  # fmt: skip
+
+
+def engine_full_error(reply: BaseException, wf_id: int | None) -> DiskFullError:
+    """The Docker engine could not make a container (its layer, a volume) for want of space on
+    its data root: said as the full disk it is, not as a sandbox failure. The file system is
+    named when the engine's path is on this host (a local engine); else the path as it said."""
+    prune = "`docker system prune` removes stopped containers, unused images and build cache"
+    found = _ENGINE_FULL.search(str(reply))
+    path = Path(found.group(1)) if found else None
+    if path is None or _existing(path) == Path("/"):  # not known here: a remote engine's
+        where = f" (writing {path})" if path else ""
+        return DiskFullError(
+            "No space left on the Docker engine's data root (`docker info` names it: Docker "
+            f"Root Dir){where}: it could not create a container.",
+            fix=f"Free space there ({prune})", path=str(path or ""), database=False, wf_id=wf_id,
+        )  # fmt: skip
+    mount = mount_point(path)
+    return DiskFullError(
+        f"No space left on the file system mounted at {mount} ({left(path)}), the Docker "
+        f"engine's data root: it could not create a container (writing {path}).",
+        fix=f"Free space on {mount} ({prune})", path=str(path), database=False, wf_id=wf_id,
     )  # fmt: skip
 
 
@@ -278,6 +305,12 @@ def _full(e: BaseException) -> bool:
         said = f"{e.message}\n{getattr(e, 'output', '')}"
         return any(text in said for text in _FULL_TEXT) or _unwritten(e) is not None
     return False
+
+
+def _engine_full(e: BaseException) -> bool:
+    """The Docker engine's reply (the SDK's errors, never a container's output) saying no
+    space was left."""
+    return type(e).__module__.startswith("docker.") and "no space left on device" in str(e).lower()
 
 
 def _unwritten(e: BaseException) -> Path | None:

@@ -25,6 +25,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import docker.errors
 import pytest
 from cli_support import supervisor
 from standin_cli import fill, fill_inodes
@@ -33,6 +34,7 @@ from test_machine_faults import MOUNTED, _mount, held, one_error_line, tmpfs  # 
 from supervisor import faults, tasks
 from supervisor.cli.interrupt import TERMINATED
 from supervisor.demo import make_demo_repo
+from supervisor.errors import SandboxError
 from supervisor.guard.trust import trust
 from supervisor.opening import reading
 from supervisor.process import run as run_process
@@ -170,13 +172,14 @@ def _implemented(path: str) -> str:
 
 
 class Sandbox(StandinSandbox):
-    """The stand-in sandbox, whose gate runs are where the gating strike comes."""
+    """The stand-in sandbox, whose runs are where the strikes at gating and at a container's
+    creation come."""
 
     task: Task | None = None
 
     def run(self, spec: RunSpec) -> RunResult:
-        if spec.argv[:2] == ["sh", "-c"] and self.task is not None:
-            self.task.strike("gating")
+        if self.task is not None:
+            self.task.strike("gating" if spec.argv[:2] == ["sh", "-c"] else "creating")
         return super().run(spec)
 
 
@@ -392,3 +395,51 @@ def test_a_gate_that_only_says_the_disk_is_full_fails_as_any_gate_and_its_output
     assert LIE in str(gates[0].payload), gates[0]
     assert t.finished_tree() == UNDISTURBED
     assert sorted(t.bought) == ["a", "b", "c", "fix-up", "planner"], t.bought
+
+
+def test_docker_out_of_space_for_a_container_is_named_as_a_full_disk_and_resume_completes(
+    task: Callable[[str, Callable[[], None]], Task],
+    tmpfs: None,  # noqa: F811 (the fixture, imported)
+    tmp_path: Path,
+) -> None:
+    """The Docker engine's data root is full: creating the planner's container fails with the
+    engine's "no space left on device" after the path it could not make. That is said as the
+    full disk it is, naming the file system and how to free space on it, not as a sandbox
+    failure; after freeing space, `resume` completes the task. (The engine's refusal is the one
+    stand-in here: the SDK's own error, raised where supervisor/sandbox/docker.py raises it,
+    from a data root that is a real full tmpfs.)"""
+    root = tmp_path / "docker-root"
+    _mount(root, "size=1m")
+    layer = root / "overlay2" / "3f2a9c" / "diff"
+
+    def refuses() -> None:
+        fill(root / "ballast")
+        reply = docker.errors.APIError(
+            "500 Server Error: Internal Server Error",
+            explanation=f"failed to mkdir {layer}: mkdir {layer}: no space left on device",
+        )
+        raise SandboxError(
+            f"Docker refused to create the container: {reply.explanation}",
+            "Check `docker info` and the sandbox settings in .supervisor/config.yaml.",
+        ) from reply
+
+    t = task("creating", refuses)
+    t.configure()
+    failed = started(t)
+
+    assert failed.returncode == 1, failed.stderr
+    one_error_line(failed.stderr)
+    said = " ".join(failed.stderr.split())
+    assert (
+        f"error: No space left on the file system mounted at {root} (0 B free), the Docker "
+        f"engine's data root: it could not create a container (writing {layer}). fix:"
+    ) in said, said
+    fix = " ".join(failed.stderr.split("fix:", 1)[1].split())
+    assert fix.startswith(f"Free space on {root} (`docker system prune` removes"), fix
+    assert "supervisor resume 1" in fix, fix
+    shown = status(t.repo, "1")
+    assert f"No space left on the file system mounted at {root}" in shown, shown
+
+    (root / "ballast").unlink()
+    resumed(t)
+    assert sorted(t.bought) == ["a", "b", "c", "planner"], t.bought

@@ -219,6 +219,10 @@ class Engine:
         self.steps.routes = {c.role: c.cli for c in chosen}
         outcome = steps.run(self.steps, wf, name, step)
         outcome.events[:0] = [c.event(name) for c in chosen if route.worth_recording(c)]
+        if outcome.escalate is not None:  # a step's typed failure that is the machine's fault
+            fault = host_faults.machine_fault(outcome.escalate, wf.id, near=self._written())
+            if fault is not None:  # (Docker's full data root, said as a SandboxError) named so
+                outcome = dataclasses.replace(outcome, escalate=fault)
         return outcome
 
     def _crashed(self, wf: Workflow, name: str, error: Exception) -> Outcome:
