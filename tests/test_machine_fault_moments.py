@@ -367,6 +367,12 @@ def test_a_full_disk_at_each_moment_names_the_file_system_and_resume_completes(
     else:
         shown = status(t.repo, "1")
         assert f"No space left on the file system mounted at {folder}" in shown, shown
+    if moment == "gating":  # the gate counts as failed, its output sent to no one
+        with reading(t.repo) as store:
+            gates = [
+                (e.status, e.payload.get("exit_code")) for e in store.events(1) if e.type == "gate"
+            ]
+        assert gates == [("failed", 1)], gates
 
     shutil.rmtree(ballast_holder[0]) if ballast_holder[0].is_dir() else ballast_holder[0].unlink()
     resumed(t)
