@@ -716,8 +716,7 @@ def _wait_exit(container: Any, timeout: float) -> int | None:
     try:
         status = container.wait(timeout=timeout)
     except (requests.exceptions.Timeout, requests.exceptions.ConnectionError) as e:
-        # A unix socket's read timeout is a ConnectionError too; an engine gone is not one.
-        if engine_loss.lost(e) and not engine_loss.answers(container.client):
+        if engine_loss.lost(e):  # reset, refused: not the read timeout a unix socket says so
             raise
         return None
     return int(status.get("StatusCode", -1))

@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from supervisor import host_faults
 from supervisor.errors import DockerUnavailableError, SupervisorError
@@ -32,7 +32,17 @@ from supervisor.errors import DockerUnavailableError, SupervisorError
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from supervisor.sandbox.docker import RunResult, RunSpec
+
+class Spec(Protocol):
+    """What of a run's RunSpec (sandbox/docker.py, which imports this module) is read here."""
+
+    argv: list[str]
+    labels: dict[str, str]
+    keep: bool
+
+
+S = TypeVar("S", bound=Spec)
+R = TypeVar("R")
 
 WAIT_ENV = "SUPERVISOR_DOCKER_WAIT_S"
 DEFAULT_WAIT_S = 120.0
@@ -114,10 +124,7 @@ def wait_for_engine(
     raise host_faults.docker_unavailable(last or "no answer", None, waited_s=sum(plan))
 
 
-def rerunning(
-    run_once: Callable[[RunSpec], RunResult], spec: RunSpec, client: Any,
-    say: Callable[[str], None],
-) -> RunResult:  # fmt: skip
+def rerunning(run_once: Callable[[S], R], spec: S, client: Any, say: Callable[[str], None]) -> R:
     """`run_once(spec)`, run again (a gate's) or said lost (a worker's, `RunLost`) when the
     engine went away under it and came back."""
     for attempt in range(RERUNS + 1):
@@ -154,6 +161,6 @@ def after_loss(container: Any, say: Callable[[str], None], cause: BaseException)
     return "lost"
 
 
-def lost_run(spec: RunSpec, cause: BaseException) -> RunLost:
+def lost_run(spec: Spec, cause: BaseException) -> RunLost:
     what = spec.labels.get("supervisor.step") or " ".join(spec.argv[:2])
     return RunLost(f"The container of '{what}' died with the Docker engine ({cause}).")
