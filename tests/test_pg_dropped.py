@@ -17,11 +17,13 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from cli_support import supervisor
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 from temporal_standin import Sandbox, run_on_temporal, to_temporal, use_sandbox
 from temporal_support import DevServer
 from test_engine_fast import TASK, Project, project, reviews, warm_packer, writes
+from test_machine_faults import one_error_line
 
 from supervisor import tasks
 from supervisor.state import leases
@@ -34,6 +36,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from pg_support import Cluster
+
+    from supervisor.sandbox.standin import WorkerCall
 
 pytestmark = pytest.mark.xdist_group("postgres")
 __all__ = ["project", "warm_packer"]
@@ -187,6 +191,60 @@ def test_a_restart_is_waited_for_with_a_progress_line_and_a_server_gone_past_the
     assert store.workflow(wf_id).status == "running"  # the store works again, unchanged
     assert "workflow_failed" not in kinds(store, wf_id)
     store.close()
+
+
+def test_a_state_database_gone_while_a_step_runs_ends_in_one_line_and_resume_completes(
+    project: Callable[..., Project],
+    pg_cluster: Cluster,
+    shared_state: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The server stops while the implementer works and stays away past the wait: the command
+    says so in one line with the fix and the resume (exit 2, no traceback), the step's end is
+    not half-recorded, and `resume` completes the task once the server is back."""
+    monkeypatch.setenv(BUSY_TIMEOUT_ENV, "1")
+    monkeypatch.setenv("SUPERVISOR_LEASE_SECONDS", "2")
+    answered = writes({"answer.txt": "42\n"})
+
+    def stops_the_server(call: WorkerCall) -> str:
+        if not stopped:
+            stopped.append(True)
+            pg_cluster.stop_server()
+        return answered(call)
+
+    stopped: list[bool] = []
+    p = project(
+        WORKFLOW,
+        None,
+        {"when": "ROLE: implementer", "do": stops_the_server, "repeat": True},
+        ("ROLE: reviewer", reviews("APPROVED")),
+    )
+    try:
+        refused = supervisor("start-task", TASK, "--yes", "--repo", str(p.root))
+    finally:
+        pg_cluster.start_server()
+    assert refused.returncode == 2, refused.stderr
+    line = one_error_line(refused.stderr)
+    assert "stopped answering" in line and "wrote nothing of this change" in line, line
+    assert "supervisor resume 1" in refused.stderr.split("fix:", 1)[1]
+    assert "trying again" in refused.stderr  # the progress lines while it waited
+    assert p.workflow().current_step == "implement"  # its end not recorded, nor half of it
+    assert [e.type for e in p.events()].count("implementation") == 0
+
+    # The refused command could not release its hold on the task (the server was away): a
+    # process that ended is seen dead and its hold taken at once; this one is the spec's own,
+    # alive, so its hold is let expire (SUPERVISOR_LEASE_SECONDS) as a silent holder's would.
+    with Store(p.root / ".supervisor" / "state.db") as store:
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline:
+            hold = leases.read(store.engine, leases.task_name(1))
+            if hold is None or hold.expired():
+                break
+            time.sleep(0.2)
+    resumed = supervisor("resume", "1", "--repo", str(p.root))
+    assert resumed.returncode == 0, resumed.stderr
+    assert p.workflow().status == "completed"
+    assert p.on_branch("answer.txt") == "42\n"
 
 
 # -- the fault-matrix row on both runners ------------------------------------------------------

@@ -142,8 +142,10 @@ def call(where: str, work: Callable[[], T]) -> T:
 
 
 def _reason(error: DBAPIError) -> str:
-    said = " ".join(str(error.orig).split())
-    return said.removeprefix("connection failed: ")[:200]
+    """The driver's reason, short: its first line, without psycopg's "connection failed:
+    connection to server at ..., port ... failed:" (the database is named already)."""
+    said = (str(error.orig).strip().splitlines() or [""])[0]
+    return " ".join(said.rsplit(" failed: ", 1)[-1].split())[:200]
 
 
 def _gone(where: str, error: DBAPIError, waited: float) -> StateConnectionLostError:
