@@ -299,3 +299,23 @@ def test_a_state_connection_dropped_while_a_task_records_a_step_costs_nothing_on
     assert events.count("implementation") == events.count("review") == 1
     said = capsys.readouterr().err
     assert DROPPED in said and "Traceback" not in said
+
+
+def test_a_server_that_refuses_is_not_waited_for_one_coming_back_is() -> None:
+    """What is a drop (run again while the wait lasts) and what is a refusal (said at once):
+    psycopg's words for each, as the real server sends them."""
+    import psycopg
+    from sqlalchemy.exc import OperationalError
+
+    from supervisor.state.reconnect import dropped
+
+    def connecting(said: str) -> OperationalError:
+        return OperationalError("SELECT 1", {}, psycopg.OperationalError(said))
+
+    at = 'connection failed: connection to server at "127.0.0.1", port 5 failed: '
+    assert dropped(connecting(at + "Connection refused\n\tIs the server running?"))
+    assert dropped(connecting(at + "FATAL:  the database system is starting up"))
+    assert dropped(connecting(at + "FATAL:  the database system is shutting down"))
+    assert not dropped(connecting(at + 'FATAL:  password authentication failed for user "u"'))
+    assert not dropped(connecting(at + 'FATAL:  database "nope" does not exist'))
+    assert not dropped(OperationalError("SELECT 1", {}, psycopg.OperationalError("deadlock")))
