@@ -66,6 +66,9 @@ GATE = (  # the project's tests: they write a scratch file into their worktree, 
     "dd if=/dev/zero of=scratch bs=64k count=64 2>&1 && rm scratch && "
     "grep -H . c.txt && grep -q 'the c part' c.txt && test -f a.txt && test -f b.txt"
 )
+CHECK = "dd if=/dev/zero of=scratch bs=64k count=64 2>&1 && rm scratch"
+"""Each component's own gate, in COMPONENT_GATES: a scratch file, no more."""
+COMPONENT_GATES = WORKFLOW.replace("for_each: component,", "for_each: component, gates: [check],")
 LIE = "OSError: [Errno 28] No space left on device: '/workspace/scratch'"
 """What component c's code prints in the lying spec, on a disk with room."""
 PARTS = ("a", "b", "c")
@@ -102,11 +105,11 @@ class Task:
         self.b_started = threading.Event()
         self.points: dict[str, int] = {}
 
-    def configure(self) -> None:
+    def configure(self, workflow: str = WORKFLOW) -> None:
         state = self.repo / ".supervisor"
         state.mkdir(exist_ok=True)
-        (state / "config.yaml").write_text(CONFIG.format(gate=GATE))
-        (state / "workflow.yaml").write_text(WORKFLOW)
+        (state / "config.yaml").write_text(CONFIG.format(gate=GATE) + f'  check: "{CHECK}"\n')
+        (state / "workflow.yaml").write_text(workflow)
         trust(self.repo)  # the base URL is this test's own (nothing listens there)
 
     def strike(self, here: str) -> None:
@@ -317,6 +320,7 @@ def _on_tmpfs(folder: Path, options: str) -> None:
 FULL_AT: dict[str, tuple[str, str, str]] = {
     "planning": (".supervisor", "size=16m", "bytes"),
     "gating": (".supervisor", "size=16m", "all but 2 MB"),
+    "component gating": (".supervisor", "size=16m", "all but 2 MB"),
     "gate_worktree": (".supervisor", "size=64m,nr_inodes=400", "inodes"),
     "merging": (".git", "size=16m", "bytes"),
     "committing": (".git", "size=16m", "bytes"),
@@ -349,10 +353,10 @@ def test_a_full_disk_at_each_moment_names_the_file_system_and_resume_completes(
         if how == "all but 2 MB":  # room for the database, not for the tests' scratch file
             os.truncate(ballast, ballast.stat().st_size - (2 << 20))
 
-    t = task(moment, fills)
+    t = task("gating" if moment == "component gating" else moment, fills)
     folder = t.repo / folder_name
     _on_tmpfs(folder, options)
-    t.configure()
+    t.configure(COMPONENT_GATES if moment == "component gating" else WORKFLOW)
     failed = started(t)
 
     assert t.struck
@@ -367,6 +371,8 @@ def test_a_full_disk_at_each_moment_names_the_file_system_and_resume_completes(
     else:
         shown = status(t.repo, "1")
         assert f"No space left on the file system mounted at {folder}" in shown, shown
+    if moment == "component gating":  # its implementer's answer kept: not bought again
+        assert "worktrees/wf1-implement-" in " ".join(failed.stderr.split()), failed.stderr
     if moment == "gating":  # the gate counts as failed, its output sent to no one
         with reading(t.repo) as store:
             gates = [

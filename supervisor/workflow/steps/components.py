@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from supervisor import plural, recovery
 from supervisor.dag import MERGING, PROGRESS, WorkGraph
-from supervisor.errors import SpecConflictError, StepFailedError, SupervisorError
+from supervisor.errors import MachineFault, SpecConflictError, StepFailedError, SupervisorError
 from supervisor.guard import protected
 from supervisor.policy import budgets
 from supervisor.project import base_tests
@@ -314,6 +314,16 @@ class ComponentFanOut:
                 ),
             )
             return integrated
+        if isinstance(outcome.escalate, MachineFault):
+            # The machine's fault (its gate's tests out of disk space), not the component's:
+            # its work stays as recorded (implemented: `resume` gates it again, buying
+            # nothing), nothing new starts, and the step stops for a person (`_outcome`).
+            comp.status = "failed"
+            self.errors[comp.id] = outcome.escalate
+            payload = {"component": comp.id, "error": outcome.escalate.message[:2000]}
+            event = EventSpec("component_failed", step=self.name, status="machine", payload=payload)
+            self._save(comp.id, event=event)
+            return integrated
         strays = outcome.context.get("out_of_scope")
         if strays and self.scope == "replan" and self.ctx.get("planned_by"):
             comp.status = "pending"  # the plan goes back to its planner once the others are done
@@ -413,6 +423,9 @@ class ComponentFanOut:
             self._branch(cid) for cid in self.errors if self.c.ws.branch_exists(self._branch(cid))
         ]
         ctx["kept_branches"] = [*self.kept, *(b for b in kept if b not in self.kept)]
+        faults = [e for e in self.errors.values() if isinstance(e, MachineFault)]
+        if faults:  # the machine first: the rest is tried again once it is fixed
+            return Outcome("failed", context=ctx, escalate=faults[0])
         conflicts = [e for e in self.errors.values() if isinstance(e, SpecConflictError)]
         if conflicts and len(conflicts) == len(self.errors):  # a person decides (decide.py)
             return Outcome("failed", context=ctx, escalate=conflicts[0])
