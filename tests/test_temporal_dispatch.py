@@ -2,7 +2,12 @@
 server, scripted activities, no Docker): the step hands its components over, the workflow runs
 one activity per component at once, and runs the step again with every component's result; a
 component no worker could run comes back as that component's failure, not the task's end.
-And the plain data a component's result travels as keeps what the step decides on."""
+And the plain data a component's result travels as keeps what the step decides on.
+
+Team-mode parity (issue 50, item 5), through the real submission, workflow and activities of
+a worker in this process over the stand-in sandbox (tests/temporal_standin.py), one dev server
+for the file: a component split into a sub-plan, a monorepo's per-project gates, the budget,
+and the state database locked while a step runs, each as the local runner's spec of it."""
 
 from __future__ import annotations
 
