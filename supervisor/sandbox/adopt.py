@@ -33,7 +33,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from supervisor.errors import CommandTimeoutError, SupervisorError, Terminated
+from supervisor.errors import (
+    CommandTimeoutError,
+    DockerUnavailableError,
+    SupervisorError,
+    Terminated,
+)
 from supervisor.sandbox import warm
 from supervisor.sandbox.docker import (
     LABEL_LOWER,
@@ -320,11 +325,12 @@ def route(
 
 def run(sandbox: Any, step_id: int, spec: RunSpec) -> RunResult:
     """Adopt the step's container if it has one, else start a new one; its route closes with it
-    (but for a worker a stop leaves running, see `end_route`)."""
+    (but for a worker a stop leaves running, or one the Docker engine stopped answering about,
+    which may still run: see `end_route`)."""
     left = False
     try:
         return _run(sandbox, step_id, spec)
-    except Terminated:
+    except (Terminated, DockerUnavailableError):
         left = spec.keep
         raise
     finally:

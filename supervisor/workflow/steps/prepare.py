@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from supervisor import dag
 from supervisor.context.ahead import KEEP, Ahead
-from supervisor.errors import Terminated
+from supervisor.errors import DockerUnavailableError, Terminated
 from supervisor.sandbox import adopt, warm
 from supervisor.sandbox.docker import RunSpec
 from supervisor.workflow import lookahead
@@ -79,7 +79,8 @@ def run(
     try:
         result = warm.run(c.sandbox, ready, spec, stdin)  # type: ignore[arg-type]
     except BaseException as e:  # a stop leaves its worker running: its route stays open
-        adopt.end_route(c.sandbox, step_id, left=isinstance(e, Terminated) and spec.keep)
+        stopped = isinstance(e, Terminated | DockerUnavailableError)  # as adopt.run
+        adopt.end_route(c.sandbox, step_id, left=stopped and spec.keep)
         raise
     if result is None:
         record_event(c, prepared, "discarded", "the prepared CLI had stopped waiting")
