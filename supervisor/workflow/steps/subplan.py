@@ -12,7 +12,7 @@ What the fan-out does here (supervisor/workflow/decompose.py decides what the tr
 
 Sub-components are ordinary components of the fan-out's work graph (the tree flattened), so the
 file-ownership rules, the parallel batches and resume after a kill are the fan-out's own. Under
-the Temporal runner too: the step (its activity) plans, splits and runs QA decisions as here, and
+the Temporal runner too: the step (its activity) asks the planner and records splits as here, and
 each sub-component, or a split one's QA pass, is an activity of its own from its parent's branch
 (supervisor/temporal/components.py), its result settled by the step as a local one's.
 """
