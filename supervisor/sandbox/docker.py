@@ -23,13 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from supervisor.errors import (
-    CommandTimeoutError,
-    DockerUnavailableError,
-    SandboxError,
-    SupervisorError,
-    Terminated,
-)
+from supervisor.errors import CommandTimeoutError, SandboxError, SupervisorError, Terminated
 from supervisor.parsing import strip_ansi
 from supervisor.sandbox import engine_loss, model_relay, reach, run_files, runtime
 from supervisor.sandbox.egress import EgressRelay, Route, ensure_network
@@ -501,7 +495,7 @@ class DockerSandbox:
                 remove_container(container)
                 _remove_volume(volume)
                 raise engine_loss.lost_run(spec, e) from e
-            if not isinstance(e, DockerUnavailableError):  # else left for `resume`
+            if not engine_loss.gave_up(e):  # else left as it is, for `resume`
                 remove_container(container)
                 _remove_volume(volume)
             raise
@@ -693,20 +687,16 @@ def _remove_volume(volume: Any) -> None:
     import docker.errors
 
     if volume is not None:
-        with contextlib.suppress(docker.errors.APIError, *ENGINE_GONE):
+        with contextlib.suppress(docker.errors.APIError, OSError):
             volume.remove(force=True)
 
 
 def remove_container(container: Any) -> None:
     import docker.errors
 
-    with contextlib.suppress(docker.errors.APIError, *ENGINE_GONE):
+    # OSError: the engine gone (requests' errors are OSErrors); resume's clean-up finds it.
+    with contextlib.suppress(docker.errors.APIError, OSError):
         container.remove(force=True)
-
-
-ENGINE_GONE = (OSError,)
-"""What a clean-up meets when the engine is gone (requests' connection errors are OSErrors):
-nothing to remove then; `resume`'s clean-up finds what is left, by its labels."""
 
 
 def _wait_exit(container: Any, timeout: float) -> int | None:
@@ -725,7 +715,7 @@ def _wait_exit(container: Any, timeout: float) -> int | None:
 def _kill(container: Any) -> None:
     import docker.errors
 
-    with contextlib.suppress(docker.errors.APIError, *ENGINE_GONE):
+    with contextlib.suppress(docker.errors.APIError, OSError):
         container.kill()
 
 

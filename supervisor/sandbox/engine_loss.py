@@ -92,6 +92,11 @@ def lost(error: BaseException) -> bool:
     return host_faults.is_engine_lost(error) and not isinstance(error, DockerUnavailableError)
 
 
+def gave_up(error: BaseException) -> bool:
+    """Whether `error` is the engine still away past the wait (its runs left for `resume`)."""
+    return isinstance(error, DockerUnavailableError)
+
+
 def answers(client: Any) -> bool:
     """Whether the engine answers a ping now."""
     return _ping(client) is None
