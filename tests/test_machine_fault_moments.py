@@ -17,10 +17,12 @@ lock held by another process, a real signal.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -39,7 +41,7 @@ from supervisor.guard.trust import trust
 from supervisor.opening import reading
 from supervisor.process import run as run_process
 from supervisor.sandbox.docker import RunResult, RunSpec
-from supervisor.sandbox.standin import StandinSandbox, WorkerCall, answer
+from supervisor.sandbox.standin import StandinSandbox, WorkerCall, answer, record
 from supervisor.state.busy import BUSY_TIMEOUT_ENV
 
 if TYPE_CHECKING:
@@ -104,6 +106,9 @@ class Task:
         self.lock = threading.Lock()
         self.b_started = threading.Event()
         self.points: dict[str, int] = {}
+        self.records = False
+        """Whether each answer is recorded as the credential proxy would (the sandbox then
+        requires a record, as the Docker sandbox does)."""
 
     def configure(self, workflow: str = WORKFLOW) -> None:
         state = self.repo / ".supervisor"
@@ -135,6 +140,9 @@ class Task:
             lies = self.moment == "lie" and part not in self.bought
             call.write(f"{part}.txt", f"{LIE}\n" if part == "c" and lies else f"the {part} part\n")
             reply, bought = _implemented(f"{part}.txt"), part if marked else "fix-up"
+        if self.records:  # as the proxy: a write that fails ends nothing, the record is short
+            with contextlib.suppress(OSError):
+                record(call, json.loads(reply.splitlines()[-1])["result"])
         with self.lock:
             self.bought.append(bought)
         return reply
@@ -179,6 +187,10 @@ class Sandbox(StandinSandbox):
     creation come."""
 
     task: Task | None = None
+
+    @property
+    def records_model_exchanges(self) -> bool:
+        return self.task is not None and self.task.records
 
     def run(self, spec: RunSpec) -> RunResult:
         if self.task is not None:
@@ -357,6 +369,9 @@ def test_a_full_disk_at_each_moment_names_the_file_system_and_resume_completes(
     folder = t.repo / folder_name
     _on_tmpfs(folder, options)
     t.configure(COMPONENT_GATES if moment == "component gating" else WORKFLOW)
+    if moment == "component gating":  # one at a time: no other component writes meanwhile
+        config = t.repo / ".supervisor" / "config.yaml"
+        config.write_text(config.read_text().replace("components: 2", "components: 1"))
     failed = started(t)
 
     assert t.struck
@@ -455,3 +470,38 @@ def test_docker_out_of_space_for_a_container_is_named_as_a_full_disk_and_resume_
     (root / "ballast").unlink()
     resumed(t)
     assert sorted(t.bought) == ["a", "b", "c", "planner"], t.bought
+
+
+def test_a_full_record_folder_stops_for_the_machine_not_as_tampering_and_resume_completes(
+    task: Callable[[str, Callable[[], None]], Task],
+    tmpfs: None,  # noqa: F811 (the fixture, imported)
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The proxy's record folders (the temporary folder) fill while the planner works: the
+    proxy cannot write what the model answered, so the run has no record. That is not taken
+    for an answer that never came from the model (tampering): the host reads the record's file
+    system as full, the step stops for the machine, and after freeing space `resume` runs the
+    planner again (nothing vouches for the answer it printed) and completes the task."""
+    folder = tmp_path / "records"
+    _mount(folder, "size=1m")
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))  # where record folders are made
+    t = task("planning", lambda: fill(folder / "ballast"))
+    t.records = True
+    t.configure()
+    failed = started(t)
+
+    assert failed.returncode == 1, failed.stderr
+    line = one_error_line(failed.stderr)
+    assert line.startswith(f"error: No space left on the file system mounted at {folder} (0 B"), (
+        line
+    )
+    assert "supervisor resume 1" in failed.stderr.split("fix:", 1)[1]
+    shown = status(t.repo, "1")
+    assert f"No space left on the file system mounted at {folder}" in shown, shown
+    with reading(t.repo) as store:
+        assert not [e for e in store.events(1) if e.type == "result_tampered"]
+
+    (folder / "ballast").unlink()
+    resumed(t)
+    assert sorted(t.bought) == ["a", "b", "c", "planner", "planner"], t.bought

@@ -10,6 +10,9 @@ claims that the API never sent is not believed either.
 A sandbox whose proxy records every run (`records_model_exchanges`: the Docker sandbox) must
 have a record for a run that claims an answer: none means the answer never came from the model,
 and the step fails as tampered. A failed run needs none (the CLI may fail before any request).
+Unless the record's file system is full (the host reads it so): then the proxy could not write
+what it relayed, and the step stops for the machine, its answer unused and bought again after
+space is freed, since nothing vouches for it, and nobody is blamed for it.
 Only the stand-in sandbox of the fast specs, which records only what a spec scripts, takes the
 CLI's stdout alone when a run has no record.
 """
@@ -22,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from supervisor.errors import ResultTamperedError, SandboxError
+from supervisor import host_faults
+from supervisor.errors import DiskFullError, ResultTamperedError, SandboxError
 from supervisor.sandbox.docker import record_dir_path
 from supervisor.workers import witness
 
@@ -37,6 +41,8 @@ class Settled:
     witnessed: witness.Witnessed | None = None
     """None: no record was read (the fallback)."""
     tampered: ResultTamperedError | None = None
+    unrecorded: DiskFullError | None = None
+    """The record is missing or short because its file system is full: the machine's fault."""
     cost_source: str = "cli"
     """Where the cost came from: `priced` (the record's tokens at the configured price) or
     `cli` (the CLI's own figure, when no price is configured for the models used)."""
@@ -82,6 +88,8 @@ def settle(
     if record_dir is None or not witness.has_record(record_dir):
         if not record_required or not printed.ok:
             return Settled(printed)
+        if (full := _unrecorded(record_dir)) is not None:
+            return Settled(printed, unrecorded=full)
         missing = ResultTamperedError(
             f"The {cli} worker printed an answer, but the model API's record of the run holds "
             "no exchange: the answer did not come from the model."
@@ -110,7 +118,10 @@ def settle(
         result.retry_after = None
         result.error = f"{printed.error} (the model API sent no rate limit)"
     if printed.ok:
-        if not seen.answered or not witness.matches(seen.text, printed.text):
+        vouched = seen.answered and witness.matches(seen.text, printed.text)
+        if not vouched:
+            settled.unrecorded = _unrecorded(record_dir)
+        if not vouched and settled.unrecorded is None:
             settled.tampered = ResultTamperedError(
                 f"The {cli} worker's printed answer is not what the model API answered. "
                 f"Printed: {_clip(printed.text)!r}; API: {_clip(seen.text)!r}"
@@ -118,6 +129,13 @@ def settle(
             )
         result.text = seen.text
     return settled
+
+
+def _unrecorded(record_dir: Path | None) -> DiskFullError | None:
+    """The record's file system full, as the host reads it: why a record is missing or short."""
+    if record_dir is None or not host_faults.out_of_space(record_dir):
+        return None
+    return host_faults.disk_full_error(record_dir, None)
 
 
 def priced(settings: Settings, model: str, seen: witness.Witnessed) -> float | None:

@@ -391,6 +391,17 @@ class _Run:
             "num_turns": result.num_turns,
             "witnessed": settled.witnessed is not None,  # False: read from stdout (no record)
         }
+        if settled.unrecorded is not None:  # the record's file system full: the machine's
+            full = settled.unrecorded
+            event = EventSpec(
+                "worker_failed", step=name, role=role.name, status="failed",
+                payload={**base_payload, **err(full), "category": "disk_full"}, **usage,
+            )  # fmt: skip
+            record = StepRecord(
+                step_id, "failed", error=full.message, event=event,
+                invocation=self.invocation(model, False, run.duration, usage, "disk_full"),
+            )  # fmt: skip
+            return Outcome("failed", escalate=full, records=[record])
         if settled.tampered is not None:
             tampered = settled.tampered
             record = StepRecord(
