@@ -30,7 +30,8 @@ from temporalio.worker import Replayer, Worker
 from test_decompose_engine import GATE, WORKFLOW, component, subplan, too_large
 from test_engine_fast import TASK, Project, plans, project, reviews, warm_packer, writes
 from test_machine_faults import WORKFLOW as MACHINE_FAULTS_WORKFLOW
-from test_machine_faults import held
+from test_machine_faults import _mount as mount_tmpfs
+from test_machine_faults import held, tmpfs
 from test_monorepo_e2e import CONFIG as MONOREPO_CONFIG
 from test_monorepo_e2e import FILES as MONOREPO_FILES
 from test_monorepo_e2e import POINT_3D, POINT_3D_BREAKING, TYPES
@@ -64,7 +65,7 @@ if TYPE_CHECKING:
     from supervisor.sandbox.standin import WorkerCall
 
 pytestmark = pytest.mark.xdist_group("temporal")
-__all__ = ["project", "warm_packer"]
+__all__ = ["project", "tmpfs", "warm_packer"]
 LOCK_WORKFLOW = MACHINE_FAULTS_WORKFLOW.split("initial_step: ", 1)[1]  # as the `project` takes it
 
 
@@ -340,14 +341,21 @@ def test_a_monorepo_task_runs_through_the_temporal_dispatch_as_locally(
     assert set(shown) == {"implement/point-z/test"}
 
 
-def test_a_state_database_locked_while_a_temporal_step_runs_has_temporal_try_the_step_again(
-    project: Callable[..., Project], temporal: DevServer, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("fault", ["locked", "full"])
+def test_a_state_database_that_refuses_a_temporal_steps_end_has_temporal_run_the_step_again(
+    fault: str,
+    project: Callable[..., Project],
+    temporal: DevServer,
+    monkeypatch: pytest.MonkeyPatch,
+    tmpfs: None,
 ) -> None:
-    """The lock row of docs/fault-matrix.md under the Temporal runner (issue 50, items 3 and 5):
-    locally the command stops with one line and `resume` continues
-    (test_machine_faults.py::test_a_lock_taken_while_a_step_runs_...); here the step's activity
-    fails with that line (the database heard of neither the step's end nor its failure), and
-    Temporal runs the step again; once the lock is gone the task completes, no move half-made."""
+    """Two rows of docs/fault-matrix.md under the Temporal runner (issue 50, items 3 and 5):
+    the state database held locked by another program past the busy timeout, and the file
+    system it is on filled by another program, while the implementer works. Locally the
+    command stops with one line and `resume` continues (test_machine_faults.py); here the
+    step's activity fails with that line (the database heard of neither the step's end nor its
+    failure) and Temporal runs the step again: once the fault is gone the task completes, no
+    move half-made."""
     monkeypatch.setenv(BUSY_TIMEOUT_ENV, "0.5")
     p = project(
         LOCK_WORKFLOW,
@@ -355,36 +363,47 @@ def test_a_state_database_locked_while_a_temporal_step_runs_has_temporal_try_the
         {"when": "ROLE: implementer", "do": writes({"answer.txt": "42\n"}), "repeat": True},
         ("ROLE: reviewer", reviews("APPROVED")),
     )
-    holding: list[contextlib.ExitStack] = []
+    state = p.root / ".supervisor"
+    if fault == "full":
+        on_a_small_file_system(state)
+    striking: list[contextlib.ExitStack] = []
 
-    def locks_then_answers(call: WorkerCall) -> str:
-        if call.role == "implementer" and not holding:  # another program takes the lock
+    def strikes_then_answers(call: WorkerCall) -> str:
+        answered = p.script(call)
+        if call.role == "implementer" and not striking:  # another program strikes
             stack = contextlib.ExitStack()
-            stack.enter_context(held(p.root / ".supervisor" / "state.db"))
-            holding.append(stack)
-        return p.script(call)
+            if fault == "locked":
+                stack.enter_context(held(state / "state.db"))
+            else:
+                stack.callback(fill(state / "ballast").unlink)
+            striking.append(stack)
+        return answered
 
     failures: list[str] = []
 
-    async def release_after_a_failed_attempt(handle: Any) -> None:
+    async def mends_after_a_failed_attempt(handle: Any) -> None:
         while not failures:
             described = await handle.describe()
             for pending in described.raw_description.pending_activities:
                 if pending.last_failure.message:
                     failures.append(pending.last_failure.message)
             await asyncio.sleep(0.2)
-        for stack in holding:
+        for stack in striking:
             stack.close()
 
     queue = to_temporal(p.root, temporal)
-    use_sandbox(monkeypatch, Sandbox(locks_then_answers))
+    use_sandbox(monkeypatch, Sandbox(strikes_then_answers))
     try:
-        wf = run_on_temporal(p.root, temporal, queue, TASK, release_after_a_failed_attempt)
+        wf = run_on_temporal(p.root, temporal, queue, TASK, mends_after_a_failed_attempt)
     finally:
-        for stack in holding:
+        for stack in striking:
             stack.close()
 
-    assert "is locked by another program (pid " in failures[0], failures
+    said = {
+        "locked": "is locked by another program (pid ",
+        "full": f"No space left on the file system mounted at {state} (0 B",
+    }
+    assert said[fault] in failures[0], failures
     assert "\n" not in failures[0]
     assert wf.status == "completed", wf.error
     assert p.on_branch("answer.txt") == "42\n"
@@ -393,6 +412,22 @@ def test_a_state_database_locked_while_a_temporal_step_runs_has_temporal_try_the
     with reading(p.root) as store:
         moves = [(c["step"], c["next_step"]) for c in store.checkpoints(1)]
     assert moves == [("implement", "review"), ("review", "commit"), ("commit", None)], moves
+
+
+def on_a_small_file_system(folder: Path) -> None:
+    """`folder` (the repository's `.supervisor/`, its files kept) made a 4 MB tmpfs."""
+    kept = {f.name: f.read_text() for f in folder.iterdir() if f.is_file()}
+    mount_tmpfs(folder, "size=4m")
+    for name, text in kept.items():
+        (folder / name).write_text(text)
+
+
+def fill(ballast: Path) -> Path:
+    """Another program's file, grown until the file system it is on is full."""
+    with contextlib.suppress(OSError), ballast.open("wb", buffering=0) as f:
+        while True:
+            f.write(b"\0" * (1 << 16))
+    return ballast
 
 
 def test_a_component_planned_too_big_is_split_not_handed_over_to_the_temporal_workflow(
