@@ -38,7 +38,10 @@ def committed() -> None:
 def reached(point: str) -> None:
     """A named point that writes no event (e.g. "probe": the preflight probe's container made,
     not yet started; "worker_ran": a worker's container ended and read, its step's end not yet
-    recorded), counted like an event type."""
+    recorded; "merging", "committing", "gate_worktree": before a component's merge, the commit
+    of the task branch, a gate's worktree), counted like an event type. The specs of machine
+    faults (tests/test_machine_fault_moments.py) put a SIGTERM, a lock or a full disk here
+    instead of the SIGKILL."""
     if _hit(point):
         _kill()
 
