@@ -279,6 +279,7 @@ def test_a_python_that_cannot_be_had_stops_sandbox_build_before_anything_is_buil
     from e2e_support import IMAGE, require_sandbox
 
     from supervisor import image_commands
+    from supervisor.gate_check import check_gates
     from supervisor.project import project_image
     from supervisor.sandbox.docker import connect
 
@@ -302,6 +303,11 @@ def test_a_python_that_cannot_be_had_stops_sandbox_build_before_anything_is_buil
         "the sandbox image: 3.11."
     )
     assert "python:3.13-slim-bookworm" in caught.value.hint
+    # init's gate check says the same, as a finding on each gate, not a build's stack trace
+    checked = check_gates(repo, {"test": "python3 -m pytest -q"})["test"]
+    assert (checked.checked, checked.passed) == (False, False)
+    assert checked.summary.startswith("not checked: Python >=3.13 (pyproject.toml")
+    assert checked.hint == caught.value.hint
     assert project_image.project_images(connect(), repo) == []
 
 
