@@ -36,14 +36,17 @@ class Sandbox(StandinSandbox):
         return []
 
 
-def to_temporal(repo: Path, server: DevServer) -> str:
+def to_temporal(repo: Path, server: DevServer, heartbeat_s: float = 30) -> str:
     """Point the repository's config at `server`, on a task queue of this spec's own (trusted,
-    as the spec's own); the queue."""
+    as the spec's own); the queue. `heartbeat_s`: how long a silent worker keeps a step."""
     from supervisor.guard.trust import trust
 
     queue = f"spec-{uuid.uuid4().hex[:8]}"
     with (repo / ".supervisor" / "config.yaml").open("a") as config:
-        config.write(f"temporal: {{address: '{server.address}', task_queue: {queue}}}\n")
+        config.write(
+            f"temporal: {{address: '{server.address}', task_queue: {queue}, "
+            f"heartbeat_timeout_seconds: {heartbeat_s}}}\n"
+        )
     trust(repo)
     return queue
 
@@ -64,6 +67,12 @@ def run_on_temporal(
     process until the task's workflow ends (done, failed, or waiting for a person), and return
     the task as the state database has it. `watch(handle)`: runs meanwhile, on the workflow's
     handle (to act once Temporal shows a moment, e.g. an activity's failed attempt)."""
+    wf_id, wid = submit(repo, task)
+    return work_until_done(repo, server, queue, wf_id, wid, watch)
+
+
+def submit(repo: Path, task: str) -> tuple[int, str]:
+    """`task` submitted as `start-task --backend temporal` does: its id and workflow id."""
     from supervisor.opening import reading
     from supervisor.temporal.submit import submit_task
 
@@ -74,9 +83,18 @@ def run_on_temporal(
             for e in store.events(submitted.id)
             if e.type == "temporal_submitted"
         )
+    return submitted.id, str(wid)
+
+
+def work_until_done(
+    repo: Path, server: DevServer, queue: str, wf_id: int, wid: str, watch: Watch | None = None
+) -> Workflow:
+    """A worker of the queue in this process until the task's workflow ends; the task."""
+    from supervisor.opening import reading
+
     asyncio.run(_work_until_done(repo, server.address, queue, wid, watch))
     with reading(repo) as store:
-        return store.workflow(submitted.id)
+        return store.workflow(wf_id)
 
 
 async def _work_until_done(

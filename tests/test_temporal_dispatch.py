@@ -13,15 +13,29 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
 import uuid
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+import standin_cli
 from monorepo_support import WORKFLOW as MONOREPO_WORKFLOW
 from monorepo_support import component as monorepo_component
 from monorepo_support import gate_steps, gated
-from temporal_standin import Sandbox, run_on_temporal, to_temporal, use_sandbox
+from temporal_standin import (
+    Sandbox,
+    run_on_temporal,
+    submit,
+    to_temporal,
+    use_sandbox,
+    work_until_done,
+)
 from temporal_support import DevServer
 from temporalio import activity
 from temporalio.client import Client
@@ -60,7 +74,6 @@ from supervisor.workflow.steps.components import ComponentFanOut
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
-    from pathlib import Path
 
     from supervisor.sandbox.standin import WorkerCall
 
@@ -470,3 +483,54 @@ def test_a_component_planned_too_big_is_split_not_handed_over_to_the_temporal_wo
     assert (node["status"], node["trigger"]) == ("requested", "scope")
     assert "13 files" in node["reason"]
     assert saved[-1]["components"]["big"]["status"] == "expanding"
+
+
+def test_sigterm_to_a_temporal_worker_while_its_step_works_gives_the_step_to_another(
+    project: Callable[..., Project],
+    temporal: DevServer,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """The SIGTERM row under the Temporal runner (issue 50, items 4 and 5): locally the command
+    stops with the resume line and exit 143 (test_machine_faults.py); a `supervisor worker`
+    (systemd, `docker stop`) stops polling, gives its running step back to Temporal, says so in
+    one line and exits 143, and another worker of the queue runs the step and the task."""
+    p = project(
+        LOCK_WORKFLOW,
+        None,
+        ("ROLE: implementer", writes({"answer.txt": "42\\n"})),
+        ("ROLE: reviewer", reviews("APPROVED")),
+    )
+    queue = to_temporal(p.root, temporal, heartbeat_s=4)
+    wf_id, wid = submit(p.root, TASK)
+    mark = tmp_path / "working"
+    log = tmp_path / "worker.log"
+    with log.open("w") as out:
+        first = subprocess.Popen(
+            [sys.executable, str(Path(standin_cli.__file__)), "worker", "--repo", str(p.root),
+             "--address", temporal.address, "--queue", queue, "--max-parallel", "1"],
+            stdout=out, stderr=subprocess.STDOUT,
+            env={**os.environ, "STANDIN_IMPLEMENTER": "blocks", "STANDIN_MARK": str(mark)},
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not mark.exists() and first.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert mark.exists(), log.read_text()  # its implementer works
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(timeout=60) == 143, log.read_text()
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    said = log.read_text()
+    assert "stopped (SIGTERM)" in said and "Traceback" not in said, said
+
+    use_sandbox(monkeypatch, Sandbox(p.script))
+    wf = work_until_done(p.root, temporal, queue, wf_id, wid)
+
+    assert wf.status == "completed", wf.error
+    assert p.on_branch("answer.txt") == "42\\n"  # this worker's run of the step
+    with reading(p.root) as store:
+        runs = [(s["name"], s["status"]) for s in store.steps(wf_id)]
+    assert runs[0] == ("implement", "interrupted") and runs[1] == ("implement", "succeeded")

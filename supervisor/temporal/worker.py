@@ -18,9 +18,13 @@ import contextlib
 import json
 import logging
 import os
+import signal
+import sys
 from typing import TYPE_CHECKING
 
 from supervisor.errors import StateError
+
+TERMINATED = 143  # 128 + SIGTERM, as supervisor/cli/interrupt.py exits
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -76,6 +80,8 @@ def run_worker(
     queue = queue or queue_for(project.root, project.settings.temporal)
     quiet_expected_retries()
 
+    terminated = asyncio.Event()
+
     async def main() -> None:
         client = await connect(address, namespace)
         steps = StepActivities(repo, max_parallel)
@@ -86,6 +92,7 @@ def run_worker(
             activities=[steps.run_step, steps.run_component, steps.record_failure],
             max_concurrent_activities=max_parallel,
         )
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, terminated.set)
         with (
             project.store() as store,
             leases.hold(
@@ -99,10 +106,29 @@ def run_worker(
                 f"supervisor worker: {repo} (repository {own}) polling {queue!r} at {address}",
                 flush=True,
             )
-            await worker.run()
+            async with worker:  # its end (on SIGTERM) stops polling and cancels its steps
+                await terminated.wait()
 
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(main())
+    if terminated.is_set():
+        _stopped(repo)
+
+
+def _stopped(repo: Path) -> None:
+    """SIGTERM (systemd, `docker stop`, a CI cancel): this worker polls no more and its steps
+    were given back to Temporal, which runs each again on a worker of the queue (a step's
+    task lease, held by a process that is gone, is taken at once on this host, after its
+    time to live elsewhere). The threads still running those steps are not waited for: they
+    may be inside a worker's run for most of an hour. Exit 143, as a shell reports SIGTERM."""
+    print(
+        f"supervisor worker: stopped (SIGTERM) for {repo}; the steps it ran go back to "
+        "Temporal, which runs them again on another worker of the queue.",
+        file=sys.stderr,
+        flush=True,
+    )
+    sys.stdout.flush()
+    os._exit(TERMINATED)
 
 
 class _ExpectedRetry(logging.Filter):
