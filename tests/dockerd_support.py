@@ -99,9 +99,15 @@ class Engine:
             self.docker("rm", "-f", *listed)
 
     def close(self) -> None:
+        """Its containers removed, then stopped as a service manager would (SIGTERM): a stop
+        unmounts what it mounted on the kept data root, a crash leaves it mounted."""
         if self.proc is not None and self.answers():
             self.remove_containers()
+            self.proc.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=START_S)
         self.crash()
+        subprocess.run(["umount", str(self.data_root)], capture_output=True, check=False)
         subprocess.run(
             ["umount", "-R", "-l", str(self.exec_root)], capture_output=True, check=False
         )
