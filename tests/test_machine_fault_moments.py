@@ -24,6 +24,7 @@ import signal
 import subprocess
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -65,7 +66,8 @@ gates:
   test: "{gate}"
 """
 GATE = (  # the project's tests: they write a scratch file into their worktree, then check
-    "dd if=/dev/zero of=scratch bs=64k count=64 2>&1 && rm scratch && "
+    # (GATE_PAUSE: they take that long first, for a signal to come while they run)
+    "sleep ${GATE_PAUSE:-0} && dd if=/dev/zero of=scratch bs=64k count=64 2>&1 && rm scratch && "
     "grep -H . c.txt && grep -q 'the c part' c.txt && test -f a.txt && test -f b.txt"
 )
 CHECK = "dd if=/dev/zero of=scratch bs=64k count=64 2>&1 && rm scratch"
@@ -243,16 +245,60 @@ def _sigterm() -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
+GATES_SEEN: list[int] = []
+
+
+def _sigterm_while_the_gate_runs() -> None:
+    """The signal once the gate's process runs (the stand-in's container): a thread watches
+    this process's children for it, then signals."""
+
+    def watch() -> None:
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline:
+            for pid in _children():
+                with contextlib.suppress(OSError):
+                    if b"scratch" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                        GATES_SEEN.append(pid)
+                        _sigterm()
+                        return
+            time.sleep(0.01)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _ended(pid: int) -> bool:
+    """Gone, or killed and not yet reaped (a zombie: subprocess reaps it later)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rpartition(")")[2].split()[0] in ("Z", "X")
+
+
+def _children() -> set[int]:
+    found: set[int] = set()
+    for thread in Path("/proc/self/task").iterdir():
+        with contextlib.suppress(OSError):
+            found |= {int(p) for p in (thread / "children").read_text().split()}
+    return found
+
+
 @pytest.mark.parametrize("moment", SIGTERM_AT)
 def test_sigterm_at_each_moment_stops_with_143_and_resume_buys_nothing_twice(
-    moment: str, task: Callable[[str, Callable[[], None]], Task]
+    moment: str, task: Callable[[str, Callable[[], None]], Task], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """systemd, `docker stop`, a CI cancel, at any moment: the same message and exit 143. In a
     fan-out, no component starts after the signal and the running ones end (their answers
     recorded) before the process exits; `resume` runs what was cut short and no more."""
-    t = task(moment, _sigterm)
+    GATES_SEEN.clear()
+    if moment == "gating":
+        monkeypatch.setenv("GATE_PAUSE", "5")  # a bound: the signal ends it at once
+    t = task(moment, _sigterm_while_the_gate_runs if moment == "gating" else _sigterm)
     t.configure()
     stopped = started(t)
+    if moment == "gating":  # the gate's process (a container on Docker) ended, not left
+        assert len(GATES_SEEN) == 1 and _ended(GATES_SEEN[0]), GATES_SEEN
+        monkeypatch.delenv("GATE_PAUSE")
 
     assert t.struck, stopped.stderr + stopped.stdout
     assert stopped.returncode == TERMINATED == 143, stopped.stderr
