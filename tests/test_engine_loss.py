@@ -171,6 +171,30 @@ def test_the_wait_says_each_try_and_ends_when_the_engine_answers_again(
     ]
 
 
+def test_runs_that_lose_the_engine_together_wait_for_it_once(
+    short_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fan-out's components meet the loss together: one wait is said, all go on after it."""
+    path = short_dir / "docker.sock"
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{path}")
+    monkeypatch.setenv(engine_loss.WAIT_ENV, "1.5")
+    said: list[str] = []
+    say = engine_back_after(path, said, 2)
+    ended: list[str] = []
+
+    def run(name: str) -> None:
+        engine_loss.wait_for_engine(client_at(path), say)
+        ended.append(name)
+
+    runs = [threading.Thread(target=run, args=(f"component {n}",)) for n in range(3)]
+    for thread in runs:
+        thread.start()
+    for thread in runs:
+        thread.join()
+    assert sorted(ended) == ["component 0", "component 1", "component 2"]
+    assert len(said) == 3 and said[-1].endswith("answers again; re-running what it lost.")
+
+
 def test_an_engine_away_past_the_bound_is_docker_unavailable_with_the_last_reason(
     short_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

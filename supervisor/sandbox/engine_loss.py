@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -51,6 +52,7 @@ engine is down for good hears it within two minutes, with the fix."""
 FIRST_DELAY_S = 1.0
 MAX_DELAY_S = 15.0
 RERUNS = 3
+PING_S = 5.0
 """How many times one gate's run starts again after successive losses of the engine."""
 
 
@@ -103,12 +105,20 @@ def answers(client: Any) -> bool:
 
 
 def _ping(client: Any) -> Exception | None:
-    """None when the engine answers a ping, else why not."""
+    """None when the engine answers a ping within PING_S, else why not. The SDK's own `ping`
+    waits as long as the client's timeout (minutes, for builds): an engine that accepts but
+    does not answer yet (starting) must not hold the wait past its bound."""
+    api = getattr(client, "api", client)
     try:
-        client.ping()
+        api._raise_for_status(api._get(api._url("/_ping"), timeout=PING_S))
     except Exception as e:  # whatever the SDK raises (refused, reset, an error status): not yet
         return e
     return None
+
+
+_ONE_WAIT = threading.Lock()
+"""Runs in parallel (a fan-out's components, a prepared container) lose the engine together:
+one of them waits and says so, the others wait for that wait."""
 
 
 def wait_for_engine(
@@ -116,6 +126,20 @@ def wait_for_engine(
 ) -> None:
     """Wait for the engine to answer again, a line said before each try; past the bound,
     DockerUnavailableError (its fix and the task's `resume` added by whoever knows the task)."""
+    if not _ONE_WAIT.acquire(blocking=False):
+        with _ONE_WAIT:  # another run's wait, said once
+            pass
+        last = _ping(client)
+        if last is not None:
+            raise host_faults.docker_unavailable(last, None, waited_s=sum(delays(wait_bound())))
+        return
+    try:
+        _wait(client, say, cause)
+    finally:
+        _ONE_WAIT.release()
+
+
+def _wait(client: Any, say: Callable[[str], None], cause: BaseException | None) -> None:
     plan = delays(wait_bound())
     where = host_faults.engine_address()
     last: BaseException | None = cause
