@@ -28,6 +28,9 @@ Files pinned to one process with `pytest.mark.xdist_group`:
   group of all seven specs was the run's floor (benchmarks/test-durations.md).
 - `monorepo_pnpm`, `monorepo_go` (test_monorepo_pnpm_e2e.py, test_monorepo_go_e2e.py): each
   file's specs share one project image of its workspace, built by a module fixture.
+- `own_engine` (test_engine_restart_e2e.py): its specs crash and restart a second Docker daemon
+  of their own (tests/dockerd_support.py), whose data root, with the sandbox image loaded, is kept
+  between runs under one file lock: one process starts that daemon once for them all.
 - `checkout_setup` (the specs that run scripts/setup.sh in this checkout, and the one that checks
   nothing holds its lock afterwards): setup.sh holds `.cache/setup.lock` while it runs, so the
   check must not run beside them.
