@@ -244,7 +244,7 @@ def _alive(container: Any) -> bool:
 
     try:
         container.reload()
-    except docker.errors.APIError:
+    except (docker.errors.APIError, OSError):  # OSError: the engine gone (engine_loss.py)
         return False
     return str(container.status) in ("created", "running")
 
@@ -252,7 +252,7 @@ def _alive(container: Any) -> bool:
 def _foreground(container: Any) -> None:
     import docker.errors
 
-    with contextlib.suppress(docker.errors.APIError):
+    with contextlib.suppress(docker.errors.APIError, OSError):
         container.update(cpu_shares=FOREGROUND_SHARES)
 
 
@@ -267,6 +267,6 @@ def _remove(container: Any, volume: Any, run_dir: Path) -> None:
     if container is not None:
         remove_container(container)
     if volume is not None:
-        with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+        with contextlib.suppress(docker.errors.APIError, OSError):
             volume.remove(force=True)
     shutil.rmtree(run_dir, ignore_errors=True)
