@@ -151,6 +151,11 @@ class StateError(SupervisorError):
     exit_code = 2
 
 
+class StateUnavailableError(StateError):
+    """The shared database cannot be reached or used (down, cut off, a wrong password): not a
+    fact about the task, so a Temporal activity lets another worker try instead of failing it."""
+
+
 class AlreadyDecidedError(StateError):
     """The approval a command would decide was decided already (`decision`: approved or
     rejected) and waits for `supervisor resume` to act on it."""

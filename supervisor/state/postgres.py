@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from supervisor.errors import StateError
+from supervisor.errors import StateError, StateUnavailableError
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection, Engine
@@ -222,11 +222,6 @@ def table_names(conn: Connection) -> list[str]:
         )
     )
     return [str(r[0]) for r in rows]
-
-
-class StateUnavailableError(StateError):
-    """The shared database cannot be reached or used (down, cut off, a wrong password): not a
-    fact about the task, so a Temporal activity lets another worker try instead of failing it."""
 
 
 def unreachable(url: str, error: Any) -> StateError:

@@ -31,9 +31,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from supervisor.errors import MachineFault
+from supervisor.errors import MachineFault, StateUnavailableError
 from supervisor.state.busy import BUSY_TIMEOUT_ENV, busy_timeout
-from supervisor.state.postgres import StateUnavailableError
 
 if TYPE_CHECKING:
     from collections.abc import Callable

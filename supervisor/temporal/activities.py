@@ -36,10 +36,10 @@ from supervisor.errors import (
     DiskFullError,
     GitError,
     RemoteNotUpdatedError,
+    StateUnavailableError,
     SupervisorError,
     WorkflowBusyError,
 )
-from supervisor.state.postgres import StateUnavailableError
 from supervisor.temporal import remote
 from supervisor.temporal.cache import ProjectCache
 from supervisor.temporal.identity import repository_id
