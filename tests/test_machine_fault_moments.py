@@ -5,199 +5,54 @@ before a component's merge, before the commit. Each ends in one message and a cl
 `resume` finishes the task at the tree an undisturbed run makes, buying no answer twice that
 had been recorded.
 
-One task runs through every moment: a plan of three components (two at a time), their merges,
-a test gate, the commit. The strike comes from where it would in life: the scripted workers
-(the planner, component a), the stand-in sandbox's gate run, or the named fault-injection points
-before a merge and the commit (supervisor/faults.py `reached`, here given the fault to deliver
-instead of its SIGKILL). Real parts as in tests/test_machine_faults.py: the command line (in
-this process, whose main thread takes the signal), the engine, git, SQLite, a real tmpfs, a real
-lock held by another process, a real signal.
+One task runs through every moment (tests/moments_support.py): a plan of three components (two
+at a time), their merges, a test gate, the commit. The strike comes from where it would in
+life: the scripted workers (the planner, component a), the stand-in sandbox's runs (a gate, a
+container made), the proxy's record folder, or the named fault-injection points before a merge,
+the commit and a gate's worktree (supervisor/faults.py `reached`, here given the fault to
+deliver instead of its SIGKILL). Real parts as in tests/test_machine_faults.py: the command line
+(in this process, whose main thread takes the signal), the engine, git, SQLite, a real tmpfs, a
+real lock held by another process, a real signal.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
-import signal
-import subprocess
 import tempfile
-import threading
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import docker.errors
 import pytest
-from cli_support import supervisor
+from moments_support import (
+    COMPONENT_GATES,
+    GATES_SEEN,
+    LIE,
+    UNDISTURBED,
+    WORKFLOW,
+    Sandbox,
+    Task,
+    ended,
+    on_tmpfs,
+    resumed,
+    sigterm,
+    sigterm_while_the_gate_runs,
+    started,
+    status,
+)
 from standin_cli import fill, fill_inodes
 from test_machine_faults import MOUNTED, _mount, held, one_error_line, tmpfs  # noqa: F401
 
 from supervisor import faults, tasks
 from supervisor.cli.interrupt import TERMINATED
-from supervisor.demo import make_demo_repo
 from supervisor.errors import SandboxError
-from supervisor.guard.trust import trust
 from supervisor.opening import reading
-from supervisor.process import run as run_process
-from supervisor.sandbox.docker import RunResult, RunSpec
-from supervisor.sandbox.standin import StandinSandbox, WorkerCall, answer, record
 from supervisor.state.busy import BUSY_TIMEOUT_ENV
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-
-TASK = "Write the three answer files"
-WORKFLOW = """workflow:
-  initial_step: plan
-  steps:
-    plan: {role: planner, next: implement}
-    implement: {role: implementer, for_each: component, next: test, max_retries: 1}
-    test: {gate: test, next: commit, on_fail: implement}
-    commit: {action: commit}
-"""
-CONFIG = """clis:
-  claude:
-    base_url: http://127.0.0.1:9
-limits:
-  max_parallel_components: 2
-gates:
-  test: "{gate}"
-"""
-GATE = (  # the project's tests: they write a scratch file into their worktree, then check
-    # (GATE_PAUSE: they take that long first, for a signal to come while they run)
-    "sleep ${GATE_PAUSE:-0} && dd if=/dev/zero of=scratch bs=64k count=64 2>&1 && rm scratch && "
-    "grep -H . c.txt && grep -q 'the c part' c.txt && test -f a.txt && test -f b.txt"
-)
-CHECK = "dd if=/dev/zero of=scratch bs=64k count=64 2>&1 && rm scratch"
-"""Each component's own gate, in COMPONENT_GATES: a scratch file, no more."""
-COMPONENT_GATES = WORKFLOW.replace("for_each: component,", "for_each: component, gates: [check],")
-LIE = "OSError: [Errno 28] No space left on device: '/workspace/scratch'"
-"""What component c's code prints in the lying spec, on a disk with room."""
-PARTS = ("a", "b", "c")
-PLAN = {
-    "status": "COMPLETE",
-    "summary": "three parts",
-    "phases": [
-        {
-            "id": "p1",
-            "description": "all",
-            "components": [
-                {"id": p, "description": f"the {p} part", "files": [f"{p}.txt"]} for p in PARTS
-            ],
-        }
-    ],
-    "dependencies": [],
-    "estimated_components": len(PARTS),
-}
-WAIT_S = 30.0
-"""The longest component a waits for b to start (a bound: it goes on as soon as b runs)."""
-
-
-class Task:
-    """The repository, its scripted workers and the one strike: `moment` names where it comes,
-    `fault` what it does there (`strike`)."""
-
-    def __init__(self, root: Path, moment: str, fault: Callable[[], None]) -> None:
-        self.repo = make_demo_repo(root / "repo")
-        self.moment = moment
-        self.fault = fault
-        self.struck = False
-        self.bought: list[str] = []
-        self.lock = threading.Lock()
-        self.b_started = threading.Event()
-        self.points: dict[str, int] = {}
-        self.records = False
-        """Whether each answer is recorded as the credential proxy would (the sandbox then
-        requires a record, as the Docker sandbox does)."""
-
-    def configure(self, workflow: str = WORKFLOW) -> None:
-        state = self.repo / ".supervisor"
-        state.mkdir(exist_ok=True)
-        (state / "config.yaml").write_text(CONFIG.format(gate=GATE) + f'  check: "{CHECK}"\n')
-        (state / "workflow.yaml").write_text(workflow)
-        trust(self.repo)  # the base URL is this test's own (nothing listens there)
-
-    def strike(self, here: str) -> None:
-        """The fault, the first time the task comes to its moment."""
-        with self.lock:
-            if here != self.moment or self.struck:
-                return
-            self.struck = True
-        self.fault()
-
-    def worker(self, call: WorkerCall) -> str:
-        if call.role == "planner":
-            self.strike("planning")
-            reply, bought = answer(PLAN), "planner"
-        else:
-            marked = [p for p in PARTS if f"one component of the plan: '{p}'" in call.prompt]
-            part = marked[0] if marked else "c"  # a fix-up of them all: c's is the fix
-            if part == "b":
-                self.b_started.set()
-            if part == "a" and self.moment == "fan-out":
-                self.b_started.wait(WAIT_S)  # both running when the signal comes
-                self.strike("fan-out")
-            lies = self.moment == "lie" and part not in self.bought
-            call.write(f"{part}.txt", f"{LIE}\n" if part == "c" and lies else f"the {part} part\n")
-            reply, bought = _implemented(f"{part}.txt"), part if marked else "fix-up"
-        if self.records:  # as the proxy: a write that fails ends nothing, the record is short
-            with contextlib.suppress(OSError):
-                record(call, json.loads(reply.splitlines()[-1])["result"])
-        with self.lock:
-            self.bought.append(bought)
-        return reply
-
-    def reached(self, point: str) -> None:
-        """supervisor/faults.py's named points: the strike instead of a SIGKILL; at the last
-        merge (c's, a real merge commit), when no component runs beside it."""
-        self.points[point] = self.points.get(point, 0) + 1
-        if point != "merging" or self.points[point] == len(PARTS):
-            self.strike(point)
-
-    def finished_tree(self) -> dict[str, str]:
-        """What the task branch changed since the base, file by file (an undisturbed run's:
-        each part's file with its line)."""
-        with reading(self.repo) as store:
-            wf = store.workflow(1)
-        git = ["git", "-C", str(self.repo)]
-        names = run_process([*git, "diff", "--name-only", wf.base_sha, wf.task_branch]).stdout
-        return {
-            n: run_process([*git, "show", f"{wf.task_branch}:{n}"]).stdout for n in names.split()
-        }
-
-
-UNDISTURBED = {f"{p}.txt": f"the {p} part\n" for p in PARTS}
-
-
-def _implemented(path: str) -> str:
-    return answer(
-        {
-            "status": "SUCCESS",
-            "summary": f"wrote {path}",
-            "files_created": [path],
-            "files_modified": [],
-            "tests_written": [],
-            "blockers": [],
-        }
-    )
-
-
-class Sandbox(StandinSandbox):
-    """The stand-in sandbox, whose runs are where the strikes at gating and at a container's
-    creation come."""
-
-    task: Task | None = None
-
-    @property
-    def records_model_exchanges(self) -> bool:
-        return self.task is not None and self.task.records
-
-    def run(self, spec: RunSpec) -> RunResult:
-        if self.task is not None:
-            self.task.strike("gating" if spec.argv[:2] == ["sh", "-c"] else "creating")
-        return super().run(spec)
 
 
 @pytest.fixture
@@ -217,70 +72,9 @@ def task(
     return made
 
 
-def started(t: Task) -> subprocess.CompletedProcess[str]:
-    """`start-task` on the fixed pipeline (no analyzer: the plan's the first step)."""
-    return supervisor("start-task", TASK, "--yes", "--depth", "planned", "--repo", str(t.repo))
-
-
-def status(repo: Path, *args: str) -> str:
-    return " ".join(supervisor("status", *args, "--repo", str(repo)).stdout.split())
-
-
-def resumed(t: Task) -> None:
-    """`resume` completes the task at the undisturbed run's tree."""
-    done = supervisor("resume", "1", "--repo", str(t.repo))
-    assert done.returncode == 0, done.stderr
-    assert "Traceback" not in done.stderr, done.stderr
-    with reading(t.repo) as store:
-        assert store.workflow(1).status == "completed"
-    assert t.finished_tree() == UNDISTURBED
-
-
 # -- SIGTERM ---------------------------------------------------------------------------------------
 
 SIGTERM_AT = ["planning", "fan-out", "gating", "merging", "committing"]
-
-
-def _sigterm() -> None:
-    os.kill(os.getpid(), signal.SIGTERM)
-
-
-GATES_SEEN: list[int] = []
-
-
-def _sigterm_while_the_gate_runs() -> None:
-    """The signal once the gate's process runs (the stand-in's container): a thread watches
-    this process's children for it, then signals."""
-
-    def watch() -> None:
-        deadline = time.monotonic() + WAIT_S
-        while time.monotonic() < deadline:
-            for pid in _children():
-                with contextlib.suppress(OSError):
-                    if b"scratch" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                        GATES_SEEN.append(pid)
-                        _sigterm()
-                        return
-            time.sleep(0.01)
-
-    threading.Thread(target=watch, daemon=True).start()
-
-
-def _ended(pid: int) -> bool:
-    """Gone, or killed and not yet reaped (a zombie: subprocess reaps it later)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rpartition(")")[2].split()[0] in ("Z", "X")
-
-
-def _children() -> set[int]:
-    found: set[int] = set()
-    for thread in Path("/proc/self/task").iterdir():
-        with contextlib.suppress(OSError):
-            found |= {int(p) for p in (thread / "children").read_text().split()}
-    return found
 
 
 @pytest.mark.parametrize("moment", SIGTERM_AT)
@@ -293,11 +87,11 @@ def test_sigterm_at_each_moment_stops_with_143_and_resume_buys_nothing_twice(
     GATES_SEEN.clear()
     if moment == "gating":
         monkeypatch.setenv("GATE_PAUSE", "5")  # a bound: the signal ends it at once
-    t = task(moment, _sigterm_while_the_gate_runs if moment == "gating" else _sigterm)
+    t = task(moment, sigterm_while_the_gate_runs if moment == "gating" else sigterm)
     t.configure()
     stopped = started(t)
     if moment == "gating":  # the gate's process (a container on Docker) ended, not left
-        assert len(GATES_SEEN) == 1 and _ended(GATES_SEEN[0]), GATES_SEEN
+        assert len(GATES_SEEN) == 1 and ended(GATES_SEEN[0]), GATES_SEEN
         monkeypatch.delenv("GATE_PAUSE")
 
     assert t.struck, stopped.stderr + stopped.stdout
@@ -363,18 +157,6 @@ def test_a_lock_at_each_moment_is_said_with_its_holder_and_resume_completes(
 # -- a full disk -----------------------------------------------------------------------------------
 
 
-def _on_tmpfs(folder: Path, options: str) -> None:
-    """`folder` (which may hold files) moved onto a tmpfs of its own."""
-    aside = folder.with_name(folder.name + ".aside")
-    if folder.exists():
-        folder.rename(aside)
-    _mount(folder, options)
-    if aside.exists():
-        shutil.copytree(aside, folder, dirs_exist_ok=True, symlinks=True)
-        shutil.rmtree(aside)
-
-
-# moment: (the folder on a small tmpfs, its options, how it fills, what is named full)
 FULL_AT: dict[str, tuple[str, str, str]] = {
     "planning": (".supervisor", "size=16m", "bytes"),
     "gating": (".supervisor", "size=16m", "all but 2 MB"),
@@ -413,7 +195,7 @@ def test_a_full_disk_at_each_moment_names_the_file_system_and_resume_completes(
 
     t = task("gating" if moment == "component gating" else moment, fills)
     folder = t.repo / folder_name
-    _on_tmpfs(folder, options)
+    on_tmpfs(folder, options)
     t.configure(COMPONENT_GATES if moment == "component gating" else WORKFLOW)
     if moment == "component gating":  # one at a time: no other component writes meanwhile
         config = t.repo / ".supervisor" / "config.yaml"
@@ -456,7 +238,7 @@ def test_a_gate_that_only_says_the_disk_is_full_fails_as_any_gate_and_its_output
     does, its output goes to the implementer, and the lie passes nothing (the task ends at
     the undisturbed tree, c fixed by the fix-up the feedback asked for)."""
     t = task("lie", lambda: None)
-    _on_tmpfs(t.repo / ".supervisor", "size=64m")  # room, whatever the host's
+    on_tmpfs(t.repo / ".supervisor", "size=64m")  # room, whatever the host's
     t.configure()
     done = started(t)
 
