@@ -12,7 +12,8 @@ back-off that says so on every try (`wait_for_engine`), and then re-runs only wh
 - a gate's run (any run not kept for adoption) runs again in a new container;
 - a worker's raises `RunLost`: its step runs afresh in a new worktree (the dead worker's half-
   written changes are not built on), spending no retry, as an adopted worker that did not
-  finish does (adopt.AdoptionLost).
+  finish does (adopt.AdoptionLost). Its CLI died mid-conversation, so what the model had
+  answered so far is bought again: the proxy's record of a conversation cut short is no answer.
 
 An engine that stays away past the wait (`SUPERVISOR_DOCKER_WAIT_S`, default 120 s) is a
 `DockerUnavailableError` (supervisor/host_faults.py): the workflow engine fails the task with it,
@@ -52,15 +53,21 @@ engine is down for good hears it within two minutes, with the fix."""
 FIRST_DELAY_S = 1.0
 MAX_DELAY_S = 15.0
 RERUNS = 3
-PING_S = 5.0
 """How many times one gate's run starts again after successive losses of the engine."""
+PING_S = 5.0
+"""How long one try waits for the engine's answer to a ping."""
 
 
 class RunLost(SupervisorError):
     """A worker's container died with the Docker engine (or was never made while it was away);
-    the engine is back. Its step counts as interrupted and runs afresh."""
+    the engine is back. Its step counts as interrupted and runs afresh (steps/worker.py). Only
+    a gate's run lost RERUNS times over reaches a person, the engine going down again and
+    again."""
 
-    default_hint = "Nothing to do: the step runs again."
+    default_hint = (
+        "Check that the Docker engine stays up (`docker info`, its log), then `supervisor "
+        "resume` the task: the step runs again."
+    )
 
 
 def wait_bound() -> float:
