@@ -38,6 +38,7 @@ from supervisor.process import run as run_process
 from supervisor.sandbox.standin import StandinSandbox, WorkerCall
 from supervisor.state.busy import BUSY_TIMEOUT_ENV
 from supervisor.state.store import Store
+from supervisor.workspace.worktrees import Workspace
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -413,3 +414,21 @@ def test_a_lock_taken_while_a_step_runs_leaves_the_task_as_last_recorded_and_res
     resumed = supervisor("resume", "1", "--repo", str(repo))
     assert resumed.returncode == 0, resumed.stderr
     assert workflow(repo).status == "completed"
+
+
+@pytest.mark.usefixtures("tmpfs")
+def test_worktrees_on_a_file_system_of_their_own_are_removed_where_they_are(tmp_path: Path) -> None:
+    """`.supervisor/worktrees` mounted apart from `.supervisor` (its trash): a rename cannot
+    cross, so a worktree is deleted in place rather than failing its step with EXDEV."""
+    repo = new_project(tmp_path / "calc", mount=".supervisor/worktrees", options="size=16m")
+    ws = Workspace(repo)
+    tree = ws.add_worktree("wf1-implement-1", ws.branch_tip("main"))
+    assert (tree / "calc.py").is_file()
+    ws.remove_worktree(tree)
+    assert not tree.exists()
+    assert (
+        str(tree)
+        not in subprocess.run(
+            ["git", "-C", str(repo), "worktree", "list"], capture_output=True, text=True, check=True
+        ).stdout
+    )

@@ -13,6 +13,7 @@ cache off.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import re
@@ -356,9 +357,7 @@ class Workspace:
         if self.trash_dir.is_symlink():  # never create or delete anything where it points
             _delete_tree(path)
         elif path.is_symlink() or path.exists():
-            self.trash_dir.mkdir(parents=True, exist_ok=True)
-            moved = Path(tempfile.mkdtemp(prefix=f"{path.name}-", dir=self.trash_dir))
-            path.rename(moved / path.name)
+            moved = self._to_trash(path, f"{path.name}-")
         if view is None:  # a view is no git worktree: nothing for git to forget
             with self.git_section():
                 _git(self.repo, "worktree", "prune", check=False)
@@ -369,10 +368,25 @@ class Workspace:
         """Move a folder of the supervisor's own out of the way and delete it in the background."""
         if self.trash_dir.is_symlink() or path.is_symlink() or not path.exists():
             return
+        moved = self._to_trash(path, f"{path.name[:12]}-")
+        if moved is not None:
+            _delete_in_background(moved)
+
+    def _to_trash(self, path: Path, prefix: str) -> Path | None:
+        """`path` renamed into the trash, for a thread to delete; None when the trash is on
+        another file system (`.supervisor/worktrees` mounted apart), where a rename cannot go:
+        then it is deleted where it is, now."""
         self.trash_dir.mkdir(parents=True, exist_ok=True)
-        moved = Path(tempfile.mkdtemp(prefix=f"{path.name[:12]}-", dir=self.trash_dir))
-        path.rename(moved / path.name)
-        _delete_in_background(moved)
+        moved = Path(tempfile.mkdtemp(prefix=prefix, dir=self.trash_dir))
+        try:
+            path.rename(moved / path.name)
+        except OSError as e:
+            moved.rmdir()
+            if e.errno != errno.EXDEV:
+                raise
+            _delete_tree(path)
+            return None
+        return moved
 
     def remove_stale_worktrees(
         self, keep: frozenset[str] = frozenset(), prefix: str = ""
