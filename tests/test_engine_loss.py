@@ -1,7 +1,8 @@
 """The Docker engine lost under a running step (issue 50, item 2), the fast half: what the engine's
 loss looks like to the Docker SDK and how it is recognised, the bounded wait that says so, and
 what the workflow does with a run lost (the step afresh, no retry spent) or an engine that stays
-away (one line, the fix, `status` says why, `resume` completes).
+away (one line, the fix, `status` says why, `resume` completes), on a one-step task and at each
+moment of the moments' task (tests/moments_support.py: planning, a fan-out, a gate).
 
 Real parts: the Docker SDK against real Unix sockets (one nothing listens on; one a scripted
 engine answers `/_ping` on once it "restarts"), the `supervisor` command in-process on real git
@@ -22,6 +23,11 @@ from typing import TYPE_CHECKING
 import docker
 import pytest
 from cli_support import supervisor
+from moments_support import UNDISTURBED, Task
+from moments_support import Sandbox as MomentSandbox
+from moments_support import resumed as moments_resumed
+from moments_support import started as moments_started
+from moments_support import status as moments_status
 
 from supervisor import host_faults, tasks
 from supervisor.demo import make_demo_repo
@@ -306,3 +312,68 @@ def test_an_engine_away_past_the_wait_stops_resumable_saying_why_and_resume_comp
     assert calls == ["implementer", "implementer"]
     text, files = finished_tree(repo)
     assert text == "right\n" and "half.txt" not in files
+
+
+# -- at each moment of a task (tests/moments_support.py) ---------------------------------------
+
+
+@pytest.fixture
+def moment_task(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, api_keys: None
+) -> Callable[[str, Callable[[], None]], Task]:
+    """The moments' task (a plan, three components two at a time, a gate, the commit) meeting
+    `fault` at `moment`, on the stand-in sandbox, in this process."""
+
+    def made(moment: str, fault: Callable[[], None]) -> Task:
+        t = Task(tmp_path, moment, fault)
+        sandbox = MomentSandbox(t.worker)
+        sandbox.task = t
+        monkeypatch.setattr(tasks, "open_sandbox", lambda project, clis, **_: sandbox)
+        return t
+
+    return made
+
+
+def engine_away() -> None:
+    """What DockerSandbox raises once the engine stayed away past the wait."""
+    raise host_faults.docker_unavailable("connection refused", None, waited_s=120)
+
+
+def engine_restarted() -> None:
+    """What DockerSandbox raises for a worker whose container died with an engine that is back
+    (a gate's run it runs again itself: tests/test_engine_restart_e2e.py)."""
+    raise engine_loss.RunLost("The container died with the Docker engine.")
+
+
+@pytest.mark.parametrize("moment", ["planning", "fan-out", "gating"])
+def test_an_engine_away_at_each_moment_stops_resumable_and_resume_completes(
+    moment: str, moment_task: Callable[[str, Callable[[], None]], Task]
+) -> None:
+    t = moment_task(moment, engine_away)
+    t.configure()
+    stopped = moments_started(t)
+    assert t.struck
+    assert stopped.returncode == 3, stopped.stderr
+    assert "Traceback" not in stopped.stderr
+    errors = [line for line in stopped.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "stopped answering" in errors[0], stopped.stderr
+    assert "supervisor resume 1" in stopped.stderr.split("fix:", 1)[1]
+    assert "stopped answering" in moments_status(t.repo, "1")
+    moments_resumed(t)
+    assert t.finished_tree() == UNDISTURBED
+
+
+@pytest.mark.parametrize("moment", ["planning", "fan-out"])
+def test_a_worker_lost_with_a_restarted_engine_at_each_moment_runs_again_in_the_same_run(
+    moment: str, moment_task: Callable[[str, Callable[[], None]], Task]
+) -> None:
+    t = moment_task(moment, engine_restarted)
+    t.configure()
+    done = moments_started(t)
+    assert t.struck
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert t.finished_tree() == UNDISTURBED
+    with tasks.reading(t.repo) as store:
+        interrupted = [e.step for e in store.events(1) if e.type == "step_interrupted"]
+    assert len(interrupted) == 1, interrupted
