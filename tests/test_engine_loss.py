@@ -161,6 +161,7 @@ def engine_back_after(path: Path, said: list[str], tries: int) -> Callable[[str]
     return say
 
 
+@pytest.mark.waits  # the back-off's own second and a half
 def test_the_wait_says_each_try_and_ends_when_the_engine_answers_again(
     short_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -177,6 +178,7 @@ def test_the_wait_says_each_try_and_ends_when_the_engine_answers_again(
     ]
 
 
+@pytest.mark.waits  # the back-off's own second and a half
 def test_runs_that_lose_the_engine_together_wait_for_it_once(
     short_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
