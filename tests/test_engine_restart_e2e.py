@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -29,7 +30,6 @@ from supervisor.sandbox.engine_loss import WAIT_ENV
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
-    from pathlib import Path
 
     from supervisor.fakeapi import ScriptedModelServer
 
