@@ -8,7 +8,8 @@ import os
 import time
 from pathlib import Path
 
-from supervisor.sandbox.docker import STARTUP_ALLOWANCE, RunSpec, idle_limit, last_activity
+from supervisor.sandbox.docker import RunSpec
+from supervisor.sandbox.idle import STARTUP_ALLOWANCE, idle_limit, last_activity
 
 
 def spec(tmp_path: Path, idle: float | None = 20) -> RunSpec:

@@ -12,21 +12,52 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import os
 import shutil
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from supervisor.errors import CommandTimeoutError, SandboxError, SupervisorError, Terminated
 from supervisor.parsing import strip_ansi
 from supervisor.sandbox import engine_loss, model_relay, reach, run_files, runtime
+from supervisor.sandbox.container_ops import (
+    OverlayMountError,
+    _kill,
+    _remove_volume,
+    _stream,
+    _wait_exit,
+    remove_labelled,
+    started_at,
+    workspace_volume,
+)
+from supervisor.sandbox.container_ops import remove_container as remove_container
 from supervisor.sandbox.egress import EgressRelay, Route, ensure_network
+from supervisor.sandbox.idle import RECHECK, idle_limit, last_activity
+from supervisor.sandbox.labels import LABEL_LOWER as LABEL_LOWER
+from supervisor.sandbox.labels import LABEL_PROBE as LABEL_PROBE
+from supervisor.sandbox.labels import LABEL_REPO as LABEL_REPO
+from supervisor.sandbox.labels import LABEL_STEP as LABEL_STEP
+from supervisor.sandbox.labels import LABEL_STEP_ID as LABEL_STEP_ID
+from supervisor.sandbox.labels import LABEL_WORKFLOW as LABEL_WORKFLOW
+from supervisor.sandbox.labels import LABEL_WORKSPACE as LABEL_WORKSPACE
+from supervisor.sandbox.labels import RUN_PREFIX as RUN_PREFIX
+from supervisor.sandbox.reach import connect as connect
+from supervisor.sandbox.run_folders import probe_run_dir_owners as probe_run_dir_owners
+from supervisor.sandbox.run_folders import record_dir_path as record_dir_path
+from supervisor.sandbox.run_folders import remove_stale_run_dirs as remove_stale_run_dirs
+from supervisor.sandbox.run_folders import run_dir_label as run_dir_label
+from supervisor.sandbox.run_spec import ENTRYPOINT as ENTRYPOINT
+from supervisor.sandbox.run_spec import HOME as HOME
+from supervisor.sandbox.run_spec import LOOPBACK_HOSTS as LOOPBACK_HOSTS
+from supervisor.sandbox.run_spec import RUN_DIR as RUN_DIR
+from supervisor.sandbox.run_spec import WORKSPACE as WORKSPACE
+from supervisor.sandbox.run_spec import RunResult as RunResult
+from supervisor.sandbox.run_spec import RunSpec as RunSpec
+from supervisor.sandbox.run_spec import folder_files as folder_files
+from supervisor.sandbox.run_spec import repo_label as repo_label
 from supervisor.workspace import overlay
 
 if TYPE_CHECKING:
@@ -35,125 +66,6 @@ if TYPE_CHECKING:
     import docker
 
     from supervisor.sandbox.credproxy import Injection
-
-WORKSPACE = run_files.WORKSPACE
-RUN_DIR = "/run/supervisor"
-HOME = "/tmp/home"
-LABEL_REPO = "supervisor.repo"
-LABEL_WORKFLOW = "supervisor.workflow"
-LABEL_STEP = "supervisor.step"
-# The supervisor whose preflight probe it is: its pid and start time (supervisor/owners.py).
-LABEL_PROBE = "supervisor.probe"
-# A worker's workspace, for a later `resume` to adopt it (see adopt.py): "overlay" and the base's
-# commit when it is a copy-on-write view (supervisor/workspace/overlay.py).
-LABEL_WORKSPACE = "supervisor.workspace"
-LABEL_STEP_ID = "supervisor.step_id"  # the step's row (see adopt.py)
-LABEL_LOWER = "supervisor.lower"
-# A run folder's name carries its repository's label, so the next start finds a crashed run's.
-RUN_PREFIX = "supervisor-run-"
-
-# A container without a network has Docker's networking disabled: no network-key hook (a re-exec
-# of dockerd, ~0.07 CPU-s and a tenth of a second before its process starts), its own namespace
-# with only loopback; Docker then writes no /etc/hosts, so `localhost` is given here.
-LOOPBACK_HOSTS = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
-
-# Seeds the per-run home from the image's Go build cache (when it has one) and the read-only copy
-# of the login files, then runs the CLI with the prompt on stdin: a prompt given as an argument
-# would be capped by the kernel's argument limit.
-ENTRYPOINT = (
-    model_relay.START + 'mkdir -p "$HOME" && chmod 700 "$HOME" && '
-    f'if [ -d {run_files.GO_BUILD_CACHE} ]; then mkdir -p "$HOME/.cache" && '
-    f'cp -R {run_files.GO_BUILD_CACHE} "$HOME/.cache/"; fi; '
-    "if [ -d /run/supervisor/home ]; then cp -R "
-    '/run/supervisor/home/. "$HOME/" && chmod -R u+w,go-rwx "$HOME"; fi; '
-    + model_relay.WAIT
-    + 'exec "$@" < /run/supervisor/stdin'
-)
-
-
-@dataclass
-class RunResult:
-    exit_code: int
-    stdout: str
-    stderr: str
-    duration: float
-    container_id: str
-
-
-@dataclass
-class RunSpec:
-    """One container run."""
-
-    argv: list[str]
-    worktree: Path
-    image: str | None = None
-    """A project image built on the base image; None: the base sandbox image."""
-    env: dict[str, str] = field(default_factory=dict)
-    stdin_text: str = ""
-    home_files: dict[str, bytes] = field(default_factory=dict)
-    run_files: dict[str, str] = field(default_factory=dict)
-    """Read-only files for the CLI under /run/supervisor (e.g. an output schema)."""
-    network: str = "none"
-    """The workers' network for a route that is not a socket; "none": no network at all."""
-    route: Route | None = None
-    """A worker's route to its model API: a socket route makes the container networkless, its
-    socket's folder bound in and the relay started (model_relay.py); a network route joins
-    `network`, its alias resolving to the gateway."""
-    writable_layer: bool = False
-    """A writable root file system on the container's own copy-on-write layer, discarded with the
-    container: for gates, whose tools write caches next to their packages (vitest's
-    tsbuildinfo in node_modules, jest and babel caches, bytecode in the venv). The image makes
-    its dependency folders writable; nothing written there outlives the run."""
-    timeout: float = 600
-    idle_timeout: float | None = None
-    memory: str = "2g"
-    cpus: float = 1.0
-    labels: dict[str, str] = field(default_factory=dict)
-    on_output: Callable[[str], None] | None = None
-    on_start: Callable[[str], None] | None = None
-    home_dir: Path | None = None
-    """A kept private home bound as $HOME (a continued session, workers/continuation.py);
-    None: a fresh home in the container's tmpfs, gone with it."""
-    record_dir: Path | None = None
-    """Where the credential proxy records this run's model exchanges (the proxy contract): its
-    `activity` file tells a CLI waiting on a slow but live model stream from a hung one."""
-    keep: bool = False
-    """Leave the container (and its overlay volume) once it exited and was read: a worker's,
-    removed by `remove_run` once its step's end is recorded (supervisor/state/after_record.py);
-    until then a `resume` after a kill adopts it instead of buying its answers again."""
-
-
-def folder_files(spec: RunSpec) -> dict[str, str]:
-    """What a run folder holds besides the prompt and login files: the run's files, and the
-    model relay's script for a run with a socket route."""
-    if spec.route is not None and spec.route.socket_dir:
-        return {**spec.run_files, model_relay.RELAY_FILE: model_relay.RELAY}
-    return spec.run_files
-
-
-def repo_label(repo: Path) -> str:
-    return hashlib.sha256(str(repo.resolve()).encode()).hexdigest()[:16]
-
-
-UNIX_SOCKET_URL = "http+docker://"
-"""How docker-py names a client's base URL when it talks to the engine over its Unix socket."""
-
-
-def connect() -> docker.DockerClient:
-    """A client for the local engine, or a SandboxError that says how to start one."""
-    import docker
-    import docker.errors
-
-    try:
-        client = docker.from_env(timeout=120)
-        if client.api.base_url.startswith(UNIX_SOCKET_URL):
-            # No proxy applies to a local socket, yet requests reads the whole environment for
-            # one on every call: a third of a call's CPU (0.4 of 1.3 ms, measured on `ping`).
-            client.api.trust_env = False
-        client.ping()
-    except docker.errors.DockerException as e:
-        raise reach.unreachable(e, os.environ.get("DOCKER_HOST")) from e
-    return client
 
 
 class DockerSandbox:
@@ -298,7 +210,7 @@ class DockerSandbox:
             if view is not None and view.mode == "overlay":
                 try:
                     return self._run(spec, run_path, view)
-                except _OverlayMountError as e:
+                except OverlayMountError as e:
                     view.fall_back(e.reason)  # the whole tree, written the old way
             if view is not None:
                 spec = dataclasses.replace(spec, worktree=view.tree)
@@ -333,7 +245,7 @@ class DockerSandbox:
                 labels=spec.labels,
             )
         except docker.errors.APIError as e:
-            raise _OverlayMountError(f"Docker refused the overlay volume: {e}") from e
+            raise OverlayMountError(f"Docker refused the overlay volume: {e}") from e
         mount = docker.types.Mount(WORKSPACE, volume.name, type="volume", no_copy=True)
         return {str(view.dot_git): {"bind": f"{WORKSPACE}/.git", "mode": "ro"}}, [mount], volume
 
@@ -477,7 +389,7 @@ class DockerSandbox:
                 except docker.errors.APIError as e:
                     if volume is None:
                         raise
-                    raise _OverlayMountError(f"the overlay could not be mounted: {e}") from e
+                    raise OverlayMountError(f"the overlay could not be mounted: {e}") from e
             # An adopted container's output so far was shown by the run that started it.
             since = None if start or whole_log else time.time()
             exit_code = self._wait(container, spec, started, since=since)
@@ -571,24 +483,9 @@ class DockerSandbox:
         running meanwhile); but for those kept for adoption (`adoptable`) and their run folders.
         A run folder is named for its task, not its step: `run_dirs=False` when other steps of
         the task may be running (the task's next clean-up removes it)."""
-        import docker.errors
-
-        filters: dict[str, str | list[str] | bool] = {
-            "label": [f"{k}={v}" for k, v in labels.items()]
-        }
         kept = {a.container_id for a in self.adoptable.values()}
-        removed: list[str] = []
-        for container in self.client.containers.list(
-            all=True, filters=filters, ignore_removed=True
-        ):
-            if container.id not in kept:
-                remove_container(container)
-                removed.append(cast(str, container.id))
         kept_steps = {str(step_id) for step_id in self.adoptable}
-        with contextlib.suppress(docker.errors.APIError):
-            for volume in self.client.volumes.list(filters=filters):
-                if (volume.attrs.get("Labels") or {}).get(LABEL_STEP_ID) not in kept_steps:
-                    _remove_volume(volume)
+        removed = remove_labelled(self.client, labels, kept, kept_steps)
         if LABEL_REPO in labels and run_dirs:
             keep = {a.run_dir for a in self.adoptable.values() if a.run_dir}
             label = f"{RUN_PREFIX}{run_dir_label(labels)}"
@@ -598,154 +495,3 @@ class DockerSandbox:
         if LABEL_WORKFLOW in labels:
             self._close_orphaned_routes(run_dir_label(labels))
         return removed
-
-
-RECHECK = 5.0
-"""How often a worker's wait looks at its model stream again (one engine request each time)."""
-STARTUP_ALLOWANCE = 90.0
-"""How long a worker may stay silent before its first model request. A CLI's own start-up
-(gemini's especially) can be silent for tens of seconds on a loaded machine, and no model
-stream vouches for it yet; once the proxy has seen a request, the idle timeout applies."""
-
-
-def idle_limit(spec: RunSpec) -> float | None:
-    """The silence after which the run counts as hung: the idle timeout, or the start-up
-    allowance while the proxy has recorded no request of the run."""
-    if spec.idle_timeout is None:
-        return None
-    if spec.record_dir is not None and not (spec.record_dir / "activity").exists():
-        return max(spec.idle_timeout, STARTUP_ALLOWANCE)
-    return spec.idle_timeout
-
-
-def last_activity(last_output: float, record_dir: Path | None) -> float:
-    """When the worker last showed life, on the monotonic clock: its last line of output, or
-    the last bytes of its model stream (the proxy bumps `<record_dir>/activity`), whichever is
-    later. The file's mtime is wall-clock time, carried over by its age."""
-    if record_dir is None:
-        return last_output
-    try:
-        age = time.time() - (record_dir / "activity").stat().st_mtime
-    except OSError:
-        return last_output
-    return max(last_output, time.monotonic() - max(age, 0.0))
-
-
-def run_dir_label(labels: dict[str, str]) -> str:
-    """What a run folder's name says about its owner: the repository, and the task if any."""
-    label = labels.get(LABEL_REPO, "none")
-    if LABEL_WORKFLOW in labels:
-        return f"{label}-wf{labels[LABEL_WORKFLOW]}"
-    return f"{label}-probe{labels[LABEL_PROBE]}" if LABEL_PROBE in labels else label
-
-
-def record_dir_path(run_label: str, step_id: int) -> Path:
-    """Where the credential proxy records a step's run (workflow/steps/witnessing.py): one name
-    per step, outside every folder a container sees."""
-    return Path(tempfile.gettempdir()) / f"{run_label}-record{step_id}"
-
-
-def probe_run_dir_owners(repo: str) -> set[str]:
-    """The owners named by this repository's probe run folders ("<prefix><repo>-probe<owner>-
-    <random>"): a supervisor killed after making the folder but before its container leaves a
-    folder no container points to."""
-    prefix = f"{RUN_PREFIX}{repo}-probe"
-    found = Path(tempfile.gettempdir()).glob(f"{prefix}*")
-    return {p.name.removeprefix(prefix).rpartition("-")[0] for p in found if p.is_dir()}
-
-
-def remove_stale_run_dirs(label: str, keep: set[Path] | None = None) -> list[Path]:
-    """Run folders (prompt, schema, login files) a crashed run of this repository left behind."""
-    found = sorted(Path(tempfile.gettempdir()).glob(f"{RUN_PREFIX}{label}-*"))
-    found = [p for p in found if p not in (keep or set())]
-    for path in found:
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path, ignore_errors=True)
-    return found
-
-
-class _OverlayMountError(Exception):
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-def workspace_volume(client: Any, container: Any) -> Any:
-    """The overlay volume mounted as a container's workspace, if it has one."""
-    import docker.errors
-
-    for mount in container.attrs.get("Mounts") or []:
-        name = str(mount.get("Name") or "")
-        if mount.get("Type") == "volume" and name.startswith("supervisor-ws-"):
-            with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
-                return client.volumes.get(name)
-    return None
-
-
-def _remove_volume(volume: Any) -> None:
-    """An overlay volume is only mount options: removing it leaves its directories alone."""
-    import docker.errors
-
-    if volume is not None:
-        with contextlib.suppress(docker.errors.APIError, OSError):
-            volume.remove(force=True)
-
-
-def remove_container(container: Any) -> None:
-    import docker.errors
-
-    # OSError: the engine gone (requests' errors are OSErrors); resume's clean-up finds it.
-    with contextlib.suppress(docker.errors.APIError, OSError):
-        container.remove(force=True)
-
-
-def _wait_exit(container: Any, timeout: float) -> int | None:
-    """The container's exit code once it exits, or None if it still runs after `timeout` s."""
-    import requests.exceptions
-
-    try:
-        status = container.wait(timeout=timeout)
-    except (requests.exceptions.Timeout, requests.exceptions.ConnectionError) as e:
-        if engine_loss.lost(e):  # reset, refused: not the read timeout a unix socket says so
-            raise
-        return None
-    return int(status.get("StatusCode", -1))
-
-
-def _kill(container: Any) -> None:
-    import docker.errors
-
-    with contextlib.suppress(docker.errors.APIError, OSError):
-        container.kill()
-
-
-def _stream(
-    container: Any,
-    sink: Callable[[str], None] | None,
-    last: list[float],
-    since: float | None = None,
-) -> None:
-    import docker.errors
-
-    try:
-        for chunk in container.logs(stream=True, follow=True, since=since):
-            last[0] = time.monotonic()
-            if sink is not None:
-                sink(strip_ansi(chunk.decode("utf-8", "replace")))
-    except (docker.errors.APIError, OSError, ValueError):
-        return
-
-
-def started_at(attrs: dict[str, Any]) -> float | None:
-    """The container's start as a Unix time (Docker's RFC 3339 with nanoseconds), or None."""
-    text = str((attrs.get("State") or {}).get("StartedAt") or "")
-    if not text or text.startswith("0001-"):
-        return None
-    head, _, frac = text.rstrip("Z").partition(".")
-    zone = "+00:00"
-    for sign in ("+", "-"):
-        if sign in frac:
-            frac, _, rest = frac.partition(sign)
-            zone = sign + rest
-    stamp = datetime.fromisoformat(f"{head}.{(frac or '0')[:6].ljust(6, '0')}{zone}")
-    return stamp.timestamp()
