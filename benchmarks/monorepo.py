@@ -48,8 +48,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from supervisor.config import Limits, Settings  # noqa: E402
-from supervisor.demo import fenced, write_project_config  # noqa: E402
+from supervisor.core.config import Limits, Settings  # noqa: E402
+from supervisor.lifecycle.demo import fenced, write_project_config  # noqa: E402
 from supervisor.project.gates import run_gate  # noqa: E402
 from supervisor.sandbox.docker import DockerSandbox  # noqa: E402
 from supervisor.workflow import project_gates  # noqa: E402
@@ -234,9 +234,9 @@ FEATURE = {  # component -> (project, file it adds)
 
 
 def makespan(base: Path, files: int, work: int, with_projects: bool) -> tuple[float, str]:
-    from supervisor import opening, tasks
     from supervisor.fakeapi import ScriptedModelServer, load_script
     from supervisor.guard.trust import trust
+    from supervisor.lifecycle import opening, tasks
 
     repo = base / ("projects" if with_projects else "single")
     repo.mkdir()

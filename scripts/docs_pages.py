@@ -24,7 +24,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from supervisor.config import Settings
+from supervisor.core.config import Settings
 
 HEADER = """\
 # Configuration reference

@@ -35,9 +35,9 @@ from test_templates_ts_e2e import (  # the image, built once per run by `init`
     sandbox,
 )
 
-from supervisor import tasks
-from supervisor.config import Limits
+from supervisor.core.config import Limits
 from supervisor.guard.trust import trust
+from supervisor.lifecycle import tasks
 from supervisor.project.gates import run_gate
 from supervisor.sandbox.docker import DockerSandbox
 from supervisor.workflow.gate_baseline import Baseline, judge
@@ -147,7 +147,7 @@ def test_expected_values_rewritten_to_match_broken_code_wait_for_a_person(
 ) -> None:
     """vitest's own run passes on the rewritten test; the base's test, put back beside the
     candidate's code, fails: a change of the specification, for a person (exit 10)."""
-    from supervisor.errors import ApprovalRequired
+    from supervisor.core.errors import ApprovalRequired
 
     repo = project.repo
     shutil.rmtree(repo, ignore_errors=True)

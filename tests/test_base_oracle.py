@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from supervisor.config import FailoverSettings, StepDef, WorkflowDef
-from supervisor.errors import SpecConflictError
+from supervisor.core.config import FailoverSettings, StepDef, WorkflowDef
+from supervisor.core.errors import SpecConflictError
 from supervisor.policy import approval_policy, risk
 from supervisor.policy.approval_policy import Facts, evaluate
 from supervisor.project import base_tests

@@ -11,11 +11,11 @@ from types import SimpleNamespace
 import pytest
 from workspace_fixtures import GO, PNPM, UV, commit, write
 
-from supervisor.config import load_settings
 from supervisor.context.assemble import DirFiles, build_pack
 from supervisor.context.project_scope import ProjectScope, for_component, public_surface
 from supervisor.context.roles import Role, RoleContext
-from supervisor.initialize import initialize
+from supervisor.core.config import load_settings
+from supervisor.lifecycle.initialize import initialize
 from supervisor.project.projects import ProjectDef, ProjectDependency, ProjectMap
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from supervisor.config import DecompositionLimits
-from supervisor.dag import WorkGraph, flatten
-from supervisor.schemas import PlanOutput
+from supervisor.core.config import DecompositionLimits
+from supervisor.core.dag import WorkGraph, flatten
+from supervisor.core.schemas import PlanOutput
 from supervisor.workflow import decompose
 from supervisor.workflow.decompose import Tree, settle, validate_subplan
 

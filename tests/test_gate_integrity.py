@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from supervisor.config import load_settings
+from supervisor.core.config import load_settings
 from supervisor.guard.protected import changed_protected, pin
 from supervisor.project import shadowing, test_counts, test_pins
 from supervisor.project.gates import GateResult

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from supervisor.config import WorkflowDef
-from supervisor.errors import MergeConflictError
+from supervisor.core.config import WorkflowDef
+from supervisor.core.errors import MergeConflictError
 from supervisor.project.gates import GateResult
 from supervisor.workflow import gate_problems, history
 from supervisor.workspace.worktrees import Workspace

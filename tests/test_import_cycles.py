@@ -261,10 +261,12 @@ def test_the_direction_check_sees_an_import_against_it(tmp_path: Path) -> None:
     (pkg / "__init__.py").write_text("")
     (pkg / "state" / "__init__.py").write_text("")
     (pkg / "tasks.py").write_text("X = 1\n")
-    (pkg / "state" / "store.py").write_text("def f():\n    from supervisor.tasks import X\n")
+    (pkg / "state" / "store.py").write_text(
+        "def f():\n    from supervisor.lifecycle.tasks import X\n"
+    )
     edges = import_graph(pkg, "supervisor")
     assert [(e.importer, e.imported) for e in edges if layer(e.importer) > layer(e.imported)] == [
-        ("supervisor.state.store", "supervisor.tasks")
+        ("supervisor.state.store", "supervisor.lifecycle.tasks")
     ]
 
 

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from supervisor.config import Settings
 from supervisor.context import prompts
-from supervisor.dag import WorkGraph
-from supervisor.errors import ConfigError
+from supervisor.core.config import Settings
+from supervisor.core.dag import WorkGraph
+from supervisor.core.errors import ConfigError
+from supervisor.core.schemas import ComponentDefinition, PlanOutput
 from supervisor.project.projects import ProjectMap
-from supervisor.schemas import ComponentDefinition, PlanOutput
 from supervisor.workflow import gate_reuse, ownership, plan_projects, project_gates
 
 
@@ -453,7 +453,7 @@ def test_a_project_whose_path_is_not_a_directory_stops_the_task_before_it_starts
 ) -> None:
     from e2e_support import new_repo
 
-    from supervisor import tasks
+    from supervisor.lifecycle import tasks
 
     config = "projects:\n  - {name: web, path: apps/web}\n  - {name: api, path: apps/api}\n"
     repo = new_repo(tmp_path, "http://127.0.0.1:9", config)

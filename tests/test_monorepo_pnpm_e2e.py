@@ -25,7 +25,7 @@ from monorepo_support import (
     sent,
 )
 
-from supervisor import tasks
+from supervisor.lifecycle import tasks
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

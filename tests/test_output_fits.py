@@ -28,7 +28,7 @@ from routing_support import record_run
 from supervisor.cli.listings import doctor as doctor_listing
 from supervisor.cli.output import show
 from supervisor.cli.reports import doctor_table
-from supervisor.doctor import Check
+from supervisor.lifecycle.doctor import Check
 from supervisor.state.records import EventSpec
 from supervisor.state.store import Store
 
@@ -299,7 +299,7 @@ def test_a_component_id_with_a_tab_newline_or_escape_cannot_forge_a_row(tmp_path
 def test_doctor_remembers_an_images_cli_versions_by_its_id(tmp_path: Path) -> None:
     """An image id is its content's hash: the versions asked once hold for good, so a second
     `doctor` starts no container for them; a file that is not ours is ignored, not trusted."""
-    from supervisor.doctor import remember, remembered
+    from supervisor.lifecycle.doctor import remember, remembered
 
     cache = tmp_path / "cache" / "versions.json"
     assert remembered(cache, "sha256:a") is None

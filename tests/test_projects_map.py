@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.config import Settings
-from supervisor.errors import ConfigError
+from supervisor.core.config import Settings
+from supervisor.core.errors import ConfigError
 from supervisor.project.projects import ProjectMap
 
 

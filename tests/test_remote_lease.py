@@ -15,8 +15,8 @@ import pytest
 import test_engine_fast
 from test_engine_fast import Project, component, plans, writes
 
-from supervisor import tasks
-from supervisor.errors import ApprovalRequired, RemoteNotUpdatedError
+from supervisor.core.errors import ApprovalRequired, RemoteNotUpdatedError
+from supervisor.lifecycle import tasks
 from supervisor.state.records import Workflow
 from supervisor.temporal import remote
 

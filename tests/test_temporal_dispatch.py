@@ -18,11 +18,11 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Replayer, Worker
 
-from supervisor.config import Settings, StepDef
-from supervisor.dag import WorkGraph
-from supervisor.errors import SpecConflictError, StepFailedError
-from supervisor.recovery import Action, Category, Classification
-from supervisor.schemas import PlanOutput
+from supervisor.core.config import Settings, StepDef
+from supervisor.core.dag import WorkGraph
+from supervisor.core.errors import SpecConflictError, StepFailedError
+from supervisor.core.recovery import Action, Category, Classification
+from supervisor.core.schemas import PlanOutput
 from supervisor.state.records import Workflow
 from supervisor.temporal.workflow import (
     RUN_COMPONENT,

@@ -15,7 +15,7 @@ import pytest
 
 from supervisor.context import packer
 from supervisor.context.assemble import DirFiles
-from supervisor.errors import CandidateRefusedError, GitError, SandboxError
+from supervisor.core.errors import CandidateRefusedError, GitError, SandboxError
 from supervisor.project.project_image import dependency_files
 from supervisor.workspace.treedata import (
     CommitFiles,

@@ -1,4 +1,5 @@
-"""The `supervisor` command line: parses arguments, calls `supervisor.tasks`, prints results.
+"""The `supervisor` command line: parses arguments, calls `supervisor.lifecycle.tasks`, prints
+results.
 
 Errors from the project's hierarchy become one message (cause, then fix) and an exit code here and
 nowhere else. Set SUPERVISOR_DEBUG=1 to see the traceback instead.
@@ -39,9 +40,9 @@ from supervisor.cli.failure import report
 from supervisor.cli.interrupt import resumable
 from supervisor.cli.plain import fit_to_output
 from supervisor.cli.status_view import show_status
-from supervisor.errors import ApprovalRequired, SupervisorError
+from supervisor.core.errors import ApprovalRequired, SupervisorError
+from supervisor.core.plural import counted, plural
 from supervisor.guard.textsafe import visible
-from supervisor.plural import counted, plural
 from supervisor.tui import keys as tui_keys
 
 if TYPE_CHECKING:
@@ -233,7 +234,7 @@ def abandon(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Remove without confirming.")] = False,
 ) -> None:
     """Remove a task's branch, component branches, refs and worktrees, after a preview."""
-    from supervisor import abandon as abandoning
+    from supervisor.lifecycle import abandon as abandoning
 
     plan = abandoning.preview(workflow_id, repo)
     console.print(f"Abandon workflow {workflow_id} ({plan.workflow.status}); this removes:")
@@ -308,9 +309,9 @@ def approve(
     ] = None,
 ) -> None:
     """Approve the step a workflow is waiting on, or raise the budget it stopped at."""
-    from supervisor.errors import AlreadyDecidedError
+    from supervisor.core.errors import AlreadyDecidedError
+    from supervisor.lifecycle.task_state import decide
     from supervisor.policy.approvals import risk_lines
-    from supervisor.task_state import decide
 
     try:
         wf = decide(
@@ -358,8 +359,8 @@ def reject(
     who: AsOption = None,
 ) -> None:
     """Reject the step a workflow is waiting on; the step runs again with your reason."""
+    from supervisor.lifecycle.task_state import decide
     from supervisor.policy.approvals import risk_lines
-    from supervisor.task_state import decide
 
     wf = decide(workflow_id, repo, approve=False, reason=reason, approver=who)
     for line in risk_lines(wf, str(wf.context.get("approval_step") or "")):
@@ -422,7 +423,7 @@ def events(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
 ) -> None:
     """The workflow's event log."""
-    from supervisor import task_state as access
+    from supervisor.lifecycle import task_state as access
 
     if as_json:
         from supervisor.cli.events_json import stream_events

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from supervisor.dag import WorkGraph
+from supervisor.core.dag import WorkGraph
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -128,8 +128,8 @@ def workflow_detail(
     (supervisor.policy.approvals); `supervisors`, the pid running each running task (None: no
     supervisor runs it); `runner`, who runs it across hosts (supervisor/state/runner_view.py),
     which says more than a local pid."""
-    from supervisor import depth_view
-    from supervisor.status_label import shown_status
+    from supervisor.core import depth_view
+    from supervisor.core.status_label import shown_status
 
     wf = store.workflow(wf_id)
     totals = store.usage_totals(wf_id)
@@ -143,7 +143,7 @@ def workflow_detail(
     if depth:
         rows.append(Row("depth", depth))
     if wf.context.get("degraded"):
-        from supervisor.degradation import label
+        from supervisor.core.degradation import label
 
         rows.append(Row("degraded", label(wf.context).removeprefix("degraded: "), "yellow"))
     approval = store.latest_approval(wf_id)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from supervisor.cli.detail import StepRow
     from supervisor.context.roles import RoleFile
-    from supervisor.doctor import Check
+    from supervisor.lifecycle.doctor import Check
     from supervisor.state.records import Event, Workflow
 
 STATUS_STYLE = detail.STATUS_STYLE
@@ -38,12 +38,12 @@ def shown_status(
     runners: Mapping[int, str] | None = None,
 ) -> str:
     """A running task that no supervisor runs any more (killed) says so: resume continues it;
-    the one label is supervisor/status_label.py's. `runners`: who runs a task across hosts and
+    the one label is supervisor/core/status_label.py's. `runners`: who runs a task across hosts and
     runners (supervisor/state/runner_view.py), which says more than a local pid can."""
-    from supervisor.status_label import shown_status as label
+    from supervisor.core.status_label import shown_status as label
 
     if runners and wf.id in runners:
-        from supervisor.degradation import label as degradation
+        from supervisor.core.degradation import label as degradation
 
         shown = runners[wf.id]
         return (
@@ -307,6 +307,6 @@ def short_path(text: str) -> str:
     """Paths as a person reads them: package files relative, the home directory as ~."""
     from pathlib import Path
 
-    from supervisor.config import PACKAGE_ROOT
+    from supervisor.core.config import PACKAGE_ROOT
 
     return text.replace(f"{PACKAGE_ROOT}/", "").replace(f"{Path.home()}/", "~/")

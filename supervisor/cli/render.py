@@ -24,7 +24,7 @@ from supervisor.cli import detail, listings
 from supervisor.cli.listing import Listing
 from supervisor.cli.listings import STATUS_STYLE as STATUS_STYLE
 from supervisor.cli.tables import fitted
-from supervisor.dag import WorkGraph
+from supervisor.core.dag import WorkGraph
 from supervisor.guard.textsafe import text, visible
 
 if TYPE_CHECKING:
@@ -32,8 +32,8 @@ if TYPE_CHECKING:
 
     from rich.console import Console, RenderableType
 
-    from supervisor.config import Settings
     from supervisor.context.roles import ResolvedRole
+    from supervisor.core.config import Settings
     from supervisor.state.reader import StateReader
     from supervisor.state.records import Event, Workflow
     from supervisor.state.store import Store
@@ -117,7 +117,7 @@ def work_tree(task: str, work: WorkGraph, verdicts: Mapping[str, str] | None = N
 
 
 def _phases(tree: Tree, work: WorkGraph, project: str | None) -> None:
-    from supervisor.dag import rollup
+    from supervisor.core.dag import rollup
 
     for phase in work.phases:
         comps = work.in_phase(phase, project)

@@ -12,15 +12,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from supervisor.core.plural import counted
 from supervisor.guard.textsafe import text
-from supervisor.plural import counted
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
     from supervisor.context.assemble import Pack
     from supervisor.context.targets import Targets
-    from supervisor.doctor import Check
+    from supervisor.lifecycle.doctor import Check
     from supervisor.routing.suggest import Suggestion
 
 

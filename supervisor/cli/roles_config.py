@@ -71,7 +71,7 @@ def config_show(
     cli: Annotated[str | None, typer.Option(help="As if given to start-task.")] = None,
     as_json: JsonOption = False,
 ) -> None:
-    from supervisor.config import ignored_settings, settings_provenance
+    from supervisor.core.config import ignored_settings, settings_provenance
     from supervisor.guard.trust import pending
 
     overrides = {"cli": cli} if cli else None
@@ -112,7 +112,7 @@ def config_show(
 
 
 def _routing_trusted(root: Path) -> bool:
-    from supervisor.errors import ConfigError
+    from supervisor.core.errors import ConfigError
     from supervisor.guard.trust import require_trusted
 
     try:

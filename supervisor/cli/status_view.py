@@ -12,8 +12,8 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-from supervisor import depth_view
 from supervisor.cli.plain import json_out, plain
+from supervisor.core import depth_view
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -31,7 +31,7 @@ def show_status(
     console: Callable[[], Console], repo: Path, workflow_id: int | None, *, as_json: bool
 ) -> None:
     """`console`: the rich console to print to, made only when a table is drawn."""
-    from supervisor import task_state as access
+    from supervisor.lifecycle import task_state as access
 
     if workflow_id is None:
         found = access.workflows(repo)
@@ -97,7 +97,7 @@ def show_status(
 def components_json(context: dict[str, Any]) -> list[dict[str, Any]]:
     """Every component of the plan and of its sub-plans, with its place in the tree (`depth` 0:
     a component of the plan, 1: a sub-component, ...) and, for a split one, why."""
-    from supervisor.dag import WorkGraph, depth
+    from supervisor.core.dag import WorkGraph, depth
 
     work = WorkGraph.of_workflow(context)
     if work is None:

@@ -15,7 +15,7 @@ import re
 import shlex
 from typing import TYPE_CHECKING
 
-from supervisor.errors import ToolMissingError
+from supervisor.core.errors import ToolMissingError
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -29,10 +29,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
 
-from supervisor import process
-from supervisor.errors import CommandTimeoutError, ToolFailedError, ToolMissingError
-from supervisor.plural import counted
-from supervisor.resources import NODE_BIN
+from supervisor.core import process
+from supervisor.core.errors import CommandTimeoutError, ToolFailedError, ToolMissingError
+from supervisor.core.plural import counted
+from supervisor.core.resources import NODE_BIN
 
 SCRIPT = Path(__file__).with_name("packer.mjs")
 TIMEOUT_SECONDS = 300

@@ -25,7 +25,7 @@ from supervisor.project.imports import resolve_imports
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from supervisor.config import Settings
+    from supervisor.core.config import Settings
     from supervisor.project.projects import ProjectDef, ProjectMap
 
 MANIFESTS = ("package.json", "pyproject.toml", "go.mod", "Cargo.toml")

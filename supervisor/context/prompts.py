@@ -6,7 +6,7 @@ trusted them: a repository's template is its author's code, so every template (o
 in one `ImmutableSandboxedEnvironment`, which refuses `__globals__`, `__subclasses__` and the
 like, and a repository template is used only while its content is the one `supervisor trust`
 recorded (else the built-in one, with a warning; supervisor/guard/trust.py). The whole prompt
-is redacted (supervisor/redaction.py): the task, the feedback (gate output), the plan and the
+is redacted (supervisor/core/redaction.py): the task, the feedback (gate output), the plan and the
 context alike, and the pack's redaction counts include them all.
 """
 
@@ -23,10 +23,10 @@ from jinja2.exceptions import SecurityError
 from jinja2.loaders import split_template_path
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from supervisor.errors import ConfigError
+from supervisor.core.errors import ConfigError
+from supervisor.core.redaction import marker_counts, redact
+from supervisor.core.resources import PROMPTS_DIR
 from supervisor.guard import trust, trustmap
-from supervisor.redaction import marker_counts, redact
-from supervisor.resources import PROMPTS_DIR
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from supervisor.errors import CredentialsError
+from supervisor.core.errors import CredentialsError
 
 if TYPE_CHECKING:
-    from supervisor.config import CliSettings
+    from supervisor.core.config import CliSettings
     from supervisor.sandbox.credproxy import Injection
 
 LOGIN_HINTS = {

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from supervisor.config import _mapping, login_file_problem, read_yaml, user_dir
-from supervisor.errors import ConfigError
+from supervisor.core.config import _mapping, login_file_problem, read_yaml, user_dir
+from supervisor.core.errors import ConfigError
 from supervisor.guard import trustmap
 from supervisor.guard.trust_records import NEVER, Ignored, effect, untrusted_reason
 from supervisor.guard.trust_records import key as _key
@@ -41,7 +41,7 @@ from supervisor.guard.trust_records import warn as warn  # re-exported: the read
 from supervisor.guard.trust_records import write_records as _write_records
 
 if TYPE_CHECKING:
-    from supervisor.config import Settings
+    from supervisor.core.config import Settings
 
 CLI_KEYS = ("base_url", "credential_env", "login_files", "extra_env", "extra_flags")
 SANDBOX_KEYS = ("image", "egress_network")
@@ -110,7 +110,7 @@ def weakening_settings(
     """The repository's settings that weaken a protection, by dotted key: its config layer's
     (measured against `below`, the package and user layers) and its roles' `allow_paths`."""
     if project is None or below is None:
-        from supervisor.config import config_layers, deep_merge
+        from supervisor.core.config import config_layers, deep_merge
 
         layers = config_layers(None)
         below = {}

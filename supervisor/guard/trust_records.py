@@ -1,7 +1,7 @@
-"""The trust records and the filter of a repository's config layer, below supervisor.config.
+"""The trust records and the filter of a repository's config layer, below supervisor.core.config.
 
-The settings cascade (supervisor/config.py) drops a repository's untrusted weakening settings as
-it reads them, so what it needs lives here, under it: the records `supervisor trust` writes in
+The settings cascade (supervisor/core/config.py) drops a repository's untrusted weakening settings
+as it reads them, so what it needs lives here, under it: the records `supervisor trust` writes in
 the user directory, and the warning. supervisor/guard/trust.py builds the rest on top.
 """
 
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from supervisor.errors import ConfigError
+from supervisor.core.errors import ConfigError
 from supervisor.guard import trustmap
 
 TRUST_FILE = "trusted.json"
@@ -25,7 +25,8 @@ NEVER = "never honoured from a repository: set it in your own config"
 
 
 def user_dir() -> Path:
-    """~/.supervisor, or $SUPERVISOR_USER_DIR (as supervisor.config.user_dir, which is above)."""
+    """~/.supervisor, or $SUPERVISOR_USER_DIR (as supervisor.core.config.user_dir, which is
+    above)."""
     return Path(os.environ.get("SUPERVISOR_USER_DIR") or Path.home() / ".supervisor")
 
 

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from supervisor.errors import ConfigError
+from supervisor.core.errors import ConfigError
+from supervisor.core.plural import counted
 from supervisor.guard import trustmap
-from supervisor.plural import counted
 
 LEVELS = ("critical", "high", "medium", "low")
 """Highest first: the order in which levels are tried."""
@@ -36,7 +36,7 @@ CONDITIONS = (
     "test_tamper_signals",
 )
 SEVERITIES = ("critical", "major", "minor", "info")
-"""A review issue's severities (supervisor/schemas.py ReviewIssue)."""
+"""A review issue's severities (supervisor/core/schemas.py ReviewIssue)."""
 STOPS = ("require_approval", "require_multi_approval")
 POLICY_FILE = "approval_policy.yaml"
 
@@ -124,7 +124,7 @@ class Decision:
 
 def load(repo: Path | None) -> Policy:
     """The package policy, then the user's, then the project's, merged like config.yaml."""
-    from supervisor.config import CONFIG_DIR, _mapping, deep_merge, user_dir
+    from supervisor.core.config import CONFIG_DIR, _mapping, deep_merge, user_dir
 
     sources = [CONFIG_DIR / POLICY_FILE, user_dir() / POLICY_FILE]
     if repo is not None and _trusted_policy(repo):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from supervisor.errors import ApprovalRequired, SandboxError
+from supervisor.core.errors import ApprovalRequired, SandboxError
 from supervisor.guard import protected
 from supervisor.policy.approvals import REQUEST_KEY, pending_request  # noqa: F401 (re-exported)
 from supervisor.state.store import EventSpec, StepRecord

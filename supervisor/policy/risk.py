@@ -21,8 +21,8 @@ import contextlib
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
-from supervisor import process
-from supervisor.errors import SupervisorError
+from supervisor.core import process
+from supervisor.core.errors import SupervisorError
 from supervisor.policy import approval_policy, notify
 from supervisor.policy.approval_policy import Facts, FileChange
 from supervisor.state.store import EventSpec

@@ -27,9 +27,9 @@ from typing import Any, Literal
 import pathspec
 from pydantic import Field
 
+from supervisor.core.strict_model import StrictModel
 from supervisor.project import rust_tests
 from supervisor.project.test_pins import TEST_FILES
-from supervisor.strict_model import StrictModel
 from supervisor.workspace import treedata
 
 SUPPORT = pathspec.GitIgnoreSpec.from_lines(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from supervisor.errors import SandboxError
+from supervisor.core.errors import SandboxError
 from supervisor.guard import trustmap
 from supervisor.sandbox.run_files import GO_BUILD_CACHE
 

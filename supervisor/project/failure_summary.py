@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from supervisor.parsing import strip_ansi
+from supervisor.core.parsing import strip_ansi
 
 SHOWN = 3
 """Failing tests named before "and N more"."""

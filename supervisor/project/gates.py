@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-    from supervisor.config import Limits
+    from supervisor.core.config import Limits
     from supervisor.sandbox.base import Sandbox
 
 FEEDBACK_TAIL = 6000

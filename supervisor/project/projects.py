@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field, field_validator
 
-from supervisor.errors import ConfigError
-from supervisor.strict_model import StrictModel
+from supervisor.core.errors import ConfigError
+from supervisor.core.strict_model import StrictModel
 
 if TYPE_CHECKING:
     import networkx as nx

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import pathspec
 
-from supervisor import process
+from supervisor.core import process
 from supervisor.workspace.treedata import CommitFiles
 
 if TYPE_CHECKING:

@@ -16,8 +16,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from supervisor.config import AdaptiveSettings
-from supervisor.plural import plural
+from supervisor.core.config import AdaptiveSettings
+from supervisor.core.plural import plural
 from supervisor.state.records import EventSpec
 
 Basis = Literal["locked", "disabled", "too_few_runs", "default_unmeasured", "kept", "adapted"]

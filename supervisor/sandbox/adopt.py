@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from supervisor.errors import CommandTimeoutError, SupervisorError, Terminated
+from supervisor.core.errors import CommandTimeoutError, SupervisorError, Terminated
 from supervisor.sandbox import warm
 from supervisor.sandbox.docker import (
     LABEL_LOWER,
@@ -299,7 +299,7 @@ def route(
     options: dict[str, Any] = {"vendor": vendor, "record_dir": record_dir, "task": task}
     opened: Route | None = None
     if adoption is not None and adoption.port is not None:
-        from supervisor.errors import SandboxError
+        from supervisor.core.errors import SandboxError
 
         with contextlib.suppress(SandboxError):  # port taken: the container fails, and retries
             opened = sandbox.route(

@@ -49,7 +49,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import h11
 
-from supervisor.errors import SandboxError
+from supervisor.core.errors import SandboxError
 from supervisor.sandbox import model_paths, model_relay
 from supervisor.sandbox.proxy_record import Exchange, Recorder
 

@@ -23,8 +23,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from supervisor.errors import CommandTimeoutError, SandboxError, SupervisorError, Terminated
-from supervisor.parsing import strip_ansi
+from supervisor.core.errors import CommandTimeoutError, SandboxError, SupervisorError, Terminated
+from supervisor.core.parsing import strip_ansi
 from supervisor.sandbox import model_relay, reach, run_files, runtime
 from supervisor.sandbox.egress import EgressRelay, Route, ensure_network
 from supervisor.workspace import overlay
@@ -42,7 +42,7 @@ HOME = "/tmp/home"
 LABEL_REPO = "supervisor.repo"
 LABEL_WORKFLOW = "supervisor.workflow"
 LABEL_STEP = "supervisor.step"
-# The supervisor whose preflight probe it is: its pid and start time (supervisor/owners.py).
+# The supervisor whose preflight probe it is: its pid and start time (supervisor/core/owners.py).
 LABEL_PROBE = "supervisor.probe"
 # A worker's workspace, for a later `resume` to adopt it (see adopt.py): "overlay" and the base's
 # commit when it is a copy-on-write view (supervisor/workspace/overlay.py).

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from supervisor.errors import SandboxError
+from supervisor.core.errors import SandboxError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -41,7 +41,7 @@ _MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes, with its terminating NUL
 
 def socket_path() -> Path:
     """Where this user's daemon listens; the protocol version is in the name."""
-    from supervisor.config import user_dir
+    from supervisor.core.config import user_dir
 
     folder = user_dir() / "proxyd"
     name = f"v{PROTOCOL}-{code_version()}.sock"

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from supervisor.errors import WorkflowBusyError
+from supervisor.core.errors import WorkflowBusyError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -150,7 +150,7 @@ class Held:
         return self.renew() and not self.lost.is_set()
 
     def refusal(self) -> Exception:
-        from supervisor.errors import RemoteNotUpdatedError
+        from supervisor.core.errors import RemoteNotUpdatedError
 
         return RemoteNotUpdatedError(
             f"This process stopped renewing its hold on {self.name} long enough for another "

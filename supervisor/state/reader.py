@@ -16,7 +16,7 @@ import sqlite3
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Self
 
-from supervisor.errors import UnknownWorkflowError
+from supervisor.core.errors import UnknownWorkflowError
 from supervisor.state.busy import busy_timeout
 from supervisor.state.migrations import LATEST_VERSION
 from supervisor.state.records import Approval, Event, Workflow

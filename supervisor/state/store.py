@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import create_engine, event, func, insert, select, text, update
 from sqlalchemy.exc import DatabaseError
 
-from supervisor import faults, host_faults
-from supervisor.errors import StateError, UnknownWorkflowError
+from supervisor.core import faults, host_faults
+from supervisor.core.errors import StateError, UnknownWorkflowError
 from supervisor.state import postgres
 from supervisor.state import schema as t
 from supervisor.state.after_record import AfterRecord
@@ -91,7 +91,7 @@ class Store(ApprovalStore):
 
     def _machine_fault(self, ctx: ExceptionContext) -> None:
         """SQLite's full disk, or its lock held by another program past the busy timeout, said
-        as what it is (supervisor/host_faults.py) instead of a driver error: raised here, after
+        as what it is (supervisor/core/host_faults.py) instead of a driver error: raised here, after
         SQLAlchemy rolled the transaction back, so nothing of the change is written."""
         orig = ctx.original_exception
         if host_faults.is_disk_full(orig):

@@ -18,8 +18,8 @@ import json
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
-from supervisor import faults
-from supervisor.redaction import redact_value
+from supervisor.core import faults
+from supervisor.core.redaction import redact_value
 from supervisor.state.busy import busy_timeout_pragma
 from supervisor.state.reader import StateReader
 from supervisor.state.records import EventSpec, Workflow, now

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from supervisor.errors import (
+from supervisor.core.errors import (
     ApprovalRequired,
     GitError,
     RemoteNotUpdatedError,
@@ -55,7 +55,7 @@ from supervisor.workflow.steps.dispatched import ComponentsDispatched
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from supervisor.tasks import Kept
+    from supervisor.lifecycle.tasks import Kept
 
 T = TypeVar("T")
 
@@ -175,7 +175,7 @@ class StepActivities:
 
     def _kept(self, wf_id: int, settings: object) -> Kept:
         """The task's open sandbox and clean-up state, unless the settings changed since."""
-        from supervisor.tasks import Kept
+        from supervisor.lifecycle.tasks import Kept
 
         with self._kept_lock:
             found = self.kept.get(wf_id)
@@ -200,7 +200,7 @@ class StepActivities:
         return result
 
     def _one_step_kept(self, task: TaskInput) -> StepResult:
-        from supervisor import tasks
+        from supervisor.lifecycle import tasks
         from supervisor.state import leases
 
         wf_id = task.wf_id

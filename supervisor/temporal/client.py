@@ -15,14 +15,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from supervisor import refusals
-from supervisor.errors import RunnerUnavailableError, StateError, SupervisorError, WorkflowBusyError
+from supervisor.core.errors import (
+    RunnerUnavailableError,
+    StateError,
+    SupervisorError,
+    WorkflowBusyError,
+)
+from supervisor.lifecycle import refusals
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from supervisor.config import TemporalSettings
-    from supervisor.opening import Project
+    from supervisor.core.config import TemporalSettings
+    from supervisor.lifecycle.opening import Project
     from supervisor.state.records import Workflow
     from supervisor.state.writer import TaskRows
     from supervisor.temporal.link import Link
@@ -209,7 +214,7 @@ class Submitter:
 
 
 def submitter(repo: Path) -> Submitter:
-    from supervisor.opening import open_project
+    from supervisor.lifecycle.opening import open_project
 
     return Submitter(open_project(repo))
 

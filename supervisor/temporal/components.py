@@ -14,13 +14,13 @@ import os
 import socket
 from typing import TYPE_CHECKING, Any
 
-from supervisor.config import WorkflowDef
-from supervisor.dag import WorkGraph
-from supervisor.doctor import clis_in_use
-from supervisor.errors import SupervisorError
-from supervisor.opening import open_sandbox
+from supervisor.core.config import WorkflowDef
+from supervisor.core.dag import WorkGraph
+from supervisor.core.errors import SupervisorError
+from supervisor.core.schemas import PlanOutput
+from supervisor.lifecycle.doctor import clis_in_use
+from supervisor.lifecycle.opening import open_sandbox
 from supervisor.routing import route
-from supervisor.schemas import PlanOutput
 from supervisor.state.store import EventSpec
 from supervisor.temporal import remote
 from supervisor.workflow import history
@@ -30,7 +30,7 @@ from supervisor.workflow.steps.base import Outcome, StepContext
 from supervisor.workflow.steps.components import ComponentFanOut
 
 if TYPE_CHECKING:
-    from supervisor.opening import Project
+    from supervisor.lifecycle.opening import Project
     from supervisor.state.store import StepRecord, Store
 
 

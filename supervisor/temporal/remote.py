@@ -23,8 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from supervisor import process
-from supervisor.errors import (
+from supervisor.core import process
+from supervisor.core.errors import (
     CommandTimeoutError,
     GitError,
     RemoteNotUpdatedError,

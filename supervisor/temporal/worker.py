@@ -20,12 +20,12 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
-from supervisor.errors import StateError
+from supervisor.core.errors import StateError
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from supervisor.opening import Project
+    from supervisor.lifecycle.opening import Project
 
 
 def preflight(project: Project) -> str:
@@ -64,7 +64,7 @@ def run_worker(
 ) -> None:
     from temporalio.worker import Worker
 
-    from supervisor.opening import open_project
+    from supervisor.lifecycle.opening import open_project
     from supervisor.state import leases
     from supervisor.temporal.activities import StepActivities
     from supervisor.temporal.client import connect

@@ -25,7 +25,7 @@ STYLE = {
     **STATUS_STYLE,
     "approved": "green",
     "budget_exceeded": "yellow",
-    "running (no supervisor)": "red",  # supervisor.status_label's words for a killed task
+    "running (no supervisor)": "red",  # supervisor.core.status_label's words for a killed task
 }
 STEPS_SHOWN = 15
 
@@ -39,7 +39,7 @@ def tree_view(detail: Detail) -> RenderableType:
     from rich.console import Group
 
     from supervisor.cli.render import work_tree
-    from supervisor.dag import WorkGraph
+    from supervisor.core.dag import WorkGraph
 
     wf = detail.workflow
     steps = Text()
@@ -99,7 +99,7 @@ def events_view(detail: Detail, resume_note: str | None = None) -> Text:
 def _depth(context: dict[str, object]) -> str:
     """The depth on the steps' heading line, short (`status <id>` has it in full): at 80×24 a
     line of its own would push the latest step out of the pane."""
-    from supervisor.depth_view import summary
+    from supervisor.core.depth_view import summary
 
     found = summary(context)
     if found is None:

@@ -24,13 +24,13 @@ import re
 import shutil
 from typing import TYPE_CHECKING, Any
 
-from supervisor.errors import ConfigError
+from supervisor.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from supervisor.config import Settings
     from supervisor.context.roles import Role
+    from supervisor.core.config import Settings
 
 RESUMABLE = ("claude", "codex", "gemini")
 STATE_DIR = ".supervisor"
@@ -144,7 +144,7 @@ def begin(run: Any, c: Any, wf: Any, prompt: str) -> Turn:
     if session is None:
         return Turn(prompt, None)
     from supervisor.context import prompts
-    from supervisor.redaction import redact
+    from supervisor.core.redaction import redact
 
     feedback = (wf.context.get("feedback") or {}).get(run.name) or ["(no feedback recorded)"]
     text = prompts.render(

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from supervisor.errors import CommandTimeoutError, SandboxError
-from supervisor.plural import counted
+from supervisor.core.errors import CommandTimeoutError, SandboxError
+from supervisor.core.plural import counted
 from supervisor.project import base_tests, failure_summary
 from supervisor.project.base_tests import SpecChange
 from supervisor.project.gates import GateResult

@@ -20,10 +20,10 @@ import time
 import traceback
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from supervisor import host_faults, recovery
-from supervisor.config import Settings, StepDef, WorkflowDef
 from supervisor.context.roles import load_role
-from supervisor.errors import (
+from supervisor.core import host_faults, recovery
+from supervisor.core.config import Settings, StepDef, WorkflowDef
+from supervisor.core.errors import (
     ApprovalRequired,
     ConfigError,
     RemoteNotUpdatedError,
@@ -223,8 +223,8 @@ class Engine:
         the step's open runs end failed and the workflow fails, resumable at this step, with
         the error as an event, instead of staying `running` with no supervisor. A typed
         SupervisorError keeps its message and hint; anything else names its type. A fault of
-        the machine (a full disk, a locked state database: supervisor/host_faults.py) is said as
-        such, and its open runs stay as a crash leaves them, for `resume` to adopt a worker
+        the machine (a full disk, a locked state database: supervisor/core/host_faults.py) is said
+        as such, and its open runs stay as a crash leaves them, for `resume` to adopt a worker
         that already answered instead of buying its answer again."""
         trace = "".join(traceback.format_exception(error))[-4000:]
         fault = host_faults.machine_fault(error, wf.id, near=self._written())

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel
 
-from supervisor.errors import CommandTimeoutError, SandboxError
+from supervisor.core.errors import CommandTimeoutError, SandboxError
 from supervisor.project import test_counts
 from supervisor.project.gates import GateResult, run_gate
 from supervisor.state.store import EventSpec

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from supervisor.errors import ConfigError, StepFailedError
+from supervisor.core.errors import ConfigError, StepFailedError
 
 if TYPE_CHECKING:
     from supervisor.project.gates import GateResult

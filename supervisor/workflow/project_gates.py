@@ -12,8 +12,8 @@ The workflow's own gate steps (the task's gate on its whole candidate, after the
 run every project once: a dependency nobody declared is caught there, before the commit.
 
 Interface-first falls out of this with the work graph's order: a consumer's components wait for
-every component of its producers (supervisor/dag.py), and a producer's component is gated in the
-producer and in each consumer before it merges, so the consumers' typecheck and tests have run
+every component of its producers (supervisor/core/dag.py), and a producer's component is gated in
+the producer and in each consumer before it merges, so the consumers' typecheck and tests have run
 against the new shared types before any consumer component starts.
 """
 

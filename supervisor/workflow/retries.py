@@ -16,10 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from supervisor import recovery
+from supervisor.core import recovery
 
 if TYPE_CHECKING:
-    from supervisor.recovery import Classification
+    from supervisor.core.recovery import Classification
 
 
 @dataclass(frozen=True)

@@ -18,11 +18,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from supervisor.errors import StateError
+from supervisor.core.errors import StateError
+from supervisor.core.schemas import AnalysisOutput, ResearchOutput
+from supervisor.core.strict_model import StrictModel
 from supervisor.project.base_tests import SpecChange
 from supervisor.routing.failover import Unavailable
-from supervisor.schemas import AnalysisOutput, ResearchOutput
-from supervisor.strict_model import StrictModel
 from supervisor.workflow.decompose import Tree
 from supervisor.workflow.gate_reuse import GateRun
 
@@ -59,7 +59,7 @@ class WorkflowState(BaseModel):
     """Everything the engine remembers between steps; other keys (added by a newer module, or by
     a helper such as the dependency review) are kept as they are."""
 
-    # Built when first validated, as StrictModel (supervisor/strict_model.py).
+    # Built when first validated, as StrictModel (supervisor/core/strict_model.py).
     model_config = ConfigDict(extra="allow", defer_build=True)
 
     version: int = VERSION

@@ -25,7 +25,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
-from supervisor.errors import CandidateRefusedError, GitError
+from supervisor.core.errors import CandidateRefusedError, GitError
 from supervisor.guard.visible import visible
 
 # Hooks, fsmonitor (a command git runs), the untracked cache (state git writes into the index).

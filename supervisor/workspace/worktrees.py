@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from supervisor.errors import (
+from supervisor.core.errors import (
     CandidateRefusedError,
     GitError,
     MergeConflictError,

@@ -62,7 +62,7 @@ def community_spec(
 def pack_strategy(repo: Path | None, name: str) -> Path:
     """The file of an installed pack's context strategy (`@pack/<pack>/<name>`), once the pack
     matches its lock."""
-    from supervisor.errors import ConfigError
+    from supervisor.core.errors import ConfigError
 
     parts = name.split("/")
     found = find_installed(repo, parts[1]) if len(parts) == 3 else None

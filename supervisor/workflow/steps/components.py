@@ -27,9 +27,9 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from supervisor import plural, recovery
-from supervisor.dag import MERGING, PROGRESS, WorkGraph
-from supervisor.errors import SpecConflictError, StepFailedError, SupervisorError
+from supervisor.core import plural, recovery
+from supervisor.core.dag import MERGING, PROGRESS, WorkGraph
+from supervisor.core.errors import SpecConflictError, StepFailedError, SupervisorError
 from supervisor.guard import protected
 from supervisor.policy import budgets
 from supervisor.project import base_tests
@@ -43,8 +43,8 @@ from supervisor.workflow.steps.gate import gate_on
 from supervisor.workflow.steps.worker import run_worker
 
 if TYPE_CHECKING:
-    from supervisor.config import StepDef
-    from supervisor.dag import Component
+    from supervisor.core.config import StepDef
+    from supervisor.core.dag import Component
     from supervisor.state.store import StepRecord, Workflow
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from supervisor.errors import CommandTimeoutError, SandboxError
+from supervisor.core.errors import CommandTimeoutError, SandboxError
 from supervisor.guard import protected
 from supervisor.project import test_counts, test_pins
 from supervisor.project.gates import GateResult, run_gate
@@ -30,7 +30,7 @@ from supervisor.workflow.steps.images import image_for
 from supervisor.workspace.treedata import CommitFiles
 
 if TYPE_CHECKING:
-    from supervisor.config import StepDef
+    from supervisor.core.config import StepDef
     from supervisor.state.store import Workflow
 
 

@@ -15,8 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from supervisor.errors import SandboxError
-from supervisor.plural import counted
+from supervisor.core.errors import SandboxError
+from supervisor.core.plural import counted
 from supervisor.project import base_tests
 from supervisor.state.store import EventSpec
 from supervisor.workflow import gate_reuse

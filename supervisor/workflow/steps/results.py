@@ -15,17 +15,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from supervisor.context import interfaces
-from supervisor.dag import WorkGraph
-from supervisor.errors import (
+from supervisor.core.dag import WorkGraph
+from supervisor.core.errors import (
     CandidateRefusedError,
     ConfigError,
     SpecConflictError,
     StepFailedError,
 )
+from supervisor.core.schemas import PlanOutput
 from supervisor.guard import protected
 from supervisor.project import shadowing, test_pins
 from supervisor.project.gates import GateResult, run_gate
-from supervisor.schemas import PlanOutput
 from supervisor.state.store import EventSpec, StepRecord
 from supervisor.workflow import gate_problems, history, plan_projects
 from supervisor.workflow.steps.base import Outcome, StepContext, err

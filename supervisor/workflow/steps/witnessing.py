@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from supervisor.errors import ResultTamperedError, SandboxError
+from supervisor.core.errors import ResultTamperedError, SandboxError
 from supervisor.sandbox.docker import record_dir_path
 from supervisor.workers import witness
 
 if TYPE_CHECKING:
-    from supervisor.config import Settings
+    from supervisor.core.config import Settings
     from supervisor.workers.base import WorkerResult
 
 

@@ -13,11 +13,11 @@ import dataclasses
 import time
 from typing import TYPE_CHECKING, Any
 
-from supervisor import faults, host_faults, recovery
 from supervisor.context import project_scope, prompts
 from supervisor.context.plan_view import plan_files, plan_for_prompt
 from supervisor.context.roles import Role, load_role
-from supervisor.errors import (
+from supervisor.core import faults, host_faults, recovery
+from supervisor.core.errors import (
     CommandTimeoutError,
     ConfigError,
     CredentialsError,
@@ -25,8 +25,8 @@ from supervisor.errors import (
     SandboxError,
     SupervisorError,
 )
+from supervisor.core.parsing import parse_worker_output
 from supervisor.guard import credentials, protected
-from supervisor.parsing import parse_worker_output
 from supervisor.policy import budgets
 from supervisor.routing.select import cli_for
 from supervisor.sandbox import adopt, model_paths, warm
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-    from supervisor.dag import Component
+    from supervisor.core.dag import Component
     from supervisor.state.store import Workflow
 
 

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from supervisor.strict_model import StrictModel
+from supervisor.core.strict_model import StrictModel
 
 
 class _Strict(StrictModel):

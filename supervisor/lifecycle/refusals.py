@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from supervisor.errors import StateError, WorkflowBusyError
-from supervisor.status_label import decision
+from supervisor.core.errors import StateError, WorkflowBusyError
+from supervisor.core.status_label import decision
 
 if TYPE_CHECKING:
     from supervisor.state.records import Workflow

@@ -7,7 +7,8 @@ transactions), git's bookkeeping (`Workspace.git_section`) and the project image
 after a crash touches the task's own containers, worktrees and run folders, never another's.
 
 The CLI layer only parses arguments and calls these; opening the project and the checks before a
-task exists are supervisor/opening.py, the image commands supervisor/image_commands.py.
+task exists are supervisor/lifecycle/opening.py, the image commands
+supervisor/lifecycle/image_commands.py.
 """
 
 from __future__ import annotations
@@ -15,15 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from supervisor import image_commands, refusals, starting
-from supervisor.completion import (  # noqa: F401 (re-exported: the lifecycle's complete)
-    CompletionPreview,
-    complete_task,
-    completion_preview,
-)
-from supervisor.config import WorkflowDef
-from supervisor.doctor import clis_in_use
-from supervisor.errors import (
+from supervisor.core.config import WorkflowDef
+from supervisor.core.errors import (
     ApprovalRequired,
     RemoteNotUpdatedError,
     SandboxError,
@@ -32,7 +26,14 @@ from supervisor.errors import (
     SupervisorError,
 )
 from supervisor.guard import trustmap
-from supervisor.opening import (  # noqa: F401 (open_project, reading, workflows: re-exported)
+from supervisor.lifecycle import image_commands, refusals, starting
+from supervisor.lifecycle.completion import (  # noqa: F401 (re-exported: the lifecycle's complete)
+    CompletionPreview,
+    complete_task,
+    completion_preview,
+)
+from supervisor.lifecycle.doctor import clis_in_use
+from supervisor.lifecycle.opening import (  # noqa: F401 (open_project, reading, workflows: re-exported)
     Project,
     definition_changed,
     open_project,
@@ -44,12 +45,12 @@ from supervisor.opening import (  # noqa: F401 (open_project, reading, workflows
     with_depth,
     workflows,
 )
+from supervisor.lifecycle.task_state import decide  # noqa: F401 (re-exported: tasks.decide)
 from supervisor.policy import budgets, notify
 from supervisor.sandbox import adopt
 from supervisor.sandbox.docker import LABEL_REPO, LABEL_WORKFLOW, DockerSandbox, repo_label
 from supervisor.state.locks import task_lock
 from supervisor.state.store import EventSpec, Store, Workflow
-from supervisor.task_state import decide  # noqa: F401 (re-exported: tasks.decide)
 from supervisor.workflow import resuming
 from supervisor.workflow.engine import Engine, Reporter
 from supervisor.workflow.loading import workflow_source
@@ -204,9 +205,9 @@ def _mark(store: Store, wf_id: int) -> tuple[Any, ...]:
 def analyze_deps(wf_id: int, path: Path) -> list[tuple[str, str, str]]:
     """Dependencies between the plan's components suggested by their files' imports on the task
     branch, that the plan does not already order. For a person to confirm; changes nothing."""
-    from supervisor.dag import WorkGraph, flatten, suggest_dependencies, tree_children
+    from supervisor.core.dag import WorkGraph, flatten, suggest_dependencies, tree_children
+    from supervisor.core.schemas import PlanOutput
     from supervisor.project.imports import resolve_imports
-    from supervisor.schemas import PlanOutput
     from supervisor.workspace.treedata import CommitFiles
 
     project = open_project(path)

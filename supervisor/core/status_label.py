@@ -32,7 +32,7 @@ def shown_status(wf: Workflow, *, supervised: bool = True, degraded: bool = True
     """The status as a person reads it. `supervised`: False when the task is `running` but no
     supervisor process holds it (task_state.supervisors found none). `degraded`: add what was
     degraded (a view with its own line for that leaves it out)."""
-    from supervisor.degradation import label
+    from supervisor.core.degradation import label
 
     decided = decision(wf)
     if decided == "approved":

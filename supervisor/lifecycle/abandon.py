@@ -18,9 +18,9 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from supervisor import refusals
-from supervisor.completion import landing
-from supervisor.errors import GitError
+from supervisor.core.errors import GitError
+from supervisor.lifecycle import refusals
+from supervisor.lifecycle.completion import landing
 from supervisor.state.locks import task_holder, task_lock
 from supervisor.state.store import EventSpec
 from supervisor.workflow.history import refs_under
@@ -29,7 +29,7 @@ from supervisor.workspace.host_git import _git
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from supervisor.opening import Project
+    from supervisor.lifecycle.opening import Project
     from supervisor.state.store import Store, Workflow
 
 
@@ -64,7 +64,7 @@ class Abandonment:
 
 def preview(wf_id: int, path: Path) -> Abandonment:
     """What `abandon` would remove; refused for an abandoned task or one a supervisor runs."""
-    from supervisor.opening import open_project
+    from supervisor.lifecycle.opening import open_project
 
     project = open_project(path)
     with project.store() as store:
@@ -76,7 +76,7 @@ def preview(wf_id: int, path: Path) -> Abandonment:
 
 def abandon(wf_id: int, path: Path) -> Abandonment:
     """Remove what `preview` lists; refused (WorkflowBusyError) while a supervisor runs it."""
-    from supervisor.opening import open_project
+    from supervisor.lifecycle.opening import open_project
 
     project = open_project(path)
     with task_lock(project.state_dir, wf_id), project.store() as store:
@@ -163,9 +163,9 @@ def _remove_containers(project: Project, wf_id: int) -> None:
     (a probe killed in its preflight, an image build's HEAD worktree): abandoning a task is
     often the last command run in a repository, so it cleans what start and resume would.
     Without a Docker engine there is no container to remove."""
-    from supervisor.errors import SandboxError
-    from supervisor.image_commands import remove_dead_head_trees
-    from supervisor.opening import remove_dead_probes
+    from supervisor.core.errors import SandboxError
+    from supervisor.lifecycle.image_commands import remove_dead_head_trees
+    from supervisor.lifecycle.opening import remove_dead_probes
     from supervisor.sandbox.docker import LABEL_REPO, LABEL_WORKFLOW, DockerSandbox, repo_label
 
     remove_dead_head_trees(project)

@@ -2,7 +2,8 @@
 
 Everything that can fail before a task exists (repository, configuration, trust, Docker, image,
 CLI binary, credentials, a gate without a command) is checked here first, so a refused start
-leaves nothing behind. The task lifecycle (start, resume, complete) is supervisor/tasks.py.
+leaves nothing behind. The task lifecycle (start, resume, complete) is
+supervisor/lifecycle/tasks.py.
 """
 
 from __future__ import annotations
@@ -11,11 +12,11 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from supervisor import depth_view, faults, owners
-from supervisor.config import Settings, WorkflowDef, load_settings
-from supervisor.doctor import clis_in_use
-from supervisor.errors import ConfigError, SandboxError, SupervisorError, ToolMissingError
+from supervisor.core import depth_view, faults, owners
+from supervisor.core.config import Settings, WorkflowDef, load_settings
+from supervisor.core.errors import ConfigError, SandboxError, SupervisorError, ToolMissingError
 from supervisor.guard import credentials, trust
+from supervisor.lifecycle.doctor import clis_in_use
 from supervisor.state.records import EventSpec, Workflow
 from supervisor.workflow import depth
 from supervisor.workflow.loading import load_workflow, workflow_source
@@ -173,7 +174,7 @@ def task_definition(
 ) -> tuple[WorkflowDef, list[str]]:
     """The workflow to run, its gate commands checked (or, with --no-gate, its gates removed):
     a gate without a command stops the task here, before anything exists."""
-    from supervisor import preflight
+    from supervisor.lifecycle import preflight
 
     key = ("definition", tuple(sorted((roles or {}).items())), no_gate)
     if key in project.checked:

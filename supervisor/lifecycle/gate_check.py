@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from supervisor.errors import SupervisorError
+from supervisor.core.errors import SupervisorError
 from supervisor.guard import trustmap
 
 if TYPE_CHECKING:
@@ -57,8 +57,9 @@ def check_gates(
     the reason and its fix when the image cannot be built or Docker is not there. `on_output`
     hears the image build's log, `on_gate(name, None)` when a gate starts and
     `on_gate(name, check)` when it ends: init's progress."""
-    from supervisor import image_commands, owners
-    from supervisor import opening as projects
+    from supervisor.core import owners
+    from supervisor.lifecycle import image_commands
+    from supervisor.lifecycle import opening as projects
     from supervisor.project.gates import run_gate
     from supervisor.sandbox.docker import LABEL_PROBE, DockerSandbox, repo_label
 

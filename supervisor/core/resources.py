@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parent.parent  # supervisor/, above this wing
 CHECKOUT_ROOT = PACKAGE_DIR.parent
 BUNDLED = PACKAGE_DIR / "_data"
 

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field
 
-from supervisor.config import read_yaml, validate
-from supervisor.errors import CommandTimeoutError, ConfigError, ParsingError, SandboxError
-from supervisor.resources import CONFIG_DIR
-from supervisor.strict_model import StrictModel
+from supervisor.core.config import read_yaml, validate
+from supervisor.core.errors import CommandTimeoutError, ConfigError, ParsingError, SandboxError
+from supervisor.core.resources import CONFIG_DIR
+from supervisor.core.strict_model import StrictModel
 
 if TYPE_CHECKING:
     from supervisor.workers.base import WorkerResult

@@ -16,8 +16,8 @@ import shutil
 import subprocess
 import sys
 
-from supervisor import resources
-from supervisor.errors import ToolFailedError, ToolMissingError
+from supervisor.core import resources
+from supervisor.core.errors import ToolFailedError, ToolMissingError
 
 
 def run_setup(quiet: bool = False) -> None:

@@ -294,7 +294,7 @@ def _package_hash() -> str | None:
 
 
 def _rules_file(key: str) -> Path:
-    from supervisor import resources
+    from supervisor.core import resources
 
     return resources.cache_dir() / "redaction" / f"detect-secrets-{key[:32]}.json"
 

@@ -16,9 +16,9 @@ import yaml
 
 from supervisor.context.packs.manifest import load_pack
 from supervisor.context.roles import PACKS_DIR
-from supervisor.gate_check import GateCheck
 from supervisor.guard import trustmap
 from supervisor.guard.visible import visible
+from supervisor.lifecycle.gate_check import GateCheck
 from supervisor.project.detect import Detection, detect
 from supervisor.project.workspaces import Workspaces, detect_workspaces
 from supervisor.workflow.gate_wiring import GateWiring
@@ -209,8 +209,8 @@ def _remove_dropped(
 
 def _wiring(repo: Path, detection: Detection, checks: dict[str, GateCheck]) -> GateWiring:
     """Where the gates init writes run in the workflow the project's settings choose."""
-    from supervisor.config import TemplateChoice, load_settings
-    from supervisor.errors import ConfigError
+    from supervisor.core.config import TemplateChoice, load_settings
+    from supervisor.core.errors import ConfigError
     from supervisor.workflow.gate_wiring import wire
 
     kept = [g for g in detection.gates if g not in checks or checks[g].keep(g)]

@@ -12,7 +12,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from supervisor.errors import CommandTimeoutError, ToolFailedError, ToolMissingError
+from supervisor.core.errors import CommandTimeoutError, ToolFailedError, ToolMissingError
 
 INSTALL_HINTS = {
     "git": "Install git (Debian: apt-get install git).",

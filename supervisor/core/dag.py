@@ -16,14 +16,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from supervisor.errors import ConfigError
+from supervisor.core.errors import ConfigError
 
 if TYPE_CHECKING:
     import networkx as nx
     from networkx import DiGraph
 
+    from supervisor.core.schemas import PlanOutput
     from supervisor.project.projects import ProjectMap
-    from supervisor.schemas import PlanOutput
 
 ACTIVE = {"implementing", "testing", "review", "running"}
 MERGING = "merging"

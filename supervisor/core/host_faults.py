@@ -19,7 +19,7 @@ import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from supervisor.errors import (
+from supervisor.core.errors import (
     DatabaseLockedError,
     DiskFullError,
     GitError,

@@ -17,11 +17,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from supervisor import process
-from supervisor.errors import ToolMissingError, UsageError
+from supervisor.core import process
+from supervisor.core.errors import ToolMissingError, UsageError
+from supervisor.core.plural import counted
 from supervisor.guard import trustmap
 from supervisor.guard.trust import trust
-from supervisor.plural import counted
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -336,11 +336,12 @@ def interrupted(err_console: Console, repo: Path) -> NoReturn:
 
 
 def run_demo(console: Console, err_console: Console, keep: Path | None) -> None:
-    from supervisor import opening as project
-    from supervisor import resources, tasks
     from supervisor.cli.render import workflow_detail
     from supervisor.cli.reporter import RichReporter
+    from supervisor.core import resources
     from supervisor.fakeapi import ScriptedModelServer, load_script
+    from supervisor.lifecycle import opening as project
+    from supervisor.lifecycle import tasks
 
     missing = setup_missing(resources.NODE_MODULES)
     if missing:

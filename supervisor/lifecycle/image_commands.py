@@ -9,9 +9,9 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any, cast
 
-from supervisor import owners
-from supervisor.errors import SandboxError
-from supervisor.opening import Project, open_project
+from supervisor.core import owners
+from supervisor.core.errors import SandboxError
+from supervisor.lifecycle.opening import Project, open_project
 from supervisor.project import project_image
 from supervisor.sandbox.docker import DockerSandbox
 from supervisor.state.locks import critical_section
@@ -143,7 +143,7 @@ def sandbox_shell(path: Path, command: list[str] | None) -> int:
 def shell_argv(tree: Path, tag: str, command: list[str] | None) -> list[str]:
     """`docker run` for the gate sandbox on `tree`: no network, the tree writable, the root file
     system the container's own layer (discarded with it), the worktree's `.git` file read-only."""
-    from supervisor import process
+    from supervisor.core import process
     from supervisor.project.gates import CACHE_HOMES
     from supervisor.sandbox.run_files import container_user, git_file_read_only
 

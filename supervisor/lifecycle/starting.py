@@ -1,6 +1,6 @@
 """Creating a task: the checks before it exists, then its row and its branch.
 
-Shared by the two ways a task starts: run here (supervisor/tasks.py, which also opens the
+Shared by the two ways a task starts: run here (supervisor/lifecycle/tasks.py, which also opens the
 sandbox and drives the engine) and submitted to Temporal (supervisor/temporal/submit.py, which
 hands it to workers that open their own). It imports neither Docker nor the engine, so that a
 submission, which needs neither on the submitting host, does not wait for them to load.
@@ -11,16 +11,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from supervisor.doctor import clis_in_use
-from supervisor.errors import StateError
+from supervisor.core.errors import StateError
+from supervisor.core.redaction import redact
 from supervisor.guard import protected
-from supervisor.opening import Project, require_trust, task_definition, with_depth
+from supervisor.lifecycle.doctor import clis_in_use
+from supervisor.lifecycle.opening import Project, require_trust, task_definition, with_depth
 from supervisor.policy import approval_policy
-from supervisor.redaction import redact
 from supervisor.state.records import EventSpec
 
 if TYPE_CHECKING:
-    from supervisor.config import WorkflowDef
+    from supervisor.core.config import WorkflowDef
     from supervisor.state.records import Workflow
     from supervisor.state.writer import TaskRows
     from supervisor.workflow.depth import Asked

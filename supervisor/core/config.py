@@ -22,17 +22,17 @@ from pydantic import (
     model_validator,
 )
 
-from supervisor.errors import ConfigError
-from supervisor.project.projects import ProjectDef, ProjectDependency, ProjectMap
+from supervisor.core.errors import ConfigError
 
 # The package's directories, re-exported (`X as X`, so that mypy --strict sees them as exported)
-# for the modules that read them from here; supervisor.resources is where they are found.
-from supervisor.resources import CONFIG_DIR as CONFIG_DIR
-from supervisor.resources import NODE_BIN as NODE_BIN
-from supervisor.resources import PROMPTS_DIR as PROMPTS_DIR
-from supervisor.resources import SANDBOX_DIR as SANDBOX_DIR
-from supervisor.resources import data_root
-from supervisor.strict_model import StrictModel
+# for the modules that read them from here; supervisor.core.resources is where they are found.
+from supervisor.core.resources import CONFIG_DIR as CONFIG_DIR
+from supervisor.core.resources import NODE_BIN as NODE_BIN
+from supervisor.core.resources import PROMPTS_DIR as PROMPTS_DIR
+from supervisor.core.resources import SANDBOX_DIR as SANDBOX_DIR
+from supervisor.core.resources import data_root
+from supervisor.core.strict_model import StrictModel
+from supervisor.project.projects import ProjectDef, ProjectDependency, ProjectMap
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -436,11 +436,11 @@ def validate(
     """`data` as `model`, or a ConfigError naming, for each problem, the file that holds it
     (of `layers`, the cascade merged into `data`; else `source`), the key's path, what it must
     be, and for a misspelt key the known one it was likely meant to be
-    (supervisor/config_errors.py)."""
+    (supervisor/core/config_errors.py)."""
     try:
         return model.model_validate(data if data is not None else {})
     except ValidationError as e:
-        from supervisor.config_errors import message
+        from supervisor.core.config_errors import message
 
         raise ConfigError(
             message(model, e, layers or [(str(source), data)]),

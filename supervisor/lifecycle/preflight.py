@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from supervisor.errors import ConfigError
+from supervisor.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from supervisor.config import Settings, WorkflowDef
+    from supervisor.core.config import Settings, WorkflowDef
 
 
 def gates_used(definition: WorkflowDef) -> list[str]:

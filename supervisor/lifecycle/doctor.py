@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from supervisor import process
-from supervisor.config import Settings, WorkflowDef
-from supervisor.errors import SupervisorError
+from supervisor.core import process
+from supervisor.core.config import Settings, WorkflowDef
+from supervisor.core.errors import SupervisorError
+from supervisor.core.resources import NODE_BIN
 from supervisor.guard import credentials
-from supervisor.resources import NODE_BIN
 from supervisor.workflow.loading import load_workflow
 
 ALL_CLIS = ("claude", "codex", "gemini")
@@ -68,7 +68,7 @@ Progress = Callable[[str], None]
 
 
 DemoTest = Callable[[Path], bool]
-"""Whether a repository is the demo's, its config still the demo's own (supervisor.demo, a
+"""Whether a repository is the demo's, its config still the demo's own (supervisor.lifecycle.demo, a
 layer above, passes it in: `configured_by_demo`)."""
 
 
@@ -80,8 +80,8 @@ def diagnose(
     one failed row, and the other checks still run (with the package defaults if need be)."""
     from pathlib import Path
 
-    from supervisor.config import load_settings
-    from supervisor.errors import RepoError
+    from supervisor.core.config import load_settings
+    from supervisor.core.errors import RepoError
     from supervisor.workspace.host_git import _git, find_repo_root
 
     checks: list[Check] = []
@@ -247,7 +247,7 @@ def _image(client: object, image: str) -> tuple[Check, dict[str, str | None]]:
 
 def versions_file() -> Path:
     """Per user ($SUPERVISOR_USER_DIR moves it): a repository has no say in it."""
-    from supervisor.config import user_dir
+    from supervisor.core.config import user_dir
 
     return user_dir() / "cache" / "image-cli-versions.json"
 
@@ -307,7 +307,7 @@ def _probe(client: object, image: str) -> dict[str, str | None]:
 
 
 DEMO_CLI = "claude"
-"""The CLI the demo's config points at its scripted model API (supervisor/demo.py)."""
+"""The CLI the demo's config points at its scripted model API (supervisor/lifecycle/demo.py)."""
 
 
 def _auth(cli: str, settings: Settings, required: bool, demo: Path | None = None) -> Check:

@@ -12,7 +12,7 @@ import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from supervisor.errors import StateError
+from supervisor.core.errors import StateError
 from supervisor.state.reader import open_reader
 
 if TYPE_CHECKING:
@@ -179,7 +179,7 @@ def refuse_decided(wf_id: int, step: str, decided: str, approve: bool) -> None:
     """An approval already decided is not decided again: say what was decided and that a
     resume acts on it (the second `approve` used to say "not waiting for approval (status:
     awaiting_approval)")."""
-    from supervisor.errors import AlreadyDecidedError
+    from supervisor.core.errors import AlreadyDecidedError
 
     resume = f"supervisor resume {wf_id}"
     if decided == "approved":
@@ -205,8 +205,8 @@ def git_email(repo: Path) -> str:
     import getpass
     import socket
 
-    from supervisor import process
-    from supervisor.errors import SupervisorError
+    from supervisor.core import process
+    from supervisor.core.errors import SupervisorError
     from supervisor.workspace import treedata
 
     try:

@@ -1,11 +1,12 @@
 """`supervisor complete-task <id>`: land a completed task on the branch it started from.
 
-Before anything is shown or changed, the task's state is checked (supervisor/refusals.py): only a
-completed task that has not landed yet, and that no supervisor runs, lands; a second landing
-would add an empty duplicate commit to the base branch, so the recorded landing (`task_merged`,
-while its commit is still on that branch) refuses it, as does a base branch that already holds
-every change of the task. A base branch checked out with uncommitted changes is a state the
-person changes (exit 2), said before the preview rather than after the confirmation.
+Before anything is shown or changed, the task's state is checked
+(supervisor/lifecycle/refusals.py): only a completed task that has not landed yet, and that no
+supervisor runs, lands; a second landing would add an empty duplicate commit to the base branch, so
+the recorded landing (`task_merged`, while its commit is still on that branch) refuses it, as does
+a base branch that already holds every change of the task. A base branch checked out with
+uncommitted changes is a state the person changes (exit 2), said before the preview rather than
+after the confirmation.
 
 The landing commits (squash, merge, rebase) are the person's: git's `user.name` and `user.email`
 as their repository reads them, with trailers naming the supervisor (`Co-authored-by`) and the
@@ -18,9 +19,10 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from supervisor import process, refusals
-from supervisor.errors import MergeConflictError, StateError
-from supervisor.opening import open_project
+from supervisor.core import process
+from supervisor.core.errors import MergeConflictError, StateError
+from supervisor.lifecycle import refusals
+from supervisor.lifecycle.opening import open_project
 from supervisor.state.locks import critical_section, task_holder, task_lock
 from supervisor.state.store import EventSpec
 from supervisor.workflow import history
@@ -29,7 +31,7 @@ from supervisor.workspace.host_git import IDENTITY, _git
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from supervisor.opening import Project
+    from supervisor.lifecycle.opening import Project
     from supervisor.state.store import Store, Workflow
 
 SUPERVISOR = "supervisor <supervisor@localhost>"

@@ -1,0 +1,3 @@
+"""The foundations every wing uses: errors, configuration, schemas, parsing, process helpers.
+Public: every module.
+"""
