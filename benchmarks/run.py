@@ -226,9 +226,9 @@ def main() -> None:
         # `status` on a long event log: 100,000 events in one workflow's history.
         from sqlalchemy import insert
 
-        from supervisor.cli.render import workflow_detail
         from supervisor.state import schema
         from supervisor.state.store import now
+        from supervisor.views.render import workflow_detail
 
         big_store = Store(base / "events.db")
         wf_big = big_store.create_workflow(

@@ -133,7 +133,7 @@ def test_after_a_failure_resume_starts_the_planner_fresh_and_the_spent_turns_sti
 
 def test_abandon_removes_a_kept_home_a_killed_run_left(project: Callable[..., Project]) -> None:
     from supervisor.lifecycle import abandon
-    from supervisor.workers.continuation import home_dir, prepare_home
+    from supervisor.workflow.continuation import home_dir, prepare_home
 
     p = project(
         PLAN_THEN_IMPLEMENT.replace("max_retries: 6", "max_retries: 6, human_approval: true"),

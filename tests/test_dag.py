@@ -270,7 +270,7 @@ def test_analyze_deps_reads_the_imports_on_the_task_branch(
 def test_status_shows_the_recorded_progress_as_a_feature_phase_component_tree() -> None:
     from rich.console import Console
 
-    from supervisor.cli.render import work_tree
+    from supervisor.views.render import work_tree
 
     context = {
         "plan": TWO_PHASES.model_dump(),

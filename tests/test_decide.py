@@ -12,7 +12,7 @@ import pytest
 
 from supervisor.core.config import FailoverSettings, StepDef, WorkflowDef
 from supervisor.core.errors import CredentialsError, StepFailedError
-from supervisor.core.recovery import Action, Category, Classification
+from supervisor.policy.recovery import Action, Category, Classification
 from supervisor.state.records import Workflow
 from supervisor.state.store import EventSpec, StepRecord
 from supervisor.workflow.decide import Facts, Move, decide
@@ -181,7 +181,7 @@ def test_deciding_changes_nothing_it_was_given() -> None:
 
 
 def limited(error: str) -> Outcome:
-    from supervisor.core.recovery import classify_worker
+    from supervisor.policy.recovery import classify_worker
     from supervisor.workers.base import WorkerResult, retry_after_seconds
 
     result = WorkerResult(

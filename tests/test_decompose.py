@@ -198,8 +198,8 @@ def test_the_flattened_tree_is_a_valid_work_graph_with_the_parent_after_its_part
 def test_status_shows_sub_components_under_their_parent_with_their_depth() -> None:
     from rich.console import Console
 
-    from supervisor.cli.render import work_tree
     from supervisor.cli.status_view import components_json
+    from supervisor.views.render import work_tree
 
     tree = Tree()
     installed(tree, "c2")

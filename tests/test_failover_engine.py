@@ -88,7 +88,7 @@ def shown(p: Project) -> str:
     """What `supervisor status <id>` prints for the task."""
     from rich.console import Console
 
-    from supervisor.cli.render import workflow_detail
+    from supervisor.views.render import workflow_detail
 
     console = Console(width=200, record=True)
     with tasks.reading(p.root) as store:

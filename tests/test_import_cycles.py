@@ -219,9 +219,9 @@ workspace, guard, policy, project} → state → config/errors. A module imports
 lower layer's modules, never a higher one's (a wing may use a sibling wing)."""
 
 BELOW_CONFIG = {
-    "supervisor.guard.trustmap": 5,
-    "supervisor.guard.trust_records": 5,
-    "supervisor.project.projects": 5,
+    "supervisor.core.trustmap": 5,
+    "supervisor.core.trust_records": 5,
+    "supervisor.core.projects": 5,
 }
 """The trust map and the trust records are read by config itself, which filters a repository's
 settings through them as it loads them, and the projects' model is part of the settings, so they

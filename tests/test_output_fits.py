@@ -25,12 +25,12 @@ from rich.cells import cell_len
 from rich.console import Console
 from routing_support import record_run
 
-from supervisor.cli.listings import doctor as doctor_listing
 from supervisor.cli.output import show
 from supervisor.cli.reports import doctor_table
 from supervisor.lifecycle.doctor import Check
 from supervisor.state.records import EventSpec
 from supervisor.state.store import Store
+from supervisor.views.listings import doctor as doctor_listing
 
 GOLDEN = Path(__file__).parent / "golden"
 SHA = "3f9a2c4e1b7d8f0a6c5e4d3b2a1f0e9d8c7b6a5f"
@@ -221,7 +221,7 @@ def test_piped_status_loads_no_rich_table(home: Path) -> None:
         "import sys\nfrom supervisor.cli.entry import main\n"
         "sys.argv = ['supervisor', *sys.argv[1:]]\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        "print('LOADED', 'rich.table' in sys.modules, 'supervisor.cli.tables' in sys.modules)"
+        "print('LOADED', 'rich.table' in sys.modules, 'supervisor.views.tables' in sys.modules)"
     )
     checkout = str(Path(supervisor.__file__).parents[1])
     for args in (["status"],):

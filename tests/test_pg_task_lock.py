@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING
 import pytest
 from sqlalchemy.engine import make_url
 
-from supervisor.cli.render import _shown_status
 from supervisor.core.errors import WorkflowBusyError
 from supervisor.lifecycle import task_state as access
 from supervisor.state.locks import task_lock
 from supervisor.state.shared_lock import is_held
 from supervisor.state.store import EventSpec, Store
+from supervisor.views.render import _shown_status
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -9,7 +9,7 @@ import pytest
 
 from supervisor.core.config import Settings
 from supervisor.core.errors import ConfigError
-from supervisor.project.projects import ProjectMap
+from supervisor.core.projects import ProjectMap
 
 
 def projects(deps: dict[str, list[str]] | None = None, **extra: object) -> ProjectMap:

@@ -147,7 +147,7 @@ def test_the_circuit_breaker_opens_and_keeps_its_count_in_the_state_database(
         "    implement: {role: implementer, next: commit, max_retries: 20}\n"
         "    commit: {action: commit}\n",
     )
-    import supervisor.core.recovery as recovery
+    import supervisor.policy.recovery as recovery
 
     real = recovery.load_policies
     monkeypatch.setattr(recovery, "load_policies", lambda: (real()[0], 3))

@@ -18,7 +18,7 @@ from test_engine_fast import Project, component, plans, writes
 from supervisor.core.errors import ApprovalRequired, RemoteNotUpdatedError
 from supervisor.lifecycle import tasks
 from supervisor.state.records import Workflow
-from supervisor.temporal import remote
+from supervisor.workspace import remote
 
 if TYPE_CHECKING:
     from collections.abc import Callable

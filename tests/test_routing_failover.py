@@ -12,10 +12,10 @@ import pytest
 from supervisor.context.roles import load_role
 from supervisor.core.config import FailoverSettings
 from supervisor.core.errors import ConfigError
-from supervisor.core.recovery import Action, Category, Classification
+from supervisor.policy.recovery import Action, Category, Classification
 from supervisor.routing import failover
 from supervisor.routing.failover import Unavailable
-from supervisor.routing.select import cli_for
+from supervisor.workflow.cli_choice import cli_for
 from supervisor.workflow.state import WorkflowState
 
 if TYPE_CHECKING:

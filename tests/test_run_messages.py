@@ -16,8 +16,8 @@ from cli_support import supervisor
 from test_engine_fast import Project, reviews, writes
 
 from supervisor.core.errors import ApprovalRequired
-from supervisor.core.status_label import shown_status
 from supervisor.sandbox.standin import envelope
+from supervisor.state.status_label import shown_status
 from supervisor.workers.claude import ClaudeAdapter
 from supervisor.workflow.engine import Reporter
 

@@ -21,8 +21,8 @@ from temporalio.worker import Replayer, Worker
 from supervisor.core.config import Settings, StepDef
 from supervisor.core.dag import WorkGraph
 from supervisor.core.errors import SpecConflictError, StepFailedError
-from supervisor.core.recovery import Action, Category, Classification
 from supervisor.core.schemas import PlanOutput
+from supervisor.policy.recovery import Action, Category, Classification
 from supervisor.state.records import Workflow
 from supervisor.temporal.workflow import (
     RUN_COMPONENT,

@@ -151,7 +151,7 @@ def test_codexs_429_reset_comes_from_the_recorded_headers(tmp_path: Path, serve:
     """Codex prints only "exceeded retry limit, last status: 429 Too Many Requests"; the API's
     headers in the record say when the limit resets, and the engine fails over until then."""
     from supervisor.core.config import FailoverSettings
-    from supervisor.core.recovery import classify_worker
+    from supervisor.policy.recovery import classify_worker
     from supervisor.routing import failover
     from supervisor.workflow.steps import witnessing
 

@@ -433,13 +433,13 @@ def events(
     with access.reading(repo) as store:
         store.workflow(workflow_id)
         log = store.events(workflow_id)
-    from supervisor.cli.listings import events as listed
     from supervisor.cli.output import show
+    from supervisor.views.listings import events as listed
 
     if not console.is_terminal:
         show(console, listed(log))  # whole rows, the payload's SHAs and paths uncut
         return
-    from supervisor.cli.render import events_view
+    from supervisor.views.render import events_view
 
     console.print(events_view(log, console.width))
 

@@ -99,7 +99,7 @@ def _say_stopped(wf_id: int | None, terminated: bool) -> None:
 
 def _written(repo: Path) -> list[Path]:
     """Where a run writes: the state folder (database, worktrees, bases) and the repository."""
-    from supervisor.guard.trustmap import STATE_DIR
+    from supervisor.core.trustmap import STATE_DIR
 
     state = repo / STATE_DIR
     return [state / "worktrees", state, repo]

@@ -123,8 +123,8 @@ def doctor(repo: RepoOption = Path(), as_json: JsonOption = False) -> None:
     elif console.is_terminal:
         console.print(doctor_table(checks))
     else:
-        from supervisor.cli.listings import doctor as listed
         from supervisor.cli.output import show
+        from supervisor.views.listings import doctor as listed
 
         show(console, listed(checks))
     missing = [c for c in checks if c.required and not c.ok]
@@ -176,8 +176,8 @@ def metrics(
         data = {"by_role": roles, "cli_by_task_type": clis, "budgets": budgets}
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
         return
-    from supervisor.cli.listings import metrics as listed
     from supervisor.cli.output import show
+    from supervisor.views.listings import metrics as listed
 
     show(console, *listed(roles, clis))
     for row in budgets:
@@ -195,7 +195,7 @@ def demo(
     ] = None,
 ) -> None:
     """Run a real task on a throw-away repository, answered by a scripted model API."""
-    from supervisor.lifecycle.demo import run_demo
+    from supervisor.cli.demo_run import run_demo
 
     run_demo(console, err_console, keep)
 

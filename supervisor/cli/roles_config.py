@@ -25,8 +25,8 @@ config_app = typer.Typer(help="Inspect the effective configuration.", no_args_is
 @roles_app.command("list")
 def roles_list(repo: RepoOption = Path(), as_json: JsonOption = False) -> None:
     """Every role and where it comes from (project shadows user shadows built-in)."""
-    from supervisor.cli.listings import role_rows, roles
     from supervisor.context.roles import list_roles
+    from supervisor.views.listings import role_rows, roles
 
     rows = role_rows(list_roles(projects.open_project(repo).root))
     if as_json:
@@ -56,7 +56,7 @@ def roles_show(
             }
         )
     else:
-        from supervisor.cli.render import role_listing
+        from supervisor.views.render import role_listing
 
         show(console, role_listing(resolved))
 
@@ -92,7 +92,7 @@ def config_show(
             }
         )
         return
-    from supervisor.cli.render import config_listing
+    from supervisor.views.render import config_listing
 
     show(console, config_listing(project.settings, provenance))
     lines = [f"  {i.key}: {json.dumps(i.value)}  ({i.reason})" for i in ignored]

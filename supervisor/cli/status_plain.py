@@ -15,8 +15,8 @@ from supervisor.guard.visible import visible
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from supervisor.cli.detail import Detail
     from supervisor.core.dag import WorkGraph
+    from supervisor.views.detail import Detail
 
 
 def detail_lines(shown: Detail) -> list[str]:

@@ -50,8 +50,8 @@ def show_status(
                 'do"  (or see one run first: supervisor demo)\n'
             )
         else:
-            from supervisor.cli.listings import workflows
             from supervisor.cli.output import show
+            from supervisor.views.listings import workflows
 
             show(console(), workflows(found, pids, runners))
         return
@@ -80,7 +80,7 @@ def show_status(
                 }
             )
             return
-        from supervisor.cli.detail import workflow_detail
+        from supervisor.views.detail import workflow_detail
 
         shown = workflow_detail(store, workflow_id, about, pids, runner)
     if to_a_pipe():
@@ -88,7 +88,7 @@ def show_status(
 
         sys.stdout.write("\n".join(detail_lines(shown)) + "\n")
         return
-    from supervisor.cli.render import detail_view
+    from supervisor.views.render import detail_view
 
     out = console()
     out.print(detail_view(shown))

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from supervisor.core.config import Settings
-    from supervisor.project.projects import ProjectDef, ProjectMap
+    from supervisor.core.projects import ProjectDef, ProjectMap
 
 MANIFESTS = ("package.json", "pyproject.toml", "go.mod", "Cargo.toml")
 NODE_ENTRY_FIELDS = ("types", "typings", "exports", "module", "main")

@@ -23,10 +23,11 @@ from jinja2.exceptions import SecurityError
 from jinja2.loaders import split_template_path
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from supervisor.core import trustmap
 from supervisor.core.errors import ConfigError
 from supervisor.core.redaction import marker_counts, redact
 from supervisor.core.resources import PROMPTS_DIR
-from supervisor.guard import trust, trustmap
+from supervisor.guard import trust
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -50,7 +51,7 @@ class _Templates(jinja2.BaseLoader):
     def get_source(
         self, environment: jinja2.Environment, template: str
     ) -> tuple[str, str | None, Callable[[], bool] | None]:
-        from supervisor.context.packer import read_regular
+        from supervisor.guard.reading import read_regular
 
         parts = split_template_path(template)  # refuses `..`
         repo = _REPO.get()

@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, Field
 
 from supervisor.context.packs.manifest import PACKS_DIR as PACKS_DIR
+from supervisor.core import trustmap
 from supervisor.core.config import read_yaml, user_dir, validate
 from supervisor.core.errors import ConfigError
 from supervisor.core.resources import CONFIG_DIR
 from supervisor.core.schemas import OUTPUT_SCHEMAS
 from supervisor.core.strict_model import StrictModel
-from supervisor.guard import trustmap
 
 if TYPE_CHECKING:
     from supervisor.context.packs.store import Installed

@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 from supervisor.core.errors import ConfigError
+from supervisor.core.projects import ProjectDef, ProjectDependency, ProjectMap
 
 # The package's directories, re-exported (`X as X`, so that mypy --strict sees them as exported)
 # for the modules that read them from here; supervisor.core.resources is where they are found.
@@ -32,7 +33,6 @@ from supervisor.core.resources import PROMPTS_DIR as PROMPTS_DIR
 from supervisor.core.resources import SANDBOX_DIR as SANDBOX_DIR
 from supervisor.core.resources import data_root
 from supervisor.core.strict_model import StrictModel
-from supervisor.project.projects import ProjectDef, ProjectDependency, ProjectMap
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -247,7 +247,7 @@ class BudgetSettings(StrictModel):
 
 
 class ContinuitySettings(StrictModel):
-    """Bounded continuations (supervisor/workers/continuation.py): a listed role whose answer is
+    """Bounded continuations (supervisor/workflow/continuation.py): a listed role whose answer is
     sent back continues its own CLI session, up to `max_continuation_turns` times."""
 
     default_mode: Literal["fresh"] = "fresh"
@@ -286,7 +286,7 @@ class TemporalSettings(StrictModel):
     # recorded failed in the state); a busy task is waited for, not counted.
     max_attempts: int = Field(10, ge=1)
     # A git URL every worker host reads and pushes the tasks' branches and refs to, so each host
-    # keeps its own clone (supervisor/temporal/remote.py); unset: every worker of the queue
+    # keeps its own clone (supervisor/workspace/remote.py); unset: every worker of the queue
     # works in the same checkout.
     remote: str | None = None
     # A component fan-out runs one activity per component, on any worker of the queue
@@ -327,7 +327,7 @@ class Settings(StrictModel):
     temporal: TemporalSettings = Field(default_factory=TemporalSettings)
     roles: RolePackSettings = Field(default_factory=RolePackSettings)
     projects: list[ProjectDef] = Field(default_factory=list)
-    """The projects of a monorepo (supervisor/project/projects.py); empty: one project."""
+    """The projects of a monorepo (supervisor/core/projects.py); empty: one project."""
     cross_project_dependencies: dict[str, ProjectDependency] = Field(default_factory=dict)
     shared_paths: list[str] = Field(default_factory=list)
     """Files every project may change (a root lock file, a base tsconfig); a change to one is
@@ -476,7 +476,7 @@ def ignored_settings(repo: Path | None) -> list[Any]:
 def _layers(
     repo: Path | None, overrides: dict[str, Any] | None
 ) -> tuple[list[tuple[str, dict[str, Any]]], list[Any]]:
-    from supervisor.guard import trustmap
+    from supervisor.core import trustmap
 
     package: dict[str, Any] = _mapping(CONFIG_DIR / "defaults.yaml")
     limits = _mapping(CONFIG_DIR / "limits.yaml")
@@ -511,7 +511,7 @@ def _layers(
                 "workers and gates is the user's choice, not the repository's.",
                 f"Remove it there; set it in {user_dir() / 'config.yaml'} if you want it.",
             )
-        from supervisor.guard import trust_records
+        from supervisor.core import trust_records
 
         below: dict[str, Any] = {}
         for _, layer in found:

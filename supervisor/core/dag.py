@@ -22,8 +22,8 @@ if TYPE_CHECKING:
     import networkx as nx
     from networkx import DiGraph
 
+    from supervisor.core.projects import ProjectMap
     from supervisor.core.schemas import PlanOutput
-    from supervisor.project.projects import ProjectMap
 
 ACTIVE = {"implementing", "testing", "review", "running"}
 MERGING = "merging"
@@ -55,7 +55,7 @@ class Component:
     parent: str | None = None
     """The component it is a sub-component of (supervisor/workflow/decompose.py), if any."""
     project: str | None = None
-    """The monorepo project it belongs to (supervisor/project/projects.py), if any."""
+    """The monorepo project it belongs to (supervisor/core/projects.py), if any."""
 
 
 def _networkx() -> Any:

@@ -24,8 +24,8 @@ import pathspec
 from pydantic import Field
 
 from supervisor.core import process
+from supervisor.core.projects import ProjectDef, ProjectDependency, ProjectMap
 from supervisor.core.strict_model import StrictModel
-from supervisor.project.projects import ProjectDef, ProjectDependency, ProjectMap
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -1,7 +1,7 @@
 """Trusting what a repository sets that decides where credentials go or weakens a protection.
 
 A repository's `.supervisor/` files are written by whoever wrote the repository. Most of what they
-set (gates, the workflow, context strategies) only shapes the work; supervisor/guard/trustmap.py
+set (gates, the workflow, context strategies) only shapes the work; supervisor/core/trustmap.py
 lists
 each input and its class. Two kinds of settings are honoured only once the user ran `supervisor
 trust` there, like direnv's `allow`:
@@ -31,14 +31,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from supervisor.core import trustmap
 from supervisor.core.config import _mapping, login_file_problem, read_yaml, user_dir
 from supervisor.core.errors import ConfigError
-from supervisor.guard import trustmap
-from supervisor.guard.trust_records import NEVER, Ignored, effect, untrusted_reason
-from supervisor.guard.trust_records import key as _key
-from supervisor.guard.trust_records import records as _records
-from supervisor.guard.trust_records import warn as warn  # re-exported: the readers warn through it
-from supervisor.guard.trust_records import write_records as _write_records
+from supervisor.core.trust_records import NEVER, Ignored, effect, untrusted_reason
+from supervisor.core.trust_records import key as _key
+from supervisor.core.trust_records import records as _records
+from supervisor.core.trust_records import warn as warn  # re-exported: the readers warn through it
+from supervisor.core.trust_records import write_records as _write_records
 
 if TYPE_CHECKING:
     from supervisor.core.config import Settings
@@ -141,7 +141,7 @@ def role_allow_paths_trusted(repo: Path, role: str, value: Any) -> bool:
 def trust_files(repo: Path) -> dict[str, bytes]:
     """The repository's needs-trust files as they are now: its templates, Dockerfile and
     approval policy, by path below the root (symlinks are never followed)."""
-    from supervisor.context.packer import read_regular
+    from supervisor.guard.reading import read_regular
 
     names = [POLICY, DOCKERFILE]
     templates = trustmap.repo_path(repo, TEMPLATES, trustmap.NEEDS_TRUST)

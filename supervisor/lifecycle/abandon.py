@@ -92,13 +92,13 @@ def abandon(wf_id: int, path: Path) -> Abandonment:
         for ref in [*plan.refs, *(f"refs/heads/{b}" for b in plan.branches)]:
             ws.delete_ref(ref)
         _remove_containers(project, wf_id)
-        from supervisor.workers.continuation import discard_all
+        from supervisor.workflow.continuation import discard_all
 
         discard_all(project.state_dir, wf_id)  # kept CLI homes of continued sessions
         removed = plan.items()
         url = project.settings.temporal.remote
         if url and any(e.type == "temporal_submitted" for e in store.events(wf_id)):
-            from supervisor.temporal import remote  # the task's refs on the team's remote too
+            from supervisor.workspace import remote  # the task's refs on the team's remote too
 
             removed += [f"remote ref {ref}" for ref in remote.unpublish(project.root, url, wf)]
         never = {b: plan.tips[b] for b in plan.unlanded}

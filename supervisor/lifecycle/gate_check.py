@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from supervisor.core import trustmap
 from supervisor.core.errors import SupervisorError
-from supervisor.guard import trustmap
 
 if TYPE_CHECKING:
     from collections.abc import Callable

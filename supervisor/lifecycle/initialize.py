@@ -16,7 +16,7 @@ import yaml
 
 from supervisor.context.packs.manifest import load_pack
 from supervisor.context.roles import PACKS_DIR
-from supervisor.guard import trustmap
+from supervisor.core import trustmap
 from supervisor.guard.visible import visible
 from supervisor.lifecycle.gate_check import GateCheck
 from supervisor.project.detect import Detection, detect

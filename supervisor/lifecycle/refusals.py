@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from supervisor.core.errors import StateError, WorkflowBusyError
-from supervisor.core.status_label import decision
+from supervisor.state.status_label import decision
 
 if TYPE_CHECKING:
     from supervisor.state.records import Workflow

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from supervisor.core import trustmap
 from supervisor.core.config import WorkflowDef
 from supervisor.core.errors import (
     ApprovalRequired,
@@ -25,7 +26,6 @@ from supervisor.core.errors import (
     StepFailedError,
     SupervisorError,
 )
-from supervisor.guard import trustmap
 from supervisor.lifecycle import image_commands, refusals, starting
 from supervisor.lifecycle.completion import (  # noqa: F401 (re-exported: the lifecycle's complete)
     CompletionPreview,

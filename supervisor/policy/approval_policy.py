@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from supervisor.core import trustmap
 from supervisor.core.errors import ConfigError
 from supervisor.core.plural import counted
-from supervisor.guard import trustmap
 
 LEVELS = ("critical", "high", "medium", "low")
 """Highest first: the order in which levels are tried."""
@@ -140,8 +140,8 @@ def load(repo: Path | None) -> Policy:
 
 def _trusted_policy(repo: Path) -> bool:
     """A repository's policy could lower every level: it counts only as the user trusted it."""
-    from supervisor.context.packer import read_regular
     from supervisor.guard import trust
+    from supervisor.guard.reading import read_regular
 
     path = trustmap.repo_path(repo, trustmap.POLICY, trustmap.NEEDS_TRUST)
     data = read_regular(repo, [trustmap.POLICY]).get(trustmap.POLICY)

@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
 
+    from supervisor.policy.consulted import Consulting
     from supervisor.state.store import Workflow
-    from supervisor.workflow.steps.base import StepContext
 
 CONTEXT_KEY = "risk"
 MAX_PARSE_BYTES = 1_000_000
@@ -42,7 +42,7 @@ POLL_SECONDS = 1.0
 
 
 def assess(
-    engine: StepContext,
+    engine: Consulting,
     wf: Workflow,
     name: str,
     ctx: dict[str, Any],
@@ -99,7 +99,7 @@ def summary(wf: Workflow) -> str:
     return f" (risk {judged['level']}: {'; '.join(judged.get('reasons', []))})"[:600]
 
 
-def timed_wait(engine: StepContext, wf: Workflow) -> bool:
+def timed_wait(engine: Consulting, wf: Workflow) -> bool:
     """For a `notify_and_timeout` approval: notify, wait for a decision or the timeout, record
     the timeout's approval, and apply the decision as `resume` would. False when the waiting
     approval is not one that times out (the caller stops for a person as usual)."""

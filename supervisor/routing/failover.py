@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from supervisor.core import recovery
 from supervisor.core.strict_model import StrictModel
+from supervisor.policy import recovery
 
 if TYPE_CHECKING:
     from supervisor.core.config import FailoverSettings

@@ -35,7 +35,6 @@ import contextlib
 import hmac
 import json
 import os
-import secrets
 import select
 import socket
 import ssl
@@ -50,20 +49,14 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 import h11
 
 from supervisor.core.errors import SandboxError
+from supervisor.guard.placeholders import PLACEHOLDER_PREFIX as PLACEHOLDER_PREFIX
+from supervisor.guard.placeholders import Injection as Injection
+from supervisor.guard.placeholders import new_placeholder as new_placeholder
 from supervisor.sandbox import model_paths, model_relay
 from supervisor.sandbox.proxy_record import Exchange, Recorder
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
-
-PLACEHOLDER_PREFIX = "sk-supervisor-"
-
-
-def new_placeholder() -> str:
-    """What one run's sandbox gets in place of an API key: it tells a reader of `env` nothing,
-    and opens only that run's route while the run lasts."""
-    return PLACEHOLDER_PREFIX + secrets.token_hex(16)
-
 
 AUTH_HEADERS = frozenset(
     {b"authorization", b"x-api-key", b"x-goog-api-key", b"proxy-authorization"}
@@ -75,20 +68,6 @@ CONNECT_TIMEOUT = 15.0
 IDLE_TIMEOUT = 900.0  # a model may think for minutes before the first byte of a long answer
 CHUNK = 65536
 MAX_HEADERS = 256 * 1024
-
-
-@dataclass(frozen=True)
-class Injection:
-    """How the real credential goes onto each request. `header` None: the CLI authenticates
-    with its own login files, and its auth headers pass through untouched."""
-
-    header: str | None = None
-    value: str = ""
-    query_param: str | None = None
-    """Gemini accepts `key=` in the query too: when the CLI put its key there, so does the proxy."""
-
-    def __repr__(self) -> str:  # never print the value
-        return f"Injection(header={self.header!r}, query_param={self.query_param!r})"
 
 
 @dataclass(frozen=True)

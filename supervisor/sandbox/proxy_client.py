@@ -30,7 +30,7 @@ from supervisor.core.errors import SandboxError
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from supervisor.sandbox.credproxy import Injection
+    from supervisor.guard.placeholders import Injection
 
 PROTOCOL = 1
 """The control protocol's version, in the socket's name: newer code never talks to an older

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 from sqlalchemy import select, update
 
 from supervisor.core.errors import StateError
-from supervisor.core.status_label import DECISION_KEY
 from supervisor.state import schema as t
 from supervisor.state.records import Approval, EventSpec, now
 from supervisor.state.rows import _append, _clean
+from supervisor.state.status_label import DECISION_KEY
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager

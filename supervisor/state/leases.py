@@ -11,7 +11,7 @@ stopped process cannot keep it alive by answering TCP keepalives for hours.
 
 Taking over is safe because the holder checks its lease before it commits a step
 (`Held.check`, the Temporal activity's `before_commit`), and its pushes to the shared remote are
-under a lease on the refs (supervisor/temporal/remote.py): a holder woken after a take-over finds
+under a lease on the refs (supervisor/workspace/remote.py): a holder woken after a take-over finds
 both gone and commits nothing. A lease held by a dead process of this same host is taken at once
 (its pid no longer exists), so a crashed run is resumable without waiting for the expiry.
 

@@ -38,7 +38,6 @@ from supervisor.core.errors import (
     WorkflowBusyError,
 )
 from supervisor.state.postgres import StateUnavailableError
-from supervisor.temporal import remote
 from supervisor.temporal.cache import ProjectCache
 from supervisor.temporal.identity import repository_id
 from supervisor.temporal.workflow import (
@@ -51,6 +50,7 @@ from supervisor.temporal.workflow import (
     TaskInput,
 )
 from supervisor.workflow.steps.dispatched import ComponentsDispatched
+from supervisor.workspace import remote
 
 if TYPE_CHECKING:
     from collections.abc import Callable

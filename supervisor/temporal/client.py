@@ -136,9 +136,9 @@ class Submitter:
     def __init__(self, project: Project, link: Link | None = None) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
-        from supervisor.temporal import remote
         from supervisor.temporal.identity import queue_for, repository_id
         from supervisor.temporal.link import Link
+        from supervisor.workspace import remote
 
         self.project = project
         self.settings = project.settings.temporal
@@ -173,7 +173,7 @@ class Submitter:
             "max_attempts": self.settings.max_attempts,
         }
         if self.settings.remote:  # the worker hosts' clones take the task from there
-            from supervisor.temporal import remote
+            from supervisor.workspace import remote
 
             remote.publish(self.project.root, self.settings.remote, wf)
         _record(store, wf.id, self.settings, wid, self.queue, self.repository)  # before a worker
@@ -189,7 +189,7 @@ class Submitter:
 
         removed: list[str] = []
         if self.settings.remote:
-            from supervisor.temporal import remote
+            from supervisor.workspace import remote
 
             try:
                 removed = remote.unpublish(self.project.root, self.settings.remote, wf)

@@ -22,12 +22,12 @@ from supervisor.lifecycle.doctor import clis_in_use
 from supervisor.lifecycle.opening import open_sandbox
 from supervisor.routing import route
 from supervisor.state.store import EventSpec
-from supervisor.temporal import remote
 from supervisor.workflow import history
 from supervisor.workflow.engine import Reporter
 from supervisor.workflow.steps import dispatched
 from supervisor.workflow.steps.base import Outcome, StepContext
 from supervisor.workflow.steps.components import ComponentFanOut
+from supervisor.workspace import remote
 
 if TYPE_CHECKING:
     from supervisor.lifecycle.opening import Project

@@ -33,8 +33,8 @@ def preflight(project: Project) -> str:
     from sqlalchemy import text
 
     from supervisor.state.location import state_url
-    from supervisor.temporal import remote
     from supervisor.temporal.identity import repository_id
+    from supervisor.workspace import remote
 
     own = repository_id(project.root, project.settings.temporal.remote)
     with project.store() as store, store.engine.connect() as conn:

@@ -52,12 +52,12 @@ def status_shown(wf: Workflow, decided: str | None, supervised: bool = True) -> 
     `awaiting_approval` until `resume` applies it (supervisor.lifecycle.task_state.decide,
     supervisor.workflow.resuming). Saying `awaiting_approval` and offering [A]pprove again
     after the person approved was wrong, so the list says what was decided. A `running` task
-    whose supervisor died says so in `status`'s words (supervisor.core.status_label): the TUI once
+    whose supervisor died says so in `status`'s words (supervisor.state.status_label): the TUI once
     showed it `running`, its clock ticking, while `status` said no supervisor ran it."""
     if wf.status == "awaiting_approval" and decided in DECIDED:
         return decided
     if wf.status == "running" and not supervised:
-        from supervisor.core.status_label import shown_status
+        from supervisor.state.status_label import shown_status
 
         return shown_status(wf, supervised=False, degraded=False)
     return wf.status

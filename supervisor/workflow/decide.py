@@ -33,7 +33,7 @@ from supervisor.workflow.steps.base import err, message
 
 if TYPE_CHECKING:
     from supervisor.core.config import FailoverSettings, StepDef, WorkflowDef
-    from supervisor.core.recovery import Classification
+    from supervisor.policy.recovery import Classification
     from supervisor.state.store import Workflow
     from supervisor.workflow.steps.base import Outcome
 

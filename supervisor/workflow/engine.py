@@ -21,7 +21,7 @@ import traceback
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from supervisor.context.roles import load_role
-from supervisor.core import host_faults, recovery
+from supervisor.core import host_faults, trustmap
 from supervisor.core.config import Settings, StepDef, WorkflowDef
 from supervisor.core.errors import (
     ApprovalRequired,
@@ -30,14 +30,12 @@ from supervisor.core.errors import (
     StepFailedError,
     SupervisorError,
 )
-from supervisor.guard import trustmap
-from supervisor.policy import budgets, risk
+from supervisor.policy import budgets, recovery, risk
 from supervisor.policy.dependency_review import DependencyApprovalRequired
 from supervisor.routing import failover, route
 from supervisor.state import gate_history
 from supervisor.state.store import EventSpec, StepRecord
-from supervisor.workers import continuation
-from supervisor.workflow import decompose, lookahead, resuming
+from supervisor.workflow import continuation, decompose, lookahead, resuming
 from supervisor.workflow.decide import Facts, decide
 from supervisor.workflow.state import WorkflowState
 from supervisor.workflow.steps import registry as steps
@@ -78,7 +76,7 @@ class Engine:
     # wait to a durable timer instead of sleeping here. The decisions are the same code.
     one_step = False
     external_waits = False
-    # With a shared git remote (supervisor/temporal/remote.py): publish the task's refs before a
+    # With a shared git remote (supervisor/workspace/remote.py): publish the task's refs before a
     # move that may name new commits is committed, so the database never names a missing one.
     before_commit: Callable[[int], None] | None = None
 
@@ -148,7 +146,7 @@ class Engine:
             except DependencyApprovalRequired as stop:  # a rebuild waits for a person
                 self._await_dependencies(stop)
             except (ApprovalRequired, RemoteNotUpdatedError, ComponentsDispatched):
-                # a wait for a person, the same step again (temporal/remote.py), or the fan-out
+                # a wait for a person, the same step again (workspace/remote.py), or the fan-out
                 # handing its components to the Temporal runner (steps/dispatched.py)
                 raise
             except Exception as e:  # anything else ends the step as failed, resumable

@@ -10,12 +10,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from supervisor.context.roles import load_role
+from supervisor.core import trustmap
 from supervisor.core.config import Settings, WorkflowDef, _mapping, validate
 from supervisor.core.errors import ConfigError
-from supervisor.core.recovery import policy
-from supervisor.guard import trustmap
-from supervisor.workers import continuation
-from supervisor.workflow import templates
+from supervisor.policy.recovery import policy
+from supervisor.workflow import continuation, templates
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -43,7 +43,7 @@ from supervisor.workflow.steps.base import component_branch
 
 if TYPE_CHECKING:
     from supervisor.core.dag import WorkGraph
-    from supervisor.project.projects import ProjectMap
+    from supervisor.core.projects import ProjectMap
     from supervisor.state.store import Workflow
     from supervisor.workflow.steps.base import StepContext
     from supervisor.workspace.worktrees import Workspace

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from supervisor.project.projects import ProjectMap
+    from supervisor.core.projects import ProjectMap
 
 
 @dataclass(frozen=True)

@@ -67,7 +67,7 @@ def prepare(store: Store, wf: Workflow, settings: Settings) -> None:
                 f"Approve with `supervisor approve {wf.id}` or reject with `supervisor reject "
                 f'{wf.id} --reason "..."`, then resume.',
             )
-        ctx.pop("decision", None)  # acted on now (supervisor/core/status_label.py)
+        ctx.pop("decision", None)  # acted on now (supervisor/state/status_label.py)
         step = wf.current_step
         events = [EventSpec("resumed", status=approval.status, payload={"approval": approval.id})]
         conflict = ctx.pop("spec_conflict", None)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import graphlib
 from typing import TYPE_CHECKING, Any
 
+from supervisor.core import trustmap
 from supervisor.core.config import (
     TemplateChoice,
     WorkflowDef,
@@ -27,7 +28,6 @@ from supervisor.core.config import (
 )
 from supervisor.core.errors import ConfigError
 from supervisor.core.resources import CONFIG_DIR
-from supervisor.guard import trustmap
 
 if TYPE_CHECKING:
     from pathlib import Path

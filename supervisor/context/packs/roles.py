@@ -14,7 +14,7 @@ from typing import Any
 
 from supervisor.context.packs.manifest import refuse
 from supervisor.context.packs.store import find_installed, pack_settings
-from supervisor.guard.trust_records import warn
+from supervisor.core.trust_records import warn
 
 TEMPLATE_PREFIX = "@pack"  # prompts.PACK_PREFIX
 

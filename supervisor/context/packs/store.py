@@ -21,9 +21,9 @@ from supervisor.context.packs.manifest import (
     builtin_packs,
     load_pack,
 )
+from supervisor.core import trustmap
 from supervisor.core.config import RolePackSettings, read_yaml, user_dir, validate
 from supervisor.core.errors import ConfigError, PackChangedError
-from supervisor.guard import trustmap
 
 
 def user_scope() -> Scope:

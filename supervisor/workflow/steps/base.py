@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from supervisor.core.config import Settings
-    from supervisor.core.recovery import Classification
+    from supervisor.policy.recovery import Classification
     from supervisor.sandbox.base import Sandbox
     from supervisor.state.store import Store, Workflow
 

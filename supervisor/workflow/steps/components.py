@@ -27,11 +27,11 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from supervisor.core import plural, recovery
+from supervisor.core import plural
 from supervisor.core.dag import MERGING, PROGRESS, WorkGraph
 from supervisor.core.errors import SpecConflictError, StepFailedError, SupervisorError
 from supervisor.guard import protected
-from supervisor.policy import budgets
+from supervisor.policy import budgets, recovery
 from supervisor.project import base_tests
 from supervisor.sandbox import adopt
 from supervisor.state.store import EventSpec

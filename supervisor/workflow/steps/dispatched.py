@@ -16,7 +16,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Protocol
 
 from supervisor.core.errors import SpecConflictError, StepFailedError
-from supervisor.core.recovery import Action, Category, Classification
+from supervisor.policy.recovery import Action, Category, Classification
 from supervisor.state.store import EventSpec
 from supervisor.workflow import ownership
 from supervisor.workflow.steps.base import Outcome

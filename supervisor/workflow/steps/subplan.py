@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from supervisor.core.config import StepDef
     from supervisor.core.dag import Component
-    from supervisor.project.projects import ProjectMap
+    from supervisor.core.projects import ProjectMap
     from supervisor.state.store import StepRecord, Workflow
     from supervisor.workflow.steps.base import StepContext
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from supervisor.context import project_scope, prompts
 from supervisor.context.plan_view import plan_files, plan_for_prompt
 from supervisor.context.roles import Role, load_role
-from supervisor.core import faults, host_faults, recovery
+from supervisor.core import faults, host_faults
 from supervisor.core.errors import (
     CommandTimeoutError,
     ConfigError,
@@ -27,13 +27,13 @@ from supervisor.core.errors import (
 )
 from supervisor.core.parsing import parse_worker_output
 from supervisor.guard import credentials, protected
-from supervisor.policy import budgets
-from supervisor.routing.select import cli_for
+from supervisor.policy import budgets, recovery
 from supervisor.sandbox import adopt, model_paths, warm
 from supervisor.sandbox.docker import RUN_PREFIX, run_dir_label
 from supervisor.state.store import EventSpec, StepRecord, now
-from supervisor.workers import adapter_for, continuation
-from supervisor.workflow import base_oracle, depth, plan_projects
+from supervisor.workers import adapter_for
+from supervisor.workflow import base_oracle, continuation, depth, plan_projects
+from supervisor.workflow.cli_choice import cli_for
 from supervisor.workflow.steps import assessing, prepare, results, witnessing, worker_spec
 from supervisor.workflow.steps.base import (
     LineSplitter,

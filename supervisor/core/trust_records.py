@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from supervisor.core import trustmap
 from supervisor.core.errors import ConfigError
-from supervisor.guard import trustmap
 
 TRUST_FILE = "trusted.json"
 CONFIG = trustmap.CONFIG

@@ -20,12 +20,12 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from supervisor.cli import detail, listings
-from supervisor.cli.listing import Listing
-from supervisor.cli.listings import STATUS_STYLE as STATUS_STYLE
-from supervisor.cli.tables import fitted
 from supervisor.core.dag import WorkGraph
 from supervisor.guard.textsafe import text, visible
+from supervisor.views import detail, listings
+from supervisor.views.listing import Listing
+from supervisor.views.listings import STATUS_STYLE as STATUS_STYLE
+from supervisor.views.tables import fitted
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -46,7 +46,7 @@ NARROW = 120
 
 def fit(console: Console, renderable: RenderableType) -> RenderableType:
     """`renderable` as it is: every listing fits itself to the width it is drawn at
-    (supervisor/cli/tables.py). Kept for the callers that still wrap their views in it."""
+    (supervisor/views/tables.py). Kept for the callers that still wrap their views in it."""
     del console
     return renderable
 
@@ -79,7 +79,7 @@ def workflow_detail(
     supervisors: dict[int, int | None] | None = None,
     runner: str | None = None,
 ) -> RenderableType:
-    """One workflow (supervisor/cli/detail.py says what is in it), drawn for a terminal;
+    """One workflow (supervisor/views/detail.py says what is in it), drawn for a terminal;
     `supervisors` as for `workflows_table`; `runner`, who runs it across hosts
     (supervisor/state/runner_view.py)."""
     return detail_view(detail.workflow_detail(store, wf_id, pending, supervisors, runner))

@@ -1,4 +1,4 @@
-"""A listing (supervisor/cli/listing.py) drawn for a terminal, fitted to its width when drawn.
+"""A listing (supervisor/views/listing.py) drawn for a terminal, fitted to its width when drawn.
 
 Rich, left to itself, makes a too-wide table fit by cutting or folding every column, identifiers
 included (`implementer_fa…`, a branch folded over three lines). Here the widths are chosen
@@ -19,7 +19,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from supervisor.cli.listing import Cell, Kind, Listing, shown
+from supervisor.views.listing import Cell, Kind, Listing, shown
 
 if TYPE_CHECKING:
     from collections.abc import Callable

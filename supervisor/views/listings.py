@@ -1,5 +1,5 @@
 """What each listing holds: workflows, steps, events, roles, metrics, doctor's checks, images and
-settings, as rows (supervisor/cli/listing.py prints them for a pipe or a terminal).
+settings, as rows (supervisor/views/listing.py prints them for a pipe or a terminal).
 
 Worker and repository text (a task, a component id, an event's payload, a role's description)
 is only ever a cell's value here: made visible, never markup, when printed. No rich here, so the
@@ -11,16 +11,16 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from supervisor.cli import detail
-from supervisor.cli.listing import Cell, Column, Listing
+from supervisor.views import detail
+from supervisor.views.listing import Cell, Column, Listing
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from supervisor.cli.detail import StepRow
     from supervisor.context.roles import RoleFile
     from supervisor.lifecycle.doctor import Check
     from supervisor.state.records import Event, Workflow
+    from supervisor.views.detail import StepRow
 
 STATUS_STYLE = detail.STATUS_STYLE
 shown_step = detail.shown_step
@@ -38,9 +38,9 @@ def shown_status(
     runners: Mapping[int, str] | None = None,
 ) -> str:
     """A running task that no supervisor runs any more (killed) says so: resume continues it;
-    the one label is supervisor/core/status_label.py's. `runners`: who runs a task across hosts and
+    the one label is supervisor/state/status_label.py's. `runners`: who runs a task across hosts and
     runners (supervisor/state/runner_view.py), which says more than a local pid can."""
-    from supervisor.core.status_label import shown_status as label
+    from supervisor.state.status_label import shown_status as label
 
     if runners and wf.id in runners:
         from supervisor.core.degradation import label as degradation

@@ -1,5 +1,5 @@
 """What `supervisor status <id>` says about one workflow, as data: drawn with rich for a terminal
-(supervisor/cli/render.py) and as plain lines for a pipe (supervisor/cli/status_plain.py).
+(supervisor/views/render.py) and as plain lines for a pipe (supervisor/cli/status_plain.py).
 
 Imports neither rich nor SQLAlchemy, so that the plain form starts as fast as the interpreter.
 """
@@ -129,7 +129,7 @@ def workflow_detail(
     supervisor runs it); `runner`, who runs it across hosts (supervisor/state/runner_view.py),
     which says more than a local pid."""
     from supervisor.core import depth_view
-    from supervisor.core.status_label import shown_status
+    from supervisor.state.status_label import shown_status
 
     wf = store.workflow(wf_id)
     totals = store.usage_totals(wf_id)

@@ -3,7 +3,7 @@
 Anchored on what `gh` and `docker` do. A listing piped to another program (stdout is not a
 terminal) is one item a line, its values tab-separated and whole, with no header and no table
 edges, so `cut -f2`, `grep` and `awk` work on it and nothing is lost to a width. A terminal gets a
-table (supervisor/cli/tables.py) in which identifiers (ids, step and role names, branches, SHAs,
+table (supervisor/views/tables.py) in which identifiers (ids, step and role names, branches, SHAs,
 image tags, paths) are never cut or folded: only free text (a task, an event's details, a
 description) is shortened, with "…"; where even the identifiers do not fit the terminal, each item
 becomes a block of lines instead.
