@@ -1,3 +1,1 @@
-"""The foundations every wing uses: errors, configuration, schemas, parsing, process helpers.
-Public: every module.
-"""
+"""The foundations every wing uses: errors, settings, schemas, parsing, process helpers."""
