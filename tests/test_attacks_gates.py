@@ -28,9 +28,9 @@ from e2e_support import (
 from e2e_support import write_workflow as write_workflow_file
 
 from supervisor.core.config import Limits
+from supervisor.gates.run import run_gate
 from supervisor.lifecycle import tasks
 from supervisor.lifecycle.demo import CALC_STUB, TESTS, make_demo_repo, read_turn
-from supervisor.project.gates import run_gate
 from supervisor.sandbox.docker import DockerSandbox
 from supervisor.workspace.worktrees import Workspace
 

@@ -36,11 +36,11 @@ from test_templates_ts_e2e import (  # the image, built once per run by `init`
 )
 
 from supervisor.core.config import Limits
+from supervisor.gates.baseline import Baseline, judge
+from supervisor.gates.run import run_gate
 from supervisor.guard.trust import trust
 from supervisor.lifecycle import tasks
-from supervisor.project.gates import run_gate
 from supervisor.sandbox.docker import DockerSandbox
-from supervisor.workflow.gate_baseline import Baseline, judge
 
 pytestmark = [pytest.mark.docker, GROUP_B]  # see the templates
 __all__ = ["project", "sandbox"]  # module fixtures shared with the template specs
@@ -123,7 +123,7 @@ def test_were_the_config_to_slip_through_the_count_fails_the_gate(
     assert emptied.passed, emptied.output
     assert "No test files found" in emptied.output
 
-    from supervisor.project.test_counts import count_tests
+    from supervisor.gates.test_counts import count_tests
 
     counted = count_tests(base.output)
     assert counted is not None and counted.ran == 2

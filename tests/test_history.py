@@ -10,8 +10,9 @@ import pytest
 
 from supervisor.core.config import WorkflowDef
 from supervisor.core.errors import MergeConflictError
-from supervisor.project.gates import GateResult
-from supervisor.workflow import gate_problems, history
+from supervisor.gates import problems as gate_problems
+from supervisor.gates.run import GateResult
+from supervisor.workflow import history
 from supervisor.workspace.worktrees import Workspace
 
 if TYPE_CHECKING:

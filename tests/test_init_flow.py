@@ -18,10 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from supervisor.gates import failure_summary
 from supervisor.guard import trust
 from supervisor.lifecycle.gate_check import GateCheck
 from supervisor.lifecycle.initialize import checklist, initialize, toggle
-from supervisor.project import failure_summary, project_image
+from supervisor.project import project_image
 from supervisor.project.detect import detect
 from supervisor.workflow import gate_wiring
 

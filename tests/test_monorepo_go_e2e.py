@@ -27,9 +27,9 @@ from monorepo_support import (
 )
 
 from supervisor.core.config import Limits
+from supervisor.gates.run import run_gate
 from supervisor.lifecycle import tasks
 from supervisor.lifecycle.demo import fenced
-from supervisor.project.gates import run_gate
 from supervisor.sandbox.docker import DockerSandbox
 
 if TYPE_CHECKING:

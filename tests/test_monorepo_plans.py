@@ -16,7 +16,9 @@ from supervisor.core.dag import WorkGraph
 from supervisor.core.errors import ConfigError
 from supervisor.core.projects import ProjectMap
 from supervisor.core.schemas import ComponentDefinition, PlanOutput
-from supervisor.workflow import gate_reuse, ownership, plan_projects, project_gates
+from supervisor.gates import per_project as project_gates
+from supervisor.gates import reuse as gate_reuse
+from supervisor.workflow import ownership, plan_projects
 
 
 def monorepo(**extra: Any) -> ProjectMap:

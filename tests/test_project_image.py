@@ -13,9 +13,9 @@ from e2e_support import fenced, implementation, remove_project_images, require_s
 
 from supervisor.core.errors import SandboxError
 from supervisor.fakeapi import ScriptedModelServer, load_script
+from supervisor.gates.run import run_gate
 from supervisor.guard.trust import trust
 from supervisor.lifecycle import image_commands, tasks
-from supervisor.project.gates import run_gate
 from supervisor.sandbox.docker import DockerSandbox
 
 if TYPE_CHECKING:

@@ -21,10 +21,10 @@ from e2e_support import pointed_at, remove_project_images, require_sandbox
 from supervisor.context import interfaces
 from supervisor.core.config import Limits
 from supervisor.core.errors import SandboxError, ToolMissingError
+from supervisor.gates.run import run_gate
 from supervisor.lifecycle import image_commands, tasks
 from supervisor.lifecycle.gate_check import check_gates
 from supervisor.lifecycle.initialize import InitReport, initialize
-from supervisor.project.gates import run_gate
 from supervisor.sandbox.docker import DockerSandbox
 
 if TYPE_CHECKING:

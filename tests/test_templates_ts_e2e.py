@@ -36,13 +36,13 @@ from e2e_support import (
 )
 
 from supervisor.core.config import Limits
+from supervisor.gates.run import GateResult, run_gate
 from supervisor.guard.trust import trust
 from supervisor.lifecycle import image_commands, tasks
 from supervisor.lifecycle.demo import fenced
 from supervisor.lifecycle.gate_check import check_gates
 from supervisor.lifecycle.initialize import initialize
 from supervisor.project import project_image
-from supervisor.project.gates import GateResult, run_gate
 from supervisor.sandbox.docker import DockerSandbox
 
 if TYPE_CHECKING:

@@ -68,20 +68,25 @@ WINGS: dict[str, Wing] = {
     ),
     "project": Wing(
         6,
-        "the target project: its stack, toolchains, image, gates, pinned and counted tests, and "
-        "the test-integrity checks",
-        _public(
-            "base_tests detect failure_summary gates imports project_image shadowing test_counts "
-            "test_pins test_tamper workspaces"
-        ),
+        "the target project: its stack, toolchains, projects of a monorepo, image, imports",
+        _public("detect imports project_image shadowing workspaces"),
     ),
     "workers": Wing(
         6,
         "one adapter per AI CLI behind one interface, and the proxy's witness of each run",
         _public("base structured_output witness"),
     ),
-    "context": Wing(
+    "gates": Wing(
         7,
+        "the checks a candidate must pass, in one place: the commands, the tests pinned from the "
+        "base, running them with no network, counting results, reuse by tree, the base oracle",
+        _public(
+            "base_oracle base_tests baseline failure_summary per_project problems reuse run "
+            "test_counts test_pins"
+        ),
+    ),
+    "context": Wing(
+        8,
         "what a worker sees: roles and role packs, context strategies, packing with Repomix, "
         "prompts, token budgets",
         _public(
@@ -90,18 +95,18 @@ WINGS: dict[str, Wing] = {
         ),
     ),
     "policy": Wing(
-        8,
+        9,
         "what decide() consults about people and money: risk, the approval policy, approvals, "
         "budgets, notifications, dependency review, retry policies and the breaker",
         _public("approval_policy approvals budgets dependency_review notify recovery risk"),
     ),
     "routing": Wing(
-        9,
+        10,
         "which CLI runs a role: preference, failover, metrics and adaptive assignment",
         _public("failover history metrics route suggest"),
     ),
     "workflow": Wing(
-        10,
+        11,
         "decide (a pure function) and act (one module per step kind); the engine, the only writer "
         "of progress",
         _public(
@@ -110,28 +115,28 @@ WINGS: dict[str, Wing] = {
         ),
     ),
     "lifecycle": Wing(
-        11,
+        12,
         "one module per thing a person does to a task or a repository: start, resume, approve, "
         "complete, abandon, init, doctor, the demo",
         ALL,
     ),
     "temporal": Wing(
-        12,
+        13,
         "team mode: the same engine run by Temporal workers, one step per activity",
         _public("client link submit worker"),
     ),
     "views": Wing(
-        13,
+        14,
         "what a person sees of a task, shared by the faces: detail, work tree, listings, tables",
         _public("detail listing listings render tables"),
     ),
     "tui": Wing(
-        14, "the terminal screen (Textual): workflows, their tree, approvals", _public("app keys")
+        15, "the terminal screen (Textual): workflows, their tree, approvals", _public("app keys")
     ),
     "cli": Wing(
-        15, "the command line (typer): parses, calls the lifecycle, renders", _public("entry")
+        16, "the command line (typer): parses, calls the lifecycle, renders", _public("entry")
     ),
-    "__main__": Wing(16, "`python -m supervisor`", frozenset()),
+    "__main__": Wing(17, "`python -m supervisor`", frozenset()),
 }
 
 
@@ -157,7 +162,8 @@ def page() -> str:
         "those sit with the foundations; state is below the trust boundary because every wing "
         "records through it; git (workspace) is below the containers that mount its worktrees; "
         "the project and the workers both stand on the sandbox and neither needs the other; "
-        "context packs what the project and the workers define; policy and routing are what the "
+        "the gates run what the project defines, in the sandbox; context packs what the project, "
+        "the workers and the gates define; policy and routing are what the "
         "workflow consults; the lifecycle drives the workflow, and team mode drives the "
         "lifecycle's pieces from Temporal; the faces (views, the TUI, the CLI) only render and "
         "call the lifecycle.",

@@ -105,7 +105,7 @@ def _run(
     command: str,
     labels: dict[str, str] | None,
 ) -> tuple[int, str]:
-    from supervisor.project.gates import CACHE_HOMES
+    from supervisor.gates.run import CACHE_HOMES
     from supervisor.sandbox.docker import RunSpec
 
     result = sandbox.run(

@@ -210,7 +210,7 @@ def compose(
         "degrade": degrade or "",  # a degraded attempt's reduced scope (prompts/_degrade.j2)
         "research": research,  # an investigator's report, for the planner (workflow/depth.py)
         "projects": projects or [],  # a monorepo's map, for the planner (plan_projects.py)
-        # what the candidate did to the base's tests, for its reviewer (workflow/base_oracle.py)
+        # what the candidate did to the base's tests, for its reviewer (gates/base_oracle.py)
         "tests_changed": tests_changed or [],
     }
     bare, _ = redact(render(role.template, repo, role.schema, context_pack="", **variables))

@@ -79,7 +79,7 @@ class WorkGraph:
     builds_on: Mapping[str, list[str]] = field(default_factory=dict)
     """Project -> the projects it depends on, transitively (empty: one project): a consumer's
     component waits for every component of its producers, so the shared types are built and
-    gated (with the consumers' gates: supervisor/workflow/project_gates.py) before it starts."""
+    gated (with the consumers' gates: supervisor/gates/per_project.py) before it starts."""
 
     @classmethod
     def from_plan(cls, plan: PlanOutput, projects: ProjectMap | None = None) -> WorkGraph:

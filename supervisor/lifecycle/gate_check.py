@@ -58,9 +58,9 @@ def check_gates(
     hears the image build's log, `on_gate(name, None)` when a gate starts and
     `on_gate(name, check)` when it ends: init's progress."""
     from supervisor.core import owners
+    from supervisor.gates.run import run_gate
     from supervisor.lifecycle import image_commands
     from supervisor.lifecycle import opening as projects
-    from supervisor.project.gates import run_gate
     from supervisor.sandbox.docker import LABEL_PROBE, DockerSandbox, repo_label
 
     if not gates:
@@ -119,8 +119,8 @@ def _runnable(exit_code: int, output: str) -> bool:
 
 def failed(exit_code: int, output: str) -> GateCheck:
     """A failing gate's reason is the runner's own summary of the failing tests, not the last
-    line of its output (supervisor/project/failure_summary.py)."""
-    from supervisor.project.failure_summary import summarize
+    line of its output (supervisor/gates/failure_summary.py)."""
+    from supervisor.gates.failure_summary import summarize
 
     return GateCheck(
         False, f"exit {exit_code}: {summarize(output)}", runnable=_runnable(exit_code, output)

@@ -144,7 +144,7 @@ def shell_argv(tree: Path, tag: str, command: list[str] | None) -> list[str]:
     """`docker run` for the gate sandbox on `tree`: no network, the tree writable, the root file
     system the container's own layer (discarded with it), the worktree's `.git` file read-only."""
     from supervisor.core import process
-    from supervisor.project.gates import CACHE_HOMES
+    from supervisor.gates.run import CACHE_HOMES
     from supervisor.sandbox.run_files import container_user, git_file_read_only
 
     env = {"HOME": "/tmp/home", **CACHE_HOMES}

@@ -63,9 +63,9 @@ class Facts:
     reviews that approved all the same (a rejection sends the work back instead)."""
     spec_changes: list[str] = field(default_factory=list)
     """The base's test files the candidate changed, when the base's tests fail on its code (the
-    base oracle, supervisor/workflow/base_oracle.py): it changes the specification."""
+    base oracle, supervisor/gates/base_oracle.py): it changes the specification."""
     tamper_signals: list[str] = field(default_factory=list)
-    """Static signals that the candidate weakened existing tests (project/test_tamper.py)."""
+    """Static signals that the candidate weakened existing tests (gates/test_tamper.py)."""
 
     @property
     def lines(self) -> int:

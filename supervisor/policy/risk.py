@@ -167,7 +167,7 @@ def gather(repo: Path, base: str, head: str, events: Sequence[Recorded]) -> Fact
 
 def spec_facts(facts: Facts, spec: dict[str, Any] | None, tree: str) -> bool:
     """What the candidate did to the base's tests, as its last counted gate judged it (the
-    base oracle, supervisor/workflow/base_oracle.py): only a verdict on this very tree counts.
+    base oracle, supervisor/gates/base_oracle.py): only a verdict on this very tree counts.
     False when there is none."""
     if not spec or spec.get("tree") != tree:
         return False
@@ -181,7 +181,7 @@ def unjudged_spec(facts: Facts, git_dir: Path, base: str, candidate: str) -> Non
     """A candidate that changed the base's tests with no verdict of the base's tests on its
     tree (a workflow whose gates run no tests, or none after the change) is a change of the
     specification nobody checked: a person's decision all the same."""
-    from supervisor.project import base_tests
+    from supervisor.gates import base_tests
 
     found = base_tests.changes(git_dir, base, candidate)
     facts.spec_changes = [f"{c} (the base's tests were not run on it)" for c in found.describe()]

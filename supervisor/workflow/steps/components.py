@@ -30,12 +30,12 @@ from typing import TYPE_CHECKING, Any
 from supervisor.core import plural
 from supervisor.core.dag import MERGING, PROGRESS, WorkGraph
 from supervisor.core.errors import SpecConflictError, StepFailedError, SupervisorError
+from supervisor.gates import base_oracle, base_tests
 from supervisor.guard import protected
 from supervisor.policy import budgets, recovery
-from supervisor.project import base_tests
 from supervisor.sandbox import adopt
 from supervisor.state.store import EventSpec
-from supervisor.workflow import base_oracle, decompose, ownership, retries
+from supervisor.workflow import decompose, ownership, retries
 from supervisor.workflow.steps import component_merge, dispatched, project_gate, subplan
 from supervisor.workflow.steps.base import Outcome, StepContext, component_branch
 from supervisor.workflow.steps.fix_up import fix_up

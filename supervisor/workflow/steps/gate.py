@@ -4,7 +4,7 @@ The command comes from the configuration pinned at task start, never from the ca
 candidate is checked out into a throwaway worktree and the gate's result is recorded with the
 tree it judged (so the commit step can prove every gate passed on the exact tree it commits).
 A test gate that exits 0 also has to run at least as many tests as on the task's base commit
-(workflow/gate_baseline.py): a suite emptied, skipped or no longer collected fails it.
+(gates/baseline.py): a suite emptied, skipped or no longer collected fails it.
 """
 
 from __future__ import annotations
@@ -12,18 +12,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from supervisor.core.errors import CommandTimeoutError, SandboxError
+from supervisor.gates import base_oracle, test_counts, test_pins
+from supervisor.gates import baseline as gate_baseline
+from supervisor.gates import per_project as project_gates
+from supervisor.gates import problems as gate_problems
+from supervisor.gates import reuse as gate_reuse
+from supervisor.gates.run import GateResult, run_gate
 from supervisor.guard import protected
-from supervisor.project import test_counts, test_pins
-from supervisor.project.gates import GateResult, run_gate
 from supervisor.state.store import EventSpec, StepRecord, now
-from supervisor.workflow import (
-    base_oracle,
-    gate_baseline,
-    gate_problems,
-    gate_reuse,
-    history,
-    project_gates,
-)
+from supervisor.workflow import history
 from supervisor.workflow.steps import project_gate
 from supervisor.workflow.steps.base import Outcome, StepContext, err
 from supervisor.workflow.steps.images import image_for

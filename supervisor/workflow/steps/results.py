@@ -23,11 +23,13 @@ from supervisor.core.errors import (
     StepFailedError,
 )
 from supervisor.core.schemas import PlanOutput
+from supervisor.gates import problems as gate_problems
+from supervisor.gates import test_pins
+from supervisor.gates.run import GateResult, run_gate
 from supervisor.guard import protected
-from supervisor.project import shadowing, test_pins
-from supervisor.project.gates import GateResult, run_gate
+from supervisor.project import shadowing
 from supervisor.state.store import EventSpec, StepRecord
-from supervisor.workflow import gate_problems, history, plan_projects
+from supervisor.workflow import history, plan_projects
 from supervisor.workflow.steps.base import Outcome, StepContext, err
 from supervisor.workspace.treedata import SnapshotLimits
 

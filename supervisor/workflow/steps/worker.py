@@ -26,13 +26,14 @@ from supervisor.core.errors import (
     SupervisorError,
 )
 from supervisor.core.parsing import parse_worker_output
+from supervisor.gates import base_oracle
 from supervisor.guard import credentials, protected
 from supervisor.policy import budgets, recovery
 from supervisor.sandbox import adopt, model_paths, warm
 from supervisor.sandbox.docker import RUN_PREFIX, run_dir_label
 from supervisor.state.store import EventSpec, StepRecord, now
 from supervisor.workers import adapter_for
-from supervisor.workflow import base_oracle, continuation, depth, plan_projects
+from supervisor.workflow import continuation, depth, plan_projects
 from supervisor.workflow.cli_choice import cli_for
 from supervisor.workflow.steps import assessing, prepare, results, witnessing, worker_spec
 from supervisor.workflow.steps.base import (

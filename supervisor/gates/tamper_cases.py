@@ -1,4 +1,4 @@
-"""What the tamper signals compare (supervisor/project/test_tamper.py): a test file read as its
+"""What the tamper signals compare (supervisor/gates/test_tamper.py): a test file read as its
 tests, each with its markers and assertions. Shared by the Python reader and the JavaScript,
 TypeScript and Go readers (test_tamper_js.py), which the signals load only when a file needs
 them; kept apart so that neither reader imports the other.

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from supervisor.core.errors import ConfigError, StepFailedError
 
 if TYPE_CHECKING:
-    from supervisor.project.gates import GateResult
+    from supervisor.gates.run import GateResult
 
 # What a shell or make prints when the command itself is missing, not when the code is wrong.
 _MISSING = (

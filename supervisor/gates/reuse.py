@@ -20,7 +20,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from supervisor.project.gates import GateResult
+from supervisor.gates.run import GateResult
 
 if TYPE_CHECKING:
     from supervisor.sandbox.base import Sandbox

@@ -2,7 +2,7 @@
 
 Why: a passing test gate proves only that nothing failed; with its tests deleted, skipped or no
 longer collected it passes too (issue 24: "Ran 0 tests … OK", vitest's "no tests" with
-`passWithNoTests`). So the first time a counted gate (supervisor/project/test_counts.py) passes a
+`passWithNoTests`). So the first time a counted gate (supervisor/gates/test_counts.py) passes a
 candidate, the same command runs once on the base commit, and the number of tests it ran is
 recorded as a `gate_baseline` event: the fact every later run of that gate in the task is
 compared with. A run with fewer tests fails with both counts. When a test engineer's tests pass
@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel
 
 from supervisor.core.errors import CommandTimeoutError, SandboxError
-from supervisor.project import test_counts
-from supervisor.project.gates import GateResult, run_gate
+from supervisor.gates import test_counts
+from supervisor.gates.run import GateResult, run_gate
 from supervisor.state.store import EventSpec
 
 if TYPE_CHECKING:
+    from supervisor.gates.asking import Asking
     from supervisor.state.store import Workflow
-    from supervisor.workflow.steps.base import StepContext
 
 EVENT = "gate_baseline"
 _LOCK = threading.Lock()
@@ -68,7 +68,7 @@ class Verdict(BaseModel):
         return data
 
 
-def recorded(c: StepContext, wf: Workflow, gate: str, command: str) -> Baseline | None:
+def recorded(c: Asking, wf: Workflow, gate: str, command: str) -> Baseline | None:
     """The latest floor recorded for this gate and command in the task, if any."""
     for event in reversed(c.store.events(wf.id)):
         if event.type == EVENT and event.payload.get("gate") == gate:
@@ -79,7 +79,7 @@ def recorded(c: StepContext, wf: Workflow, gate: str, command: str) -> Baseline 
 
 
 def baseline(
-    c: StepContext,
+    c: Asking,
     wf: Workflow,
     name: str,
     gate: str,
@@ -107,7 +107,7 @@ def baseline(
 
 
 def raise_floor(
-    c: StepContext, wf: Workflow, name: str, floor: Baseline, result: GateResult, commit: str
+    c: Asking, wf: Workflow, name: str, floor: Baseline, result: GateResult, commit: str
 ) -> None:
     """A test engineer's accepted tests become the floor: record this run's count if higher."""
     count = test_counts.count_tests(result.output)
@@ -156,7 +156,7 @@ def judge(floor: Baseline, result: GateResult) -> Verdict:
 
 
 def run_aside(
-    c: StepContext,
+    c: Asking,
     wf: Workflow,
     name: str,
     command: str,
@@ -199,7 +199,7 @@ def _from(gate: str, command: str, commit: str, output: str) -> Baseline:
 
 
 def _measure(
-    c: StepContext, wf: Workflow, name: str, gate: str, command: str, image: str | None
+    c: Asking, wf: Workflow, name: str, gate: str, command: str, image: str | None
 ) -> Baseline:
     """Run the gate once on the base commit, in the candidate's image, to count its tests."""
     c.reporter.step(wf.id, name, f"gate `{command}` on the task's base commit, to count its tests")

@@ -2,14 +2,14 @@
 
 Why: the test gate runs the tests as the worker left them, so a worker can pass it by rewriting
 them. When a candidate changed a test file that existed when the task started
-(supervisor/project/base_tests.py), the same gate command runs once more, in the same no-network
+(supervisor/gates/base_tests.py), the same gate command runs once more, in the same no-network
 sandbox and image, on the candidate's code with the base's tests put back. The candidate's own
 run passing and this one failing means the candidate changed what the tests specify: that is a
 person's decision, never a worker's, so the verdict (`SpecChange`) goes into the workflow's state
 and the approval policy's `tests_changed` condition stops the run before its commit
 (supervisor/policy/risk.py). A candidate that changed no pre-existing test runs nothing extra.
 
-The run is remembered by its tree like every gate run (workflow/gate_reuse.py): the same
+The run is remembered by its tree like every gate run (gates/reuse.py): the same
 candidate judged again (a component's gate, then the task's) runs it once.
 """
 
@@ -19,16 +19,17 @@ from typing import TYPE_CHECKING, Any
 
 from supervisor.core.errors import CommandTimeoutError, SandboxError
 from supervisor.core.plural import counted
-from supervisor.project import base_tests, failure_summary
-from supervisor.project.base_tests import SpecChange
-from supervisor.project.gates import GateResult
+from supervisor.gates import base_tests, failure_summary
+from supervisor.gates import baseline as gate_baseline
+from supervisor.gates import reuse as gate_reuse
+from supervisor.gates.base_tests import SpecChange
+from supervisor.gates.run import GateResult
 from supervisor.state.store import EventSpec
-from supervisor.workflow import gate_baseline, gate_reuse
 from supervisor.workspace.treedata import CommitFiles
 
 if TYPE_CHECKING:
+    from supervisor.gates.asking import Asking
     from supervisor.state.store import Workflow
-    from supervisor.workflow.steps.base import StepContext
 
 CONTEXT_KEY = "spec_change"
 EVENT = "base_oracle"
@@ -47,7 +48,7 @@ def lines_for(context: dict[str, Any], tree: str) -> list[str]:
 
 
 def check(
-    c: StepContext,
+    c: Asking,
     wf: Workflow,
     name: str,
     gate: str,
@@ -100,9 +101,9 @@ def check(
     return spec, remembered
 
 
-def signals(c: StepContext, base: str, head: str, paths: list[str]) -> list[str]:
+def signals(c: Asking, base: str, head: str, paths: list[str]) -> list[str]:
     """The tamper signals of every modified test file, bounded (the parsers load only here)."""
-    from supervisor.project import test_tamper
+    from supervisor.gates import test_tamper
 
     before = CommitFiles(c.ws.git_dir, base).read_many(paths)
     after = CommitFiles(c.ws.git_dir, head).read_many(paths)
@@ -119,7 +120,7 @@ def signals(c: StepContext, base: str, head: str, paths: list[str]) -> list[str]
 
 
 def _run(
-    c: StepContext,
+    c: Asking,
     wf: Workflow,
     name: str,
     gate: str,

@@ -9,7 +9,7 @@ Only tests that really ran count: skipped, expected-failure (xfail), todo and de
 do not, so marking tests skipped weakens the count like deleting them. Every summary line of
 every runner the project's gates support is read and summed (a `make test` may run several
 suites). A count is only as honest as the output: code under test can print a fake summary, so
-this is one layer next to pinned test files (supervisor/project/test_pins.py), not a proof.
+this is one layer next to pinned test files (supervisor/gates/test_pins.py), not a proof.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ that existed when the task started, the test gate also runs on `restored()`, the
 tree with every test file of the base put back as it was and every test file the candidate
 added left out (a new test module could patch the runner for the old ones). Both runs must pass;
 when only the candidate's own does, the candidate changes the specification, which is a
-person's decision (workflow/base_oracle.py).
+person's decision (gates/base_oracle.py).
 
 Everything here is git data: trees and blobs of the main repository's object database, never a
 worktree, never anything run on the host.
@@ -28,8 +28,8 @@ import pathspec
 from pydantic import Field
 
 from supervisor.core.strict_model import StrictModel
-from supervisor.project import rust_tests
-from supervisor.project.test_pins import TEST_FILES
+from supervisor.gates import rust_tests
+from supervisor.gates.test_pins import TEST_FILES
 from supervisor.workspace import treedata
 
 SUPPORT = pathspec.GitIgnoreSpec.from_lines(
@@ -203,7 +203,7 @@ class SpecChange(StrictModel):
     changed: list[str]
     """`test_calc.py (modified)`, one per changed test path of the base."""
     signals: list[str] = Field(default_factory=list)
-    """Static tamper signals in the changed files (supervisor/project/test_tamper.py)."""
+    """Static tamper signals in the changed files (supervisor/gates/test_tamper.py)."""
     base_tests: Literal["passed", "failed"]
     failing: str = ""
     """Why the base's tests failed on the candidate's code (the runner's summary)."""

@@ -22,7 +22,7 @@ from collections import Counter
 from difflib import SequenceMatcher
 from typing import TYPE_CHECKING, TypeGuard
 
-from supervisor.project.tamper_cases import (
+from supervisor.gates.tamper_cases import (
     Case,
     Cases,
     Check,
@@ -98,7 +98,7 @@ def _parser(path: str) -> Callable[[bytes], Cases | None] | None:
     if path.endswith(".py"):
         return python_cases
     if path.endswith((*JS_SUFFIXES, ".go")):
-        from supervisor.project import test_tamper_js  # tree-sitter only for the files that need it
+        from supervisor.gates import test_tamper_js  # tree-sitter only for the files that need it
 
         return test_tamper_js.parser(path)
     return None

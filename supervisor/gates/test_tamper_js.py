@@ -23,7 +23,7 @@ import tree_sitter_go
 import tree_sitter_typescript
 from tree_sitter import Language, Node, Parser
 
-from supervisor.project.tamper_cases import Case, Cases, Check, Operand, check
+from supervisor.gates.tamper_cases import Case, Cases, Check, Operand, check
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
