@@ -7,7 +7,7 @@ A generated monorepo of 8 Python packages (a uv workspace: shared types, 3 libra
 doing `--work` iterations of arithmetic: ~2 s of suite per package by default, so that a gate is
 more than a container's start) and its own gate, run from its directory), committed with real
 git. Gate time, as the median of `--repeat` runs, each gate
-in the real no-network sandbox on a real worktree of the commit (supervisor/project/gates.py):
+in the real no-network sandbox on a real worktree of the commit (supervisor/gates/run.py):
 
 - a change to one app: the projects `ProjectMap.affected` picks (that app only), run as the
   supervisor runs them (steps/project_gate.py: side by side, PARALLEL at a time);
@@ -49,10 +49,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from supervisor.core.config import Limits, Settings  # noqa: E402
+from supervisor.gates import per_project as project_gates  # noqa: E402
+from supervisor.gates.run import run_gate  # noqa: E402
 from supervisor.lifecycle.demo import fenced, write_project_config  # noqa: E402
-from supervisor.project.gates import run_gate  # noqa: E402
 from supervisor.sandbox.docker import DockerSandbox  # noqa: E402
-from supervisor.workflow import project_gates  # noqa: E402
 from supervisor.workflow.steps.project_gate import PARALLEL  # noqa: E402
 from supervisor.workspace.worktrees import Workspace  # noqa: E402
 

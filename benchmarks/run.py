@@ -31,8 +31,8 @@ from supervisor.core import process  # noqa: E402
 from supervisor.core.parsing import parse_worker_output  # noqa: E402
 from supervisor.core.schemas import ImplementationOutput  # noqa: E402
 from supervisor.fakeapi import ScriptedModelServer, load_script  # noqa: E402
+from supervisor.gates import base_tests  # noqa: E402
 from supervisor.lifecycle.demo import demo_script, make_demo_repo, write_project_config  # noqa: E402
-from supervisor.project import base_tests  # noqa: E402
 from supervisor.sandbox.docker import DockerSandbox, RunSpec  # noqa: E402
 from supervisor.state.store import EventSpec, Store  # noqa: E402
 from supervisor.workspace.treedata import CommitFiles  # noqa: E402

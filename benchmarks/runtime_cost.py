@@ -22,8 +22,8 @@ from pathlib import Path
 from supervisor.core import process
 from supervisor.core.config import load_settings
 from supervisor.fakeapi import ScriptedModelServer, load_script
+from supervisor.gates.run import run_gate
 from supervisor.lifecycle import demo
-from supervisor.project.gates import run_gate
 from supervisor.sandbox.docker import DockerSandbox, RunSpec
 from supervisor.sandbox.runtime import known
 from supervisor.workers.claude import ClaudeAdapter
