@@ -28,7 +28,8 @@ from supervisor.core.schemas import PlanOutput
 from supervisor.state.store import EventSpec
 from supervisor.workflow import decompose
 from supervisor.workflow.steps.base import Outcome
-from supervisor.workflow.steps.worker import component_task, run_worker
+from supervisor.workflow.steps.worker import run_worker
+from supervisor.workflow.steps.worker_run import component_task
 from supervisor.workspace.treedata import CommitFiles
 
 if TYPE_CHECKING:
