@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from supervisor.state.reader import StateReader
-    from supervisor.state.records import Workflow
+    from supervisor.state.records import Approval, Workflow
     from supervisor.state.store import Store
 
 STATUS_STYLE = {
@@ -128,12 +128,27 @@ def workflow_detail(
     (supervisor.policy.approvals); `supervisors`, the pid running each running task (None: no
     supervisor runs it); `runner`, who runs it across hosts (supervisor/state/runner_view.py),
     which says more than a local pid."""
-    from supervisor.core import depth_view
-    from supervisor.state.status_label import shown_status
-
     wf = store.workflow(wf_id)
     totals = store.usage_totals(wf_id)
     orphan = supervisors is not None and wf.id in supervisors and supervisors[wf.id] is None
+    rows = _what_rows(wf, runner, orphan)
+    approval = store.latest_approval(wf_id)
+    rows += _where_rows(wf, approval)
+    rows += _spent_rows(wf, totals)
+    gated = projects_gated(wf.context)
+    rows += _trouble_rows(wf, gated)
+    rows += _held_rows(wf)
+    rows += _asked_rows(wf, approval, pending)
+    steps = [_step_row(row) for row in store.steps(wf_id)]
+    return Detail(wf, rows, steps, WorkGraph.of_workflow(wf.context), gated)
+
+
+def _what_rows(wf: Workflow, runner: str | None, orphan: bool) -> list[Row]:
+    """What the task is and how it stands: a runner elsewhere says more than the stored status,
+    and a running task no supervisor runs is shown as such, not as running."""
+    from supervisor.core import depth_view
+    from supervisor.state.status_label import shown_status
+
     rows = [
         Row("workflow", str(wf.id)),
         Row("task", wf.description),
@@ -146,30 +161,44 @@ def workflow_detail(
         from supervisor.core.degradation import label
 
         rows.append(Row("degraded", label(wf.context).removeprefix("degraded: "), "yellow"))
-    approval = store.latest_approval(wf_id)
+    return rows
+
+
+def _where_rows(wf: Workflow, approval: Approval | None) -> list[Row]:
+    """The step it stands at and its branch; while an approval waits, the database already points
+    at the next step, so the waiting one is named first."""
     if wf.status == "awaiting_approval":
         waiting = str(wf.context.get("approval_step") or (approval.step if approval else "?"))
         then = wf.current_step or "the end"
-        rows.append(Row("current step", f"{waiting} (awaiting approval); then: {then}"))
+        step = Row("current step", f"{waiting} (awaiting approval); then: {then}")
     else:
-        rows.append(Row("current step", shown_step(wf)))
+        step = Row("current step", shown_step(wf))
     base = f"{wf.base_branch or 'detached'} {wf.base_sha[:10]}"
-    rows.append(Row("branch", f"{wf.task_branch} (from {base})"))
-    rows.append(
-        Row(
-            "usage",
-            f"{totals['input_tokens']} in / {totals['output_tokens']} out tokens, "
-            f"${totals['cost_usd']:.4f}",
-        )
-    )
+    return [step, Row("branch", f"{wf.task_branch} (from {base})")]
+
+
+def _spent_rows(wf: Workflow, totals: dict[str, float]) -> list[Row]:
+    """Tokens and money so far; the budget only when it has something to say, in yellow once it
+    paused the task."""
     from supervisor.policy.budgets import status_line
 
+    usage = (
+        f"{totals['input_tokens']} in / {totals['output_tokens']} out tokens, "
+        f"${totals['cost_usd']:.4f}"
+    )
+    rows = [Row("usage", usage)]
     budget = status_line(wf, totals)
     if budget:
         rows.append(Row("budget", budget, "yellow" if "paused" in budget else ""))
+    return rows
+
+
+def _trouble_rows(wf: Workflow, gated: list[ProjectGated]) -> list[Row]:
+    """What went wrong or is slowed: the error, the projects' gate verdicts, a rate limit, and the
+    CLIs passed over whose reset has not come yet (after it, steps use them again)."""
+    rows = []
     if wf.error:
         rows.append(Row("error", wf.error, "red"))
-    gated = projects_gated(wf.context)
     if gated:
         rows.append(Row("projects gated", _gated_lines(gated)))
     if wf.status == "rate_limited" and wf.context.get("waiting_until"):
@@ -181,6 +210,13 @@ def workflow_detail(
             continue  # its reset has passed: steps use it again
         when = f"until {_clock(until)}" if until else "for now"
         rows.append(Row("failover", f"{cli} passed over {when} ({gone.get('cause')})", "yellow"))
+    return rows
+
+
+def _held_rows(wf: Workflow) -> list[Row]:
+    """The components that wait to retry, and those a split took as far as it could, which only
+    a person can move on."""
+    rows = []
     for cid, entry in (wf.context.get("components") or {}).items():
         if entry.get("status") == "waiting":
             until = entry.get("until")
@@ -192,39 +228,39 @@ def workflow_detail(
             said = "; ".join(node.get("failures") or [])[-600:]
             why = f"component {cid} (depth {node.get('depth')}): {node.get('problem')}. {said}"
             rows.append(Row("needs you", why, "yellow"))
+    return rows
+
+
+def _asked_rows(wf: Workflow, approval: Approval | None, pending: list[str] | None) -> list[Row]:
+    """What the task waits for a person to decide, and the commands that decide it."""
+    rows = []
     if wf.status == "budget_exceeded":
         rows.append(Row("waiting for", "\n".join(pending or ["a budget extension"]), "yellow"))
     if wf.status == "awaiting_approval" and approval is not None:
         rows.append(Row("waiting for", f"approval of '{approval.step}' ({approval.status})"))
         rows.append(Row("to approve", "\n".join(pending or ["-"])))
-        rows.append(
-            Row(
-                "decide", f"supervisor approve {wf_id}  |  supervisor reject {wf_id} --reason '...'"
-            )
-        )
+        decide = f"supervisor approve {wf.id}  |  supervisor reject {wf.id} --reason '...'"
+        rows.append(Row("decide", decide))
         from supervisor.policy.approvals import pending_request
 
         request = pending_request(wf, approval)
         if request:
             changed = f"changed by '{request['producer']}': {request['diff']}"
             rows.append(Row("dependencies", changed))
-    steps = [
-        StepRow(
-            id=row["id"],
-            name=row["name"],
-            attempt=row["attempt"],
-            role=row["role"] or "(gate)",
-            status=row["status"] or "",
-            started=row["started_at"].strftime("%H:%M:%S"),
-            took=(
-                f"{(row['finished_at'] - row['started_at']).total_seconds():.1f}s"
-                if row["finished_at"] is not None
-                else ""
-            ),
-        )
-        for row in store.steps(wf_id)
-    ]
-    return Detail(wf, rows, steps, WorkGraph.of_workflow(wf.context), gated)
+    return rows
+
+
+def _step_row(row: Mapping[str, Any]) -> StepRow:
+    started, finished = row["started_at"], row["finished_at"]
+    return StepRow(
+        id=row["id"],
+        name=row["name"],
+        attempt=row["attempt"],
+        role=row["role"] or "(gate)",
+        status=row["status"] or "",
+        started=started.strftime("%H:%M:%S"),
+        took=f"{(finished - started).total_seconds():.1f}s" if finished is not None else "",
+    )
 
 
 def _gated_lines(gated: list[ProjectGated], shown: int = 8) -> str:
