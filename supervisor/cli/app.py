@@ -122,37 +122,64 @@ def start_task(
     submission.check_depth(depth)  # `--yes --backend temporal` alone runs without typer:
     link = submission.connecting(backend)  # supervisor/cli/submission.py, the same steps
     overrides = submission.role_overrides(role)
-    if not yes:
-        if not sys.stdin.isatty():
-            raise SupervisorError(
-                "start-task needs confirmation, and there is no terminal to ask.",
-                "Pass --yes to start without confirming.",
-            )
-        preview = projects.start_preview(
-            description,
-            repo,
-            cli=cli,
-            roles=overrides,
-            no_gate=no_gate,
-            asked=depth,  # checked above
-        )
-        stops = projects.approval_stops(repo, cli=cli, roles=overrides, no_gate=no_gate)
-        console.print(
-            f"Dry run, nothing created yet:\n{preview}\n  approvals {stops}",
-            highlight=False,
-            markup=False,
-        )
-        typer.confirm("Start?", abort=True)
-    else:
+    if yes:
         submission.say_approvals(repo, cli, overrides, no_gate)
-    if (backend or projects.open_project(repo).settings.backend) == "temporal":
+    else:
+        _confirm_start(description, repo, cli, overrides, no_gate, depth)
+    from supervisor.lifecycle.starting import backend_for
+
+    if backend_for(repo, backend) == "temporal":
         with resumable(repo):
             submission.submit(
                 description, repo, cli, overrides, no_gate, allow_protected, depth, link
             )
         return
-    if backend not in (None, "embedded"):
-        raise SupervisorError(f"--backend {backend!r} is unknown.", "Use embedded or temporal.")
+    _run_here(description, repo, cli, overrides, no_gate, allow_protected, depth)
+
+
+def _confirm_start(
+    description: str,
+    repo: Path,
+    cli: str | None,
+    roles: dict[str, str],
+    no_gate: bool,
+    depth: str,
+) -> None:
+    """Without --yes a person sees the dry run before anything exists; with no terminal to ask,
+    the refusal says how to start without asking."""
+    if not sys.stdin.isatty():
+        raise SupervisorError(
+            "start-task needs confirmation, and there is no terminal to ask.",
+            "Pass --yes to start without confirming.",
+        )
+    preview = projects.start_preview(
+        description,
+        repo,
+        cli=cli,
+        roles=roles,
+        no_gate=no_gate,
+        asked=depth,  # checked by start_task
+    )
+    stops = projects.approval_stops(repo, cli=cli, roles=roles, no_gate=no_gate)
+    console.print(
+        f"Dry run, nothing created yet:\n{preview}\n  approvals {stops}",
+        highlight=False,
+        markup=False,
+    )
+    typer.confirm("Start?", abort=True)
+
+
+def _run_here(
+    description: str,
+    repo: Path,
+    cli: str | None,
+    roles: dict[str, str],
+    no_gate: bool,
+    allow_protected: list[str] | None,
+    depth: str,
+) -> None:
+    """The embedded backend: the workflow runs in this process, its progress on stderr; when it
+    stops for an approval, what the approval is about is shown before the error says so."""
     from supervisor.cli.reporter import RichReporter
 
     try:
@@ -161,11 +188,11 @@ def start_task(
                 description,
                 repo,
                 cli=cli,
-                roles=overrides,
+                roles=roles,
                 reporter=RichReporter(err_console),
                 no_gate=no_gate,
                 allow_protected=allow_protected,
-                depth=depth,  # checked above
+                depth=depth,  # checked by start_task
             )
     except ApprovalRequired:
         _show_pending(repo, None)

@@ -9,17 +9,25 @@ submission, which needs neither on the submitting host, does not wait for them t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from supervisor.core.errors import StateError
+from supervisor.core.errors import StateError, SupervisorError
 from supervisor.core.redaction import redact
 from supervisor.guard import protected
 from supervisor.lifecycle.doctor import clis_in_use
-from supervisor.lifecycle.opening import Project, require_trust, task_definition, with_depth
+from supervisor.lifecycle.opening import (
+    Project,
+    open_project,
+    require_trust,
+    task_definition,
+    with_depth,
+)
 from supervisor.policy import approval_policy
 from supervisor.state.records import EventSpec
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from supervisor.core.config import WorkflowDef
     from supervisor.state.records import Workflow
     from supervisor.state.writer import TaskRows
@@ -29,6 +37,19 @@ if TYPE_CHECKING:
 CREATED: list[int] = []
 """The ids of the tasks this process created, oldest first: what a Ctrl-C names
 (supervisor/cli/interrupt.py) without opening the state database a second time."""
+
+
+Backend = Literal["embedded", "temporal"]
+
+
+def backend_for(path: Path, asked: str | None) -> Backend:
+    """Where a task runs: `--backend` when a person gives it, else the project's setting. A name
+    neither backend answers to is refused before the task exists, not left to run here."""
+    if (asked or open_project(path).settings.backend) == "temporal":
+        return "temporal"
+    if asked not in (None, "embedded"):
+        raise SupervisorError(f"--backend {asked!r} is unknown.", "Use embedded or temporal.")
+    return "embedded"
 
 
 @dataclass
