@@ -135,8 +135,8 @@ class Turn:
 
 
 def begin(run: Any, c: Any, wf: Any, prompt: str) -> Turn:
-    """Set up a worker run (`run`: the worker step's WorkerRun) of a role that may continue: its kept
-    home, and, when the engine decided to continue, the resumed session's short prompt."""
+    """Set up a worker run (`run`: the worker step's WorkerRun) of a role that may continue: its
+    kept home, and, when the engine decided to continue, the resumed session's short prompt."""
     if not enabled(c.settings, run.role):
         return Turn(prompt, None)
     session = session_of(wf.context, run.name, run.cli)
