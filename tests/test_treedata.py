@@ -18,14 +18,8 @@ from supervisor.context.assemble import DirFiles
 from supervisor.core.errors import CandidateRefusedError, GitError, SandboxError
 from supervisor.guard.reading import read_regular
 from supervisor.project.project_image import dependency_files
-from supervisor.workspace.treedata import (
-    CommitFiles,
-    Entry,
-    SnapshotLimits,
-    escapes,
-    list_tree,
-    read_blobs,
-)
+from supervisor.workspace.candidate_tree import SnapshotLimits, escapes
+from supervisor.workspace.treedata import CommitFiles, Entry, list_tree, read_blobs
 from supervisor.workspace.worktrees import Workspace
 
 if TYPE_CHECKING:

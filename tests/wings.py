@@ -56,7 +56,9 @@ WINGS: dict[str, Wing] = {
     "workspace": Wing(
         4,
         "git: worktrees, copy-on-write views, candidates read as blobs, the team's remote",
-        _public("fetch_back host_git overlay overlay_advance remote treedata worktrees"),
+        _public(
+            "candidate_tree fetch_back host_git overlay overlay_advance remote treedata worktrees"
+        ),
     ),
     "sandbox": Wing(
         5,

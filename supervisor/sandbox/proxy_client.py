@@ -60,7 +60,15 @@ def code_version() -> str:
     beside one still serving an older version's runs (which ends when they do)."""
     here = Path(__file__).parent
     digest = hashlib.sha256()
-    for name in ("proxyd.py", "credproxy.py", "model_paths.py", "proxy_record.py", "egress.py"):
+    names = (
+        "proxyd.py",
+        "credproxy.py",
+        "proxy_upstream.py",
+        "model_paths.py",
+        "proxy_record.py",
+        "egress.py",
+    )
+    for name in names:
         digest.update((here / name).read_bytes())
     return digest.hexdigest()[:10]
 

@@ -31,7 +31,7 @@ from supervisor.project import shadowing
 from supervisor.state.store import EventSpec, StepRecord
 from supervisor.workflow import history, plan_projects
 from supervisor.workflow.steps.base import Outcome, StepContext, err
-from supervisor.workspace.treedata import SnapshotLimits
+from supervisor.workspace.candidate_tree import SnapshotLimits
 
 if TYPE_CHECKING:
     from pathlib import Path
