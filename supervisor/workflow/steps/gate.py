@@ -163,17 +163,9 @@ def _judged(
     passed = result.passed and not (verdict and verdict.problem)
     judged: dict[str, Any] = {}
     if passed and floor is not None:  # a counted test gate: did the candidate change the spec?
-        seen = {**wf.context, **remembered}
-        spec, more = base_oracle.check(
-            c, wf, name, gate, command, image, commit, tree, floor, seen, directory
+        remembered, judged = _spec_judged(
+            c, wf, name, gate, command, image, commit, tree, floor, remembered, directory
         )
-        remembered = {**remembered, **more}
-        judged[base_oracle.CONTEXT_KEY] = spec.model_dump() if spec is not None else None
-        if spec is not None and spec.contradicts:
-            c.reporter.info(
-                f"The candidate changed the base's tests ({', '.join(spec.changed)}) and they "
-                f"fail on its code ({spec.failing}): a person decides before it is committed."
-            )
     record = StepRecord(
         step_id,
         "succeeded" if passed else "failed",
@@ -200,6 +192,54 @@ def _judged(
         if floor is not None:
             context.update(_accept_tests(c, wf, name, floor, result, commit, tree))
         return Outcome("passed", git_sha=commit, context=context, records=[record])
+    return _failed(wf, name, gate, command, tree, result, verdict, remembered, record)
+
+
+def _spec_judged(
+    c: StepContext,
+    wf: Workflow,
+    name: str,
+    gate: str,
+    command: str,
+    image: str | None,
+    commit: str,
+    tree: str,
+    floor: gate_baseline.Baseline,
+    remembered: dict[str, Any],
+    directory: str,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Whether a passing counted test gate's candidate changed the spec (the base's tests, run on
+    its code): the context to remember with what the base oracle ran, and its verdict."""
+    seen = {**wf.context, **remembered}
+    spec, more = base_oracle.check(
+        c, wf, name, gate, command, image, commit, tree, floor, seen, directory
+    )
+    remembered = {**remembered, **more}
+    judged: dict[str, Any] = {
+        base_oracle.CONTEXT_KEY: spec.model_dump() if spec is not None else None
+    }
+    if spec is not None and spec.contradicts:
+        c.reporter.info(
+            f"The candidate changed the base's tests ({', '.join(spec.changed)}) and they "
+            f"fail on its code ({spec.failing}): a person decides before it is committed."
+        )
+    return remembered, judged
+
+
+def _failed(
+    wf: Workflow,
+    name: str,
+    gate: str,
+    command: str,
+    tree: str,
+    result: GateResult,
+    verdict: gate_baseline.Verdict | None,
+    remembered: dict[str, Any],
+    record: StepRecord,
+) -> Outcome:
+    """Where a failed gate sends the work: too few tests counted and any other failure go back
+    to the worker with the output (remembered for the tree); a command missing from the image
+    goes to a person."""
     if verdict is not None and verdict.problem:
         output = f"{verdict.problem}\n{result.output[-3000:]}"
         failure = {"step": name, "gate": gate, "tree": tree, "output": output}

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from supervisor.core.dag import Component
     from supervisor.sandbox.docker import RunResult
     from supervisor.state.store import Workflow
+    from supervisor.workers.base import WorkerResult
 
 
 @dataclasses.dataclass(frozen=True)
@@ -281,7 +282,33 @@ class WorkerRun:
     ) -> Outcome:
         """The run's answer, as the proxy witnessed it, judged: a record for each way it fails,
         else the role's result handler."""
-        c, cli, role = self.c, self.cli, self.role
+        c, role = self.c, self.role
+        printed, settled, spent = self._settled(run, model)
+        result = settled.result
+        if settled.tampered is not None:
+            tampered = settled.tampered
+            tails = {"printed_tail": printed.text[-2000:], "api_tail": result.text[-2000:]}
+            payload = {**err(tampered), **tails}
+            record = self.record(
+                "result_tampered", tampered.message, payload, spent=spent, category="tampered"
+            )
+            return Outcome("failed", escalate=tampered, records=[record])
+        if not result.ok:
+            return self._failed(result, spent)
+        try:
+            output = parse_worker_output(result.text, role.schema)
+        except ParsingError as e:
+            return self._unusable(e, result.text, spent)
+        # The outcome is said once the answer is validated, not when the CLI says it is done.
+        c.reporter.info(f"answer valid: {getattr(output, 'status', 'ok')}")
+        return self._answered(output.model_dump(), spent, worktree, base, branch)
+
+    def _settled(
+        self, run: RunResult, model: str
+    ) -> tuple[WorkerResult, witnessing.Settled, Spent]:
+        """What the CLI printed, what the run answered once the proxy's record settled it (the
+        record wins over stdout), and what it spent."""
+        c, cli = self.c, self.cli
         printed = adapter_for(cli).parse_output(run.stdout, run.stderr, run.exit_code)
         settled = witnessing.settle(
             cli,
@@ -317,43 +344,39 @@ class WorkerRun:
                 "witnessed": settled.witnessed is not None,  # False: read from stdout
             },
         )
-        if settled.tampered is not None:
-            tampered = settled.tampered
-            tails = {"printed_tail": printed.text[-2000:], "api_tail": result.text[-2000:]}
-            payload = {**err(tampered), **tails}
-            record = self.record(
-                "result_tampered", tampered.message, payload, spent=spent, category="tampered"
-            )
-            return Outcome("failed", escalate=tampered, records=[record])
-        if not result.ok:
-            return self._failed(result, spent)
-        try:
-            output = parse_worker_output(result.text, role.schema)
-        except ParsingError as e:
-            c.reporter.info(f"answer not usable: {e.message}")
-            status = "rejected" if role.output == "review" else "failed"
-            why = recovery.classify_exception(e)
-            payload = {"error": e.message, "answer_tail": result.text[-2000:]}
-            record = self.record(
-                "output_invalid",
-                e.message,
-                payload,
-                spent=spent,
-                category=str(why.category),
-                status=status,
-            )
-            return Outcome("failed", feedback=e.message, records=[record])
-        # The outcome is said once the answer is validated, not when the CLI says it is done.
-        c.reporter.info(f"answer valid: {getattr(output, 'status', 'ok')}")
+        return printed, settled, spent
+
+    def _unusable(self, e: ParsingError, answer: str, spent: Spent) -> Outcome:
+        """An answer that does not parse against the role's schema: fed back for another try
+        (a review's counts as a rejection)."""
+        self.c.reporter.info(f"answer not usable: {e.message}")
+        status = "rejected" if self.role.output == "review" else "failed"
+        why = recovery.classify_exception(e)
+        payload = {"error": e.message, "answer_tail": answer[-2000:]}
+        record = self.record(
+            "output_invalid",
+            e.message,
+            payload,
+            spent=spent,
+            category=str(why.category),
+            status=status,
+        )
+        return Outcome("failed", feedback=e.message, records=[record])
+
+    def _answered(
+        self, data: dict[str, Any], spent: Spent, worktree: Path, base: str, branch: str | None
+    ) -> Outcome:
+        """A valid answer, judged by the result handler of the role's output kind."""
+        c, role = self.c, self.role
         done = results.Answer(
             c=c,
             wf=self.wf,
             name=self.name,
             role=role,
             step_id=self.step_id,
-            data=output.model_dump(),
+            data=data,
             payload={**spent.payload},
-            usage=usage,
+            usage=spent.usage,
             invocation=self.invocation(spent, True, None),
         )
         done.payload["output"] = done.data
