@@ -26,10 +26,11 @@ import os
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from supervisor.core.errors import WorkflowBusyError
+from supervisor.state.columns import names
+from supervisor.state.records import LeaseRow
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
 DEFAULT_TTL = 45.0
-COLUMNS = "name, workflow_id, holder, host, pid, doing, heartbeat_at, expires_at"
+COLUMNS = ", ".join(names(LeaseRow))
 
 
 def ttl() -> float:
@@ -66,16 +67,8 @@ def host() -> str:
     return socket.gethostname()
 
 
-@dataclass(frozen=True)
-class Lease:
-    name: str
-    workflow_id: int | None
-    holder: str
-    host: str
-    pid: int
-    doing: str
-    heartbeat_at: float
-    expires_at: float
+class Lease(LeaseRow):
+    """A row of the leases table (its columns: supervisor/state/records.py `LeaseRow`)."""
 
     def expired(self, now: float | None = None) -> bool:
         return (time.time() if now is None else now) > self.expires_at
