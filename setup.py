@@ -1,7 +1,7 @@
 """Build step only (the metadata is in pyproject.toml): the wheel carries copies of the top-level
 `config/`, `prompts/`, `sandbox/`, `scripts/setup.sh` and the npm lock files in
 `supervisor/_data/`, so a non-editable install has them. The top-level folders stay the source of
-truth; supervisor/resources.py finds either layout."""
+truth; supervisor/core/resources.py finds either layout."""
 
 import shutil
 from pathlib import Path

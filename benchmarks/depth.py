@@ -33,8 +33,11 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from supervisor import process, tasks  # noqa: E402
-from supervisor.demo import (  # noqa: E402
+from supervisor.core import process  # noqa: E402
+from supervisor.fakeapi import ScriptedModelServer, load_script  # noqa: E402
+from supervisor.guard.trust import trust  # noqa: E402
+from supervisor.lifecycle import tasks  # noqa: E402
+from supervisor.lifecycle.demo import (  # noqa: E402
     CALC_FIXED,
     fenced,
     implementation,
@@ -42,8 +45,6 @@ from supervisor.demo import (  # noqa: E402
     read_turn,
     write_project_config,
 )
-from supervisor.fakeapi import ScriptedModelServer, load_script  # noqa: E402
-from supervisor.guard.trust import trust  # noqa: E402
 
 FIX = "Implement add() and multiply() in calc.py so that the tests pass"
 FEATURE = "Add three helper modules a.py, b.py and c.py, each with a describe() function"

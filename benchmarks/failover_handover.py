@@ -35,8 +35,8 @@ WORKFLOW = (
 def one_run(base: Path) -> float:
     from e2e_support import GOOD_CALC, implementer, new_repo, write_workflow
 
-    from supervisor import tasks
     from supervisor.fakeapi import ScriptedModelServer, anthropic, load_script, openai
+    from supervisor.lifecycle import tasks
 
     limited = {"status": 429, "message": "rate limited, try again in 7200 seconds"}
     first = {"when": "ROLE: implementer", "turns": [{"error": {**limited, "retry_after": 7200}}]}

@@ -7,7 +7,7 @@ A generated monorepo of 8 Python packages (a uv workspace: shared types, 3 libra
 doing `--work` iterations of arithmetic: ~2 s of suite per package by default, so that a gate is
 more than a container's start) and its own gate, run from its directory), committed with real
 git. Gate time, as the median of `--repeat` runs, each gate
-in the real no-network sandbox on a real worktree of the commit (supervisor/project/gates.py):
+in the real no-network sandbox on a real worktree of the commit (supervisor/gates/run.py):
 
 - a change to one app: the projects `ProjectMap.affected` picks (that app only), run as the
   supervisor runs them (steps/project_gate.py: side by side, PARALLEL at a time);
@@ -48,11 +48,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from supervisor.config import Limits, Settings  # noqa: E402
-from supervisor.demo import fenced, write_project_config  # noqa: E402
-from supervisor.project.gates import run_gate  # noqa: E402
+from supervisor.core.config import Limits, Settings  # noqa: E402
+from supervisor.gates import per_project as project_gates  # noqa: E402
+from supervisor.gates.run import run_gate  # noqa: E402
+from supervisor.lifecycle.demo import fenced, write_project_config  # noqa: E402
 from supervisor.sandbox.docker import DockerSandbox  # noqa: E402
-from supervisor.workflow import project_gates  # noqa: E402
 from supervisor.workflow.steps.project_gate import PARALLEL  # noqa: E402
 from supervisor.workspace.worktrees import Workspace  # noqa: E402
 
@@ -234,9 +234,9 @@ FEATURE = {  # component -> (project, file it adds)
 
 
 def makespan(base: Path, files: int, work: int, with_projects: bool) -> tuple[float, str]:
-    from supervisor import opening, tasks
     from supervisor.fakeapi import ScriptedModelServer, load_script
     from supervisor.guard.trust import trust
+    from supervisor.lifecycle import opening, tasks
 
     repo = base / ("projects" if with_projects else "single")
     repo.mkdir()

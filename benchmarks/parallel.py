@@ -33,9 +33,10 @@ def one(checkout: Path, files: int, k: int, n: int, delay: float) -> dict[str, f
     """One run, importing the supervisor from `checkout` (runs in its own process)."""
     sys.path.insert(0, str(checkout))
     os.chdir(checkout)
-    from supervisor import process, tasks
-    from supervisor.demo import fenced, make_demo_repo, write_project_config
+    from supervisor.core import process
     from supervisor.fakeapi import ScriptedModelServer, load_script
+    from supervisor.lifecycle import tasks
+    from supervisor.lifecycle.demo import fenced, make_demo_repo, write_project_config
 
     ids = [f"c{i}" for i in range(n)]
     plan = {

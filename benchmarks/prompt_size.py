@@ -25,9 +25,9 @@ sys.path.insert(0, str(ROOT))
 from supervisor.context import prompts  # noqa: E402
 from supervisor.context.plan_view import plan_for_prompt  # noqa: E402
 from supervisor.context.roles import load_role  # noqa: E402
-from supervisor.dag import WorkGraph  # noqa: E402
-from supervisor.demo import make_demo_repo  # noqa: E402
-from supervisor.schemas import PlanOutput  # noqa: E402
+from supervisor.core.dag import WorkGraph  # noqa: E402
+from supervisor.core.schemas import PlanOutput  # noqa: E402
+from supervisor.lifecycle.demo import make_demo_repo  # noqa: E402
 from supervisor.workflow.steps.worker import component_task as _component_task  # noqa: E402
 
 TASK = "Build the inventory service: items, stock levels, orders and their HTTP API."

@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from supervisor import process, redaction  # noqa: E402
+from supervisor.core import process, redaction  # noqa: E402
 
 SCANNED = ("supervisor", "tests", "benchmarks", "scripts", "config", "prompts", "sandbox", "docs")
 OTHERS = ("README.md", "Makefile", "pyproject.toml", "setup.py", "requirements.txt")

@@ -27,13 +27,13 @@ sys.path.insert(0, str(ROOT))
 
 from makespan import Breakdown, Span, breakdown  # noqa: E402
 
-from supervisor import process  # noqa: E402
-from supervisor.demo import demo_script, make_demo_repo, write_project_config  # noqa: E402
+from supervisor.core import process  # noqa: E402
+from supervisor.core.parsing import parse_worker_output  # noqa: E402
+from supervisor.core.schemas import ImplementationOutput  # noqa: E402
 from supervisor.fakeapi import ScriptedModelServer, load_script  # noqa: E402
-from supervisor.parsing import parse_worker_output  # noqa: E402
-from supervisor.project import base_tests  # noqa: E402
+from supervisor.gates import base_tests  # noqa: E402
+from supervisor.lifecycle.demo import demo_script, make_demo_repo, write_project_config  # noqa: E402
 from supervisor.sandbox.docker import DockerSandbox, RunSpec  # noqa: E402
-from supervisor.schemas import ImplementationOutput  # noqa: E402
 from supervisor.state.store import EventSpec, Store  # noqa: E402
 from supervisor.workspace.treedata import CommitFiles  # noqa: E402
 from supervisor.workspace.worktrees import Workspace  # noqa: E402
@@ -190,7 +190,7 @@ def main() -> None:
         os.environ.setdefault("ANTHROPIC_API_KEY", "bench-key")
         os.environ["SUPERVISOR_USER_DIR"] = str(base / "user")
         demo_repo = make_demo_repo(base / "demo")
-        from supervisor import tasks
+        from supervisor.lifecycle import tasks
 
         with ScriptedModelServer(load_script(demo_script())) as server:
             write_project_config(demo_repo, server.url)
@@ -226,9 +226,9 @@ def main() -> None:
         # `status` on a long event log: 100,000 events in one workflow's history.
         from sqlalchemy import insert
 
-        from supervisor.cli.render import workflow_detail
         from supervisor.state import schema
         from supervisor.state.store import now
+        from supervisor.views.render import workflow_detail
 
         big_store = Store(base / "events.db")
         wf_big = big_store.create_workflow(
@@ -295,8 +295,8 @@ def parallel_rows(base: Path, n: int, k: int, runs: int) -> list[tuple[str, floa
     import subprocess
     from datetime import UTC, datetime
 
-    from supervisor import tasks
-    from supervisor.demo import fenced
+    from supervisor.lifecycle import tasks
+    from supervisor.lifecycle.demo import fenced
 
     ids = [f"c{i}" for i in range(n)]
     plan = {

@@ -19,10 +19,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from supervisor import demo, process
-from supervisor.config import load_settings
+from supervisor.core import process
+from supervisor.core.config import load_settings
 from supervisor.fakeapi import ScriptedModelServer, load_script
-from supervisor.project.gates import run_gate
+from supervisor.gates.run import run_gate
+from supervisor.lifecycle import demo
 from supervisor.sandbox.docker import DockerSandbox, RunSpec
 from supervisor.sandbox.runtime import known
 from supervisor.workers.claude import ClaudeAdapter

@@ -51,9 +51,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 from e2e_support import GOOD_CALC, implementer, planner, write_workflow  # noqa: E402
 from temporal_support import DevServer  # noqa: E402
 
-from supervisor.demo import make_demo_repo, write_project_config  # noqa: E402
 from supervisor.fakeapi import ScriptedModelServer, load_script  # noqa: E402
 from supervisor.guard.trust import trust  # noqa: E402
+from supervisor.lifecycle.demo import make_demo_repo, write_project_config  # noqa: E402
 from supervisor.state.store import Store  # noqa: E402
 
 THREE_STEPS = (
@@ -107,7 +107,7 @@ def wait_all(repo: Path, ids: list[int], timeout: float = 1800) -> float:
     """When every task of `ids` has ended. Polled through the read-only reader (what `status`
     uses), every 20 ms: opening the full store per poll takes the database's write lock and
     would slow the worker it is timing."""
-    from supervisor.task_state import reading
+    from supervisor.lifecycle.task_state import reading
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

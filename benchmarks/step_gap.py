@@ -169,7 +169,7 @@ def one(
     its gate's history)."""
     sys.path.insert(0, str(checkout))
     os.chdir(checkout)
-    from supervisor import tasks
+    from supervisor.lifecycle import tasks
 
     wasted: list[float] = []
     watches: dict[str, Watch] = {}
@@ -190,8 +190,8 @@ def one(
     from supervisor.sandbox.docker import DockerSandbox
 
     exited = exits(DockerSandbox)
-    from supervisor.demo import demo_script, make_demo_repo, write_project_config
     from supervisor.fakeapi import ScriptedModelServer, load_script
+    from supervisor.lifecycle.demo import demo_script, make_demo_repo, write_project_config
 
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
@@ -293,7 +293,7 @@ def floor(checkout: Path, repeat: int = 3) -> float:
     import time
 
     sys.path.insert(0, str(checkout))
-    from supervisor.demo import make_demo_repo
+    from supervisor.lifecycle.demo import make_demo_repo
     from supervisor.sandbox.docker import DockerSandbox, RunSpec
     from supervisor.workspace.worktrees import Workspace
 

@@ -38,8 +38,8 @@ def timed(fn: Callable[[], object]) -> float:
 def main() -> None:
     sys.path.insert(0, str(ROOT))
     os.chdir(ROOT)
-    process = importlib.import_module("supervisor.process")
-    demo = importlib.import_module("supervisor.demo")
+    process = importlib.import_module("supervisor.core.process")
+    demo = importlib.import_module("supervisor.lifecycle.demo")
     fakeapi = importlib.import_module("supervisor.fakeapi")
     docker_mod = importlib.import_module("supervisor.sandbox.docker")
     workspace = importlib.import_module("supervisor.workspace.worktrees")
@@ -95,7 +95,7 @@ def main() -> None:
         os.environ.setdefault("ANTHROPIC_API_KEY", "bench-key")
         os.environ["SUPERVISOR_USER_DIR"] = str(base / "user")
         demo_repo = demo.make_demo_repo(base / "demo")
-        tasks = importlib.import_module("supervisor.tasks")
+        tasks = importlib.import_module("supervisor.lifecycle.tasks")
         script = fakeapi.load_script(demo.demo_script())
         with fakeapi.ScriptedModelServer(script) as server:
             demo.write_project_config(demo_repo, server.url)

@@ -1,4 +1,4 @@
-"""Writes the user guide's generated pages: docs/configuration.md and docs/index.md.
+"""Writes the user guide's generated pages: docs/configuration.md, docs/index.md, docs/wings.md.
 
 A hand-kept reference drifts from the schema the loader enforces; the configuration page is
 rendered from the pydantic models (keys, types, defaults) and the words written beside each field
@@ -13,6 +13,7 @@ changing a setting or the README:
 from __future__ import annotations
 
 import ast
+import importlib.util
 import inspect
 import textwrap
 import types
@@ -24,7 +25,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from supervisor.config import Settings
+from supervisor.core.config import Settings
 
 HEADER = """\
 # Configuration reference
@@ -147,9 +148,20 @@ def home(readme: str) -> str:
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _wings_page() -> str:
+    """docs/wings.md, from the table tests/test_import_cycles.py enforces (tests/wings.py)."""
+    spec = importlib.util.spec_from_file_location("wings", ROOT / "tests" / "wings.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    page: str = module.page()
+    return page
+
+
 def pages() -> dict[Path, str]:
     """Each generated page and what it should hold."""
     return {
+        ROOT / "docs" / "wings.md": _wings_page(),
         ROOT / "docs" / "configuration.md": configuration(),
         ROOT / "docs" / "index.md": home((ROOT / "README.md").read_text()),
     }

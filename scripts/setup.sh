@@ -191,7 +191,7 @@ if [ "$(cat .venv/.setup-stamp 2>/dev/null)" != "$py_hash" ] || [ ! -x .venv/bin
   # (PYTHONDONTWRITEBYTECODE), every `supervisor` command would otherwise compile SQLAlchemy,
   # pydantic and the engine from source, ~1.5 CPU-s each.
   env -u PYTHONDONTWRITEBYTECODE .venv/bin/python -c \
-    'import supervisor.tasks, supervisor.workflow.engine, supervisor.cli.app' 2>/dev/null \
+    'import supervisor.lifecycle.tasks, supervisor.workflow.engine, supervisor.cli.app' 2>/dev/null \
     || log "could not write bytecode for the dependencies (not needed: it runs without it)"
   echo "$py_hash" > .venv/.setup-stamp
 fi

@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from supervisor.demo import (
+from supervisor.guard.trust import trust
+from supervisor.lifecycle.demo import (
     fenced,
     implementation,
     make_demo_repo,
     read_turn,
     write_project_config,
 )
-from supervisor.guard.trust import trust
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -74,8 +74,8 @@ def pointed_at(config: str, base_url: str, cli: str = CLI) -> str:
 
 
 def write_config(repo: Path, base_url: str, cli: str = CLI) -> None:
-    """The demo's project config (supervisor.demo), its roles run by `cli` against the scripted
-    API at `base_url`; the `clis` mapping stays last, for what a spec appends to it."""
+    """The demo's project config (supervisor.lifecycle.demo), its roles run by `cli` against the
+    scripted API at `base_url`; the `clis` mapping stays last, for what a spec appends to it."""
     write_project_config(repo, base_url)
     if cli != "claude":  # the demo's default
         config = repo / ".supervisor" / "config.yaml"
@@ -179,7 +179,7 @@ def released_on_adoption(repo: Path, release: Path, workflow_id: int) -> Iterato
     workflow's worker, or when the block ends: a worker killed with its supervisor has its
     answer in flight from the kill until after the adoption, whatever the machine's load, and
     no spec waits out a fixed delay for it."""
-    from supervisor import tasks
+    from supervisor.lifecycle import tasks
 
     done = threading.Event()
 
@@ -202,8 +202,8 @@ def released_on_adoption(repo: Path, release: Path, workflow_id: int) -> Iterato
 
 def run_to_the_end(task: str, repo: Path) -> Any:
     """start-task, approving every approval the template asks for (what `--yes` answers)."""
-    from supervisor import tasks
-    from supervisor.errors import ApprovalRequired
+    from supervisor.core.errors import ApprovalRequired
+    from supervisor.lifecycle import tasks
 
     try:
         return tasks.start_task(task, repo)
@@ -227,7 +227,7 @@ BUILD_CACHE_KEPT = 16
 
 
 def killed_at(kill_at: str, repo: Path, *command: str) -> subprocess.CompletedProcess[str]:
-    """The command line run until it SIGKILLs itself at `kill_at` (supervisor/faults.py)."""
+    """The command line run until it SIGKILLs itself at `kill_at` (supervisor/core/faults.py)."""
     return subprocess.run(
         [sys.executable, "-m", "supervisor", *command, "--repo", str(repo)],
         env={**os.environ, "SUPERVISOR_KILL_AT": kill_at},

@@ -25,8 +25,8 @@ from supervisor.cli.entry import GC_THRESHOLD
 
 gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
 
-from supervisor import tasks  # noqa: E402 (after the collector's threshold, as the entry)
-from supervisor.errors import SupervisorError  # noqa: E402
+from supervisor.core.errors import SupervisorError  # noqa: E402
+from supervisor.lifecycle import tasks  # noqa: E402 (after the collector's threshold, as the entry)
 from supervisor.sandbox.standin import StandinSandbox, WorkerCall, answer  # noqa: E402
 
 TASK = "Write the two answer files"

@@ -35,7 +35,7 @@ def _run(argv: list[str], env: dict[str, str], output: str) -> None:
     os.close(fd)
     os.environ.clear()
     os.environ.update(env)
-    from supervisor import faults
+    from supervisor.core import faults
 
     importlib.reload(faults)  # it reads SUPERVISOR_KILL_AT when imported
     sys.argv = list(argv)

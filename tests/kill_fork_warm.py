@@ -8,8 +8,6 @@ from supervisor.cli.entry import GC_THRESHOLD
 
 gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
 
-import supervisor.sandbox.standin  # noqa: E402
-import supervisor.tasks  # noqa: E402, F401
 from supervisor.context import tokens  # noqa: E402
 
 with contextlib.suppress(Exception):  # a run that needs it then reports why

@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from supervisor.demo import fenced, make_demo_repo
 from supervisor.fakeapi import ScriptedModelServer, load_script
 from supervisor.guard.trust import trust
+from supervisor.lifecycle.demo import fenced, make_demo_repo
 from supervisor.sandbox.docker import LABEL_REPO, LABEL_STEP, LABEL_STEP_ID, repo_label
 from supervisor.sandbox.warm import LABEL_PREPARED
 
@@ -151,7 +151,7 @@ def running_workers(client: Any, label: str, repo: Path) -> list[dict[str, str]]
     prepared = [c for c in found if LABEL_PREPARED in c.labels]
     rows: dict[str, dict[str, Any]] = {}
     if prepared:
-        from supervisor import tasks
+        from supervisor.lifecycle import tasks
 
         with tasks.reading(repo) as store:
             rows = {s["container_id"]: s for s in store.steps(1) if s["container_id"]}
@@ -375,7 +375,7 @@ def one_run(checkout: Path, seed: int, kills: int, shell: float, think: float, b
         runs, answered = conversations(server)
         for r in server.requests:
             run.requests.append(f"{r.kind} turn {r.turn} {run_of(r) or '-'}")
-    from supervisor import tasks
+    from supervisor.lifecycle import tasks
 
     with tasks.reading(repo) as store:
         (wf,) = store.workflows()

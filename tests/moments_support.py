@@ -2,7 +2,7 @@
 (tests/test_machine_fault_moments.py): a plan of three components (two at a time), their
 merges, a test gate, the commit, on the stand-in sandbox; a strike that comes once, where its
 moment is (a scripted worker, the sandbox's run of a gate or a container, a named point of
-supervisor/faults.py).
+supervisor/core/faults.py).
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING
 from cli_support import supervisor
 from test_machine_faults import _mount
 
-from supervisor.demo import make_demo_repo
+from supervisor.core.process import run as run_process
 from supervisor.guard.trust import trust
-from supervisor.opening import reading
-from supervisor.process import run as run_process
+from supervisor.lifecycle.demo import make_demo_repo
+from supervisor.lifecycle.opening import reading
 from supervisor.sandbox.docker import RunResult, RunSpec
 from supervisor.sandbox.standin import StandinSandbox, WorkerCall, answer, record
 
@@ -133,7 +133,7 @@ class Task:
         return reply
 
     def reached(self, point: str) -> None:
-        """supervisor/faults.py's named points: the strike instead of a SIGKILL; at the last
+        """supervisor/core/faults.py's named points: the strike instead of a SIGKILL; at the last
         merge (c's, a real merge commit), when no component runs beside it."""
         self.points[point] = self.points.get(point, 0) + 1
         if point != "merging" or self.points[point] == len(PARTS):

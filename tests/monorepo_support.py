@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from e2e_support import pointed_at, remove_project_images
 
-from supervisor import image_commands, tasks
-from supervisor.demo import fenced
 from supervisor.guard.trust import trust
+from supervisor.lifecycle import image_commands, tasks
+from supervisor.lifecycle.demo import fenced
 from supervisor.project.detect import detect
 from supervisor.project.project_image import write_dockerfile
 

@@ -26,8 +26,8 @@ import sys
 import time
 from pathlib import Path
 
-from supervisor import tasks
 from supervisor.cli.entry import main
+from supervisor.lifecycle import tasks
 from supervisor.sandbox.standin import StandinSandbox, WorkerCall, answer
 
 BLOCK_S = 60.0

@@ -53,7 +53,7 @@ def to_temporal(repo: Path, server: DevServer, heartbeat_s: float = 30) -> str:
 
 def use_sandbox(monkeypatch: pytest.MonkeyPatch, sandbox: StandinSandbox) -> None:
     """Every step's and every component's activity runs its workers in `sandbox`."""
-    from supervisor import tasks
+    from supervisor.lifecycle import tasks
     from supervisor.temporal import components
 
     monkeypatch.setattr(tasks, "open_sandbox", lambda project, clis, **_: sandbox)
@@ -73,7 +73,7 @@ def run_on_temporal(
 
 def submit(repo: Path, task: str) -> tuple[int, str]:
     """`task` submitted as `start-task --backend temporal` does: its id and workflow id."""
-    from supervisor.opening import reading
+    from supervisor.lifecycle.opening import reading
     from supervisor.temporal.submit import submit_task
 
     submitted = submit_task(task, repo)
@@ -90,7 +90,7 @@ def work_until_done(
     repo: Path, server: DevServer, queue: str, wf_id: int, wid: str, watch: Watch | None = None
 ) -> Workflow:
     """A worker of the queue in this process until the task's workflow ends; the task."""
-    from supervisor.opening import reading
+    from supervisor.lifecycle.opening import reading
 
     asyncio.run(_work_until_done(repo, server.address, queue, wid, watch))
     with reading(repo) as store:

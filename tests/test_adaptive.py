@@ -14,12 +14,12 @@ from cli_support import supervisor
 from e2e_support import new_repo
 from routing_support import gemini_beats_claude_at_review, record_run
 
-from supervisor import tasks
-from supervisor.config import AdaptiveSettings, AdaptiveWeights, load_settings
-from supervisor.demo import make_demo_repo
-from supervisor.errors import ConfigError
+from supervisor.core.config import AdaptiveSettings, AdaptiveWeights, load_settings
+from supervisor.core.errors import ConfigError
 from supervisor.guard.trust import trust
-from supervisor.opening import start_preview
+from supervisor.lifecycle import tasks
+from supervisor.lifecycle.demo import make_demo_repo
+from supervisor.lifecycle.opening import start_preview
 from supervisor.routing import adaptive, history, route
 from supervisor.sandbox.standin import StandinSandbox, WorkerCall, answer
 from supervisor.state.records import EventSpec

@@ -9,8 +9,8 @@ import pytest
 from e2e_support import GOOD_CALC, implementer, new_repo, require_sandbox, reviewer, write_workflow
 from routing_support import gemini_beats_claude_at_review
 
-from supervisor import tasks
 from supervisor.guard.trust import trust
+from supervisor.lifecycle import tasks
 
 if TYPE_CHECKING:
     from pathlib import Path

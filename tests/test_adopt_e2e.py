@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from e2e_support import IMAGE, killed_at, new_repo, planner, require_sandbox, write_workflow
 
-from supervisor import tasks
-from supervisor.demo import fenced
-from supervisor.errors import CommandTimeoutError
+from supervisor.core.errors import CommandTimeoutError
+from supervisor.lifecycle import tasks
+from supervisor.lifecycle.demo import fenced
 from supervisor.sandbox.docker import LABEL_REPO, LABEL_STEP, DockerSandbox, RunSpec, repo_label
 
 if TYPE_CHECKING:

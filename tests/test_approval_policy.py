@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from supervisor.errors import ConfigError
+from supervisor.core.errors import ConfigError
 from supervisor.guard.trust import trust
 from supervisor.policy import approval_policy, risk
 from supervisor.policy.approval_policy import Facts, FileChange, evaluate, parse

@@ -27,10 +27,10 @@ from e2e_support import (
 )
 from e2e_support import write_workflow as write_workflow_file
 
-from supervisor import tasks
-from supervisor.config import Limits
-from supervisor.demo import CALC_STUB, TESTS, make_demo_repo, read_turn
-from supervisor.project.gates import run_gate
+from supervisor.core.config import Limits
+from supervisor.gates.run import run_gate
+from supervisor.lifecycle import tasks
+from supervisor.lifecycle.demo import CALC_STUB, TESTS, make_demo_repo, read_turn
 from supervisor.sandbox.docker import DockerSandbox
 from supervisor.workspace.worktrees import Workspace
 

@@ -35,12 +35,12 @@ from test_templates_ts_e2e import (  # the image, built once per run by `init`
     sandbox,
 )
 
-from supervisor import tasks
-from supervisor.config import Limits
+from supervisor.core.config import Limits
+from supervisor.gates.baseline import Baseline, judge
+from supervisor.gates.run import run_gate
 from supervisor.guard.trust import trust
-from supervisor.project.gates import run_gate
+from supervisor.lifecycle import tasks
 from supervisor.sandbox.docker import DockerSandbox
-from supervisor.workflow.gate_baseline import Baseline, judge
 
 pytestmark = [pytest.mark.docker, GROUP_B]  # see the templates
 __all__ = ["project", "sandbox"]  # module fixtures shared with the template specs
@@ -123,7 +123,7 @@ def test_were_the_config_to_slip_through_the_count_fails_the_gate(
     assert emptied.passed, emptied.output
     assert "No test files found" in emptied.output
 
-    from supervisor.project.test_counts import count_tests
+    from supervisor.gates.test_counts import count_tests
 
     counted = count_tests(base.output)
     assert counted is not None and counted.ran == 2
@@ -147,7 +147,7 @@ def test_expected_values_rewritten_to_match_broken_code_wait_for_a_person(
 ) -> None:
     """vitest's own run passes on the rewritten test; the base's test, put back beside the
     candidate's code, fails: a change of the specification, for a person (exit 10)."""
-    from supervisor.errors import ApprovalRequired
+    from supervisor.core.errors import ApprovalRequired
 
     repo = project.repo
     shutil.rmtree(repo, ignore_errors=True)

@@ -31,11 +31,11 @@ from e2e_support import (
     write_workflow,
 )
 
-from supervisor import image_commands, tasks
-from supervisor.demo import CALC_STUB, MAKEFILE
-from supervisor.errors import StepFailedError
+from supervisor.core.errors import StepFailedError
 from supervisor.fakeapi import ScriptedModelServer, load_script
 from supervisor.guard.trust import trust
+from supervisor.lifecycle import image_commands, tasks
+from supervisor.lifecycle.demo import CALC_STUB, MAKEFILE
 from supervisor.policy.dependency_review import DependencyApprovalRequired
 from supervisor.workspace.worktrees import Workspace
 

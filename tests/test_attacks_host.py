@@ -16,9 +16,9 @@ import pytest
 from e2e_support import GOOD_CALC, implementer, new_repo, planner, require_sandbox, reviewer
 from test_workflow_e2e import TASK, file_on_branch, leftovers, prompts
 
-from supervisor import tasks
-from supervisor.demo import fenced, implementation, read_turn
-from supervisor.errors import ConfigError
+from supervisor.core.errors import ConfigError
+from supervisor.lifecycle import tasks
+from supervisor.lifecycle.demo import fenced, implementation, read_turn
 from supervisor.workspace.worktrees import Workspace
 
 if TYPE_CHECKING:

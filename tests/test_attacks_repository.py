@@ -15,9 +15,9 @@ import pytest
 from e2e_support import GOOD_CALC, implementer, new_repo, planner, require_sandbox, reviewer
 from test_workflow_e2e import TASK, file_on_branch
 
-from supervisor import tasks
-from supervisor.errors import SupervisorError
+from supervisor.core.errors import SupervisorError
 from supervisor.guard.trust import trust
+from supervisor.lifecycle import tasks
 
 pytestmark = pytest.mark.docker
 

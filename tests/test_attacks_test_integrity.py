@@ -23,8 +23,8 @@ from e2e_support import GOOD_CALC, fenced, new_repo, opening_prompts, require_sa
 from e2e_support import write_workflow as write_workflow_file
 from test_attacks_gates import TASK, WORKFLOW, events, show, write  # the gate attacks' readers
 
-from supervisor import tasks
-from supervisor.demo import CALC_STUB, TESTS, read_turn
+from supervisor.lifecycle import tasks
+from supervisor.lifecycle.demo import CALC_STUB, TESTS, read_turn
 from supervisor.workspace.worktrees import Workspace
 
 if TYPE_CHECKING:

@@ -31,8 +31,8 @@ from e2e_support import (
 from test_attacks_host import attacker, events
 from test_workflow_e2e import TASK, file_on_branch, leftovers
 
-from supervisor import tasks
-from supervisor.demo import fenced
+from supervisor.lifecycle import tasks
+from supervisor.lifecycle.demo import fenced
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from supervisor.config import FailoverSettings, StepDef, WorkflowDef
-from supervisor.errors import SpecConflictError
+from supervisor.core.config import FailoverSettings, StepDef, WorkflowDef
+from supervisor.core.errors import SpecConflictError
+from supervisor.gates import base_tests
 from supervisor.policy import approval_policy, risk
 from supervisor.policy.approval_policy import Facts, evaluate
-from supervisor.project import base_tests
 from supervisor.state.records import Workflow
 from supervisor.state.store import EventSpec
 from supervisor.workflow.decide import Facts as DecideFacts

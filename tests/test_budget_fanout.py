@@ -15,7 +15,7 @@ from test_engine_fast import Project, component, plans, writes
 from test_notify import Receiver
 from test_notify import receiver as receiver  # a fixture
 
-from supervisor import tasks
+from supervisor.lifecycle import tasks
 from supervisor.policy.budgets import BudgetExceeded
 
 if TYPE_CHECKING:

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from supervisor.config import Settings
-from supervisor.errors import StateError
+from supervisor.core.config import Settings
+from supervisor.core.errors import StateError
 from supervisor.policy import budgets
 from supervisor.state.store import EventSpec, Store
 

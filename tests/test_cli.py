@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from typer.testing import CliRunner
 
-from supervisor import tasks
 from supervisor.cli.app import app
-from supervisor.config import load_settings
-from supervisor.demo import make_demo_repo
+from supervisor.core.config import load_settings
+from supervisor.lifecycle import tasks
+from supervisor.lifecycle.demo import make_demo_repo
 from supervisor.policy import approvals
 from supervisor.state.store import EventSpec
 from supervisor.workflow.loading import load_workflow
@@ -243,7 +243,7 @@ def test_a_waiting_change_approval_shows_the_candidates_diff_stat(repo: Path) ->
 def test_resume_at_a_waiting_approval_shows_what_it_waits_for(repo: Path) -> None:
     from e2e_support import require_sandbox
 
-    from supervisor.errors import ApprovalRequired
+    from supervisor.core.errors import ApprovalRequired
 
     require_sandbox()
     wf_id = waiting_workflow(repo, step="plan", next_step="implement", context={"plan": PLAN})

@@ -14,7 +14,7 @@ from typing import ClassVar
 
 import pytest
 
-from supervisor.config import load_settings
+from supervisor.core.config import load_settings
 from supervisor.guard.protected import Pinned, changed_protected, pin
 from supervisor.sandbox import run_files
 from supervisor.sandbox.run_files import cli_config_masks, cli_config_paths, runs_ai_cli

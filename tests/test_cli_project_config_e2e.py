@@ -30,9 +30,9 @@ from e2e_support import (
     write_workflow,
 )
 
-from supervisor import tasks
-from supervisor.errors import StepFailedError
+from supervisor.core.errors import StepFailedError
 from supervisor.fakeapi import ScriptedModelServer, load_script
+from supervisor.lifecycle import tasks
 from supervisor.sandbox import run_files
 from supervisor.sandbox.docker import DockerSandbox, RunSpec
 from supervisor.workers import adapter_for, claude, codex, gemini

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from e2e_support import killed_at, new_repo, planner, require_sandbox, reviewer, write_workflow
 
-from supervisor import tasks
-from supervisor.demo import fenced
-from supervisor.errors import StepFailedError
+from supervisor.core.errors import StepFailedError
+from supervisor.lifecycle import tasks
+from supervisor.lifecycle.demo import fenced
 from supervisor.sandbox.docker import LABEL_REPO, repo_label
 from supervisor.state.store import Store
 from supervisor.workspace.worktrees import Workspace

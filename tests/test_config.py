@@ -6,9 +6,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from supervisor.config import load_settings
 from supervisor.context.roles import load_role
-from supervisor.errors import ConfigError
+from supervisor.core.config import load_settings
+from supervisor.core.errors import ConfigError
 from supervisor.workflow.loading import load_workflow
 
 if TYPE_CHECKING:
@@ -163,7 +163,7 @@ def test_config_show_names_the_layer_of_every_value(
 
 
 def test_settings_provenance_follows_the_cascade(tmp_path: Path, isolated_user_dir: Path) -> None:
-    from supervisor.config import settings_provenance
+    from supervisor.core.config import settings_provenance
 
     (isolated_user_dir / "config.yaml").write_text("gates: {test: a, lint: b}\n")
     repo = _project(tmp_path, {"config.yaml": "gates: {test: c}\n"})

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 import pytest
 from cli_support import supervisor
 
-from supervisor.config import load_settings
-from supervisor.errors import ConfigError
+from supervisor.core.config import load_settings
+from supervisor.core.errors import ConfigError
 from supervisor.workflow.loading import load_workflow
 
 if TYPE_CHECKING:

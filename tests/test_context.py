@@ -10,7 +10,7 @@ import pytest
 from supervisor.context import prompts, tokens
 from supervisor.context.assemble import build_pack
 from supervisor.context.roles import Role, RoleContext
-from supervisor.errors import ConfigError
+from supervisor.core.errors import ConfigError
 from supervisor.guard.trust import trust
 from supervisor.project.imports import resolve_imports
 

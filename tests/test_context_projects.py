@@ -11,12 +11,12 @@ from types import SimpleNamespace
 import pytest
 from workspace_fixtures import GO, PNPM, UV, commit, write
 
-from supervisor.config import load_settings
 from supervisor.context.assemble import DirFiles, build_pack
 from supervisor.context.project_scope import ProjectScope, for_component, public_surface
 from supervisor.context.roles import Role, RoleContext
-from supervisor.initialize import initialize
-from supervisor.project.projects import ProjectDef, ProjectDependency, ProjectMap
+from supervisor.core.config import load_settings
+from supervisor.core.projects import ProjectDef, ProjectDependency, ProjectMap
+from supervisor.lifecycle.initialize import initialize
 
 
 def reader(files: dict[str, str]):  # type: ignore[no-untyped-def]

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from e2e_support import PLAN_TEXT, new_repo, require_sandbox, write_workflow
 
-from supervisor import tasks
-from supervisor.demo import fenced
+from supervisor.lifecycle import tasks
+from supervisor.lifecycle.demo import fenced
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from test_engine_fast import Project, component, plans, project, warm_packer, writes
 
-from supervisor import tasks
-from supervisor.errors import ApprovalRequired, ConfigError, StepFailedError
+from supervisor.core.errors import ApprovalRequired, ConfigError, StepFailedError
+from supervisor.lifecycle import tasks
 from supervisor.sandbox.standin import answer
 
 if TYPE_CHECKING:
@@ -132,8 +132,8 @@ def test_after_a_failure_resume_starts_the_planner_fresh_and_the_spent_turns_sti
 
 
 def test_abandon_removes_a_kept_home_a_killed_run_left(project: Callable[..., Project]) -> None:
-    from supervisor import abandon
-    from supervisor.workers.continuation import home_dir, prepare_home
+    from supervisor.lifecycle import abandon
+    from supervisor.workflow.continuation import home_dir, prepare_home
 
     p = project(
         PLAN_THEN_IMPLEMENT.replace("max_retries: 6", "max_retries: 6, human_approval: true"),

@@ -26,8 +26,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from supervisor.config import CliSettings
-from supervisor.errors import SandboxError
+from supervisor.core.config import CliSettings
+from supervisor.core.errors import SandboxError
 from supervisor.guard import credentials
 from supervisor.sandbox.credproxy import CredentialProxy, Injection, Upstream, new_placeholder
 

@@ -6,9 +6,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from supervisor.dag import MERGING, WorkGraph, rollup, suggest_dependencies
-from supervisor.errors import ConfigError
-from supervisor.schemas import PlanOutput
+from supervisor.core.dag import MERGING, WorkGraph, rollup, suggest_dependencies
+from supervisor.core.errors import ConfigError
+from supervisor.core.schemas import PlanOutput
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -214,7 +214,7 @@ def test_analyze_deps_reads_the_imports_on_the_task_branch(
 ) -> None:
     import subprocess
 
-    from supervisor import tasks
+    from supervisor.lifecycle import tasks
     from supervisor.state.store import Store
     from supervisor.workspace.worktrees import Workspace
 
@@ -270,7 +270,7 @@ def test_analyze_deps_reads_the_imports_on_the_task_branch(
 def test_status_shows_the_recorded_progress_as_a_feature_phase_component_tree() -> None:
     from rich.console import Console
 
-    from supervisor.cli.render import work_tree
+    from supervisor.views.render import work_tree
 
     context = {
         "plan": TWO_PHASES.model_dump(),

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from supervisor.config import FailoverSettings, StepDef, WorkflowDef
-from supervisor.errors import CredentialsError, StepFailedError
-from supervisor.recovery import Action, Category, Classification
+from supervisor.core.config import FailoverSettings, StepDef, WorkflowDef
+from supervisor.core.errors import CredentialsError, StepFailedError
+from supervisor.policy.recovery import Action, Category, Classification
 from supervisor.state.records import Workflow
 from supervisor.state.store import EventSpec, StepRecord
 from supervisor.workflow.decide import Facts, Move, decide
@@ -181,7 +181,7 @@ def test_deciding_changes_nothing_it_was_given() -> None:
 
 
 def limited(error: str) -> Outcome:
-    from supervisor.recovery import classify_worker
+    from supervisor.policy.recovery import classify_worker
     from supervisor.workers.base import WorkerResult, retry_after_seconds
 
     result = WorkerResult(

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from supervisor.config import DecompositionLimits
-from supervisor.dag import WorkGraph, flatten
-from supervisor.schemas import PlanOutput
+from supervisor.core.config import DecompositionLimits
+from supervisor.core.dag import WorkGraph, flatten
+from supervisor.core.schemas import PlanOutput
 from supervisor.workflow import decompose
 from supervisor.workflow.decompose import Tree, settle, validate_subplan
 
@@ -198,8 +198,8 @@ def test_the_flattened_tree_is_a_valid_work_graph_with_the_parent_after_its_part
 def test_status_shows_sub_components_under_their_parent_with_their_depth() -> None:
     from rich.console import Console
 
-    from supervisor.cli.render import work_tree
     from supervisor.cli.status_view import components_json
+    from supervisor.views.render import work_tree
 
     tree = Tree()
     installed(tree, "c2")

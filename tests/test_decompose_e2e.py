@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from e2e_support import GOOD_CALC, new_repo, planner, require_sandbox, write_workflow, writes
 
-from supervisor import tasks
-from supervisor.demo import fenced
-from supervisor.errors import ApprovalRequired
+from supervisor.core.errors import ApprovalRequired
+from supervisor.lifecycle import tasks
+from supervisor.lifecycle.demo import fenced
 
 if TYPE_CHECKING:
     from pathlib import Path

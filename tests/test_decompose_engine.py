@@ -12,7 +12,7 @@ import pytest
 from test_engine_fast import Project, plans, project, reviews, warm_packer, writes
 
 from supervisor.context.tokens import count
-from supervisor.errors import ApprovalRequired
+from supervisor.core.errors import ApprovalRequired
 from supervisor.guard.trust import trust
 from supervisor.sandbox.standin import answer
 

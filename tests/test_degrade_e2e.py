@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from e2e_support import BAD_CALC, GOOD_CALC, implementer, new_repo, require_sandbox, write_workflow
 
-from supervisor import tasks
-from supervisor.errors import ApprovalRequired
+from supervisor.core.errors import ApprovalRequired
+from supervisor.lifecycle import tasks
 
 if TYPE_CHECKING:
     from pathlib import Path

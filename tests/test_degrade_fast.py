@@ -12,13 +12,13 @@ import yaml
 from rich.console import Console
 from test_engine_fast import GATE, Project, component, plans, project, warm_packer, writes
 
-from supervisor import tasks
-from supervisor.cli.render import workflows_table
-from supervisor.config import WorkflowDef
-from supervisor.errors import ApprovalRequired, StepFailedError
+from supervisor.core.config import WorkflowDef
+from supervisor.core.errors import ApprovalRequired, StepFailedError
 from supervisor.guard.trust import trust
+from supervisor.lifecycle import tasks
 from supervisor.policy.approvals import pending
 from supervisor.tui.data import step_shown
+from supervisor.views.render import workflows_table
 
 if TYPE_CHECKING:
     from collections.abc import Callable

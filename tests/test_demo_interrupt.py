@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 import pytest
 from e2e_support import require_sandbox
 
-from supervisor import tasks
-from supervisor.errors import SupervisorError
+from supervisor.core.errors import SupervisorError
+from supervisor.lifecycle import tasks
 
 if TYPE_CHECKING:
     from pathlib import Path

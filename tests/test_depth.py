@@ -10,12 +10,18 @@ from typing import Any
 
 import pytest
 
-from supervisor import depth_view
-from supervisor.config import DepthSettings, FailoverSettings, StepDef, TemplateDepth, WorkflowDef
-from supervisor.errors import ConfigError, ParsingError
+from supervisor.core import depth_view
+from supervisor.core.config import (
+    DepthSettings,
+    FailoverSettings,
+    StepDef,
+    TemplateDepth,
+    WorkflowDef,
+)
+from supervisor.core.errors import ConfigError, ParsingError
+from supervisor.core.parsing import parse_worker_output
+from supervisor.core.schemas import AnalysisOutput, PlanOutput, ResearchOutput
 from supervisor.fakeapi.script import ScriptPlayer, load_script
-from supervisor.parsing import parse_worker_output
-from supervisor.schemas import AnalysisOutput, PlanOutput, ResearchOutput
 from supervisor.state.records import Workflow
 from supervisor.state.store import EventSpec
 from supervisor.workflow import depth
@@ -293,7 +299,7 @@ def test_a_verdict_or_report_naming_a_file_outside_the_repository_is_refused(pat
 def test_the_shipped_templates_research_from_their_own_threshold(
     template: str, researched_min: int
 ) -> None:
-    from supervisor.config import TemplateChoice
+    from supervisor.core.config import TemplateChoice
     from supervisor.workflow import templates
 
     definition = WorkflowDef.model_validate(

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from e2e_support import GOOD_CALC, implementer, new_repo, planner, require_sandbox, reviewer
 
-from supervisor import tasks
-from supervisor.demo import fenced
-from supervisor.errors import StepFailedError
+from supervisor.core.errors import StepFailedError
+from supervisor.lifecycle import tasks
+from supervisor.lifecycle.demo import fenced
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from cli_support import supervisor
 
-from supervisor.demo import make_demo_repo, write_project_config
+from supervisor.lifecycle.demo import make_demo_repo, write_project_config
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -23,9 +23,9 @@ from e2e_support import (
     write_workflow,
 )
 
-from supervisor import abandon, tasks
-from supervisor.demo import PLAN, fenced
-from supervisor.errors import ApprovalRequired, ConfigError, StepFailedError, WorkflowBusyError
+from supervisor.core.errors import ApprovalRequired, ConfigError, StepFailedError, WorkflowBusyError
+from supervisor.lifecycle import abandon, tasks
+from supervisor.lifecycle.demo import PLAN, fenced
 from supervisor.state.locks import task_lock
 from supervisor.workspace.worktrees import Workspace
 

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from source_trees import parsed
 
-from supervisor import tasks
-from supervisor.demo import make_demo_repo
-from supervisor.errors import ApprovalRequired, StepFailedError
+from supervisor.core.errors import ApprovalRequired, StepFailedError
+from supervisor.core.process import run as run_process
 from supervisor.guard.trust import trust
-from supervisor.process import run as run_process
+from supervisor.lifecycle import tasks
+from supervisor.lifecycle.demo import make_demo_repo
 from supervisor.sandbox.standin import StandinSandbox, WorkerCall, answer, envelope
 from supervisor.workflow import engine
 from supervisor.workflow.engine import Reporter

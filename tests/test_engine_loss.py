@@ -29,10 +29,11 @@ from moments_support import resumed as moments_resumed
 from moments_support import started as moments_started
 from moments_support import status as moments_status
 
-from supervisor import host_faults, tasks
-from supervisor.demo import make_demo_repo
-from supervisor.errors import DockerUnavailableError
+from supervisor.core import host_faults
+from supervisor.core.errors import DockerUnavailableError
 from supervisor.guard.trust import trust
+from supervisor.lifecycle import tasks
+from supervisor.lifecycle.demo import make_demo_repo
 from supervisor.sandbox import engine_loss
 from supervisor.sandbox.standin import StandinSandbox, WorkerCall, answer
 
@@ -253,7 +254,7 @@ def use(monkeypatch: pytest.MonkeyPatch, worker: Callable[[WorkerCall], str]) ->
 
 
 def finished_tree(repo: Path) -> tuple[str, list[str]]:
-    from supervisor.process import run
+    from supervisor.core.process import run
 
     with tasks.reading(repo) as store:
         wf = store.workflow(1)

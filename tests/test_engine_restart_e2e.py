@@ -22,10 +22,10 @@ from cli_support import supervisor
 from dockerd_support import Engine, own_engine
 from e2e_support import CLI, IMAGE, write_config, write_workflow
 
-from supervisor import tasks
-from supervisor.config import Limits
-from supervisor.demo import fenced, make_demo_repo
+from supervisor.core.config import Limits
 from supervisor.guard.trust import trust
+from supervisor.lifecycle import tasks
+from supervisor.lifecycle.demo import fenced, make_demo_repo
 from supervisor.sandbox.engine_loss import WAIT_ENV
 
 if TYPE_CHECKING:
@@ -195,7 +195,7 @@ def test_a_gate_whose_container_died_with_the_engine_runs_again_once_it_is_back(
     and the gate runs again in a new container (a gate's run is kept by nobody)."""
     import docker
 
-    from supervisor.project.gates import run_gate
+    from supervisor.gates.run import run_gate
     from supervisor.sandbox.docker import DockerSandbox
 
     monkeypatch.setenv("DOCKER_HOST", engine.host)

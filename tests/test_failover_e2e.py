@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from e2e_support import GOOD_CALC, implementer, new_repo, require_sandbox, reviewer, write_workflow
 
-from supervisor import tasks
+from supervisor.core.process import run
 from supervisor.fakeapi import anthropic, openai
-from supervisor.process import run
+from supervisor.lifecycle import tasks
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -24,10 +24,10 @@ from test_engine_fast import (
 )
 from test_engine_fast import project as project  # the fixture, used by `make`
 
-from supervisor import tasks
-from supervisor.demo import make_demo_repo
-from supervisor.errors import CredentialsError
+from supervisor.core.errors import CredentialsError
 from supervisor.guard.trust import trust
+from supervisor.lifecycle import tasks
+from supervisor.lifecycle.demo import make_demo_repo
 from supervisor.sandbox.standin import WorkerCall
 
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ def shown(p: Project) -> str:
     """What `supervisor status <id>` prints for the task."""
     from rich.console import Console
 
-    from supervisor.cli.render import workflow_detail
+    from supervisor.views.render import workflow_detail
 
     console = Console(width=200, record=True)
     with tasks.reading(p.root) as store:
@@ -350,9 +350,9 @@ def test_refused_credentials_without_a_fallback_still_stop_the_task(
 def test_a_fallback_without_credentials_stops_start_task_before_anything_is_created(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, api_keys: None
 ) -> None:
-    """The preflight (supervisor/opening.py: open_sandbox) checks every CLI a role may fail over
-    to, so a missing login is found now, not mid-task; the credentials check runs before any
-    container, so no Docker is needed to see it."""
+    """The preflight (supervisor/lifecycle/opening.py: open_sandbox) checks every CLI a role may
+    fail over to, so a missing login is found now, not mid-task; the credentials check runs before
+    any container, so no Docker is needed to see it."""
     for key in ("OPENAI_API_KEY", "CODEX_API_KEY"):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no ~/.codex/auth.json either
@@ -373,8 +373,8 @@ def test_a_fallback_without_credentials_stops_start_task_before_anything_is_crea
 
 
 def test_doctor_lists_a_fallback_cli_as_needed_and_marks_it(tmp_path: Path, api_keys: None) -> None:
-    from supervisor.config import load_settings
-    from supervisor.doctor import clis_in_use, fallbacks_in_use
+    from supervisor.core.config import load_settings
+    from supervisor.lifecycle.doctor import clis_in_use, fallbacks_in_use
     from supervisor.workflow.loading import load_workflow
 
     root = make_demo_repo(tmp_path / "repo")

@@ -19,10 +19,10 @@ import pytest
 from e2e_support import missing
 from pydantic import ValidationError
 
-from supervisor.config import NODE_BIN
+from supervisor.core.config import NODE_BIN
+from supervisor.core.process import find_program
 from supervisor.fakeapi import ScriptedModelServer, ScriptPlayer, load_script
 from supervisor.fakeapi.script import EXHAUSTED_TEXT, UNMATCHED_TEXT
-from supervisor.process import find_program
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING
 import pytest
 from cli_support import supervisor
 
-from supervisor import demo, resources
-from supervisor.config import load_settings
-from supervisor.demo import make_demo_repo
-from supervisor.errors import SandboxError
+from supervisor.core import resources
+from supervisor.core.config import load_settings
+from supervisor.core.errors import SandboxError
 from supervisor.guard.trust import trust
+from supervisor.lifecycle import demo
+from supervisor.lifecycle.demo import make_demo_repo
 from supervisor.policy import approvals
 from supervisor.policy.budgets import describe_spend, dollars
 from supervisor.sandbox import reach

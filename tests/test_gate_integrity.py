@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from supervisor.config import load_settings
+from supervisor.core.config import load_settings
+from supervisor.gates import test_counts, test_pins
+from supervisor.gates.baseline import Baseline, judge
+from supervisor.gates.run import GateResult
 from supervisor.guard.protected import changed_protected, pin
-from supervisor.project import shadowing, test_counts, test_pins
-from supervisor.project.gates import GateResult
-from supervisor.workflow.gate_baseline import Baseline, judge
+from supervisor.project import shadowing
 from supervisor.workflow.state import WorkflowState
 
 if TYPE_CHECKING:

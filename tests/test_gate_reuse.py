@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from test_engine_fast import Project, project, reviews, warm_packer, writes
 
-from supervisor.workflow import gate_reuse
+from supervisor.gates import reuse as gate_reuse
 from supervisor.workflow.state import WorkflowState
 
 if TYPE_CHECKING:

@@ -16,10 +16,10 @@ from e2e_support import IMAGE, missing, new_repo, planner, require_sandbox, revi
 from test_attacks_host import attacker
 from test_sandbox import PROBE, local_api  # noqa: F401  (a fixture)
 
-from supervisor import tasks
-from supervisor.config import user_dir
-from supervisor.errors import SandboxError
+from supervisor.core.config import user_dir
+from supervisor.core.errors import SandboxError
 from supervisor.guard.trust import trust
+from supervisor.lifecycle import tasks
 from supervisor.sandbox.docker import DockerSandbox, RunSpec
 
 if TYPE_CHECKING:
@@ -156,8 +156,8 @@ def test_doctor_reports_the_configured_runtimes_and_that_a_container_ran(tmp_pat
 
 
 def test_doctor_names_the_fix_for_a_runtime_the_engine_does_not_know(tmp_path: Path) -> None:
-    from supervisor.config import load_settings
-    from supervisor.doctor import runtime_checks
+    from supervisor.core.config import load_settings
+    from supervisor.lifecycle.doctor import runtime_checks
     from supervisor.sandbox.docker import connect
 
     user_config("sandbox:\n  runtime: runsc-not-registered\n")

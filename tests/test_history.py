@@ -8,10 +8,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from supervisor.config import WorkflowDef
-from supervisor.errors import MergeConflictError
-from supervisor.project.gates import GateResult
-from supervisor.workflow import gate_problems, history
+from supervisor.core.config import WorkflowDef
+from supervisor.core.errors import MergeConflictError
+from supervisor.gates import problems as gate_problems
+from supervisor.gates.run import GateResult
+from supervisor.workflow import history
 from supervisor.workspace.worktrees import Workspace
 
 if TYPE_CHECKING:

@@ -5,7 +5,8 @@ defined), hides which module is the lower layer, and is how `config`, `roles`, `
 `workflow/templates`, or `workers/base` and each adapter, once came to need one another. The
 graph is read from the source (the `ast` of every module), so it sees every import, including
 the ones inside functions that a test run might never execute. Imports under
-`if TYPE_CHECKING:` are left out: they exist only for the type checker and run nothing.
+`if TYPE_CHECKING:` are left out of the cycle check (they run nothing), but not out of the
+floors' check below: a type-only import still couples a wing to the one it names.
 
 The engine ↔ components cycle went with the reshape into `workflow/steps/`: step modules never
 import the engine.
@@ -19,6 +20,7 @@ from typing import NamedTuple
 
 import networkx as nx
 from source_trees import parsed
+from wings import ALL, WINGS
 
 import supervisor
 
@@ -159,116 +161,70 @@ def test_a_lazy_import_closes_a_cycle_and_a_type_checking_import_does_not(tmp_pa
     assert {e.where for e in loop} == {"pkg/base.py:2", "pkg/plugin.py:1"}
 
 
-LAYERS: dict[str, int] = {
-    # 0: what a person runs (typer commands and their rendering, the TUI)
-    "cli": 0,
-    "tui": 0,
-    "__main__": 0,
-    "demo": 0,
-    # 1: the entry points: a task's lifecycle and the commands around it
-    "tasks": 1,
-    "starting": 1,
-    "abandon": 1,
-    "completion": 1,
-    "bootstrap": 1,
-    "temporal": 1,
-    "opening": 1,
-    "preflight": 1,
-    "doctor": 1,
-    "initialize": 1,
-    "gate_check": 1,
-    "image_commands": 1,
-    "task_state": 1,
-    # 2: decide (the engine, its steps) and the routing policies it reads
-    "workflow": 2,
-    "routing": 2,
-    # 3: the wings the steps act through; they may use one another (no cycle: see above)
-    "context": 3,
-    "workers": 3,
-    "sandbox": 3,
-    "workspace": 3,
-    "guard": 3,
-    "policy": 3,
-    "project": 3,
-    # 4: typed, durable state
-    "state": 4,
-    # 5: what every wing uses
-    "config": 5,
-    "config_errors": 5,
-    "errors": 5,
-    "plural": 5,
-    "strict_model": 5,
-    "process": 5,
-    "schemas": 5,
-    "parsing": 5,
-    "resources": 5,
-    "faults": 5,
-    "host_faults": 5,
-    "dag": 5,
-    "degradation": 5,
-    "status_label": 5,
-    "refusals": 5,
-    "depth_view": 5,
-    "recovery": 5,
-    "redaction": 5,
-    "owners": 5,
-    "fakeapi": 5,
-}
-"""The direction of imports, README's map: cli → tasks → workflow → {context, workers, sandbox,
-workspace, guard, policy, project} → state → config/errors. A module imports its own layer's or a
-lower layer's modules, never a higher one's (a wing may use a sibling wing)."""
-
-BELOW_CONFIG = {
-    "supervisor.guard.trustmap": 5,
-    "supervisor.guard.trust_records": 5,
-    "supervisor.project.projects": 5,
-}
-"""The trust map and the trust records are read by config itself, which filters a repository's
-settings through them as it loads them, and the projects' model is part of the settings, so they
-sit in the bottom layer (they import nothing of the package but errors and strict_model)."""
-
-
-def layer(module: str) -> int:
-    if module in BELOW_CONFIG:
-        return BELOW_CONFIG[module]
+def wing_of(module: str) -> str:
+    """The wing a module belongs to; the package itself (`supervisor`) is a foundation."""
     parts = module.split(".")
-    return LAYERS[parts[1]] if len(parts) > 1 else 5
+    return parts[1] if len(parts) > 1 else "core"
 
 
-def test_every_top_level_module_and_wing_has_a_layer() -> None:
-    names = {p.stem for p in PACKAGE_DIR.glob("*.py")} | {
-        p.name for p in PACKAGE_DIR.iterdir() if (p / "__init__.py").is_file()
-    }
-    assert names - {"__init__"} - set(LAYERS) == set(), "give the new module a layer in LAYERS"
+def _public(module: str) -> bool:
+    """Whether other wings may import `module`: the wing's package itself, or a listed module."""
+    wing = WINGS[wing_of(module)]
+    below = ".".join(module.split(".")[2:])
+    return not below or wing.public == ALL or below in wing.public
 
 
-def test_no_import_runs_against_the_direction_of_the_layers() -> None:
-    against = [
-        f"{e.importer} ({e.where}) imports {e.imported}"
-        for e in import_graph(PACKAGE_DIR, "supervisor")
-        if layer(e.importer) > layer(e.imported)
-    ]
-    assert against == [], (
-        "imports against the direction cli → tasks → workflow → wings → state → config:\n"
-        + "\n".join(against)
-        + "\nMove the shared part down, or pass it in from above."
+def test_every_wing_has_a_floor_and_the_top_level_holds_only_the_package_itself() -> None:
+    modules = {p.stem for p in PACKAGE_DIR.glob("*.py")} - {"__init__"}
+    wings = {p.name for p in PACKAGE_DIR.iterdir() if (p / "__init__.py").is_file()}
+    assert modules <= {"__main__"}, "put the new module in the wing it belongs to"
+    assert (wings | modules) == set(WINGS), "give the new wing a floor in tests/wings.py"
+
+
+def against_the_floors(edges: list[Import]) -> list[str]:
+    """Each import that reaches a wing on the same floor or a higher one, or another wing's
+    private module."""
+    found = []
+    for e in edges:
+        mine, theirs = wing_of(e.importer), wing_of(e.imported)
+        if mine == theirs:
+            continue
+        if WINGS[mine].floor <= WINGS[theirs].floor:
+            found.append(f"{e.importer} ({e.where}) imports {e.imported}: not a lower floor")
+        elif not _public(e.imported):
+            found.append(f"{e.importer} ({e.where}) imports {e.imported}: private to {theirs}")
+    return found
+
+
+def test_every_import_reaches_down_to_a_public_module() -> None:
+    """Type-only imports count: a wing that must name a higher wing's type to be checked is
+    still coupled to it (the policy wing names the step it consults as a Protocol instead)."""
+    edges = import_graph(PACKAGE_DIR, "supervisor", type_checking=True)
+    assert against_the_floors(edges) == [], (
+        "imports against the floors of tests/wings.py:\n"
+        + "\n".join(against_the_floors(edges))
+        + "\nMove the shared part down, pass it in from above, or make the module public."
     )
 
 
-def test_the_direction_check_sees_an_import_against_it(tmp_path: Path) -> None:
+def test_the_floor_check_sees_an_upward_import_and_a_private_one(tmp_path: Path) -> None:
     pkg = tmp_path / "supervisor"
-    (pkg / "state").mkdir(parents=True)
+    for wing in ("state", "lifecycle", "sandbox", "guard"):
+        (pkg / wing).mkdir(parents=True)
+        (pkg / wing / "__init__.py").write_text("")
     (pkg / "__init__.py").write_text("")
-    (pkg / "state" / "__init__.py").write_text("")
-    (pkg / "tasks.py").write_text("X = 1\n")
-    (pkg / "state" / "store.py").write_text("def f():\n    from supervisor.tasks import X\n")
-    edges = import_graph(pkg, "supervisor")
-    assert [(e.importer, e.imported) for e in edges if layer(e.importer) > layer(e.imported)] == [
-        ("supervisor.state.store", "supervisor.tasks")
+    (pkg / "lifecycle" / "tasks.py").write_text("X = 1\n")
+    (pkg / "sandbox" / "credproxy.py").write_text("from typing import TYPE_CHECKING\n")
+    (pkg / "state" / "store.py").write_text(
+        "def f():\n    from supervisor.lifecycle.tasks import X\n"
+    )
+    typed = "if TYPE_CHECKING:\n    from supervisor.state.store import f\n"
+    (pkg / "guard" / "trust.py").write_text("from typing import TYPE_CHECKING\n" + typed)
+    (pkg / "lifecycle" / "abandon.py").write_text("from supervisor.sandbox import credproxy\n")
+    found = against_the_floors(import_graph(pkg, "supervisor", type_checking=True))
+    assert found == [
+        "supervisor.lifecycle.abandon (supervisor/lifecycle/abandon.py:1) imports "
+        "supervisor.sandbox.credproxy: private to sandbox",
+        "supervisor.state.store (supervisor/state/store.py:2) imports supervisor.lifecycle.tasks: "
+        "not a lower floor",
     ]
-
-
-def test_every_wing_names_its_public_surface_in_three_lines_or_fewer() -> None:
-    for wing in ("workspace", "guard", "policy", "project", "context"):
-        doc = ast.get_docstring(ast.parse((PACKAGE_DIR / wing / "__init__.py").read_text()))
-        assert doc and len(doc.splitlines()) <= 3 and "Public:" in doc, wing

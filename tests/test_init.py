@@ -11,7 +11,7 @@ import pytest
 from cli_support import supervisor
 
 from supervisor.context.roles import load_role
-from supervisor.initialize import initialize, pack_roles
+from supervisor.lifecycle.initialize import initialize, pack_roles
 from supervisor.project.detect import detect
 
 

@@ -18,10 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.gate_check import GateCheck
+from supervisor.gates import failure_summary
 from supervisor.guard import trust
-from supervisor.initialize import checklist, initialize, toggle
-from supervisor.project import failure_summary, project_image
+from supervisor.lifecycle.gate_check import GateCheck
+from supervisor.lifecycle.initialize import checklist, initialize, toggle
+from supervisor.project import project_image
 from supervisor.project.detect import detect
 from supervisor.workflow import gate_wiring
 
@@ -209,8 +210,8 @@ def test_attack_a_repository_claiming_its_dockerfile_is_inits_gets_inits_text(
 
 
 def test_a_gate_the_chosen_template_does_not_run_is_added_to_the_workflow(tmp_path: Path) -> None:
-    from supervisor.config import load_settings
-    from supervisor.preflight import gates_used
+    from supervisor.core.config import load_settings
+    from supervisor.lifecycle.preflight import gates_used
     from supervisor.workflow.loading import load_workflow
 
     repo = make(tmp_path / "repo", PY_LINTED)
@@ -228,7 +229,7 @@ def test_a_gate_the_chosen_template_does_not_run_is_added_to_the_workflow(tmp_pa
 
 def test_a_typescript_types_gate_runs_after_the_last_gate_of_open_source(tmp_path: Path) -> None:
     repo = make(tmp_path / "repo", TS)
-    from supervisor.config import TemplateChoice
+    from supervisor.core.config import TemplateChoice
 
     wiring = gate_wiring.wire(
         repo, TemplateChoice(template="open_source"), ["test", "lint", "types"], False
@@ -245,7 +246,7 @@ def test_a_typescript_types_gate_runs_after_the_last_gate_of_open_source(tmp_pat
 def test_a_projects_own_workflow_is_not_changed_and_init_names_the_templates_that_run_a_gate(
     tmp_path: Path,
 ) -> None:
-    from supervisor.config import TemplateChoice
+    from supervisor.core.config import TemplateChoice
 
     repo = make(tmp_path / "repo", PY_LINTED)
     wiring = gate_wiring.wire(repo, TemplateChoice(), ["test", "lint"], custom_workflow=True)
@@ -367,7 +368,7 @@ def test_init_yes_shows_the_detection_first_and_ends_with_next_steps(tmp_path: P
 def test_the_sandbox_shell_mounts_a_writable_copy_and_keeps_its_git_file_read_only(
     tmp_path: Path,
 ) -> None:
-    from supervisor.image_commands import shell_argv
+    from supervisor.lifecycle.image_commands import shell_argv
 
     tree = tmp_path / "tree"
     tree.mkdir()

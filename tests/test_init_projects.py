@@ -15,8 +15,8 @@ import yaml
 from cli_support import supervisor
 from workspace_fixtures import GO, PNPM, UV, commit, write
 
-from supervisor.config import load_settings
-from supervisor.initialize import initialize, pack_roles
+from supervisor.core.config import load_settings
+from supervisor.lifecycle.initialize import initialize, pack_roles
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -18,8 +18,8 @@ import pytest
 from e2e_support import GOOD_CALC, IMAGE, implementer, new_repo, require_sandbox, reviewer
 from e2e_support import write_workflow as use_workflow
 
-from supervisor import tasks
-from supervisor.errors import CredentialsError, SandboxError
+from supervisor.core.errors import CredentialsError, SandboxError
+from supervisor.lifecycle import tasks
 from supervisor.sandbox.docker import LABEL_REPO, DockerSandbox, RunSpec, repo_label
 from supervisor.sandbox.model_relay import CONTAINER_DIR
 

@@ -35,10 +35,10 @@ import kill_real
 import pytest
 from e2e_support import require_sandbox
 
-from supervisor import tasks
-from supervisor.demo import make_demo_repo
+from supervisor.core.process import run as run_process
 from supervisor.guard.trust import trust
-from supervisor.process import run as run_process
+from supervisor.lifecycle import tasks
+from supervisor.lifecycle.demo import make_demo_repo
 
 pytestmark = pytest.mark.slow
 
@@ -82,7 +82,7 @@ def drive(
     plan: str = "flat",
 ) -> bool:
     """Run the driver; True when it was killed before it finished (after `kill_after` seconds,
-    or by itself at the fault-injection point `kill_at`, see supervisor.faults)."""
+    or by itself at the fault-injection point `kill_at`, see supervisor.core.faults)."""
     output = log.with_name(f"{log.name}.{what}.out")
     env = {**os.environ, "SUPERVISOR_KILL_AT": kill_at, "SUPERVISOR_KILL_PLAN": plan}
     proc = kill_fork.start([str(DRIVER), str(repo), str(log), what], env, output)

@@ -16,7 +16,7 @@ from cli_support import supervisor
 from test_engine_fast import Project, reviews, writes
 from test_status_watch import make_workflow
 
-from supervisor.errors import ApprovalRequired
+from supervisor.core.errors import ApprovalRequired
 from supervisor.state.locks import task_lock
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ One task runs through every moment (tests/moments_support.py): a plan of three c
 at a time), their merges, a test gate, the commit. The strike comes from where it would in
 life: the scripted workers (the planner, component a), the stand-in sandbox's runs (a gate, a
 container made), the proxy's record folder, or the named fault-injection points before a merge,
-the commit and a gate's worktree (supervisor/faults.py `reached`, here given the fault to
+the commit and a gate's worktree (supervisor/core/faults.py `reached`, here given the fault to
 deliver instead of its SIGKILL). Real parts as in tests/test_machine_faults.py: the command line
 (in this process, whose main thread takes the signal), the engine, git, SQLite, a real tmpfs, a
 real lock held by another process, a real signal.
@@ -45,10 +45,11 @@ from moments_support import (
 from standin_cli import fill, fill_inodes
 from test_machine_faults import MOUNTED, _mount, held, one_error_line, tmpfs  # noqa: F401
 
-from supervisor import faults, tasks
 from supervisor.cli.interrupt import TERMINATED
-from supervisor.errors import SandboxError
-from supervisor.opening import reading
+from supervisor.core import faults
+from supervisor.core.errors import SandboxError
+from supervisor.lifecycle import tasks
+from supervisor.lifecycle.opening import reading
 from supervisor.state.busy import BUSY_TIMEOUT_ENV
 
 if TYPE_CHECKING:

@@ -29,12 +29,12 @@ import standin_cli
 from cli_support import supervisor
 from e2e_support import missing
 
-from supervisor import tasks
 from supervisor.cli.interrupt import TERMINATED, resumable
-from supervisor.demo import make_demo_repo
-from supervisor.errors import DiskFullError, Terminated
+from supervisor.core.errors import DiskFullError, Terminated
+from supervisor.core.process import run as run_process
 from supervisor.guard.trust import trust
-from supervisor.process import run as run_process
+from supervisor.lifecycle import tasks
+from supervisor.lifecycle.demo import make_demo_repo
 from supervisor.sandbox.standin import StandinSandbox, WorkerCall
 from supervisor.state.busy import BUSY_TIMEOUT_ENV
 from supervisor.state.store import Store

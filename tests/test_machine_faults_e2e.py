@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from e2e_support import missing, require_sandbox, write_config, write_workflow
 
-from supervisor import tasks
-from supervisor.demo import fenced, make_demo_repo
 from supervisor.guard.trust import trust
+from supervisor.lifecycle import tasks
+from supervisor.lifecycle.demo import fenced, make_demo_repo
 from supervisor.sandbox.docker import LABEL_REPO, repo_label
 
 if TYPE_CHECKING:

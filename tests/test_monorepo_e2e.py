@@ -17,8 +17,8 @@ import pytest
 from e2e_support import new_repo, planner, require_sandbox, write_workflow
 from monorepo_support import WORKFLOW, component, gate_steps, gated, git, plan, sent
 
-from supervisor import tasks
-from supervisor.demo import fenced
+from supervisor.lifecycle import tasks
+from supervisor.lifecycle.demo import fenced
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -26,11 +26,11 @@ from monorepo_support import (
     sent,
 )
 
-from supervisor import tasks
-from supervisor.config import Limits
-from supervisor.demo import fenced
+from supervisor.core.config import Limits
+from supervisor.gates.run import run_gate
+from supervisor.lifecycle import tasks
+from supervisor.lifecycle.demo import fenced
 from supervisor.project.dockerfile_sections import provided
-from supervisor.project.gates import run_gate
 from supervisor.sandbox.docker import DockerSandbox
 
 if TYPE_CHECKING:
@@ -161,7 +161,7 @@ def test_a_go_test_rewritten_to_match_broken_code_waits_for_a_person(
     """issue 49 on `go test`: the worker's own run passes on its rewritten expectation; the
     base's span_test.go, put back beside its code, fails: the run stops for a person (exit
     10) with the test named, and the task branch stays at its base."""
-    from supervisor.errors import ApprovalRequired
+    from supervisor.core.errors import ApprovalRequired
 
     cheat = {
         "when": "one component of the plan: 'width'",

@@ -10,11 +10,12 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from test_engine_fast import Project, project, warm_packer, writes
 
-from supervisor import tasks
-from supervisor.config import Settings
-from supervisor.errors import ApprovalRequired
+from supervisor.core.config import Settings
+from supervisor.core.errors import ApprovalRequired
+from supervisor.gates import per_project as project_gates
 from supervisor.guard import protected
-from supervisor.workflow import project_gates, resuming
+from supervisor.lifecycle import tasks
+from supervisor.workflow import resuming
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -10,13 +10,15 @@ from typing import Any
 
 import pytest
 
-from supervisor.config import Settings
 from supervisor.context import prompts
-from supervisor.dag import WorkGraph
-from supervisor.errors import ConfigError
-from supervisor.project.projects import ProjectMap
-from supervisor.schemas import ComponentDefinition, PlanOutput
-from supervisor.workflow import gate_reuse, ownership, plan_projects, project_gates
+from supervisor.core.config import Settings
+from supervisor.core.dag import WorkGraph
+from supervisor.core.errors import ConfigError
+from supervisor.core.projects import ProjectMap
+from supervisor.core.schemas import ComponentDefinition, PlanOutput
+from supervisor.gates import per_project as project_gates
+from supervisor.gates import reuse as gate_reuse
+from supervisor.workflow import ownership, plan_projects
 
 
 def monorepo(**extra: Any) -> ProjectMap:
@@ -334,7 +336,7 @@ def gated_context() -> dict[str, Any]:
 
 
 def test_status_shows_which_projects_were_gated_and_why() -> None:
-    from supervisor.cli.detail import _gated_lines, projects_gated
+    from supervisor.views.detail import _gated_lines, projects_gated
 
     gated = projects_gated(gated_context())
     assert [(g.step, g.project, g.passed) for g in gated] == [
@@ -348,8 +350,8 @@ def test_status_shows_which_projects_were_gated_and_why() -> None:
 
 
 def test_the_tree_is_feature_then_project_then_phase_then_component() -> None:
-    from supervisor.cli.detail import projects_gated, verdicts
     from supervisor.cli.status_plain import tree_lines
+    from supervisor.views.detail import projects_gated, verdicts
 
     context = gated_context()
     work = WorkGraph.of_workflow(context)
@@ -369,7 +371,7 @@ def test_the_tree_is_feature_then_project_then_phase_then_component() -> None:
 def test_the_terminal_and_tui_tree_groups_components_by_project() -> None:
     from rich.console import Console
 
-    from supervisor.cli.render import work_tree
+    from supervisor.views.render import work_tree
 
     work = WorkGraph.of_workflow(gated_context())
     assert work is not None
@@ -453,7 +455,7 @@ def test_a_project_whose_path_is_not_a_directory_stops_the_task_before_it_starts
 ) -> None:
     from e2e_support import new_repo
 
-    from supervisor import tasks
+    from supervisor.lifecycle import tasks
 
     config = "projects:\n  - {name: web, path: apps/web}\n  - {name: api, path: apps/api}\n"
     repo = new_repo(tmp_path, "http://127.0.0.1:9", config)

@@ -27,10 +27,10 @@ from monorepo_support import (
     sent,
 )
 
-from supervisor import image_commands, tasks
-from supervisor.config import Limits
+from supervisor.core.config import Limits
+from supervisor.gates.run import run_gate
+from supervisor.lifecycle import image_commands, tasks
 from supervisor.project.dockerfile_sections import provided
-from supervisor.project.gates import run_gate
 from supervisor.sandbox.docker import DockerSandbox
 
 if TYPE_CHECKING:

@@ -25,12 +25,12 @@ from rich.cells import cell_len
 from rich.console import Console
 from routing_support import record_run
 
-from supervisor.cli.listings import doctor as doctor_listing
 from supervisor.cli.output import show
 from supervisor.cli.reports import doctor_table
-from supervisor.doctor import Check
+from supervisor.lifecycle.doctor import Check
 from supervisor.state.records import EventSpec
 from supervisor.state.store import Store
+from supervisor.views.listings import doctor as doctor_listing
 
 GOLDEN = Path(__file__).parent / "golden"
 SHA = "3f9a2c4e1b7d8f0a6c5e4d3b2a1f0e9d8c7b6a5f"
@@ -221,7 +221,7 @@ def test_piped_status_loads_no_rich_table(home: Path) -> None:
         "import sys\nfrom supervisor.cli.entry import main\n"
         "sys.argv = ['supervisor', *sys.argv[1:]]\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        "print('LOADED', 'rich.table' in sys.modules, 'supervisor.cli.tables' in sys.modules)"
+        "print('LOADED', 'rich.table' in sys.modules, 'supervisor.views.tables' in sys.modules)"
     )
     checkout = str(Path(supervisor.__file__).parents[1])
     for args in (["status"],):
@@ -299,7 +299,7 @@ def test_a_component_id_with_a_tab_newline_or_escape_cannot_forge_a_row(tmp_path
 def test_doctor_remembers_an_images_cli_versions_by_its_id(tmp_path: Path) -> None:
     """An image id is its content's hash: the versions asked once hold for good, so a second
     `doctor` starts no container for them; a file that is not ours is ignored, not trusted."""
-    from supervisor.doctor import remember, remembered
+    from supervisor.lifecycle.doctor import remember, remembered
 
     cache = tmp_path / "cache" / "versions.json"
     assert remembered(cache, "sha256:a") is None

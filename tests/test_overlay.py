@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 import pytest
 from e2e_support import IMAGE, require_sandbox
 
-from supervisor.errors import CandidateRefusedError
+from supervisor.core.errors import CandidateRefusedError
 from supervisor.sandbox.docker import DockerSandbox, RunSpec
 from supervisor.workspace import overlay
-from supervisor.workspace.treedata import SnapshotLimits
+from supervisor.workspace.candidate_tree import SnapshotLimits
 from supervisor.workspace.worktrees import Workspace, wait_for_deletions
 
 if TYPE_CHECKING:

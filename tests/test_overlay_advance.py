@@ -14,7 +14,7 @@ from e2e_support import IMAGE, require_sandbox
 
 from supervisor.sandbox.docker import DockerSandbox, RunSpec, remove_container
 from supervisor.workspace import overlay, overlay_advance
-from supervisor.workspace.treedata import SnapshotLimits
+from supervisor.workspace.candidate_tree import SnapshotLimits
 from supervisor.workspace.worktrees import Workspace, wait_for_deletions
 
 if TYPE_CHECKING:

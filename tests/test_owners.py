@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from supervisor import owners
+from supervisor.core import owners
 
 
 def test_this_process_is_alive_by_its_pid_and_start_time() -> None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from supervisor.dag import WorkGraph
-from supervisor.schemas import PlanOutput
+from supervisor.core.dag import WorkGraph
+from supervisor.core.schemas import PlanOutput
 from supervisor.workflow import ownership
 
 

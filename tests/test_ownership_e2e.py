@@ -25,8 +25,8 @@ from test_components_e2e import (
     plan,
 )
 
-from supervisor import tasks
-from supervisor.errors import StepFailedError
+from supervisor.core.errors import StepFailedError
+from supervisor.lifecycle import tasks
 
 if TYPE_CHECKING:
     from pathlib import Path

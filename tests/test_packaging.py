@@ -105,7 +105,7 @@ def test_a_wheel_in_a_fresh_venv_sets_up_and_runs_the_demo_outside_the_checkout(
         [
             str(venv / "bin" / "python"),
             "-c",
-            "from supervisor import resources as r; print(r.data_root()); print(r.NODE_BIN)",
+            "from supervisor.core import resources as r; print(r.data_root()); print(r.NODE_BIN)",
         ],
         elsewhere,
         env,

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 import pytest
 from e2e_support import missing
 
-from supervisor.config import NODE_BIN
 from supervisor.context.packer import RepomixPacker
-from supervisor.errors import CommandTimeoutError, ToolMissingError
-from supervisor.process import find_program
+from supervisor.core.config import NODE_BIN
+from supervisor.core.errors import CommandTimeoutError, ToolMissingError
+from supervisor.core.process import find_program
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from supervisor.errors import ParsingError
-from supervisor.parsing import extract_json_block, parse_worker_output
-from supervisor.schemas import ImplementationOutput, ReviewOutput
+from supervisor.core.errors import ParsingError
+from supervisor.core.parsing import extract_json_block, parse_worker_output
+from supervisor.core.schemas import ImplementationOutput, ReviewOutput
 
 APPROVED = '{"status": "APPROVED", "summary": "ok", "issues": [], "suggestions": []}'
 

@@ -25,7 +25,7 @@ from temporal_support import DevServer
 from test_engine_fast import TASK, Project, project, reviews, warm_packer, writes
 from test_machine_faults import one_error_line
 
-from supervisor import tasks
+from supervisor.lifecycle import tasks
 from supervisor.state import leases
 from supervisor.state.busy import BUSY_TIMEOUT_ENV
 from supervisor.state.reconnect import StateConnectionLostError

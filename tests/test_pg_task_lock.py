@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING
 import pytest
 from sqlalchemy.engine import make_url
 
-from supervisor import task_state as access
-from supervisor.cli.render import _shown_status
-from supervisor.errors import WorkflowBusyError
+from supervisor.core.errors import WorkflowBusyError
+from supervisor.lifecycle import task_state as access
 from supervisor.state.locks import task_lock
 from supervisor.state.shared_lock import is_held
 from supervisor.state.store import EventSpec, Store
+from supervisor.views.render import _shown_status
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -104,7 +104,7 @@ def test_status_tells_a_task_running_on_another_host_from_one_whose_supervisor_d
 PAUSED_WRITER = """
 import sys
 from pathlib import Path
-from supervisor.errors import RemoteNotUpdatedError
+from supervisor.core.errors import RemoteNotUpdatedError
 from supervisor.state.locks import task_lock
 from supervisor.state.store import EventSpec, Store
 state, wf_id = Path(sys.argv[1]), int(sys.argv[2])

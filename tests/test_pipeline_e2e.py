@@ -31,7 +31,7 @@ from e2e_support import (
     write_workflow,
 )
 
-from supervisor import tasks
+from supervisor.lifecycle import tasks
 from supervisor.sandbox.docker import LABEL_REPO, repo_label
 from supervisor.sandbox.warm import LABEL_PREPARED
 from supervisor.workspace.worktrees import Workspace

@@ -12,11 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from supervisor import dag, tasks
-from supervisor.config import StepDef, WorkflowDef, load_settings
-from supervisor.demo import make_demo_repo
+from supervisor.core import dag
+from supervisor.core.config import StepDef, WorkflowDef, load_settings
 from supervisor.guard.credentials import Credentials
 from supervisor.guard.trust import trust
+from supervisor.lifecycle import tasks
+from supervisor.lifecycle.demo import make_demo_repo
 from supervisor.sandbox.credproxy import Injection
 from supervisor.sandbox.docker import RunSpec
 from supervisor.sandbox.egress import Route

@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from e2e_support import GOOD_CALC, implementer, planner, require_sandbox, reviewer
 
-from supervisor import opening as project
-from supervisor import tasks
-from supervisor.config import StepDef, WorkflowDef
-from supervisor.demo import make_demo_repo
-from supervisor.errors import ConfigError
+from supervisor.core.config import StepDef, WorkflowDef
+from supervisor.core.errors import ConfigError
 from supervisor.guard.trust import trust
-from supervisor.preflight import without_gates
+from supervisor.lifecycle import opening as project
+from supervisor.lifecycle import tasks
+from supervisor.lifecycle.demo import make_demo_repo
+from supervisor.lifecycle.preflight import without_gates
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -2,7 +2,7 @@
 
 The probe (is the CLI in the sandbox image?) runs before any task is held, so its container and
 run folder carry no task label: only its owner, a supervisor named by pid and start time
-(supervisor/owners.py). `start-task`, `resume` and `abandon` each remove the probes of dead
+(supervisor/core/owners.py). `start-task`, `resume` and `abandon` each remove the probes of dead
 owners, never a live one's. Real parts: the command line as its own process, SIGKILLed at the
 probe by fault injection (SUPERVISOR_KILL_AT=probe: its container made, not yet started), the
 real Docker engine, the scripted model API."""
@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 from e2e_support import IMAGE, killed_at, new_repo, planner, require_sandbox
 
-from supervisor import abandon, owners
-from supervisor.opening import open_project, remove_dead_probes
+from supervisor.core import owners
+from supervisor.lifecycle import abandon
+from supervisor.lifecycle.opening import open_project, remove_dead_probes
 from supervisor.sandbox import probed
 from supervisor.sandbox.docker import LABEL_PROBE, LABEL_REPO, RUN_PREFIX, DockerSandbox, repo_label
 

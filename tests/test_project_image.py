@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from e2e_support import fenced, implementation, remove_project_images, require_sandbox, reviewer
 
-from supervisor import image_commands, tasks
-from supervisor.errors import SandboxError
+from supervisor.core.errors import SandboxError
 from supervisor.fakeapi import ScriptedModelServer, load_script
+from supervisor.gates.run import run_gate
 from supervisor.guard.trust import trust
-from supervisor.project.gates import run_gate
+from supervisor.lifecycle import image_commands, tasks
 from supervisor.sandbox.docker import DockerSandbox
 
 if TYPE_CHECKING:
@@ -99,7 +99,7 @@ def sandbox() -> Iterator[DockerSandbox]:
 
 
 def gate(sandbox: DockerSandbox, repo: Path, command: str, image: str) -> Any:
-    from supervisor.config import Limits
+    from supervisor.core.config import Limits
 
     return run_gate(sandbox, "test", command, repo, Limits(), {"supervisor.test": "1"}, image=image)
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.config import Settings
-from supervisor.errors import ConfigError
-from supervisor.project.projects import ProjectMap
+from supervisor.core.config import Settings
+from supervisor.core.errors import ConfigError
+from supervisor.core.projects import ProjectMap
 
 
 def projects(deps: dict[str, list[str]] | None = None, **extra: object) -> ProjectMap:

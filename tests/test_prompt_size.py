@@ -18,8 +18,8 @@ from supervisor.context import prompts
 from supervisor.context.assemble import TREE_LINES, build_pack
 from supervisor.context.plan_view import plan_for_prompt
 from supervisor.context.roles import load_role
-from supervisor.dag import WorkGraph
-from supervisor.schemas import PlanOutput
+from supervisor.core.dag import WorkGraph
+from supervisor.core.schemas import PlanOutput
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from supervisor.config import load_settings
-from supervisor.errors import SandboxError
+from supervisor.core.config import load_settings
+from supervisor.core.errors import SandboxError
 from supervisor.guard import protected
 from supervisor.guard.protected import Pinned, changed_protected, part_of, pin, pinned
 from supervisor.guard.trust import trust

@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from e2e_support import pointed_at, remove_project_images, require_sandbox
 
-from supervisor import image_commands, tasks
-from supervisor.config import Limits
 from supervisor.context import interfaces
-from supervisor.errors import SandboxError, ToolMissingError
-from supervisor.gate_check import check_gates
-from supervisor.initialize import InitReport, initialize
-from supervisor.project.gates import run_gate
+from supervisor.core.config import Limits
+from supervisor.core.errors import SandboxError, ToolMissingError
+from supervisor.gates.run import run_gate
+from supervisor.lifecycle import image_commands, tasks
+from supervisor.lifecycle.gate_check import check_gates
+from supervisor.lifecycle.initialize import InitReport, initialize
 from supervisor.sandbox.docker import DockerSandbox
 
 if TYPE_CHECKING:
@@ -258,7 +258,7 @@ STILL_BROKEN = "    ascii_text = text.lower()\n"  # accents are dropped: test_ac
 
 
 def _slugger_worker(content: str, when: str) -> dict[str, Any]:
-    from supervisor.demo import fenced
+    from supervisor.lifecycle.demo import fenced
 
     answer = {
         "status": "SUCCESS",
@@ -293,8 +293,8 @@ def test_a_task_on_the_setup_py_package_lands_only_the_gated_fix(
     shared fixture repository and puts it back afterwards."""
     from e2e_support import planner, reviewer
 
-    from supervisor.demo import fenced
     from supervisor.guard.trust import trust
+    from supervisor.lifecycle.demo import fenced
 
     repo, _ = slugger
     source = repo / "slugger" / "__init__.py"
@@ -381,9 +381,9 @@ def test_a_pytest_suite_rewritten_to_pass_broken_code_waits_for_a_person(
     Commits to the shared fixture repository and puts it back afterwards, as the spec above."""
     from e2e_support import planner, reviewer
 
-    from supervisor.demo import fenced
-    from supervisor.errors import ApprovalRequired
+    from supervisor.core.errors import ApprovalRequired
     from supervisor.guard.trust import trust
+    from supervisor.lifecycle.demo import fenced
 
     repo, _ = slugger
     source = repo / "slugger" / "__init__.py"

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from supervisor.errors import CommandTimeoutError, ParsingError, SandboxError
-from supervisor.recovery import (
+from supervisor.core.errors import CommandTimeoutError, ParsingError, SandboxError
+from supervisor.policy.recovery import (
     Action,
     Category,
     RetryPolicy,
@@ -99,7 +99,7 @@ def test_the_shipped_policies_load() -> None:
 def test_retry_policies_are_read_once_per_run(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every transition asks for its policy; the YAML is parsed and validated only the first
     time."""
-    import supervisor.recovery as recovery
+    import supervisor.policy.recovery as recovery
 
     load_policies()
     reads: list[object] = []

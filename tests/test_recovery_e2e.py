@@ -21,10 +21,10 @@ from e2e_support import (
     write_workflow,
 )
 
-from supervisor import tasks
-from supervisor.demo import fenced
-from supervisor.errors import StepFailedError
+from supervisor.core.errors import StepFailedError
 from supervisor.fakeapi import ScriptedModelServer
+from supervisor.lifecycle import tasks
+from supervisor.lifecycle.demo import fenced
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -147,7 +147,7 @@ def test_the_circuit_breaker_opens_and_keeps_its_count_in_the_state_database(
         "    implement: {role: implementer, next: commit, max_retries: 20}\n"
         "    commit: {action: commit}\n",
     )
-    import supervisor.recovery as recovery
+    import supervisor.policy.recovery as recovery
 
     real = recovery.load_policies
     monkeypatch.setattr(recovery, "load_policies", lambda: (real()[0], 3))

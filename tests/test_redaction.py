@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from secret_samples import SAMPLES
 
-from supervisor.redaction import (
+from supervisor.core.redaction import (
     EXTRA_PATTERNS,
     PATTERNS,
     detect_secrets_rules,

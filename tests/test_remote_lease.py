@@ -15,10 +15,10 @@ import pytest
 import test_engine_fast
 from test_engine_fast import Project, component, plans, writes
 
-from supervisor import tasks
-from supervisor.errors import ApprovalRequired, RemoteNotUpdatedError
+from supervisor.core.errors import ApprovalRequired, RemoteNotUpdatedError
+from supervisor.lifecycle import tasks
 from supervisor.state.records import Workflow
-from supervisor.temporal import remote
+from supervisor.workspace import remote
 
 if TYPE_CHECKING:
     from collections.abc import Callable

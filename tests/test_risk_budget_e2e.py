@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from e2e_support import GOOD_CALC, implementer, new_repo, require_sandbox, reviewer, write_workflow
 
-from supervisor import tasks
-from supervisor.demo import fenced
+from supervisor.lifecycle import tasks
+from supervisor.lifecycle.demo import fenced
 
 if TYPE_CHECKING:
     from pathlib import Path

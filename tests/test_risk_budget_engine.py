@@ -14,9 +14,9 @@ import test_engine_fast
 from cli_support import supervisor
 from test_engine_fast import Project, reviews, writes
 
-from supervisor import tasks
-from supervisor.errors import ApprovalRequired, StateError
+from supervisor.core.errors import ApprovalRequired, StateError
 from supervisor.guard.trust import trust
+from supervisor.lifecycle import tasks
 from supervisor.policy.budgets import BudgetExceeded
 from supervisor.sandbox.standin import answer
 from supervisor.tui.data import to_approve

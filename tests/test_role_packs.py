@@ -29,8 +29,8 @@ from supervisor.context.packs.manifest import (
 )
 from supervisor.context.packs.store import Request, install, user_scope
 from supervisor.context.roles import list_roles, load_role, resolve_role
-from supervisor.errors import ConfigError, PackChangedError
-from supervisor.schemas import OUTPUT_SCHEMAS
+from supervisor.core.errors import ConfigError, PackChangedError
+from supervisor.core.schemas import OUTPUT_SCHEMAS
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

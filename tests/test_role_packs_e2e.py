@@ -17,8 +17,8 @@ from e2e_support import (
 )
 from test_role_packs import publish, risk_release
 
-from supervisor import tasks
 from supervisor.context.packs.store import Request, install, user_scope
+from supervisor.lifecycle import tasks
 
 if TYPE_CHECKING:
     from pathlib import Path

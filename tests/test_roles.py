@@ -16,7 +16,7 @@ from supervisor.context.roles import (
     resolve_role,
     role_json_schema,
 )
-from supervisor.errors import ConfigError
+from supervisor.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from supervisor.config import FailoverSettings
 from supervisor.context.roles import load_role
-from supervisor.errors import ConfigError
-from supervisor.recovery import Action, Category, Classification
+from supervisor.core.config import FailoverSettings
+from supervisor.core.errors import ConfigError
+from supervisor.policy.recovery import Action, Category, Classification
 from supervisor.routing import failover
 from supervisor.routing.failover import Unavailable
-from supervisor.routing.select import cli_for
+from supervisor.workflow.cli_choice import cli_for
 from supervisor.workflow.state import WorkflowState
 
 if TYPE_CHECKING:
@@ -156,7 +156,7 @@ def test_the_worker_asks_the_workflow_state_which_cli_to_use(tmp_path: Path) -> 
 
 
 def test_a_stored_unavailability_with_an_unknown_cause_is_refused_as_invalid_state() -> None:
-    from supervisor.errors import StateError
+    from supervisor.core.errors import StateError
 
     bad = {"unavailable": {"claude": {"cause": "bored", "since": NOW}}}
     with pytest.raises(StateError, match="unavailable"):
@@ -215,7 +215,7 @@ def test_a_bad_cli_list_is_a_config_error_naming_the_role_and_the_known_clis(
 def test_the_failover_settings_come_from_limits_yaml_and_a_project_overrides_them(
     tmp_path: Path,
 ) -> None:
-    from supervisor.config import load_settings
+    from supervisor.core.config import load_settings
 
     assert load_settings(None).failover == FailoverSettings(max_wait_seconds=600, down_seconds=900)
     (tmp_path / ".supervisor").mkdir()

@@ -15,9 +15,9 @@ import test_engine_fast
 from cli_support import supervisor
 from test_engine_fast import Project, reviews, writes
 
-from supervisor.errors import ApprovalRequired
+from supervisor.core.errors import ApprovalRequired
 from supervisor.sandbox.standin import envelope
-from supervisor.status_label import shown_status
+from supervisor.state.status_label import shown_status
 from supervisor.workers.claude import ClaudeAdapter
 from supervisor.workflow.engine import Reporter
 
@@ -211,11 +211,11 @@ def test_ctrl_c_names_the_task_this_process_created_without_opening_the_state(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A submission's Ctrl-C handler names its task from this process's own record
-    (supervisor/starting.py `CREATED`): with a shared PostgreSQL state, asking the database which
-    task is newest opened it, and checked its schema, once more per submission (and here there
-    is no repository, nor database, to ask)."""
-    from supervisor import starting
+    (supervisor/lifecycle/starting.py `CREATED`): with a shared PostgreSQL state, asking the
+    database which task is newest opened it, and checked its schema, once more per submission (and
+    here there is no repository, nor database, to ask)."""
     from supervisor.cli.interrupt import INTERRUPTED, resumable
+    from supervisor.lifecycle import starting
 
     nowhere = tmp_path / "no-repository"
     with pytest.raises(SystemExit) as ended, resumable(nowhere):

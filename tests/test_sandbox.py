@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import pytest
 from e2e_support import IMAGE, missing, recording_api, require_sandbox
 
-from supervisor.errors import CommandTimeoutError
+from supervisor.core.errors import CommandTimeoutError
 from supervisor.sandbox.docker import (
     LABEL_REPO,
     LABEL_STEP,

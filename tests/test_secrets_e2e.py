@@ -21,7 +21,8 @@ from e2e_support import (
 )
 from secret_samples import SAMPLES
 
-from supervisor import process, tasks
+from supervisor.core import process
+from supervisor.lifecycle import tasks
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from supervisor.demo import make_demo_repo
 from supervisor.guard.trust import trust
-from supervisor.opening import approval_stops, start_preview
+from supervisor.lifecycle.demo import make_demo_repo
+from supervisor.lifecycle.opening import approval_stops, start_preview
 
 if TYPE_CHECKING:
     from pathlib import Path

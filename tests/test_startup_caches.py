@@ -1,5 +1,5 @@
 """What a process derives from an installed library once and keeps in the user's cache: the
-detect-secrets rule set (supervisor/redaction.py) and the decoded tiktoken encoding
+detect-secrets rule set (supervisor/core/redaction.py) and the decoded tiktoken encoding
 (supervisor/context/tokens.py). A cache gives exactly what the library gives; a damaged or
 edited one, or one written for another version, is not used, and is written again."""
 
@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from supervisor import redaction, resources
 from supervisor.context import tokens
+from supervisor.core import redaction, resources
 
 if TYPE_CHECKING:
     from pathlib import Path

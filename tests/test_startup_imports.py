@@ -1,11 +1,12 @@
 """Every `supervisor` process pays for what it imports, and the test suite starts hundreds: the
 budget of what the common paths load, checked in a fresh interpreter.
 
-- The checks before a task exists (supervisor/starting.py: what a submission to Temporal and an
+- The checks before a task exists (supervisor/lifecycle/starting.py: what a submission to Temporal
+and an
   embedded start both run first, a secret in the description redacted) load neither
-  detect-secrets nor `requests` (its rules come from the user's cache, supervisor/redaction.py),
-  nor tiktoken, Temporal's client, Docker, Jinja2, networkx, the engine or the credential
-  proxy (h11: a credential is made at a task's first step).
+  detect-secrets nor `requests` (its rules come from the user's cache,
+  supervisor/core/redaction.py), nor tiktoken, Temporal's client, Docker, Jinja2, networkx, the
+  engine or the credential proxy (h11: a credential is made at a task's first step).
 - Importing the submission module loads no Temporal SDK: a helper process imports it while the
   checks run (supervisor/temporal/link.py); a whole submission's budget, the same list, is
   checked on a real server in tests/test_temporal_submit.py.
@@ -28,14 +29,14 @@ from e2e_support import new_repo
 from test_cli_imports import modules_after
 from test_cli_imports import repo as repo  # the module-scoped fixture: a state with workflows
 
-from supervisor import redaction
+from supervisor.core import redaction
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 HEAVY = (
     "detect_secrets", "requests", "tiktoken", "temporalio", "docker", "jinja2", "networkx",
-    "textual", "h11", "supervisor.workflow.engine", "supervisor.tasks",
+    "textual", "h11", "supervisor.workflow.engine", "supervisor.lifecycle.tasks",
 )  # fmt: skip
 
 PREPARE = """
@@ -43,8 +44,8 @@ import json, sys
 from pathlib import Path
 out, repo, description = sys.argv[1:4]
 import supervisor.temporal.submit
-from supervisor import starting
-from supervisor.opening import open_project
+from supervisor.lifecycle import starting
+from supervisor.lifecycle.opening import open_project
 task = starting.prepare(description, open_project(Path(repo)))
 with open(out, "w") as handle:
     json.dump({"description": task.description, "modules": sorted(sys.modules)}, handle)

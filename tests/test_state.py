@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import pytest
 from sqlalchemy.exc import DatabaseError, StatementError
 
-from supervisor.errors import StateError, UnknownWorkflowError
+from supervisor.core.errors import StateError, UnknownWorkflowError
 from supervisor.state.migrations import LATEST_VERSION
 from supervisor.state.schema import metadata
 from supervisor.state.store import EventSpec, StepRecord, Store

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from supervisor.errors import StateError, UnknownWorkflowError
+from supervisor.core.errors import StateError, UnknownWorkflowError
 from supervisor.state.reader import StateReader, open_reader
 from supervisor.state.store import EventSpec, Store, now
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.exc import DatabaseError
 
-from supervisor.errors import ConfigError, StateError
+from supervisor.core.errors import ConfigError, StateError
 from supervisor.state.migrations import LATEST_VERSION
 from supervisor.state.schema import metadata
 from supervisor.state.store import EventSpec, Store
@@ -192,7 +192,7 @@ def test_state_url_comes_from_the_user_config_never_the_project(
 def test_a_project_config_cannot_choose_the_state_database_nor_unvetted_temporal(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from supervisor.config import load_settings
+    from supervisor.core.config import load_settings
     from supervisor.guard.trust import guarded_settings
 
     monkeypatch.setenv("SUPERVISOR_USER_DIR", str(tmp_path / "user"))

@@ -11,7 +11,7 @@ import pytest
 import test_engine_fast
 from test_engine_fast import Project, reviews, writes
 
-from supervisor.errors import GitError, StepFailedError
+from supervisor.core.errors import GitError, StepFailedError
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from supervisor.core.schemas import OUTPUT_SCHEMAS, ImplementationOutput, ReviewOutput
 from supervisor.fakeapi import ScriptedModelServer, load_script
 from supervisor.fakeapi.schema_rules import (
     _walk,
@@ -25,7 +26,6 @@ from supervisor.fakeapi.schema_rules import (
     gemini_refusal,
     openai_refusal,
 )
-from supervisor.schemas import OUTPUT_SCHEMAS, ImplementationOutput, ReviewOutput
 from supervisor.workers import structured_output
 
 NAME = "codex_output_schema"

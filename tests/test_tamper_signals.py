@@ -1,4 +1,4 @@
-"""Signals that a candidate weakened an existing test file (supervisor/project/test_tamper.py).
+"""Signals that a candidate weakened an existing test file (supervisor/gates/test_tamper.py).
 
 Each spec hands `signals` the base's and the candidate's text of one test file, the way a
 reviewer's prompt and the approval policy will: pure, no git, no Docker. One spec per shape of
@@ -12,7 +12,7 @@ from textwrap import dedent
 
 import pytest
 
-from supervisor.project.test_tamper import MAX_PARSE_BYTES, signals
+from supervisor.gates.test_tamper import MAX_PARSE_BYTES, signals
 
 JS = ("calc.test.ts", "calc.test.js")
 UNITTEST = dedent("""

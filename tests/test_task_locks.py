@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from e2e_support import new_repo
 
-from supervisor import abandon
-from supervisor.errors import WorkflowBusyError
+from supervisor.core.errors import WorkflowBusyError
+from supervisor.lifecycle import abandon
 from supervisor.sandbox.docker import (
     LABEL_REPO,
     LABEL_WORKFLOW,
@@ -239,8 +239,8 @@ def test_tasks_writing_the_state_database_at_once_lose_nothing(tmp_path: Path) -
 
 
 def test_a_killed_image_commands_head_tree_goes_but_a_live_ones_stays(tmp_path: Path) -> None:
-    from supervisor.image_commands import remove_dead_head_trees
-    from supervisor.opening import open_project
+    from supervisor.lifecycle.image_commands import remove_dead_head_trees
+    from supervisor.lifecycle.opening import open_project
 
     project = open_project(new_repo(tmp_path, "http://127.0.0.1:9"))
     ws = project.workspace
@@ -314,7 +314,7 @@ def test_a_killed_starts_probe_container_goes_but_a_starting_ones_stays(tmp_path
     import docker
     from e2e_support import IMAGE, require_sandbox
 
-    from supervisor.opening import open_project, remove_dead_probes
+    from supervisor.lifecycle.opening import open_project, remove_dead_probes
     from supervisor.sandbox.docker import LABEL_PROBE, DockerSandbox
 
     require_sandbox()

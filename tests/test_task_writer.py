@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from supervisor.errors import StateError
+from supervisor.core.errors import StateError
 from supervisor.state.reader import StateReader
 from supervisor.state.records import EventSpec, Workflow
 from supervisor.state.store import Store

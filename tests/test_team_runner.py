@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from supervisor import task_state as access
-from supervisor.errors import RemoteNotUpdatedError, StateError, WorkflowBusyError
+from supervisor.core.errors import RemoteNotUpdatedError, StateError, WorkflowBusyError
+from supervisor.lifecycle import task_state as access
 from supervisor.state import leases
 from supervisor.state.locks import task_lock
 from supervisor.state.runner_view import FAILED, SUBMITTED
@@ -143,7 +143,7 @@ def test_a_task_submitted_to_temporal_is_queued_running_or_failed_never_without_
 def test_a_worker_refuses_a_database_holding_another_repositorys_tasks(
     shared_state: str, tmp_path: Path
 ) -> None:
-    from supervisor.opening import open_project
+    from supervisor.lifecycle.opening import open_project
     from supervisor.temporal.identity import queue_for, repository_id
     from supervisor.temporal.worker import preflight
 

@@ -6,9 +6,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from supervisor.config import load_settings
 from supervisor.context.roles import load_role
-from supervisor.errors import ConfigError
+from supervisor.core.config import load_settings
+from supervisor.core.errors import ConfigError
 from supervisor.guard.trust import trust
 from supervisor.workflow.history import required_gates
 from supervisor.workflow.loading import load_workflow

@@ -28,8 +28,8 @@ from e2e_support import (
     writes,
 )
 
-from supervisor import tasks
-from supervisor.demo import PLAN, fenced, make_demo_repo
+from supervisor.lifecycle import tasks
+from supervisor.lifecycle.demo import PLAN, fenced, make_demo_repo
 
 if TYPE_CHECKING:
     from pathlib import Path

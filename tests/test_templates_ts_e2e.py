@@ -35,14 +35,14 @@ from e2e_support import (
     writes,
 )
 
-from supervisor import image_commands, tasks
-from supervisor.config import Limits
-from supervisor.demo import fenced
-from supervisor.gate_check import check_gates
+from supervisor.core.config import Limits
+from supervisor.gates.run import GateResult, run_gate
 from supervisor.guard.trust import trust
-from supervisor.initialize import initialize
+from supervisor.lifecycle import image_commands, tasks
+from supervisor.lifecycle.demo import fenced
+from supervisor.lifecycle.gate_check import check_gates
+from supervisor.lifecycle.initialize import initialize
 from supervisor.project import project_image
-from supervisor.project.gates import GateResult, run_gate
 from supervisor.sandbox.docker import DockerSandbox
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from supervisor.demo import make_demo_repo, write_project_config
+from supervisor.lifecycle.demo import make_demo_repo, write_project_config
 from supervisor.temporal.cache import ProjectCache
 
 if TYPE_CHECKING:
@@ -40,8 +40,8 @@ def test_a_worker_skips_the_clean_up_only_when_nothing_ran_of_the_task_since_its
     """A worker's next step of a task finds nothing to clean up when the task is as its own
     last step left it; a step started anywhere else since (another host, a killed attempt)
     or any change of the task's row changes the mark, and the clean-up runs as `resume`'s."""
+    from supervisor.lifecycle.tasks import Kept, _mark
     from supervisor.state.store import Store
-    from supervisor.tasks import Kept, _mark
 
     with Store(tmp_path / "state.db") as store:
         wf = store.create_workflow(

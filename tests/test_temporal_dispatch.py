@@ -50,13 +50,13 @@ from test_monorepo_e2e import CONFIG as MONOREPO_CONFIG
 from test_monorepo_e2e import FILES as MONOREPO_FILES
 from test_monorepo_e2e import POINT_3D, POINT_3D_BREAKING, TYPES
 
-from supervisor.config import Settings, StepDef
-from supervisor.dag import WorkGraph
-from supervisor.demo import make_demo_repo
-from supervisor.errors import SpecConflictError, StepFailedError
-from supervisor.opening import open_project, reading
-from supervisor.recovery import Action, Category, Classification
-from supervisor.schemas import PlanOutput
+from supervisor.core.config import Settings, StepDef
+from supervisor.core.dag import WorkGraph
+from supervisor.core.errors import SpecConflictError, StepFailedError
+from supervisor.core.schemas import PlanOutput
+from supervisor.lifecycle.demo import make_demo_repo
+from supervisor.lifecycle.opening import open_project, reading
+from supervisor.policy.recovery import Action, Category, Classification
 from supervisor.state.busy import BUSY_TIMEOUT_ENV
 from supervisor.state.records import Workflow
 from supervisor.temporal.workflow import (

@@ -36,7 +36,7 @@ from test_startup_imports import heavy
 from test_temporal_e2e import supervisor
 from test_temporal_ops_e2e import git_out
 
-from supervisor.errors import RunnerUnavailableError
+from supervisor.core.errors import RunnerUnavailableError
 from supervisor.state.store import Store
 from supervisor.temporal.link import Link
 
@@ -47,9 +47,9 @@ if TYPE_CHECKING:
 pytestmark = [pytest.mark.xdist_group("temporal")]
 
 NEVER = (
-    "docker", "jinja2", "networkx", "textual", "supervisor.tasks", "supervisor.workflow.engine",
-    "supervisor.sandbox.docker", "supervisor.sandbox.adopt", "supervisor.workers.claude",
-    "sqlalchemy", "asyncio", "ssl", "supervisor.state.store", "rich",
+    "docker", "jinja2", "networkx", "textual", "supervisor.lifecycle.tasks",
+    "supervisor.workflow.engine", "supervisor.sandbox.docker", "supervisor.sandbox.adopt",
+    "supervisor.workers.claude", "sqlalchemy", "asyncio", "ssl", "supervisor.state.store", "rich",
 )  # fmt: skip
 NEVER_PREFIXES = ("supervisor.workflow.steps", "supervisor.context.prompts")
 

@@ -15,7 +15,7 @@ import pytest
 from rich.console import Console
 
 from supervisor.cli.init_flow import detection_report
-from supervisor.errors import ToolchainMismatchError, ToolchainUnavailableError
+from supervisor.core.errors import ToolchainMismatchError, ToolchainUnavailableError
 from supervisor.project.detect import Detection, detect
 from supervisor.project.dockerfile_sections import dockerfile_text, provided
 from supervisor.project.toolchain_check import check_before_build, mismatches, require_provided
@@ -246,7 +246,7 @@ def test_init_on_a_real_checkout_resolves_what_its_files_declare(
 ) -> None:
     """Go 1.19 and Node >=18: the image's and Debian's own, no registry asked; a Python that
     cannot be had is said, and the Dockerfile is still written (its build then stops on it)."""
-    from supervisor.initialize import initialize
+    from supervisor.lifecycle.initialize import initialize
 
     monkeypatch.setenv("SUPERVISOR_USER_DIR", str(tmp_path / "user"))
     repo = tmp_path / "repo"
@@ -278,8 +278,8 @@ def test_a_python_that_cannot_be_had_stops_sandbox_build_before_anything_is_buil
     the file, before any image exists."""
     from e2e_support import IMAGE, require_sandbox
 
-    from supervisor import image_commands
-    from supervisor.gate_check import check_gates
+    from supervisor.lifecycle import image_commands
+    from supervisor.lifecycle.gate_check import check_gates
     from supervisor.project import project_image
     from supervisor.sandbox.docker import connect
 
@@ -317,8 +317,8 @@ def test_doctor_names_a_toolchain_the_project_dockerfile_does_not_give(
     """go.mod moved to Go 1.24 after init wrote a Dockerfile with Debian's Go 1.19: doctor's
     `project toolchains` row fails, naming both, with the fix. (The registry's answer comes from
     the per-user cache the sources keep, filled here as a lookup would.)"""
-    from supervisor.config import load_settings
-    from supervisor.doctor import toolchain_checks
+    from supervisor.core.config import load_settings
+    from supervisor.lifecycle.doctor import toolchain_checks
     from supervisor.project.toolchain_sources import cache_file
 
     monkeypatch.setenv("SUPERVISOR_USER_DIR", str(tmp_path / "user"))

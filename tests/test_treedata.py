@@ -15,16 +15,11 @@ import pytest
 
 from supervisor.context import packer
 from supervisor.context.assemble import DirFiles
-from supervisor.errors import CandidateRefusedError, GitError, SandboxError
+from supervisor.core.errors import CandidateRefusedError, GitError, SandboxError
+from supervisor.guard.reading import read_regular
 from supervisor.project.project_image import dependency_files
-from supervisor.workspace.treedata import (
-    CommitFiles,
-    Entry,
-    SnapshotLimits,
-    escapes,
-    list_tree,
-    read_blobs,
-)
+from supervisor.workspace.candidate_tree import SnapshotLimits, escapes
+from supervisor.workspace.treedata import CommitFiles, Entry, list_tree, read_blobs
 from supervisor.workspace.worktrees import Workspace
 
 if TYPE_CHECKING:
@@ -214,9 +209,7 @@ def test_the_host_readers_skip_symlinks_in_a_directory(tmp_path: Path) -> None:
     (tmp_path / "real.txt").write_text("fine\n")
     (tmp_path / "leak").symlink_to("/etc/passwd")
     (tmp_path / "sub").symlink_to("/etc")
-    assert packer.read_regular(tmp_path, ["real.txt", "leak", "sub/passwd"]) == {
-        "real.txt": b"fine\n"
-    }
+    assert read_regular(tmp_path, ["real.txt", "leak", "sub/passwd"]) == {"real.txt": b"fine\n"}
     assert DirFiles(tmp_path).read_many(["leak"]) == {}
 
 

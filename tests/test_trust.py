@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 import pytest
 from cli_support import supervisor
 
-from supervisor.config import load_settings
-from supervisor.demo import make_demo_repo
-from supervisor.errors import ConfigError
+from supervisor.core.config import load_settings
+from supervisor.core.errors import ConfigError
 from supervisor.guard.trust import UntrustedConfigError, check_login_files, require_trusted, trust
+from supervisor.lifecycle.demo import make_demo_repo
 from supervisor.workspace.worktrees import Workspace
 
 if TYPE_CHECKING:

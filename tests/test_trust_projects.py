@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 import pytest
 from cli_support import supervisor
 
-from supervisor.config import load_settings
-from supervisor.demo import make_demo_repo
-from supervisor.errors import ConfigError
-from supervisor.guard import trustmap
+from supervisor.core import trustmap
+from supervisor.core.config import load_settings
+from supervisor.core.errors import ConfigError
 from supervisor.guard.trust import UntrustedConfigError, require_trusted, trust
+from supervisor.lifecycle.demo import make_demo_repo
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -11,15 +11,15 @@ from typing import TYPE_CHECKING
 import pytest
 from cli_support import supervisor
 
-from supervisor.config import load_settings
 from supervisor.context import prompts
 from supervisor.context.roles import load_role
-from supervisor.demo import make_demo_repo
-from supervisor.errors import ConfigError
+from supervisor.core.config import load_settings
+from supervisor.core.errors import ConfigError
+from supervisor.core.schemas import OUTPUT_SCHEMAS
 from supervisor.guard.trust import UntrustedConfigError, trust
+from supervisor.lifecycle.demo import make_demo_repo
 from supervisor.project import project_image
 from supervisor.project.detect import detect
-from supervisor.schemas import OUTPUT_SCHEMAS
 from supervisor.workspace.worktrees import Workspace
 
 if TYPE_CHECKING:

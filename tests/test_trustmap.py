@@ -10,7 +10,7 @@ import pytest
 from source_trees import parsed
 
 import supervisor
-from supervisor.guard import trustmap
+from supervisor.core import trustmap
 
 SOURCE = Path(supervisor.__file__).parent
 
@@ -98,7 +98,7 @@ def state_dir_joins() -> list[tuple[str, str]]:
 
 def test_no_code_outside_the_map_spells_a_repository_supervisor_path() -> None:
     assert supervisor_literals() == [], (
-        "Read repository `.supervisor/` paths through supervisor.guard.trustmap.repo_path(), "
+        "Read repository `.supervisor/` paths through supervisor.core.trustmap.repo_path(), "
         "with the class the map gives them."
     )
 

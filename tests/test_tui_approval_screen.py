@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 from test_tui import make_repo, opened, screen_text, tui
 from test_tui_flow import SMALL, still_screen, told
 
+from supervisor.lifecycle.task_state import decide
 from supervisor.state.store import Store
-from supervisor.task_state import decide
 from supervisor.tui.approval import ApprovalScreen
 from supervisor.tui.resume import Resuming
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import pytest
 from test_tui import git, make_repo, opened, tui
 
-from supervisor.errors import StateError
+from supervisor.core.errors import StateError
 from supervisor.tui.resume import log_path, start
 
 if TYPE_CHECKING:

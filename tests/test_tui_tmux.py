@@ -30,8 +30,8 @@ from e2e_support import (
 )
 from test_notify import Receiver
 
-from supervisor import tasks
-from supervisor.errors import ApprovalRequired
+from supervisor.core.errors import ApprovalRequired
+from supervisor.lifecycle import tasks
 from supervisor.state.store import Store
 
 if TYPE_CHECKING:

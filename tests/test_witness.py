@@ -20,11 +20,11 @@ import pytest
 from recording_shim import RecordingShim
 from test_engine_fast import project, reviews, warm_packer, writes
 
-from supervisor import tasks
-from supervisor.config import Settings
-from supervisor.demo import fenced
-from supervisor.errors import ResultTamperedError
+from supervisor.core.config import Settings
+from supervisor.core.errors import ResultTamperedError
 from supervisor.fakeapi import ScriptedModelServer, load_script
+from supervisor.lifecycle import tasks
+from supervisor.lifecycle.demo import fenced
 from supervisor.sandbox.docker import RUN_PREFIX, repo_label
 from supervisor.sandbox.standin import WorkerCall, answer, record
 from supervisor.workers import witness

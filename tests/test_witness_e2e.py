@@ -15,7 +15,7 @@ import pytest
 from e2e_support import APPROVED, IMAGE, require_sandbox
 from recording_shim import RecordingShim
 
-from supervisor.config import Settings
+from supervisor.core.config import Settings
 from supervisor.sandbox.docker import DockerSandbox, RunSpec
 from supervisor.workers import adapter_for, witness
 
@@ -150,8 +150,8 @@ def test_a_slow_but_live_model_stream_is_not_hung(
 def test_codexs_429_reset_comes_from_the_recorded_headers(tmp_path: Path, serve: Any) -> None:
     """Codex prints only "exceeded retry limit, last status: 429 Too Many Requests"; the API's
     headers in the record say when the limit resets, and the engine fails over until then."""
-    from supervisor.config import FailoverSettings
-    from supervisor.recovery import classify_worker
+    from supervisor.core.config import FailoverSettings
+    from supervisor.policy.recovery import classify_worker
     from supervisor.routing import failover
     from supervisor.workflow.steps import witnessing
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from test_decide import moved
 
-from supervisor.errors import StepFailedError
-from supervisor.plural import counted, plural
+from supervisor.core.errors import StepFailedError
+from supervisor.core.plural import counted, plural
 from supervisor.policy.approval_policy import Facts, FileChange, evaluate, parse
 from supervisor.policy.approvals import plan_lines
 from supervisor.workflow.steps.base import Outcome

@@ -20,10 +20,10 @@ from e2e_support import (
     write_workflow,
 )
 
-from supervisor import tasks
-from supervisor.demo import fenced, implementation
-from supervisor.errors import CredentialsError
+from supervisor.core.errors import CredentialsError
 from supervisor.fakeapi import ScriptedModelServer
+from supervisor.lifecycle import tasks
+from supervisor.lifecycle.demo import fenced, implementation
 from supervisor.sandbox.docker import DockerSandbox, RunSpec
 from supervisor.workers import adapter_for
 
@@ -290,7 +290,7 @@ def test_codex_reports_openais_refusal_of_a_non_strict_schema(tmp_path: Path, se
     `text.format`, and OpenAI's 400 for a non-strict one reaches the adapter's error."""
     import json
 
-    from supervisor.schemas import ReviewOutput
+    from supervisor.core.schemas import ReviewOutput
 
     server = serve({"repeat": True, "turns": [{"text": APPROVED}]})
     sandbox = DockerSandbox(IMAGE, "supervisor-egress-test")

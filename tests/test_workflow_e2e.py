@@ -24,9 +24,9 @@ from e2e_support import (
     write_workflow,
 )
 
-from supervisor import tasks
-from supervisor.errors import ApprovalRequired, StepFailedError
+from supervisor.core.errors import ApprovalRequired, StepFailedError
 from supervisor.fakeapi import ScriptedModelServer
+from supervisor.lifecycle import tasks
 from supervisor.workspace.worktrees import Workspace
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from supervisor.errors import StateError
+from supervisor.core.errors import StateError
 from supervisor.workflow.state import VERSION, WorkflowState
 
 OLD = {  # a context as the supervisor wrote it before the model existed: no version key

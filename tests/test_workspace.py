@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.errors import GitError, RepoError
+from supervisor.core.errors import GitError, RepoError
 from supervisor.workspace.worktrees import (
     Workspace,
     find_repo_root,

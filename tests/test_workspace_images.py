@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.errors import SandboxError
+from supervisor.core.errors import SandboxError
 from supervisor.project.detect import detect
 from supervisor.project.project_image import dependency_files, dockerfile_text
 from supervisor.workspace.treedata import CommitFiles

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import pytest
 from workspace_fixtures import GO, PNPM, UV, write
 
-from supervisor.errors import ConfigError
+from supervisor.core.errors import ConfigError
 from supervisor.project.workspaces import detect_workspaces
 
 if TYPE_CHECKING:

@@ -1,4 +1,5 @@
-"""The `supervisor` command line: parses arguments, calls `supervisor.tasks`, prints results.
+"""The `supervisor` command line: parses arguments, calls `supervisor.lifecycle.tasks`, prints
+results.
 
 Errors from the project's hierarchy become one message (cause, then fix) and an exit code here and
 nowhere else. Set SUPERVISOR_DEBUG=1 to see the traceback instead.
@@ -39,9 +40,9 @@ from supervisor.cli.failure import report
 from supervisor.cli.interrupt import resumable
 from supervisor.cli.plain import fit_to_output
 from supervisor.cli.status_view import show_status
-from supervisor.errors import ApprovalRequired, SupervisorError
+from supervisor.core.errors import ApprovalRequired, SupervisorError
+from supervisor.core.plural import counted, plural
 from supervisor.guard.textsafe import visible
-from supervisor.plural import counted, plural
 from supervisor.tui import keys as tui_keys
 
 if TYPE_CHECKING:
@@ -121,37 +122,64 @@ def start_task(
     submission.check_depth(depth)  # `--yes --backend temporal` alone runs without typer:
     link = submission.connecting(backend)  # supervisor/cli/submission.py, the same steps
     overrides = submission.role_overrides(role)
-    if not yes:
-        if not sys.stdin.isatty():
-            raise SupervisorError(
-                "start-task needs confirmation, and there is no terminal to ask.",
-                "Pass --yes to start without confirming.",
-            )
-        preview = projects.start_preview(
-            description,
-            repo,
-            cli=cli,
-            roles=overrides,
-            no_gate=no_gate,
-            asked=depth,  # checked above
-        )
-        stops = projects.approval_stops(repo, cli=cli, roles=overrides, no_gate=no_gate)
-        console.print(
-            f"Dry run, nothing created yet:\n{preview}\n  approvals {stops}",
-            highlight=False,
-            markup=False,
-        )
-        typer.confirm("Start?", abort=True)
-    else:
+    if yes:
         submission.say_approvals(repo, cli, overrides, no_gate)
-    if (backend or projects.open_project(repo).settings.backend) == "temporal":
+    else:
+        _confirm_start(description, repo, cli, overrides, no_gate, depth)
+    from supervisor.lifecycle.starting import backend_for
+
+    if backend_for(repo, backend) == "temporal":
         with resumable(repo):
             submission.submit(
                 description, repo, cli, overrides, no_gate, allow_protected, depth, link
             )
         return
-    if backend not in (None, "embedded"):
-        raise SupervisorError(f"--backend {backend!r} is unknown.", "Use embedded or temporal.")
+    _run_here(description, repo, cli, overrides, no_gate, allow_protected, depth)
+
+
+def _confirm_start(
+    description: str,
+    repo: Path,
+    cli: str | None,
+    roles: dict[str, str],
+    no_gate: bool,
+    depth: str,
+) -> None:
+    """Without --yes a person sees the dry run before anything exists; with no terminal to ask,
+    the refusal says how to start without asking."""
+    if not sys.stdin.isatty():
+        raise SupervisorError(
+            "start-task needs confirmation, and there is no terminal to ask.",
+            "Pass --yes to start without confirming.",
+        )
+    preview = projects.start_preview(
+        description,
+        repo,
+        cli=cli,
+        roles=roles,
+        no_gate=no_gate,
+        asked=depth,  # checked by start_task
+    )
+    stops = projects.approval_stops(repo, cli=cli, roles=roles, no_gate=no_gate)
+    console.print(
+        f"Dry run, nothing created yet:\n{preview}\n  approvals {stops}",
+        highlight=False,
+        markup=False,
+    )
+    typer.confirm("Start?", abort=True)
+
+
+def _run_here(
+    description: str,
+    repo: Path,
+    cli: str | None,
+    roles: dict[str, str],
+    no_gate: bool,
+    allow_protected: list[str] | None,
+    depth: str,
+) -> None:
+    """The embedded backend: the workflow runs in this process, its progress on stderr; when it
+    stops for an approval, what the approval is about is shown before the error says so."""
     from supervisor.cli.reporter import RichReporter
 
     try:
@@ -160,11 +188,11 @@ def start_task(
                 description,
                 repo,
                 cli=cli,
-                roles=overrides,
+                roles=roles,
                 reporter=RichReporter(err_console),
                 no_gate=no_gate,
                 allow_protected=allow_protected,
-                depth=depth,  # checked above
+                depth=depth,  # checked by start_task
             )
     except ApprovalRequired:
         _show_pending(repo, None)
@@ -233,7 +261,7 @@ def abandon(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Remove without confirming.")] = False,
 ) -> None:
     """Remove a task's branch, component branches, refs and worktrees, after a preview."""
-    from supervisor import abandon as abandoning
+    from supervisor.lifecycle import abandon as abandoning
 
     plan = abandoning.preview(workflow_id, repo)
     console.print(f"Abandon workflow {workflow_id} ({plan.workflow.status}); this removes:")
@@ -308,9 +336,9 @@ def approve(
     ] = None,
 ) -> None:
     """Approve the step a workflow is waiting on, or raise the budget it stopped at."""
-    from supervisor.errors import AlreadyDecidedError
+    from supervisor.core.errors import AlreadyDecidedError
+    from supervisor.lifecycle.task_state import decide
     from supervisor.policy.approvals import risk_lines
-    from supervisor.task_state import decide
 
     try:
         wf = decide(
@@ -358,8 +386,8 @@ def reject(
     who: AsOption = None,
 ) -> None:
     """Reject the step a workflow is waiting on; the step runs again with your reason."""
+    from supervisor.lifecycle.task_state import decide
     from supervisor.policy.approvals import risk_lines
-    from supervisor.task_state import decide
 
     wf = decide(workflow_id, repo, approve=False, reason=reason, approver=who)
     for line in risk_lines(wf, str(wf.context.get("approval_step") or "")):
@@ -422,7 +450,7 @@ def events(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
 ) -> None:
     """The workflow's event log."""
-    from supervisor import task_state as access
+    from supervisor.lifecycle import task_state as access
 
     if as_json:
         from supervisor.cli.events_json import stream_events
@@ -432,13 +460,13 @@ def events(
     with access.reading(repo) as store:
         store.workflow(workflow_id)
         log = store.events(workflow_id)
-    from supervisor.cli.listings import events as listed
     from supervisor.cli.output import show
+    from supervisor.views.listings import events as listed
 
     if not console.is_terminal:
         show(console, listed(log))  # whole rows, the payload's SHAs and paths uncut
         return
-    from supervisor.cli.render import events_view
+    from supervisor.views.render import events_view
 
     console.print(events_view(log, console.width))
 

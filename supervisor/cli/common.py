@@ -14,8 +14,8 @@ from supervisor.cli.failure import err_console as err_console
 
 
 class _Lazy:
-    """A module imported on first use: `supervisor.tasks` imports Docker, the engine and the
-    workers, which only the commands that run or inspect a sandbox need."""
+    """A module imported on first use: `supervisor.lifecycle.tasks` imports Docker, the engine and
+    the workers, which only the commands that run or inspect a sandbox need."""
 
     def __init__(self, name: str) -> None:
         self._name = name
@@ -26,9 +26,9 @@ class _Lazy:
         return getattr(importlib.import_module(self._name), name)
 
 
-tasks = _Lazy("supervisor.tasks")  # the task lifecycle: start, resume, complete
-projects = _Lazy("supervisor.opening")  # opening a repository, preflight, previews
-images = _Lazy("supervisor.image_commands")  # `supervisor sandbox ...`
+tasks = _Lazy("supervisor.lifecycle.tasks")  # the task lifecycle: start, resume, complete
+projects = _Lazy("supervisor.lifecycle.opening")  # opening a repository, preflight, previews
+images = _Lazy("supervisor.lifecycle.image_commands")  # `supervisor sandbox ...`
 
 
 RepoOption = Annotated[

@@ -119,7 +119,7 @@ def _run() -> None:
 
 def _answer(command: Callable[[], None]) -> None:
     """Run a quick command; its error ends the process as the full command line's would."""
-    from supervisor.errors import SupervisorError
+    from supervisor.core.errors import SupervisorError
 
     try:
         command()

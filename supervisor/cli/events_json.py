@@ -18,8 +18,8 @@ if TYPE_CHECKING:
 
 def stream_events(repo: Path, workflow_id: int) -> None:
     """Each event a JSON line, its time as `status --json` writes one (plain.json_time)."""
-    from supervisor import task_state as access
     from supervisor.cli.plain import json_time, json_value
+    from supervisor.lifecycle import task_state as access
     from supervisor.state.reader import StateReader
 
     with access.reading(repo) as store:

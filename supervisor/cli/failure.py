@@ -12,7 +12,7 @@ from typing import NoReturn
 
 from rich.console import Console
 
-from supervisor.errors import ApprovalRequired, SupervisorError
+from supervisor.core.errors import ApprovalRequired, SupervisorError
 from supervisor.guard.textsafe import guard, markup
 
 # Guarded: whatever a command prints, no control character of worker or repository text
@@ -30,7 +30,7 @@ def report(e: SupervisorError) -> NoReturn:
         sys.exit(e.exit_code)
     if os.environ.get("SUPERVISOR_DEBUG"):
         raise e
-    from supervisor.redaction import redact
+    from supervisor.core.redaction import redact
 
     # An error may quote worker or gate output: printed redacted, like the event log.
     # Printed as text, not markup: `cli: [claude, codex]` in a message is not a style tag.

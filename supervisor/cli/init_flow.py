@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 
     from rich.console import RenderableType
 
-    from supervisor.gate_check import GateCheck
-    from supervisor.initialize import InitReport
+    from supervisor.lifecycle.gate_check import GateCheck
+    from supervisor.lifecycle.initialize import InitReport
     from supervisor.project.detect import Detection
     from supervisor.project.toolchain_resolve import Resolved
     from supervisor.project.workspaces import Workspaces
@@ -38,7 +38,7 @@ first (init's default, as `initialize` builds on)."""
 
 
 def run(root: Path, *, yes: bool, check_gates: bool) -> InitReport:
-    from supervisor.initialize import initialize, with_package_packs
+    from supervisor.lifecycle.initialize import initialize, with_package_packs
     from supervisor.project import project_image
     from supervisor.project.detect import detect
     from supervisor.project.workspaces import detect_workspaces
@@ -127,7 +127,7 @@ def projects_report(workspaces: Workspaces, detection: Detection | None = None) 
 
 def ask_projects(workspaces: Workspaces) -> list[str]:
     """The packages to write as projects: one numbered checklist, all selected."""
-    from supervisor.initialize import toggle
+    from supervisor.lifecycle.initialize import toggle
 
     names = [p.name for p in workspaces.packages]
     selected = [True] * len(names)
@@ -152,7 +152,7 @@ def ask_projects(workspaces: Workspaces) -> list[str]:
 
 def ask_packs(detection: Detection) -> list[str]:
     """One numbered checklist, the suggested packs selected; numbers toggle, Enter accepts."""
-    from supervisor.initialize import PACK_TITLES, checklist, pack_roles, toggle
+    from supervisor.lifecycle.initialize import PACK_TITLES, checklist, pack_roles, toggle
 
     packs = checklist(detection)
     selected = [suggested for _, suggested in packs]
@@ -180,7 +180,7 @@ def ask_packs(detection: Detection) -> list[str]:
 
 def _checker() -> Callable[[Path, dict[str, str]], dict[str, GateCheck]]:
     """check_gates with progress on stderr: the build's latest line, then each gate."""
-    from supervisor.gate_check import check_gates
+    from supervisor.lifecycle.gate_check import check_gates
 
     def check(repo: Path, gates: dict[str, str]) -> dict[str, GateCheck]:
         if not gates:

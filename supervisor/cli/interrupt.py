@@ -4,7 +4,7 @@ which workflow that was and how to continue it, instead of click's bare "Aborted
 traceback.
 
 SIGTERM is how systemd, `docker stop` and a CI runner's cancel ask a process to stop. While a
-workflow runs, it stops the run as Ctrl-C does (supervisor/errors.py `Terminated`, a
+workflow runs, it stops the run as Ctrl-C does (supervisor/core/errors.py `Terminated`, a
 KeyboardInterrupt), except that a worker container still running is left running for `resume` to
 adopt; the process exits 143 (128 + 15), as a shell reports a command ended by SIGTERM. The
 handler is installed only around the run, only in the main thread (the only one Python lets set
@@ -18,7 +18,7 @@ import signal
 import threading
 from typing import TYPE_CHECKING
 
-from supervisor.errors import Terminated
+from supervisor.core.errors import Terminated
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -34,12 +34,12 @@ TERMINATED = 143
 @contextlib.contextmanager
 def resumable(repo: Path, workflow_id: int | None = None) -> Iterator[None]:
     """Run a command that runs a workflow; on Ctrl-C (exit 130) or SIGTERM (exit 143) say how
-    to resume it; a full disk or a locked state database (supervisor/host_faults.py) becomes
+    to resume it; a full disk or a locked state database (supervisor/core/host_faults.py) becomes
     its typed error, its fix naming the `resume` that continues the task. `workflow_id`: the
     workflow it resumes; None for a new one (the one this process created since,
-    supervisor/starting.py `CREATED`: asking the state database which is newest opened it once
-    more, a connection and a schema check with a shared PostgreSQL database)."""
-    from supervisor.starting import CREATED
+    supervisor/lifecycle/starting.py `CREATED`: asking the state database which is newest opened it
+    once more, a connection and a schema check with a shared PostgreSQL database)."""
+    from supervisor.lifecycle.starting import CREATED
 
     before = len(CREATED)
 
@@ -53,7 +53,7 @@ def resumable(repo: Path, workflow_id: int | None = None) -> Iterator[None]:
         _say_stopped(found(), isinstance(stop, Terminated))
         raise SystemExit(TERMINATED if isinstance(stop, Terminated) else INTERRUPTED) from None
     except Exception as e:
-        from supervisor import host_faults  # here: only a failed run needs it
+        from supervisor.core import host_faults  # here: only a failed run needs it
 
         fault = host_faults.machine_fault(e, found(), near=_written(repo))
         if fault is None or fault is e:
@@ -100,7 +100,7 @@ def _say_stopped(wf_id: int | None, terminated: bool) -> None:
 def _written(repo: Path) -> list[Path]:
     """Where a run writes: the state folder (database, worktrees, bases), the repository's git
     directory (objects and refs) and the repository."""
-    from supervisor.guard.trustmap import STATE_DIR
+    from supervisor.core.trustmap import STATE_DIR
 
     state = repo / STATE_DIR
     return [state / "worktrees", state, repo / ".git", repo]

@@ -1,6 +1,6 @@
 """Where a listing goes: plain rows to a pipe, a fitted table to a terminal.
 
-Above supervisor/cli/listing.py (the rows) and supervisor/cli/tables.py (the terminal's drawing,
+Above supervisor/views/listing.py (the rows) and supervisor/views/tables.py (the terminal's drawing,
 imported only when there is a terminal to draw for), so a piped listing loads no rich.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from supervisor.cli.listing import Listing, plain
+from supervisor.views.listing import Listing, plain
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -21,7 +21,7 @@ def show(console: Console, *listings: Listing) -> None:
         console.file.write("\n".join(plain(one) for one in listings if one.rows))
         console.file.flush()
         return
-    from supervisor.cli.tables import fitted
+    from supervisor.views.tables import fitted
 
     for one in listings:
         console.print(fitted(one))

@@ -26,8 +26,8 @@ from supervisor.cli.reports import (
     pack_report,
     suggestions_report,
 )
-from supervisor.errors import SupervisorError
-from supervisor.plural import counted, plural
+from supervisor.core.errors import SupervisorError
+from supervisor.core.plural import counted, plural
 
 
 def init(
@@ -104,8 +104,8 @@ which fold the summary mid-sentence in `supervisor -h` (tests/test_help.py)."""
 
 
 def doctor(repo: RepoOption = Path(), as_json: JsonOption = False) -> None:
-    from supervisor.demo import configured_by_demo
-    from supervisor.doctor import diagnose
+    from supervisor.lifecycle.demo import configured_by_demo
+    from supervisor.lifecycle.doctor import diagnose
 
     if err_console.is_terminal and not as_json:
         with err_console.status("doctor: checking…") as line:
@@ -123,8 +123,8 @@ def doctor(repo: RepoOption = Path(), as_json: JsonOption = False) -> None:
     elif console.is_terminal:
         console.print(doctor_table(checks))
     else:
-        from supervisor.cli.listings import doctor as listed
         from supervisor.cli.output import show
+        from supervisor.views.listings import doctor as listed
 
         show(console, listed(checks))
     missing = [c for c in checks if c.required and not c.ok]
@@ -176,8 +176,8 @@ def metrics(
         data = {"by_role": roles, "cli_by_task_type": clis, "budgets": budgets}
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
         return
-    from supervisor.cli.listings import metrics as listed
     from supervisor.cli.output import show
+    from supervisor.views.listings import metrics as listed
 
     show(console, *listed(roles, clis))
     for row in budgets:
@@ -195,7 +195,7 @@ def demo(
     ] = None,
 ) -> None:
     """Run a real task on a throw-away repository, answered by a scripted model API."""
-    from supervisor.demo import run_demo
+    from supervisor.cli.demo_run import run_demo
 
     run_demo(console, err_console, keep)
 
@@ -204,7 +204,7 @@ def setup(
     quiet: Annotated[bool, typer.Option(help="Print only the steps that did work.")] = False,
 ) -> None:
     """Install what supervisor runs on: Docker engine, Repomix and the CLIs, the sandbox image."""
-    from supervisor.bootstrap import run_setup
+    from supervisor.lifecycle.bootstrap import run_setup
 
     run_setup(quiet)
 

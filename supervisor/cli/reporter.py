@@ -1,7 +1,7 @@
 """Shows a running workflow's progress in the terminal: the engine's Reporter, drawn with rich.
 
-Apart from supervisor.cli.render because it subclasses the engine's Reporter, and only the commands
-that run workflows should import the engine.
+Apart from supervisor.views.render because it subclasses the engine's Reporter, and only the
+commands that run workflows should import the engine.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """How the setup and housekeeping commands report in a terminal: `context` (a pack),
-`doctor`, `metrics` and `sandbox status`. Apart from supervisor/cli/render.py, which the reading
+`doctor`, `metrics` and `sandbox status`. Apart from supervisor/views/render.py, which the reading
 commands (`status`, `events`, `approve`) import, so that they load only what they draw.
 
 File names, gate commands, strategy and role names come from the repository: every such cell is a
@@ -12,15 +12,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from supervisor.core.plural import counted
 from supervisor.guard.textsafe import text
-from supervisor.plural import counted
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
     from supervisor.context.assemble import Pack
     from supervisor.context.targets import Targets
-    from supervisor.doctor import Check
+    from supervisor.lifecycle.doctor import Check
     from supervisor.routing.suggest import Suggestion
 
 
@@ -110,7 +110,7 @@ def doctor_table(checks: list[Check]) -> RenderableType:
     from rich.table import Table
     from rich.text import Text
 
-    from supervisor.cli.listings import verdict
+    from supervisor.views.listings import verdict
 
     table = Table.grid(padding=(0, 1))
     table.add_column(no_wrap=True)
@@ -145,8 +145,8 @@ def sandbox_report(info: dict[str, object]) -> RenderableType:
     from rich.console import Group
     from rich.table import Table
 
-    from supervisor.cli import listings
-    from supervisor.cli.tables import fitted
+    from supervisor.views import listings
+    from supervisor.views.tables import fitted
 
     head = Table.grid(padding=(0, 2))
     head.add_row("base image", str(info["base_image"]))

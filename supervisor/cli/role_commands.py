@@ -36,7 +36,7 @@ role_app.command("show", hidden=True)(roles_show)
 def _root(repo: Path, required: bool = False) -> Path | None:
     """The repository around `repo`; outside one, None (only the user's packs), unless the
     command needs it (`--project`): then the reason it is not one."""
-    from supervisor.errors import RepoError
+    from supervisor.core.errors import RepoError
     from supervisor.workspace.worktrees import find_repo_root
 
     try:

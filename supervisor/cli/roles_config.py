@@ -25,8 +25,8 @@ config_app = typer.Typer(help="Inspect the effective configuration.", no_args_is
 @roles_app.command("list")
 def roles_list(repo: RepoOption = Path(), as_json: JsonOption = False) -> None:
     """Every role and where it comes from (project shadows user shadows built-in)."""
-    from supervisor.cli.listings import role_rows, roles
     from supervisor.context.roles import list_roles
+    from supervisor.views.listings import role_rows, roles
 
     rows = role_rows(list_roles(projects.open_project(repo).root))
     if as_json:
@@ -56,7 +56,7 @@ def roles_show(
             }
         )
     else:
-        from supervisor.cli.render import role_listing
+        from supervisor.views.render import role_listing
 
         show(console, role_listing(resolved))
 
@@ -71,7 +71,7 @@ def config_show(
     cli: Annotated[str | None, typer.Option(help="As if given to start-task.")] = None,
     as_json: JsonOption = False,
 ) -> None:
-    from supervisor.config import ignored_settings, settings_provenance
+    from supervisor.core.config import ignored_settings, settings_provenance
     from supervisor.guard.trust import pending
 
     overrides = {"cli": cli} if cli else None
@@ -92,7 +92,7 @@ def config_show(
             }
         )
         return
-    from supervisor.cli.render import config_listing
+    from supervisor.views.render import config_listing
 
     show(console, config_listing(project.settings, provenance))
     lines = [f"  {i.key}: {json.dumps(i.value)}  ({i.reason})" for i in ignored]
@@ -112,7 +112,7 @@ def config_show(
 
 
 def _routing_trusted(root: Path) -> bool:
-    from supervisor.errors import ConfigError
+    from supervisor.core.errors import ConfigError
     from supervisor.guard.trust import require_trusted
 
     try:

@@ -44,8 +44,8 @@ def sandbox_status(repo: RepoOption = Path(), as_json: JsonOption = False) -> No
     elif console.is_terminal:
         console.print(sandbox_report(info))
     else:
-        from supervisor.cli.listings import images as listed
         from supervisor.cli.output import show
+        from supervisor.views.listings import images as listed
 
         show(console, listed(info))
 

@@ -43,7 +43,7 @@ def worker(
     namespace: Annotated[str | None, typer.Option(help="The Temporal namespace.")] = None,
 ) -> None:
     """Run the steps of tasks submitted with `start-task --backend temporal`, on this host."""
-    from supervisor import opening as projects
+    from supervisor.lifecycle import opening as projects
     from supervisor.temporal.worker import run_worker
 
     proj = projects.open_project(repo)
@@ -61,7 +61,7 @@ def worker(
 def resume_elsewhere(repo: Path, workflow_id: int, here: bool) -> bool:
     """`resume` of a task Temporal owns hands it back to Temporal (a new run of its workflow
     from the recorded state) instead of running it here; `--here` runs it here, warned."""
-    from supervisor.task_state import reading
+    from supervisor.lifecycle.task_state import reading
 
     with reading(repo) as state:
         owned = any(e.type == "temporal_submitted" for e in state.events(workflow_id))
@@ -76,7 +76,7 @@ def resume_elsewhere(repo: Path, workflow_id: int, here: bool) -> bool:
             markup=False,
         )
         return False
-    from supervisor import opening
+    from supervisor.lifecycle import opening
     from supervisor.temporal.client import hand_back
 
     queue = hand_back(opening.open_project(repo), workflow_id)
@@ -91,7 +91,7 @@ def resume_elsewhere(repo: Path, workflow_id: int, here: bool) -> bool:
 
 def signal_decision(repo: Path, workflow_id: int) -> bool:
     """After approve/reject: wake the task's Temporal workflow, when it has one."""
-    from supervisor.task_state import reading
+    from supervisor.lifecycle.task_state import reading
 
     with reading(repo) as state:
         if not any(e.type == "temporal_submitted" for e in state.events(workflow_id)):

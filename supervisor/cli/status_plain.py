@@ -15,8 +15,8 @@ from supervisor.guard.visible import visible
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from supervisor.cli.detail import Detail
-    from supervisor.dag import WorkGraph
+    from supervisor.core.dag import WorkGraph
+    from supervisor.views.detail import Detail
 
 
 def detail_lines(shown: Detail) -> list[str]:
@@ -59,7 +59,7 @@ def tree_lines(task: str, work: WorkGraph, verdicts: Mapping[str, str] | None = 
 
 
 def _phase_lines(work: WorkGraph, project: str | None, level: int) -> list[str]:
-    from supervisor.dag import depth, rollup
+    from supervisor.core.dag import depth, rollup
 
     lines: list[str] = []
     for phase in work.phases:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-from supervisor import depth_view
 from supervisor.cli.plain import json_out, plain
+from supervisor.core import depth_view
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -31,7 +31,7 @@ def show_status(
     console: Callable[[], Console], repo: Path, workflow_id: int | None, *, as_json: bool
 ) -> None:
     """`console`: the rich console to print to, made only when a table is drawn."""
-    from supervisor import task_state as access
+    from supervisor.lifecycle import task_state as access
 
     if workflow_id is None:
         found = access.workflows(repo)
@@ -50,8 +50,8 @@ def show_status(
                 'do"  (or see one run first: supervisor demo)\n'
             )
         else:
-            from supervisor.cli.listings import workflows
             from supervisor.cli.output import show
+            from supervisor.views.listings import workflows
 
             show(console(), workflows(found, pids, runners))
         return
@@ -80,7 +80,7 @@ def show_status(
                 }
             )
             return
-        from supervisor.cli.detail import workflow_detail
+        from supervisor.views.detail import workflow_detail
 
         shown = workflow_detail(store, workflow_id, about, pids, runner)
     if to_a_pipe():
@@ -88,7 +88,7 @@ def show_status(
 
         sys.stdout.write("\n".join(detail_lines(shown)) + "\n")
         return
-    from supervisor.cli.render import detail_view
+    from supervisor.views.render import detail_view
 
     out = console()
     out.print(detail_view(shown))
@@ -97,7 +97,7 @@ def show_status(
 def components_json(context: dict[str, Any]) -> list[dict[str, Any]]:
     """Every component of the plan and of its sub-plans, with its place in the tree (`depth` 0:
     a component of the plan, 1: a sub-component, ...) and, for a split one, why."""
-    from supervisor.dag import WorkGraph, depth
+    from supervisor.core.dag import WorkGraph, depth
 
     work = WorkGraph.of_workflow(context)
     if work is None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
-    from supervisor.opening import Project
+    from supervisor.lifecycle.opening import Project
     from supervisor.temporal.link import Link
 
 DEPTHS = ("auto", "simple", "planned", "researched")
@@ -81,7 +81,7 @@ def run(args: SubmitArgs) -> None:
     check_depth(args.depth)
     link = connecting("temporal")
     from supervisor.cli.interrupt import resumable
-    from supervisor.opening import open_project
+    from supervisor.lifecycle.opening import open_project
 
     try:
         overrides = role_overrides(args.roles)
@@ -112,7 +112,7 @@ def connecting(backend: str | None) -> Link | None:
 
 
 def check_depth(depth: str) -> None:
-    from supervisor.errors import SupervisorError
+    from supervisor.core.errors import SupervisorError
 
     if depth not in DEPTHS:
         raise SupervisorError(
@@ -122,7 +122,7 @@ def check_depth(depth: str) -> None:
 
 def role_overrides(role: list[str] | None) -> dict[str, str]:
     """`--role STEP=ROLE`, each."""
-    from supervisor.errors import SupervisorError
+    from supervisor.core.errors import SupervisorError
 
     overrides = {}
     for item in role or []:
@@ -143,7 +143,7 @@ def say_approvals(
     project: Project | None = None,
 ) -> None:
     """With --yes: the approvals the run will stop at, said before it starts."""
-    from supervisor import opening
+    from supervisor.lifecycle import opening
 
     stops = opening.approval_stops(repo, cli=cli, roles=roles, no_gate=no_gate, project=project)
     if not stops.startswith("none:"):  # "none planned; the approval policy ..." is said

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 from rich.live import Live
 
 from supervisor.cli.interrupt import INTERRUPTED
-from supervisor.cli.render import fit, workflow_detail, workflows_table
 from supervisor.guard.textsafe import Guarded
+from supervisor.views.render import fit, workflow_detail, workflows_table
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -43,7 +43,7 @@ class Ending:
 def ending(wf: Workflow, supervised: bool) -> Ending | None:
     """Whether the watched workflow stands where only a person moves it; None: keep watching.
     `supervised`: a process runs it (a `running` task with none was killed)."""
-    from supervisor.status_label import decision
+    from supervisor.state.status_label import decision
 
     resume = f"supervisor resume {wf.id}"
     if wf.status == "completed":
@@ -79,7 +79,7 @@ def _view(
     console: Console, repo: Path, wf_id: int | None
 ) -> tuple[RenderableType, Workflow | None, bool]:
     """The view to draw; the watched workflow and whether a supervisor runs it."""
-    from supervisor import task_state as access
+    from supervisor.lifecycle import task_state as access
 
     # Guarded here, not only by the console: a live display draws past the console's hooks.
     if wf_id is None:

@@ -1,3 +1,3 @@
 """What a worker sees: roles, context strategies and packing (Repomix), prompts,
-token counts, plan views and interfaces. Public: assemble, prompts.compose, roles.
+token counts, plan views and interfaces (its public modules: docs/wings.md).
 """

@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from supervisor import process
-from supervisor.config import read_yaml, validate
 from supervisor.context import packer, tokens
-from supervisor.errors import ConfigError
-from supervisor.guard import trustmap
+from supervisor.core import process, trustmap
+from supervisor.core.config import read_yaml, validate
+from supervisor.core.errors import ConfigError
+from supervisor.core.redaction import is_secret_file, redact
+from supervisor.core.resources import CONFIG_DIR
+from supervisor.guard.reading import read_regular
 from supervisor.project.imports import resolve_imports
-from supervisor.redaction import is_secret_file, redact
-from supervisor.resources import CONFIG_DIR
 from supervisor.workspace import treedata
 
 if TYPE_CHECKING:
@@ -148,7 +148,7 @@ class DirFiles:
         return [f for f in out.stdout.split("\0") if f]
 
     def read_many(self, paths: list[str]) -> dict[str, bytes]:
-        return packer.read_regular(self.root, paths)
+        return read_regular(self.root, paths)
 
 
 Source = DirFiles | treedata.CommitFiles

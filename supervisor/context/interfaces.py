@@ -15,7 +15,7 @@ import re
 import shlex
 from typing import TYPE_CHECKING
 
-from supervisor.errors import ToolMissingError
+from supervisor.core.errors import ToolMissingError
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -105,7 +105,7 @@ def _run(
     command: str,
     labels: dict[str, str] | None,
 ) -> tuple[int, str]:
-    from supervisor.project.gates import CACHE_HOMES
+    from supervisor.gates.run import CACHE_HOMES
     from supervisor.sandbox.docker import RunSpec
 
     result = sandbox.run(

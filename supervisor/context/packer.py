@@ -21,7 +21,6 @@ import contextlib
 import json
 import os
 import selectors
-import stat
 import subprocess
 import tempfile
 import threading
@@ -29,15 +28,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
 
-from supervisor import process
-from supervisor.errors import CommandTimeoutError, ToolFailedError, ToolMissingError
-from supervisor.plural import counted
-from supervisor.resources import NODE_BIN
+from supervisor.core import process
+from supervisor.core.errors import CommandTimeoutError, ToolFailedError, ToolMissingError
+from supervisor.core.plural import counted
+from supervisor.core.resources import NODE_BIN
+from supervisor.guard.reading import read_regular, readable
 
 SCRIPT = Path(__file__).with_name("packer.mjs")
 TIMEOUT_SECONDS = 300
 # Repomix reads `.repomixignore` files among the packed ones whatever its options say.
-NEVER_PACKED = frozenset({".repomixignore"})
 
 
 class RepomixPacker:
@@ -59,7 +58,7 @@ class RepomixPacker:
         """Repomix's XML for `files` (relative path -> content), in the order given."""
         with self._lock, tempfile.TemporaryDirectory(prefix="supervisor-pack-") as tmp:
             root = Path(tmp, "files")
-            paths = [p for p in files if _packable(p)]
+            paths = [p for p in files if readable(p)]
             for rel in paths:
                 target = root / rel
                 target.parent.mkdir(parents=True, exist_ok=True)
@@ -174,39 +173,6 @@ class RepomixPacker:
             if stream:
                 stream.close()
         self._stderr = None
-
-
-def _packable(rel: str) -> bool:
-    parts = rel.split("/")
-    return (
-        bool(rel)
-        and not rel.startswith("/")
-        and ".." not in parts
-        and parts[-1] not in (NEVER_PACKED)
-    )
-
-
-def read_regular(root: Path, paths: list[str]) -> dict[str, bytes]:
-    """The bytes of each path under `root` that is a regular file reached through real
-    directories only: nothing is read through a symlink."""
-    found: dict[str, bytes] = {}
-    for rel in paths:
-        if not _packable(rel):
-            continue
-        parts = rel.split("/")
-        try:
-            if any(
-                not stat.S_ISDIR(os.lstat(root.joinpath(*parts[:i])).st_mode)
-                for i in range(1, len(parts))
-            ):
-                continue
-            fd = os.open(root / rel, os.O_RDONLY | os.O_NOFOLLOW)
-        except OSError:
-            continue
-        with os.fdopen(fd, "rb") as handle:
-            if stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                found[rel] = handle.read()
-    return found
 
 
 _PACKER = RepomixPacker()

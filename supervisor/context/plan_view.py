@@ -13,7 +13,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from supervisor.dag import Component
+    from supervisor.core.dag import Component
 
 MAX_DEPENDENCIES = 12
 MAX_TEXT = 300

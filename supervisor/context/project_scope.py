@@ -25,8 +25,8 @@ from supervisor.project.imports import resolve_imports
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from supervisor.config import Settings
-    from supervisor.project.projects import ProjectDef, ProjectMap
+    from supervisor.core.config import Settings
+    from supervisor.core.projects import ProjectDef, ProjectMap
 
 MANIFESTS = ("package.json", "pyproject.toml", "go.mod", "Cargo.toml")
 NODE_ENTRY_FIELDS = ("types", "typings", "exports", "module", "main")

@@ -6,7 +6,7 @@ trusted them: a repository's template is its author's code, so every template (o
 in one `ImmutableSandboxedEnvironment`, which refuses `__globals__`, `__subclasses__` and the
 like, and a repository template is used only while its content is the one `supervisor trust`
 recorded (else the built-in one, with a warning; supervisor/guard/trust.py). The whole prompt
-is redacted (supervisor/redaction.py): the task, the feedback (gate output), the plan and the
+is redacted (supervisor/core/redaction.py): the task, the feedback (gate output), the plan and the
 context alike, and the pack's redaction counts include them all.
 """
 
@@ -23,10 +23,11 @@ from jinja2.exceptions import SecurityError
 from jinja2.loaders import split_template_path
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from supervisor.errors import ConfigError
-from supervisor.guard import trust, trustmap
-from supervisor.redaction import marker_counts, redact
-from supervisor.resources import PROMPTS_DIR
+from supervisor.core import trustmap
+from supervisor.core.errors import ConfigError
+from supervisor.core.redaction import marker_counts, redact
+from supervisor.core.resources import PROMPTS_DIR
+from supervisor.guard import trust
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -50,7 +51,7 @@ class _Templates(jinja2.BaseLoader):
     def get_source(
         self, environment: jinja2.Environment, template: str
     ) -> tuple[str, str | None, Callable[[], bool] | None]:
-        from supervisor.context.packer import read_regular
+        from supervisor.guard.reading import read_regular
 
         parts = split_template_path(template)  # refuses `..`
         repo = _REPO.get()
@@ -209,7 +210,7 @@ def compose(
         "degrade": degrade or "",  # a degraded attempt's reduced scope (prompts/_degrade.j2)
         "research": research,  # an investigator's report, for the planner (workflow/depth.py)
         "projects": projects or [],  # a monorepo's map, for the planner (plan_projects.py)
-        # what the candidate did to the base's tests, for its reviewer (workflow/base_oracle.py)
+        # what the candidate did to the base's tests, for its reviewer (gates/base_oracle.py)
         "tests_changed": tests_changed or [],
     }
     bare, _ = redact(render(role.template, repo, role.schema, context_pack="", **variables))

@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from supervisor.config import read_yaml, user_dir, validate
 from supervisor.context.packs.manifest import PACKS_DIR as PACKS_DIR
-from supervisor.errors import ConfigError
-from supervisor.guard import trustmap
-from supervisor.resources import CONFIG_DIR
-from supervisor.schemas import OUTPUT_SCHEMAS
-from supervisor.strict_model import StrictModel
+from supervisor.core import trustmap
+from supervisor.core.config import read_yaml, user_dir, validate
+from supervisor.core.errors import ConfigError
+from supervisor.core.resources import CONFIG_DIR
+from supervisor.core.schemas import OUTPUT_SCHEMAS
+from supervisor.core.strict_model import StrictModel
 
 if TYPE_CHECKING:
     from supervisor.context.packs.store import Installed

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from supervisor.errors import UsageError
+from supervisor.core.errors import UsageError
 
 if TYPE_CHECKING:
     from collections.abc import Callable

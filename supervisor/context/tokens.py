@@ -23,8 +23,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from supervisor import resources
-from supervisor.errors import ToolMissingError
+from supervisor.core import resources
+from supervisor.core.errors import ToolMissingError
 
 if TYPE_CHECKING:
     import tiktoken

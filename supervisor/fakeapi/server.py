@@ -16,14 +16,14 @@ import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, cast
 from urllib.parse import parse_qs, urlsplit
 
 from supervisor.fakeapi import anthropic, gemini, openai
 from supervisor.fakeapi.script import Choice, Script, ScriptPlayer
 
 if TYPE_CHECKING:
-    from supervisor.fakeapi.script import Turn
+    from supervisor.fakeapi.script import HttpError, Turn
 
 AFTER_LIMIT = 240.0
 """Seconds a turn waits for its `after` file: below the worker's idle limit (300 s)."""
@@ -206,170 +206,203 @@ def _headers(raw: Any) -> dict[str, str]:
     return out
 
 
+@dataclass(frozen=True)
+class _Fixed:
+    """A reply the script has no say in: a side call's answer, a refusal, the fake's own 4xx."""
+
+    status: int
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class _Scripted:
+    """A reply that is a turn (the script's or a vendor's side turn), in the vendor's format."""
+
+    vendor: Vendor
+    turn: Turn
+
+
+def _post_reply(
+    server: ScriptedModelServer, target: str, raw_headers: Any, body: dict[str, Any]
+) -> tuple[Recorded, _Fixed | _Scripted]:
+    """How a POST is recorded and answered, decided together so that the record says what the
+    answer was; the record is kept before the answer is written, which may wait (`after`)."""
+    path = target.split("?", 1)[0]
+    headers = _headers(raw_headers)
+    if server.api_key is not None and not _key_ok(server.api_key, target, raw_headers):
+        claimed = next((v for v in VENDORS if v.handles(path)), anthropic)
+        return (
+            Recorded("POST", target, headers, body, kind="unknown", key_ok=False),
+            _Fixed(401, claimed.error_body(401, "invalid x-api-key")),
+        )
+    fixed = _fixed_reply(path, body)
+    if fixed is not None:
+        kind, reply = fixed
+        return Recorded("POST", target, headers, body, kind=kind, answered=str(reply.status)), reply
+    vendor = next(v for v in VENDORS if v.handles(path))  # _fixed_reply answers a path nobody does
+    side_turn = getattr(vendor, "side_turn", None)
+    turn = side_turn(body) if side_turn else None
+    if turn is not None:
+        return (
+            Recorded("POST", target, headers, body, kind="side", answered=_summary(turn)),
+            _Scripted(vendor, turn),
+        )
+    choice: Choice = server.player.choose(
+        vendor.opening(body), vendor.request_text(body), vendor.turn_index(body)
+    )
+    recorded = Recorded(
+        "POST",
+        target,
+        headers,
+        body,
+        choice.conversation,
+        choice.index,
+        kind=choice.outcome,
+        answered=_summary(choice.turn),
+        opening=vendor.opening(body) if vendor.turn_index(body) == 0 else "",
+    )
+    return recorded, _Scripted(vendor, choice.turn)
+
+
+def _fixed_reply(path: str, body: dict[str, Any]) -> tuple[Kind, _Fixed] | None:
+    """The replies no script can change, as the real API gives them: a side call (token counts,
+    a session title) whichever vendor answers it, a path no vendor serves, a refused request."""
+    for vendor in VENDORS:
+        side = getattr(vendor, "side_answer", None)
+        found = side(path, body) if side else None
+        if found is not None:
+            return "side", _Fixed(*found)
+    served = next((v for v in VENDORS if v.handles(path)), None)
+    if served is None:
+        return "unknown", _Fixed(404, anthropic.error_body(404, f"unknown path {path}"))
+    refused = served.refusal(body)
+    return None if refused is None else ("refused", _Fixed(*refused))
+
+
+def _key_ok(key: str, target: str, headers: Any) -> bool:
+    """Each vendor's CLI offers its key its own way (a header, a bearer token, `?key=`); any of
+    them will do, as the fake serves every vendor on one port."""
+    query = parse_qs(urlsplit(target).query)
+    offered = [
+        headers.get("x-api-key"),
+        headers.get("x-goog-api-key"),
+        (headers.get("authorization") or "").removeprefix("Bearer "),
+        *query.get("key", []),
+    ]
+    return key in offered
+
+
+def _error_reply(vendor: Vendor, error: HttpError) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """A scripted HTTP error as the vendor sends it: its body, and the retry hints a CLI reads
+    (a `retry-after` header, Google's RetryInfo detail) so that its own backoff is exercised."""
+    extra: dict[str, str] = {}
+    if error.retry_after is not None:
+        extra["retry-after"] = str(max(0, round(error.retry_after)))
+    extra.update(error.headers)
+    payload = vendor.error_body(error.status, error.message)
+    if error.retry_delay is not None:
+        retry = {"@type": RETRY_INFO, "retryDelay": error.retry_delay}
+        payload.setdefault("error", {}).setdefault("details", []).append(retry)
+    return error.status, payload, extra
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """Writes what `_post_reply` decides. http.server makes a handler per request from a class,
+    so the server it records into rides on the subclass `_handler_for` makes."""
+
+    protocol_version = "HTTP/1.1"
+    owner: ClassVar[ScriptedModelServer]
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return  # quiet: the server records and logs instead
+
+    def do_HEAD(self) -> None:
+        self.owner.record(Recorded("HEAD", self.path, _headers(self.headers), {}, kind="probe"))
+        self._empty(404)
+
+    def do_GET(self) -> None:
+        self.owner.record(
+            Recorded("GET", self.path, _headers(self.headers), {}, kind="probe", answered="404")
+        )
+        self._json(404, anthropic.error_body(404, "not found"))
+
+    def do_POST(self) -> None:
+        body = self._body()
+        recorded, reply = _post_reply(self.owner, self.path, self.headers, body)
+        self.owner.record(recorded)
+        if isinstance(reply, _Fixed):
+            self._json(reply.status, reply.payload)
+        else:
+            self._answer(reply.vendor, reply.turn, body)
+
+    def _body(self) -> dict[str, Any]:
+        """A body that is not a JSON object is still recorded (a spec asserts on what came)."""
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            body = {}
+        return body if isinstance(body, dict) else {"_body": body}
+
+    def _answer(self, vendor: Vendor, turn: Turn, body: dict[str, Any]) -> None:
+        if turn.after is not None:
+            released = Path(turn.after)
+            until = time.monotonic() + AFTER_LIMIT
+            while not released.exists() and time.monotonic() < until:
+                time.sleep(0.1)
+        if turn.delay:
+            time.sleep(turn.delay)
+        if turn.error is not None:
+            self._json(*_error_reply(vendor, turn.error))
+            return
+        content_type, chunks = vendor.answer(turn, body)
+        if content_type == "text/event-stream":
+            self._sse(chunks, turn.pace)
+        else:
+            self._json(200, json.loads(b"".join(chunks)))
+
+    def _empty(self, status: int) -> None:
+        self.send_response(status)
+        self.send_header("content-length", "0")
+        self.send_header("connection", "close")
+        self.close_connection = True
+        self.end_headers()
+
+    def _json(
+        self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.send_header("request-id", "req_scripted")
+        # One request per connection: no keep-alive races between a CLI's pool and the relay.
+        self.send_header("connection", "close")
+        self.close_connection = True
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _sse(self, events: list[bytes], pace: float = 0.0) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("request-id", "req_scripted")
+        # No content-length: the stream ends when the connection closes, as with the real API.
+        self.send_header("connection", "close")
+        self.close_connection = True
+        self.end_headers()
+        for event in events:
+            if pace:
+                time.sleep(pace)
+            self.wfile.write(event)
+            self.wfile.flush()
+
+
 def _handler_for(server: ScriptedModelServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            return  # quiet: the server records and logs instead
-
-        def do_HEAD(self) -> None:
-            server.record(Recorded("HEAD", self.path, _headers(self.headers), {}, kind="probe"))
-            self._empty(404)
-
-        def do_GET(self) -> None:
-            server.record(
-                Recorded("GET", self.path, _headers(self.headers), {}, kind="probe", answered="404")
-            )
-            self._json(404, anthropic.error_body(404, "not found"))
-
-        def do_POST(self) -> None:
-            length = int(self.headers.get("content-length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            try:
-                body = json.loads(raw or b"{}")
-            except ValueError:
-                body = {}
-            if not isinstance(body, dict):
-                body = {"_body": body}
-            path = self.path.split("?", 1)[0]
-            headers = _headers(self.headers)
-            if server.api_key is not None and not self._key_ok(server.api_key):
-                claimed = next((v for v in VENDORS if v.handles(path)), anthropic)
-                server.record(
-                    Recorded("POST", self.path, headers, body, kind="unknown", key_ok=False)
-                )
-                self._json(401, claimed.error_body(401, "invalid x-api-key"))
-                return
-
-            vendor: Vendor | None
-            for vendor in VENDORS:
-                side = getattr(vendor, "side_answer", None)
-                found = side(path, body) if side else None
-                if found is not None:
-                    status, payload = found
-                    server.record(
-                        Recorded(
-                            "POST", self.path, headers, body, kind="side", answered=str(status)
-                        )
-                    )
-                    self._json(status, payload)
-                    return
-            vendor = next((v for v in VENDORS if v.handles(path)), None)
-            if vendor is None:
-                server.record(
-                    Recorded("POST", self.path, headers, body, kind="unknown", answered="404")
-                )
-                self._json(404, anthropic.error_body(404, f"unknown path {path}"))
-                return
-
-            refused = vendor.refusal(body)
-            if refused is not None:
-                status, payload = refused
-                server.record(
-                    Recorded("POST", self.path, headers, body, kind="refused", answered=str(status))
-                )
-                self._json(status, payload)
-                return
-
-            side_turn = getattr(vendor, "side_turn", None)
-            turn = side_turn(body) if side_turn else None
-            if turn is not None:
-                server.record(
-                    Recorded("POST", self.path, headers, body, kind="side", answered=_summary(turn))
-                )
-                self._answer(vendor, turn, body)
-                return
-
-            choice: Choice = server.player.choose(
-                vendor.opening(body), vendor.request_text(body), vendor.turn_index(body)
-            )
-            server.record(
-                Recorded(
-                    "POST",
-                    self.path,
-                    headers,
-                    body,
-                    choice.conversation,
-                    choice.index,
-                    kind=choice.outcome,
-                    answered=_summary(choice.turn),
-                    opening=vendor.opening(body) if vendor.turn_index(body) == 0 else "",
-                )
-            )
-            self._answer(vendor, choice.turn, body)
-
-        def _key_ok(self, key: str) -> bool:
-            query = parse_qs(urlsplit(self.path).query)
-            offered = [
-                self.headers.get("x-api-key"),
-                self.headers.get("x-goog-api-key"),
-                (self.headers.get("authorization") or "").removeprefix("Bearer "),
-                *query.get("key", []),
-            ]
-            return key in offered
-
-        def _answer(self, vendor: Vendor, turn: Turn, body: dict[str, Any]) -> None:
-            if turn.after is not None:
-                released = Path(turn.after)
-                until = time.monotonic() + AFTER_LIMIT
-                while not released.exists() and time.monotonic() < until:
-                    time.sleep(0.1)
-            if turn.delay:
-                time.sleep(turn.delay)
-            if turn.error is not None:
-                extra = {}
-                if turn.error.retry_after is not None:
-                    extra["retry-after"] = str(max(0, round(turn.error.retry_after)))
-                extra.update(turn.error.headers)
-                body_out = vendor.error_body(turn.error.status, turn.error.message)
-                if turn.error.retry_delay is not None:
-                    retry = {"@type": RETRY_INFO, "retryDelay": turn.error.retry_delay}
-                    body_out.setdefault("error", {}).setdefault("details", []).append(retry)
-                self._json(turn.error.status, body_out, extra)
-                return
-            content_type, chunks = vendor.answer(turn, body)
-            if content_type == "text/event-stream":
-                self._sse(chunks, turn.pace)
-            else:
-                self._json(200, json.loads(b"".join(chunks)))
-
-        def _empty(self, status: int) -> None:
-            self.send_response(status)
-            self.send_header("content-length", "0")
-            self.send_header("connection", "close")
-            self.close_connection = True
-            self.end_headers()
-
-        def _json(
-            self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
-        ) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.send_header("request-id", "req_scripted")
-            # One request per connection: no keep-alive races between a CLI's pool and the relay.
-            self.send_header("connection", "close")
-            self.close_connection = True
-            for name, value in (headers or {}).items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(data)
-
-        def _sse(self, events: list[bytes], pace: float = 0.0) -> None:
-            self.send_response(200)
-            self.send_header("content-type", "text/event-stream")
-            self.send_header("cache-control", "no-cache")
-            self.send_header("request-id", "req_scripted")
-            # No content-length: the stream ends when the connection closes, as with the real API.
-            self.send_header("connection", "close")
-            self.close_connection = True
-            self.end_headers()
-            for event in events:
-                if pace:
-                    time.sleep(pace)
-                self.wfile.write(event)
-                self.wfile.flush()
+    class Handler(_Handler):
+        owner = server
 
     return Handler

@@ -1,3 +1,3 @@
-"""The trust boundary: what the repository and workers may not decide. Public: trustmap
-(every input's class), trust (`supervisor trust`), protected paths, shell-safe text, credentials.
+"""The trust boundary: what the repository and workers may not decide (`supervisor trust`,
+protected paths, safe reads, credentials and placeholders, shell-safe text).
 """

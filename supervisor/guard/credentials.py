@@ -2,10 +2,10 @@
 
 An API key never enters the sandbox: the container's environment gets a placeholder under the
 same variable name (so the CLI sends its usual auth header), fresh for each run, and the real
-value travels as an `Injection` to the host-side credential proxy (sandbox/credproxy.py), which
-checks the run's placeholder and puts the key on each request to the one configured API host.
-A subscription login (files under $HOME), which the host
-cannot inject, is copied into a per-run, read-only seed that each container copies into its own
+value travels as an `Injection` to the host-side credential proxy (sandbox/credproxy.py;
+guard/placeholders.py says what it applies), which checks the run's placeholder and puts the key on
+each request to the one configured API host. A subscription login (files under $HOME), which the
+host cannot inject, is copied into a per-run, read-only seed that each container copies into its own
 tmpfs home, so parallel containers never share a writable token file. Nothing is baked into an
 image, written to the repository, or recorded in the event log (events name the source, never
 the value).
@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from supervisor.errors import CredentialsError
+from supervisor.core.errors import CredentialsError
+from supervisor.guard.placeholders import Injection, new_placeholder
 
 if TYPE_CHECKING:
-    from supervisor.config import CliSettings
-    from supervisor.sandbox.credproxy import Injection
+    from supervisor.core.config import CliSettings
 
 LOGIN_HINTS = {
     "claude": "Set ANTHROPIC_API_KEY, or log in once with `claude` on this machine "
@@ -34,30 +34,16 @@ LOGIN_HINTS = {
 }
 
 
-def _no_injection() -> Injection:
-    # The credential proxy's module is imported when a credential is made: it loads h11 and
-    # ssl, which the commands that only check a task before it starts (a submission) never use.
-    from supervisor.sandbox.credproxy import Injection
-
-    return Injection()
-
-
-def _placeholder() -> str:
-    from supervisor.sandbox.credproxy import new_placeholder
-
-    return new_placeholder()
-
-
 @dataclass
 class Credentials:
     env: dict[str, str] = field(default_factory=dict)
     """What the container's environment gets: placeholders only, never a real key."""
     home_files: dict[str, bytes] = field(default_factory=dict)
     source: str = ""
-    injection: Injection = field(default_factory=_no_injection)
+    injection: Injection = field(default_factory=Injection)
     """The real key, for the proxy on the host; empty in login-file mode (the CLI's own auth
     passes through)."""
-    placeholder: str = field(default_factory=_placeholder)
+    placeholder: str = field(default_factory=new_placeholder)
     """This run's stand-in key (in `env`); the proxy forwards only requests that carry it."""
 
     @property
@@ -68,8 +54,6 @@ class Credentials:
 def injection_for(cli: str, variable: str, value: str) -> Injection:
     """Where each vendor's API reads the key: Anthropic `x-api-key` (an ANTHROPIC_AUTH_TOKEN is a
     bearer token), OpenAI `Authorization: Bearer`, Gemini `x-goog-api-key` or `key=`."""
-    from supervisor.sandbox.credproxy import Injection
-
     if cli == "claude":
         header = "authorization" if variable == "ANTHROPIC_AUTH_TOKEN" else "x-api-key"
         return Injection(header=header, value=value)
@@ -82,7 +66,7 @@ def collect(cli: str, settings: CliSettings, home: Path | None = None) -> Creden
     for name in settings.credential_env:
         value = os.environ.get(name)
         if value:
-            placeholder = _placeholder()
+            placeholder = new_placeholder()
             return Credentials(
                 env={name: placeholder},
                 placeholder=placeholder,

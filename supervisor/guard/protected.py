@@ -23,14 +23,14 @@ from typing import TYPE_CHECKING, Any, Literal
 import pathspec
 from pydantic import Field
 
-from supervisor import process
-from supervisor.project.projects import ProjectDef, ProjectDependency, ProjectMap
-from supervisor.strict_model import StrictModel
+from supervisor.core import process
+from supervisor.core.projects import ProjectDef, ProjectDependency, ProjectMap
+from supervisor.core.strict_model import StrictModel
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from supervisor.config import Settings
+    from supervisor.core.config import Settings
 
 PINNED_KEY = "pinned"
 

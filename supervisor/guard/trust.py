@@ -1,7 +1,7 @@
 """Trusting what a repository sets that decides where credentials go or weakens a protection.
 
 A repository's `.supervisor/` files are written by whoever wrote the repository. Most of what they
-set (gates, the workflow, context strategies) only shapes the work; supervisor/guard/trustmap.py
+set (gates, the workflow, context strategies) only shapes the work; supervisor/core/trustmap.py
 lists
 each input and its class. Two kinds of settings are honoured only once the user ran `supervisor
 trust` there, like direnv's `allow`:
@@ -31,17 +31,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from supervisor.config import _mapping, login_file_problem, read_yaml, user_dir
-from supervisor.errors import ConfigError
-from supervisor.guard import trustmap
-from supervisor.guard.trust_records import NEVER, Ignored, effect, untrusted_reason
-from supervisor.guard.trust_records import key as _key
-from supervisor.guard.trust_records import records as _records
-from supervisor.guard.trust_records import warn as warn  # re-exported: the readers warn through it
-from supervisor.guard.trust_records import write_records as _write_records
+from supervisor.core import trustmap
+from supervisor.core.config import _mapping, login_file_problem, read_yaml, user_dir
+from supervisor.core.errors import ConfigError
+from supervisor.core.trust_records import NEVER, Ignored, effect, untrusted_reason
+from supervisor.core.trust_records import key as _key
+from supervisor.core.trust_records import records as _records
+from supervisor.core.trust_records import warn as warn  # re-exported: the readers warn through it
+from supervisor.core.trust_records import write_records as _write_records
 
 if TYPE_CHECKING:
-    from supervisor.config import Settings
+    from supervisor.core.config import Settings
 
 CLI_KEYS = ("base_url", "credential_env", "login_files", "extra_env", "extra_flags")
 SANDBOX_KEYS = ("image", "egress_network")
@@ -110,7 +110,7 @@ def weakening_settings(
     """The repository's settings that weaken a protection, by dotted key: its config layer's
     (measured against `below`, the package and user layers) and its roles' `allow_paths`."""
     if project is None or below is None:
-        from supervisor.config import config_layers, deep_merge
+        from supervisor.core.config import config_layers, deep_merge
 
         layers = config_layers(None)
         below = {}
@@ -141,7 +141,7 @@ def role_allow_paths_trusted(repo: Path, role: str, value: Any) -> bool:
 def trust_files(repo: Path) -> dict[str, bytes]:
     """The repository's needs-trust files as they are now: its templates, Dockerfile and
     approval policy, by path below the root (symlinks are never followed)."""
-    from supervisor.context.packer import read_regular
+    from supervisor.guard.reading import read_regular
 
     names = [POLICY, DOCKERFILE]
     templates = trustmap.repo_path(repo, TEMPLATES, trustmap.NEEDS_TRUST)

@@ -1,3 +1,3 @@
 """Human in the loop: risk assessment, the approval policy, approvals and votes,
-budgets, notifications, dependency review. Public: risk.assess, approvals, budgets.
+budgets, notifications, dependency review, retry policies and the breaker.
 """

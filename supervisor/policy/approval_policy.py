@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from supervisor.errors import ConfigError
-from supervisor.guard import trustmap
-from supervisor.plural import counted
+from supervisor.core import trustmap
+from supervisor.core.errors import ConfigError
+from supervisor.core.plural import counted
 
 LEVELS = ("critical", "high", "medium", "low")
 """Highest first: the order in which levels are tried."""
@@ -36,7 +36,7 @@ CONDITIONS = (
     "test_tamper_signals",
 )
 SEVERITIES = ("critical", "major", "minor", "info")
-"""A review issue's severities (supervisor/schemas.py ReviewIssue)."""
+"""A review issue's severities (supervisor/core/schemas.py ReviewIssue)."""
 STOPS = ("require_approval", "require_multi_approval")
 POLICY_FILE = "approval_policy.yaml"
 
@@ -63,9 +63,9 @@ class Facts:
     reviews that approved all the same (a rejection sends the work back instead)."""
     spec_changes: list[str] = field(default_factory=list)
     """The base's test files the candidate changed, when the base's tests fail on its code (the
-    base oracle, supervisor/workflow/base_oracle.py): it changes the specification."""
+    base oracle, supervisor/gates/base_oracle.py): it changes the specification."""
     tamper_signals: list[str] = field(default_factory=list)
-    """Static signals that the candidate weakened existing tests (project/test_tamper.py)."""
+    """Static signals that the candidate weakened existing tests (gates/test_tamper.py)."""
 
     @property
     def lines(self) -> int:
@@ -124,7 +124,7 @@ class Decision:
 
 def load(repo: Path | None) -> Policy:
     """The package policy, then the user's, then the project's, merged like config.yaml."""
-    from supervisor.config import CONFIG_DIR, _mapping, deep_merge, user_dir
+    from supervisor.core.config import CONFIG_DIR, _mapping, deep_merge, user_dir
 
     sources = [CONFIG_DIR / POLICY_FILE, user_dir() / POLICY_FILE]
     if repo is not None and _trusted_policy(repo):
@@ -140,8 +140,8 @@ def load(repo: Path | None) -> Policy:
 
 def _trusted_policy(repo: Path) -> bool:
     """A repository's policy could lower every level: it counts only as the user trusted it."""
-    from supervisor.context.packer import read_regular
     from supervisor.guard import trust
+    from supervisor.guard.reading import read_regular
 
     path = trustmap.repo_path(repo, trustmap.POLICY, trustmap.NEEDS_TRUST)
     data = read_regular(repo, [trustmap.POLICY]).get(trustmap.POLICY)

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from supervisor import process
-from supervisor.errors import SupervisorError
-from supervisor.plural import counted
+from supervisor.core import process
+from supervisor.core.errors import SupervisorError
+from supervisor.core.plural import counted
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from supervisor.config import WorkflowDef
+    from supervisor.core.config import WorkflowDef
     from supervisor.state.store import Approval, Workflow
 
 REQUEST_KEY = "dependency_request"
@@ -103,7 +103,7 @@ def pending(wf: Workflow, repo: Path) -> list[str]:
     if wf.status != "awaiting_approval":
         return []
     step = str(wf.context.get("approval_step") or wf.current_step or "")
-    from supervisor.degradation import lines as degraded_lines
+    from supervisor.core.degradation import lines as degraded_lines
 
     return (
         degraded_lines(wf.context)

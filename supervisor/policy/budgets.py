@@ -21,10 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from supervisor.errors import ApprovalRequired, StateError
+from supervisor.core.errors import ApprovalRequired, StateError
 
 if TYPE_CHECKING:
-    from supervisor.config import Settings
+    from supervisor.core.config import Settings
     from supervisor.state.store import EventSpec, Store, Workflow
 
 KEY = "budget"

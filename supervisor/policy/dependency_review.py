@@ -17,15 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from supervisor.errors import ApprovalRequired, SandboxError
+from supervisor.core.errors import ApprovalRequired, SandboxError
 from supervisor.guard import protected
 from supervisor.policy.approvals import REQUEST_KEY, pending_request  # noqa: F401 (re-exported)
 from supervisor.state.store import EventSpec, StepRecord
 
 if TYPE_CHECKING:
+    from supervisor.policy.consulted import Consulting
     from supervisor.project.project_image import ProjectImage
     from supervisor.state.store import Store, Workflow
-    from supervisor.workflow.steps.base import StepContext
 
 MAX_DIFF = 20_000
 _LOCK = threading.Lock()  # parallel reviewers may reach the same rebuild at once
@@ -64,7 +64,7 @@ class DependencyApprovalRequired(ApprovalRequired):
 
 
 def await_approval(
-    engine: StepContext, wf: Workflow, name: str, source: object, wanted: ProjectImage
+    engine: Consulting, wf: Workflow, name: str, source: object, wanted: ProjectImage
 ) -> None:
     """Return when the image for the candidate's dependency files (`wanted`, read as blobs;
     `source` is the worktree or commit it was computed from) may be built; otherwise remove
@@ -163,7 +163,7 @@ def dependency_diff(before: dict[str, str], after: dict[str, str]) -> str:
     return text
 
 
-def _producer(engine: StepContext, wf_id: int) -> str | None:
+def _producer(engine: Consulting, wf_id: int) -> str | None:
     """The step whose implementation made the current candidate: where a rejection goes."""
     done = [
         e
@@ -173,7 +173,7 @@ def _producer(engine: StepContext, wf_id: int) -> str | None:
     return done[-1].step if done else None
 
 
-def _remove_worktrees(engine: StepContext, wf_id: int, name: str) -> None:
+def _remove_worktrees(engine: Consulting, wf_id: int, name: str) -> None:
     """The step that asked for the image stops here: its worktree goes (the engine closes its
     running row as waiting, `DependencyWait.records`; it runs again after the decision)."""
     for row in engine.store.steps(wf_id):

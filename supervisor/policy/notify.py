@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from supervisor.guard.textsafe import visible
 
 if TYPE_CHECKING:
-    from supervisor.config import Settings
+    from supervisor.core.config import Settings
     from supervisor.state.records import Workflow
 
 EVENTS = ("approval", "budget", "rate_limited", "failed", "completed")
@@ -58,7 +58,7 @@ class Notifier:
     def from_config(cls, repo: Path | None, loaded: Settings | None = None) -> Notifier:
         """The merged `notifications` settings (`loaded`: already read, as a run has them), with
         the webhook taken from the user layer only."""
-        from supervisor.config import config_layers, load_settings, user_dir
+        from supervisor.core.config import config_layers, load_settings, user_dir
 
         settings = (loaded or load_settings(repo)).notifications
         user_file = str(user_dir() / "config.yaml")

@@ -21,8 +21,8 @@ import contextlib
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
-from supervisor import process
-from supervisor.errors import SupervisorError
+from supervisor.core import process
+from supervisor.core.errors import SupervisorError
 from supervisor.policy import approval_policy, notify
 from supervisor.policy.approval_policy import Facts, FileChange
 from supervisor.state.store import EventSpec
@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
 
+    from supervisor.policy.consulted import Consulting
     from supervisor.state.store import Workflow
-    from supervisor.workflow.steps.base import StepContext
 
 CONTEXT_KEY = "risk"
 MAX_PARSE_BYTES = 1_000_000
@@ -42,7 +42,7 @@ POLL_SECONDS = 1.0
 
 
 def assess(
-    engine: StepContext,
+    engine: Consulting,
     wf: Workflow,
     name: str,
     ctx: dict[str, Any],
@@ -99,7 +99,7 @@ def summary(wf: Workflow) -> str:
     return f" (risk {judged['level']}: {'; '.join(judged.get('reasons', []))})"[:600]
 
 
-def timed_wait(engine: StepContext, wf: Workflow) -> bool:
+def timed_wait(engine: Consulting, wf: Workflow) -> bool:
     """For a `notify_and_timeout` approval: notify, wait for a decision or the timeout, record
     the timeout's approval, and apply the decision as `resume` would. False when the waiting
     approval is not one that times out (the caller stops for a person as usual)."""
@@ -167,7 +167,7 @@ def gather(repo: Path, base: str, head: str, events: Sequence[Recorded]) -> Fact
 
 def spec_facts(facts: Facts, spec: dict[str, Any] | None, tree: str) -> bool:
     """What the candidate did to the base's tests, as its last counted gate judged it (the
-    base oracle, supervisor/workflow/base_oracle.py): only a verdict on this very tree counts.
+    base oracle, supervisor/gates/base_oracle.py): only a verdict on this very tree counts.
     False when there is none."""
     if not spec or spec.get("tree") != tree:
         return False
@@ -181,7 +181,7 @@ def unjudged_spec(facts: Facts, git_dir: Path, base: str, candidate: str) -> Non
     """A candidate that changed the base's tests with no verdict of the base's tests on its
     tree (a workflow whose gates run no tests, or none after the change) is a change of the
     specification nobody checked: a person's decision all the same."""
-    from supervisor.project import base_tests
+    from supervisor.gates import base_tests
 
     found = base_tests.changes(git_dir, base, candidate)
     facts.spec_changes = [f"{c} (the base's tests were not run on it)" for c in found.describe()]

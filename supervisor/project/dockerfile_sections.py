@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from supervisor.errors import SandboxError
-from supervisor.guard import trustmap
+from supervisor.core import trustmap
+from supervisor.core.errors import SandboxError
 from supervisor.sandbox.run_files import GO_BUILD_CACHE
 
 if TYPE_CHECKING:

@@ -26,10 +26,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from supervisor.context.packer import read_regular
-from supervisor.errors import SandboxError
-from supervisor.guard import trustmap
-from supervisor.parsing import strip_ansi
+from supervisor.core import trustmap
+from supervisor.core.errors import SandboxError
+from supervisor.core.parsing import strip_ansi
+from supervisor.guard.reading import read_regular
 from supervisor.project.dockerfile_sections import HEADER as HEADER
 from supervisor.project.dockerfile_sections import dockerfile_text as dockerfile_text
 from supervisor.project.dockerfile_sections import node_section as node_section

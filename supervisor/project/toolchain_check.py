@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from supervisor.errors import SandboxError, SupervisorError, ToolchainMismatchError
+from supervisor.core.errors import SandboxError, SupervisorError, ToolchainMismatchError
 from supervisor.project.dockerfile_sections import provided
 from supervisor.project.toolchain_resolve import Resolved, satisfies
 from supervisor.project.toolchain_sources import DEBIAN, resolve_files

@@ -18,9 +18,9 @@ import nodesemver  # type: ignore[import-untyped]  # ships neither stubs nor py.
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from supervisor.errors import ToolchainUnavailableError
+from supervisor.core.errors import ToolchainUnavailableError
+from supervisor.core.strict_model import StrictModel
 from supervisor.project.toolchains import TOOL_NAMES, TOOLS, Declaration, Tool
-from supervisor.strict_model import StrictModel
 
 RUST_CHANNELS_ANY = {"stable"}
 """A channel any release satisfies (rustup would take the newest; the image's is a release)."""

@@ -133,8 +133,8 @@ def _npm_engine(manager: str, version: str) -> str | None:
 
 
 def _npm(args: list[str]) -> Any:
-    from supervisor import process
-    from supervisor.errors import SupervisorError
+    from supervisor.core import process
+    from supervisor.core.errors import SupervisorError
 
     try:
         npm = process.find_program("npm")
@@ -161,7 +161,7 @@ def _pypi_versions(package: str) -> list[str] | None:
 
 
 def cache_file() -> Path:
-    from supervisor.config import user_dir
+    from supervisor.core.config import user_dir
 
     return user_dir() / "cache" / "toolchain-sources.json"
 

@@ -27,7 +27,7 @@ import tomllib
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from supervisor.strict_model import StrictModel
+from supervisor.core.strict_model import StrictModel
 
 Tool = Literal["node", "python", "go", "rust"]
 TOOLS: tuple[Tool, ...] = ("node", "python", "go", "rust")

@@ -21,9 +21,9 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from supervisor.core.projects import PROJECT_NAME, ProjectDef, ProjectDependency, ProjectMap
 from supervisor.project import workspace_manifests as manifests
 from supervisor.project.detect import SKIP_DIRS, Detection, detect
-from supervisor.project.projects import PROJECT_NAME, ProjectDef, ProjectDependency, ProjectMap
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -12,12 +12,13 @@ event so that a person can see why a step ran where it did.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from supervisor.config import AdaptiveSettings
-from supervisor.plural import plural
+from supervisor.core.config import AdaptiveSettings
+from supervisor.core.plural import plural
 from supervisor.state.records import EventSpec
 
 Basis = Literal["locked", "disabled", "too_few_runs", "default_unmeasured", "kept", "adapted"]
@@ -99,6 +100,40 @@ class Choice(_Frozen):
         )
 
 
+@dataclass(frozen=True)
+class _Asked:
+    """One role's question, kept so that every answer names the same role, task and candidates."""
+
+    role: str
+    task_type: str
+    clis: list[str]
+    """The candidates without repeats, the configured default first."""
+
+    @property
+    def default(self) -> str:
+        return self.clis[0]
+
+    def answer(
+        self,
+        cli: str,
+        basis: Basis,
+        reason: str,
+        scores: dict[str, float] | None = None,
+        figures: dict[str, dict[str, float | int]] | None = None,
+    ) -> Choice:
+        return Choice(
+            role=self.role,
+            task_type=self.task_type,
+            cli=cli,
+            default=self.default,
+            basis=basis,
+            reason=reason,
+            candidates=self.clis,
+            scores=scores or {},
+            figures=figures or {},
+        )
+
+
 def choose(
     role: str,
     task_type: str,
@@ -108,50 +143,50 @@ def choose(
 ) -> Choice:
     """The CLI for `role`: its lock, else the best-scoring candidate when it clears the guardrails,
     else the default (the first candidate)."""
-    clis = list(dict.fromkeys(candidates))
-    default = clis[0]
+    asked = _Asked(role, task_type, list(dict.fromkeys(candidates)))
+    unscored = _before_scoring(asked, snapshot, settings)
+    if unscored is not None:
+        return unscored
+    return _by_score(asked, snapshot, settings)
 
-    def made(
-        cli: str,
-        basis: Basis,
-        reason: str,
-        scores: dict[str, float] | None = None,
-        figures: dict[str, dict[str, float | int]] | None = None,
-    ) -> Choice:
-        return Choice(
-            role=role,
-            task_type=task_type,
-            cli=cli,
-            default=default,
-            basis=basis,
-            reason=reason,
-            candidates=clis,
-            scores=scores or {},
-            figures=figures or {},
-        )
 
+def _window(settings: AdaptiveSettings) -> str:
+    return f"in the last {settings.adaptation_interval_days:g} days"
+
+
+def _before_scoring(asked: _Asked, snapshot: Snapshot, settings: AdaptiveSettings) -> Choice | None:
+    """The answers no figure can change: a lock is a person's decision, adaptation may be off,
+    one candidate leaves nothing to choose, and too few runs say nothing yet."""
+    role, default = asked.role, asked.default
     locked = settings.locked_assignments.get(role)
     if locked is not None:
-        return made(locked, "locked", f"locked_assignments sets {role} to {locked}")
+        return asked.answer(locked, "locked", f"locked_assignments sets {role} to {locked}")
     if not settings.enabled:
-        return made(default, "disabled", "adaptive assignment is off: the configured CLI")
-    window = f"in the last {settings.adaptation_interval_days:g} days"
-    total = snapshot.runs(clis)
-    if len(clis) < 2:
-        return made(default, "kept", f"{default} is the only CLI {role} may use")
+        return asked.answer(default, "disabled", "adaptive assignment is off: the configured CLI")
+    total = snapshot.runs(asked.clis)
+    if len(asked.clis) < 2:
+        return asked.answer(default, "kept", f"{default} is the only CLI {role} may use")
     if total < settings.min_samples_before_adapt:
-        return made(
+        return asked.answer(
             default,
             "too_few_runs",
-            f"{total} {task_type} {plural(total, 'run')} of {role} {window}, fewer than "
-            f"min_samples_before_adapt ({settings.min_samples_before_adapt}): the configured "
-            f"{default}",
+            f"{total} {asked.task_type} {plural(total, 'run')} of {role} {_window(settings)}, "
+            f"fewer than min_samples_before_adapt ({settings.min_samples_before_adapt}): the "
+            f"configured {default}",
         )
+    return None
+
+
+def _by_score(asked: _Asked, snapshot: Snapshot, settings: AdaptiveSettings) -> Choice:
+    """The default stays unless a measured CLI beats it by the margin without falling too far
+    below its success rate: a switch must be worth the churn, and cheap is not enough."""
+    clis, default, window = asked.clis, asked.default, _window(settings)
+    total = snapshot.runs(clis)
     enough = settings.min_samples_per_cli
     measured = [c for c in clis if c in snapshot.stats and snapshot.stats[c].runs >= enough]
     figures = {c: snapshot.stats[c].figures() for c in measured}
     if default not in measured:
-        return made(
+        return asked.answer(
             default,
             "default_unmeasured",
             f"the configured {default} has fewer than {settings.min_samples_per_cli} runs "
@@ -161,6 +196,42 @@ def choose(
     scores = score({c: snapshot.stats[c] for c in measured}, settings)
     base, base_rate = scores[default], snapshot.stats[default].success_rate
     ranked = sorted(measured, key=lambda c: (-scores[c], clis.index(c)))
+    found, held = _challenger(default, ranked, scores, snapshot, settings)
+    if found is not None:
+        rate = snapshot.stats[found].success_rate
+        return asked.answer(
+            found,
+            "adapted",
+            f"{found} scores {scores[found]:.2f} against {default}'s {base:.2f} over {total} "
+            f"{asked.task_type} runs {window} (success {rate:.0%} vs {base_rate:.0%}; margin "
+            f"{settings.switch_margin:g})",
+            scores=scores,
+            figures=figures,
+        )
+    best = ranked[0]
+    if best == default:
+        why = f"{default} scores best ({base:.2f})"
+    else:
+        why = f"{best} scores {scores[best]:.2f} against {default}'s {base:.2f}: {held}"
+    return asked.answer(
+        default,
+        "kept",
+        f"{why} over {total} {asked.task_type} runs {window}",
+        scores=scores,
+        figures=figures,
+    )
+
+
+def _challenger(
+    default: str,
+    ranked: list[str],
+    scores: dict[str, float],
+    snapshot: Snapshot,
+    settings: AdaptiveSettings,
+) -> tuple[str | None, str]:
+    """The best-ranked CLI that clears both guardrails, or None and why the best was held back
+    (so that a kept default explains itself)."""
+    base, base_rate = scores[default], snapshot.stats[default].success_rate
     held = f"not better by the margin {settings.switch_margin:g}"
     for cli in ranked:
         if cli == default:
@@ -175,27 +246,8 @@ def choose(
                 f"max_deviation_from_default ({settings.max_deviation_from_default:.0%}) below"
             )
             continue
-        return made(
-            cli,
-            "adapted",
-            f"{cli} scores {scores[cli]:.2f} against {default}'s {base:.2f} over {total} "
-            f"{task_type} runs {window} (success {rate:.0%} vs {base_rate:.0%}; margin "
-            f"{settings.switch_margin:g})",
-            scores=scores,
-            figures=figures,
-        )
-    best = ranked[0]
-    if best == default:
-        why = f"{default} scores best ({base:.2f})"
-    else:
-        why = f"{best} scores {scores[best]:.2f} against {default}'s {base:.2f}: {held}"
-    return made(
-        default,
-        "kept",
-        f"{why} over {total} {task_type} runs {window}",
-        scores=scores,
-        figures=figures,
-    )
+        return cli, held
+    return None, held
 
 
 def score(stats: dict[str, CliStats], settings: AdaptiveSettings) -> dict[str, float]:

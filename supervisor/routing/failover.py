@@ -19,11 +19,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from supervisor import recovery
-from supervisor.strict_model import StrictModel
+from supervisor.core.strict_model import StrictModel
+from supervisor.policy import recovery
 
 if TYPE_CHECKING:
-    from supervisor.config import FailoverSettings
+    from supervisor.core.config import FailoverSettings
 
 Cause = Literal["rate_limited", "api_down", "credentials"]
 

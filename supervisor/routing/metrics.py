@@ -14,7 +14,7 @@ from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from supervisor.errors import UsageError
+from supervisor.core.errors import UsageError
 
 PERIOD = re.compile(r"^(\d+)([dhm])$")
 

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from supervisor.errors import ConfigError, CredentialsError
+from supervisor.core.errors import ConfigError, CredentialsError
 from supervisor.guard import credentials
 from supervisor.routing import adaptive, history
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from supervisor.config import Settings, StepDef
     from supervisor.context.roles import Role
+    from supervisor.core.config import Settings, StepDef
     from supervisor.state.store import Store
 
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from supervisor.errors import (
+from supervisor.core.errors import (
     CommandTimeoutError,
     DockerUnavailableError,
     SupervisorError,
@@ -304,7 +304,7 @@ def route(
     options: dict[str, Any] = {"vendor": vendor, "record_dir": record_dir, "task": task}
     opened: Route | None = None
     if adoption is not None and adoption.port is not None:
-        from supervisor.errors import SandboxError
+        from supervisor.core.errors import SandboxError
 
         with contextlib.suppress(SandboxError):  # port taken: the container fails, and retries
             opened = sandbox.route(

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from supervisor.sandbox.credproxy import Injection
+    from supervisor.guard.placeholders import Injection
     from supervisor.sandbox.docker import RunResult, RunSpec
     from supervisor.sandbox.egress import Route
 

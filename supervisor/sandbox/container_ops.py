@@ -10,7 +10,7 @@ import time
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from supervisor.parsing import strip_ansi
+from supervisor.core.parsing import strip_ansi
 from supervisor.sandbox import engine_loss
 
 if TYPE_CHECKING:

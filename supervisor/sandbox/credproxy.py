@@ -26,7 +26,8 @@ this listener's port on the shared network has no placeholder of it: 403, nothin
 login-file mode nothing is injected (the CLI's own login passes through), so no placeholder is
 checked: the run is identified by its listener port alone, and a request there can spend only the
 credentials it brought itself. Each run's exchanges are recorded in its `record_dir`
-(proxy_record.py). The listeners live in the proxy daemon (proxyd.py), not the supervisor.
+(proxy_record.py), and the connection to the API host is proxy_upstream.py's. The listeners live
+in the proxy daemon (proxyd.py), not the supervisor.
 """
 
 from __future__ import annotations
@@ -34,36 +35,32 @@ from __future__ import annotations
 import contextlib
 import hmac
 import json
-import os
-import secrets
-import select
 import socket
-import ssl
 import threading
 import time
-from dataclasses import dataclass
 from http import HTTPStatus
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qsl, urlencode
 
 import h11
 
-from supervisor.errors import SandboxError
+from supervisor.core.errors import SandboxError
+from supervisor.guard.placeholders import PLACEHOLDER_PREFIX as PLACEHOLDER_PREFIX
+from supervisor.guard.placeholders import Injection as Injection
+from supervisor.guard.placeholders import new_placeholder as new_placeholder
 from supervisor.sandbox import model_paths, model_relay
 from supervisor.sandbox.proxy_record import Exchange, Recorder
+from supervisor.sandbox.proxy_upstream import (
+    IDLE_TIMEOUT,
+    MAX_HEADERS,
+    UpstreamConnection,
+    no_delay,
+)
+from supervisor.sandbox.proxy_upstream import Upstream as Upstream
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
-
-PLACEHOLDER_PREFIX = "sk-supervisor-"
-
-
-def new_placeholder() -> str:
-    """What one run's sandbox gets in place of an API key: it tells a reader of `env` nothing,
-    and opens only that run's route while the run lasts."""
-    return PLACEHOLDER_PREFIX + secrets.token_hex(16)
-
 
 AUTH_HEADERS = frozenset(
     {b"authorization", b"x-api-key", b"x-goog-api-key", b"proxy-authorization"}
@@ -71,87 +68,7 @@ AUTH_HEADERS = frozenset(
 HOP_BY_HOP = frozenset(
     {b"connection", b"keep-alive", b"proxy-connection", b"te", b"trailer", b"upgrade", b"expect"}
 )
-CONNECT_TIMEOUT = 15.0
-IDLE_TIMEOUT = 900.0  # a model may think for minutes before the first byte of a long answer
 CHUNK = 65536
-MAX_HEADERS = 256 * 1024
-
-
-@dataclass(frozen=True)
-class Injection:
-    """How the real credential goes onto each request. `header` None: the CLI authenticates
-    with its own login files, and its auth headers pass through untouched."""
-
-    header: str | None = None
-    value: str = ""
-    query_param: str | None = None
-    """Gemini accepts `key=` in the query too: when the CLI put its key there, so does the proxy."""
-
-    def __repr__(self) -> str:  # never print the value
-        return f"Injection(header={self.header!r}, query_param={self.query_param!r})"
-
-
-@dataclass(frozen=True)
-class Upstream:
-    scheme: str
-    host: str
-    port: int
-    ca_bundle: str | None = None
-    """SUPERVISOR_EXTRA_CA_BUNDLE as the supervisor that opened the route saw it: the daemon
-    serving it may have been started by another one."""
-
-    @classmethod
-    def from_url(cls, base_url: str, ca_bundle: str | None = None) -> Upstream:
-        parts = urlsplit(base_url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise SandboxError(
-                f"Model API URL '{base_url}' is not an http(s) URL.",
-                "Set `base_url` for the CLI in your config to a full http(s) URL.",
-            )
-        default = 443 if parts.scheme == "https" else 80
-        return cls(parts.scheme, parts.hostname, parts.port or default, ca_bundle)
-
-    @property
-    def host_header(self) -> bytes:
-        default = 443 if self.scheme == "https" else 80
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return (host if self.port == default else f"{host}:{self.port}").encode()
-
-    def connect(self, timeout: float = CONNECT_TIMEOUT) -> socket.socket:
-        """A fresh connection; TLS verifies the certificate chain and the host name."""
-        try:
-            sock = socket.create_connection((self.host, self.port), timeout=timeout)
-        except OSError as e:
-            raise SandboxError(
-                f"The model API host {self.host}:{self.port} is unreachable: {e.strerror or e}.",
-                "Check `base_url` for this CLI in your config, and that this machine can reach "
-                "that host (DNS, firewall, proxy).",
-            ) from e
-        _no_delay(sock)
-        if self.scheme == "https":
-            try:
-                context = tls_context(self.ca_bundle)
-                sock = context.wrap_socket(sock, server_hostname=self.host)
-            except (OSError, ssl.SSLError) as e:
-                sock.close()
-                raise SandboxError(
-                    f"TLS to the model API host {self.host}:{self.port} failed: {e}.",
-                    "Behind a TLS-intercepting proxy set SUPERVISOR_EXTRA_CA_BUNDLE (or "
-                    "SSL_CERT_FILE) to its CA bundle; otherwise check `base_url`.",
-                ) from e
-        sock.settimeout(IDLE_TIMEOUT)
-        return sock
-
-
-def tls_context(extra: str | None = None) -> ssl.SSLContext:
-    """The system trust store (OpenSSL honours SSL_CERT_FILE / SSL_CERT_DIR) plus `extra` or
-    SUPERVISOR_EXTRA_CA_BUNDLE; hostname checking on, HTTP/1.1 only."""
-    context = ssl.create_default_context()
-    extra = extra or os.environ.get("SUPERVISOR_EXTRA_CA_BUNDLE")
-    if extra:
-        context.load_verify_locations(cafile=extra)
-    context.set_alpn_protocols(["http/1.1"])
-    return context
 
 
 class CredentialProxy:
@@ -238,9 +155,9 @@ class CredentialProxy:
 
     def _serve(self, client: socket.socket) -> None:
         client.settimeout(IDLE_TIMEOUT)
-        _no_delay(client)
+        no_delay(client)
         down = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEADERS)
-        up: _UpstreamConnection | None = None
+        up: UpstreamConnection | None = None
         try:
             while True:
                 request = _next(down, client)
@@ -270,7 +187,7 @@ class CredentialProxy:
                     if up is not None:
                         up.close()
                     try:
-                        up = _UpstreamConnection(self.upstream.connect())
+                        up = UpstreamConnection(self.upstream.connect())
                     except SandboxError as e:
                         up = None
                         if exchange is not None:
@@ -377,7 +294,7 @@ class CredentialProxy:
         request: h11.Request,
         down: h11.Connection,
         client: socket.socket,
-        up: _UpstreamConnection,
+        up: UpstreamConnection,
         exchange: Exchange | None = None,
     ) -> bool:
         """One exchange; False when a side broke off (the connection then closes)."""
@@ -460,32 +377,6 @@ class CredentialProxy:
         return target, headers
 
 
-class _UpstreamConnection:
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self.conn = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEADERS)
-
-    def send(self, event: h11.Event) -> None:
-        data = self.conn.send(event)
-        if data:
-            self.sock.sendall(data)
-
-    def alive(self) -> bool:
-        """A kept-alive connection the server closed meanwhile reads as ready (EOF); a request on
-        it would fail half-sent, so such a connection is replaced before use."""
-        if self.conn.our_state is not h11.IDLE:
-            return False
-        try:
-            readable, _, _ = select.select([self.sock], [], [], 0)
-        except (OSError, ValueError):
-            return False
-        return not readable
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.sock.close()
-
-
 def _tcp_listener(bind: tuple[str, int]) -> socket.socket:
     family = socket.AF_INET6 if ":" in bind[0] else socket.AF_INET
     server = socket.socket(family, socket.SOCK_STREAM)
@@ -500,13 +391,6 @@ def _tcp_listener(bind: tuple[str, int]) -> socket.socket:
         ) from e
     server.listen(128)
     return server
-
-
-def _no_delay(sock: socket.socket) -> None:
-    """Headers and each SSE event go out as written: Nagle's algorithm would hold a small write
-    back until the previous one is acknowledged, and delayed ACKs make that up to 40 ms."""
-    with contextlib.suppress(OSError):
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 def _next(conn: h11.Connection, sock: socket.socket) -> h11.Event | type[h11.PAUSED]:

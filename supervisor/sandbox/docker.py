@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from supervisor.errors import CommandTimeoutError, SandboxError, SupervisorError, Terminated
-from supervisor.parsing import strip_ansi
+from supervisor.core.errors import CommandTimeoutError, SandboxError, SupervisorError, Terminated
+from supervisor.core.parsing import strip_ansi
 from supervisor.sandbox import engine_loss, model_relay, reach, run_files, runtime
 from supervisor.sandbox.container_ops import (
     OverlayMountError,
@@ -65,7 +65,7 @@ if TYPE_CHECKING:
 
     import docker
 
-    from supervisor.sandbox.credproxy import Injection
+    from supervisor.guard.placeholders import Injection
 
 
 class DockerSandbox:

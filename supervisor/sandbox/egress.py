@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
-from supervisor import owners, process
-from supervisor.errors import SandboxError, SupervisorError
+from supervisor.core import owners, process
+from supervisor.core.errors import SandboxError, SupervisorError
 from supervisor.sandbox.credproxy import Injection, new_placeholder
 
 if TYPE_CHECKING:

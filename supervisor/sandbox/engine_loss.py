@@ -16,8 +16,8 @@ back-off that says so on every try (`wait_for_engine`), and then re-runs only wh
   answered so far is bought again: the proxy's record of a conversation cut short is no answer.
 
 An engine that stays away past the wait (`SUPERVISOR_DOCKER_WAIT_S`, default 120 s) is a
-`DockerUnavailableError` (supervisor/host_faults.py): the workflow engine fails the task with it,
-resumable, its runs left as a crash leaves them for `resume` to adopt or re-run.
+`DockerUnavailableError` (supervisor/core/host_faults.py): the workflow engine fails the task with
+it, resumable, its runs left as a crash leaves them for `resume` to adopt or re-run.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from supervisor import host_faults
-from supervisor.errors import DockerUnavailableError, SupervisorError
+from supervisor.core import host_faults
+from supervisor.core.errors import DockerUnavailableError, SupervisorError
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -5,7 +5,7 @@ a later start reads to find a crashed run's leftovers and to tell whose they are
 LABEL_REPO = "supervisor.repo"
 LABEL_WORKFLOW = "supervisor.workflow"
 LABEL_STEP = "supervisor.step"
-# The supervisor whose preflight probe it is: its pid and start time (supervisor/owners.py).
+# The supervisor whose preflight probe it is: its pid and start time (supervisor/core/owners.py).
 LABEL_PROBE = "supervisor.probe"
 # A worker's workspace, for a later `resume` to adopt it (see adopt.py): "overlay" and the base's
 # commit when it is a copy-on-write view (supervisor/workspace/overlay.py).

@@ -28,7 +28,7 @@ import hashlib
 import socket
 from pathlib import Path
 
-from supervisor.errors import SandboxError
+from supervisor.core.errors import SandboxError
 
 RELAY_PORT = 38479
 CONTAINER_DIR = "/run/supervisor-model"

@@ -16,7 +16,7 @@ import hashlib
 import os
 from typing import TYPE_CHECKING
 
-from supervisor.config import user_dir
+from supervisor.core.config import user_dir
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -25,12 +25,12 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from supervisor.errors import SandboxError
+from supervisor.core.errors import SandboxError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from supervisor.sandbox.credproxy import Injection
+    from supervisor.guard.placeholders import Injection
 
 PROTOCOL = 1
 """The control protocol's version, in the socket's name: newer code never talks to an older
@@ -41,7 +41,7 @@ _MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes, with its terminating NUL
 
 def socket_path() -> Path:
     """Where this user's daemon listens; the protocol version is in the name."""
-    from supervisor.config import user_dir
+    from supervisor.core.config import user_dir
 
     folder = user_dir() / "proxyd"
     name = f"v{PROTOCOL}-{code_version()}.sock"
@@ -60,7 +60,15 @@ def code_version() -> str:
     beside one still serving an older version's runs (which ends when they do)."""
     here = Path(__file__).parent
     digest = hashlib.sha256()
-    for name in ("proxyd.py", "credproxy.py", "model_paths.py", "proxy_record.py", "egress.py"):
+    names = (
+        "proxyd.py",
+        "credproxy.py",
+        "proxy_upstream.py",
+        "model_paths.py",
+        "proxy_record.py",
+        "egress.py",
+    )
+    for name in names:
         digest.update((here / name).read_bytes())
     return digest.hexdigest()[:10]
 

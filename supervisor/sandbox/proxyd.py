@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from supervisor.errors import SupervisorError
+from supervisor.core.errors import SupervisorError
 from supervisor.sandbox import model_relay
 from supervisor.sandbox.credproxy import CredentialProxy, Injection, Upstream
 from supervisor.sandbox.proxy_client import PROTOCOL, start_lock

@@ -1,14 +1,15 @@
 """What a person is told when the Docker engine or the sandbox image is missing: where the client
 looked (DOCKER_HOST, or the default socket) and the fix that fits how supervisor was installed
-(supervisor.resources.setup_command), so a pipx user is not sent to a script they do not have."""
+(supervisor.core.resources.setup_command), so a pipx user is not sent to a script they do not
+have."""
 
 from __future__ import annotations
 
 import os
 from typing import TYPE_CHECKING
 
-from supervisor.errors import SandboxError
-from supervisor.resources import setup_command
+from supervisor.core.errors import SandboxError
+from supervisor.core.resources import setup_command
 
 if TYPE_CHECKING:
     import docker

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from supervisor.errors import SandboxError
+from supervisor.core.errors import SandboxError
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

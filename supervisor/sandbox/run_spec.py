@@ -82,7 +82,7 @@ class RunSpec:
     on_output: Callable[[str], None] | None = None
     on_start: Callable[[str], None] | None = None
     home_dir: Path | None = None
-    """A kept private home bound as $HOME (a continued session, workers/continuation.py);
+    """A kept private home bound as $HOME (a continued session, workflow/continuation.py);
     None: a fresh home in the container's tmpfs, gone with it."""
     record_dir: Path | None = None
     """Where the credential proxy records this run's model exchanges (the proxy contract): its

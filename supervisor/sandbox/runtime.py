@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from supervisor.errors import SandboxError
+from supervisor.core.errors import SandboxError
 
 if TYPE_CHECKING:
     import docker

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from supervisor.errors import CommandTimeoutError
+from supervisor.core.errors import CommandTimeoutError
 from supervisor.sandbox.docker import RunResult, RunSpec
 from supervisor.sandbox.egress import Route
 

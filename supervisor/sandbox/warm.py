@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from supervisor.errors import Terminated
+from supervisor.core.errors import Terminated
 from supervisor.sandbox import run_files
 from supervisor.sandbox.docker import (
     ENTRYPOINT,

@@ -10,11 +10,12 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import select, update
 
-from supervisor.errors import StateError
+from supervisor.core.errors import StateError
 from supervisor.state import schema as t
+from supervisor.state.columns import names
 from supervisor.state.records import Approval, EventSpec, now
 from supervisor.state.rows import _append, _clean
-from supervisor.status_label import DECISION_KEY
+from supervisor.state.status_label import DECISION_KEY
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
@@ -42,7 +43,7 @@ class ApprovalStore:
         if row is None:
             return None
         m = row._mapping
-        return Approval(m["id"], m["workflow_id"], m["step"], m["status"], m["reason"])
+        return Approval(**{name: m[name] for name in names(Approval)})
 
     def decide_approval(
         self, approval_id: int, decision: str, reason: str | None, approver: str | None = None

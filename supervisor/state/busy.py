@@ -2,7 +2,7 @@
 
 Supervisor processes hold the write lock for one short transaction at a time, so the wait is for
 a program that holds it longer (an open `sqlite3` shell in a transaction, a database browser):
-past it, the change is refused whole and the holder is named (supervisor/host_faults.py). Every
+past it, the change is refused whole and the holder is named (supervisor/core/host_faults.py). Every
 connection to the file takes the same wait: the store's, the task lease's, the fast reader's and
 writer's. Standard library only: `status` and submissions read this without SQLAlchemy.
 """

@@ -11,7 +11,7 @@ stopped process cannot keep it alive by answering TCP keepalives for hours.
 
 Taking over is safe because the holder checks its lease before it commits a step
 (`Held.check`, the Temporal activity's `before_commit`), and its pushes to the shared remote are
-under a lease on the refs (supervisor/temporal/remote.py): a holder woken after a take-over finds
+under a lease on the refs (supervisor/workspace/remote.py): a holder woken after a take-over finds
 both gone and commits nothing. A lease held by a dead process of this same host is taken at once
 (its pid no longer exists), so a crashed run is resumable without waiting for the expiry.
 
@@ -26,10 +26,11 @@ import os
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from supervisor.errors import WorkflowBusyError
+from supervisor.core.errors import WorkflowBusyError
+from supervisor.state.columns import names
+from supervisor.state.records import LeaseRow
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
 DEFAULT_TTL = 45.0
-COLUMNS = "name, workflow_id, holder, host, pid, doing, heartbeat_at, expires_at"
+COLUMNS = ", ".join(names(LeaseRow))
 
 
 def ttl() -> float:
@@ -66,16 +67,8 @@ def host() -> str:
     return socket.gethostname()
 
 
-@dataclass(frozen=True)
-class Lease:
-    name: str
-    workflow_id: int | None
-    holder: str
-    host: str
-    pid: int
-    doing: str
-    heartbeat_at: float
-    expires_at: float
+class Lease(LeaseRow):
+    """A row of the leases table (its columns: supervisor/state/records.py `LeaseRow`)."""
 
     def expired(self, now: float | None = None) -> bool:
         return (time.time() if now is None else now) > self.expires_at
@@ -150,7 +143,7 @@ class Held:
         return self.renew() and not self.lost.is_set()
 
     def refusal(self) -> Exception:
-        from supervisor.errors import RemoteNotUpdatedError
+        from supervisor.core.errors import RemoteNotUpdatedError
 
         return RemoteNotUpdatedError(
             f"This process stopped renewing its hold on {self.name} long enough for another "

@@ -13,7 +13,7 @@ import os
 import re
 from pathlib import Path
 
-from supervisor.errors import ConfigError
+from supervisor.core.errors import ConfigError
 
 STATE_DIR = ".supervisor"
 """supervisor.workspace.host_git.STATE_DIR, not imported: it brings git's runner with it."""
@@ -26,7 +26,7 @@ def state_url() -> str | None:
     url = os.environ.get("SUPERVISOR_STATE_URL", "").strip()
     if url:
         return url
-    # supervisor.config.user_dir(), without importing pydantic (the read-only commands do not)
+    # supervisor.core.config.user_dir(), without importing pydantic (the read-only commands do not)
     user_dir = Path(os.environ.get("SUPERVISOR_USER_DIR") or Path.home() / ".supervisor")
     path = user_dir / "config.yaml"
     try:

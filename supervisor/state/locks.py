@@ -18,7 +18,7 @@ import os
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from supervisor.errors import WorkflowBusyError
+from supervisor.core.errors import WorkflowBusyError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

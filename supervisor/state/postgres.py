@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from supervisor.errors import StateError, StateUnavailableError
+from supervisor.core.errors import StateError, StateUnavailableError
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection, Engine

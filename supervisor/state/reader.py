@@ -10,16 +10,15 @@ database yet, an older one to migrate, a newer one to refuse, a file that is not
 
 from __future__ import annotations
 
-import json
 import re
 import sqlite3
-from datetime import datetime
 from typing import TYPE_CHECKING, Any, Self
 
-from supervisor.errors import UnknownWorkflowError
+from supervisor.core.errors import UnknownWorkflowError
 from supervisor.state.busy import busy_timeout
+from supervisor.state.columns import Kind, columns, from_sqlite, names
 from supervisor.state.migrations import LATEST_VERSION
-from supervisor.state.records import Approval, Event, Workflow
+from supervisor.state.records import TABLES, Approval, Event, Workflow
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -27,21 +26,14 @@ if TYPE_CHECKING:
 
     from supervisor.state.store import Store
 
-# How SQLAlchemy's JSON and DateTime columns are stored in SQLite: JSON text, and
-# "YYYY-MM-DD HH:MM:SS.ffffff" read back as a naive datetime.
-JSON_COLUMNS = frozenset({"definition", "context", "payload", "output"})
-TIME_COLUMNS = frozenset(
-    {
-        "created_at",
-        "updated_at",
-        "started_at",
-        "finished_at",
-        "timestamp",
-        "requested_at",
-        "decided_at",
-        "applied_at",
-    }
-)
+# The columns read back other than as SQLite gives them (JSON text, times), by name: a name is
+# the same kind in every table (tests/test_state_rows.py).
+DECODED = {
+    c.name: c.kind
+    for row in TABLES.values()
+    for c in columns(row)
+    if c.kind in (Kind.JSON, Kind.TIME, Kind.BOOLEAN)
+}
 
 
 class StateReader:
@@ -147,8 +139,7 @@ class StateReader:
         )
         if not rows:
             return None
-        m = rows[0]
-        return Approval(m["id"], m["workflow_id"], m["step"], m["status"], m["reason"])
+        return Approval(**{name: rows[0][name] for name in names(Approval)})
 
 
 def open_reader(path: Path) -> StateReader | Store:
@@ -165,17 +156,21 @@ def open_reader(path: Path) -> StateReader | Store:
     return Store(path)
 
 
+def _json_field(name: str, kind: Kind) -> str:
+    if kind is Kind.JSON:
+        return f"json({name})"
+    if kind is Kind.TIME:
+        # The stored UTC "YYYY-MM-DD HH:MM:SS.ffffff" as supervisor/cli/plain.py json_time
+        # writes every time of the JSON output: ISO 8601, no fraction at a whole second, offset
+        # +00:00.
+        return f"replace(replace({name}, ' ', 'T'), '.000000', '') || '+00:00'"
+    return name
+
+
 _EVENT_JSON = (
     "SELECT json_object("
-    + ", ".join(
-        f"'{name}', {name}" for name in ("id", "workflow_id", "step", "type", "role", "status")
-    )
-    + ", 'payload', json(payload), 'input_tokens', input_tokens, 'output_tokens', output_tokens,"
-    " 'cost_usd', cost_usd,"
-    # The stored UTC "YYYY-MM-DD HH:MM:SS.ffffff" as supervisor/cli/plain.py json_time writes
-    # every time of the JSON output: ISO 8601, no fraction at a whole second, offset +00:00.
-    " 'timestamp', replace(replace(timestamp, ' ', 'T'), '.000000', '') || '+00:00'"
-    ") || char(10) FROM events WHERE workflow_id = ? ORDER BY id"
+    + ", ".join(f"'{c.name}', {_json_field(c.name, c.kind)}" for c in columns(Event))
+    + ") || char(10) FROM events WHERE workflow_id = ? ORDER BY id"
 )
 _NOT_ASCII = re.compile("[^\x00-\x7f]")
 
@@ -192,11 +187,6 @@ def _escaped(match: re.Match[str]) -> str:
 def _decode(row: sqlite3.Row) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key in row.keys():  # noqa: SIM118 (sqlite3.Row is not a mapping)
-        value = row[key]
-        if value is not None:
-            if key in JSON_COLUMNS:
-                value = json.loads(value)
-            elif key in TIME_COLUMNS:
-                value = datetime.fromisoformat(value)
-        out[key] = value
+        kind = DECODED.get(key)
+        out[key] = row[key] if kind is None else from_sqlite(kind, row[key])
     return out

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from supervisor.errors import MachineFault, StateUnavailableError
+from supervisor.core.errors import MachineFault, StateUnavailableError
 from supervisor.state.busy import BUSY_TIMEOUT_ENV, busy_timeout
 
 if TYPE_CHECKING:

@@ -1,14 +1,19 @@
-"""The records the state database holds, as plain dataclasses.
+"""The records the state database holds, as plain dataclasses: every table's columns, written once.
 
-Kept apart from `store` (SQLAlchemy) so that the read-only commands, which read with the standard
-library's sqlite3 (supervisor.state.reader), build the same records without importing SQLAlchemy.
+Each table's row is a dataclass whose fields are its columns, in order (`TABLES`): the store's
+SQLAlchemy tables (supervisor/state/schema.py), the standard library's reader and fast writer
+(supervisor/state/reader.py, writer.py) and the records they return are all made from these
+(supervisor/state/columns.py says how a field is a column). Kept apart from `store` (SQLAlchemy)
+so that the read-only commands build the same records without importing SQLAlchemy.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: the fields' types are the columns' descriptions,
+# read at run time (supervisor/state/columns.py) without evaluating strings.
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any
+
+from supervisor.state.columns import FreeText, Json, Mark, RowId, WorkflowId
 
 
 def now() -> datetime:
@@ -17,30 +22,32 @@ def now() -> datetime:
 
 @dataclass(frozen=True)
 class Workflow:
-    id: int
-    description: str
-    status: str
+    id: RowId
+    description: FreeText
+    status: str  # running | awaiting_approval | completed | failed | interrupted
     current_step: str | None
     cli: str
     base_branch: str | None
     base_sha: str
     task_branch: str
-    definition: dict[str, Any]
-    context: dict[str, Any]
-    error: str | None
+    definition: Json  # the workflow definition as it was when the task started: it keeps it
+    context: Json  # data the steps hand to each other (plan, feedback, candidate sha, retries)
+    error: FreeText | None
     created_at: datetime
     updated_at: datetime
 
 
 @dataclass(frozen=True)
 class Event:
-    id: int
-    workflow_id: int | None
+    """A row of the events table, which is append-only: nothing updates or deletes one."""
+
+    id: RowId
+    workflow_id: WorkflowId | None
     step: str | None
     type: str
     role: str | None
     status: str | None
-    payload: dict[str, Any]
+    payload: Json
     input_tokens: int | None
     output_tokens: int | None
     cost_usd: float | None
@@ -49,11 +56,92 @@ class Event:
 
 @dataclass(frozen=True)
 class Approval:
-    id: int
-    workflow_id: int
+    """What `latest_approval` answers: an approval's row without its times (ApprovalRow)."""
+
+    id: RowId
+    workflow_id: WorkflowId
     step: str
+    status: str  # pending | approved | rejected
+    reason: FreeText | None
+
+
+class ApprovalRow(Approval):
+    """The approvals table's columns: `Approval`'s and its times."""
+
+    requested_at: datetime
+    decided_at: datetime | None
+
+
+# The tables whose rows the store and the reader give as dicts are declared by plain classes:
+# their fields are all that is read of them (supervisor/state/columns.py), and a dataclass's
+# making costs the read-only commands' start-up.
+
+
+class StepRow:
+    """One run (attempt) of a step."""
+
+    id: RowId
+    workflow_id: WorkflowId
+    name: str
+    attempt: int
+    role: str | None
+    status: str  # running | succeeded | failed | rejected | interrupted
+    worktree: str | None
+    container_id: str | None
+    output: Json | None
+    error: FreeText | None
+    started_at: datetime
+    finished_at: datetime | None
+
+
+class CheckpointRow:
+    id: RowId
+    workflow_id: WorkflowId
+    step: str
+    git_sha: str | None
     status: str
-    reason: str | None
+    next_step: str | None
+    timestamp: datetime
+
+
+class InvocationRow:
+    """One worker's run, for routing's statistics (supervisor/routing/)."""
+
+    id: RowId
+    workflow_id: WorkflowId | None
+    step: str | None
+    role: str
+    cli: str
+    model: str | None
+    task_type: str | None
+    success: bool
+    retries: int
+    duration_s: float
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+    error_category: str | None
+    timestamp: datetime
+
+
+@dataclass(frozen=True)
+class LeaseRow:
+    """Who holds what (supervisor/state/leases.py `Lease`); times are epoch seconds."""
+
+    name: Annotated[str, Mark.KEY]
+    workflow_id: int | None
+    holder: str
+    host: str
+    pid: int
+    doing: str
+    heartbeat_at: float
+    expires_at: float
+
+
+class MigrationRow:
+    version: Annotated[int, Mark.KEY]
+    name: str
+    applied_at: datetime
 
 
 @dataclass(frozen=True)
@@ -81,3 +169,16 @@ class StepRecord:
     error: str | None = None
     event: EventSpec | None = None
     invocation: dict[str, Any] | None = None
+
+
+TABLES: dict[str, type] = {
+    "schema_migrations": MigrationRow,
+    "workflows": Workflow,
+    "steps": StepRow,
+    "events": Event,
+    "checkpoints": CheckpointRow,
+    "approvals": ApprovalRow,
+    "invocations": InvocationRow,
+    "leases": LeaseRow,
+}
+"""Every table of the state database and its row."""

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import insert, select, update
 
-from supervisor import faults
-from supervisor.redaction import redact_value
+from supervisor.core import faults
+from supervisor.core.redaction import redact_value
 from supervisor.state import leases
 from supervisor.state import schema as t
 from supervisor.state.records import now

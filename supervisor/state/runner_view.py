@@ -12,7 +12,7 @@ import contextlib
 import time
 from typing import TYPE_CHECKING, Any
 
-from supervisor.plural import counted
+from supervisor.core.plural import counted
 from supervisor.state import leases
 
 if TYPE_CHECKING:

@@ -1,7 +1,9 @@
-"""Every table and index of the state database, in one place.
+"""Every table and index of the state database as SQLAlchemy's, for the store's queries.
 
-The events table is append-only: the store never updates or deletes a row of it. Everything else
-(workflows, steps, checkpoints, approvals) is current state, changed one transaction at a time.
+The columns are the rows' (supervisor/state/records.py `TABLES`, supervisor/state/columns.py);
+this module adds only SQLAlchemy's types for their kinds and the indexes. The events table is
+append-only: the store never updates or deletes a row of it. Everything else (workflows, steps,
+checkpoints, approvals) is current state, changed one transaction at a time.
 """
 
 from __future__ import annotations
@@ -24,6 +26,10 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
 )
+
+from supervisor.state.columns import Column as ColumnSpec
+from supervisor.state.columns import Kind, columns
+from supervisor.state.records import TABLES
 
 
 class UtcDateTime(TypeDecorator[datetime]):
@@ -48,126 +54,42 @@ class UtcDateTime(TypeDecorator[datetime]):
         return value
 
 
+_TYPES: dict[Kind, Any] = {
+    Kind.INTEGER: Integer,
+    Kind.VARCHAR: String,
+    Kind.TEXT: Text,
+    Kind.JSON: JSON,
+    Kind.TIME: UtcDateTime,
+    Kind.FLOAT: Float,
+    Kind.BOOLEAN: Boolean,
+}
+
 metadata = MetaData()
 
-schema_migrations = Table(
-    "schema_migrations",
-    metadata,
-    Column("version", Integer, primary_key=True),
-    Column("name", String, nullable=False),
-    Column("applied_at", UtcDateTime(), nullable=False),
-)
 
-workflows = Table(
-    "workflows",
-    metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("description", Text, nullable=False),
-    # running | awaiting_approval | completed | failed | interrupted
-    Column("status", String, nullable=False),
-    Column("current_step", String),
-    Column("cli", String, nullable=False),
-    Column("base_branch", String),
-    Column("base_sha", String, nullable=False),
-    Column("task_branch", String, nullable=False),
-    # The workflow definition as it was when the task started: a running task keeps it.
-    Column("definition", JSON, nullable=False),
-    # Data the steps hand to each other (plan, feedback, candidate sha, retry counts).
-    Column("context", JSON, nullable=False),
-    Column("error", Text),
-    Column("created_at", UtcDateTime(), nullable=False),
-    Column("updated_at", UtcDateTime(), nullable=False),
-)
+def _table(name: str) -> Table:
+    """Table `name` as its row declares it (supervisor/state/records.py `TABLES`)."""
+    return Table(name, metadata, *(_column(c) for c in columns(TABLES[name])))
 
-steps = Table(
-    "steps",
-    metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("workflow_id", Integer, ForeignKey("workflows.id"), nullable=False),
-    Column("name", String, nullable=False),
-    Column("attempt", Integer, nullable=False),
-    Column("role", String),
-    Column("status", String, nullable=False),  # running|succeeded|failed|rejected|interrupted
-    Column("worktree", String),
-    Column("container_id", String),
-    Column("output", JSON),
-    Column("error", Text),
-    Column("started_at", UtcDateTime(), nullable=False),
-    Column("finished_at", UtcDateTime()),
-)
 
-events = Table(
-    "events",
-    metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("workflow_id", Integer, ForeignKey("workflows.id")),
-    Column("step", String),
-    Column("type", String, nullable=False),
-    Column("role", String),
-    Column("status", String),
-    Column("payload", JSON, nullable=False),
-    Column("input_tokens", Integer),
-    Column("output_tokens", Integer),
-    Column("cost_usd", Float),
-    Column("timestamp", UtcDateTime(), nullable=False),
-)
+def _column(column: ColumnSpec) -> Column[Any]:
+    refs = [ForeignKey(column.references)] if column.references else []
+    if column.key:
+        # A row id is the database's to give; a natural key (a version, a lease's name) is not.
+        extra: dict[str, Any] = {"autoincrement": True} if column.row_id else {}
+        return Column(column.name, _TYPES[column.kind](), *refs, primary_key=True, **extra)
+    return Column(column.name, _TYPES[column.kind](), *refs, nullable=column.nullable)
 
-checkpoints = Table(
-    "checkpoints",
-    metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("workflow_id", Integer, ForeignKey("workflows.id"), nullable=False),
-    Column("step", String, nullable=False),
-    Column("git_sha", String),
-    Column("status", String, nullable=False),
-    Column("next_step", String),
-    Column("timestamp", UtcDateTime(), nullable=False),
-)
 
-approvals = Table(
-    "approvals",
-    metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("workflow_id", Integer, ForeignKey("workflows.id"), nullable=False),
-    Column("step", String, nullable=False),
-    Column("status", String, nullable=False),  # pending|approved|rejected
-    Column("reason", Text),
-    Column("requested_at", UtcDateTime(), nullable=False),
-    Column("decided_at", UtcDateTime()),
-)
-
-invocations = Table(
-    "invocations",
-    metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("workflow_id", Integer, ForeignKey("workflows.id")),
-    Column("step", String),
-    Column("role", String, nullable=False),
-    Column("cli", String, nullable=False),
-    Column("model", String),
-    Column("task_type", String),
-    Column("success", Boolean, nullable=False),
-    Column("retries", Integer, nullable=False),
-    Column("duration_s", Float, nullable=False),
-    Column("input_tokens", Integer, nullable=False),
-    Column("output_tokens", Integer, nullable=False),
-    Column("cost_usd", Float, nullable=False),
-    Column("error_category", String),
-    Column("timestamp", UtcDateTime(), nullable=False),
-)
-
-leases = Table(
-    "leases",
-    metadata,
-    Column("name", String, primary_key=True),
-    Column("workflow_id", Integer),
-    Column("holder", String, nullable=False),
-    Column("host", String, nullable=False),
-    Column("pid", Integer, nullable=False),
-    Column("doing", String, nullable=False),
-    Column("heartbeat_at", Float, nullable=False),
-    Column("expires_at", Float, nullable=False),
-)
+schema_migrations = _table("schema_migrations")
+workflows = _table("workflows")
+steps = _table("steps")
+events = _table("events")
+checkpoints = _table("checkpoints")
+approvals = _table("approvals")
+invocations = _table("invocations")
+leases = _table("leases")
+assert set(metadata.tables) == set(TABLES)
 
 Index("ix_events_workflow", events.c.workflow_id, events.c.id)
 Index("ix_events_type", events.c.workflow_id, events.c.type, events.c.id)

@@ -31,7 +31,7 @@ def held(url: str, wf_id: int, engine: Engine | None = None) -> Iterator[None]:
     """Hold task `wf_id` in the shared database `url`; WorkflowBusyError while a live process
     on any host holds it. `engine`: the caller's, already open on `url` (a submission's store):
     opening another would connect, and check the schema, a second time."""
-    from supervisor.errors import WorkflowBusyError
+    from supervisor.core.errors import WorkflowBusyError
     from supervisor.state.postgres import describe
 
     with _engine(url, engine) as engine:

@@ -4,8 +4,9 @@ A submission is a command a person waits for, and importing SQLAlchemy (with the
 importlib.metadata it brings) was over a third of its process's CPU (benchmarks/scaleout.py
 --submission-only). What a submission writes is small and fixed: the task's row and first events
 (`create_workflow`), an event (`add_event`) and, after a failure, the task abandoned
-(`update_workflow`). `TaskWriter` writes just those, as `Store` writes them: the same columns,
-SQLAlchemy's JSON text and its "YYYY-MM-DD HH:MM:SS.ffffff" UTC times, one transaction each
+(`update_workflow`). `TaskWriter` writes just those, as `Store` writes them: the same columns
+(the rows of supervisor/state/records.py, from which its SQL is made), SQLAlchemy's JSON text
+and its "YYYY-MM-DD HH:MM:SS.ffffff" UTC times (supervisor/state/columns.py), one transaction each
 taken with `BEGIN IMMEDIATE`, every free text redacted (tests/test_task_writer.py reads its rows
 back through `Store`). Like `StateReader`, it opens only a database already at this supervisor's
 schema version: creating, migrating or refusing one, and a shared PostgreSQL database, are
@@ -14,22 +15,22 @@ schema version: creating, migrating or refusing one, and a shared PostgreSQL dat
 
 from __future__ import annotations
 
-import json
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
-from supervisor import faults
-from supervisor.redaction import redact_value
+from supervisor.core import faults
+from supervisor.core.redaction import redact_value
 from supervisor.state.busy import busy_timeout_pragma
+from supervisor.state.columns import columns, to_sqlite
 from supervisor.state.reader import StateReader
-from supervisor.state.records import EventSpec, Workflow, now
+from supervisor.state.records import TABLES, Event, EventSpec, Workflow, now
 
 if TYPE_CHECKING:
     import sqlite3
     from collections.abc import Iterator
-    from datetime import datetime
     from pathlib import Path
 
+    from supervisor.state.columns import Column
     from supervisor.state.store import Store
 
 # As Store's connections (supervisor/state/store.py `_on_connect`), with its busy timeout.
@@ -37,19 +38,6 @@ _PRAGMAS = (
     "PRAGMA journal_mode=WAL",
     "PRAGMA synchronous=NORMAL",
     "PRAGMA foreign_keys=ON",
-)
-_NEW_WORKFLOW = (
-    "INSERT INTO workflows (description, status, current_step, cli, base_branch, base_sha, "
-    "task_branch, definition, context, created_at, updated_at) "
-    "VALUES (?, 'running', ?, ?, ?, ?, '', ?, ?, ?, ?)"
-)
-_NEW_EVENT = (
-    "INSERT INTO events (workflow_id, step, type, role, status, payload, input_tokens, "
-    "output_tokens, cost_usd, timestamp) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
-_SET_WORKFLOW = (
-    "UPDATE workflows SET status = ?, current_step = ?, context = ?, error = NULL, "
-    "updated_at = ? WHERE id = ?"
 )
 
 
@@ -128,14 +116,15 @@ class TaskWriter(StateReader):
         """As Store.create_workflow: `branch_for_id(id)` names its task branch in the same
         transaction."""
         with self._tx() as conn:
-            stamp = _time(now())
+            stamp = now()
             description = _clean(description)
-            values = (description, first_step, cli, base_branch, base_sha,
-                      json.dumps(definition), json.dumps(context or {}), stamp, stamp)  # fmt: skip
-            wf_id = conn.execute(_NEW_WORKFLOW, values).lastrowid
-            assert wf_id is not None  # an insert has its key
-            branch = branch_for_id(wf_id)
-            conn.execute("UPDATE workflows SET task_branch = ? WHERE id = ?", (branch, wf_id))
+            wf_id = _insert(
+                conn, Workflow, description=description, status="running",
+                current_step=first_step, cli=cli, base_branch=base_branch, base_sha=base_sha,
+                task_branch="", definition=definition, context=context or {}, created_at=stamp,
+                updated_at=stamp,
+            )  # fmt: skip
+            _update(conn, Workflow, wf_id, task_branch=branch_for_id(wf_id))
             started = EventSpec("workflow_started", payload={"description": description})
             _append(conn, wf_id, started)
             for spec in events:
@@ -157,8 +146,10 @@ class TaskWriter(StateReader):
     ) -> None:
         """As Store.update_workflow (its error cleared, the events that say why)."""
         with self._tx() as conn:
-            values = (status, current_step, json.dumps(_clean(context)), _time(now()), wf_id)
-            conn.execute(_SET_WORKFLOW, values)
+            _update(
+                conn, Workflow, wf_id, status=status, current_step=current_step,
+                context=_clean(context), error=None, updated_at=now(),
+            )  # fmt: skip
             for spec in events:
                 _append(conn, wf_id, spec)
 
@@ -180,16 +171,45 @@ def open_writer(path: Path) -> TaskWriter | Store:
 def _append(conn: sqlite3.Connection, wf_id: int | None, spec: EventSpec) -> None:
     """As supervisor/state/rows.py `_append`."""
     faults.event_written(spec.type)
-    payload = json.dumps(_clean(spec.payload or {}))
-    values = (wf_id, spec.step, spec.type, spec.role, spec.status, payload, spec.input_tokens,
-              spec.output_tokens, spec.cost_usd, _time(now()))  # fmt: skip
-    conn.execute(_NEW_EVENT, values)
+    _insert(
+        conn, Event, workflow_id=wf_id, step=spec.step, type=spec.type, role=spec.role,
+        status=spec.status, payload=_clean(spec.payload or {}), input_tokens=spec.input_tokens,
+        output_tokens=spec.output_tokens, cost_usd=spec.cost_usd, timestamp=now(),
+    )  # fmt: skip
+
+
+def _insert(conn: sqlite3.Connection, row: type, **values: Any) -> int:
+    """A new row of `row`'s table from its columns' values, as SQLAlchemy's SQLite dialect
+    stores them; its id. A column not given is NULL (or refused by the database)."""
+    _given(row, values)
+    given = [c for c in columns(row) if not c.row_id]
+    sql = (
+        f"INSERT INTO {_table(row)} ({', '.join(c.name for c in given)}) "
+        f"VALUES ({', '.join('?' for _ in given)})"
+    )
+    new_id = conn.execute(sql, [to_sqlite(c, values.get(c.name)) for c in given]).lastrowid
+    assert new_id is not None  # an insert has its key
+    return new_id
+
+
+def _update(conn: sqlite3.Connection, row: type, row_id: int, **values: Any) -> None:
+    """Set the given columns of row `row_id` of `row`'s table."""
+    table, given = _table(row), _given(row, values)
+    sql = f"UPDATE {table} SET {', '.join(f'{c.name} = ?' for c in given)} WHERE id = ?"
+    conn.execute(sql, [*(to_sqlite(c, values[c.name]) for c in given), row_id])
+
+
+def _table(row: type) -> str:
+    return next(name for name, declared in TABLES.items() if declared is row)
+
+
+def _given(row: type, values: dict[str, Any]) -> list[Column]:
+    """The columns named in `values`, in the table's order; a name that is none is an error."""
+    known = {c.name: c for c in columns(row)}
+    if unknown := set(values) - set(known):
+        raise ValueError(f"{row.__name__} has no columns {sorted(unknown)}")
+    return [c for c in known.values() if c.name in values]
 
 
 def _clean(value: Any) -> Any:
     return redact_value(value)[0]
-
-
-def _time(stamp: datetime) -> str:
-    """A UTC time as SQLAlchemy's SQLite dialect stores a DateTime."""
-    return stamp.strftime("%Y-%m-%d %H:%M:%S.%f")

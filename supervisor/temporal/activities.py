@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from supervisor.errors import (
+from supervisor.core.errors import (
     ApprovalRequired,
     DatabaseLockedError,
     DiskFullError,
@@ -40,7 +40,6 @@ from supervisor.errors import (
     SupervisorError,
     WorkflowBusyError,
 )
-from supervisor.temporal import remote
 from supervisor.temporal.cache import ProjectCache
 from supervisor.temporal.identity import repository_id
 from supervisor.temporal.workflow import (
@@ -53,11 +52,12 @@ from supervisor.temporal.workflow import (
     TaskInput,
 )
 from supervisor.workflow.steps.dispatched import ComponentsDispatched
+from supervisor.workspace import remote
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from supervisor.tasks import Kept
+    from supervisor.lifecycle.tasks import Kept
 
 T = TypeVar("T")
 
@@ -177,7 +177,7 @@ class StepActivities:
 
     def _kept(self, wf_id: int, settings: object) -> Kept:
         """The task's open sandbox and clean-up state, unless the settings changed since."""
-        from supervisor.tasks import Kept
+        from supervisor.lifecycle.tasks import Kept
 
         with self._kept_lock:
             found = self.kept.get(wf_id)
@@ -202,7 +202,7 @@ class StepActivities:
         return result
 
     def _one_step_kept(self, task: TaskInput) -> StepResult:
-        from supervisor import tasks
+        from supervisor.lifecycle import tasks
         from supervisor.state import leases
 
         wf_id = task.wf_id
@@ -258,7 +258,7 @@ class StepActivities:
 
 
 def _state_refused(error: SupervisorError) -> bool:
-    """A fault of the state database itself (supervisor/host_faults.py): nothing of the step's
+    """A fault of the state database itself (supervisor/core/host_faults.py): nothing of the step's
     end, nor of its failure, may have been written."""
     return isinstance(error, DatabaseLockedError) or (
         isinstance(error, DiskFullError) and error.database

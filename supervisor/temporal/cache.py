@@ -13,11 +13,11 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from supervisor.config import Settings, load_settings, user_dir
-from supervisor.guard import trustmap
-from supervisor.opening import Project
+from supervisor.core import trustmap
+from supervisor.core.config import Settings, load_settings, user_dir
+from supervisor.core.resources import CONFIG_DIR
+from supervisor.lifecycle.opening import Project
 from supervisor.policy import notify
-from supervisor.resources import CONFIG_DIR
 from supervisor.workspace.worktrees import Workspace, locate
 
 Fingerprint = tuple[tuple[str, int, int], ...]

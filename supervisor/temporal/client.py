@@ -15,14 +15,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from supervisor import refusals
-from supervisor.errors import RunnerUnavailableError, StateError, SupervisorError, WorkflowBusyError
+from supervisor.core.errors import (
+    RunnerUnavailableError,
+    StateError,
+    SupervisorError,
+    WorkflowBusyError,
+)
+from supervisor.lifecycle import refusals
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from supervisor.config import TemporalSettings
-    from supervisor.opening import Project
+    from supervisor.core.config import TemporalSettings
+    from supervisor.lifecycle.opening import Project
     from supervisor.state.records import Workflow
     from supervisor.state.writer import TaskRows
     from supervisor.temporal.link import Link
@@ -131,9 +136,9 @@ class Submitter:
     def __init__(self, project: Project, link: Link | None = None) -> None:
         from concurrent.futures import ThreadPoolExecutor
 
-        from supervisor.temporal import remote
         from supervisor.temporal.identity import queue_for, repository_id
         from supervisor.temporal.link import Link
+        from supervisor.workspace import remote
 
         self.project = project
         self.settings = project.settings.temporal
@@ -168,7 +173,7 @@ class Submitter:
             "max_attempts": self.settings.max_attempts,
         }
         if self.settings.remote:  # the worker hosts' clones take the task from there
-            from supervisor.temporal import remote
+            from supervisor.workspace import remote
 
             remote.publish(self.project.root, self.settings.remote, wf)
         _record(store, wf.id, self.settings, wid, self.queue, self.repository)  # before a worker
@@ -184,7 +189,7 @@ class Submitter:
 
         removed: list[str] = []
         if self.settings.remote:
-            from supervisor.temporal import remote
+            from supervisor.workspace import remote
 
             try:
                 removed = remote.unpublish(self.project.root, self.settings.remote, wf)
@@ -209,7 +214,7 @@ class Submitter:
 
 
 def submitter(repo: Path) -> Submitter:
-    from supervisor.opening import open_project
+    from supervisor.lifecycle.opening import open_project
 
     return Submitter(open_project(repo))
 

@@ -15,21 +15,21 @@ import os
 import socket
 from typing import TYPE_CHECKING, Any
 
-from supervisor.config import WorkflowDef
-from supervisor.doctor import clis_in_use
-from supervisor.errors import SupervisorError
-from supervisor.opening import open_sandbox
+from supervisor.core.config import WorkflowDef
+from supervisor.core.errors import SupervisorError
+from supervisor.lifecycle.doctor import clis_in_use
+from supervisor.lifecycle.opening import open_sandbox
 from supervisor.routing import route
 from supervisor.state.store import EventSpec
-from supervisor.temporal import remote
 from supervisor.workflow import history
 from supervisor.workflow.engine import Reporter
 from supervisor.workflow.steps import dispatched, subplan
 from supervisor.workflow.steps.base import Outcome, StepContext
 from supervisor.workflow.steps.components import ComponentFanOut
+from supervisor.workspace import remote
 
 if TYPE_CHECKING:
-    from supervisor.opening import Project
+    from supervisor.lifecycle.opening import Project
     from supervisor.state.store import StepRecord, Store
 
 

@@ -13,7 +13,7 @@ import sys
 import temporalio.api.workflowservice.v1
 import temporalio.service  # noqa: F401
 
-from supervisor.errors import SupervisorError
+from supervisor.core.errors import SupervisorError
 from supervisor.temporal.client import Server, Session, start_workflow
 
 

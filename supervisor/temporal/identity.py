@@ -14,14 +14,14 @@ import functools
 import hashlib
 from typing import TYPE_CHECKING
 
-from supervisor import process
-from supervisor.errors import GitError, ToolFailedError
+from supervisor.core import process
+from supervisor.core.errors import GitError, ToolFailedError
 from supervisor.workspace import treedata
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from supervisor.config import TemporalSettings
+    from supervisor.core.config import TemporalSettings
 
 
 @functools.cache

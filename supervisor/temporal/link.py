@@ -26,7 +26,7 @@ import weakref
 from pathlib import Path
 from typing import IO, Any
 
-from supervisor.errors import RunnerUnavailableError
+from supervisor.core.errors import RunnerUnavailableError
 
 # The helper imports this package from where this process did (never from the working directory:
 # `-P`; a repository's checkout may hold a `supervisor` directory of its own).

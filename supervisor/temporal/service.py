@@ -20,7 +20,7 @@ import socket
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from supervisor.errors import RunnerUnavailableError
+from supervisor.core.errors import RunnerUnavailableError
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable

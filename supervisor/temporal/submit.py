@@ -1,10 +1,10 @@
 """`start-task --backend temporal`: create a task and hand it to Temporal's workers.
 
 A submission is the command a person waits for, so it does only what must happen on the
-submitting host, over one connection: the checks that need no sandbox (supervisor/starting.py),
-the Temporal server and shared remote (checked while those run, see `Submitter`; Temporal's
-client runs in a helper process, supervisor/temporal/link.py), the task's row and branch, its
-refs on the remote, its workflow. Docker, the
+submitting host, over one connection: the checks that need no sandbox
+(supervisor/lifecycle/starting.py), the Temporal server and shared remote (checked while those run,
+see `Submitter`; Temporal's client runs in a helper process, supervisor/temporal/link.py), the
+task's row and branch, its refs on the remote, its workflow. Docker, the
 engine and the CLI probe are the workers' business, on their hosts, at the task's first step
 (a submitting host need not even have Docker). Atomic: a failure anywhere after the row exists
 leaves nothing (`Submitter.undo`).
@@ -16,9 +16,9 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from typing import TYPE_CHECKING
 
-from supervisor import starting
-from supervisor.errors import SupervisorError
-from supervisor.opening import open_project
+from supervisor.core.errors import SupervisorError
+from supervisor.lifecycle import starting
+from supervisor.lifecycle.opening import open_project
 from supervisor.state.locks import task_lock
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from sqlalchemy.engine import Engine
 
-    from supervisor.opening import Project
+    from supervisor.lifecycle.opening import Project
     from supervisor.state.records import Workflow
     from supervisor.state.writer import TaskRows
     from supervisor.temporal.client import Submitter

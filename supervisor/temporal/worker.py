@@ -22,14 +22,14 @@ import signal
 import sys
 from typing import TYPE_CHECKING
 
-from supervisor.errors import StateError
+from supervisor.core.errors import StateError
 
 TERMINATED = 143  # 128 + SIGTERM, as supervisor/cli/interrupt.py exits
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from supervisor.opening import Project
+    from supervisor.lifecycle.opening import Project
 
 
 def preflight(project: Project) -> str:
@@ -37,8 +37,8 @@ def preflight(project: Project) -> str:
     from sqlalchemy import text
 
     from supervisor.state.location import state_url
-    from supervisor.temporal import remote
     from supervisor.temporal.identity import repository_id
+    from supervisor.workspace import remote
 
     own = repository_id(project.root, project.settings.temporal.remote)
     with project.store() as store, store.engine.connect() as conn:
@@ -68,7 +68,7 @@ def run_worker(
 ) -> None:
     from temporalio.worker import Worker
 
-    from supervisor.opening import open_project
+    from supervisor.lifecycle.opening import open_project
     from supervisor.state import leases
     from supervisor.temporal.activities import StepActivities
     from supervisor.temporal.client import connect

@@ -3,9 +3,9 @@ front of you, and resume them.
 
 It only reads the state database (supervisor.tui.data), so it can be opened and closed while a
 task runs in another terminal and never holds a lock the task waits for. The writes are a
-decision, through `supervisor.task_state.decide` (the code of `supervisor approve` / `reject`),
-and starting `supervisor resume` as its own process (supervisor.tui.resume). Textual is imported
-here and in supervisor.tui.approval only, for this command alone.
+decision, through `supervisor.lifecycle.task_state.decide` (the code of `supervisor approve` /
+`reject`), and starting `supervisor resume` as its own process (supervisor.tui.resume). Textual is
+imported here and in supervisor.tui.approval only, for this command alone.
 
 It draws first and fills in after: the first screen is the empty list, and the state is read in
 a thread after that paint (100 workflows and 100,000 events took the opening from 0.4 s to over
@@ -28,7 +28,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Static
 from textual.worker import Worker, WorkerState
 
-from supervisor.errors import SupervisorError
+from supervisor.core.errors import SupervisorError
 from supervisor.tui.panes import Marked
 
 if TYPE_CHECKING:
@@ -156,7 +156,7 @@ class SupervisorTui(App[None]):
         return not (action in LIST_ACTIONS and len(self.screen_stack) > 1)
 
     def decide(self, wf_id: int, *, approve: bool, reason: str | None) -> None:
-        from supervisor.task_state import decide
+        from supervisor.lifecycle.task_state import decide
 
         decide(wf_id, self.repo, approve=approve, reason=reason)
 
@@ -298,8 +298,8 @@ class SupervisorTui(App[None]):
 
     def action_extend(self) -> None:
         """Raise the budget of a workflow paused on it: what `approve <id> --extend` does."""
+        from supervisor.lifecycle.task_state import decide
         from supervisor.policy.budgets import parse_extension
-        from supervisor.task_state import decide
         from supervisor.tui.approval import Ask
 
         wf_id = self.selected

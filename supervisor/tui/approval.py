@@ -1,9 +1,9 @@
 """The approval screen: the task, what is being approved, the changed files, every reviewer's
 verdict and the diff, with the keys that decide; and the small dialogs it opens.
 
-A decision goes through `supervisor.task_state.decide`, the same code as `supervisor approve` and
-`reject`, and only records itself: the workflow moves on when `supervisor resume` applies it, so
-after a decision the screen offers to start that resume (supervisor.tui.resume).
+A decision goes through `supervisor.lifecycle.task_state.decide`, the same code as `supervisor
+approve` and `reject`, and only records itself: the workflow moves on when `supervisor resume`
+applies it, so after a decision the screen offers to start that resume (supervisor.tui.resume).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Footer, Header, Input, Label, Static
 
-from supervisor.errors import SupervisorError
+from supervisor.core.errors import SupervisorError
 from supervisor.guard.textsafe import text as as_text
 from supervisor.guard.textsafe import visible
 from supervisor.tui.panes import Marked

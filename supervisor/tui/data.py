@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from supervisor import process
-from supervisor.errors import SupervisorError
+from supervisor.core import process
+from supervisor.core.errors import SupervisorError
 from supervisor.state.reader import StateReader
 
 if TYPE_CHECKING:
@@ -49,15 +49,15 @@ class Row:
 def status_shown(wf: Workflow, decided: str | None, supervised: bool = True) -> str:
     """What the list says a workflow stands at. A decision (`approve`, `reject`, the TUI's
     buttons) only records itself on the pending approval; the workflow stays
-    `awaiting_approval` until `resume` applies it (supervisor.task_state.decide,
+    `awaiting_approval` until `resume` applies it (supervisor.lifecycle.task_state.decide,
     supervisor.workflow.resuming). Saying `awaiting_approval` and offering [A]pprove again
     after the person approved was wrong, so the list says what was decided. A `running` task
-    whose supervisor died says so in `status`'s words (supervisor.status_label): the TUI once
+    whose supervisor died says so in `status`'s words (supervisor.state.status_label): the TUI once
     showed it `running`, its clock ticking, while `status` said no supervisor ran it."""
     if wf.status == "awaiting_approval" and decided in DECIDED:
         return decided
     if wf.status == "running" and not supervised:
-        from supervisor.status_label import shown_status
+        from supervisor.state.status_label import shown_status
 
         return shown_status(wf, supervised=False, degraded=False)
     return wf.status
@@ -65,8 +65,9 @@ def status_shown(wf: Workflow, decided: str | None, supervised: bool = True) -> 
 
 def live(state_dir: Path, found: list[Workflow]) -> dict[int, bool]:
     """Whether a supervisor runs each `running` workflow, read where `status` reads it (the task
-    locks, and across hosts the shared database's leases: supervisor.task_state.supervisors)."""
-    from supervisor.task_state import supervisors_in
+    locks, and across hosts the shared database's leases:
+    supervisor.lifecycle.task_state.supervisors)."""
+    from supervisor.lifecycle.task_state import supervisors_in
 
     return {wf_id: pid is not None for wf_id, pid in supervisors_in(state_dir, found).items()}
 
@@ -98,7 +99,7 @@ def elapsed(wf: Workflow, now: datetime | None = None, supervised: bool = True) 
 
 
 def step_shown(wf: Workflow) -> str:
-    from supervisor.degradation import worst
+    from supervisor.core.degradation import worst
 
     level = worst(wf.context)
     mark = f" [degraded: {level}]" if level else ""

@@ -19,7 +19,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from supervisor.errors import StateError
+from supervisor.core.errors import StateError
 
 ENDINGS = ("error:", "⏸")
 """How the command line begins what a command ends on: an error, or a wait for a person."""

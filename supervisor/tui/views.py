@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
-from supervisor.cli.render import STATUS_STYLE
 from supervisor.guard.textsafe import text as as_text
 from supervisor.guard.textsafe import visible
+from supervisor.views.render import STATUS_STYLE
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -25,7 +25,7 @@ STYLE = {
     **STATUS_STYLE,
     "approved": "green",
     "budget_exceeded": "yellow",
-    "running (no supervisor)": "red",  # supervisor.status_label's words for a killed task
+    "running (no supervisor)": "red",  # supervisor.state.status_label's words for a killed task
 }
 STEPS_SHOWN = 15
 
@@ -38,8 +38,8 @@ def tree_view(detail: Detail) -> RenderableType:
     """The plan's components (when there is a plan) above the latest steps."""
     from rich.console import Group
 
-    from supervisor.cli.render import work_tree
-    from supervisor.dag import WorkGraph
+    from supervisor.core.dag import WorkGraph
+    from supervisor.views.render import work_tree
 
     wf = detail.workflow
     steps = Text()
@@ -64,7 +64,7 @@ def tree_view(detail: Detail) -> RenderableType:
     work = WorkGraph.of_workflow(wf.context)
     if work is None:
         return steps
-    from supervisor.cli.detail import projects_gated, verdicts
+    from supervisor.views.detail import projects_gated, verdicts
 
     return Group(work_tree(wf.description, work, verdicts(projects_gated(wf.context))), steps)
 
@@ -99,7 +99,7 @@ def events_view(detail: Detail, resume_note: str | None = None) -> Text:
 def _depth(context: dict[str, object]) -> str:
     """The depth on the steps' heading line, short (`status <id>` has it in full): at 80×24 a
     line of its own would push the latest step out of the pane."""
-    from supervisor.depth_view import summary
+    from supervisor.core.depth_view import summary
 
     found = summary(context)
     if found is None:

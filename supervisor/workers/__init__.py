@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from supervisor.errors import ConfigError
+from supervisor.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from supervisor.workers.base import WorkerAdapter

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from supervisor.parsing import strip_ansi
+from supervisor.core.parsing import strip_ansi
 from supervisor.workers.base import (
     Invocation,
     WorkerAdapter,

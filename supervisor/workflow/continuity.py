@@ -1,6 +1,6 @@
 """The engine's side of bounded continuations: whether a sent-back step continues its session.
 
-A worker of a role that may continue (supervisor/workers/continuation.py) reports the session its
+A worker of a role that may continue (supervisor/workflow/continuation.py) reports the session its
 run left (`Outcome.session`). When that step is sent back to itself with feedback, the engine
 grants one more turn of the same session while fewer than `max_continuation_turns` were granted,
 and records it (`continuation`); at the limit it ends the chain (`continuation_limit`) and the

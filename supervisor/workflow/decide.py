@@ -16,9 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from supervisor import plural
-from supervisor.config import DecompositionLimits
-from supervisor.errors import (
+from supervisor.core import plural
+from supervisor.core.config import DecompositionLimits
+from supervisor.core.errors import (
     CredentialsError,
     SpecConflictError,
     StepFailedError,
@@ -32,8 +32,8 @@ from supervisor.workflow.state import WorkflowState
 from supervisor.workflow.steps.base import err, message
 
 if TYPE_CHECKING:
-    from supervisor.config import FailoverSettings, StepDef, WorkflowDef
-    from supervisor.recovery import Classification
+    from supervisor.core.config import FailoverSettings, StepDef, WorkflowDef
+    from supervisor.policy.recovery import Classification
     from supervisor.state.store import Workflow
     from supervisor.workflow.steps.base import Outcome
 

@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
+from supervisor.core.strict_model import StrictModel
 from supervisor.state.records import EventSpec
-from supervisor.strict_model import StrictModel
 
 if TYPE_CHECKING:
-    from supervisor.config import DecompositionLimits
+    from supervisor.core.config import DecompositionLimits
 
 EXPAND = "expand"
 """The fan-out's result when its tree must change: the engine settles it (decide.py)."""
@@ -78,7 +78,7 @@ class Tree(StrictModel):
         return depth
 
     def children(self) -> dict[str, list[dict[str, Any]]]:
-        """Parent -> its installed sub-components, as supervisor.dag.flatten takes them."""
+        """Parent -> its installed sub-components, as supervisor.core.dag.flatten takes them."""
         return {cid: node.children for cid, node in self.nodes.items() if node.children}
 
     def lineage(self, cid: str) -> list[str]:

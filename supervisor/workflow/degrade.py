@@ -13,7 +13,7 @@ one. The level in force is kept in the typed state (`WorkflowState.degraded`, st
 policy says. The worker step only reads the level to pick the prompt's instruction
 (prompts/_degrade.j2).
 
-What `status`, the TUI and the approval screen show is in supervisor/degradation.py, which
+What `status`, the TUI and the approval screen show is in supervisor/core/degradation.py, which
 loads nothing heavy.
 """
 
@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from supervisor.degradation import LEVELS, MEANING, label, lines, needs_approval, worst
+from supervisor.core.degradation import LEVELS, MEANING, label, lines, needs_approval, worst
 
 if TYPE_CHECKING:
-    from supervisor.config import StepDef
+    from supervisor.core.config import StepDef
     from supervisor.state.store import EventSpec
     from supervisor.workflow.state import WorkflowState
 

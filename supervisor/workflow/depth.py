@@ -28,8 +28,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from supervisor.config import StepDef, WorkflowDef
-from supervisor.errors import ConfigError
+from supervisor.core.config import StepDef, WorkflowDef
+from supervisor.core.errors import ConfigError
 from supervisor.state.records import EventSpec
 from supervisor.workflow.state import Asked, DepthState, PathName
 
@@ -38,7 +38,7 @@ __all__ = ["Asked", "DepthState", "PathName"]
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from supervisor.config import DepthSettings
+    from supervisor.core.config import DepthSettings
     from supervisor.workflow.state import WorkflowState
 
 ASKED: tuple[Asked, ...] = ("auto", "simple", "planned", "researched")

@@ -20,24 +20,22 @@ import time
 import traceback
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from supervisor import host_faults, recovery
-from supervisor.config import Settings, StepDef, WorkflowDef
 from supervisor.context.roles import load_role
-from supervisor.errors import (
+from supervisor.core import host_faults, trustmap
+from supervisor.core.config import Settings, StepDef, WorkflowDef
+from supervisor.core.errors import (
     ApprovalRequired,
     ConfigError,
     RemoteNotUpdatedError,
     StepFailedError,
     SupervisorError,
 )
-from supervisor.guard import trustmap
-from supervisor.policy import budgets, risk
+from supervisor.policy import budgets, recovery, risk
 from supervisor.policy.dependency_review import DependencyApprovalRequired
 from supervisor.routing import failover, route
 from supervisor.state import gate_history
 from supervisor.state.store import EventSpec, StepRecord
-from supervisor.workers import continuation
-from supervisor.workflow import decompose, lookahead, resuming
+from supervisor.workflow import continuation, decompose, lookahead, resuming
 from supervisor.workflow.decide import Facts, decide
 from supervisor.workflow.state import WorkflowState
 from supervisor.workflow.steps import registry as steps
@@ -78,7 +76,7 @@ class Engine:
     # wait to a durable timer instead of sleeping here. The decisions are the same code.
     one_step = False
     external_waits = False
-    # With a shared git remote (supervisor/temporal/remote.py): publish the task's refs before a
+    # With a shared git remote (supervisor/workspace/remote.py): publish the task's refs before a
     # move that may name new commits is committed, so the database never names a missing one.
     before_commit: Callable[[int], None] | None = None
 
@@ -148,7 +146,7 @@ class Engine:
             except DependencyApprovalRequired as stop:  # a rebuild waits for a person
                 self._await_dependencies(stop)
             except (ApprovalRequired, RemoteNotUpdatedError, ComponentsDispatched):
-                # a wait for a person, the same step again (temporal/remote.py), or the fan-out
+                # a wait for a person, the same step again (workspace/remote.py), or the fan-out
                 # handing its components to the Temporal runner (steps/dispatched.py)
                 raise
             except Exception as e:  # anything else ends the step as failed, resumable
@@ -230,8 +228,8 @@ class Engine:
         the step's open runs end failed and the workflow fails, resumable at this step, with
         the error as an event, instead of staying `running` with no supervisor. A typed
         SupervisorError keeps its message and hint; anything else names its type. A fault of
-        the machine (a full disk, a locked state database: supervisor/host_faults.py) is said as
-        such, and its open runs stay as a crash leaves them, for `resume` to adopt a worker
+        the machine (a full disk, a locked state database: supervisor/core/host_faults.py) is said
+        as such, and its open runs stay as a crash leaves them, for `resume` to adopt a worker
         that already answered instead of buying its answer again."""
         trace = "".join(traceback.format_exception(error))[-4000:]
         fault = host_faults.machine_fault(error, wf.id, near=self._written())

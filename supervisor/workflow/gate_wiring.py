@@ -14,12 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from supervisor.errors import ConfigError
+from supervisor.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from supervisor.config import TemplateChoice
+    from supervisor.core.config import TemplateChoice
 
 SHIPPED = ["_base", "mvp", "open_source", "enterprise", "security_critical"]
 

@@ -17,15 +17,15 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from supervisor import process
-from supervisor.errors import GitError, MergeConflictError
+from supervisor.core import process
+from supervisor.core.errors import GitError, MergeConflictError
 from supervisor.workspace.host_git import IDENTITY, _git
 from supervisor.workspace.treedata import SAFE_CONFIG
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from supervisor.config import WorkflowDef
+    from supervisor.core.config import WorkflowDef
     from supervisor.workspace.worktrees import Workspace
 
 
@@ -80,7 +80,7 @@ def commit_message(description: str, wf_id: int, ctx: dict[str, Any], tree: str)
     lines.append(f"Gates passed: {', '.join(gates) if gates else 'none defined'}")
     reviewers = ctx.get("reviewed", {}).get(tree, [])
     lines.append(f"Reviewed by: {', '.join(reviewers) if reviewers else 'no reviewer'}")
-    from supervisor.degradation import lines as degraded_lines
+    from supervisor.core.degradation import lines as degraded_lines
 
     lines += degraded_lines(ctx)
     lines.append(f"Supervisor-Workflow: {wf_id}")
@@ -92,7 +92,7 @@ def commit_tree(
 ) -> str:
     """A commit of `tree` whose only parent is `parent`; no working tree, no hooks. `identity`:
     `-c user.name=... -c user.email=...`, the supervisor's own unless a landing passes the
-    user's (supervisor/completion.py)."""
+    user's (supervisor/lifecycle/completion.py)."""
     return _git(repo, *identity, "commit-tree", tree, "-p", parent, "-m", message).stdout.strip()
 
 

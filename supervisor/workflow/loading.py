@@ -1,21 +1,20 @@
 """Loading a project's workflow: its own workflow.yaml or its chosen template, checked whole.
 
-It lives here rather than in supervisor/config.py because it needs the roles, the retry policies
-and the templates, which all read their files through supervisor.config: config stays the bottom
-layer (files, models, the settings cascade) and nothing it imports comes back to it.
+It lives here rather than in supervisor/core/config.py because it needs the roles, the retry
+policies and the templates, which all read their files through supervisor.core.config: config stays
+the bottom layer (files, models, the settings cascade) and nothing it imports comes back to it.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from supervisor.config import Settings, WorkflowDef, _mapping, validate
 from supervisor.context.roles import load_role
-from supervisor.errors import ConfigError
-from supervisor.guard import trustmap
-from supervisor.recovery import policy
-from supervisor.workers import continuation
-from supervisor.workflow import templates
+from supervisor.core import trustmap
+from supervisor.core.config import Settings, WorkflowDef, _mapping, validate
+from supervisor.core.errors import ConfigError
+from supervisor.policy.recovery import policy
+from supervisor.workflow import continuation, templates
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -36,7 +35,7 @@ def load_workflow(repo: Path | None, settings: Settings, *, gates: bool = True) 
     """The project's own workflow.yaml, or its chosen template with its adjustments.
 
     `gates=False` leaves the gate commands unchecked, for `start-task --no-gate`, which removes
-    the gate steps (supervisor/preflight.py)."""
+    the gate steps (supervisor/lifecycle/preflight.py)."""
     custom = _custom(repo)
     source = workflow_source(repo, settings)
     if custom is not None and custom.is_file():

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from supervisor.config import StepDef, WorkflowDef
+    from supervisor.core.config import StepDef, WorkflowDef
 
 
 @dataclass(frozen=True)

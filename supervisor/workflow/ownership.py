@@ -42,8 +42,8 @@ from supervisor.workflow import plan_projects
 from supervisor.workflow.steps.base import component_branch
 
 if TYPE_CHECKING:
-    from supervisor.dag import WorkGraph
-    from supervisor.project.projects import ProjectMap
+    from supervisor.core.dag import WorkGraph
+    from supervisor.core.projects import ProjectMap
     from supervisor.state.store import Workflow
     from supervisor.workflow.steps.base import StepContext
     from supervisor.workspace.worktrees import Workspace

@@ -1,7 +1,7 @@
 """What a plan must say about the projects of a monorepo, and what a component may change.
 
 Why: in a monorepo each component is built, scoped and gated as part of one project (its
-directory, its gates, its image: supervisor/project/projects.py). A plan whose component names
+directory, its gates, its image: supervisor/core/projects.py). A plan whose component names
 no project, a project that does not exist, or files of another project would have its worker
 write where its gates never look, or behind a producer's back. So the plan is refused with the
 reason and goes back to its planner, like a plan with a cycle; and at run time a worker's
@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from supervisor.project.projects import ProjectMap
+    from supervisor.core.projects import ProjectMap
 
 
 def problem(plan: dict[str, Any], projects: ProjectMap) -> str | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from supervisor.errors import ApprovalRequired
+from supervisor.core.errors import ApprovalRequired
 from supervisor.guard import protected
 from supervisor.policy import risk
 from supervisor.policy.approvals import REQUEST_KEY
@@ -16,7 +16,7 @@ from supervisor.state.store import EventSpec
 from supervisor.workflow.state import WorkflowState
 
 if TYPE_CHECKING:
-    from supervisor.config import Settings
+    from supervisor.core.config import Settings
     from supervisor.state.store import Store, Workflow
 
 
@@ -67,7 +67,7 @@ def prepare(store: Store, wf: Workflow, settings: Settings) -> None:
                 f"Approve with `supervisor approve {wf.id}` or reject with `supervisor reject "
                 f'{wf.id} --reason "..."`, then resume.',
             )
-        ctx.pop("decision", None)  # acted on now (supervisor/status_label.py)
+        ctx.pop("decision", None)  # acted on now (supervisor/state/status_label.py)
         step = wf.current_step
         events = [EventSpec("resumed", status=approval.status, payload={"approval": approval.id})]
         conflict = ctx.pop("spec_conflict", None)

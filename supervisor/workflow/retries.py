@@ -16,10 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from supervisor import recovery
+from supervisor.policy import recovery
 
 if TYPE_CHECKING:
-    from supervisor.recovery import Classification
+    from supervisor.policy.recovery import Classification
 
 
 @dataclass(frozen=True)

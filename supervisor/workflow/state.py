@@ -18,13 +18,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from supervisor.errors import StateError
-from supervisor.project.base_tests import SpecChange
+from supervisor.core.errors import StateError
+from supervisor.core.schemas import AnalysisOutput, ResearchOutput
+from supervisor.core.strict_model import StrictModel
+from supervisor.gates.base_tests import SpecChange
+from supervisor.gates.reuse import GateRun
 from supervisor.routing.failover import Unavailable
-from supervisor.schemas import AnalysisOutput, ResearchOutput
-from supervisor.strict_model import StrictModel
 from supervisor.workflow.decompose import Tree
-from supervisor.workflow.gate_reuse import GateRun
 
 VERSION = 1
 
@@ -59,7 +59,7 @@ class WorkflowState(BaseModel):
     """Everything the engine remembers between steps; other keys (added by a newer module, or by
     a helper such as the dependency review) are kept as they are."""
 
-    # Built when first validated, as StrictModel (supervisor/strict_model.py).
+    # Built when first validated, as StrictModel (supervisor/core/strict_model.py).
     model_config = ConfigDict(extra="allow", defer_build=True)
 
     version: int = VERSION
@@ -88,15 +88,15 @@ class WorkflowState(BaseModel):
     `status` and the TUI; a component's own gates keep theirs in its `components` entry."""
     gate_runs: list[GateRun] = Field(default_factory=list)
     """The task's latest gate runs by tree, command, image and pins: reused, never run twice
-    (supervisor/workflow/gate_reuse.py)."""
+    (supervisor/gates/reuse.py)."""
     test_pins: dict[str, int] = Field(default_factory=dict)
     """Test file -> test functions it must keep, beyond the base commit's: what a test engineer
-    added and a counted gate accepted (supervisor/project/test_pins.py)."""
+    added and a counted gate accepted (supervisor/gates/test_pins.py)."""
     tests_proposed: dict[str, Any] | None = None
     """A test engineer's candidate (`tree`, `pins`), pinned once a counted gate passes it."""
     spec_change: SpecChange | None = None
     """What the latest counted gate's candidate did to the base's tests, and whether the base's
-    tests pass on its code (supervisor/workflow/base_oracle.py); the approval policy reads it."""
+    tests pass on its code (supervisor/gates/base_oracle.py); the approval policy reads it."""
     spec_conflict: dict[str, Any] | None = None
     """A worker's word that the task contradicts the base's tests (`step`, `reason`, `tests`):
     the run waits for a person, who decides whether the specification changes."""

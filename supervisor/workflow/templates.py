@@ -19,15 +19,15 @@ from __future__ import annotations
 import graphlib
 from typing import TYPE_CHECKING, Any
 
-from supervisor.config import (
+from supervisor.core import trustmap
+from supervisor.core.config import (
     TemplateChoice,
     WorkflowDef,
     deep_merge,
     read_yaml,
 )
-from supervisor.errors import ConfigError
-from supervisor.guard import trustmap
-from supervisor.resources import CONFIG_DIR
+from supervisor.core.errors import ConfigError
+from supervisor.core.resources import CONFIG_DIR
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -12,8 +12,8 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING
 
-from supervisor import process
-from supervisor.errors import SupervisorError
+from supervisor.core import process
+from supervisor.core.errors import SupervisorError
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -8,8 +8,8 @@ import threading
 from collections import OrderedDict
 from pathlib import Path
 
-from supervisor import process
-from supervisor.errors import GitError, RepoError, ToolFailedError
+from supervisor.core import process
+from supervisor.core.errors import GitError, RepoError, ToolFailedError
 from supervisor.workspace import treedata
 
 STATE_DIR = ".supervisor"

@@ -31,8 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from supervisor.errors import GitError
-from supervisor.owners import process_alive
+from supervisor.core.errors import GitError
+from supervisor.core.owners import process_alive
 from supervisor.workspace import treedata
 from supervisor.workspace.treedata import Entry, Stamp
 

@@ -1,13 +1,13 @@
 """The tree a copy-on-write workspace holds, read from its upper layer alone (see overlay.py).
 
-The result must be the tree `treedata.snapshot_tree` would build from the same files written in
-full, so the same rules apply, to the merged view as overlayfs shows it: a path of the step's
-commit is kept, changed or gone by what the upper layer says at it or above it (whiteout, opaque
-directory, a non-directory over a directory); a new path counts when .gitignore does not exclude
-it; symlinks are recorded, never followed; FIFOs, sockets and devices are not files. The worker
-wrote the upper layer, so it is read with lstat and `O_NOFOLLOW` semantics only, and what git
-itself must judge (.gitignore patterns, nested repositories) is judged on a host-made copy of
-just those files, never on the upper layer itself.
+The result must be the tree `candidate_tree.snapshot_tree` would build from the same files
+written in full, so the same rules apply, to the merged view as overlayfs shows it: a path of the
+step's commit is kept, changed or gone by what the upper layer says at it or above it (whiteout,
+opaque directory, a non-directory over a directory); a new path counts when .gitignore does not
+exclude it; symlinks are recorded, never followed; FIFOs, sockets and devices are not files.
+The worker wrote the upper layer, so it is read with lstat and `O_NOFOLLOW` semantics only, and
+what git itself must judge (.gitignore patterns, nested repositories) is judged on a host-made
+copy of just those files, never on the upper layer itself.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from supervisor.workspace import treedata
+from supervisor.workspace import candidate_tree, treedata
+from supervisor.workspace.candidate_tree import SnapshotLimits
 from supervisor.workspace.overlay import DIR, LNK, OPAQUE_XATTR, OTHER, REG, WHITEOUT, Base, View
 from supervisor.workspace.treedata import (
     EXECUTABLE,
@@ -28,7 +29,6 @@ from supervisor.workspace.treedata import (
     REGULAR,
     SYMLINK,
     Entry,
-    SnapshotLimits,
 )
 
 ZERO = "0" * 40
@@ -131,8 +131,8 @@ class Merged:
 
 def snapshot_tree(git_dir: Path, view: View, limits: SnapshotLimits) -> str:
     """The tree of what the view's workspace holds now; raises CandidateRefusedError like
-    `treedata.snapshot_tree` for a tree over the limits or with a symlink out of the repository.
-    """
+    `candidate_tree.snapshot_tree` for a tree over the limits or with a symlink out of the
+    repository."""
     start = view.start
     sizes = view.base.sizes  # an untouched path of the commit is the base's own file
     upper = read_upper(view.upper)
@@ -155,7 +155,7 @@ def snapshot_tree(git_dir: Path, view: View, limits: SnapshotLimits) -> str:
         kept = (p for p, e in start.items() if e.mode in (REGULAR, EXECUTABLE) and p not in final)
         total = sum(sizes.get(p, 0) for p in kept) + sum(new_sizes.values())
         added = [p for p, e in final.items() if e is not None and p not in start]
-        treedata.refuse_over_limits(total, len(added), limits)
+        candidate_tree.refuse_over_limits(total, len(added), limits)
         old = {p: e.sha for p, e in start.items() if e.mode == SYMLINK}
         blobs = treedata.read_blobs(git_dir, list(old.values()))
         old_targets = {p: os.fsdecode(blobs[sha]) for p, sha in old.items()}
@@ -163,9 +163,9 @@ def snapshot_tree(git_dir: Path, view: View, limits: SnapshotLimits) -> str:
         bad = sorted(
             p
             for p, t in links.items()
-            if old_targets.get(p) != t and treedata.escapes(p, t, all_links)
+            if old_targets.get(p) != t and candidate_tree.escapes(p, t, all_links)
         )
-        treedata.refuse_escaping_links(bad, links)
+        candidate_tree.refuse_escaping_links(bad, links)
         shas = _hash(git_dir, view, to_hash, links, Path(tmp, "links"))
         lines: list[bytes] = []
         for path, entry in sorted(final.items()):  # removals first: a file may become a dir
@@ -222,7 +222,7 @@ def _hash(
     git_dir: Path, view: View, regular: list[str], links: dict[str, str], tmp: Path
 ) -> dict[str, str]:
     tmp.mkdir()
-    hashed = [treedata.hashable(view.upper / p, tmp, i) for i, p in enumerate(regular)]
+    hashed = [candidate_tree.hashable(view.upper / p, tmp, i) for i, p in enumerate(regular)]
     names = list(links)
     for i, p in enumerate(names):
         (tmp / str(i)).write_bytes(os.fsencode(links[p]))
@@ -322,8 +322,8 @@ def snapshot(git_dir: Path, view: View, limits: SnapshotLimits) -> str:
     to a fully written tree, from that tree. A path the host cannot read (a directory chain
     deeper than PATH_MAX, an unreadable folder) refuses the candidate, never crashes the step."""
     if view.mode == "full":
-        return treedata.snapshot_tree(git_dir, view.tree, view.commit, limits, view.stamps)
+        return candidate_tree.snapshot_tree(git_dir, view.tree, view.commit, limits, view.stamps)
     try:
         return snapshot_tree(git_dir, view, limits)
     except OSError as e:
-        raise treedata.unreadable(e) from e
+        raise candidate_tree.unreadable(e) from e

@@ -6,15 +6,15 @@ and workers only ever see a detached worktree under `.supervisor/worktrees/`.
 
 A worktree belongs to its worker, so the host never runs git in it: worktrees are filled from
 blobs, candidates are built from the file system as data and removed without reading their `.git`
-(supervisor/workspace/treedata.py); every git call runs with hooks, fsmonitor and the untracked
-cache off.
+(supervisor/workspace/treedata.py, candidate_tree.py); every git call runs with hooks, fsmonitor
+and the untracked cache off. What is only asked of the repository, changing nothing, is
+repo_queries.py's.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import os
 import re
 import stat
@@ -24,17 +24,18 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from supervisor.errors import (
+from supervisor.core.errors import (
     CandidateRefusedError,
     GitError,
     MergeConflictError,
 )
 from supervisor.state.locks import critical_section
-from supervisor.workspace import overlay, overlay_tree, treedata
-from supervisor.workspace.host_git import IDENTITY, _git, _git_once, immutable
+from supervisor.workspace import candidate_tree, overlay, overlay_tree, treedata
+from supervisor.workspace.host_git import IDENTITY, _git
 from supervisor.workspace.host_git import STATE_DIR as STATE_DIR
 from supervisor.workspace.host_git import find_repo_root as find_repo_root
 from supervisor.workspace.host_git import locate as locate
+from supervisor.workspace.repo_queries import RepoQueries
 from supervisor.workspace.worktree_deletion import _delete_in_background, _delete_tree
 from supervisor.workspace.worktree_deletion import wait_for_deletions as wait_for_deletions
 
@@ -65,10 +66,14 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
 
-class Workspace:
+class Workspace(RepoQueries):
+    """The user's repository as the supervisor changes it: task branches and refs, merges made
+    without a working tree, step worktrees, candidate commits. What it asks without changing
+    anything is RepoQueries'."""
+
     def __init__(self, repo: Path, git_dir: Path | None = None) -> None:
         """`git_dir`: the repository's common git dir when known (host_git.locate)."""
-        self.repo = repo
+        super().__init__(repo)
         self.state_dir = repo / STATE_DIR
         self.worktrees_dir = self.state_dir / "worktrees"
         self.trash_dir = self.state_dir / "trash"
@@ -96,63 +101,6 @@ class Workspace:
         )
         if self.overlays.reason:
             on_fallback(self.overlays.reason)
-
-    # -- reading ---------------------------------------------------------------------------
-
-    def head_commit(self) -> str:
-        return _git(self.repo, "rev-parse", "HEAD").stdout.strip()
-
-    def current_branch(self) -> str | None:
-        result = _git(self.repo, "symbolic-ref", "-q", "--short", "HEAD", check=False)
-        return result.stdout.strip() or None
-
-    def branch_exists(self, branch: str) -> bool:
-        ref = f"refs/heads/{branch}"
-        return _git(self.repo, "show-ref", "--verify", "-q", ref, check=False).returncode == 0
-
-    def branch_tip(self, branch: str) -> str:
-        return _git(
-            self.repo, "rev-parse", "--verify", f"refs/heads/{branch}^{{commit}}"
-        ).stdout.strip()
-
-    def is_ancestor(self, a: str, b: str) -> bool:
-        args = ("merge-base", "--is-ancestor", a, b)
-        if immutable(a, b):
-            return _git_once(self.repo, *args, answers=(0, 1)).returncode == 0
-        return _git(self.repo, *args, check=False).returncode == 0
-
-    def merge_base(self, a: str, b: str) -> str | None:
-        out = _git(self.repo, "merge-base", a, b, check=False)
-        return (out.stdout.strip() or None) if out.returncode == 0 else None
-
-    def changed_files(self, base: str, head: str) -> list[str]:
-        out = self._about((base, head), "diff", "--name-only", "--no-renames", base, head)
-        return sorted(line for line in out.splitlines() if line)
-
-    def diff(
-        self, base: str, head: str, max_bytes: int = 200_000, paths: list[str] | None = None
-    ) -> str:
-        only = ["--", *paths] if paths else []
-        args = ("diff", "--no-color", "--stat", "--patch", base, head, *only)
-        text = self._about((base, head), *args)
-        if len(text) > max_bytes:
-            return text[:max_bytes] + f"\n[... diff truncated at {max_bytes} bytes ...]\n"
-        return text
-
-    def _about(self, revisions: tuple[str, ...], *args: str) -> str:
-        """git's answer about `revisions`; asked once per process when all are object names."""
-        if immutable(*revisions):
-            done = _git_once(self.repo, *args)
-            if done.returncode == 0:
-                return done.stdout
-        return _git(self.repo, *args).stdout  # a ref, or the error named
-
-    def log(self, base: str, head: str, limit: int = 50) -> list[str]:
-        out = _git(self.repo, "log", "--oneline", f"-{limit}", f"{base}..{head}").stdout
-        return out.splitlines()
-
-    def is_clean(self) -> bool:
-        return _git(self.repo, "status", "--porcelain", "--untracked-files=no").stdout == ""
 
     def merge_into(
         self, base_branch: str, branch: str, message: str, identity: Sequence[str] = IDENTITY
@@ -225,19 +173,6 @@ class Workspace:
         return _git(
             self.repo, *identity, "commit-tree", lines[0], "-p", base, "-p", other, "-m", message
         ).stdout.strip()
-
-    def working_diff(self, max_bytes: int = 200_000) -> str:
-        """The user's uncommitted changes against HEAD (read-only)."""
-        text = _git(self.repo, "diff", "--no-color", "HEAD").stdout
-        return text[:max_bytes]
-
-    def working_changes(self) -> list[str]:
-        """Files the user changed since HEAD (tracked ones), for a dry run's targets."""
-        out = _git(self.repo, "diff", "--name-only", "HEAD").stdout
-        return [line for line in out.splitlines() if (self.repo / line).is_file()]
-
-    def tree_hash(self, commit: str) -> str:
-        return self._about((commit,), "rev-parse", f"{commit}^{{tree}}").strip()
 
     @staticmethod
     def slugify(text: str, max_len: int = 40) -> str:
@@ -436,7 +371,7 @@ class Workspace:
         worktree: Path,
         message: str,
         author: str = "supervisor <supervisor@localhost>",
-        limits: treedata.SnapshotLimits | None = None,
+        limits: candidate_tree.SnapshotLimits | None = None,
     ) -> str | None:
         """Commit everything the worker left in the worktree (respecting .gitignore) as a child
         of the commit it started from; None when nothing changed.
@@ -444,13 +379,13 @@ class Workspace:
         Raises CandidateRefusedError when the worker touched its `.git` (then nothing of the
         worktree is read) or the content breaks a limit or has a symlink out of the repository."""
         view = overlay.view_for(worktree)
-        limits = limits or treedata.SnapshotLimits()
+        limits = limits or candidate_tree.SnapshotLimits()
         if view is not None:
             base = view.commit
             tree = overlay_tree.snapshot(self.git_dir, view, limits)
         else:
             base = self._checked_base(worktree)
-            tree = treedata.snapshot_tree(
+            tree = candidate_tree.snapshot_tree(
                 self.git_dir, worktree, base, limits, self._stamps.get(str(worktree))
             )
         if tree == self.tree_hash(base):
@@ -497,23 +432,6 @@ class Workspace:
                     return gitdir.parent
         return None
 
-    def user_checkout_fingerprint(self) -> str:
-        """A hash of everything a user could lose: HEAD, index, working tree, untracked files."""
-        digest = hashlib.sha256()
-        digest.update(_git(self.repo, "rev-parse", "HEAD").stdout.encode())
-        digest.update((self.current_branch() or "").encode())
-        status = _git(
-            self.repo, "status", "--porcelain=v2", "-z", "--untracked-files=all", "--ignored=no"
-        ).stdout
-        digest.update(status.encode())
-        digest.update(_git(self.repo, "diff", "--cached", "--binary").stdout.encode())
-        for entry in status.split("\0"):
-            for rel in _paths_in_status_entry(entry):
-                path = self.repo / rel
-                if path.is_file():
-                    digest.update(rel.encode() + b"\0" + path.read_bytes())
-        return digest.hexdigest()
-
     # -- internals -------------------------------------------------------------------------
 
     def _registered_paths(self) -> list[Path]:
@@ -545,14 +463,3 @@ class Workspace:
 def _populate(git_dir: Path, commit: str, path: Path) -> dict[str, treedata.Stamp]:
     """Write a new worktree's files (outside the worktree lock): its own step's work alone."""
     return treedata.materialize(git_dir, commit, path)
-
-
-def _paths_in_status_entry(entry: str) -> list[str]:
-    """Paths named by one `git status --porcelain=v2 -z` entry (changed or untracked)."""
-    if entry.startswith("? "):
-        return [entry[2:]]
-    if entry.startswith(("1 ", "u ")):
-        return [entry.split(" ", 8 if entry.startswith("1 ") else 10)[-1]]
-    if entry.startswith("2 "):
-        return [entry.split(" ", 9)[-1]]
-    return []

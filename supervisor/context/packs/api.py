@@ -6,7 +6,7 @@ from pathlib import Path
 
 from supervisor.context.packs import store
 from supervisor.context.packs.lock import LockEntry, Scope
-from supervisor.errors import ConfigError
+from supervisor.core.errors import ConfigError
 
 
 def scope_for(repo: Path | None, project: bool) -> Scope:

@@ -19,9 +19,9 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from supervisor.config import user_dir
-from supervisor.errors import ConfigError, GitError
-from supervisor.process import run
+from supervisor.core.config import user_dir
+from supervisor.core.errors import ConfigError, GitError
+from supervisor.core.process import run
 
 GIT = [
     "git",

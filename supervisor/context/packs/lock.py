@@ -14,10 +14,10 @@ from pathlib import Path
 
 from pydantic import Field
 
-from supervisor.config import validate
-from supervisor.errors import ConfigError, PackChangedError
-from supervisor.plural import counted, plural
-from supervisor.strict_model import StrictModel
+from supervisor.core.config import validate
+from supervisor.core.errors import ConfigError, PackChangedError
+from supervisor.core.plural import counted, plural
+from supervisor.core.strict_model import StrictModel
 
 
 class LockEntry(StrictModel):

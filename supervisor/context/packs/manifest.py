@@ -17,10 +17,10 @@ from typing import Any
 
 from pydantic import Field
 
-from supervisor.config import read_yaml, validate
-from supervisor.errors import ConfigError
-from supervisor.resources import CONFIG_DIR
-from supervisor.strict_model import StrictModel
+from supervisor.core.config import read_yaml, validate
+from supervisor.core.errors import ConfigError
+from supervisor.core.resources import CONFIG_DIR
+from supervisor.core.strict_model import StrictModel
 
 MANIFEST = "pack.yaml"
 PACK_SCHEMA_PATH = CONFIG_DIR / "pack_schema.json"

@@ -14,7 +14,7 @@ from typing import Any
 
 from supervisor.context.packs.manifest import refuse
 from supervisor.context.packs.store import find_installed, pack_settings
-from supervisor.guard.trust_records import warn
+from supervisor.core.trust_records import warn
 
 TEMPLATE_PREFIX = "@pack"  # prompts.PACK_PREFIX
 
@@ -62,7 +62,7 @@ def community_spec(
 def pack_strategy(repo: Path | None, name: str) -> Path:
     """The file of an installed pack's context strategy (`@pack/<pack>/<name>`), once the pack
     matches its lock."""
-    from supervisor.errors import ConfigError
+    from supervisor.core.errors import ConfigError
 
     parts = name.split("/")
     found = find_installed(repo, parts[1]) if len(parts) == 3 else None

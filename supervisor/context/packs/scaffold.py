@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from supervisor.config import read_yaml, validate
 from supervisor.context.packs.manifest import MANIFEST, NAME, Pack, load_pack
-from supervisor.errors import ConfigError
+from supervisor.core.config import read_yaml, validate
+from supervisor.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from supervisor.context.roles import Role
@@ -144,7 +144,7 @@ def _render(path: Path, role: Role) -> None:
     from jinja2.exceptions import SecurityError
 
     from supervisor.context.prompts import ENVIRONMENT
-    from supervisor.schemas import OUTPUT_SCHEMAS
+    from supervisor.core.schemas import OUTPUT_SCHEMAS
 
     schema = OUTPUT_SCHEMAS[role.output]
     sample = {

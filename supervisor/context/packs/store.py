@@ -13,7 +13,6 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from supervisor.config import RolePackSettings, read_yaml, user_dir, validate
 from supervisor.context.packs.lock import LockEntry, Scope, file_hashes, verify
 from supervisor.context.packs.manifest import (
     MANIFEST,
@@ -22,8 +21,9 @@ from supervisor.context.packs.manifest import (
     builtin_packs,
     load_pack,
 )
-from supervisor.errors import ConfigError, PackChangedError
-from supervisor.guard import trustmap
+from supervisor.core import trustmap
+from supervisor.core.config import RolePackSettings, read_yaml, user_dir, validate
+from supervisor.core.errors import ConfigError, PackChangedError
 
 
 def user_scope() -> Scope:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from supervisor.errors import SupervisorError
+from supervisor.core.errors import SupervisorError
 from supervisor.sandbox.docker import LABEL_REPO, LABEL_STEP, LABEL_WORKFLOW, repo_label
 from supervisor.state.store import EventSpec, StepRecord
 from supervisor.workspace.worktrees import Workspace
@@ -22,8 +22,8 @@ from supervisor.workspace.worktrees import Workspace
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from supervisor.config import Settings
-    from supervisor.recovery import Classification
+    from supervisor.core.config import Settings
+    from supervisor.policy.recovery import Classification
     from supervisor.sandbox.base import Sandbox
     from supervisor.state.store import Store, Workflow
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from supervisor import faults
-from supervisor.config import WorkflowDef
-from supervisor.errors import StepFailedError
+from supervisor.core import faults
+from supervisor.core.config import WorkflowDef
+from supervisor.core.errors import StepFailedError
 from supervisor.state.store import EventSpec
 from supervisor.workflow import history
 from supervisor.workflow.steps.base import Outcome, StepContext, candidate_ref

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
-from supervisor import faults
-from supervisor.errors import MergeConflictError
+from supervisor.core import faults
+from supervisor.core.errors import MergeConflictError
 from supervisor.state.store import EventSpec
 from supervisor.workflow import ownership
 from supervisor.workflow.steps.base import candidate_ref
@@ -15,8 +15,8 @@ from supervisor.workflow.steps.base import candidate_ref
 if TYPE_CHECKING:
     import threading
 
-    from supervisor.dag import Component
-    from supervisor.errors import SupervisorError
+    from supervisor.core.dag import Component
+    from supervisor.core.errors import SupervisorError
     from supervisor.state.store import Workflow
     from supervisor.workflow import decompose
     from supervisor.workflow.steps.base import StepContext

@@ -27,24 +27,29 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from supervisor import plural, recovery
-from supervisor.dag import MERGING, PROGRESS, WorkGraph
-from supervisor.errors import MachineFault, SpecConflictError, StepFailedError, SupervisorError
+from supervisor.core import plural
+from supervisor.core.dag import MERGING, WorkGraph
+from supervisor.core.errors import MachineFault, SpecConflictError, StepFailedError, SupervisorError
+from supervisor.gates import base_oracle, base_tests
 from supervisor.guard import protected
-from supervisor.policy import budgets
-from supervisor.project import base_tests
+from supervisor.policy import budgets, recovery
 from supervisor.sandbox import adopt
 from supervisor.state.store import EventSpec
-from supervisor.workflow import base_oracle, decompose, ownership, retries
-from supervisor.workflow.steps import component_merge, dispatched, project_gate, subplan
+from supervisor.workflow import decompose, ownership, retries
+from supervisor.workflow.steps import (
+    component_checks,
+    component_merge,
+    component_resume,
+    dispatched,
+    subplan,
+)
 from supervisor.workflow.steps.base import Outcome, StepContext, component_branch
 from supervisor.workflow.steps.fix_up import fix_up
-from supervisor.workflow.steps.gate import gate_on
 from supervisor.workflow.steps.worker import run_worker
 
 if TYPE_CHECKING:
-    from supervisor.config import StepDef
-    from supervisor.dag import Component
+    from supervisor.core.config import StepDef
+    from supervisor.core.dag import Component
     from supervisor.state.store import StepRecord, Workflow
 
 
@@ -93,26 +98,7 @@ class ComponentFanOut:
             # worker's fix on the integrated result, not a second round of components. (All
             # merged without feedback is a crash after the last merge: nothing is left to run.)
             return fix_up(self.c, replace(self.wf, context=self.ctx), self.name, work, role)
-        for cid, comp in work.components.items():
-            entry = self.state.setdefault(cid, {"status": "pending", "attempts": 0})
-            if entry["status"] == "waiting":  # a rate limit or network error: its turn again
-                entry["status"] = "pending"
-                entry.pop("until", None)
-            if entry["status"] in ("failed", "conflict"):
-                ownership.keep_and_resume(
-                    self.c, self.wf, self.name, self.kept, cid, entry, self._branch(cid)
-                )
-            if entry["status"] != "merged" and self._branch(cid) in self.kept:
-                entry["branch"] = ownership.fresh_branch(
-                    self.c.ws, component_branch(self.wf.task_branch, cid), self.kept
-                )
-            if entry["status"] in ("running", "failed", "conflict"):
-                entry["status"] = "pending"  # interrupted, or failed before this resume
-                if entry.pop("error", None) is not None:
-                    entry["attempts"] = 0
-            comp.status = PROGRESS[entry["status"]]
-            if entry["status"] == "merged":  # a crash may have come between merge and clean-up
-                self._drop_branch(cid)
+        component_resume.resume_entries(self, work)
         integrated = (
             self.ctx.get("integrated")
             or self.ctx.get("candidate")
@@ -238,30 +224,8 @@ class ComponentFanOut:
         return self._gate_and_hand_over(comp.id)
 
     def _gate_and_hand_over(self, cid: str) -> Outcome:
-        entry = self.state[cid]
-        sha = entry["sha"]
-        if entry["status"] == "implemented":
-            strayed = None if entry.get("qa") else self._out_of_scope(cid)  # parts were checked
-            if strayed is not None:
-                return strayed
-            for gate in self.step.gates:
-                # A gate's pass is recorded with its step run, in one transaction: a supervisor
-                # killed before the component is marked gated does not run it again.
-                done = f"{gate}@{sha}"
-                if done in entry.get("passed_gates", []):
-                    continue
-                step, base = f"{self.name}/{cid}/{gate}", entry.get("base")
-                result = gate_on(self.c, self._view(), step, gate, sha, base)
-                fields = project_gate.kept(entry, result)
-                if base_oracle.CONTEXT_KEY in result.context:  # the latest verdict on its tests
-                    fields[base_oracle.CONTEXT_KEY] = result.context[base_oracle.CONTEXT_KEY]
-                if result.result != "passed":
-                    self._hold(cid, result.records, **fields)
-                    return replace(result, records=[])
-                fields["passed_gates"] = [*entry.get("passed_gates", []), done]
-                self._save(cid, records=result.records, **fields)
-            self._save(cid, status="gated")
-        return Outcome("passed", git_sha=sha)
+        """Its checks before its merge (steps/component_checks.py)."""
+        return component_checks.gate_and_hand_over(self, cid)
 
     def base_for(self, cid: str, integrated: str) -> str:
         """Where a component starts and merges: its split parent's branch (begun at the
@@ -456,33 +420,6 @@ class ComponentFanOut:
         branch = self._branch(cid)
         if branch not in self.kept:
             self.c.ws.delete_ref(f"refs/heads/{branch}")
-
-    def _out_of_scope(self, cid: str) -> Outcome | None:
-        """None when the component kept to its files (it then claims the undeclared ones it
-        changed); else a failure whose feedback names each file and its owner."""
-        if self.scope == "allow" or self.work is None:
-            return None
-        entry = self.state[cid]
-        changed = self.c.ws.changed_files(entry.get("base") or f"{entry['sha']}^", entry["sha"])
-        with self.lock:
-            strays, new = ownership.check(cid, changed, self.work, self.claims, self.projects)
-            if not strays:
-                for path in new:
-                    self.claims[path] = cid
-                return None
-            own = [*self.work.components[cid].files]
-            own += [p for p, owner in self.claims.items() if owner == cid]
-        self._save(
-            cid,
-            event=EventSpec(
-                "component_out_of_scope",
-                step=f"{self.name}/{cid}",
-                status=self.scope,
-                payload={"component": cid, "commit": entry["sha"], "files": strays},
-            ),
-        )
-        feedback = ownership.scope_feedback(cid, strays, own)
-        return Outcome("failed", feedback=feedback, context={"out_of_scope": strays})
 
     def _release(self, cid: str) -> None:
         """A component that finally failed gives up the undeclared files it claimed."""

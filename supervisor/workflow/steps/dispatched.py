@@ -15,14 +15,15 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any, Protocol
 
-from supervisor.errors import SpecConflictError, StepFailedError
-from supervisor.recovery import Action, Category, Classification
+from supervisor.core.errors import SpecConflictError, StepFailedError
+from supervisor.gates import base_oracle
+from supervisor.policy.recovery import Action, Category, Classification
 from supervisor.state.store import EventSpec
-from supervisor.workflow import base_oracle, ownership
+from supervisor.workflow import ownership
 from supervisor.workflow.steps.base import Outcome
 
 if TYPE_CHECKING:
-    from supervisor.dag import Component, WorkGraph
+    from supervisor.core.dag import Component, WorkGraph
 
 # What a component's activity may set on its component's entry (the rest is this step's): its
 # progress, whether it was a split component's QA pass, and what its gates found (per project

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from supervisor.workflow.steps.worker import run_worker
 
 if TYPE_CHECKING:
-    from supervisor.dag import WorkGraph
+    from supervisor.core.dag import WorkGraph
     from supervisor.state.store import Workflow
     from supervisor.workflow.steps.base import Outcome, StepContext
 

@@ -4,34 +4,31 @@ The command comes from the configuration pinned at task start, never from the ca
 candidate is checked out into a throwaway worktree and the gate's result is recorded with the
 tree it judged (so the commit step can prove every gate passed on the exact tree it commits).
 A test gate that exits 0 also has to run at least as many tests as on the task's base commit
-(workflow/gate_baseline.py): a suite emptied, skipped or no longer collected fails it.
+(gates/baseline.py): a suite emptied, skipped or no longer collected fails it.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from supervisor import faults
-from supervisor.errors import CommandTimeoutError, SandboxError
+from supervisor.core import faults
+from supervisor.core.errors import CommandTimeoutError, SandboxError
+from supervisor.gates import base_oracle, test_counts, test_pins
+from supervisor.gates import baseline as gate_baseline
+from supervisor.gates import per_project as project_gates
+from supervisor.gates import problems as gate_problems
+from supervisor.gates import reuse as gate_reuse
+from supervisor.gates.run import GateResult, run_gate
 from supervisor.guard import protected
-from supervisor.project import test_counts, test_pins
-from supervisor.project.gates import GateResult, run_gate
 from supervisor.state.store import EventSpec, StepRecord, now
-from supervisor.workflow import (
-    base_oracle,
-    gate_baseline,
-    gate_problems,
-    gate_reuse,
-    history,
-    project_gates,
-)
+from supervisor.workflow import history
 from supervisor.workflow.steps import project_gate
 from supervisor.workflow.steps.base import Outcome, StepContext, err
 from supervisor.workflow.steps.images import image_for
 from supervisor.workspace.treedata import CommitFiles
 
 if TYPE_CHECKING:
-    from supervisor.config import StepDef
+    from supervisor.core.config import StepDef
     from supervisor.state.store import Workflow
 
 
@@ -174,17 +171,9 @@ def _judged(
     passed = result.passed and not (verdict and verdict.problem)
     judged: dict[str, Any] = {}
     if passed and floor is not None:  # a counted test gate: did the candidate change the spec?
-        seen = {**wf.context, **remembered}
-        spec, more = base_oracle.check(
-            c, wf, name, gate, command, image, commit, tree, floor, seen, directory
+        remembered, judged = _spec_judged(
+            c, wf, name, gate, command, image, commit, tree, floor, remembered, directory
         )
-        remembered = {**remembered, **more}
-        judged[base_oracle.CONTEXT_KEY] = spec.model_dump() if spec is not None else None
-        if spec is not None and spec.contradicts:
-            c.reporter.info(
-                f"The candidate changed the base's tests ({', '.join(spec.changed)}) and they "
-                f"fail on its code ({spec.failing}): a person decides before it is committed."
-            )
     record = StepRecord(
         step_id,
         "succeeded" if passed else "failed",
@@ -211,6 +200,54 @@ def _judged(
         if floor is not None:
             context.update(_accept_tests(c, wf, name, floor, result, commit, tree))
         return Outcome("passed", git_sha=commit, context=context, records=[record])
+    return _failed(wf, name, gate, command, tree, result, verdict, remembered, record)
+
+
+def _spec_judged(
+    c: StepContext,
+    wf: Workflow,
+    name: str,
+    gate: str,
+    command: str,
+    image: str | None,
+    commit: str,
+    tree: str,
+    floor: gate_baseline.Baseline,
+    remembered: dict[str, Any],
+    directory: str,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Whether a passing counted test gate's candidate changed the spec (the base's tests, run on
+    its code): the context to remember with what the base oracle ran, and its verdict."""
+    seen = {**wf.context, **remembered}
+    spec, more = base_oracle.check(
+        c, wf, name, gate, command, image, commit, tree, floor, seen, directory
+    )
+    remembered = {**remembered, **more}
+    judged: dict[str, Any] = {
+        base_oracle.CONTEXT_KEY: spec.model_dump() if spec is not None else None
+    }
+    if spec is not None and spec.contradicts:
+        c.reporter.info(
+            f"The candidate changed the base's tests ({', '.join(spec.changed)}) and they "
+            f"fail on its code ({spec.failing}): a person decides before it is committed."
+        )
+    return remembered, judged
+
+
+def _failed(
+    wf: Workflow,
+    name: str,
+    gate: str,
+    command: str,
+    tree: str,
+    result: GateResult,
+    verdict: gate_baseline.Verdict | None,
+    remembered: dict[str, Any],
+    record: StepRecord,
+) -> Outcome:
+    """Where a failed gate sends the work: too few tests counted and any other failure go back
+    to the worker with the output (remembered for the tree); a command missing from the image
+    goes to a person."""
     if verdict is not None and verdict.problem:
         output = f"{verdict.problem}\n{result.output[-3000:]}"
         failure = {"step": name, "gate": gate, "tree": tree, "output": output}

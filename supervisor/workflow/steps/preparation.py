@@ -57,8 +57,9 @@ def prepare_worker(c: StepContext, wf: Workflow, expected: Expected) -> Prepared
     from supervisor.context.roles import load_role
     from supervisor.guard import credentials
     from supervisor.project import project_image
-    from supervisor.routing.select import cli_for
-    from supervisor.workers import adapter_for, continuation
+    from supervisor.workers import adapter_for
+    from supervisor.workflow import continuation
+    from supervisor.workflow.cli_choice import cli_for
     from supervisor.workspace.treedata import CommitFiles
 
     role = load_role(expected.role, c.repo)

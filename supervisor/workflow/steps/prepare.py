@@ -26,9 +26,9 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from supervisor import dag
 from supervisor.context.ahead import KEEP, Ahead
-from supervisor.errors import DockerUnavailableError, Terminated
+from supervisor.core import dag
+from supervisor.core.errors import DockerUnavailableError, Terminated
 from supervisor.sandbox import adopt, warm
 from supervisor.sandbox.docker import RunSpec
 from supervisor.workflow import lookahead

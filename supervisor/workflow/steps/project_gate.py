@@ -5,7 +5,7 @@ every project the change reaches passed it; a failure feeds back each failing pr
 named, so the worker knows which consumer it broke. Each project's run is a step of its own
 (`<step>@<project>`), with its own worktree, image and remembered result (gate_reuse keys it by
 the project's directory too), so runs of independent projects overlap and a resumed task reuses
-what already passed. Which projects run is supervisor/workflow/project_gates.py.
+what already passed. Which projects run is supervisor/gates/per_project.py.
 """
 
 from __future__ import annotations
@@ -15,18 +15,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from supervisor.errors import SandboxError
-from supervisor.plural import counted
-from supervisor.project import base_tests
+from supervisor.core.errors import SandboxError
+from supervisor.core.plural import counted
+from supervisor.gates import base_tests
+from supervisor.gates import reuse as gate_reuse
 from supervisor.state.store import EventSpec
-from supervisor.workflow import gate_reuse
 from supervisor.workflow.steps.base import Outcome
 from supervisor.workflow.steps.images import image_for
 from supervisor.workspace.treedata import CommitFiles
 
 if TYPE_CHECKING:
+    from supervisor.gates.per_project import ProjectGate
     from supervisor.state.store import Workflow
-    from supervisor.workflow.project_gates import ProjectGate
     from supervisor.workflow.steps.base import StepContext
 
 PARALLEL = 4
@@ -115,7 +115,7 @@ def run_projects(
 
 
 SPEC = "spec_change"
-"""The base oracle's verdict in a gate's context (workflow/base_oracle.py)."""
+"""The base oracle's verdict in a gate's context (gates/base_oracle.py)."""
 
 
 def _combined(

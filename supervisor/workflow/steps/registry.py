@@ -17,7 +17,7 @@ from supervisor.workflow.steps.parallel import parallel
 from supervisor.workflow.steps.worker import run_worker
 
 if TYPE_CHECKING:
-    from supervisor.config import StepDef
+    from supervisor.core.config import StepDef
     from supervisor.state.store import Workflow
 
 

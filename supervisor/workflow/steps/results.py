@@ -15,21 +15,23 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from supervisor.context import interfaces
-from supervisor.dag import WorkGraph
-from supervisor.errors import (
+from supervisor.core.dag import WorkGraph
+from supervisor.core.errors import (
     CandidateRefusedError,
     ConfigError,
     SpecConflictError,
     StepFailedError,
 )
+from supervisor.core.schemas import PlanOutput
+from supervisor.gates import problems as gate_problems
+from supervisor.gates import test_pins
+from supervisor.gates.run import GateResult, run_gate
 from supervisor.guard import protected
-from supervisor.project import shadowing, test_pins
-from supervisor.project.gates import GateResult, run_gate
-from supervisor.schemas import PlanOutput
+from supervisor.project import shadowing
 from supervisor.state.store import EventSpec, StepRecord
-from supervisor.workflow import gate_problems, history, plan_projects
+from supervisor.workflow import history, plan_projects
 from supervisor.workflow.steps.base import Outcome, StepContext, err
-from supervisor.workspace.treedata import SnapshotLimits
+from supervisor.workspace.candidate_tree import SnapshotLimits
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -79,6 +81,12 @@ class Answer:
             ),
             invocation=self.invocation,
         )
+
+    def reject(self, problem: str, kind: str = "implementation", **extra: Any) -> list[StepRecord]:
+        """A judged implementation's failure: its problem, with what git saw it change."""
+        return [
+            self.record("failed", kind, "failed", error=problem, payload={**self.payload, **extra})
+        ]
 
 
 def plan(a: Answer) -> Outcome:
@@ -140,14 +148,7 @@ def implementation(a: Answer, worktree: Path, base: str, ref: str, *, in_fan_out
     """Trust the worktree, not the worker's claims: what changed is what git sees."""
     c, wf, name, role, data = a.c, a.wf, a.name, a.role, a.data
     if data["status"] == "TOO_LARGE":  # nothing of it is kept: the fan-out may split it
-        reason = data["reason"] or "; ".join(data["blockers"]) or "(no reason given)"
-        record = a.record("failed", "too_large", "too_large", error=reason)
-        return Outcome(
-            "failed",
-            feedback=f"The worker reported the work too large for one worker: {reason}",
-            context={"too_large": reason} if in_fan_out else {},
-            records=[record],
-        )
+        return too_large(a, in_fan_out=in_fan_out)
     if data["status"] == "SPEC_CONFLICT":  # nothing of it is kept: a person decides
         return spec_conflict(a)
     limits = c.settings.limits
@@ -175,95 +176,34 @@ def implementation(a: Answer, worktree: Path, base: str, ref: str, *, in_fan_out
         "claimed_but_unchanged": sorted(set(claimed) - set(changed)),
         "changed_but_unclaimed": sorted(set(changed) - set(claimed)),
     }
-
-    def reject(problem: str, kind: str = "implementation", **extra: Any) -> list[StepRecord]:
-        return [a.record("failed", kind, "failed", error=problem, payload={**a.payload, **extra})]
-
     if sha is not None:
         # Every attempt stays inspectable, whatever its gates say later.
         c.ws.set_ref(history.attempt_ref(wf.id, name, a.step_id), sha, None)
-    noop_context: dict[str, Any] = {}
-    if sha is None and data["status"] != "FAILED":
-        same, noop_context = unchanged(a, base, in_fan_out=in_fan_out)
-        if same is not None:
-            return same
     if sha is None or data["status"] == "FAILED":
-        problem = (
-            "The worker changed no files"
-            if sha is None
-            else f"The worker reported FAILED: {'; '.join(data['blockers'])}"
-        )
-        if sha is None and claimed:
-            problem += f", although it claimed to have written {', '.join(claimed)}"
-        return Outcome(
-            "failed", feedback=problem + ".", context=noop_context, records=reject(problem)
-        )
+        return no_candidate(a, base, sha, claimed, in_fan_out=in_fan_out)
     # Semantic loop: a retry that reproduces an earlier attempt's content will fail the same
     # way, however often it is fed back.
     tree = c.ws.tree_hash(sha)
     seen = dict(wf.context.get("trees", {}))
     earlier = list(seen.get(name, []))
     if tree in earlier:
-        records = reject(
-            "same content as an earlier attempt",
-            "loop_detected",
-            tree=tree,
-            same_as_attempt=earlier.index(tree) + 1,
-        )
-        return Outcome(
-            "failed",
-            records=records,
-            escalate=StepFailedError(
-                f"Step '{name}' produced exactly the same content as its attempt "
-                f"{earlier.index(tree) + 1}: the feedback is not changing the result, so "
-                "retrying again would loop.",
-                f"Read the feedback in `supervisor events {wf.id}`, change the task, role or "
-                f"model, then `supervisor resume {wf.id}`.",
-            ),
-        )
+        return looped(a, tree, earlier.index(tree) + 1)
     seen[name] = [*earlier, tree]
-    locked = [] if wf.context.get("locked_by") == name else wf.context.get("locked_files", [])
-    frozen = interfaces.touched(locked, changed)
-    if frozen:
-        problem = (
-            f"The step changed {', '.join(frozen)}, which the tech lead's interface step "
-            "fixed for every component: they are read-only. Build against them unchanged "
-            "(if one really must change, report it under blockers)."
-        )
-        records = reject(problem, "interface_changed", locked=frozen)
-        return Outcome("failed", feedback=problem, context={"trees": seen}, records=records)
     pins = protected.pinned(wf.context, c.settings)
-    guarded = protected.changed_protected(c.repo, pins, role.allow_paths, base, sha, changed)
-    guarded += shadowing.added_shadows(c.ws.git_dir, base, sha, changed, pins.allowed, guarded)
-    if guarded:
-        problem = protected.feedback(guarded)
-        records = reject(problem, "protected_path_changed", protected=guarded)
-        return Outcome("failed", feedback=problem, context={"trees": seen}, records=records)
+    refused = forbidden_change(a, base, sha, changed, pins, seen)
+    if refused is not None:
+        return refused
     floor = test_pins.merged(
         test_pins.pins_at(c.ws.git_dir, wf.base_sha), wf.context.get("test_pins") or {}
     )
     weakened = test_pins.weakened(c.ws.git_dir, floor, wf.base_sha, sha, pins.allowed)
     if weakened:
         problem = test_pins.feedback(weakened)
-        records = reject(problem, "tests_weakened", weakened=weakened)
+        records = a.reject(problem, "tests_weakened", weakened=weakened)
         return Outcome("failed", feedback=problem, context={"trees": seen}, records=records)
-    failed_gate = role_gates(c, wf, name, role, sha)
-    if failed_gate is not None:
-        gate, result = failed_gate
-        records = reject(f"role gate '{gate.name}' failed")
-        if gate.on_fail == "block":
-            return Outcome(
-                "failed",
-                records=records,
-                escalate=StepFailedError(
-                    f"Role gate '{gate.name}' of {role.name} failed and is set to block: "
-                    f"{result.output[-800:]}",
-                    f"Fix what `{gate.command}` reports, then `supervisor resume {wf.id}`.",
-                ),
-            )
-        return Outcome(
-            "failed", feedback=result.feedback(), context={"trees": seen}, records=records
-        )
+    refused = role_gate_failure(a, sha, seen)
+    if refused is not None:
+        return refused
     c.ws.set_ref(ref, sha, None)
     proposed = test_pins.proposal(c.ws.git_dir, role.name, sha, tree, floor)
     return Outcome(
@@ -272,6 +212,118 @@ def implementation(a: Answer, worktree: Path, base: str, ref: str, *, in_fan_out
         git_sha=sha,
         records=[a.record("succeeded", "implementation", "succeeded")],
     )
+
+
+def too_large(a: Answer, *, in_fan_out: bool) -> Outcome:
+    """The worker's word that the work is too large for one worker: in a fan-out the component
+    may be split (the reason goes to the engine in the context); elsewhere it is a failure."""
+    data = a.data
+    reason = data["reason"] or "; ".join(data["blockers"]) or "(no reason given)"
+    record = a.record("failed", "too_large", "too_large", error=reason)
+    return Outcome(
+        "failed",
+        feedback=f"The worker reported the work too large for one worker: {reason}",
+        context={"too_large": reason} if in_fan_out else {},
+        records=[record],
+    )
+
+
+def no_candidate(
+    a: Answer, base: str, sha: str | None, claimed: list[str], *, in_fan_out: bool
+) -> Outcome:
+    """No candidate to judge: the worker changed no file (which `unchanged` may still accept)
+    or reported FAILED. The feedback names the files it claimed but did not write."""
+    data = a.data
+    noop_context: dict[str, Any] = {}
+    if sha is None and data["status"] != "FAILED":
+        same, noop_context = unchanged(a, base, in_fan_out=in_fan_out)
+        if same is not None:
+            return same
+    problem = (
+        "The worker changed no files"
+        if sha is None
+        else f"The worker reported FAILED: {'; '.join(data['blockers'])}"
+    )
+    if sha is None and claimed:
+        problem += f", although it claimed to have written {', '.join(claimed)}"
+    return Outcome(
+        "failed", feedback=problem + ".", context=noop_context, records=a.reject(problem)
+    )
+
+
+def looped(a: Answer, tree: str, attempt: int) -> Outcome:
+    """The same content as attempt `attempt`: feeding it back again would loop, so a person
+    changes the task, role or model."""
+    name, wf = a.name, a.wf
+    records = a.reject(
+        "same content as an earlier attempt",
+        "loop_detected",
+        tree=tree,
+        same_as_attempt=attempt,
+    )
+    return Outcome(
+        "failed",
+        records=records,
+        escalate=StepFailedError(
+            f"Step '{name}' produced exactly the same content as its attempt "
+            f"{attempt}: the feedback is not changing the result, so "
+            "retrying again would loop.",
+            f"Read the feedback in `supervisor events {wf.id}`, change the task, role or "
+            f"model, then `supervisor resume {wf.id}`.",
+        ),
+    )
+
+
+def forbidden_change(
+    a: Answer,
+    base: str,
+    sha: str,
+    changed: list[str],
+    pins: protected.Pinned,
+    seen: dict[str, Any],
+) -> Outcome | None:
+    """The first path the candidate may not touch, fed back: a locked interface, a protected
+    path, a module shadowing the test runner's; None when it touched none."""
+    c, wf, name, role = a.c, a.wf, a.name, a.role
+    locked = [] if wf.context.get("locked_by") == name else wf.context.get("locked_files", [])
+    frozen = interfaces.touched(locked, changed)
+    if frozen:
+        problem = (
+            f"The step changed {', '.join(frozen)}, which the tech lead's interface step "
+            "fixed for every component: they are read-only. Build against them unchanged "
+            "(if one really must change, report it under blockers)."
+        )
+        records = a.reject(problem, "interface_changed", locked=frozen)
+        return Outcome("failed", feedback=problem, context={"trees": seen}, records=records)
+    guarded = protected.changed_protected(c.repo, pins, role.allow_paths, base, sha, changed)
+    guarded += shadowing.added_shadows(c.ws.git_dir, base, sha, changed, pins.allowed, guarded)
+    if guarded:
+        problem = protected.feedback(guarded)
+        records = a.reject(problem, "protected_path_changed", protected=guarded)
+        return Outcome("failed", feedback=problem, context={"trees": seen}, records=records)
+    return None
+
+
+def role_gate_failure(a: Answer, sha: str, seen: dict[str, Any]) -> Outcome | None:
+    """The role's own gates on the candidate: a failed one set to block goes to a person, any
+    other is fed back; None when all pass."""
+    c, wf, name, role = a.c, a.wf, a.name, a.role
+    failed_gate = role_gates(c, wf, name, role, sha)
+    if failed_gate is None:
+        return None
+    gate, result = failed_gate
+    records = a.reject(f"role gate '{gate.name}' failed")
+    if gate.on_fail == "block":
+        return Outcome(
+            "failed",
+            records=records,
+            escalate=StepFailedError(
+                f"Role gate '{gate.name}' of {role.name} failed and is set to block: "
+                f"{result.output[-800:]}",
+                f"Fix what `{gate.command}` reports, then `supervisor resume {wf.id}`.",
+            ),
+        )
+    return Outcome("failed", feedback=result.feedback(), context={"trees": seen}, records=records)
 
 
 def spec_conflict(a: Answer) -> Outcome:

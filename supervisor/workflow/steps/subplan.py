@@ -26,20 +26,21 @@ from typing import TYPE_CHECKING, Any, Protocol
 from supervisor.context import prompts
 from supervisor.context.assemble import scope_tokens
 from supervisor.context.roles import load_role
-from supervisor.dag import WorkGraph, flatten
-from supervisor.schemas import PlanOutput
+from supervisor.core.dag import WorkGraph, flatten
+from supervisor.core.schemas import PlanOutput
 from supervisor.state.store import EventSpec
 from supervisor.workflow import decompose
 from supervisor.workflow.steps.base import Outcome
-from supervisor.workflow.steps.worker import component_task, run_worker
+from supervisor.workflow.steps.worker import run_worker
+from supervisor.workflow.steps.worker_run import component_task
 from supervisor.workspace.treedata import CommitFiles
 
 if TYPE_CHECKING:
     import threading
 
-    from supervisor.config import StepDef
-    from supervisor.dag import Component
-    from supervisor.project.projects import ProjectMap
+    from supervisor.core.config import StepDef
+    from supervisor.core.dag import Component
+    from supervisor.core.projects import ProjectMap
     from supervisor.state.store import StepRecord, Workflow
     from supervisor.workflow.steps.base import StepContext
 

@@ -25,13 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from supervisor import host_faults
-from supervisor.errors import DiskFullError, ResultTamperedError, SandboxError
+from supervisor.core import host_faults
+from supervisor.core.errors import DiskFullError, ResultTamperedError, SandboxError
 from supervisor.sandbox.docker import record_dir_path
 from supervisor.workers import witness
 
 if TYPE_CHECKING:
-    from supervisor.config import Settings
+    from supervisor.core.config import Settings
     from supervisor.workers.base import WorkerResult
 
 

@@ -1,0 +1,1 @@
+"""The foundations every wing uses: errors, settings, schemas, parsing, process helpers."""

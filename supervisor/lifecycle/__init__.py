@@ -1,0 +1,1 @@
+"""The lifecycle: a task started, resumed, decided, completed, abandoned; init, doctor, demo."""
