@@ -18,7 +18,6 @@ real lock held by another process, a real signal.
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -160,8 +159,10 @@ def test_a_lock_at_each_moment_is_said_with_its_holder_and_resume_completes(
 
 FULL_AT: dict[str, tuple[str, str, str]] = {
     "planning": (".supervisor", "size=16m", "bytes"),
-    "gating": (".supervisor", "size=16m", "all but 2 MB"),
-    "component gating": (".supervisor", "size=16m", "all but 2 MB"),
+    # The worktrees on a file system of their own, filled whole: the gate's tests find no room,
+    # the state database (on another) keeps its own, however much it grows meanwhile.
+    "gating": (".supervisor/worktrees", "size=16m", "bytes"),
+    "component gating": (".supervisor/worktrees", "size=16m", "bytes"),
     "gate_worktree": (".supervisor", "size=64m,nr_inodes=400", "inodes"),
     "merging": (".git", "size=16m", "bytes"),
     "committing": (".git", "size=16m", "bytes"),
@@ -191,8 +192,6 @@ def test_a_full_disk_at_each_moment_names_the_file_system_and_resume_completes(
             fill_inodes(ballast)
             return
         fill(ballast)
-        if how == "all but 2 MB":  # room for the database, not for the tests' scratch file
-            os.truncate(ballast, ballast.stat().st_size - (2 << 20))
 
     t = task("gating" if moment == "component gating" else moment, fills)
     folder = t.repo / folder_name

@@ -102,6 +102,11 @@ class SandboxError(SupervisorError, RuntimeError):
     exit_code = 3
 
 
+class EngineUnreachableError(SandboxError):
+    """No Docker engine answered when a command first asked: said as such (where it looked, how to
+    start one), not as an engine lost under a running step (host_faults.machine_fault)."""
+
+
 class ToolchainUnavailableError(SandboxError):
     """A toolchain version the project declares (Node, Python, Go, Rust) cannot be had from
     any source reachable here: said before any image is built (supervisor/project/

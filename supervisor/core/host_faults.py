@@ -28,6 +28,7 @@ from supervisor.core.errors import (
     DatabaseLockedError,
     DiskFullError,
     DockerUnavailableError,
+    EngineUnreachableError,
     GitError,
     MachineFault,
     Terminated,
@@ -127,7 +128,7 @@ def machine_fault(
     if engine is not None:  # the engine's own disk: not one of `near`
         return engine_full_error(engine, wf_id)
     lost = next((e for e in causes(error) if _engine_lost(e)), None)
-    if lost is not None:
+    if lost is not None and not any(isinstance(e, EngineUnreachableError) for e in causes(error)):
         return docker_unavailable(lost, wf_id)
     if not any(_full(e) for e in causes(error)):
         return None

@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from supervisor.core import trustmap
 from supervisor.core.errors import SandboxError, SupervisorError, ToolchainMismatchError
 from supervisor.project.dockerfile_sections import provided
 from supervisor.project.toolchain_resolve import Resolved, satisfies
@@ -75,7 +76,7 @@ def require_provided(
             + "; ".join(found)
             + ".",
             "Re-run `supervisor init` (it rewrites the Dockerfile it wrote, unless you edited "
-            f"it), or remove {repo / '.supervisor/sandbox/Dockerfile'} and run `supervisor "
+            f"it), or remove {repo / trustmap.DOCKERFILE} and run `supervisor "
             "sandbox init`, or install that version in it yourself; then `supervisor sandbox "
             "build`. Nothing was built.",
         )

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from supervisor.core.errors import SandboxError
+from supervisor.core.errors import EngineUnreachableError
 from supervisor.core.resources import setup_command
 
 if TYPE_CHECKING:
@@ -18,14 +18,14 @@ DEFAULT_SOCKET = "/var/run/docker.sock"
 """Where the Docker client looks when DOCKER_HOST is not set."""
 
 
-def unreachable(cause: object, docker_host: str | None) -> SandboxError:
+def unreachable(cause: object, docker_host: str | None) -> EngineUnreachableError:
     if docker_host:
-        return SandboxError(
+        return EngineUnreachableError(
             f"The Docker engine is not reachable at DOCKER_HOST={docker_host}: {cause}",
             "Start the engine DOCKER_HOST names, or unset DOCKER_HOST to use the local one; "
             "check with `docker info`.",
         )
-    return SandboxError(
+    return EngineUnreachableError(
         f"The Docker engine is not reachable at unix://{DEFAULT_SOCKET} (DOCKER_HOST is not "
         f"set): {cause}",
         f"Start it: `{setup_command()}` installs and starts one (or `sudo systemctl start "
