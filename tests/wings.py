@@ -134,10 +134,16 @@ WINGS: dict[str, Wing] = {
     "views": Wing(
         14,
         "what a person sees of a task, shared by the faces: detail, work tree, listings, tables",
-        _public("detail listing listings render tables"),
+        _public("detail facts listing listings render tables"),
     ),
     "tui": Wing(
         15, "the terminal screen (Textual): workflows, their tree, approvals", _public("app keys")
+    ),
+    "mcp": Wing(
+        15,
+        "the MCP server (the official SDK, over stdio): an agent session starts and watches tasks "
+        "through tools that never approve, trust or configure",
+        _public("server"),
     ),
     "cli": Wing(
         16, "the command line (typer): parses, calls the lifecycle, renders", _public("entry")
@@ -171,8 +177,8 @@ def page() -> str:
         "the gates run what the project defines, in the sandbox; context packs what the project, "
         "the workers and the gates define; policy and routing are what the "
         "workflow consults; the lifecycle drives the workflow, and team mode drives the "
-        "lifecycle's pieces from Temporal; the faces (views, the TUI, the CLI) only render and "
-        "call the lifecycle.",
+        "lifecycle's pieces from Temporal; the faces (views, the TUI, the MCP server, the CLI) "
+        "only render and call the lifecycle.",
         "",
     ]
     return "\n".join(lines)

@@ -31,6 +31,7 @@ PANELS = {
     "resume": EVERYDAY,
     "events": EVERYDAY,
     "tui": EVERYDAY,
+    "mcp": EVERYDAY,
     "complete-task": EVERYDAY,
     "abandon": EVERYDAY,
     "demo": EVERYDAY,

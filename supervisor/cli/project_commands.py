@@ -1,6 +1,7 @@
 """The commands that set a project up and look into it: `init`, `context`, `analyze-deps`,
-`doctor`, `metrics`, `demo` and `setup`. Each parses its arguments, calls the core and prints
-what it returns; `register` adds them to the `supervisor` app (supervisor/cli/app.py)."""
+`doctor`, `metrics`, `demo` and `setup` (and `mcp`, from supervisor/cli/mcp_command.py). Each
+parses its arguments, calls the core and prints what it returns; `register` adds them to the
+`supervisor` app (supervisor/cli/app.py)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from supervisor.cli.common import (
     projects,
     tasks,
 )
+from supervisor.cli.mcp_command import MCP_HELP, mcp
 from supervisor.cli.plain import json_out as _json
 from supervisor.cli.reports import (
     doctor_table,
@@ -259,3 +261,4 @@ def register(app: typer.Typer) -> None:
     app.command()(demo)
     app.command()(setup)
     app.command(help=TRUST_HELP)(trust)
+    app.command(help=MCP_HELP)(mcp)

@@ -10,10 +10,10 @@ waits for little more than the interpreter.
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from supervisor.cli.plain import json_out, plain
-from supervisor.core import depth_view
+from supervisor.cli.plain import json_out
+from supervisor.views import facts
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -34,17 +34,11 @@ def show_status(
     from supervisor.lifecycle import task_state as access
 
     if workflow_id is None:
-        found = access.workflows(repo)
-        pids = access.supervisors(repo, found)
-        runners = access.runners(repo, found, pids)
         if as_json:
-            json_out(
-                [
-                    {**plain(wf), "supervisor_pid": pids.get(wf.id), "runner": runners.get(wf.id)}
-                    for wf in found
-                ]
-            )
-        elif not found:  # an empty table says nothing; say how to get a row
+            json_out(facts.task_list(repo))
+            return
+        found = access.workflows(repo)
+        if not found:  # an empty table says nothing; say how to get a row
             sys.stdout.write(
                 'No workflows in this repository yet. Start one: supervisor start-task "what to '
                 'do"  (or see one run first: supervisor demo)\n'
@@ -53,7 +47,11 @@ def show_status(
             from supervisor.cli.output import show
             from supervisor.views.listings import workflows
 
-            show(console(), workflows(found, pids, runners))
+            pids = access.supervisors(repo, found)
+            show(console(), workflows(found, pids, access.runners(repo, found, pids)))
+        return
+    if as_json:
+        json_out(facts.task_detail(repo, workflow_id))
         return
     with access.reading(repo) as store:
         wf = store.workflow(workflow_id)
@@ -64,22 +62,6 @@ def show_status(
             from supervisor.policy.approvals import pending
 
             about = pending(wf, access.state_db(repo).parent.parent)
-        if as_json:
-            approval = store.latest_approval(workflow_id)
-            json_out(
-                {
-                    **plain(wf),
-                    "supervisor_pid": pids.get(wf.id),  # as the list has it
-                    "steps": store.steps(workflow_id),
-                    "usage": store.usage_totals(workflow_id),
-                    "approval": plain(approval) if approval else None,
-                    "to_approve": about,
-                    "runner": runner,
-                    "depth": depth_view.summary(wf.context),
-                    "components": components_json(wf.context),
-                }
-            )
-            return
         from supervisor.views.detail import workflow_detail
 
         shown = workflow_detail(store, workflow_id, about, pids, runner)
@@ -94,28 +76,5 @@ def show_status(
     out.print(detail_view(shown))
 
 
-def components_json(context: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every component of the plan and of its sub-plans, with its place in the tree (`depth` 0:
-    a component of the plan, 1: a sub-component, ...) and, for a split one, why."""
-    from supervisor.core.dag import WorkGraph, depth
-
-    work = WorkGraph.of_workflow(context)
-    if work is None:
-        return []
-    nodes = (context.get("decomposition") or {}).get("nodes") or {}
-    found = []
-    for comp in work.components.values():
-        item: dict[str, Any] = {
-            "id": comp.id,
-            "phase": comp.phase,
-            "parent": comp.parent,
-            "depth": depth(work, comp.id),
-            "status": comp.status,
-            "files": comp.files,
-        }
-        node = nodes.get(comp.id)
-        if node:
-            item["split"] = {k: node.get(k) for k in ("status", "trigger", "reason", "problem")}
-            item["split"]["failures"] = node.get("failures") or []
-        found.append(item)
-    return found
+components_json = facts.components
+"""Kept under its old name: supervisor/views/facts.py holds it, shared with the MCP server."""

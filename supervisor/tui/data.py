@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from supervisor.core import process
 from supervisor.core.errors import SupervisorError
+from supervisor.lifecycle.diffs import changed_files, diff_text, head_of
 from supervisor.state.reader import StateReader
 
 if TYPE_CHECKING:
@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from supervisor.state.records import Approval, Event, Workflow
     from supervisor.state.store import Store
 
-GIT = ["git", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"]
 WAITING = ("awaiting_approval", "rate_limited")
 DECIDED = ("approved", "rejected")
 
@@ -336,7 +335,7 @@ def to_approve(db: Path, repo: Path, wf_id: int) -> ToApprove:
             _review(e) for e in reader.events(wf_id) if e.type == "review" and e.status is not None
         ]
     step = str(wf.context.get("approval_step") or (approval.step if approval else "?"))
-    head = str(wf.context.get("candidate") or f"refs/heads/{wf.task_branch}")
+    head = head_of(wf)
     files = changed_files(repo, wf.base_sha, head)
     return ToApprove(
         wf,
@@ -384,30 +383,3 @@ def _latest_per_reviewer(reviews: list[Review]) -> list[Review]:
     for review in reviews:
         latest[review.reviewer] = review
     return list(latest.values())
-
-
-def _git(repo: Path, *args: str) -> str:
-    return process.run([*GIT, "-C", str(repo), *args]).stdout
-
-
-def changed_files(repo: Path, base: str, head: str) -> list[tuple[str, str, str]]:
-    try:
-        out = _git(repo, "diff", "--numstat", "--no-ext-diff", "--no-textconv", base, head, "--")
-    except SupervisorError:
-        return []
-    found = []
-    for line in out.splitlines():
-        parts = line.split("\t", 2)
-        if len(parts) == 3:
-            found.append((parts[0], parts[1], parts[2]))
-    return found
-
-
-def diff_text(repo: Path, base: str, head: str, limit: int = 400_000) -> str:
-    try:
-        out = _git(repo, "diff", "--no-ext-diff", "--no-textconv", "--no-color", base, head, "--")
-    except SupervisorError as e:
-        return f"(diff unavailable: {e.message})"
-    if len(out) > limit:
-        return out[:limit] + f"\n... ({len(out) - limit} more characters not shown)\n"
-    return out
