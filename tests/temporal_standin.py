@@ -97,6 +97,16 @@ def work_until_done(
         return store.workflow(wf_id)
 
 
+def repository_queue(repo: Path, queue: str) -> str:
+    """The queue a worker of `repo` polls when told `queue` (`worker --queue`): its name with the
+    repository's identity appended (supervisor/temporal/identity.py), as the submission's."""
+    from supervisor.lifecycle.opening import open_project
+    from supervisor.temporal.identity import queue_for
+
+    project = open_project(repo)
+    return queue_for(project.root, project.settings.temporal, queue)
+
+
 async def _work_until_done(
     repo: Path, address: str, queue: str, wid: str, watch: Watch | None
 ) -> None:
@@ -110,7 +120,7 @@ async def _work_until_done(
     steps = StepActivities(repo, 4)
     async with Worker(
         client,
-        task_queue=queue,
+        task_queue=repository_queue(repo, queue),
         workflows=[TaskWorkflow],
         activities=[steps.run_step, steps.run_component, steps.record_failure],
         max_concurrent_activities=4,

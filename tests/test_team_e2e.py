@@ -113,7 +113,7 @@ def test_a_paused_worker_holding_a_step_is_shown_stalled_and_another_finishes_th
                          "--repo", str(repo))  # fmt: skip
     assert started.returncode == 0, started.stderr
     log = tmp_path / "workers.log"
-    assert "queued (no worker on queue spec)" in status_until(repo, "queued", log)
+    assert "queued (no worker on queue spec-" in status_until(repo, "queued", log)  # + identity
     first = worker(hosts[0], temporal, log)
     second = None
     try:

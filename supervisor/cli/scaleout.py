@@ -25,7 +25,8 @@ def worker(
     queue: Annotated[
         str | None,
         typer.Option(
-            help="The task queue to poll (default: temporal.task_queue, else the repository's)."
+            help="The task queue's name (default: temporal.task_queue, else 'supervisor'); "
+            "the repository's identity is appended, as a submission does."
         ),
     ] = None,
     max_parallel: Annotated[

@@ -250,7 +250,8 @@ class TemporalSettings(StrictModel):
 
     address: str = "127.0.0.1:7233"
     namespace: str = "default"
-    # Unset: one queue per repository, named after its root commits (temporal/identity.py)
+    # The queue's name ("supervisor" when unset); the repository's identity (its root commits)
+    # is always appended, so two repositories never share a queue (temporal/identity.py)
     task_queue: str | None = None
     # A worker silent this long is taken for dead: its step is retried on another worker.
     heartbeat_timeout_seconds: float = Field(30, gt=0)

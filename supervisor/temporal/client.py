@@ -13,6 +13,7 @@ state database, know where to send it without any configuration of their own.
 
 from __future__ import annotations
 
+import socket
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from supervisor.core.errors import (
@@ -113,7 +114,8 @@ class Session:
 
 
 def _record(store: TaskRows, wf_id: int, settings: TemporalSettings, wid: str, queue: str,
-            repository: str, kind: str = SUBMITTED) -> None:  # fmt: skip
+            repository: str, kind: str = SUBMITTED,
+            checkout: str | None = None) -> None:  # fmt: skip
     from supervisor.state.records import EventSpec
 
     payload = {
@@ -124,6 +126,8 @@ def _record(store: TaskRows, wf_id: int, settings: TemporalSettings, wid: str, q
         "repository": repository,
         "remote": settings.remote,
     }
+    if checkout:  # host:path, named when another repository finds the task in its database
+        payload["checkout"] = checkout
     store.add_event(wf_id, EventSpec(kind, status="submitted", payload=payload))
 
 
@@ -176,7 +180,8 @@ class Submitter:
             from supervisor.workspace import remote
 
             remote.publish(self.project.root, self.settings.remote, wf)
-        _record(store, wf.id, self.settings, wid, self.queue, self.repository)  # before a worker
+        checkout = f"{socket.gethostname()}:{self.project.root}"  # recorded before a worker
+        _record(store, wf.id, self.settings, wid, self.queue, self.repository, checkout=checkout)
         self.link.start(wid, task, self.queue)
 
     def close(self) -> None:

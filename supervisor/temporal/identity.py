@@ -3,9 +3,12 @@
 Every clone of one repository (the submitting checkout, each worker host's) has the same root
 commit(s), and another repository has other ones; a fork shares its upstream's, but not the
 team's shared remote (temporal.remote). So the identity is a digest of the root commits and
-the shared remote's URL, and the default task queue is named after it. A worker of another
-repository never polls the queue, and when a queue is shared by configuration, the task's identity
-(`TaskInput.repository`) lets a worker refuse it instead of running it in the wrong clone.
+the shared remote's URL, and every task queue is named after it: a queue named by configuration
+(temporal.task_queue) or on the command line (`worker --queue`) is that name with the identity
+appended. So a worker of another repository never polls this repository's queue, whatever both
+were configured with (a shared queue handed a task to whichever worker polled, and one of the
+wrong repository could only fail it). The task's identity (`TaskInput.repository`) stays the
+last guard of a worker's activities.
 """
 
 from __future__ import annotations
@@ -38,6 +41,10 @@ def repository_id(root: Path, remote: str | None = None) -> str:
     return hashlib.sha256(" ".join([*sorted(roots), remote or ""]).encode()).hexdigest()[:12]
 
 
-def queue_for(root: Path, settings: TemporalSettings) -> str:
-    """temporal.task_queue when set, else one queue per repository."""
-    return settings.task_queue or f"supervisor-{repository_id(root, settings.remote)}"
+def queue_for(root: Path, settings: TemporalSettings, named: str | None = None) -> str:
+    """The repository's queue: `named` (`worker --queue`), else temporal.task_queue, else
+    "supervisor", with the repository's identity appended (unless the name already ends with
+    it: the default name, given back on a command line)."""
+    own = repository_id(root, settings.remote)
+    base = named or settings.task_queue or "supervisor"
+    return base if base.endswith(f"-{own}") else f"{base}-{own}"

@@ -3,8 +3,9 @@
 A submission is the command a person waits for, so it does only what must happen on the
 submitting host, over one connection: the checks that need no sandbox
 (supervisor/lifecycle/starting.py), the Temporal server and shared remote (checked while those run,
-see `Submitter`; Temporal's client runs in a helper process, supervisor/temporal/link.py), the
-task's row and branch, its refs on the remote, its workflow. Docker, the
+see `Submitter`; Temporal's client runs in a helper process, supervisor/temporal/link.py), that
+the state database is this repository's (supervisor/temporal/ownership.py), the task's row and
+branch, its refs on the remote, its workflow. Docker, the
 engine and the CLI probe are the workers' business, on their hosts, at the task's first step
 (a submitting host need not even have Docker). Atomic: a failure anywhere after the row exists
 leaves nothing (`Submitter.undo`).
@@ -20,6 +21,7 @@ from supervisor.core.errors import SupervisorError
 from supervisor.lifecycle import starting
 from supervisor.lifecycle.opening import open_project
 from supervisor.state.locks import task_lock
+from supervisor.temporal.ownership import refuse_submission
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -72,6 +74,8 @@ def submit_task(
             submit = submitter or connecting.result()  # type: ignore[union-attr]
         if submitter is None:
             ending.callback(submit.close)
+        # Another repository's database is refused before anything is written in it.
+        refuse_submission(store, submit.repository, project.root, project.state_dir)
         wf = starting.create(task, store)
         try:
             with task_lock(project.state_dir, wf.id, record=False, engine=_shared(store)):

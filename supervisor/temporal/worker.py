@@ -15,14 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import signal
 import sys
 from typing import TYPE_CHECKING
-
-from supervisor.core.errors import StateError
 
 TERMINATED = 143  # 128 + SIGTERM, as supervisor/cli/interrupt.py exits
 
@@ -33,31 +30,15 @@ if TYPE_CHECKING:
 
 
 def preflight(project: Project) -> str:
-    """The repository's identity, once the state database and shared remote answer."""
-    from sqlalchemy import text
-
-    from supervisor.state.location import state_url
+    """The repository's identity, once the state database (this repository's: no live task of
+    another, supervisor/temporal/ownership.py) and the shared remote answer."""
     from supervisor.temporal.identity import repository_id
+    from supervisor.temporal.ownership import refuse_worker
     from supervisor.workspace import remote
 
     own = repository_id(project.root, project.settings.temporal.remote)
-    with project.store() as store, store.engine.connect() as conn:
-        rows = conn.execute(
-            text("SELECT workflow_id, payload FROM events WHERE type = 'temporal_submitted'")
-        ).fetchall()
-    others = set()
-    for wf_id, payload in rows:
-        data = payload if isinstance(payload, dict) else json.loads(payload)
-        if data.get("repository") not in (None, own):
-            others.add(wf_id)
-    if others:
-        where = "the shared state database" if state_url() else str(project.state_dir)
-        raise StateError(
-            f"{where} holds tasks of another repository (task(s) "
-            f"{', '.join(map(str, sorted(others)[:5]))}); this clone is repository {own}.",
-            "Give each repository its own database (`bash scripts/setup-scaleout.sh --trial` "
-            "prints one per repository), and set state.url for this one.",
-        )
+    with project.store() as store:
+        refuse_worker(store, own, project.state_dir)
     if project.settings.temporal.remote:
         remote.check_reachable(project.root, project.settings.temporal.remote)
     return own
@@ -77,7 +58,7 @@ def run_worker(
 
     project = open_project(repo)
     own = preflight(project)
-    queue = queue or queue_for(project.root, project.settings.temporal)
+    queue = queue_for(project.root, project.settings.temporal, queue)  # always the repository's
     quiet_expected_retries()
 
     terminated = asyncio.Event()
