@@ -10,7 +10,10 @@ the figures, and `resume` goes on only once the limit is raised. Within a step, 
 budget flag (claude `--max-budget-usd`) gets what is left, so one run cannot go far past it, and a
 component fan-out asks `reached` before each new component: past a limit it dispatches none, lets
 the running ones finish and ends as `HELD` (the engine then pauses the task before the same step,
-which a resume after `--extend` continues with the components not yet run).
+which a resume after `--extend` continues with the components not yet run). Under the Temporal
+runner the components run as activities and come back to their step, which runs again with
+them: that run is the same step going on, not a new one, so `check` is not asked before it (the
+fan-out asks `reached` once their results are applied, as locally).
 
 This module stays light (no pydantic, SQLAlchemy or YAML at import): `approve` and `status` use
 it on the state database directly.

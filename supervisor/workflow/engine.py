@@ -138,7 +138,12 @@ class Engine:
             definition = WorkflowDef.model_validate(wf.definition)
             name = wf.current_step
             step = definition.steps[name]
-            self._budget(wf, name)  # past its budget, the task waits (budget_exceeded)
+            if not (self.steps.dispatch and step.for_each):  # past its budget, the task waits
+                # Not with the components the Temporal runner relays back to their fan-out
+                # (steps/dispatched.py): they are paid for, and the step applies them before it
+                # asks the budget itself (nothing new past it). Paused here, their results would
+                # be lost and `--extend` then `resume` would buy them again.
+                self._budget(wf, name)
             wf = self.store.workflow(wf_id)
             self._prepare_after(wf, definition, step)
             try:
