@@ -13,6 +13,7 @@ DockerSandbox raises. A real engine crashed under the real CLI: tests/test_engin
 from __future__ import annotations
 
 import http.server
+import json
 import socket
 import socketserver
 import tempfile
@@ -35,7 +36,7 @@ from supervisor.guard.trust import trust
 from supervisor.lifecycle import tasks
 from supervisor.lifecycle.demo import make_demo_repo
 from supervisor.sandbox import engine_loss
-from supervisor.sandbox.standin import StandinSandbox, WorkerCall, answer
+from supervisor.sandbox.standin import StandinSandbox, WorkerCall, answer, record
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -380,3 +381,32 @@ def test_a_worker_lost_with_a_restarted_engine_at_each_moment_runs_again_in_the_
     with tasks.reading(t.repo) as store:
         interrupted = [e.step for e in store.events(1) if e.type == "step_interrupted"]
     assert len(interrupted) == 1, interrupted
+
+
+def test_a_worker_whose_answer_arrived_before_the_engine_died_is_not_bought_again(
+    tmp_path: Path, api_keys: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The model's final answer reached the proxy, then the engine took the container before the
+    CLI could print it: the step is settled from the proxy's record (the witness decides a
+    step, not stdout), the work stands, and no second conversation is bought."""
+    repo = new_project(tmp_path / "repo")
+    calls: list[str] = []
+
+    def worker(call: WorkerCall) -> str:
+        calls.append(call.role)
+        call.write("answer.txt", "right\n")
+        record(call, f"Done.\n```json\n{json.dumps(REPORT)}\n```")
+        raise engine_loss.RunLost("The container of 'implement' died with the Docker engine.")
+
+    use(monkeypatch, worker)
+    monkeypatch.setattr(StandinSandbox, "records_model_exchanges", True, raising=False)
+    done = supervisor("start-task", TASK, "--yes", "--repo", str(repo))
+
+    assert done.returncode == 0, done.stderr
+    assert calls == ["implementer"]
+    assert "read from the proxy's record, not bought again" in done.stderr + done.stdout
+    text, _ = finished_tree(repo)
+    assert text == "right\n"
+    with tasks.reading(repo) as store:
+        steps = [(s["name"], s["status"]) for s in store.steps(1)]
+    assert steps[0] == ("implement", "succeeded")

@@ -26,10 +26,11 @@ from supervisor.core.parsing import parse_worker_output
 from supervisor.gates import base_oracle
 from supervisor.guard import credentials, protected
 from supervisor.policy import budgets, recovery
-from supervisor.sandbox import adopt, model_paths
-from supervisor.sandbox.docker import run_dir_label
+from supervisor.sandbox import adopt, engine_loss, model_paths
+from supervisor.sandbox.docker import RunResult, run_dir_label
 from supervisor.state.store import EventSpec, StepRecord
-from supervisor.workers import adapter_for
+from supervisor.workers import adapter_for, witness
+from supervisor.workers.base import WorkerResult
 from supervisor.workflow import continuation, depth, plan_projects
 from supervisor.workflow.steps import assessing, prepare, results, witnessing, worker_spec
 from supervisor.workflow.steps.base import (
@@ -188,8 +189,34 @@ class WorkerRun:
         spec = worker_spec.container_spec(
             self.c, self.role, invocation, cli_settings, creds, route, worktree, image, self.cli
         )
-        run = self._run(spec, prompt, base, route)
+        started = time.monotonic()
+        try:
+            run = self._run(spec, prompt, base, route)
+        except engine_loss.RunLost:
+            kept = self._answered_before_the_loss(started)
+            if kept is None:
+                raise  # nothing arrived to keep: the step runs afresh (worker.py)
+            run, printed = kept
+            return self._outcome(run, model, worktree, base, branch, printed)
         return self._outcome(run, model, worktree, base, branch)
+
+    def _answered_before_the_loss(self, started: float) -> tuple[RunResult, WorkerResult] | None:
+        """A worker whose container died with the Docker engine after the model's final answer
+        had reached the proxy: that answer, from the proxy's record, as if the CLI had printed
+        it (the witness is what decides a step, not the CLI's stdout), so it is not bought
+        again; None when no complete final answer was recorded."""
+        if not witness.has_record(self.record_dir):
+            return None
+        assert self.record_dir is not None
+        seen = witness.witness(self.cli, self.record_dir, time.time())
+        if not seen.answered or not seen.text.strip():
+            return None
+        self.c.reporter.info(
+            f"{self.cli}'s container died with the Docker engine after the model answered: "
+            "its answer is read from the proxy's record, not bought again"
+        )
+        run = RunResult(0, "", "", time.monotonic() - started, "")
+        return run, WorkerResult(ok=True, text=seen.text)
 
     def _route(self, cli_settings: Any, creds: credentials.Credentials) -> Any:
         """The run's route through the credential proxy: prepared ahead, or opened now."""
@@ -278,12 +305,19 @@ class WorkerRun:
         return run
 
     def _outcome(
-        self, run: RunResult, model: str, worktree: Path, base: str, branch: str | None
+        self,
+        run: RunResult,
+        model: str,
+        worktree: Path,
+        base: str,
+        branch: str | None,
+        printed: WorkerResult | None = None,
     ) -> Outcome:
         """The run's answer, as the proxy witnessed it, judged: a record for each way it fails,
-        else the role's result handler."""
+        else the role's result handler. `printed`: what stands for the CLI's stdout when the
+        CLI could print nothing (its container died with the engine after the answer)."""
         c, role = self.c, self.role
-        printed, settled, spent = self._settled(run, model)
+        printed, settled, spent = self._settled(run, model, printed)
         result = settled.result
         if settled.unrecorded is not None:  # the record's file system full: the machine's
             full = settled.unrecorded
@@ -311,12 +345,13 @@ class WorkerRun:
         return self._answered(output.model_dump(), spent, worktree, base, branch)
 
     def _settled(
-        self, run: RunResult, model: str
+        self, run: RunResult, model: str, printed: WorkerResult | None = None
     ) -> tuple[WorkerResult, witnessing.Settled, Spent]:
         """What the CLI printed, what the run answered once the proxy's record settled it (the
         record wins over stdout), and what it spent."""
         c, cli = self.c, self.cli
-        printed = adapter_for(cli).parse_output(run.stdout, run.stderr, run.exit_code)
+        if printed is None:
+            printed = adapter_for(cli).parse_output(run.stdout, run.stderr, run.exit_code)
         settled = witnessing.settle(
             cli,
             self.record_dir,
