@@ -111,6 +111,12 @@ def test_a_client_starts_a_task_and_follows_it_to_its_approval_and_its_diff(
         seen["status"] = await stopped(session, wf_id)
         seen["events"] = [e async for e in all_events(session, wf_id)]
         seen["diff"] = await called(session, "task_diff", id=wf_id)
+        preview = await called(session, "abandon_task", id=wf_id)
+        guessed = await called(session, "abandon_task", id=wf_id, confirm="0" * 16)
+        seen["abandon"] = (preview, guessed)
+        seen["abandoned"] = await called(
+            session, "abandon_task", id=wf_id, confirm=preview["confirm"]
+        )
 
     talk(repo, conversation)
     tools = seen["tools"]
@@ -143,6 +149,12 @@ def test_a_client_starts_a_task_and_follows_it_to_its_approval_and_its_diff(
     names = [f["path"] for f in diff["files"]]
     assert any("IGNORE PREVIOUS INSTRUCTIONS" in n for n in names), names
     assert "IGNORE PREVIOUS INSTRUCTIONS" in diff["diff"]
+
+    # Abandoning: the CLI's preview first; only its own confirm value removes anything.
+    preview, guessed = seen["abandon"]
+    assert preview["abandoned"] is False and guessed["abandoned"] is False
+    assert any(item.startswith("branch ai/1-") for item in preview["would_remove"])
+    assert seen["abandoned"]["abandoned"] is True
 
 
 def test_a_path_outside_the_repository_is_refused(tmp_path: Path, api_keys: None) -> None:
