@@ -20,9 +20,11 @@ import mcp.types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 
+from supervisor import __version__
 from supervisor.core.errors import SupervisorError
 from supervisor.mcp import tools
 from supervisor.mcp.scope import Scope, bounded
+from supervisor.workspace.host_git import find_repo_root
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -63,8 +65,6 @@ def make_server(scope: Scope) -> Server[Any]:
             content=[types.TextContent(type="text", text=text)], structured_content=result
         )
 
-    from supervisor import __version__
-
     return Server(
         "supervisor",
         version=__version__,
@@ -81,8 +81,6 @@ def _error(text: str) -> types.CallToolResult:
 
 def serve(repo: Path) -> None:
     """Serve the repository that holds `repo` over stdin/stdout until the client closes them."""
-    from supervisor.workspace.host_git import find_repo_root
-
     scope = Scope(find_repo_root(repo).resolve())
     server = make_server(scope)
 

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from supervisor.core.errors import SupervisorError
 from supervisor.lifecycle import abandon as abandoning
-from supervisor.lifecycle import detached, diffs
+from supervisor.lifecycle import detached, diffs, opening
+from supervisor.lifecycle import task_state as access
 from supervisor.mcp.scope import Scope, bounded
 from supervisor.views import facts
 from supervisor.workflow.depth import ASKED
@@ -118,8 +119,6 @@ def person_needed(wf_id: int, status: str) -> str | None:
 
 
 def start_task(scope: Scope, args: dict[str, Any]) -> dict[str, Any]:
-    from supervisor.lifecycle.opening import approval_stops
-
     repo = scope.path(args.get("repo"))
     run = detached.start(
         str(args["task"]),
@@ -131,7 +130,7 @@ def start_task(scope: Scope, args: dict[str, Any]) -> dict[str, Any]:
     return {
         "id": run.wf_id,
         "started": True,
-        "approvals": approval_stops(repo),
+        "approvals": opening.approval_stops(repo),
         "log": str(run.log),
         "next": f"Poll task_status({run.wf_id}) or task_events({run.wf_id}); the task runs "
         "on in the background whether or not this session stays.",
@@ -145,8 +144,6 @@ def list_tasks(scope: Scope, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def task_status(scope: Scope, args: dict[str, Any]) -> dict[str, Any]:
-    from supervisor.lifecycle import task_state as access
-
     repo = scope.path(args.get("repo"))
     wf_id = _task_id(args)
     shown = facts.task_detail(repo, wf_id)
@@ -162,8 +159,6 @@ def task_status(scope: Scope, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def task_events(scope: Scope, args: dict[str, Any]) -> dict[str, Any]:
-    from supervisor.lifecycle import task_state as access
-
     wf_id = _task_id(args)
     after = max(0, int(args.get("after", 0)))
     limit = min(EVENTS_LIMIT, max(1, int(args.get("limit", 50))))
@@ -178,8 +173,6 @@ def task_events(scope: Scope, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def task_diff(scope: Scope, args: dict[str, Any]) -> dict[str, Any]:
-    from supervisor.lifecycle import task_state as access
-
     repo = scope.path(args.get("repo"))
     with access.reading(repo) as store:
         wf = store.workflow(_task_id(args))
@@ -194,8 +187,6 @@ def task_diff(scope: Scope, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def context_preview(scope: Scope, args: dict[str, Any]) -> dict[str, Any]:
-    from supervisor.lifecycle import opening
-
     repo = scope.path(args.get("repo"))
     targets = [scope.relative(str(t)) for t in args.get("targets") or []]
     task = str(args.get("task") or "(dry run)")
