@@ -157,10 +157,13 @@ def test_a_client_starts_a_task_and_follows_it_to_its_approval_and_its_diff(
     assert seen["abandoned"]["abandoned"] is True
 
 
-def test_a_path_outside_the_repository_is_refused(tmp_path: Path, api_keys: None) -> None:
+def test_a_path_outside_the_repository_or_an_argument_off_the_schema_is_refused(
+    tmp_path: Path, api_keys: None
+) -> None:
     repo = new_project(tmp_path / "repo")
     other = new_project(tmp_path / "other")
     said: list[str] = []
+    off: list[str] = []
 
     async def conversation(session: Session) -> None:
         said.append(await refused(session, "list_tasks", repo=str(other)))
@@ -171,9 +174,13 @@ def test_a_path_outside_the_repository_is_refused(tmp_path: Path, api_keys: None
         said.append(await refused(session, "start_task", task="x", repo=str(other)))
         inside = await called(session, "list_tasks", repo=".supervisor")
         said.append(json.dumps(inside))
+        for wrong in ({"template": "../../x"}, {"budget_usd": -1}, {"depth": "deepest"}):
+            off.append(await refused(session, "start_task", task="x", **wrong))
 
     talk(repo, conversation)
     for text in said[:4]:
         assert "outside the repository this server serves" in text, text
     assert json.loads(said[4]) == {"tasks": []}
     assert not (other / ".supervisor" / "state.db").exists()  # nothing started there
+    assert len(off) == 3  # by the SDK's check of the schema, or by the tool's own
+    assert not (repo / ".supervisor" / "state.db").exists()  # and nothing here

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from supervisor.core.errors import StateError
+from supervisor.core.errors import StateError, SupervisorError
 from supervisor.lifecycle import refusals, starting
 from supervisor.lifecycle.opening import open_project
 from supervisor.policy import budgets
@@ -122,15 +122,25 @@ def start(
     engine would pin the configured one."""
     overrides = {"workflow": {"template": template}} if template else None
     project = open_project(path, overrides)
+    if project.settings.backend == "temporal":
+        raise SupervisorError(
+            "This repository runs its tasks on Temporal's workers (backend: temporal), and a "
+            "task started in the background here would run on this host instead.",
+            'Start it with `supervisor start-task "..." --yes` in a terminal; its status, '
+            "events and diff can be followed from here.",
+        )
     task = starting.prepare(description, project, depth=depth)
     if budget_usd is not None:
         limits = budgets.pin(project.settings)
         limits["task"]["usd"] = budget_usd
         task.start.setdefault("context", {})[budgets.KEY] = limits
     store = project.writer()
+    # A shared state's lease (the task's lock across hosts) over the writer's own connection,
+    # as a submission takes it (supervisor/temporal/submit.py).
+    shared = getattr(store, "engine", None) if getattr(store, "url", None) else None
     try:
         wf = starting.create(task, store)
-        with task_lock(project.state_dir, wf.id, record=False):
+        with task_lock(project.state_dir, wf.id, record=False, engine=shared):
             starting.begin(task, store, wf)
     finally:
         store.close()
