@@ -64,6 +64,7 @@ async def called(session: Session, tool: str, **args: Any) -> dict[str, Any]:
     result = await session.call_tool(tool, arguments=args)
     text = "".join(getattr(c, "text", "") for c in result.content)
     assert not result.is_error, f"{tool} failed: {text}"
+    assert "\x1b" not in text and "\x07" not in text  # a terminal shows escapes as \u001b
     data: dict[str, Any] = json.loads(text)
     assert result.structured_content == data
     return data
