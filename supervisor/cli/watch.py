@@ -40,9 +40,11 @@ class Ending:
     code: int
 
 
-def ending(wf: Workflow, supervised: bool) -> Ending | None:
+def ending(wf: Workflow, supervised: bool, temporal: bool = False) -> Ending | None:
     """Whether the watched workflow stands where only a person moves it; None: keep watching.
-    `supervised`: a process runs it (a `running` task with none was killed)."""
+    `supervised`: a process runs it (a `running` task with none was killed); `temporal`: the
+    task is Temporal's, so "a process" is a worker of its queue (supervisor/state/runner_view.py
+    `runner_alive`)."""
     from supervisor.state.status_label import decision
 
     resume = f"supervisor resume {wf.id}"
@@ -66,6 +68,12 @@ def ending(wf: Workflow, supervised: bool) -> Ending | None:
             f"<dollars>, then {resume}",
             WAITING_CODE,
         )
+    if wf.status == "running" and not supervised and temporal:
+        return Ending(
+            f"No worker runs workflow {wf.id} or polls its Temporal queue any more. Start one "
+            f"(supervisor worker) and it continues the task; or hand it back: {resume}",
+            1,
+        )
     if wf.status == "running" and not supervised:
         return Ending(
             f"No supervisor runs workflow {wf.id} any more (it was stopped or crashed). "
@@ -77,9 +85,11 @@ def ending(wf: Workflow, supervised: bool) -> Ending | None:
 
 def _view(
     console: Console, repo: Path, wf_id: int | None
-) -> tuple[RenderableType, Workflow | None, bool]:
-    """The view to draw; the watched workflow and whether a supervisor runs it."""
+) -> tuple[RenderableType, Workflow | None, bool | None]:
+    """The view to draw; the watched workflow and whether a supervisor runs it (None: it is
+    Temporal's task and no worker runs it or polls its queue)."""
     from supervisor.lifecycle import task_state as access
+    from supervisor.state.runner_view import runner_alive
 
     # Guarded here, not only by the console: a live display draws past the console's hooks.
     if wf_id is None:
@@ -95,7 +105,11 @@ def _view(
             about = pending(wf, access.state_db(repo).parent.parent)
         pids = access.supervisors(repo, [wf])
         view = Guarded(fit(console, workflow_detail(store, wf_id, about, pids)))
-        return view, wf, pids.get(wf.id, 0) is not None
+        supervised: bool | None = pids.get(wf.id, 0) is not None
+        if not supervised:  # a Temporal task has no local pid: its workers and queue say
+            alive = runner_alive(store, wf)
+            supervised = (alive or None) if alive is not None else False
+        return view, wf, supervised
 
 
 def watch(
@@ -115,7 +129,7 @@ def watch(
                     stamp = f"{wf.status} {wf.updated_at}"
                     dead = not supervised and orphaned_at == stamp
                     orphaned_at = None if supervised else stamp
-                    end = ending(wf, supervised or not dead)
+                    end = ending(wf, bool(supervised) or not dead, temporal=supervised is None)
                     if end is not None:
                         break
                 time.sleep(interval)

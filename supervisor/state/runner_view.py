@@ -75,3 +75,23 @@ def _running(
     if pid is not None:
         return "running"
     return "running (no supervisor)"
+
+
+def runner_alive(state: Any, wf: Workflow) -> bool | None:
+    """Whether Temporal's runner still drives task `wf`, for `status --watch` (None: the task is
+    not Temporal's; its runner is a local process, whose pid says). Alive while a live process
+    holds the task or one of its components, or a worker polls the queue it was submitted to:
+    between two activities the task holds no lease, and a stalled holder's step goes to any
+    worker of the queue. No local pid ever runs such a task, so a pid cannot say (issue 58:
+    the watch gave up after two refreshes while workers ran the task)."""
+    found = state.last_event(wf.id, SUBMITTED)
+    if found is None:
+        return None
+    now = time.time()
+    task = leases.task_name(wf.id)
+    polling = f"worker:{found.payload.get('task_queue', '?')}:"
+    return any(
+        x.name == task or x.name.startswith((task + "/", polling))
+        for x in leases.all_leases(state)
+        if not x.expired(now) and not x.dead_here()
+    )
