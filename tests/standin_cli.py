@@ -9,6 +9,8 @@ giving the stand-in. The workflow's roles answer as below, chosen by the environ
 
 - the implementer writes answer.txt and reports it; with STANDIN_IMPLEMENTER=blocks it first
   touches STANDIN_MARK and waits there for a minute (the spec signals the process meanwhile);
+  with `waits`, it touches STANDIN_MARK and waits until the spec creates STANDIN_RELEASE (a
+  worker paused mid-step and woken later, or a step that lasts as long as the spec needs);
   with `fills`, after writing its file it fills the file system of STANDIN_BALLAST up to the
   last byte (another program filling the disk while the implementer runs), touches
   STANDIN_MARK and answers; with `fills-inodes`, the same with empty files in the folder
@@ -38,6 +40,11 @@ def implement(call: WorkerCall) -> str:
     if how == "blocks":
         Path(os.environ["STANDIN_MARK"]).touch()
         time.sleep(BLOCK_S)
+    if how == "waits":
+        Path(os.environ["STANDIN_MARK"]).touch()
+        release, deadline = Path(os.environ["STANDIN_RELEASE"]), time.monotonic() + 2 * BLOCK_S
+        while not release.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
     call.write("answer.txt", "right\n")
     if how in ("fills", "fills-inodes"):
         ballast = Path(os.environ["STANDIN_BALLAST"])

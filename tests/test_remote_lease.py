@@ -85,7 +85,10 @@ def test_a_step_pushes_what_it_changed_and_leaves_what_another_host_added(
     # Meanwhile a component ran on the other host and pushed its branch.
     remote.fetch(b, url, wf)
     git(b, "update-ref", f"{HEAD}--c1", commit_on(b, HEAD, "c1"))
-    remote.push_component(b, url, f"{BRANCH}--c1", f"refs/supervisor/wf{wf.id}/attempts/c1")
+    at_start = remote.component_branches(b, url, wf)  # what the component's push leases on
+    remote.push_component(
+        b, url, f"{BRANCH}--c1", f"refs/supervisor/wf{wf.id}/attempts/c1", at_start
+    )
     moved = commit_on(a, HEAD, "the step's work")
     git(a, "update-ref", f"refs/supervisor/wf{wf.id}/candidate", moved)
 
@@ -129,7 +132,10 @@ def test_a_deletion_holds_the_lease_too(hosts: tuple[str, Path, Path, Workflow])
     lease = remote.fetch(a, url, wf)
     remote.fetch(b, url, wf)
     moved = commit_on(b, f"{HEAD}--c2", "c2 again, on host B")
-    remote.push_component(b, url, f"{BRANCH}--c2", f"refs/supervisor/wf{wf.id}/attempts/c2")
+    at_start = remote.component_branches(b, url, wf)  # what the component's push leases on
+    remote.push_component(
+        b, url, f"{BRANCH}--c2", f"refs/supervisor/wf{wf.id}/attempts/c2", at_start
+    )
     git(a, "update-ref", "-d", f"{HEAD}--c2")
     with pytest.raises(RemoteNotUpdatedError):
         remote.push(a, url, wf, lease)

@@ -12,7 +12,8 @@ stopped process cannot keep it alive by answering TCP keepalives for hours.
 Taking over is safe because the holder checks its lease before it commits a step
 (`Held.check`, the Temporal activity's `before_commit`), and its pushes to the shared remote are
 under a lease on the refs (supervisor/workspace/remote.py): a holder woken after a take-over finds
-both gone and commits nothing. A lease held by a dead process of this same host is taken at once
+both gone and commits nothing. A component's run is fenced the same way by its own lease
+(`held_here`: its state writes, and its push after `Held.check`); a refusal is `LeaseLostError`. A lease held by a dead process of this same host is taken at once
 (its pid no longer exists), so a crashed run is resumable without waiting for the expiry.
 
 Times are epoch seconds of the writing host; a team's hosts keep their clocks in step (NTP), and
@@ -28,7 +29,7 @@ import time
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from supervisor.core.errors import WorkflowBusyError
+from supervisor.core.errors import RemoteNotUpdatedError, WorkflowBusyError
 from supervisor.state.columns import names
 from supervisor.state.records import LeaseRow
 
@@ -143,9 +144,7 @@ class Held:
         return self.renew() and not self.lost.is_set()
 
     def refusal(self) -> Exception:
-        from supervisor.core.errors import RemoteNotUpdatedError
-
-        return RemoteNotUpdatedError(
+        return LeaseLostError(
             f"This process stopped renewing its hold on {self.name} long enough for another "
             "to take it over: this step's result was not committed.",
             "Nothing to do: the process that took it over runs the step.",
@@ -170,6 +169,11 @@ class Held:
                 text("DELETE FROM leases WHERE name = :name AND holder = :holder"),
                 {"name": self.name, "holder": self.holder},
             )
+
+
+class LeaseLostError(RemoteNotUpdatedError):
+    """This process's lease was taken over by another (it was paused or cut off past its time
+    to live): what it was doing is refused, write or push; nothing of it was committed."""
 
 
 class LeaseBusyError(WorkflowBusyError):
@@ -282,10 +286,34 @@ shared_lock.py registers them)."""
 HELD_GUARD = threading.Lock()
 
 
+_HERE = threading.local()
+"""This thread's hold on one component of a task (`held_here`)."""
+
+
 def current(wf_id: int) -> Held | None:
-    """This process's hold on task `wf_id`, while it runs it (for a check before a commit)."""
+    """This process's hold on task `wf_id`, while it runs it (for a check before a commit), or
+    this thread's on one of its components."""
+    here: tuple[int, Held] | None = getattr(_HERE, "held", None)
+    if here is not None and here[0] == wf_id:
+        return here[1]
     with HELD_GUARD:
         return HELD.get(wf_id)
+
+
+@contextmanager
+def held_here(wf_id: int, lease: Held) -> Iterator[None]:
+    """`lease` (a component's, `component_name`) as this thread's hold on task `wf_id` for the
+    block: every state write of the thread checks it (supervisor/state/rows.py), as a step's
+    writes check the task's. Per thread, not per process: several components of one task run
+    at once in one worker, each in a thread of its own. Its holder string is the fencing token:
+    once another process took the lease over, no renewal of this one matches. On a shared
+    database only: a SQLite write's check would wait for its own transaction's lock."""
+    lease.fences = lease.engine.dialect.name != "sqlite"
+    _HERE.held = (wf_id, lease)
+    try:
+        yield
+    finally:
+        _HERE.held = None
 
 
 @contextmanager

@@ -14,13 +14,22 @@ local Docker engine (no remote Docker socket):
 
 Each runs in a thread while the activity heartbeats, so Temporal retries it elsewhere when this
 host stops answering. A task another process holds (its lease, supervisor/state/leases.py) is
-waited for, not failed: the holder finishes, or stops answering and loses its lease. A task of
+waited for, never failed: the holder finishes, or stops answering and loses its lease (issue 58:
+a busy refusal once ended the workflow as failed, with nothing in the events). A step that ends
+in a failure the engine did not record (the state still says `running`) records it here, with
+an event saying why, so the workflow never ends while the state says the task runs. A task of
 another repository is refused (`OtherRepository`): its ids mean other tasks in this clone.
+
+A step or component that Temporal gave to another worker while this one was silent (paused,
+cut off) may still finish here once woken: its lease is gone, so it commits, writes and pushes
+nothing (the fence: supervisor/state/leases.py), and what it ends with is one line in the
+worker's output, not a traceback (`_ended_elsewhere`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -40,6 +49,7 @@ from supervisor.core.errors import (
     SupervisorError,
     WorkflowBusyError,
 )
+from supervisor.state import leases
 from supervisor.temporal.cache import ProjectCache
 from supervisor.temporal.identity import repository_id
 from supervisor.temporal.workflow import (
@@ -100,7 +110,9 @@ class StepActivities:
                 non_retryable=True,
             )
 
-    def _record(self, task: FailureInput) -> None:
+    def _record(self, task: FailureInput, only_running: bool = False) -> None:
+        """The failure, in the state, with an event saying why. `only_running`: unless the
+        engine recorded an end itself (the state no longer says `running`)."""
         from supervisor.state.runner_view import FAILED
         from supervisor.state.store import EventSpec
 
@@ -109,6 +121,8 @@ class StepActivities:
         with project.store() as store:
             wf = store.workflow(task.wf_id)
             if wf.status in ("completed", "abandoned"):
+                return
+            if only_running and wf.status != "running":
                 return
             store.set_status(
                 task.wf_id,
@@ -131,15 +145,28 @@ class StepActivities:
             while True:
                 done, _ = await asyncio.wait({running}, timeout=HEARTBEAT_EVERY)
                 if done:
+                    if _taken_over(running.exception()):  # before Temporal told this worker
+                        _ended_elsewhere(task, running)
                     return running.result()
                 activity.heartbeat()
         except asyncio.CancelledError:
             if isinstance(task, TaskInput):
                 self.given_up.add(task.wf_id)  # a step waiting for a lease stops waiting
+            # The thread cannot be stopped: what it ends with is said once it does.
+            running.add_done_callback(lambda done: _ended_elsewhere(task, done))
+            gone = activity.cancellation_details()
+            if gone is not None and (gone.not_found or gone.timed_out):
+                # This worker was silent past its heartbeat timeout (paused, cut off): Temporal
+                # knows this attempt no more. A failure of an expected kind is one line in the
+                # worker's log (worker.py); a cancellation there was a traceback.
+                raise ApplicationError(
+                    "Temporal no longer knows this attempt (this worker was silent past its "
+                    "heartbeat timeout); another worker runs it now.",
+                    type="WorkflowBusy",
+                ) from None
             raise
 
     def _component(self, task: ComponentInput) -> dict[str, Any]:
-        from supervisor.state import leases
         from supervisor.temporal.components import run_component
 
         self._mine(task.repository)
@@ -156,7 +183,8 @@ class StepActivities:
                     time.sleep(BUSY_POLL)
             held.start()
             try:
-                return run_component(project, task.wf_id, task.component, shared)
+                with leases.held_here(task.wf_id, held):  # its state writes check the lease
+                    return run_component(project, task.wf_id, task.component, shared, held.check)
             except GitError as e:  # the remote out of reach: Temporal tries again later
                 raise ApplicationError(e.message, type="RemoteUnavailable") from e
             finally:
@@ -203,7 +231,6 @@ class StepActivities:
 
     def _one_step_kept(self, task: TaskInput) -> StepResult:
         from supervisor.lifecycle import tasks
-        from supervisor.state import leases
 
         wf_id = task.wf_id
         opened = self.projects.open(self.repo)
@@ -235,6 +262,8 @@ class StepActivities:
             return StepResult("dispatched", components=handed.ids)
         except ApprovalRequired:
             return StepResult("awaiting_approval")
+        except WorkflowBusyError:
+            raise  # another process holds the task: `_step` waits for its lease
         except RemoteNotUpdatedError as e:
             # Nothing of the step was committed: Temporal runs it again, after a fresh fetch.
             raise ApplicationError(e.message, type="RemoteUnavailable") from e
@@ -251,10 +280,40 @@ class StepActivities:
                 # `running` there while Temporal gave it up. Temporal tries the step again
                 # (temporal.max_attempts; then RECORD_FAILURE writes why).
                 raise ApplicationError(e.message, type="StateUnavailable") from None
-            # Recorded by the engine (the task failed); a person decides what next.
+            # Recorded by the engine (the task failed), unless it failed before the engine
+            # ran (the state still says `running`): then here, with why. A person decides.
+            self._record(FailureInput(wf_id, e.message, task.repository), only_running=True)
             return StepResult("failed", error=e.message)
         waiting = wf.context.get("waiting_until")
         return StepResult(wf.status, float(waiting) if waiting else None, wf.error)
+
+
+def _ended_elsewhere(task: TaskInput | ComponentInput | FailureInput, done: Any) -> None:
+    """What a step or component given to another worker (this one was silent past its heartbeat
+    timeout or its lease) ended with here: one line on the worker's output, once, whether
+    Temporal told this worker first (the activity cancelled; else asyncio's "exception was
+    never retrieved" traceback) or its lease's fence refused it first. Nothing of it was
+    committed or pushed: the fence refused it, or it ended before anything."""
+    if done.cancelled() or done.exception() is None:
+        return
+    error = done.exception()
+    said = getattr(error, "message", None) or f"{type(error).__name__}: {error}"
+    what = f"component {task.component} of task" if isinstance(task, ComponentInput) else "task"
+    print(
+        f"supervisor worker: {what} {task.wf_id} was given to another worker while this one "
+        f"was silent; its run here stopped: {' '.join(str(said).split())[:500]}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def _taken_over(error: BaseException | None) -> bool:
+    """Whether `error` (or what caused it) is a lease another process took over."""
+    while error is not None:
+        if isinstance(error, leases.LeaseLostError):
+            return True
+        error = error.__cause__
+    return False
 
 
 def _state_refused(error: SupervisorError) -> bool:

@@ -5,7 +5,9 @@ Several run at once on several hosts, so it writes no workflow progress: its ste
 events are appended, its component's new state is returned to the workflow, and the fan-out
 step applies it (the engine's one writer of the context).
 
-With a shared remote it fetches the task's refs first and pushes its component's branch after.
+With a shared remote it fetches the task's refs first and pushes its component's branch after,
+under the component's lease: a run whose lease another worker took over (this one paused past
+it) pushes and writes nothing (issue 58).
 Where it ran (worker identity and clone) is the `component_ran` event, for `supervisor events`.
 """
 
@@ -29,6 +31,8 @@ from supervisor.workflow.steps.components import ComponentFanOut
 from supervisor.workspace import remote
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from supervisor.lifecycle.opening import Project
     from supervisor.state.store import StepRecord, Store
 
@@ -38,14 +42,20 @@ def identity() -> str:
     return f"{os.getpid()}@{socket.gethostname()}"
 
 
-def run_component(project: Project, wf_id: int, cid: str, url: str | None) -> dict[str, Any]:
+def run_component(
+    project: Project, wf_id: int, cid: str, url: str | None, fence: Callable[[], None] | None = None
+) -> dict[str, Any]:
+    """`fence`: the component lease's check, before the push (its state writes check the lease
+    themselves: supervisor/state/leases.py `held_here`)."""
     with project.store() as store:
         wf = store.workflow(wf_id)
         entry = wf.context.get("components", {}).get(cid, {})
         if wf.status != "running" or entry.get("status") != "running" or not wf.current_step:
             return {"component": cid, "stale": True}  # settled already (a repeated activity)
+        seen: dict[str, str] = {}
         if url:
             remote.fetch_for_component(project.root, url, wf)
+            seen = remote.component_branches(project.root, url, wf)  # what its push leases on
         definition = WorkflowDef.model_validate(wf.definition)
         name = wf.current_step
         step = definition.steps[name]
@@ -89,7 +99,7 @@ def run_component(project: Project, wf_id: int, cid: str, url: str | None) -> di
                 branch = fan._branch(cid)
                 kept = branch if project.workspace.branch_exists(branch) else None
                 attempts = history.attempt_ref(wf_id, f"{name}/{cid}", 0).rsplit("/", 1)[0]
-                remote.push_component(project.root, url, kept, attempts)
+                remote.push_component(project.root, url, kept, attempts, seen, fence)
         finally:
             store.after_record.drain()  # its run's clean-up uses the sandbox
             sandbox.close()

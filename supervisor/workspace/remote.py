@@ -13,7 +13,10 @@ supervisor's refs of the task (`refs/supervisor/wf<id>/`: candidates, bases). A 
 moves only the refs the step changed, each under a lease (`--force-with-lease=<ref>:<value at the
 fetch>`): a host that lost its step to another (cut off past its timeout, then back) finds the refs
 moved and gets `RemoteNotUpdatedError` instead of overwriting the newer work, and nothing of its
-step is committed; refs another host added meanwhile (a component's branch) are left alone.
+step is committed; refs another host added meanwhile (a component's branch) are left alone. A
+component's branch is leased the same way, on its value at the component's start (issue 58: a
+worker woken after another re-ran its component once pushed its stale attempt over the merged
+one).
 git runs with hooks and fsmonitor off; what is fetched is read as objects, never
 checked out into a user's checkout.
 """
@@ -33,6 +36,7 @@ from supervisor.core.errors import (
 from supervisor.workspace import treedata
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
     from supervisor.state.records import Workflow
@@ -138,23 +142,32 @@ def push(repo: Path, url: str, wf: Workflow, lease: Lease) -> None:
         specs.append(f"{after}:{ref}" if after else f":{ref}")
     if not specs:
         return
+    _push_leased(repo, url, leases, specs, "this step's result was not committed")
+    lease.refs = now
+
+
+def _push_leased(repo: Path, url: str, leases: list[str], specs: list[str], lost: str) -> None:
+    """Push `specs` under `leases`, all or none (`--atomic`: the remote checks every lease under
+    its ref locks, so a host whose refs moved meanwhile lands none of its own). `lost`: what a
+    refusal means for the caller's work, for the message."""
     try:
-        process.run(_argv(repo, "push", "--porcelain", *leases, url, *specs), timeout=300)
+        process.run(
+            _argv(repo, "push", "--porcelain", "--atomic", *leases, url, *specs), timeout=300
+        )
     except (ToolFailedError, CommandTimeoutError) as e:
         output = e.output if isinstance(e, ToolFailedError) else e.message
         moved = "stale info" in output or "fetch first" in output
         raise RemoteNotUpdatedError(
             (
                 "Another host moved this task's refs on the shared remote since this one "
-                "fetched them: this step's result was not committed."
+                f"fetched them: {lost}."
                 if moved
                 else f"git push to the shared remote failed: {output.strip()[-1500:]}"
             ),
-            "Nothing to do: the step runs again from the remote's refs (Temporal retries it)."
+            "Nothing to do: it runs again from the remote's refs (Temporal retries it)."
             if moved
-            else "Check that temporal.remote is reachable from this host; the step runs again.",
+            else "Check that temporal.remote is reachable from this host; it runs again.",
         ) from e
-    lease.refs = now
 
 
 def _argv(repo: Path, *args: str) -> list[str]:
@@ -172,18 +185,41 @@ def _git(repo: Path, *args: str) -> None:
         ) from e
 
 
-def push_component(repo: Path, url: str, branch: str | None, attempts: str) -> None:
+def component_branches(repo: Path, url: str, wf: Workflow) -> dict[str, str]:
+    """At a component's start: the remote's component branches of the task (ref -> commit),
+    the values its push will lease on (`push_component`)."""
+    return remote_refs(repo, url, f"refs/heads/{wf.task_branch}--*")
+
+
+def push_component(
+    repo: Path,
+    url: str,
+    branch: str | None,
+    attempts: str,
+    seen: dict[str, str],
+    fence: Callable[[], None] | None = None,
+) -> None:
     """After a component's activity: its branch and its attempts' audit refs (under
     `attempts`) alone; other hosts push their components' at the same time, and the step that
-    merges them fetches them all."""
+    merges them fetches them all. The branch only if the remote still has it as it was at the
+    component's start (`seen`, `component_branches`): a worker woken after another re-ran the
+    component (and the step merged it) overwrites nothing, even if `fence` (its lease's check,
+    just before the push) passed a moment before another took the lease over. An attempt's
+    ref is its step run's own (numbered by the state), so it is leased as the remote has it."""
     mine = refs_under_local(repo, attempts + "/")
     if branch is not None:
         mine.append(f"refs/heads/{branch}")
     if not mine:
         return
-    seen = remote_refs(repo, url, f"{attempts}/*", *([f"refs/heads/{branch}"] if branch else []))
-    leases = [f"--force-with-lease={ref}:{seen.get(ref, '')}" for ref in mine]
-    _git(repo, "push", *leases, url, *(f"{ref}:{ref}" for ref in mine))
+    if fence is not None:
+        fence()
+    now = remote_refs(repo, url, f"{attempts}/*")
+    leases = [
+        f"--force-with-lease={ref}:{(seen if ref.startswith('refs/heads/') else now).get(ref, '')}"
+        for ref in mine
+    ]
+    specs = [f"{ref}:{ref}" for ref in mine]
+    _push_leased(repo, url, leases, specs, "this component's run was not pushed")
 
 
 def refs_under_local(repo: Path, prefix: str) -> list[str]:
