@@ -13,8 +13,9 @@ Taking over is safe because the holder checks its lease before it commits a step
 (`Held.check`, the Temporal activity's `before_commit`), and its pushes to the shared remote are
 under a lease on the refs (supervisor/workspace/remote.py): a holder woken after a take-over finds
 both gone and commits nothing. A component's run is fenced the same way by its own lease
-(`held_here`: its state writes, and its push after `Held.check`); a refusal is `LeaseLostError`. A lease held by a dead process of this same host is taken at once
-(its pid no longer exists), so a crashed run is resumable without waiting for the expiry.
+(`held_here`: its state writes, and its push after `Held.check`); a refusal is
+`LeaseLostError`. A lease held by a dead process of this same host is taken at once (its pid
+no longer exists), so a crashed run is resumable without waiting for the expiry.
 
 Times are epoch seconds of the writing host; a team's hosts keep their clocks in step (NTP), and
 the time to live (SUPERVISOR_LEASE_SECONDS, 45 s by default) is far above their drift.
