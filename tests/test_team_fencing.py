@@ -294,7 +294,7 @@ def test_watch_exit_status_of_a_temporal_task_follows_its_workers_not_a_local_pi
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
         try:
-            time.sleep(2.0)  # ten refreshes of a queued task; it gave up after two
+            time.sleep(1.2)  # six refreshes of a queued task; it gave up after two
             assert watch.poll() is None, watch.communicate()[0]
             (tmp_path / "release").touch()  # the worker finishes the first, then the second
             out, _ = watch.communicate(timeout=WAIT_S)
