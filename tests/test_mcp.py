@@ -21,6 +21,10 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp_standin import new_project
 
+from supervisor.guard.trust import trust
+from supervisor.lifecycle.opening import reading
+from supervisor.policy import budgets
+
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
 
@@ -185,3 +189,31 @@ def test_a_path_outside_the_repository_or_an_argument_off_the_schema_is_refused(
     assert not (other / ".supervisor" / "state.db").exists()  # nothing started there
     assert len(off) == 3  # by the SDK's check of the schema, or by the tool's own
     assert not (repo / ".supervisor" / "state.db").exists()  # and nothing here
+
+
+def test_a_model_can_lower_the_budget_of_a_task_it_starts_but_never_raise_it(
+    tmp_path: Path, api_keys: None
+) -> None:
+    """Raising a budget is a person's `approve --extend`: a `budget_usd` above the user's own
+    task limit leaves the limit as configured, one below it holds; a workflow template (a
+    weaker one could drop a sign-off) is no argument at all."""
+    repo = new_project(tmp_path / "repo")
+    config = repo / ".supervisor" / "config.yaml"
+    config.write_text(config.read_text() + "budgets:\n  task: {usd: 5.0}\n")
+    trust(repo)
+    pinned: list[float] = []
+    said: list[str] = []
+
+    async def conversation(session: Session) -> None:
+        said.append(await refused(session, "start_task", task="x", template="mvp"))
+        for asked in (1000.0, 2.0):
+            started = await called(
+                session, "start_task", task="Add the hello file", budget_usd=asked
+            )
+            await stopped(session, started["id"])
+        with reading(repo) as store:
+            for wf in store.workflows():
+                pinned.append(wf.context[budgets.KEY]["task"]["usd"])
+
+    talk(repo, conversation)
+    assert said and pinned == [5.0, 2.0], pinned

@@ -119,7 +119,9 @@ def start(
     submission to Temporal makes them), then run by a detached `resume`: the caller has its id
     at once. `template`: a workflow template by name, for this task only (it is pinned with the
     task's definition); `budget_usd`: the task's spend limit, pinned in its context as the
-    engine would pin the configured one."""
+    engine would pin the configured one. It can only lower a configured limit, never raise it:
+    raising a budget is `supervisor approve --extend`, a person's decision, and a caller here
+    may be a model (the MCP face)."""
     overrides = {"workflow": {"template": template}} if template else None
     project = open_project(path, overrides)
     if project.settings.backend == "temporal":
@@ -132,7 +134,8 @@ def start(
     task = starting.prepare(description, project, depth=depth)
     if budget_usd is not None:
         limits = budgets.pin(project.settings)
-        limits["task"]["usd"] = budget_usd
+        configured = limits["task"]["usd"]
+        limits["task"]["usd"] = budget_usd if configured is None else min(configured, budget_usd)
         task.start.setdefault("context", {})[budgets.KEY] = limits
     store = project.writer()
     # A shared state's lease (the task's lock across hosts) over the writer's own connection,

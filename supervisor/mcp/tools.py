@@ -1,16 +1,16 @@
 """The MCP server's tools: each a JSON schema, a description written for a model, and a few lines
 that call the lifecycle and shape its answer.
 
-Deliberately absent: approving or rejecting a step, raising a budget, `trust`, and any write of
-configuration. The model behind the client is an untrusted party (it reads worker output and
-repository text); a task that waits for a person says so in its result, and names the command a
-person runs. Every result passes through `scope.bounded`: hostile text stays data, cut to size.
+Deliberately absent: approving or rejecting a step, raising a budget, choosing the workflow
+template (a weaker one would drop a sign-off), `trust`, and any write of configuration. The
+model behind the client is an untrusted party (it reads worker output and repository text); a
+task that waits for a person says so in its result, and names the command a person runs. Every
+result passes through `scope.bounded`: hostile text stays data, cut to size.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -35,7 +35,6 @@ DATA_NOTE = (
 WAITING = ("awaiting_approval", "budget_exceeded")
 DIFF_LIMIT = 60_000
 EVENTS_LIMIT = 100
-TEMPLATE_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 TASKS_LIMIT = 100
 """The newest tasks list_tasks names (task_status reads any other by its id)."""
 
@@ -83,16 +82,6 @@ def _depth(args: dict[str, Any]) -> Asked:
     return value  # type: ignore[no-any-return]
 
 
-def _template(args: dict[str, Any]) -> str | None:
-    value = args.get("template")
-    if value is not None and not (isinstance(value, str) and TEMPLATE_NAME.fullmatch(value)):
-        raise SupervisorError(
-            f"`template` {value!r} is not a template's name.",
-            "Name one of config/workflow_templates/ (e.g. mvp), or leave it out.",
-        )
-    return value
-
-
 def _budget(args: dict[str, Any]) -> float | None:
     value = args.get("budget_usd")
     if value is None:
@@ -124,7 +113,6 @@ def start_task(scope: Scope, args: dict[str, Any]) -> dict[str, Any]:
         str(args["task"]),
         repo,
         depth=_depth(args),
-        template=_template(args),
         budget_usd=_budget(args),
     )
     return {
@@ -267,16 +255,11 @@ TOOLS = (
                     "description": "auto: an analyzer scores the task first; simple: no "
                     "planner; planned: plan first; researched: investigate, then plan.",
                 },
-                "template": {
-                    "type": "string",
-                    "pattern": f"^{TEMPLATE_NAME.pattern}$",
-                    "description": "A workflow template by name (e.g. mvp, open_source, "
-                    "enterprise); default: the project's.",
-                },
                 "budget_usd": {
                     "type": "number",
                     "exclusiveMinimum": 0,
-                    "description": "The task's spend limit in dollars; it pauses there.",
+                    "description": "A spend limit in dollars for this task, where it pauses; "
+                    "it can only lower the limit the user configured, never raise it.",
                 },
             },
             ("task",),
@@ -370,6 +353,12 @@ def call(scope: Scope, name: str, args: dict[str, Any]) -> dict[str, Any]:
     tool = BY_NAME.get(name)
     if tool is None:
         raise SupervisorError(f"No tool {name!r}.", f"Use one of: {', '.join(BY_NAME)}.")
+    unknown = sorted(set(args) - set(tool.schema["properties"]))
+    if unknown:  # the SDK's server does not hold a call to the schema's additionalProperties
+        raise SupervisorError(
+            f"{name} takes no argument {', '.join(map(repr, unknown))}.",
+            f"Use only: {', '.join(tool.schema['properties'])}.",
+        )
     result = tool.handler(scope, args)
     diff = result.pop("diff", None)
     shown: dict[str, Any] = bounded(result)
