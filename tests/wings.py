@@ -87,7 +87,7 @@ WINGS: dict[str, Wing] = {
         "the checks a candidate must pass, in one place: the commands, the tests pinned from the "
         "base, running them with no network, counting results, reuse by tree, the base oracle",
         _public(
-            "base_oracle base_tests baseline failure_summary per_project problems reuse run "
+            "asking base_oracle base_tests baseline failure_summary per_project problems reuse run "
             "test_counts test_pins"
         ),
     ),

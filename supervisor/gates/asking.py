@@ -1,8 +1,8 @@
-"""What a gate run reads of the step that asks for it.
+"""What a check reads of the step that asks for it: a gate run, and the policies (risk, the
+dependency review) that the commit and image steps consult.
 
-The gate step (workflow/steps/) runs the checks through this wing, which sits below the workflow:
-it names what it reads of the step's context as a Protocol, which the engine's StepContext
-satisfies, instead of importing the workflow's own type.
+Both wings sit below the workflow: they name what they read of the step's context as this
+Protocol, which the engine's StepContext satisfies, instead of importing the workflow's own type.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from supervisor.policy.approvals import REQUEST_KEY, pending_request  # noqa: F4
 from supervisor.state.store import EventSpec, StepRecord
 
 if TYPE_CHECKING:
-    from supervisor.policy.consulted import Consulting
+    from supervisor.gates.asking import Asking
     from supervisor.project.project_image import ProjectImage
     from supervisor.state.store import Store, Workflow
 
@@ -64,7 +64,7 @@ class DependencyApprovalRequired(ApprovalRequired):
 
 
 def await_approval(
-    engine: Consulting, wf: Workflow, name: str, source: object, wanted: ProjectImage
+    engine: Asking, wf: Workflow, name: str, source: object, wanted: ProjectImage
 ) -> None:
     """Return when the image for the candidate's dependency files (`wanted`, read as blobs;
     `source` is the worktree or commit it was computed from) may be built; otherwise remove
@@ -163,7 +163,7 @@ def dependency_diff(before: dict[str, str], after: dict[str, str]) -> str:
     return text
 
 
-def _producer(engine: Consulting, wf_id: int) -> str | None:
+def _producer(engine: Asking, wf_id: int) -> str | None:
     """The step whose implementation made the current candidate: where a rejection goes."""
     done = [
         e
@@ -173,7 +173,7 @@ def _producer(engine: Consulting, wf_id: int) -> str | None:
     return done[-1].step if done else None
 
 
-def _remove_worktrees(engine: Consulting, wf_id: int, name: str) -> None:
+def _remove_worktrees(engine: Asking, wf_id: int, name: str) -> None:
     """The step that asked for the image stops here: its worktree goes (the engine closes its
     running row as waiting, `DependencyWait.records`; it runs again after the decision)."""
     for row in engine.store.steps(wf_id):

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
 
-    from supervisor.policy.consulted import Consulting
+    from supervisor.gates.asking import Asking
     from supervisor.state.store import Workflow
 
 CONTEXT_KEY = "risk"
@@ -42,7 +42,7 @@ POLL_SECONDS = 1.0
 
 
 def assess(
-    engine: Consulting,
+    engine: Asking,
     wf: Workflow,
     name: str,
     ctx: dict[str, Any],
@@ -99,7 +99,7 @@ def summary(wf: Workflow) -> str:
     return f" (risk {judged['level']}: {'; '.join(judged.get('reasons', []))})"[:600]
 
 
-def timed_wait(engine: Consulting, wf: Workflow) -> bool:
+def timed_wait(engine: Asking, wf: Workflow) -> bool:
     """For a `notify_and_timeout` approval: notify, wait for a decision or the timeout, record
     the timeout's approval, and apply the decision as `resume` would. False when the waiting
     approval is not one that times out (the caller stops for a person as usual)."""
