@@ -65,8 +65,8 @@ WINGS: dict[str, Wing] = {
         "containers, egress, the credential proxy (the witness of every model call), adoption, "
         "gVisor",
         _public(
-            "adopt base docker egress engine_loss engine_version model_paths probed run_files "
-            "runtime warm"
+            "adopt base container_ops docker egress engine_loss engine_version model_paths probed "
+            "run_files runtime warm"
         ),
     ),
     "project": Wing(

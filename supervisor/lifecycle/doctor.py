@@ -325,21 +325,14 @@ def remember(path: Path, image_id: str, versions: dict[str, str | None]) -> None
 
 
 def _probe(client: object, image: str) -> dict[str, str | None]:
+    from supervisor.sandbox.container_ops import probe_output
+
     # Each CLI takes seconds to print its version (Node starting): asked at once, not in turn.
     probe = (
         " ".join(f"(echo {c}=$({c} --version 2>/dev/null | tail -n 1)) &" for c in ALL_CLIS)
         + " wait"
     )
-    output = client.containers.run(  # type: ignore[attr-defined]
-        image,
-        ["sh", "-c", probe],
-        remove=True,
-        network_mode="none",
-        user="65534:65534",
-        environment={"HOME": "/tmp"},
-        tmpfs={"/tmp": "rw,exec"},
-        read_only=True,
-    ).decode()
+    output = probe_output(client, image, probe)
     versions: dict[str, str | None] = {}
     for line in output.splitlines():
         name, _, value = line.partition("=")

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from supervisor.project.toolchain_resolve import Offer, Resolved, resolve, satisfies
 from supervisor.project.toolchains import Declaration, declarations, manager_pins
+from supervisor.sandbox.container_ops import probe_output
 
 if TYPE_CHECKING:
     import docker
@@ -104,18 +105,8 @@ def base_versions(client: docker.DockerClient, image: str) -> dict[str, str]:
 
 
 def _probe(client: docker.DockerClient, image: str) -> dict[str, str]:
-    output = client.containers.run(
-        image,
-        ["sh", "-c", PROBE],
-        remove=True,
-        network_mode="none",
-        user="65534:65534",
-        environment={"HOME": "/tmp"},
-        tmpfs={"/tmp": "rw,exec"},
-        read_only=True,
-        entrypoint=[],
-    )
-    lines = dict(line.split("=", 1) for line in output.decode().splitlines() if "=" in line)
+    output = probe_output(client, image, PROBE, entrypoint=[])
+    lines = dict(line.split("=", 1) for line in output.splitlines() if "=" in line)
     return {tool: value.strip().removeprefix("v") for tool, value in lines.items() if value.strip()}
 
 

@@ -126,3 +126,21 @@ class OverlayMountError(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+def probe_output(client: Any, image: str, script: str, **extra: Any) -> str:
+    """What `script` prints in a throw-away container of `image` with no network, as nobody, on
+    a read-only root with a tmpfs home: how the supervisor asks an image what it holds (CLI and
+    toolchain versions) without trusting anything in it with more. `extra`: run options."""
+    output = client.containers.run(
+        image,
+        ["sh", "-c", script],
+        remove=True,
+        network_mode="none",
+        user="65534:65534",
+        environment={"HOME": "/tmp"},
+        tmpfs={"/tmp": "rw,exec"},
+        read_only=True,
+        **extra,
+    )
+    return bytes(output).decode()
