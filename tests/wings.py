@@ -43,8 +43,8 @@ WINGS: dict[str, Wing] = {
         "durable, typed state: the schema, the store, the fast reader and writer, locks, leases; "
         "SQLite or PostgreSQL",
         _public(
-            "gate_history leases location locks postgres reader records runner_view schema "
-            "shared_lock status_label store writer"
+            "gate_history leases location locks postgres reader records registry runner_view "
+            "schema shared_lock status_label store web_tokens writer"
         ),
     ),
     "guard": Wing(

@@ -23,6 +23,7 @@ from supervisor.lifecycle.opening import (
     with_depth,
 )
 from supervisor.policy import approval_policy
+from supervisor.state import registry
 from supervisor.state.records import EventSpec
 
 if TYPE_CHECKING:
@@ -111,6 +112,7 @@ def create(task: Prepared, store: TaskRows) -> Workflow:
         **task.start,
     )
     CREATED.append(wf.id)
+    registry.remember(task.project.root)  # what `supervisor web` lists; never raises
     return wf
 
 
