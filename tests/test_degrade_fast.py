@@ -17,7 +17,7 @@ from supervisor.core.errors import ApprovalRequired, StepFailedError
 from supervisor.guard.trust import trust
 from supervisor.lifecycle import tasks
 from supervisor.policy.approvals import pending
-from supervisor.tui.data import step_shown
+from supervisor.views.monitor import step_shown
 from supervisor.views.render import workflows_table
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ from test_notify import Receiver, _workflow
 
 from supervisor.policy.notify import Notifier, RateLimitWatch
 from supervisor.state.store import EventSpec, Store
-from supervisor.tui.data import Monitor
+from supervisor.views.monitor import Monitor
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -19,7 +19,7 @@ from supervisor.guard.trust import trust
 from supervisor.lifecycle import tasks
 from supervisor.policy.budgets import BudgetExceeded
 from supervisor.sandbox.standin import answer
-from supervisor.tui.data import to_approve
+from supervisor.views.monitor import to_approve
 
 if TYPE_CHECKING:
     from collections.abc import Callable

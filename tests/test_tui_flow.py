@@ -19,7 +19,7 @@ from supervisor.state.store import EventSpec, Store
 from supervisor.tui import keys
 from supervisor.tui.app import TASK_SHOWN, SupervisorTui
 from supervisor.tui.approval import ApprovalScreen, OfferResume
-from supervisor.tui.data import resumable, status_shown
+from supervisor.views.monitor import resumable, status_shown
 
 if TYPE_CHECKING:
     from collections.abc import Callable

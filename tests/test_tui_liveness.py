@@ -18,7 +18,7 @@ from textual.widgets import DataTable
 
 from supervisor.state.locks import task_lock
 from supervisor.state.store import Store
-from supervisor.tui.data import elapsed
+from supervisor.views.monitor import elapsed
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -25,6 +25,7 @@ from supervisor.cli import (
     sandbox_commands,
     scaleout,
     submission,
+    web_command,
 )
 from supervisor.cli.common import (
     IdArgument,
@@ -475,6 +476,7 @@ app.add_typer(roles_config.roles_app, name="roles")
 app.add_typer(role_commands.role_app, name="role")
 app.add_typer(roles_config.config_app, name="config")
 app.add_typer(sandbox_commands.sandbox_app, name="sandbox")
+app.add_typer(web_command.web_app, name="web")
 project_commands.register(app)  # init, context, analyze-deps, doctor, metrics, demo, setup
 app.command("worker")(scaleout.worker)
 help_text.arrange(app)  # panels, examples, exit codes (supervisor/cli/help_text.py)

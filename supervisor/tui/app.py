@@ -1,7 +1,7 @@
 """`supervisor tui`: watch the repository's workflows, decide their approvals with the change in
 front of you, and resume them.
 
-It only reads the state database (supervisor.tui.data), so it can be opened and closed while a
+It only reads the state database (supervisor.views.monitor), so it can be opened and closed while a
 task runs in another terminal and never holds a lock the task waits for. The writes are a
 decision, through `supervisor.lifecycle.task_state.decide` (the code of `supervisor approve` /
 `reject`), and starting `supervisor resume` as its own process (supervisor.tui.resume). Textual is
@@ -34,7 +34,7 @@ from supervisor.tui.panes import Marked
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from supervisor.tui.data import Detail, Monitor, Row
+    from supervisor.views.monitor import Detail, Monitor, Row
     from supervisor.tui.resume import Resuming
 
 BELL_ON = ("awaiting_approval", "budget_exceeded", "rate_limited", "failed", "completed")
@@ -124,7 +124,7 @@ class SupervisorTui(App[None]):
         self.run_worker(self._first_read, name="load", thread=True, exit_on_error=False)
 
     def _first_read(self) -> Snapshot:
-        from supervisor.tui.data import Monitor
+        from supervisor.views.monitor import Monitor
 
         self.monitor = Monitor(self.db)
         return self._read()
@@ -277,7 +277,7 @@ class SupervisorTui(App[None]):
             return
         from supervisor.guard.textsafe import visible
         from supervisor.tui.approval import ApprovalScreen
-        from supervisor.tui.data import DECIDED, to_approve
+        from supervisor.views.monitor import DECIDED, to_approve
 
         status = self.statuses.get(self.selected)
         if status == "budget_exceeded":
@@ -336,7 +336,7 @@ class SupervisorTui(App[None]):
         self.push_screen(OfferResume(said, wf_id), answered)
 
     def action_resume(self) -> None:
-        from supervisor.tui.data import resumable
+        from supervisor.views.monitor import resumable
 
         wf_id = self.selected
         if wf_id is None:

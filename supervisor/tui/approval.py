@@ -26,7 +26,7 @@ from supervisor.tui.panes import Marked
 if TYPE_CHECKING:
     from textual.app import ComposeResult
 
-    from supervisor.tui.data import ToApprove
+    from supervisor.views.monitor import ToApprove
 
 SEND = "Enter sends, Escape cancels."
 

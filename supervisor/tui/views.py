@@ -1,4 +1,4 @@
-"""What the TUI's panes show, as rich renderables built from supervisor.tui.data's records.
+"""What the TUI's panes show, as rich renderables built from supervisor.views.monitor's records.
 
 Names (steps, roles, statuses, components) are laid out one entry a line, each name an unbroken
 word: at 80×24 a table of four columns in a 36-column pane folded `implementer` into `implem` /
@@ -19,7 +19,7 @@ from supervisor.views.render import STATUS_STYLE
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-    from supervisor.tui.data import Detail
+    from supervisor.views.monitor import Detail
 
 STYLE = {
     **STATUS_STYLE,

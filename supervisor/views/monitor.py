@@ -1,6 +1,7 @@
-"""What the TUI shows, read from the state database and git without Textual.
+"""What the TUI and the web dashboard show of a repository's tasks, read from the state database
+and git, without Textual or a web stack.
 
-The TUI must never block a running task, so it only reads: the database through the read-only
+A face must never block a running task, so it only reads: the database through the read-only
 sqlite3 reader (supervisor.state.reader), git with hooks and external diff/textconv drivers off and
 the candidate read as data (blobs through `git diff`), never a worktree's files. Refreshing is
 incremental: usage totals are summed once, then only events newer than the last one seen are
