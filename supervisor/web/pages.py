@@ -146,9 +146,21 @@ async def decide(request: Request) -> Response:
         )
     except SupervisorError as e:
         return _back(repo, wf_id, f"{e.message} {e.hint}")
-    return await _resumed(
-        repo, wf_id, {"approve": "Approved", "reject": "Rejected"}.get(str(action), "Budget raised")
-    )
+    if action == "approve" and await run_in_threadpool(_still_pending, repo, wf_id):
+        said = "Your approval is recorded; the policy needs more approvers before it goes on."
+        return _back(repo, wf_id, said)
+    done = {"approve": "Approved", "reject": "Rejected"}.get(str(action), "Budget raised")
+    return await _resumed(repo, wf_id, done)
+
+
+def _still_pending(repo: Repository, wf_id: int) -> bool:
+    """Whether an approval that needs several people still waits for others: then there is
+    nothing for a resume to do yet."""
+    from supervisor.lifecycle.task_state import reading
+
+    with reading(repo.root) as state:
+        approval = state.latest_approval(wf_id)
+    return approval is not None and approval.status == "pending"
 
 
 async def resume(request: Request) -> Response:
