@@ -4,12 +4,14 @@ TestClient speaks to the ASGI app itself, as the browser would (Host, Origin, co
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import subprocess
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from starlette.testclient import TestClient
 from test_tui import make_repo
 
+from supervisor.lifecycle.detached import Detached
 from supervisor.web.app import Dashboard, create_app
 from supervisor.web.board import Board, key_of
 from supervisor.web.guard import Bound
@@ -28,6 +30,9 @@ class Served:
     waiting: int
     dashboard: Dashboard
     client: TestClient
+    resumed: list[int] = field(default_factory=list)
+    """The tasks whose `resume` the dashboard started (a stand-in: the browser spec starts the
+    real one)."""
 
     @property
     def key(self) -> str:
@@ -62,4 +67,12 @@ def served(
     dashboard = Dashboard(bound, Sessions(personal=personal), Board(fixed=[root]))
     scheme = "https" if tls else "http"
     client = TestClient(create_app(dashboard), base_url=f"{scheme}://127.0.0.1:8765")
-    return Served(root, waiting, dashboard, client)
+    s = Served(root, waiting, dashboard, client)
+
+    def resume(wf_id: int, repo: Path) -> Detached:
+        assert repo == root.resolve()
+        s.resumed.append(wf_id)
+        return Detached(wf_id, subprocess.Popen(["true"]), root / ".supervisor" / "resume.log")
+
+    dashboard.resume = resume
+    return s

@@ -17,6 +17,8 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from supervisor.lifecycle.detached import Detached
+from supervisor.lifecycle.detached import resume as detached_resume
 from supervisor.web import pages, stream
 from supervisor.web.board import Board
 from supervisor.web.guard import Bound, Guard
@@ -24,6 +26,8 @@ from supervisor.web.render import highlight_css, page
 from supervisor.web.sessions import COOKIE, Session, Sessions
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from starlette.requests import Request
 
 STATIC = Path(__file__).parent / "static"
@@ -38,6 +42,8 @@ class Dashboard:
     board: Board = field(default_factory=Board)
     team: bool = False
     """A shared database (state.url): personal tokens, and approvals under their emails."""
+    resume: Callable[[int, Path], Detached] = field(default=detached_resume)
+    """How a decided task goes on: `supervisor resume <id>`, detached (the TUI's way)."""
 
 
 def create_app(dashboard: Dashboard) -> Starlette:

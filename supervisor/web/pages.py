@@ -150,7 +150,7 @@ async def decide(request: Request) -> Response:
         said = "Your approval is recorded; the policy needs more approvers before it goes on."
         return _back(repo, wf_id, said)
     done = {"approve": "Approved", "reject": "Rejected"}.get(str(action), "Budget raised")
-    return await _resumed(repo, wf_id, done)
+    return await _resumed(request, repo, wf_id, done)
 
 
 def _still_pending(repo: Repository, wf_id: int) -> bool:
@@ -168,14 +168,14 @@ async def resume(request: Request) -> Response:
     if isinstance(found, Response):
         return found
     _, repo, _ = found
-    return await _resumed(repo, int(request.path_params["wf_id"]), "Resuming")
+    return await _resumed(request, repo, int(request.path_params["wf_id"]), "Resuming")
 
 
-async def _resumed(repo: Repository, wf_id: int, done: str) -> Response:
-    from supervisor.lifecycle.detached import resume as detached
+async def _resumed(request: Request, repo: Repository, wf_id: int, done: str) -> Response:
+    from supervisor.web.app import dashboard_of
 
     try:
-        run = await run_in_threadpool(detached, wf_id, repo.root)
+        run = await run_in_threadpool(dashboard_of(request).resume, wf_id, repo.root)
     except SupervisorError as e:
         return _back(repo, wf_id, f"{done}; the resume did not start: {e.message} {e.hint}")
     return _back(repo, wf_id, f"{done}; `supervisor resume {wf_id}` runs (log: {run.log.name}).")
