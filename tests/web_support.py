@@ -4,8 +4,13 @@ TestClient speaks to the ASGI app itself, as the browser would (Host, Origin, co
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import subprocess
+import threading
+import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from starlette.testclient import TestClient
@@ -18,8 +23,7 @@ from supervisor.web.guard import Bound
 from supervisor.web.sessions import Sessions
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-    from pathlib import Path
+    from collections.abc import Callable, Iterator
 
 ORIGIN = "http://127.0.0.1:8765"
 
@@ -76,3 +80,60 @@ def served(
 
     dashboard.resume = resume
     return s
+
+
+@contextlib.contextmanager
+def live(dashboard_for: Callable[[int], Dashboard]) -> Iterator[tuple[Dashboard, str]]:
+    """The dashboard served by uvicorn on a free loopback port, as `supervisor web` serves it
+    (supervisor/web/serve.py: the socket bound first, the dashboard told its port); yields it
+    and its origin."""
+    import uvicorn
+
+    from supervisor.web.serve import Options, listening
+
+    sock = listening(Options(repo=Path(), port=0))
+    dashboard = dashboard_for(sock.getsockname()[1])
+    config = uvicorn.Config(create_app(dashboard), log_level="warning", timeout_graceful_shutdown=1)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            assert thread.is_alive(), "the dashboard did not start (uvicorn's log above)"
+            time.sleep(0.01)
+        yield dashboard, dashboard.bound.origin
+    finally:
+        server.should_exit = True
+        thread.join()
+        sock.close()
+
+
+def cookie_for(origin: str, token: str) -> str:
+    """Signs in with `token` over real HTTP; the session's cookie, as a Cookie header has it."""
+    answer = request(origin, "GET", f"/?token={token}")
+    assert answer.status == 303, answer.status
+    return answer.getheader("set-cookie", "").split(";")[0]
+
+
+def request(
+    origin: str, method: str, path: str, headers: dict[str, str] | None = None
+) -> http.client.HTTPResponse:
+    """One request over a new connection; the answer is left unread (a stream stays open)."""
+    host, port = origin.removeprefix("http://").rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    conn.request(method, path, headers=headers or {})
+    return conn.getresponse()
+
+
+def sse(answer: http.client.HTTPResponse) -> Iterator[dict[str, str]]:
+    """The server-sent events of a stream, one dict (id, event, data) each, comments skipped."""
+    found: dict[str, str] = {}
+    while line := answer.fp.readline():
+        text = line.decode().rstrip("\r\n")
+        if not text:
+            if found:
+                yield found
+            found = {}
+        elif not text.startswith(":"):
+            name, _, value = text.partition(":")
+            found[name] = value.removeprefix(" ")
