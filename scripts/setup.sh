@@ -74,6 +74,9 @@ missing=()
 command -v git >/dev/null || missing+=(git)
 command -v make >/dev/null || missing+=(make)
 command -v tmux >/dev/null || missing+=(tmux)  # tests/test_tui_tmux.py: the TUI in a real terminal
+# The web dashboard's browser specs (tests/browser_support.py: Playwright drives Debian's
+# Chromium); a checkout only, an installed supervisor needs no browser.
+[ ! -f pyproject.toml ] || command -v chromium >/dev/null || missing+=(chromium)
 { command -v dockerd >/dev/null && command -v docker >/dev/null; } || missing+=(docker.io)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
 # python3-venv is needed only to create .venv (Debian's python3 lacks ensurepip without it).

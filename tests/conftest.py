@@ -55,6 +55,7 @@ from supervisor.fakeapi import ScriptedModelServer, load_script
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
+pytest_plugins = ["browser_support"]  # browser, browser_context, page, serve_app (web specs)
 
 LONG_FILES = frozenset(
     {
