@@ -125,6 +125,14 @@ def page(browser_context: BrowserContext) -> Page:
 def serving(app: ASGIApp) -> Iterator[str]:
     """Serve `app` with uvicorn on a free port of 127.0.0.1 in a background thread; yields the
     base URL (no trailing slash) once the server listens, and stops it on leaving."""
+    with serving_for(lambda _port: app) as base:
+        yield base
+
+
+@contextlib.contextmanager
+def serving_for(app_for: Callable[[int], ASGIApp]) -> Iterator[str]:
+    """`serving`, for an app that must know its port before it serves (the dashboard answers
+    only to the address it is bound to): `app_for(port)` makes it."""
     import uvicorn
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -132,7 +140,7 @@ def serving(app: ASGIApp) -> Iterator[str]:
     sock.bind(("127.0.0.1", 0))  # bound here and handed over: no race for the port
     port = sock.getsockname()[1]
     config = uvicorn.Config(
-        app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=5
+        app_for(port), host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=5
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(

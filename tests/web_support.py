@@ -7,12 +7,11 @@ from __future__ import annotations
 import contextlib
 import http.client
 import subprocess
-import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from browser_support import serving_for
 from starlette.testclient import TestClient
 from test_tui import make_repo
 
@@ -24,6 +23,8 @@ from supervisor.web.sessions import Sessions
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
+
+    from starlette.types import ASGIApp
 
 ORIGIN = "http://127.0.0.1:8765"
 
@@ -84,28 +85,16 @@ def served(
 
 @contextlib.contextmanager
 def live(dashboard_for: Callable[[int], Dashboard]) -> Iterator[tuple[Dashboard, str]]:
-    """The dashboard served by uvicorn on a free loopback port, as `supervisor web` serves it
-    (supervisor/web/serve.py: the socket bound first, the dashboard told its port); yields it
-    and its origin."""
-    import uvicorn
+    """The dashboard served by uvicorn on a free loopback port, told its port before it serves
+    (as supervisor/web/serve.py binds first); yields it and its origin."""
+    made: list[Dashboard] = []
 
-    from supervisor.web.serve import Options, listening
+    def app_for(port: int) -> ASGIApp:
+        made.append(dashboard_for(port))
+        return create_app(made[0])
 
-    sock = listening(Options(repo=Path(), port=0))
-    dashboard = dashboard_for(sock.getsockname()[1])
-    config = uvicorn.Config(create_app(dashboard), log_level="warning", timeout_graceful_shutdown=1)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        while not server.started:
-            assert thread.is_alive(), "the dashboard did not start (uvicorn's log above)"
-            time.sleep(0.01)
-        yield dashboard, dashboard.bound.origin
-    finally:
-        server.should_exit = True
-        thread.join()
-        sock.close()
+    with serving_for(app_for) as origin:
+        yield made[0], origin
 
 
 def cookie_for(origin: str, token: str) -> str:
