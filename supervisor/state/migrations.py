@@ -177,6 +177,19 @@ MIGRATIONS.append(
     )
 )
 
+# `supervisor web`'s personal sign-in tokens in team mode (supervisor/state/web_tokens.py): the
+# sha256 digest of each, never the token, unique so that a lookup finds at most one person.
+WEB_TOKENS_TABLE = """CREATE TABLE IF NOT EXISTS web_tokens (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    email VARCHAR NOT NULL,
+    digest VARCHAR NOT NULL,
+    created_at DATETIME NOT NULL,
+    revoked_at DATETIME,
+    last_used_at DATETIME
+)"""
+WEB_TOKENS_INDEX = "CREATE UNIQUE INDEX IF NOT EXISTS ux_web_tokens_digest ON web_tokens (digest)"
+MIGRATIONS.append((6, "web sign-in tokens", [WEB_TOKENS_TABLE, WEB_TOKENS_INDEX]))
+
 LATEST_VERSION = MIGRATIONS[-1][0]
 
 

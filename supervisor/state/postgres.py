@@ -129,6 +129,17 @@ PG_MIGRATIONS: dict[int, list[str]] = {
         "ON events (workflow_id, input_tokens, output_tokens, cost_usd)"
     ],
     5: ["CREATE INDEX IF NOT EXISTS ix_events_type ON events (workflow_id, type, id)"],
+    6: [
+        """CREATE TABLE IF NOT EXISTS web_tokens (
+            id SERIAL PRIMARY KEY,
+            email VARCHAR NOT NULL,
+            digest VARCHAR NOT NULL,
+            created_at TIMESTAMP WITH TIME ZONE NOT NULL,
+            revoked_at TIMESTAMP WITH TIME ZONE,
+            last_used_at TIMESTAMP WITH TIME ZONE
+        )""",
+        "CREATE UNIQUE INDEX IF NOT EXISTS ux_web_tokens_digest ON web_tokens (digest)",
+    ],
 }
 
 MIGRATIONS_TABLE = (

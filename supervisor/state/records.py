@@ -138,6 +138,18 @@ class LeaseRow:
     expires_at: float
 
 
+class WebTokenRow:
+    """A personal sign-in token of `supervisor web` in team mode (supervisor/state/web_tokens.py):
+    only the token's sha256 digest is kept, so the database never holds what signs a person in."""
+
+    id: RowId
+    email: str
+    digest: str  # unique (schema.py, the migration's index)
+    created_at: datetime
+    revoked_at: datetime | None
+    last_used_at: datetime | None
+
+
 class MigrationRow:
     version: Annotated[int, Mark.KEY]
     name: str
@@ -180,5 +192,6 @@ TABLES: dict[str, type] = {
     "approvals": ApprovalRow,
     "invocations": InvocationRow,
     "leases": LeaseRow,
+    "web_tokens": WebTokenRow,
 }
 """Every table of the state database and its row."""
