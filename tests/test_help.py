@@ -24,7 +24,7 @@ from rich.cells import cell_len
 from supervisor.cli.app import app
 
 GOLDEN = Path(__file__).parent / "golden"
-GROUPS = ["", "roles", "role", "config", "sandbox"]
+GROUPS = ["", "roles", "role", "config", "sandbox", "web"]
 
 
 def commands() -> list[list[str]]:
@@ -124,7 +124,9 @@ def test_usage_and_options_name_what_to_type() -> None:
     for path in commands():
         out = shown(path, 120)
         usage = next(line for line in out.splitlines() if "Usage:" in line)
-        said = noise.findall(out) + [w for w in usage.split()[4:] if re.search("[a-z]", w)]
+        said = noise.findall(out) + [
+            w for w in usage.split()[2 + len(path) :] if re.search("[a-z]", w)
+        ]
         if said and path:
             found[" ".join(path)] = said
     assert found == {}

@@ -11,8 +11,8 @@ from test_tui import make_repo
 from web_support import cookie_for, live, request, sse
 
 from supervisor.state.store import EventSpec, Store
-from supervisor.web.app import Dashboard
 from supervisor.web.board import Board, key_of
+from supervisor.web.dashboard import Dashboard
 from supervisor.web.guard import Bound
 from supervisor.web.sessions import Sessions
 

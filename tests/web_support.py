@@ -16,8 +16,9 @@ from starlette.testclient import TestClient
 from test_tui import make_repo
 
 from supervisor.lifecycle.detached import Detached
-from supervisor.web.app import Dashboard, create_app
+from supervisor.web.app import create_app
 from supervisor.web.board import Board, key_of
+from supervisor.web.dashboard import Dashboard
 from supervisor.web.guard import Bound
 from supervisor.web.sessions import Sessions
 

@@ -134,7 +134,7 @@ WINGS: dict[str, Wing] = {
     "views": Wing(
         14,
         "what a person sees of a task, shared by the faces: detail, work tree, listings, tables",
-        _public("detail facts listing listings render tables"),
+        _public("detail facts listing listings monitor render tables"),
     ),
     "tui": Wing(
         15, "the terminal screen (Textual): workflows, their tree, approvals", _public("app keys")
@@ -144,6 +144,12 @@ WINGS: dict[str, Wing] = {
         "the MCP server (the official SDK, over stdio): an agent session starts and watches tasks "
         "through tools that never approve, trust or configure",
         _public("server"),
+    ),
+    "web": Wing(
+        15,
+        "the dashboard in a browser (Starlette, server-sent events): every task of every "
+        "repository, live, with approvals; signed in, same-origin only",
+        _public("serve"),
     ),
     "cli": Wing(
         16, "the command line (typer): parses, calls the lifecycle, renders", _public("entry")

@@ -32,6 +32,7 @@ PANELS = {
     "events": EVERYDAY,
     "tui": EVERYDAY,
     "mcp": EVERYDAY,
+    "web": EVERYDAY,
     "complete-task": EVERYDAY,
     "abandon": EVERYDAY,
     "demo": EVERYDAY,

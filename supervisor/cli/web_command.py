@@ -13,13 +13,16 @@ from typing import Annotated
 import typer
 
 from supervisor.cli.common import RepoOption
+from supervisor.cli.web_tokens import token_app
 
 WEB_HELP = (
     "Serve a dashboard of every task in a browser: a live board, each workflow's tree, events "
-    "and diff, and approvals. Loopback only unless --host is given."
+    "and diff, and approvals. Loopback only unless --host is given. Its first line is the "
+    "address to open; `web token` makes personal sign-in tokens for a team."
 )
 
 web_app = typer.Typer(help=WEB_HELP, invoke_without_command=True)
+web_app.add_typer(token_app, name="token")
 
 
 @web_app.callback()
@@ -27,9 +30,14 @@ def web(
     ctx: typer.Context,
     repo: RepoOption = Path(),
     host: Annotated[
-        str, typer.Option("--host", help="The address to listen on, and the only name answered.")
+        str,
+        typer.Option(
+            "--host", metavar="NAME", help="The address to listen on, and the only name answered."
+        ),
     ] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="The port (0: a free one).")] = 8765,
+    port: Annotated[
+        int, typer.Option("--port", metavar="N", help="The port (0: a free one).")
+    ] = 8765,
     no_open: Annotated[
         bool, typer.Option("--no-open", help="Print the address; do not open a browser.")
     ] = False,

@@ -7,7 +7,6 @@ signed-in person as its approver; reading is the TUI's reading (supervisor/views
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,33 +16,16 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from supervisor.lifecycle.detached import Detached
-from supervisor.lifecycle.detached import resume as detached_resume
 from supervisor.web import pages, stream
-from supervisor.web.board import Board
-from supervisor.web.guard import Bound, Guard
+from supervisor.web.dashboard import Dashboard, dashboard_of, signed_in, with_session
+from supervisor.web.guard import Guard
 from supervisor.web.render import highlight_css, page
-from supervisor.web.sessions import COOKIE, Session, Sessions
+from supervisor.web.sessions import COOKIE, csrf_matches
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from starlette.requests import Request
 
 STATIC = Path(__file__).parent / "static"
-
-
-@dataclass
-class Dashboard:
-    """What one server holds: where it listens, who is signed in, what it shows."""
-
-    bound: Bound
-    sessions: Sessions
-    board: Board = field(default_factory=Board)
-    team: bool = False
-    """A shared database (state.url): personal tokens, and approvals under their emails."""
-    resume: Callable[[int, Path], Detached] = field(default=detached_resume)
-    """How a decided task goes on: `supervisor resume <id>`, detached (the TUI's way)."""
 
 
 def create_app(dashboard: Dashboard) -> Starlette:
@@ -67,29 +49,6 @@ def create_app(dashboard: Dashboard) -> Starlette:
     return app
 
 
-def dashboard_of(request: Request) -> Dashboard:
-    found: Dashboard = request.app.state.dashboard
-    return found
-
-
-def signed_in(request: Request) -> Session | None:
-    return dashboard_of(request).sessions.of(request.cookies.get(COOKIE))
-
-
-def with_session(response: Response, request: Request, session: Session) -> Response:
-    """The session cookie: HttpOnly (no script reads it), SameSite=Strict (no other site's page
-    sends it), Secure over TLS."""
-    response.set_cookie(
-        COOKIE,
-        session.id,
-        httponly=True,
-        samesite="strict",
-        secure=dashboard_of(request).bound.tls,
-        path="/",
-    )
-    return response
-
-
 async def login_form(request: Request) -> Response:
     return HTMLResponse(page("login.html", session=None, said=None))
 
@@ -107,8 +66,6 @@ async def logout(request: Request) -> Response:
     session = signed_in(request)
     if session is not None:
         form = await request.form(max_files=0, max_fields=4, max_part_size=4096)
-        from supervisor.web.sessions import csrf_matches
-
         if not csrf_matches(session, str(form.get("csrf") or "")):
             return PlainTextResponse("Refused: the form's CSRF token is missing or wrong.", 403)
         dashboard_of(request).sessions.sign_out(session.id)

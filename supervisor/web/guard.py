@@ -29,11 +29,14 @@ HEADERS = (
     (b"content-security-policy", POLICY.encode()),
     (b"x-content-type-options", b"nosniff"),
     (b"x-frame-options", b"DENY"),
-    (b"referrer-policy", b"no-referrer"),
+    (b"referrer-policy", b"same-origin"),
     (b"cache-control", b"no-store"),
     (b"cross-origin-opener-policy", b"same-origin"),
     (b"cross-origin-resource-policy", b"same-origin"),
 )
+"""`Referrer-Policy: same-origin`, not `no-referrer`: under `no-referrer` Chromium sends
+`Origin: null` with the page's own form posts, which the Origin check must refuse (the browser
+spec found it); a link to elsewhere still carries no referrer."""
 SAFE_METHODS = frozenset({"GET", "HEAD"})
 
 

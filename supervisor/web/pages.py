@@ -15,6 +15,7 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 
 from supervisor.core.errors import SupervisorError
 from supervisor.views import listings
+from supervisor.web.dashboard import dashboard_of, repository_of, signed_in, with_session
 from supervisor.web.render import page
 from supervisor.web.sessions import Session, csrf_matches
 
@@ -38,22 +39,20 @@ REASON = 2_000
 
 
 def _signed_in(request: Request) -> Session | Response:
-    from supervisor.web.app import dashboard_of, signed_in, with_session
-
     token = request.query_params.get("token")
     if token is not None and request.method == "GET":
+        rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
+        to = RedirectResponse(request.url.path + (f"?{urlencode(rest)}" if rest else ""), 303)
+        if signed_in(request) is not None:  # the address opened again: already signed in
+            return to
         session = dashboard_of(request).sessions.sign_in(token)
         if session is None:
             return RedirectResponse("/login", status_code=303)
-        rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
-        to = request.url.path + (f"?{urlencode(rest)}" if rest else "")
-        return with_session(RedirectResponse(to, status_code=303), request, session)
+        return with_session(to, request, session)
     return signed_in(request) or RedirectResponse("/login", status_code=303)
 
 
 async def board(request: Request) -> Response:
-    from supervisor.web.app import dashboard_of
-
     session = _signed_in(request)
     if isinstance(session, Response):
         return session
@@ -78,19 +77,13 @@ async def board(request: Request) -> Response:
     )
 
 
-def _repository(request: Request) -> Repository | None:
-    from supervisor.web.app import dashboard_of
-
-    return dashboard_of(request).board.repository(request.path_params["key"])
-
-
 async def workflow(request: Request) -> Response:
     from supervisor.web.workflow_view import work_tree, workflow_page
 
     session = _signed_in(request)
     if isinstance(session, Response):
         return session
-    repo = await run_in_threadpool(_repository, request)
+    repo = await run_in_threadpool(repository_of, request)
     if repo is None:
         return PlainTextResponse("No such repository on this dashboard.", status_code=404)
     try:
@@ -172,8 +165,6 @@ async def resume(request: Request) -> Response:
 
 
 async def _resumed(request: Request, repo: Repository, wf_id: int, done: str) -> Response:
-    from supervisor.web.app import dashboard_of
-
     try:
         run = await run_in_threadpool(dashboard_of(request).resume, wf_id, repo.root)
     except SupervisorError as e:
@@ -190,15 +181,13 @@ def _back(repo: Repository, wf_id: int, said: str) -> Response:
 async def _checked(request: Request) -> tuple[Session, Repository, dict[str, str]] | Response:
     """The signed-in session, the repository and the form of a state-changing request whose
     CSRF token matches (its Origin was checked by the guard)."""
-    from supervisor.web.app import signed_in
-
     session = signed_in(request)
     if session is None:
         return PlainTextResponse("Refused: sign in first.", status_code=403)
     form = await request.form(max_files=0, max_fields=8, max_part_size=8192)
     if not csrf_matches(session, str(form.get("csrf") or "")):
         return PlainTextResponse("Refused: the form's CSRF token is missing or wrong.", 403)
-    repo = await run_in_threadpool(_repository, request)
+    repo = await run_in_threadpool(repository_of, request)
     if repo is None:
         return PlainTextResponse("No such repository on this dashboard.", status_code=404)
     return session, repo, {k: str(v) for k, v in form.items()}

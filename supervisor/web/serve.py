@@ -16,15 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from supervisor.core.errors import SupervisorError
+from supervisor.core.errors import SupervisorError, UsageError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from supervisor.web.app import Dashboard
+    from supervisor.web.dashboard import Dashboard
 
 
-class WebOptionError(SupervisorError, ValueError):
+class WebOptionError(UsageError):
     """`supervisor web` was asked to listen where it must not, or how it cannot."""
 
 
@@ -96,8 +96,8 @@ def listening(options: Options) -> socket.socket:
 def dashboard_for(options: Options, port: int) -> Dashboard:
     from supervisor.lifecycle.task_state import git_email
     from supervisor.state.location import state_url
-    from supervisor.web.app import Dashboard
     from supervisor.web.board import Board
+    from supervisor.web.dashboard import Dashboard
     from supervisor.web.guard import Bound
     from supervisor.web.sessions import Sessions
 

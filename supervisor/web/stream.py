@@ -20,6 +20,7 @@ from starlette.responses import PlainTextResponse, Response
 
 from supervisor.core.errors import SupervisorError
 from supervisor.views import listings
+from supervisor.web.dashboard import dashboard_of, repository_of, signed_in
 from supervisor.web.render import cells
 
 if TYPE_CHECKING:
@@ -76,12 +77,9 @@ def _new(
 
 
 async def events(request: Request) -> Response:
-    from supervisor.web.app import signed_in
-    from supervisor.web.pages import _repository
-
     if signed_in(request) is None:
         return PlainTextResponse("Refused: sign in first.", status_code=403)
-    repo = await run_in_threadpool(_repository, request)
+    repo = await run_in_threadpool(repository_of, request)
     if repo is None:
         return PlainTextResponse("No such repository on this dashboard.", status_code=404)
     wf_id = int(request.path_params["wf_id"])
@@ -109,8 +107,6 @@ async def events(request: Request) -> Response:
 
 
 async def board(request: Request) -> Response:
-    from supervisor.web.app import dashboard_of, signed_in
-
     if signed_in(request) is None:
         return PlainTextResponse("Refused: sign in first.", status_code=403)
     shown = dashboard_of(request).board
