@@ -1,6 +1,6 @@
 """Everything the workflow page shows, read once per request: the detail `status <id>` shows
-(supervisor/views/detail.py), each worker run's CLI, model, time and cost, the depth verdict,
-the latest events, the gates' results, the reviews, and the candidate's diff per file.
+(supervisor/views/detail.py, the depth verdict among it), each worker run's CLI, model, time and
+cost, the latest events, the gates' results, the reviews, and the candidate's diff per file.
 
 Reads only, as the TUI does: the state through the read-only reader (or the shared store), git
 with hooks and drivers off on blobs, never a worktree's files.
@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from supervisor.core import depth_view
 from supervisor.lifecycle import task_state
 from supervisor.lifecycle.diffs import changed_files, diff_text, head_of
 from supervisor.state.reader import StateReader
@@ -65,7 +64,6 @@ class WorkflowPage:
     shown: details.Detail
     status: str
     runs: list[Run]
-    depth: dict[str, Any] | None
     events: list[Event]
     gates: list[GateResult]
     reviews: list[Review]
@@ -109,7 +107,6 @@ def workflow_page(repo: Repository, wf_id: int) -> WorkflowPage:
         shown,
         status_shown(wf, decided, supervised),
         runs,
-        depth_view.summary(wf.context),
         recent,
         [_gate(e) for e in judged if e.type == "gate"],
         _reviews([e for e in judged if e.type == "review"]),
