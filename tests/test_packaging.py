@@ -124,9 +124,13 @@ def test_a_wheel_in_a_fresh_venv_sets_up_and_runs_the_demo_outside_the_checkout(
     assert "installing" not in again and "building" not in again, f"setup redid work:\n{again}"
 
     phase("setup again")
-    demo = run([supervisor, "demo"], elsewhere, env, 900)
+    kept = tmp_path / "demo"
+    demo = run([supervisor, "demo", "--keep", str(kept)], elsewhere, env, 900)
     assert "workflow 1 completed" in demo, demo[-3000:]
     phase("demo")
+    board = web_board(supervisor, elsewhere, env)  # the registry found the demo's repository
+    assert "Implement add() and multiply()" in board and ">completed<" in board
+    phase("web")
     print(f"wheel build, install, setup and demo: {time.monotonic() - started:.0f} s: {phases}")
 
 
@@ -190,3 +194,35 @@ def test_a_checkout_of_a_lock_file_installed_before_copies_that_tree_instead_of_
     assert not (source / ".node_modules.partial").exists()
     again = run(["bash", "scripts/setup.sh"], source, env, 300)
     assert "copying" not in again and "installing Repomix" not in again  # stamped: no work
+
+
+def web_board(supervisor: str, cwd: Path, env: dict[str, str]) -> str:
+    """`supervisor web` of the installed package, signed in with its printed token: the board's
+    page, once its script and stylesheet (package data) were served too."""
+    import http.client
+    import re
+    import signal
+
+    web = subprocess.Popen(
+        [supervisor, "web", "--port", "0", "--no-open"], cwd=cwd, env=env, text=True,
+        stdout=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert web.stdout is not None
+        url = web.stdout.readline().strip()
+        found = re.fullmatch(r"http://127\.0\.0\.1:(\d+)/\?token=([\w-]+)", url)
+        assert found, url
+
+        def get(path: str, cookie: str = "") -> http.client.HTTPResponse:
+            conn = http.client.HTTPConnection("127.0.0.1", int(found[1]), timeout=60)
+            conn.request("GET", path, headers={"cookie": cookie} if cookie else {})
+            return conn.getresponse()
+
+        signed = get(f"/?token={found[2]}")
+        cookie = signed.getheader("set-cookie", "").split(";")[0]
+        for asset in ("/static/app.js", "/static/app.css"):
+            assert get(asset, cookie).status == 200, asset
+        return get("/", cookie).read().decode()
+    finally:
+        web.send_signal(signal.SIGTERM)
+        web.wait(timeout=30)
