@@ -107,6 +107,17 @@ def write_workflow(repo: Path, yaml_text: str) -> None:
     (repo / ".supervisor" / "workflow.yaml").write_text(yaml_text)
 
 
+PLAN_APPROVAL = (
+    "workflow:\n  initial_step: plan\n  steps:\n"
+    "    plan: {role: planner, next: implement, human_approval: true}\n"
+    "    implement: {role: implementer, next: test}\n"
+    "    test: {gate: test, next: review, on_fail: implement}\n"
+    "    review: {role: reviewer, next: commit, on_reject: implement}\n"
+    "    commit: {action: commit}\n"
+)
+"""The pipeline with a person's approval of the plan: the faces' specs (TUI, web) approve it."""
+
+
 GOOD_CALC = """def add(a, b):
     return a + b
 

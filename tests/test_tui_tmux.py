@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from e2e_support import (
     GOOD_CALC,
+    PLAN_APPROVAL,
     implementer,
     missing,
     new_repo,
@@ -105,15 +106,7 @@ def test_approving_in_the_tui_and_resuming_from_it_finishes_the_task(
     user = tmp_path / "user"
     user.mkdir(exist_ok=True)
     (user / "config.yaml").write_text(f"notifications:\n  webhook: {hook.url}\n")
-    write_workflow(
-        repo,
-        "workflow:\n  initial_step: plan\n  steps:\n"
-        "    plan: {role: planner, next: implement, human_approval: true}\n"
-        "    implement: {role: implementer, next: test}\n"
-        "    test: {gate: test, next: review, on_fail: implement}\n"
-        "    review: {role: reviewer, next: commit, on_reject: implement}\n"
-        "    commit: {action: commit}\n",
-    )
+    write_workflow(repo, PLAN_APPROVAL)
     with pytest.raises(ApprovalRequired):
         tasks.start_task("Implement add and multiply", repo)
     wf = tasks.workflows(repo)[0]

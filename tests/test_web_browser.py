@@ -25,6 +25,7 @@ import pytest
 from browser_support import CHROMIUM_FLAGS, chromium_path, serving
 from e2e_support import (
     GOOD_CALC,
+    PLAN_APPROVAL,
     fenced,
     implementer,
     new_repo,
@@ -64,15 +65,7 @@ def dashboard(tmp_path: Path, serve: Any, api_keys: None) -> Iterator[tuple[Path
     release = tmp_path / "release"
     server = serve(planner(), implementer(GOOD_CALC, after=release), reviewer(REVIEW))
     repo = new_repo(tmp_path, server.url)
-    write_workflow(
-        repo,
-        "workflow:\n  initial_step: plan\n  steps:\n"
-        "    plan: {role: planner, next: implement, human_approval: true}\n"
-        "    implement: {role: implementer, next: test}\n"
-        "    test: {gate: test, next: review, on_fail: implement}\n"
-        "    review: {role: reviewer, next: commit, on_reject: implement}\n"
-        "    commit: {action: commit}\n",
-    )
+    write_workflow(repo, PLAN_APPROVAL)
     with pytest.raises(ApprovalRequired):
         tasks.start_task("Implement add and multiply", repo)
     web = subprocess.Popen(

@@ -29,6 +29,14 @@ def _web(repo: Path, *args: str) -> subprocess.Popen[str]:
     )
 
 
+def _cookie(conn: http.client.HTTPConnection, token: str) -> str:
+    """Signs in with the printed token; the session cookie it sets."""
+    conn.request("GET", f"/?token={token}")
+    answer = conn.getresponse()
+    assert answer.status == 303
+    return answer.getheader("set-cookie", "")
+
+
 def _stopped(web: subprocess.Popen[str]) -> None:
     web.send_signal(signal.SIGTERM)
     web.communicate(timeout=30)
@@ -43,10 +51,7 @@ def test_the_first_line_is_the_address_with_a_token_that_signs_in(tmp_path: Path
         found = re.fullmatch(r"http://127\.0\.0\.1:(\d+)/\?token=([\w-]+)", url)
         assert found, url
         conn = http.client.HTTPConnection("127.0.0.1", int(found[1]), timeout=30)
-        conn.request("GET", f"/?token={found[2]}")
-        answer = conn.getresponse()
-        assert answer.status == 303
-        assert "HttpOnly" in answer.getheader("set-cookie", "")
+        assert "HttpOnly" in _cookie(conn, found[2])
     finally:
         _stopped(web)
 
@@ -86,9 +91,6 @@ def test_over_tls_it_serves_https_and_the_cookie_is_secure(tmp_path: Path) -> No
         assert found, url
         trusted = ssl.create_default_context(cafile=str(cert))
         conn = http.client.HTTPSConnection("127.0.0.2", int(found[1]), context=trusted, timeout=30)
-        conn.request("GET", f"/?token={found[2]}")
-        answer = conn.getresponse()
-        assert answer.status == 303
-        assert "Secure" in answer.getheader("set-cookie", "")
+        assert "Secure" in _cookie(conn, found[2])
     finally:
         _stopped(web)

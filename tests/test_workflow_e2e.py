@@ -14,6 +14,7 @@ import pytest
 from e2e_support import (
     BAD_CALC,
     GOOD_CALC,
+    PLAN_APPROVAL,
     implementer,
     new_repo,
     opening_prompts,
@@ -186,15 +187,7 @@ def test_a_review_without_a_valid_json_block_never_approves(
 
 
 def _approval_workflow(repo: Path) -> None:
-    write_workflow(
-        repo,
-        "workflow:\n  initial_step: plan\n  steps:\n"
-        "    plan: {role: planner, next: implement, human_approval: true}\n"
-        "    implement: {role: implementer, next: test}\n"
-        "    test: {gate: test, next: review, on_fail: implement}\n"
-        "    review: {role: reviewer, next: commit, on_reject: implement}\n"
-        "    commit: {action: commit}\n",
-    )
+    write_workflow(repo, PLAN_APPROVAL)
 
 
 def test_an_approval_gate_stops_the_run_and_approve_then_resume_finishes_it(
