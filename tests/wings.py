@@ -117,6 +117,12 @@ WINGS: dict[str, Wing] = {
         "of progress",
         _public(
             "continuation depth engine gate_wiring history loading resuming steps.base "
+    "forge": Wing(
+        10,
+        "GitHub and GitLab behind one interface (PyGithub, python-gitlab): pull requests, issues, "
+        "the gated push, the user's token kept on the host, the body written from the state",
+        _public("base body connect push target tokens"),
+    ),
             "steps.components steps.dispatched steps.subplan"
         ),
     ),

@@ -265,6 +265,20 @@ class TemporalSettings(StrictModel):
     # A component fan-out runs one activity per component, on any worker of the queue
     # (supervisor/workflow/steps/dispatched.py); false: all of them in the step's own activity.
     spread_components: bool = True
+class ForgeSettings(StrictModel):
+    """Pull requests and issues (docs/pull-requests.md). Each key routes the user's forge token
+    or what a pull request links to, so a repository's value needs `supervisor trust`."""
+
+    # github or gitlab, for a remote host that is neither github.com nor gitlab.com; `--forge`
+    # wins over it
+    kind: Literal["github", "gitlab"] | None = None
+    # The forge's API (GitHub Enterprise: https://HOST/api/v3; GitLab: https://HOST): where the
+    # token is sent
+    api_url: str | None = None
+    # The web dashboard's address (`supervisor web`), for the events link in a pull request
+    dashboard_url: str | None = None
+
+
 
 
 class RolePackSettings(StrictModel):
@@ -311,3 +325,4 @@ class Settings(StrictModel):
         return ProjectMap.build(
             self.projects, self.cross_project_dependencies, self.shared_paths, source
         )
+    forge: ForgeSettings = Field(default_factory=ForgeSettings)

@@ -146,6 +146,7 @@ SETTINGS: tuple[Setting, ...] = (
         Setting(f"temporal.{key}", "routing", "where tasks (and their code) are sent")
         for key in ("address", "namespace", "remote")
     ),
+    Setting("forge.*", "routing", "where the forge token is sent, what a pull request links to"),
     Setting("roles.*.env", "routing", "environment handed to the role's CLI"),
     Setting("roles.*.flags", "routing", "flags handed to the role's CLI"),
     Setting(

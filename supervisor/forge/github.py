@@ -1,0 +1,98 @@
+"""GitHub (and GitHub Enterprise) through PyGithub: a pull request opened or updated, an issue
+and whether its author may write to the repository."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING
+
+from github import Auth, Github, GithubException
+
+from supervisor.forge.base import Forge, ForgeAuthError, ForgeError, Issue, PullRequest, Target
+from supervisor.forge.tokens import scrubbed
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from github.Repository import Repository
+
+WRITERS = frozenset({"admin", "maintain", "write"})
+
+
+class GitHub(Forge):
+    kind = "github"
+    noun = "pull request"
+
+    def __init__(self, target: Target, token: str) -> None:
+        self.target, self._token = target, token
+        # A command makes a handful of calls: PyGithub's pauses between writes (made for
+        # scripts that make thousands) would only slow it down.
+        self._client = Github(
+            base_url=target.api_url,
+            auth=Auth.Token(token),
+            timeout=30,
+            seconds_between_requests=None,
+            seconds_between_writes=None,
+        )
+        self._repo: Repository | None = None
+
+    def check(self) -> None:
+        with self._errors("read the repository"):
+            self.repo()
+
+    def open_or_update(
+        self, head: str, base: str, title: str, body: str, draft: bool
+    ) -> PullRequest:
+        with self._errors("open the pull request"):
+            repo = self.repo()
+            owner = self.target.path.split("/", 1)[0]
+            for pr in repo.get_pulls(state="open", head=f"{owner}:{head}", base=base):
+                pr.edit(title=title, body=body)
+                return PullRequest(pr.number, pr.html_url, created=False)
+            pr = repo.create_pull(base=base, head=head, title=title, body=body, draft=draft)
+            return PullRequest(pr.number, pr.html_url, created=True)
+
+    def issue(self, number: int) -> Issue:
+        with self._errors(f"read issue #{number}"):
+            repo = self.repo()
+            found = repo.get_issue(number)
+            author = found.user.login
+            try:
+                permission = repo.get_collaborator_permission(author)
+            except GithubException as e:
+                if e.status not in (403, 404):
+                    raise
+                permission = "none"  # not a collaborator, or ours cannot tell: not a writer
+            return Issue(
+                number, found.title or "", found.body or "", author, permission in WRITERS,
+                found.html_url,
+            )  # fmt: skip
+
+    def repo(self) -> Repository:
+        if self._repo is None:
+            self._repo = self._client.get_repo(self.target.path)
+        return self._repo
+
+    @contextlib.contextmanager
+    def _errors(self, doing: str) -> Iterator[None]:
+        """GitHub's refusals as the supervisor's errors, with the token never in their text."""
+        try:
+            yield
+        except GithubException as e:
+            said = e.data.get("message") if isinstance(e.data, dict) else e.data
+            detail = scrubbed(f"{e.status} {said or ''}".strip(), self._token)
+            where = f"{self.target.path} on {self.target.api_url}"
+            if e.status == 401:
+                raise ForgeAuthError(
+                    f"GitHub refused the token for {where} ({detail}).",
+                    "Check GH_TOKEN / GITHUB_TOKEN (or `gh auth status`): it may be expired.",
+                ) from None
+            if e.status == 404:
+                raise ForgeError(
+                    f"GitHub has no {where} that this token can see ({detail}).",
+                    "Check the remote's URL and that the token has access to the repository.",
+                ) from None
+            raise ForgeError(
+                f"GitHub could not {doing} in {where}: {detail}.",
+                "Read GitHub's answer above; nothing was changed by the failed call.",
+            ) from None
