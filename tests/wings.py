@@ -53,6 +53,12 @@ WINGS: dict[str, Wing] = {
         "credentials and their placeholders, text made safe for terminals",
         _public("credentials placeholders protected reading textsafe trust visible"),
     ),
+    "telemetry": Wing(
+        3,
+        "each run's OpenTelemetry traces and metrics, made after the run from the state and the "
+        "proxy's record; off by default, imported only when on",
+        _public("switch"),
+    ),
     "workspace": Wing(
         4,
         "git: worktrees, copy-on-write views, candidates read as blobs, the team's remote",

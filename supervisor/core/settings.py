@@ -198,6 +198,26 @@ class NotificationSettings(StrictModel):
     desktop: bool = False
 
 
+class TelemetrySettings(StrictModel):
+    """OpenTelemetry export of each run's trace and metrics (docs/telemetry.md). Where the data
+    goes is the user's choice, so the block is honoured from the user's own config only (a
+    repository's is ignored, supervisor/core/trust_records.py); the standard `OTEL_*` variables
+    switch it on as well and win over these."""
+
+    enabled: bool = False
+    endpoint: str | None = None
+    """The collector's OTLP/HTTP base URL (`/v1/traces` and `/v1/metrics` are added)."""
+    headers: dict[str, str] = Field(default_factory=dict)
+    traces: Literal["otlp", "console", "none"] = "otlp"
+    metrics: Literal["otlp", "console", "none"] = "otlp"
+    service_name: str = "supervisor"
+    resource_attributes: dict[str, str] = Field(default_factory=dict)
+    capture_content: bool = False
+    """Add the task's text and the workers' answers to the spans, redacted as context packs are."""
+    timeout_seconds: float = Field(3.0, gt=0, le=60)
+    """How long one export may take before it is given up (a task never waits longer)."""
+
+
 class Budget(StrictModel):
     usd: float | None = Field(None, gt=0)
     tokens: int | None = Field(None, gt=0)
@@ -303,6 +323,7 @@ class Settings(StrictModel):
     limits: Limits = Field(default_factory=Limits)
     protected_paths: ProtectedPaths = Field(default_factory=ProtectedPaths)
     notifications: NotificationSettings = Field(default_factory=NotificationSettings)
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
     budgets: BudgetSettings = Field(default_factory=BudgetSettings)
     adaptive: AdaptiveSettings = Field(default_factory=AdaptiveSettings)
     depth: DepthSettings = Field(default_factory=DepthSettings)

@@ -46,9 +46,10 @@ def filter_project_layer(
     weakening setting the user has not trusted with this value. Each dropped one is warned about
     once per process, naming the setting and the command that trusts it."""
     ignored: list[Ignored] = []
-    webhook = trustmap._get(project, "notifications.webhook")
-    if webhook is not None:
-        ignored.append(Ignored("notifications.webhook", webhook, NEVER))
+    for name in trustmap.NEVER_FROM_REPOSITORY:  # where task data goes: the user's choice
+        value = trustmap._get(project, name)
+        if value is not None:
+            ignored.append(Ignored(name, value, NEVER))
     trusted = records().get(key(repo), {}).get("weakening", {})
     for name, value in trustmap.weakenings(project, below).items():
         if name not in trusted or trusted[name] != value:

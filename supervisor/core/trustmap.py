@@ -58,7 +58,7 @@ REPOSITORY: tuple[Input, ...] = (
         ".supervisor/config.yaml",
         NEEDS_TRUST,
         "validated YAML; the settings in SETTINGS need trust, `state` is refused and "
-        "`notifications.webhook` is never honoured from a repository",
+        "`notifications.webhook` and `telemetry` are never honoured from a repository",
     ),
     Input(
         ".supervisor/templates/**",
@@ -173,6 +173,11 @@ SETTINGS: tuple[Setting, ...] = (
         "never",
         "routes task data off the machine: honoured only from your own config",
     ),
+    Setting(
+        "telemetry",
+        "never",
+        "exports the task's traces and metrics (OpenTelemetry): honoured only from your own config",
+    ),
     # Settings a repository sets without trust: they shape the work, never run on the host.
     Setting("gates.*", "sandbox-only", "a command run only in the gate sandbox (no network)"),
     Setting(
@@ -202,6 +207,9 @@ SETTINGS: tuple[Setting, ...] = (
         "files every project's components may change; a change to one runs every project's gates",
     ),
 )
+
+NEVER_FROM_REPOSITORY = tuple(s.key for s in SETTINGS if s.concern == "never")
+"""Settings a repository's config never sets (dropped from its layer): where data goes."""
 
 # Limits where a larger value is the weaker protection (all numeric ones and the memory sizes),
 # and the orders of the ones that are words.

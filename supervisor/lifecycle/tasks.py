@@ -51,6 +51,7 @@ from supervisor.sandbox import adopt
 from supervisor.sandbox.docker import LABEL_REPO, LABEL_WORKFLOW, DockerSandbox, repo_label
 from supervisor.state.locks import task_lock
 from supervisor.state.store import EventSpec, Store, Workflow
+from supervisor.telemetry import switch as telemetry
 from supervisor.workflow import resuming
 from supervisor.workflow.engine import Engine, Reporter
 from supervisor.workflow.loading import workflow_source
@@ -270,6 +271,8 @@ def _drive(
         notifier.notify(event, store.workflow(wf_id), e.message)
         _notice_problems(notifier, reporter)
         raise
+    finally:  # the run's traces and metrics, when the user's config or OTEL_* asks for them
+        telemetry.after_run(store, wf_id, project.settings.telemetry, unless_running=one_step)
     if wf.status in ("completed", "failed"):
         notifier.notify(wf.status, wf, wf.error or "")
     _notice_problems(notifier, reporter)

@@ -87,6 +87,13 @@ class Witnessed:
     reset_after: float | None = None
     """Seconds until that rate limit resets, from its headers or body; None: not said."""
     last_status: int | None = None
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    """Each model request as relayed (numbers and names only, at most `MAX_REQUESTS_KEPT`): its
+    status, times, model, tokens and a rate limit's reset, for the telemetry's spans
+    (supervisor/telemetry/) to show every request the proxy saw, retries included."""
+
+
+MAX_REQUESTS_KEPT = 200
 
 
 def read_exchanges(record_dir: Path) -> list[Exchange]:
@@ -123,21 +130,40 @@ def witness(cli: str, record_dir: Path, now: float) -> Witnessed:
     for exchange in model_exchanges:
         found.last_status = exchange.status
         found.rate_limited = exchange.status == 429
+        kept = _request(exchange) if len(found.requests) < MAX_REQUESTS_KEPT else {}
+        if kept:
+            found.requests.append(kept)
         if exchange.status == 429:
             body = exchange.body()
             found.reset_after = ratelimit.from_headers(exchange.headers, now)
             if found.reset_after is None:
                 found.reset_after = ratelimit.from_body(body)
+            kept["reset_after_s"] = found.reset_after
             continue
         if exchange.status != 200:
             continue
         turn = decoder.decode(exchange.body(), exchange.headers.get("content-type", ""))
         usage.add(turn.usage)
         by_model.setdefault(turn.model, Usage()).add(turn.usage)
+        kept.update(model=turn.model, input_tokens=turn.usage.input_tokens)
+        kept.update(output_tokens=turn.usage.output_tokens)
         if exchange.complete:
             turns.append(turn)
     found.text, found.answered = decoder.answer(turns)
     return found
+
+
+def _request(exchange: Exchange) -> dict[str, Any]:
+    """One request's facts for the record of the run: never a header's or a body's text."""
+    return {
+        "seq": exchange.seq,
+        "status": exchange.status,
+        "started": exchange.started,
+        "ended": exchange.ended,
+        "complete": exchange.complete,
+        **({"refused": True} if exchange.refused else {}),
+        **({"error": True} if exchange.error else {}),
+    }
 
 
 def matches(witnessed: str, printed: str) -> bool:

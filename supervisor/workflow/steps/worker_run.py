@@ -384,6 +384,8 @@ class WorkerRun:
                 "session_id": result.session_id,
                 "num_turns": result.num_turns,
                 "witnessed": settled.witnessed is not None,  # False: read from stdout
+                # each model request the proxy relayed (supervisor/telemetry/ shows them)
+                **({"requests": settled.witnessed.requests} if settled.witnessed else {}),
             },
         )
         return printed, settled, spent
