@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from supervisor.cli import (
+    forge_commands,
     help_text,
     project_commands,
     role_commands,
@@ -47,6 +48,7 @@ from supervisor.guard.textsafe import visible
 from supervisor.tui import keys as tui_keys
 
 if TYPE_CHECKING:
+    from supervisor.forge.base import Issue
     from supervisor.state.records import Workflow
 
 
@@ -86,8 +88,8 @@ def main_options(
 @app.command("start-task")
 def start_task(
     description: Annotated[
-        str, typer.Argument(metavar="TASK", help="What the task should achieve.")
-    ],
+        str | None, typer.Argument(metavar="TASK", help="What the task should achieve.")
+    ] = None,
     repo: RepoOption = Path(),
     cli: Annotated[str | None, typer.Option(help="The AI CLI for the workers.")] = None,
     role: Annotated[
@@ -118,8 +120,20 @@ def start_task(
             "first) or researched (investigate, then plan)."
         ),
     ] = "auto",
+    from_issue: Annotated[
+        str | None,
+        typer.Option(
+            "--from-issue",
+            metavar="URL|#N",
+            help="The task's text from an issue (untrusted; an author without write access "
+            "needs your approval first).",
+        ),
+    ] = None,
 ) -> None:
     """Create the task branch and run the workflow on it."""
+    issue = None
+    if from_issue is not None or description is None:
+        description, issue = forge_commands.issue_text(description, from_issue, repo)
     submission.check_depth(depth)  # `--yes --backend temporal` alone runs without typer:
     link = submission.connecting(backend)  # supervisor/cli/submission.py, the same steps
     overrides = submission.role_overrides(role)
@@ -130,12 +144,17 @@ def start_task(
     from supervisor.lifecycle.starting import backend_for
 
     if backend_for(repo, backend) == "temporal":
+        if issue is not None:
+            raise SupervisorError(
+                "--from-issue runs the task here (embedded), not on Temporal's workers.",
+                "Pass --backend embedded.",
+            )
         with resumable(repo):
             submission.submit(
                 description, repo, cli, overrides, no_gate, allow_protected, depth, link
             )
         return
-    _run_here(description, repo, cli, overrides, no_gate, allow_protected, depth)
+    _run_here(description, repo, cli, overrides, no_gate, allow_protected, depth, issue)
 
 
 def _confirm_start(
@@ -178,6 +197,7 @@ def _run_here(
     no_gate: bool,
     allow_protected: list[str] | None,
     depth: str,
+    issue: Issue | None = None,
 ) -> None:
     """The embedded backend: the workflow runs in this process, its progress on stderr; when it
     stops for an approval, what the approval is about is shown before the error says so."""
@@ -194,6 +214,7 @@ def _run_here(
                 no_gate=no_gate,
                 allow_protected=allow_protected,
                 depth=depth,  # checked by start_task
+                before_first=forge_commands.before_first(issue),
             )
     except ApprovalRequired:
         _show_pending(repo, None)
@@ -222,10 +243,34 @@ def complete_task(
     squash: Annotated[bool, typer.Option("--squash", help="Land it as one commit.")] = False,
     merge: Annotated[bool, typer.Option("--merge", help="Land it with a merge commit.")] = False,
     rebase: Annotated[bool, typer.Option("--rebase", help="Replay its commits.")] = False,
+    pr: Annotated[
+        bool,
+        typer.Option("--pr", help="Push its gated commit and open (or update) a pull request."),
+    ] = False,
+    remote: Annotated[
+        str, typer.Option(metavar="REMOTE", help="The git remote --pr pushes to.")
+    ] = "origin",
+    draft: Annotated[
+        bool, typer.Option("--draft", help="Open the pull request as a draft.")
+    ] = False,
+    base: Annotated[
+        str | None,
+        typer.Option(metavar="BRANCH", help="The branch --pr targets (default: its start branch)."),
+    ] = None,
+    forge: Annotated[
+        str | None,
+        typer.Option(
+            metavar="FORGE", help="github or gitlab, when the remote's host says neither."
+        ),
+    ] = None,
 ) -> None:
     """Land a completed task's branch on the branch it started from, after a preview.
 
-    Squash by default for a single-component task, merge otherwise."""
+    Squash by default for a single-component task, merge otherwise. With --pr, push its gated
+    commit and open a pull request (GitHub) or merge request (GitLab) instead."""
+    if pr:
+        forge_commands.open_pr(workflow_id, repo, remote, base, draft, forge)
+        return
     from supervisor.workflow.history import default_mode
 
     chosen = [m for m, on in (("squash", squash), ("merge", merge), ("rebase", rebase)) if on]

@@ -73,13 +73,16 @@ def start_task(
     no_gate: bool = False,
     allow_protected: list[str] | None = None,
     depth: Asked = "planned",
+    before_first: Callable[[Store, Workflow], None] | None = None,
 ) -> Workflow:
     """`allow_protected`: protected paths (gitignore patterns) this task's workers may change.
     Other tasks running in the repository do not stop this one from starting. A task for
     Temporal's workers is submitted instead (supervisor/temporal/submit.py).
     `depth` (supervisor/workflow/depth.py): `auto` runs the analyzer first, as `start-task`
     does by default; this function's default is the fixed pipeline (`planned`), which callers
-    that script every conversation (the specs) rely on."""
+    that script every conversation (the specs) rely on. `before_first`: called once the task
+    exists, before the engine runs (supervisor/lifecycle/issue_task.py holds an issue's task
+    for a person's approval there)."""
     project = open_project(path, {"cli": cli} if cli else None)
     task = starting.prepare(
         description, project, roles=roles, no_gate=no_gate, allow_protected=allow_protected,
@@ -94,6 +97,8 @@ def start_task(
             _clean_leftovers(project, store, sandbox, wf.id)  # of a reused id (a new database)
             _remove_dead_processes_leftovers(project, sandbox)
             starting.begin(task, store, wf)
+            if before_first is not None:
+                before_first(store, wf)
             return _drive(project, store, sandbox, wf.id, reporter)
 
 
