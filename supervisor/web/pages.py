@@ -18,6 +18,7 @@ from supervisor.views import listings
 from supervisor.web.dashboard import dashboard_of, repository_of, signed_in, with_session
 from supervisor.web.render import page
 from supervisor.web.sessions import Session, csrf_matches
+from supervisor.web.stream import board_tag
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -61,7 +62,8 @@ async def board(request: Request) -> Response:
     status = request.query_params.get("status") or None
     needs = request.query_params.get("needs") == "me"
     rows = await run_in_threadpool(shown.rows, repo, status, needs)
-    query = urlencode({k: v for k, v in request.query_params.items() if k != "token"})
+    given = {k: v for k, v in request.query_params.items() if k not in ("token", "seen")}
+    query = urlencode({**given, "seen": board_tag(rows)})
     return HTMLResponse(
         page(
             "board.html",

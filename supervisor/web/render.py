@@ -43,8 +43,9 @@ def page(name: str, **values: Any) -> str:
     return environment().get_template(name).render(**values)
 
 
-CELL = 2_000
-"""Characters of one table cell: an event's payload can be a worker's whole answer."""
+CELL = 600
+"""Characters of one table cell: an event's payload can be a worker's whole answer (the whole of
+it is `supervisor events <id> --json`'s)."""
 
 
 def cells(listing: Listing) -> list[list[str]]:

@@ -10,6 +10,7 @@ whenever they change.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from starlette.requests import Request
 
     from supervisor.state.records import Event
-    from supervisor.web.board import Repository
+    from supervisor.web.board import BoardRow, Repository
 
 POLL = 0.1
 """Seconds between two reads of a workflow's log: an event is on the screen within ~0.2 s."""
@@ -38,6 +39,13 @@ BATCH = 500
 """Events read at once: a browser far behind catches up in batches, not in one answer."""
 PING = 15
 """Seconds between keep-alive comments, so that proxies do not close an idle stream."""
+
+
+def board_tag(rows: list[BoardRow]) -> str:
+    """A short name for the board's rows as drawn: the stream's first message is skipped when
+    the page already shows them (rebuilding 100 rows just after the first paint cost a layout)."""
+    text = json.dumps([r.json() for r in rows])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def after_of(request: Request) -> int:
@@ -114,14 +122,16 @@ async def board(request: Request) -> Response:
     status = request.query_params.get("status") or None
     needs = request.query_params.get("needs") == "me"
 
+    seen = request.query_params.get("seen")
+
     async def sent() -> AsyncIterator[ServerSentEvent]:
         said = None
         while True:
             rows = await run_in_threadpool(shown.rows, repo, status, needs)
             now = json.dumps([r.json() for r in rows])
-            if now != said:
-                said = now
+            if now != said and (said is not None or board_tag(rows) != seen):
                 yield ServerSentEvent(now, event="board")
+            said = now
             await anyio.sleep(BOARD_POLL)
 
     return EventSourceResponse(sent(), ping=PING)

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from supervisor.state.store import Store
     from supervisor.web.board import Repository
 
-SHOWN_EVENTS = 200
+SHOWN_EVENTS = 100
 """Events the page is first drawn with; the stream brings every later one."""
 OUTPUT_TAIL = 4_000
 """Characters of a gate's output shown (the record keeps up to that)."""
