@@ -24,7 +24,15 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 NEVER = ("docker", "networkx", "tiktoken", "jinja2", "textual", "supervisor.workflow.engine")
-NEVER_PREFIXES = ("supervisor.workers", "supervisor.sandbox", "supervisor.workflow")
+NEVER += ("github", "gitlab", "supervisor.forge")  # the forge's clients: --pr, --from-issue only
+# OpenTelemetry and the telemetry wing: only a run of the engine exports (supervisor/telemetry/)
+NEVER_PREFIXES = (
+    "supervisor.workers",
+    "supervisor.sandbox",
+    "supervisor.workflow",
+    "supervisor.telemetry",
+    "opentelemetry",
+)
 NOT_FOR_READING = ("sqlalchemy", "pydantic", "yaml")
 
 RUN = """
