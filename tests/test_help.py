@@ -130,7 +130,8 @@ def test_usage_and_options_name_what_to_type() -> None:
         if said and path:
             found[" ".join(path)] = said
     assert found == {}
-    assert "Usage: supervisor start-task [OPTIONS] TASK" in shown(["start-task"], 120)
+    # TASK is optional: --from-issue gives the text instead
+    assert "Usage: supervisor start-task [OPTIONS] [TASK]" in shown(["start-task"], 120)
     assert "Usage: supervisor status [OPTIONS] [ID]" in shown(["status"], 120)
     assert "Usage: supervisor sandbox shell [OPTIONS] [COMMAND]..." in shown(
         ["sandbox", "shell"], 120

@@ -266,8 +266,9 @@ def complete_task(
 ) -> None:
     """Land a completed task's branch on the branch it started from, after a preview.
 
-    Squash by default for a single-component task, merge otherwise. With --pr, push its gated
-    commit and open a pull request (GitHub) or merge request (GitLab) instead."""
+    Squash by default for a single-component task, merge otherwise.
+
+    --pr instead pushes the gated commit and opens a pull or merge request."""
     if pr:
         forge_commands.open_pr(workflow_id, repo, remote, base, draft, forge)
         return

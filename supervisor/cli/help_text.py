@@ -72,6 +72,7 @@ _EXAMPLES = {
         'supervisor start-task "Fix the off-by-one in paginate()"',
         'supervisor start-task "Add CSV export" --yes --cli codex',
         'supervisor start-task "Refactor auth" --role implement=implementer_fast',
+        "supervisor start-task --from-issue '#42'",
     ],
     "status": [
         "supervisor status",
@@ -86,7 +87,11 @@ _EXAMPLES = {
         "supervisor approve 3 --extend 2.00   (raise a paused budget by $2)",
     ],
     "reject": ['supervisor reject 3 --reason "Keep the public API as it is"'],
-    "complete-task": ["supervisor complete-task 3", "supervisor complete-task 3 --merge --yes"],
+    "complete-task": [
+        "supervisor complete-task 3",
+        "supervisor complete-task 3 --merge --yes",
+        "supervisor complete-task 3 --pr --draft",
+    ],
     "events": ["supervisor events 3", "supervisor events 3 --json"],
     "demo": ["supervisor demo", "supervisor demo --keep ./supervisor-demo"],
     "init": ["supervisor init", "supervisor init --yes --no-check-gates"],
