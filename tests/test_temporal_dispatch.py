@@ -7,7 +7,8 @@ And the plain data a component's result travels as keeps what the step decides o
 Team-mode parity (issue 50, item 5), through the real submission, workflow and activities of
 a worker in this process over the stand-in sandbox (tests/temporal_standin.py), one dev server
 for the file: a component split into a sub-plan, a monorepo's per-project gates, the budget,
-and the state database locked while a step runs, each as the local runner's spec of it."""
+the state database locked while a step runs, and the Docker engine lost under a step's or a
+component's activity, each as the local runner's spec of it."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import standin_cli
+from cli_support import supervisor
 from monorepo_support import WORKFLOW as MONOREPO_WORKFLOW
 from monorepo_support import component as monorepo_component
 from monorepo_support import gate_steps, gated
@@ -50,13 +52,15 @@ from test_monorepo_e2e import CONFIG as MONOREPO_CONFIG
 from test_monorepo_e2e import FILES as MONOREPO_FILES
 from test_monorepo_e2e import POINT_3D, POINT_3D_BREAKING, TYPES
 
+from supervisor.core import host_faults
 from supervisor.core.config import Settings, StepDef
 from supervisor.core.dag import WorkGraph
-from supervisor.core.errors import SpecConflictError, StepFailedError
+from supervisor.core.errors import DockerUnavailableError, SpecConflictError, StepFailedError
 from supervisor.core.schemas import PlanOutput
 from supervisor.lifecycle.demo import make_demo_repo
 from supervisor.lifecycle.opening import open_project, reading
 from supervisor.policy.recovery import Action, Category, Classification
+from supervisor.sandbox import engine_loss
 from supervisor.state.busy import BUSY_TIMEOUT_ENV
 from supervisor.state.records import Workflow
 from supervisor.temporal.workflow import (
@@ -164,6 +168,10 @@ def test_a_components_outcome_survives_the_trip_as_plain_data() -> None:
     )
     assert isinstance(back.escalate, SpecConflictError)  # a person's decision on any host
     assert back.escalate.record() == conflict.record() and back.escalate.message == "contradicts"
+    away = host_faults.docker_unavailable("connection refused", None, waited_s=120)
+    back = dispatched.outcome_from(dispatched.outcome_to(Outcome("failed", escalate=away)) or {})
+    assert isinstance(back.escalate, DockerUnavailableError)  # the machine's, on any host
+    assert (back.escalate.message, back.escalate.fix) == (away.message, away.fix)
 
 
 def test_components_that_ran_at_once_elsewhere_cannot_both_claim_one_undeclared_file(
@@ -534,3 +542,91 @@ def test_sigterm_to_a_temporal_worker_while_its_step_works_gives_the_step_to_ano
     with reading(p.root) as store:
         runs = [(s["name"], s["status"]) for s in store.steps(wf_id)]
     assert runs[0] == ("implement", "interrupted") and runs[1] == ("implement", "succeeded")
+
+
+ONE_STEP = """implement
+  steps:
+    implement: {role: implementer, next: commit, max_retries: 0}
+    commit: {action: commit}
+"""
+ONE_COMPONENT = """plan
+  steps:
+    plan: {role: planner, next: implement}
+    implement: {role: implementer, for_each: component, next: commit, max_retries: 0}
+    commit: {action: commit}
+"""
+
+
+def loses_its_engine_once(engine: str, script: Callable[[WorkerCall], str]) -> Any:
+    """An implementer whose first run half-writes its work and meets the Docker engine's loss as
+    DockerSandbox raises it (tests/test_engine_loss.py): `restarted`, its container died with an
+    engine that is back; `away`, the engine stayed away past the wait. Its next run, in a fresh
+    worktree, does the work as `script` says. The roles it ran, in order, in `.calls`."""
+    calls: list[str] = []
+
+    def worker(call: WorkerCall) -> str:
+        if call.role == "implementer":
+            calls.append(call.role)
+            if len(calls) == 1:
+                call.write("half.txt", "left by the run the engine took\n")
+                if engine == "restarted":
+                    raise engine_loss.RunLost("The container died with the Docker engine.")
+                raise host_faults.docker_unavailable("connection refused", None, waited_s=120)
+            assert not (call.worktree / "half.txt").exists()  # a fresh worktree
+        return script(call)
+
+    worker.calls = calls  # type: ignore[attr-defined]
+    return worker
+
+
+@pytest.mark.parametrize("moment", ["step", "component"])
+@pytest.mark.parametrize("engine", ["restarted", "away"])
+def test_a_docker_engine_lost_under_a_temporal_activity_runs_only_the_lost_run_again(
+    engine: str,
+    moment: str,
+    project: Callable[..., Project],
+    temporal: DevServer,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """The restarted Docker engine's rows of docs/fault-matrix.md under the Temporal runner, as
+    locally (tests/test_engine_loss.py), in a step's activity and in a component's: an engine
+    back within the wait has the lost run go again in the same activity, in a fresh worktree,
+    spending no retry (max_retries 0); one away past the wait fails the task in the state, said
+    as the local runner says it (never a workflow ended with the state saying `running`), and
+    `resume` hands it back to Temporal, which runs the lost step again and completes."""
+    monkeypatch.setenv("DOCKER_HOST", "unix:///run/gone/docker.sock")
+    p = project(
+        ONE_STEP if moment == "step" else ONE_COMPONENT,
+        None,
+        ("ROLE: planner", plans(component("a", "answer.txt"))),
+        {"when": "ROLE: implementer", "do": writes({"answer.txt": "42\n"}), "repeat": True},
+    )
+    worker = loses_its_engine_once(engine, p.script)
+    queue = to_temporal(p.root, temporal)
+    use_sandbox(monkeypatch, Sandbox(worker))
+    wf_id, wid = submit(p.root, TASK)
+
+    wf = work_until_done(p.root, temporal, queue, wf_id, wid)
+
+    if engine == "away":
+        said = (
+            "The Docker engine at unix:///run/gone/docker.sock stopped answering (connection "
+            "refused); waited 120 s for it to come back."
+        )
+        assert (wf.status, wf.error) == ("failed", said)  # as the local runner says it
+        shown = supervisor("status", str(wf_id), "--repo", str(p.root))
+        assert said in " ".join(shown.stdout.split()), shown.stdout
+        assert worker.calls == ["implementer"]
+        resumed = supervisor("resume", str(wf_id), "--repo", str(p.root))
+        assert resumed.returncode == 0, resumed.stderr
+        assert "handed back to Temporal" in resumed.stderr
+        wf = work_until_done(p.root, temporal, queue, wf_id, wid)
+    assert wf.status == "completed", wf.error
+    assert worker.calls == ["implementer", "implementer"]
+    assert p.on_branch("answer.txt") == "42\n"
+    assert "half.txt" not in p.git("ls-tree", "-r", "--name-only", wf.task_branch).split()
+    assert "worker_failed" not in [e.type for e in p.events(wf_id=wf_id)]
+    runs = [s["status"] for s in p.steps(wf_id) if s["role"] == "implementer"]
+    assert runs == ["interrupted", "succeeded"], runs
+    assert "Traceback" not in capfd.readouterr().err

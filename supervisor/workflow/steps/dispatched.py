@@ -15,7 +15,13 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any, Protocol
 
-from supervisor.core.errors import SpecConflictError, StepFailedError
+from supervisor.core.errors import (
+    DockerUnavailableError,
+    MachineFault,
+    SpecConflictError,
+    StepFailedError,
+    SupervisorError,
+)
 from supervisor.gates import base_oracle
 from supervisor.policy.recovery import Action, Category, Classification
 from supervisor.state.store import EventSpec
@@ -148,6 +154,11 @@ def outcome_to(outcome: Outcome) -> dict[str, Any] | None:
         "spec_conflict": outcome.escalate.record()
         if isinstance(outcome.escalate, SpecConflictError)
         else None,
+        # the machine's fault (the Docker engine away past the wait, a full disk), not the
+        # component's: the step stops for a person without counting it (steps/components.py)
+        "machine_fault": [type(outcome.escalate).__name__, outcome.escalate.fix]
+        if isinstance(outcome.escalate, MachineFault)
+        else None,
     }
 
 
@@ -156,8 +167,12 @@ def outcome_from(data: dict[str, Any]) -> Outcome:
     escalate = data.get("escalate")
     context = {k: data[k] for k in ("out_of_scope", "too_large") if data.get(k)}
     conflict = data.get("spec_conflict")
-    error: StepFailedError | None = None
-    if escalate and conflict:
+    machine = data.get("machine_fault")
+    error: SupervisorError | None = None
+    if escalate and machine:
+        kind = DockerUnavailableError if machine[0] == "DockerUnavailableError" else MachineFault
+        error = kind(str(escalate[0]), fix=str(machine[1]))
+    elif escalate and conflict:
         error = SpecConflictError(
             str(escalate[0]),
             str(escalate[1]),
