@@ -2,10 +2,11 @@
 
 `status`, `events`, `approve` and `reject` run to completion in a fresh interpreter, on a real
 repository and state database, and then the modules it loaded are checked: none of Docker,
-networkx, tiktoken, Jinja2, Textual (only `supervisor tui` needs it), the engine, the workers or
-the sandbox; `status` not even typer (supervisor/cli/entry.py); and for the read-only commands
-not SQLAlchemy (they read with sqlite3) nor pydantic (which typer >= 0.29 imports for every
-argument; see requirements.txt). What it costs in seconds is measured in benchmarks/cli_speed.py.
+networkx, tiktoken, Jinja2, Textual (only `supervisor tui` needs it), the engine, the workers,
+the sandbox or OpenTelemetry (only a run exports); `status` not even typer
+(supervisor/cli/entry.py); and for the read-only commands not SQLAlchemy (they read with
+sqlite3) nor pydantic (which typer >= 0.29 imports for every argument; see requirements.txt).
+What it costs in seconds is measured in benchmarks/cli_speed.py.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from supervisor.core.errors import ApprovalRequired
 from supervisor.core.settings import TelemetrySettings
 from supervisor.lifecycle import tasks
 from supervisor.sandbox.standin import WorkerCall, answer, record
-from supervisor.telemetry.switch import chosen
+from supervisor.telemetry.choice import chosen
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -303,3 +303,5 @@ def test_off_by_default_and_the_standard_variables_switch_it_on() -> None:
     assert configured is not None and configured.endpoint == "http://mine:4318"
     assert chosen(block, {"OTEL_SDK_DISABLED": "true"}) is None
     assert chosen(block, {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://env:4318"}).endpoint is None  # type: ignore[union-attr]
+    only_traces = chosen(None, {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c:4318/v1/traces"})
+    assert only_traces is not None and (only_traces.traces, only_traces.metrics) == ("otlp", "none")

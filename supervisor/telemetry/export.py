@@ -35,7 +35,7 @@ from opentelemetry.trace import (
 
 from supervisor.state.store import EventSpec
 from supervisor.telemetry import attributes, metrics, reading, spans
-from supervisor.telemetry.switch import PROTOCOLS
+from supervisor.telemetry.choice import PROTOCOLS
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.metrics.export import MetricExporter
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
 
     from supervisor.state.store import Store
-    from supervisor.telemetry.switch import Chosen
+    from supervisor.telemetry.choice import Chosen
 
 log = logging.getLogger(__name__)
 SAMPLED = TraceFlags(TraceFlags.SAMPLED)
