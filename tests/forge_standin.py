@@ -5,8 +5,10 @@ model API (supervisor/fakeapi/).
 Each answers from the state a spec gives it (repositories, issues, who may write) and refuses
 what the real one refuses: no or a wrong token is 401, an unknown repository or issue 404, a
 second open pull request for the same head 422 ("A pull request already exists"), a second open
-merge request for the same source branch 409. Every request is recorded (its token only as
-whether it was the right one) so a spec can say what the forge was asked.
+merge request for the same source branch 409. Pull requests carry review comments, comments on
+the conversation and failing checks (GitHub's check runs; GitLab's discussions, pipelines, jobs
+and job traces), and a reply is added where the real forge adds it. Every request is recorded
+(its token only as whether it was the right one) so a spec can say what the forge was asked.
 """
 
 from __future__ import annotations
@@ -36,6 +38,16 @@ class Repo:
     writers: set[str] = field(default_factory=set)
     issues: dict[int, dict[str, Any]] = field(default_factory=dict)
     pulls: list[dict[str, Any]] = field(default_factory=list)
+    review_comments: list[dict[str, Any]] = field(default_factory=list)
+    """GitHub: comments on a pull request's diff (`pull` names the pull request's number)."""
+    issue_comments: list[dict[str, Any]] = field(default_factory=list)
+    """GitHub: comments on a pull request's conversation (`pull`)."""
+    check_runs: list[dict[str, Any]] = field(default_factory=list)
+    """GitHub: check runs (`head_sha` names the commit)."""
+    discussions: list[dict[str, Any]] = field(default_factory=list)
+    """GitLab: a merge request's discussions (`mr` names its iid), each with its notes."""
+    pipelines: list[dict[str, Any]] = field(default_factory=list)
+    """GitLab: pipelines (`mr`, `sha`), each with its `jobs` (`trace`: the job's log)."""
 
 
 class _Standin:
@@ -99,14 +111,19 @@ class _Handler(BaseHTTPRequestHandler):
             status, answer = (
                 (401, {"message": "Bad credentials"}) if not seen.authorized else s.route(seen)
             )
-        data = json.dumps(answer).encode()
+        text = isinstance(answer, bytes)  # a job's trace: plain text, as GitLab sends it
+        data = answer if text else json.dumps(answer).encode()
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", "text/plain" if text else "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
 
     do_GET = do_POST = do_PATCH = do_PUT = _serve
+
+
+REPLIER = "token-owner"
+"""Who the token is: the author of every comment the supervisor writes (a writer)."""
 
 
 class GitHubStandin(_Standin):
@@ -146,6 +163,9 @@ class GitHubStandin(_Standin):
                 return 404, {"message": "Not Found"}
             pr.update({k: v for k, v in seen.body.items() if k in ("title", "body")})
             return 200, pr
+        pulled = self._pull_request(repo, base, rest, seen)
+        if pulled is not None:
+            return pulled
         issue = re.fullmatch(r"/issues/(\d+)", rest)
         if issue and seen.method == "GET":
             item = repo.issues.get(int(issue[1]))
@@ -163,6 +183,44 @@ class GitHubStandin(_Standin):
             }
         return 404, {"message": "Not Found"}
 
+    def _pull_request(self, repo: Repo, base: str, rest: str, seen: Seen) -> tuple[int, Any] | None:
+        """A pull request, its comments and replies, and a commit's check runs."""
+        one = re.fullmatch(r"/pulls/(\d+)", rest)
+        if one and seen.method == "GET":
+            pr = next((p for p in repo.pulls if p["number"] == int(one[1])), None)
+            return (200, pr) if pr else (404, {"message": "Not Found"})
+        review = re.fullmatch(r"/pulls/(\d+)/comments", rest)
+        if review and seen.method == "GET":
+            return 200, [c for c in repo.review_comments if c["pull"] == int(review[1])]
+        reply = re.fullmatch(r"/pulls/(\d+)/comments/(\d+)/replies", rest)
+        if reply and seen.method == "POST":
+            to = next((c for c in repo.review_comments if c["id"] == int(reply[2])), None)
+            if to is None:
+                return 404, {"message": "Not Found"}
+            made = github_comment(
+                9000 + len(repo.review_comments), int(reply[1]), REPLIER, seen.body["body"],
+                path=to["path"], in_reply_to=to["id"],
+            )  # fmt: skip
+            repo.review_comments.append(made)
+            return 201, made
+        conversation = re.fullmatch(r"/issues/(\d+)/comments", rest)
+        if conversation and seen.method == "GET":
+            return 200, [c for c in repo.issue_comments if c["pull"] == int(conversation[1])]
+        if conversation and seen.method == "POST":
+            made = github_comment(
+                8000 + len(repo.issue_comments), int(conversation[1]), REPLIER, seen.body["body"]
+            )
+            repo.issue_comments.append(made)
+            return 201, made
+        commit = re.fullmatch(r"/commits/([0-9a-f]{40})", rest)
+        if commit and seen.method == "GET":
+            return 200, {"sha": commit[1], "url": f"{base}/commits/{commit[1]}"}
+        checks = re.fullmatch(r"/commits/([0-9a-f]{40})/check-runs", rest)
+        if checks and seen.method == "GET":
+            runs = [r for r in repo.check_runs if r["head_sha"] == checks[1]]
+            return 200, {"total_count": len(runs), "check_runs": runs}
+        return None
+
     def _create(self, repo: Repo, base: str, body: dict[str, Any]) -> tuple[int, Any]:
         if any(p["head"]["ref"] == body.get("head") and p["state"] == "open" for p in repo.pulls):
             return 422, {
@@ -175,6 +233,7 @@ class GitHubStandin(_Standin):
             "number": number, "state": "open", "title": body.get("title"), "body": body.get("body"),
             "draft": bool(body.get("draft")), "head": {"ref": body.get("head")},
             "base": {"ref": body.get("base")}, "url": f"{base}/pulls/{number}",
+            "issue_url": f"{base}/issues/{number}",
             "html_url": f"https://github.example/{repo.path}/pull/{number}",
         }  # fmt: skip
         repo.pulls.append(pr)
@@ -224,14 +283,56 @@ class GitLabStandin(_Standin):
             return (200, item) if item else (404, {"message": "404 Not found"})
         member = re.fullmatch(r"/members/all/(\d+)", rest)
         if member and seen.method == "GET":
-            author = next(
-                (i["author"] for i in repo.issues.values() if str(i["author"]["id"]) == member[1]),
-                None,
-            )
+            authors = [i["author"] for i in repo.issues.values()]
+            authors += [n["author"] for d in repo.discussions for n in d["notes"]]
+            author = next((a for a in authors if str(a["id"]) == member[1]), None)
             if author is None or author["username"] not in repo.writers:
                 return 404, {"message": "404 Not found"}
             return 200, {"id": author["id"], "username": author["username"], "access_level": 30}
-        return 404, {"message": "404 Not found"}
+        merge_request = self._merge_request(repo, rest, seen)
+        return merge_request or (404, {"message": "404 Not found"})
+
+    def _merge_request(self, repo: Repo, rest: str, seen: Seen) -> tuple[int, Any] | None:
+        """A merge request's discussions and notes, its pipelines, their jobs and traces."""
+        listed = re.fullmatch(r"/merge_requests/(\d+)/discussions", rest)
+        if listed and seen.method == "GET":
+            return 200, [d for d in repo.discussions if d["mr"] == int(listed[1])]
+        note = re.fullmatch(r"/merge_requests/(\d+)/discussions/([^/]+)/notes", rest)
+        if note and seen.method == "POST":
+            found = next((d for d in repo.discussions if d["id"] == note[2]), None)
+            if found is None:
+                return 404, {"message": "404 Not found"}
+            made = gitlab_note(7000 + len(found["notes"]), REPLIER, 1, seen.body["body"])
+            found["notes"].append(made)
+            return 201, made
+        top = re.fullmatch(r"/merge_requests/(\d+)/notes", rest)
+        if top and seen.method == "POST":
+            made = gitlab_note(6000 + len(repo.discussions), REPLIER, 1, seen.body["body"])
+            repo.discussions.append(gitlab_discussion(f"d{made['id']}", int(top[1]), made))
+            return 201, made
+        pipelines = re.fullmatch(r"/merge_requests/(\d+)/pipelines", rest)
+        if pipelines and seen.method == "GET":
+            shown = [{k: v for k, v in p.items() if k != "jobs"} for p in repo.pipelines]
+            return 200, [p for p in shown if p["mr"] == int(pipelines[1])]
+        jobs = re.fullmatch(r"/pipelines/(\d+)/jobs", rest)
+        if jobs and seen.method == "GET":
+            found = next((p for p in repo.pipelines if p["id"] == int(jobs[1])), None)
+            if found is None:
+                return 404, {"message": "404 Not found"}
+            scope = seen.query.get("scope") or seen.query.get("scope[]") or []
+            listed_jobs = [
+                {k: v for k, v in j.items() if k != "trace"}
+                for j in found["jobs"]
+                if not scope or j["status"] in scope
+            ]
+            return 200, listed_jobs
+        trace = re.fullmatch(r"/jobs/(\d+)/trace", rest)
+        if trace and seen.method == "GET":
+            job = next(
+                (j for p in repo.pipelines for j in p["jobs"] if j["id"] == int(trace[1])), None
+            )
+            return (200, job["trace"].encode()) if job else (404, {"message": "404 Not found"})
+        return None
 
     def _create(self, repo: Repo, pid: int, body: dict[str, Any]) -> tuple[int, Any]:
         source = body.get("source_branch")
@@ -263,3 +364,32 @@ def gitlab_issue(number: int, title: str, body: str, username: str, user_id: int
         "author": {"id": user_id, "username": username},
         "web_url": f"https://gitlab.example/issues/{number}", "state": "opened",
     }  # fmt: skip
+
+
+def github_comment(
+    id: int, pull: int, login: str, body: str, *, path: str = "", in_reply_to: int | None = None
+) -> dict[str, Any]:
+    """A comment on pull request `pull`: on its diff when `path` is given, else on its
+    conversation."""
+    made: dict[str, Any] = {"id": id, "pull": pull, "user": {"login": login}, "body": body}
+    if path:
+        made.update({"path": path, "line": 1, "in_reply_to_id": in_reply_to})
+    return made
+
+
+def github_check(id: int, sha: str, name: str, conclusion: str, log: str) -> dict[str, Any]:
+    return {
+        "id": id, "head_sha": sha, "name": name, "status": "completed", "conclusion": conclusion,
+        "output": {"title": f"{name}: {conclusion}", "summary": log, "text": None},
+    }  # fmt: skip
+
+
+def gitlab_note(id: int, username: str, user_id: int, body: str) -> dict[str, Any]:
+    return {
+        "id": id, "body": body, "system": False,
+        "author": {"id": user_id, "username": username},
+    }  # fmt: skip
+
+
+def gitlab_discussion(id: str, mr: int, *notes: dict[str, Any]) -> dict[str, Any]:
+    return {"id": id, "mr": mr, "individual_note": len(notes) == 1, "notes": list(notes)}

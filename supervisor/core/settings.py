@@ -297,6 +297,9 @@ class ForgeSettings(StrictModel):
     api_url: str | None = None
     # The web dashboard's address (`supervisor web`), for the events link in a pull request
     dashboard_url: str | None = None
+    # Whose comments on a pull request `supervisor pr sync` takes: writers (people with write
+    # access to the repository) or everyone; honoured from your own config only
+    comments_from: Literal["writers", "everyone"] = "writers"
 
 
 

@@ -146,6 +146,11 @@ SETTINGS: tuple[Setting, ...] = (
         Setting(f"temporal.{key}", "routing", "where tasks (and their code) are sent")
         for key in ("address", "namespace", "remote")
     ),
+    Setting(
+        "forge.comments_from",
+        "never",
+        "whose pull request comments reach a worker's prompt: honoured only from your own config",
+    ),
     Setting("forge.*", "routing", "where the forge token is sent, what a pull request links to"),
     Setting("roles.*.env", "routing", "environment handed to the role's CLI"),
     Setting("roles.*.flags", "routing", "flags handed to the role's CLI"),

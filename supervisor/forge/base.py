@@ -59,6 +59,40 @@ class Issue:
     url: str
 
 
+@dataclass(frozen=True)
+class Comment:
+    """A comment on a pull request; its text is its author's, untrusted."""
+
+    id: str
+    """Unique on the forge and stable: `review:<id>`, `issue:<id>` (GitHub), `note:<id>`
+    (GitLab)."""
+    author: str
+    author_can_write: bool
+    body: str
+    path: str = ""
+    """The file a review comment is on; "" for a comment on the conversation."""
+    line: int | None = None
+    thread: str = ""
+    """What a reply answers: GitHub's review comment id, GitLab's discussion id; "" for a
+    comment on GitHub's conversation (answered by one comment on the conversation)."""
+
+
+@dataclass(frozen=True)
+class Check:
+    """A check that failed on the pull request's head; its log is the forge's text, untrusted."""
+
+    id: str
+    """`check:<id>` (a GitHub check run), `job:<id>` (a GitLab job)."""
+    name: str
+    log: str
+    """The end of its output (GitHub: the check run's output title, summary and text; GitLab:
+    the job's trace), cut by the adapter to at most `LOG_KEPT` characters."""
+
+
+LOG_KEPT = 20_000
+"""Characters of a failing check's log an adapter keeps (its end: where the failure is)."""
+
+
 class Forge(ABC):
     """One forge's client for one repository (`Target`)."""
 
@@ -79,3 +113,18 @@ class Forge(ABC):
     @abstractmethod
     def issue(self, number: int) -> Issue:
         """Issue `number`, with whether its author may write to the repository."""
+
+    @abstractmethod
+    def comments(self, number: int) -> list[Comment]:
+        """Every comment on pull request `number` (review comments and the conversation's),
+        oldest first, each with whether its author may write to the repository."""
+
+    @abstractmethod
+    def failing_checks(self, number: int, sha: str) -> list[Check]:
+        """The checks (GitHub check runs, GitLab jobs) that failed on commit `sha` of pull
+        request `number`."""
+
+    @abstractmethod
+    def reply(self, number: int, thread: str, text: str) -> str:
+        """`text` as a reply in `thread` of pull request `number` (a comment on the
+        conversation when `thread` is ""); the id of the reply, as `Comment.id` names it."""

@@ -1,5 +1,6 @@
 """GitHub (and GitHub Enterprise) through PyGithub: a pull request opened or updated, an issue
-and whether its author may write to the repository."""
+and whether its author may write to the repository, a pull request's comments and failing check
+runs, and a reply in a comment's thread."""
 
 from __future__ import annotations
 
@@ -8,7 +9,17 @@ from typing import TYPE_CHECKING
 
 from github import Auth, Github, GithubException
 
-from supervisor.forge.base import Forge, ForgeAuthError, ForgeError, Issue, PullRequest, Target
+from supervisor.forge.base import (
+    LOG_KEPT,
+    Check,
+    Comment,
+    Forge,
+    ForgeAuthError,
+    ForgeError,
+    Issue,
+    PullRequest,
+    Target,
+)
 from supervisor.forge.tokens import scrubbed
 
 if TYPE_CHECKING:
@@ -35,6 +46,7 @@ class GitHub(Forge):
             seconds_between_writes=None,
         )
         self._repo: Repository | None = None
+        self._writers: dict[str, bool] = {}
 
     def check(self) -> None:
         with self._errors("read the repository"):
@@ -57,16 +69,62 @@ class GitHub(Forge):
             repo = self.repo()
             found = repo.get_issue(number)
             author = found.user.login
+            return Issue(
+                number, found.title or "", found.body or "", author, self.can_write(author),
+                found.html_url,
+            )  # fmt: skip
+
+    def comments(self, number: int) -> list[Comment]:
+        with self._errors(f"read the comments of pull request #{number}"):
+            pr = self.repo().get_pull(number)
+            found = [
+                Comment(
+                    f"review:{c.id}",
+                    c.user.login,
+                    self.can_write(c.user.login),
+                    c.body or "",
+                    c.path or "",
+                    c.line or c.original_line,
+                    str(c.in_reply_to_id or c.id),
+                )
+                for c in pr.get_review_comments()
+            ]
+            found += [
+                Comment(f"issue:{c.id}", c.user.login, self.can_write(c.user.login), c.body or "")
+                for c in pr.get_issue_comments()
+            ]
+            return found
+
+    def failing_checks(self, number: int, sha: str) -> list[Check]:
+        with self._errors(f"read the check runs of {sha[:12]}"):
+            found = []
+            for run in self.repo().get_commit(sha).get_check_runs():
+                if run.conclusion not in ("failure", "timed_out"):
+                    continue
+                out = run.output
+                said = [out.title, out.summary, out.text] if out is not None else []
+                log = "\n".join(s for s in said if s)
+                found.append(Check(f"check:{run.id}", run.name or "", log[-LOG_KEPT:]))
+            return found
+
+    def reply(self, number: int, thread: str, text: str) -> str:
+        with self._errors(f"answer on pull request #{number}"):
+            pr = self.repo().get_pull(number)
+            if thread:
+                return f"review:{pr.create_review_comment_reply(int(thread), text).id}"
+            return f"issue:{pr.create_issue_comment(text).id}"
+
+    def can_write(self, login: str) -> bool:
+        """Whether `login` may write to the repository (asked once per login)."""
+        if login not in self._writers:
             try:
-                permission = repo.get_collaborator_permission(author)
+                permission = self.repo().get_collaborator_permission(login)
             except GithubException as e:
                 if e.status not in (403, 404):
                     raise
                 permission = "none"  # not a collaborator, or ours cannot tell: not a writer
-            return Issue(
-                number, found.title or "", found.body or "", author, permission in WRITERS,
-                found.html_url,
-            )  # fmt: skip
+            self._writers[login] = permission in WRITERS
+        return self._writers[login]
 
     def repo(self) -> Repository:
         if self._repo is None:

@@ -82,7 +82,8 @@ def guarded_settings(repo: Path) -> dict[str, Any]:
                 found[f"temporal.{key}"] = temporal[key]
     forge = data.get("forge")  # where the user's forge token is sent (supervisor/forge/)
     for key, value in forge.items() if isinstance(forge, dict) else []:
-        found[f"forge.{key}"] = value
+        if key != "comments_from":  # never honoured from a repository: nothing to trust
+            found[f"forge.{key}"] = value
     for name, spec in _role_specs(repo).items():
         for key in ROLE_KEYS:
             if spec.get(key):

@@ -1,14 +1,14 @@
 """Resuming a task: the workflow's state after a crash, a decision or a failure, made ready for
 the engine to carry on. Part of the engine (it writes workflow progress, as only the engine may):
 `supervisor resume` and a timed-out approval (supervisor/policy/risk.py, via the engine) both use
-it.
+it, and a completed task's next round (`supervisor pr sync`) is reopened here.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from supervisor.core.errors import ApprovalRequired
+from supervisor.core.errors import ApprovalRequired, StateError
 from supervisor.guard import protected
 from supervisor.policy import risk
 from supervisor.policy.approvals import REQUEST_KEY
@@ -16,7 +16,7 @@ from supervisor.state.store import EventSpec
 from supervisor.workflow.state import WorkflowState
 
 if TYPE_CHECKING:
-    from supervisor.core.config import Settings
+    from supervisor.core.config import Settings, WorkflowDef
     from supervisor.state.store import Store, Workflow
 
 
@@ -128,3 +128,41 @@ def prepare(store: Store, wf: Workflow, settings: Settings) -> None:
         )
     else:  # running (after a crash) or rate_limited: carry on where it stood
         store.add_event(wf.id, EventSpec("resumed", step=wf.current_step, status=wf.status))
+
+
+def fix_up_step(definition: WorkflowDef) -> str | None:
+    """Where a completed task's next round starts: the step a review's rejection sends the work
+    back to (the implementer), else the one a failed gate does; None when the workflow has
+    neither."""
+    steps = list(definition.steps.values())
+    for field in ("on_reject", "on_fail"):
+        for step in reversed(steps):
+            target = getattr(step, field)
+            if target is not None:
+                return str(target)
+    return None
+
+
+def reopen(store: Store, wf: Workflow, step: str, feedback: str, events: list[EventSpec]) -> None:
+    """A completed task's next round (`supervisor pr sync`): back at `step` with `feedback` in
+    its prompt, as a review's rejection sends work back, with a fresh count of retries; the
+    run that follows (`resume`) gates, reviews and commits it like any round. `events` commit
+    in the same transaction."""
+    if wf.status != "completed":
+        raise StateError(
+            f"Workflow {wf.id} is {wf.status}: only a completed task takes a next round.",
+            f"Finish this round first (`supervisor status {wf.id}` says what it waits for).",
+        )
+    ctx = dict(wf.context)
+    for memory in ("attempts", "trees", "noops", "transient", "breaker", "decision"):
+        ctx.pop(memory, None)
+    ctx["feedback"] = {step: [feedback]}
+    ctx["candidate"] = None  # the round starts from the branch's gated tip
+    reopened = EventSpec("reopened", step=step, status="running", payload={"step": step})
+    store.update_workflow(
+        wf.id,
+        status="running",
+        current_step=step,
+        context=WorkflowState.load(ctx).dump(),
+        events=[*events, reopened],
+    )
