@@ -146,6 +146,44 @@ def test_a_build_failure_names_its_telling_line_without_colour_codes_and_shows_t
     assert "see the build output above" in streamed.hint
 
 
+def test_a_build_failure_names_the_tools_error_line_over_its_notes_and_dockers_own_lines() -> None:
+    """changesets on a registry without one of its lock file's packages: pnpm's error, then its
+    notes, then the legacy builder's `Removing intermediate container`; an earlier step's error
+    line (pip's resolver note, the build went on) is not the cause."""
+    log = [
+        "Step 6/17 : RUN pip install x\n",
+        "ERROR: pip's dependency resolver does not currently take into account all packages\n",
+        "Step 10/17 : RUN cd /deps && pnpm install --frozen-lockfile\n",
+        " ---> Running in 5d8c1e47136f\n",
+        "✗ Lockfile failed supply-chain policy check (484 entries in 8.7s)\n",
+        "[ERR_PNPM_FETCH_404] GET https://registry.npmjs.org/@pnpm%2Fpnpr.darwin-arm64: "
+        "Not Found - 404\n",
+        "\n@pnpm/pnpr.darwin-arm64 is not in the npm registry, or you have no permission.\n",
+        "No authorization header was set for the request.\n",
+        "Removing intermediate container 5d8c1e47136f\n",
+    ]
+    error = project_image._build_error(Path("/r"), "returned a non-zero code: 1", log, shown=True)
+    assert error.message == (
+        "Building the project sandbox image failed: [ERR_PNPM_FETCH_404] GET "
+        "https://registry.npmjs.org/@pnpm%2Fpnpr.darwin-arm64: Not Found - 404"
+    )
+    quiet = project_image._build_error(Path("/r"), "returned a non-zero code: 1", log, shown=False)
+    assert "Removing intermediate container" not in quiet.message
+    assert "| No authorization header was set for the request." in quiet.message
+
+
+def test_pnpm_runs_a_gates_script_without_installing_again_offline() -> None:
+    """pnpm 11's verifyDepsBeforeRun (`install` by default) finds no node_modules in /workspace
+    (the image's is /node_modules) and reinstalls before `pnpm test`, with the network off: it
+    retried changesets' 484 packages for minutes. The image turns the check off, where pnpm 11
+    reads it (a `pnpm_config_` variable, over the project's own setting)."""
+    toolchain, install = project_image.node_section("pnpm", "11.13.1")
+    assert "ENV pnpm_config_verify_deps_before_run=false\n" in toolchain
+    assert "pnpm@11.13.1" in toolchain and "verify_deps" not in install
+    for manager in ("npm", "yarn"):
+        assert "verify_deps" not in "".join(project_image.node_section(manager, ""))
+
+
 # -- init knows its own files ------------------------------------------------------------------
 
 

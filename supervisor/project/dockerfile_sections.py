@@ -64,6 +64,15 @@ NODE_INSTALL = {
 }
 """Each manager installs exactly what the lock file says, or resolves afresh without one."""
 
+PNPM_RUN = (
+    "# A gate's `pnpm test` runs the script at once: pnpm 11 would first check that\n"
+    "# node_modules is installed (verifyDepsBeforeRun, `install` by default), find none in\n"
+    "# /workspace (it is /node_modules, from these very dependency files) and install again,\n"
+    "# with the network off.\n"
+    "ENV pnpm_config_verify_deps_before_run=false\n"
+)
+"""pnpm 11 reads its settings from `pnpm_config_*` variables, and this one over the project's."""
+
 RUST = (
     r"""
 # Rust: the toolchain from Debian and the crates fetched now, so that gates build offline.
@@ -219,7 +228,7 @@ def node_section(manager: str, version: str) -> tuple[str, str]:
     tool = ""
     key = manager
     if manager == "pnpm":
-        tool = f"RUN npm install -g --no-audit --no-fund pnpm@{version or '9'}\n"
+        tool = f"RUN npm install -g --no-audit --no-fund pnpm@{version or '9'}\n" + PNPM_RUN
     elif manager == "yarn":
         if not version or version.startswith("1."):
             key = "yarn1"

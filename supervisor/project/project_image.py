@@ -438,13 +438,25 @@ def project_images(client: docker.DockerClient, repo: Path) -> list[Any]:
     return client.images.list(filters={"label": f"{LABEL_PROJECT}={repo.resolve()}"})
 
 
+_DOCKER_OWN = ("Step ", "---> ", "Removing intermediate container ")
+"""The legacy builder's own lines, around (and after) the failed step's output."""
+_TELLING = re.compile(r"\[ERR_|\bERR!|^\s*(npm )?error\b|^ERROR\b|^E: ", re.IGNORECASE)
+"""A tool's error line (pnpm's `[ERR_PNPM_FETCH_404] …`, npm's, pip's, apt's), which the hints
+and notes the tool prints after it would otherwise bury."""
+
+
 def _build_error(repo: Path, message: str, log: list[str], *, shown: bool) -> SandboxError:
-    """The failure's telling line first (the build log's last line, such as `mv: cannot stat
-    'node_modules'`, rather than Docker's `The command '/bin/sh -c …' returned a non-zero code`),
-    then the log's tail, unless the log was already streamed to the user: it is shown once."""
+    """The failure's telling line first (the build log's last error line, such as pnpm's
+    `[ERR_PNPM_FETCH_404] GET …`, or its last line, such as `mv: cannot stat 'node_modules'`,
+    rather than Docker's `The command '/bin/sh -c …' returned a non-zero code`), then the log's
+    tail, unless the log was already streamed to the user: it is shown once."""
     lines = [line.rstrip() for line in strip_ansi("".join(log)).splitlines() if line.strip()]
-    lines = [line for line in lines if not line.lstrip().startswith(("Step ", "---> "))]
-    cause = lines[-1].strip() if lines else strip_ansi(message).strip().splitlines()[0]
+    steps = [i for i, line in enumerate(lines) if line.startswith("Step ")]
+    own = [line.lstrip().startswith(_DOCKER_OWN) for line in lines]
+    step = [x for i, x in enumerate(lines) if i >= (steps or [0])[-1] and not own[i]]
+    lines = [line for i, line in enumerate(lines) if not own[i]]
+    told = [line for line in step if _TELLING.search(line)] or lines  # the failed step's error
+    cause = told[-1].strip() if told else strip_ansi(message).strip().splitlines()[0]
     body = f"Building the project sandbox image failed: {cause}"
     if not shown:
         body += f"\n  ({strip_ansi(message).strip()})\n" + "\n".join(
