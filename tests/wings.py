@@ -115,7 +115,7 @@ WINGS: dict[str, Wing] = {
     "routing": Wing(
         10,
         "which CLI runs a role: preference, failover, metrics and adaptive assignment",
-        _public("failover history metrics route suggest"),
+        _public("failover history metrics pools route suggest"),
     ),
     "workflow": Wing(
         11,

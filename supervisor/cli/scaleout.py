@@ -42,6 +42,25 @@ def worker(
         str | None, typer.Option(metavar="HOST:PORT", help="The Temporal server.")
     ] = None,
     namespace: Annotated[str | None, typer.Option(help="The Temporal namespace.")] = None,
+    capabilities: Annotated[
+        str | None,
+        typer.Option(
+            metavar="POOL[,POOL...]",
+            help="The worker pools this host serves, e.g. large_context,isolated (default: "
+            "worker.capabilities in your config): it also runs the steps of roles that prefer "
+            "or require them (docs/worker-pools.md).",
+        ),
+    ] = None,
+    max_tasks: Annotated[
+        int | None,
+        typer.Option(
+            "--max-tasks",
+            metavar="N",
+            callback=lambda v: v if v is None else _at_least_one(v),
+            help="Exit (0) once steps of N tasks ran here and none still runs: a CI runner's "
+            "worker.",
+        ),
+    ] = None,
 ) -> None:
     """Run the steps of tasks submitted with `start-task --backend temporal`, on this host."""
     from supervisor.lifecycle import opening as projects
@@ -56,7 +75,25 @@ def worker(
         namespace or cfg.namespace,
         queue or cfg.task_queue,
         max_parallel,
+        _pools(capabilities),
+        max_tasks,
     )
+
+
+def _pools(given: str | None) -> list[str] | None:
+    """`--capabilities a,b` as pool names, checked as the config's `worker.capabilities`."""
+    if given is None:
+        return None
+    from pydantic import ValidationError
+
+    from supervisor.core.pool_settings import WorkerSettings
+
+    names = [n.strip() for n in given.split(",") if n.strip()]
+    try:
+        return WorkerSettings(capabilities=names).capabilities
+    except ValidationError as e:
+        said = "; ".join(str(error["msg"]) for error in e.errors())
+        raise typer.BadParameter(said, param_hint="--capabilities") from None
 
 
 def resume_elsewhere(repo: Path, workflow_id: int, here: bool) -> bool:

@@ -77,6 +77,14 @@ class RoleSpec(StrictModel):
     may_change_nothing: bool | None = None
     """An implementing role whose honest answer may be "nothing to change" (a test engineer who
     finds the tests sufficient): an empty change then passes, recorded as such."""
+    preferred_worker: str | None = None
+    """Team mode: the pool of workers (`supervisor worker --capabilities`) this role's steps go
+    to first; with no worker of it polling within temporal.pool_wait_seconds, the fallback."""
+    fallback_worker: str | None = None
+    """Where a preferred pool's step goes when none of its workers takes it (default: any)."""
+    requires: list[str] | None = None
+    """Pools the role's steps must run on (e.g. [isolated]): they wait for such a worker and
+    never fall back."""
 
 
 class RoleContext(StrictModel):
@@ -110,6 +118,9 @@ class Role(StrictModel):
     gates: list[RoleGate] = Field(default_factory=list)
     allow_paths: list[str] = Field(default_factory=list)
     may_change_nothing: bool = False
+    preferred_worker: str | None = None
+    fallback_worker: str | None = None
+    requires: list[str] = Field(default_factory=list)
 
     @property
     def clis(self) -> list[str]:

@@ -14,6 +14,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import Field, field_validator, model_validator
 
+from supervisor.core.pool_settings import WorkerPoolSettings, WorkerSettings
 from supervisor.core.projects import ProjectDef, ProjectDependency, ProjectMap
 from supervisor.core.strict_model import StrictModel
 
@@ -285,6 +286,9 @@ class TemporalSettings(StrictModel):
     # A component fan-out runs one activity per component, on any worker of the queue
     # (supervisor/workflow/steps/dispatched.py); false: all of them in the step's own activity.
     spread_components: bool = True
+    # How long a step whose role prefers a pool (`preferred_worker`) waits for a worker of that
+    # pool before it goes to its fallback (docs/worker-pools.md); a required pool never falls back.
+    pool_wait_seconds: float = Field(60, ge=0)
 class ForgeSettings(StrictModel):
     """Pull requests and issues (docs/pull-requests.md). Each key routes the user's forge token
     or what a pull request links to, so a repository's value needs `supervisor trust`."""
@@ -337,6 +341,8 @@ class Settings(StrictModel):
     backend: Literal["embedded", "temporal"] = "embedded"
     temporal: TemporalSettings = Field(default_factory=TemporalSettings)
     roles: RolePackSettings = Field(default_factory=RolePackSettings)
+    worker: WorkerSettings = Field(default_factory=WorkerSettings)
+    worker_pools: WorkerPoolSettings = Field(default_factory=WorkerPoolSettings)
     projects: list[ProjectDef] = Field(default_factory=list)
     """The projects of a monorepo (supervisor/core/projects.py); empty: one project."""
     cross_project_dependencies: dict[str, ProjectDependency] = Field(default_factory=dict)

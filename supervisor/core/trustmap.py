@@ -154,6 +154,15 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("forge.*", "routing", "where the forge token is sent, what a pull request links to"),
     Setting("roles.*.env", "routing", "environment handed to the role's CLI"),
     Setting("roles.*.flags", "routing", "flags handed to the role's CLI"),
+    *(
+        Setting(
+            f"roles.*.{key}",
+            "routing",
+            "the pool of workers (hosts) the role's steps are sent to, unless your config's "
+            "worker_pools.allowed names it",
+        )
+        for key in ("preferred_worker", "fallback_worker", "requires")
+    ),
     Setting(
         "protected_paths.remove",
         "weakening",
@@ -177,6 +186,16 @@ SETTINGS: tuple[Setting, ...] = (
         "notifications.webhook",
         "never",
         "routes task data off the machine: honoured only from your own config",
+    ),
+    Setting(
+        "worker",
+        "never",
+        "this host's worker pools: honoured only from your own config on that host",
+    ),
+    Setting(
+        "worker_pools",
+        "never",
+        "which pools a repository's or a pack's role may send steps to: your own config only",
     ),
     Setting(
         "telemetry",

@@ -101,6 +101,26 @@ def _role_specs(repo: Path) -> dict[str, dict[str, Any]]:
     return found
 
 
+POOL_KEYS = ("preferred_worker", "fallback_worker", "requires")
+
+
+def pool_settings(repo: Path) -> dict[str, Any]:
+    """The worker pools the repository's roles send steps to (supervisor/routing/pools.py), by
+    dotted key: honoured when the user's own config allows the pool, or as trusted here."""
+    return {
+        f"roles.{name}.{key}": spec[key]
+        for name, spec in _role_specs(repo).items()
+        for key in POOL_KEYS
+        if spec.get(key)
+    }
+
+
+def role_pool_trusted(repo: Path, key: str, value: Any) -> bool:
+    """A repository role's pool field (`roles.<role>.requires`) as `supervisor trust` saw it."""
+    trusted = _records().get(_key(repo), {}).get("pools", {})
+    return key in trusted and trusted[key] == value
+
+
 def fingerprint(settings: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()
 
@@ -220,7 +240,8 @@ class Pending:
 def pending(repo: Path) -> Pending:
     config = trustmap.repo_path(repo, CONFIG, trustmap.NEEDS_TRUST)
     project = _mapping(config) if config.is_file() else {}
-    found = Pending(repo, guarded_settings(repo), weakening_settings(repo))
+    routing = {**guarded_settings(repo), **pool_settings(repo)}  # the pools: which hosts
+    found = Pending(repo, routing, weakening_settings(repo))
     found.effects = {key: effect(key) for key in [*found.routing, *found.weakening]}
     for rel, data in trust_files(repo).items():
         if not file_trusted(repo, rel, data):
@@ -240,6 +261,7 @@ def trust(repo: Path) -> dict[str, Any]:
         "sha256": fingerprint(settings),
         "settings": settings,
         "weakening": weakening_settings(repo),
+        "pools": pool_settings(repo),
         "files": {
             rel: {"sha256": _digest(data), "text": _text(data)}
             for rel, data in trust_files(repo).items()

@@ -20,6 +20,9 @@ if TYPE_CHECKING:
 
 SUBMITTED = "temporal_submitted"
 FAILED = "temporal_failed"
+ROUTED = "step_routed"  # the worker pools' events (supervisor/temporal/routes.py)
+RAN = "step_worker"
+FELL_BACK = "pool_fallback"
 
 
 def labels(state: Any, found: list[Workflow], pids: dict[int, int | None]) -> dict[int, str]:
@@ -41,8 +44,48 @@ def labels(state: Any, found: list[Workflow], pids: dict[int, int | None]) -> di
             elif last is not None and last.type == SUBMITTED:  # handed back by `resume`
                 shown[wf.id] = "resumed: " + _running(wf, held, submitted, None, now)
             continue
-        shown[wf.id] = _running(wf, held, submitted, pids.get(wf.id), now)
+        shown[wf.id] = _running(wf, held, submitted, pids.get(wf.id), now, _pool(state, wf))
     return shown
+
+
+def _pool(state: Any, wf: Workflow) -> dict[str, Any] | None:
+    """The worker pool the task's next step waits for (its `step_routed` event, when no step
+    started since), with what its fallback said, if it fell back."""
+    routed = state.last_event(wf.id, ROUTED)
+    if routed is None or routed.payload.get("step") != wf.current_step:
+        return None
+    ran = state.last_event(wf.id, RAN)
+    if ran is not None and ran.id > routed.id:
+        return None
+    fell = state.last_event(wf.id, FELL_BACK)
+    found = dict(routed.payload)
+    if fell is not None and fell.id > routed.id:
+        found["fell_back"] = fell.payload.get("said", "fell back")
+    return found
+
+
+def _queued(queue: str, pool: dict[str, Any] | None, held: list[leases.Lease], now: float) -> str:
+    """`queued on Q (N workers polling)`, or for a pool's step `queued for isolated workers
+    (none polling)`."""
+    name = None if pool is None else str(pool.get("pool"))
+    if pool is not None and pool.get("fell_back"):
+        name = pool.get("fallback")
+    polled = f"{queue}@{name}" if name else queue
+    polling = [x for x in held if x.name.startswith(f"worker:{polled}:") and not x.expired(now)]
+    who = f"{counted(len(polling), 'worker')} polling" if polling else "none polling"
+    if pool is not None and pool.get("fell_back"):
+        return f"queued on {polled} ({who}): {pool['fell_back']}"
+    if pool is not None:
+        then = (
+            ""
+            if pool.get("required")
+            else f"; falls back to {pool.get('fallback') or 'any worker'} after "
+            f"{float(pool.get('wait_s') or 0):g} s"
+        )
+        return f"queued for {name} workers ({who}{then})"
+    if not polling:
+        return f"queued (no worker on queue {queue})"
+    return f"queued on {queue} ({who})"
 
 
 def _running(
@@ -51,6 +94,7 @@ def _running(
     submitted: dict[str, Any] | None,
     pid: int | None,
     now: float,
+    pool: dict[str, Any] | None = None,
 ) -> str:
     task = leases.task_name(wf.id)
     mine = [x for x in held if x.name == task or x.name.startswith(task + "/")]
@@ -67,11 +111,7 @@ def _running(
         ]
         return "running on " + ", ".join(where)
     if submitted is not None:
-        queue = str(submitted.get("task_queue", "?"))
-        polling = [x for x in held if x.name.startswith(f"worker:{queue}:") and not x.expired(now)]
-        if not polling:
-            return f"queued (no worker on queue {queue})"
-        return f"queued on {queue} ({counted(len(polling), 'worker')} polling)"
+        return _queued(str(submitted.get("task_queue", "?")), pool, held, now)
     if pid is not None:
         return "running"
     return "running (no supervisor)"

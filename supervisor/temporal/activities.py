@@ -10,7 +10,12 @@ local Docker engine (no remote Docker socket):
   any number at once on any hosts.
 
 - RECORD_FAILURE, the workflow's last word when a step gave up: the reason, written to the
-  state, so the task is `failed` there too and `supervisor resume` hands it back.
+  state, so the task is `failed` there too and `supervisor resume` hands it back;
+- RECORD_FALLBACK, the event of a step whose preferred pool had no worker within its wait.
+
+Worker pools (supervisor/temporal/routes.py): each step and component records where it ran (pool
+and worker), each step's result names the next step's pool, and a step sent to a worker outside
+its pool comes back "routed", not run.
 
 Each runs in a thread while the activity heartbeats, so Temporal retries it elsewhere when this
 host stops answering. A task another process holds (its lease, supervisor/state/leases.py) is
@@ -29,6 +34,8 @@ worker's output, not a traceback (`_ended_elsewhere`).
 from __future__ import annotations
 
 import asyncio
+import functools
+import os
 import sys
 import threading
 import time
@@ -50,14 +57,17 @@ from supervisor.core.errors import (
     WorkflowBusyError,
 )
 from supervisor.state import leases
+from supervisor.temporal import routes
 from supervisor.temporal.cache import ProjectCache
 from supervisor.temporal.identity import repository_id
 from supervisor.temporal.workflow import (
     RECORD_FAILURE,
+    RECORD_FALLBACK,
     RUN_COMPONENT,
     RUN_STEP,
     ComponentInput,
     FailureInput,
+    FallbackInput,
     StepResult,
     TaskInput,
 )
@@ -68,16 +78,43 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from supervisor.lifecycle.tasks import Kept
-
 T = TypeVar("T")
+
+
+class TaskCount:
+    """`--max-tasks`: the distinct tasks whose steps ran here; `done` once there are `limit`
+    of them and none of their steps still runs (a step handed on to its pool does not count)."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        self.tasks: set[int] = set()
+        self.running = 0
+        self.done = asyncio.Event()
+
+    def started(self) -> None:
+        self.running += 1
+
+    def ended(self, wf_id: int, ran: bool) -> None:
+        self.running -= 1
+        if ran:
+            self.tasks.add(wf_id)
+        if self.limit is not None and len(self.tasks) >= self.limit and self.running == 0:
+            self.done.set()
+
+    def said(self) -> str:
+        return f"{len(self.tasks)} task(s) ({', '.join(map(str, sorted(self.tasks)))})"
+
 
 HEARTBEAT_EVERY = 1.0  # cheap (a local call the SDK batches); keeps short timeouts usable
 BUSY_POLL = 2.0  # how often a step waiting for another holder's lease tries again
 
 
 class StepActivities:
-    def __init__(self, repo: Path, max_parallel: int) -> None:
+    def __init__(self, repo: Path, max_parallel: int, identity: str | None = None,
+                 on_run: TaskCount | None = None) -> None:  # fmt: skip
         self.repo = repo
+        self.on_run = on_run  # `worker --max-tasks`: told when a step or component starts, ends
+        self.identity = identity or f"{leases.host()}-{os.getpid()}"  # named in `step_worker`
         self.pool = ThreadPoolExecutor(max_parallel, thread_name_prefix="supervisor-step")
         self.projects = ProjectCache()  # settings read once per configuration, not per step
         self.given_up: set[int] = set()  # tasks whose waiting step Temporal cancelled
@@ -87,15 +124,30 @@ class StepActivities:
 
     @activity.defn(name=RUN_STEP)
     async def run_step(self, task: TaskInput) -> StepResult:
-        return await self._heartbeating(self._step, task)
+        queue = activity.info().task_queue  # a pool's: `<queue>@<pool>` (the thread has no info)
+        return await self._counted(task.wf_id, functools.partial(self._step, queue=queue), task)
 
     @activity.defn(name=RUN_COMPONENT)
     async def run_component(self, task: ComponentInput) -> dict[str, Any]:
-        return await self._heartbeating(self._component, task)
+        queue = activity.info().task_queue
+        work = functools.partial(self._component, queue=queue)
+        return await self._counted(task.wf_id, work, task)
 
     @activity.defn(name=RECORD_FAILURE)
     async def record_failure(self, task: FailureInput) -> None:
         return await self._heartbeating(self._record, task)
+
+    @activity.defn(name=RECORD_FALLBACK)
+    async def record_fallback(self, task: FallbackInput) -> None:
+        return await self._heartbeating(self._fallback, task)
+
+    def activities(self) -> list[Callable[..., Any]]:
+        """What a worker of the repository's own queue runs (a pool's queue: the first two)."""
+        return [self.run_step, self.run_component, self.record_failure, self.record_fallback]
+
+    def _fallback(self, task: FallbackInput) -> None:
+        self._mine(task.repository)
+        routes.record_fallback(self.projects.open(self.repo)[0], task.wf_id, task.route)
 
     def _mine(self, repository: str) -> None:
         """Refuse a task of another repository: its id names another task in this clone."""
@@ -139,6 +191,18 @@ class StepActivities:
                 ),
             )
 
+    async def _counted(self, wf_id: int, work: Callable[[Any], T], task: Any) -> T:
+        if self.on_run is None:
+            return await self._heartbeating(work, task)
+        self.on_run.started()
+        ran = True
+        try:
+            result = await self._heartbeating(work, task)
+            ran = getattr(result, "status", None) != "routed"  # handed on to its pool, not run
+            return result
+        finally:
+            self.on_run.ended(wf_id, ran)
+
     async def _heartbeating(self, work: Callable[[Any], T], task: Any) -> T:
         running = asyncio.get_running_loop().run_in_executor(self.pool, work, task)
         try:
@@ -166,11 +230,12 @@ class StepActivities:
                 ) from None
             raise
 
-    def _component(self, task: ComponentInput) -> dict[str, Any]:
+    def _component(self, task: ComponentInput, queue: str = "") -> dict[str, Any]:
         from supervisor.temporal.components import run_component
 
         self._mine(task.repository)
         project = self.projects.open(self.repo)[0]
+        routes.record_ran(project, task.wf_id, queue, self.identity, task.component)
         shared = project.settings.temporal.remote
         name = leases.component_name(task.wf_id, task.component)
         doing = f"component {task.component}"
@@ -190,8 +255,13 @@ class StepActivities:
             finally:
                 held.release()
 
-    def _step(self, task: TaskInput) -> StepResult:
+    def _step(self, task: TaskInput, queue: str = "") -> StepResult:
         self._mine(task.repository)
+        project = self.projects.open(self.repo)[0]
+        route = routes.misrouted(project, task.wf_id, task.route)
+        if route is not None:  # another pool's step (the next one changed after a decision)
+            return StepResult("routed", route=route.data())
+        routes.record_ran(project, task.wf_id, queue, self.identity)
         self.given_up.discard(task.wf_id)
         while True:
             try:
@@ -259,7 +329,7 @@ class StepActivities:
                 dispatch=(task.components or []) if spread else None, kept=kept,
             )  # fmt: skip
         except ComponentsDispatched as handed:
-            return StepResult("dispatched", components=handed.ids)
+            return StepResult("dispatched", components=handed.ids, route=task.route)
         except ApprovalRequired:
             return StepResult("awaiting_approval")
         except WorkflowBusyError:
@@ -285,7 +355,8 @@ class StepActivities:
             self._record(FailureInput(wf_id, e.message, task.repository), only_running=True)
             return StepResult("failed", error=e.message)
         waiting = wf.context.get("waiting_until")
-        return StepResult(wf.status, float(waiting) if waiting else None, wf.error)
+        route = routes.next_route(opened[0], wf)
+        return StepResult(wf.status, float(waiting) if waiting else None, wf.error, route=route)
 
 
 def _ended_elsewhere(task: TaskInput | ComponentInput | FailureInput, done: Any) -> None:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
     from supervisor.core.config import TemporalSettings
     from supervisor.lifecycle.opening import Project
+    from supervisor.routing.pools import Route
     from supervisor.state.records import Workflow
     from supervisor.state.writer import TaskRows
     from supervisor.temporal.link import Link
@@ -167,8 +168,9 @@ class Submitter:
             self.link.close()
             raise unreachable
 
-    def __call__(self, wf: Workflow, store: TaskRows) -> None:
-        """`store`: the task's, open (the caller created the task in it)."""
+    def __call__(self, wf: Workflow, store: TaskRows, route: Route | None = None) -> None:
+        """`store`: the task's, open (the caller created the task in it). `route`: the first
+        step's worker pool (supervisor/routing/pools.py), None for any worker."""
         wid = workflow_id(self.repository, wf.id)
         task = {  # `TaskInput`'s fields (supervisor/temporal/workflow.py imports temporalio)
             "wf_id": wf.id,
@@ -176,12 +178,20 @@ class Submitter:
             "repository": self.repository,
             "max_attempts": self.settings.max_attempts,
         }
+        if route is not None:
+            task["route"] = route.data()
         if self.settings.remote:  # the worker hosts' clones take the task from there
             from supervisor.workspace import remote
 
             remote.publish(self.project.root, self.settings.remote, wf)
         checkout = f"{socket.gethostname()}:{self.project.root}"  # recorded before a worker
         _record(store, wf.id, self.settings, wid, self.queue, self.repository, checkout=checkout)
+        if route is not None:  # `status`: queued for that pool's workers
+            from supervisor.state.records import EventSpec
+
+            payload = {"step": wf.current_step, **route.data()}
+            store.add_event(wf.id, EventSpec("step_routed", step=wf.current_step, role=route.role,
+                                             status="queued", payload=payload))  # fmt: skip
         self.link.start(wid, task, self.queue)
 
     def close(self) -> None:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
     from supervisor.lifecycle.opening import Project
+    from supervisor.routing.pools import Route
     from supervisor.state.records import Workflow
     from supervisor.state.writer import TaskRows
     from supervisor.temporal.client import Submitter
@@ -63,6 +64,7 @@ def submit_task(
                     description, project, roles=roles, no_gate=no_gate,
                     allow_protected=allow_protected, depth=depth,
                 )  # fmt: skip
+                route = _first_route(task)  # a pool nobody allowed stops it here
                 # Opened (its schema checked) while the server answers; nothing is created in it
                 # before the server did. Without SQLAlchemy when it can (supervisor/state/writer.py)
                 store: TaskRows = project.writer()
@@ -80,11 +82,20 @@ def submit_task(
         try:
             with task_lock(project.state_dir, wf.id, record=False, engine=_shared(store)):
                 starting.begin(task, store, wf)
-            submit(wf, store)
+            submit(wf, store, route)
         except SupervisorError as e:
             submit.undo(wf, e, store)
             raise
         return store.workflow(wf.id)
+
+
+def _first_route(task: starting.Prepared) -> Route | None:
+    """Every step's worker pool checked (supervisor/routing/pools.py); the first step's."""
+    from supervisor.routing import pools
+
+    definition, settings, root = task.definition, task.project.settings, task.project.root
+    pools.check_definition(definition, settings, root)
+    return pools.step_route(definition, definition.initial_step, settings, root)
 
 
 def _shared(store: TaskRows) -> Engine | None:

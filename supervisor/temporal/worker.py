@@ -9,6 +9,12 @@ and exits instead of taking tasks it can only fail: the state database (its URL 
 the shared remote, the Temporal server, and that the database is this repository's. While it
 polls it holds a lease (`worker:<queue>:...`, supervisor/state/leases.py), which is how `status`
 on any host tells a task queued for a worker from one with no worker to run it.
+
+Worker pools (docs/worker-pools.md): `--capabilities large_context,isolated` (or `worker:
+{capabilities: [...]}` in the user's own config on this host) makes it poll, besides the
+repository's queue, one queue per pool it serves (`<queue>@isolated`, and `<queue>@a+b` for a
+role that requires both), with a lease on each. `--max-tasks N` (a CI runner's): it exits 0 once
+it ran steps of N tasks (distinct task ids) and none of its steps still runs.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import logging
 import os
 import signal
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 TERMINATED = 143  # 128 + SIGTERM, as supervisor/cli/interrupt.py exits
 
@@ -27,6 +33,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from supervisor.lifecycle.opening import Project
+    from supervisor.temporal.activities import TaskCount
 
 
 def preflight(project: Project) -> str:
@@ -45,55 +52,82 @@ def preflight(project: Project) -> str:
 
 
 def run_worker(
-    repo: Path, address: str, namespace: str, queue: str | None, max_parallel: int
+    repo: Path,
+    address: str,
+    namespace: str,
+    queue: str | None,
+    max_parallel: int,
+    capabilities: list[str] | None = None,
+    max_tasks: int | None = None,
 ) -> None:
-    from temporalio.worker import Worker
-
     from supervisor.lifecycle.opening import open_project
+    from supervisor.routing import pools
     from supervisor.state import leases
-    from supervisor.temporal.activities import StepActivities
-    from supervisor.temporal.client import connect
+    from supervisor.temporal.activities import TaskCount
     from supervisor.temporal.identity import queue_for
-    from supervisor.temporal.workflow import TaskWorkflow
 
     project = open_project(repo)
     own = preflight(project)
     queue = queue_for(project.root, project.settings.temporal, queue)  # always the repository's
+    if capabilities is None:
+        capabilities = project.settings.worker.capabilities
+    queues = [queue, *(pools.queue(queue, pool) for pool in pools.served(capabilities))]
     quiet_expected_retries()
 
     terminated = asyncio.Event()
+    count = TaskCount(max_tasks)  # asyncio's, used only on the loop asyncio.run makes below
 
     async def main() -> None:
-        client = await connect(address, namespace)
-        steps = StepActivities(repo, max_parallel)
-        worker = Worker(
-            client,
-            task_queue=queue,
-            workflows=[TaskWorkflow],
-            activities=[steps.run_step, steps.run_component, steps.record_failure],
-            max_concurrent_activities=max_parallel,
-        )
+        workers = await _workers(repo, address, namespace, queues, max_parallel, count)
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, terminated.set)
-        with (
-            project.store() as store,
-            leases.hold(
-                store.engine,
-                leases.worker_name(queue, f"{leases.host()}-{os.getpid()}"),
-                None,
-                doing=f"repository {own}",
-            ),
-        ):
+        holder = f"{leases.host()}-{os.getpid()}"
+        with project.store() as store, contextlib.ExitStack() as held:
+            for polled in queues:
+                name = leases.worker_name(polled, holder)
+                held.enter_context(leases.hold(store.engine, name, None, f"repository {own}"))
             print(
-                f"supervisor worker: {repo} (repository {own}) polling {queue!r} at {address}",
+                f"supervisor worker: {repo} (repository {own}) polling "
+                f"{', '.join(map(repr, queues))} at {address}",
                 flush=True,
             )
-            async with worker:  # its end (on SIGTERM) stops polling and cancels its steps
-                await terminated.wait()
+            async with contextlib.AsyncExitStack() as polling:
+                for worker in workers:  # their end (on SIGTERM) stops polling, cancels steps
+                    await polling.enter_async_context(worker)
+                stop = asyncio.ensure_future(terminated.wait())
+                await asyncio.wait({stop, asyncio.ensure_future(count.done.wait())},
+                                   return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
 
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(main())
     if terminated.is_set():
         _stopped(repo)
+    if count.done.is_set():
+        print(f"supervisor worker: ran steps of {count.said()}; exiting (--max-tasks).", flush=True)
+
+
+async def _workers(repo: Path, address: str, namespace: str, queues: list[str],
+                   max_parallel: int, count: TaskCount) -> list[Any]:  # fmt: skip
+    """A worker of the repository's queue (the workflow and every activity), and one per pool's
+    queue (the step and component activities). Each may start `max_parallel` steps; the threads
+    that run them are `max_parallel` in all."""
+    from temporalio.worker import Worker
+
+    from supervisor.temporal.activities import StepActivities
+    from supervisor.temporal.client import connect
+    from supervisor.temporal.workflow import TaskWorkflow
+
+    client = await connect(address, namespace)
+    steps = StepActivities(repo, max_parallel, on_run=count)
+    every = steps.activities()
+    base = Worker(
+        client, task_queue=queues[0], workflows=[TaskWorkflow], activities=every,
+        max_concurrent_activities=max_parallel,
+    )  # fmt: skip
+    pooled = [
+        Worker(client, task_queue=q, activities=every[:2], max_concurrent_activities=max_parallel)
+        for q in queues[1:]
+    ]
+    return [base, *pooled]
 
 
 def _stopped(repo: Path) -> None:

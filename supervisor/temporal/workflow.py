@@ -6,6 +6,12 @@ records it in the state database; this code only reads the status it returns. A 
 fan-out step returns "dispatched" with its ready components: each runs as an activity of its
 own (on any worker), and their results go back to the step, which decides what they lead to.
 
+Worker pools (docs/worker-pools.md): each result carries the next step's route (its role's pool,
+supervisor/routing/pools.py), and the activity goes to that pool's queue (`<queue>@<pool>`):
+waited for when the pool is required, else for the route's wait, then to its fallback. A step
+that reaches a worker outside its pool (after a person's decision changed the next step) comes
+back "routed", not run, with its route.
+
 It must be deterministic (Temporal replays it): no I/O, no clock but `workflow.now()`, and it
 imports nothing outside temporalio and the standard library.
 """
@@ -13,6 +19,7 @@ imports nothing outside temporalio and the standard library.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 from dataclasses import dataclass
 from datetime import timedelta
@@ -20,12 +27,13 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError, TimeoutType
 
 WORKFLOW_NAME = "supervisor-task"  # as supervisor/temporal/service.py, which starts it
 RUN_STEP = "supervisor-run-step"
 RUN_COMPONENT = "supervisor-run-component"
 RECORD_FAILURE = "supervisor-record-failure"
+RECORD_FALLBACK = "supervisor-record-fallback"
 DECIDED_SIGNAL = "decided"
 
 # A step may run for most of an hour (limits.step_timeout_seconds plus gates); the activity
@@ -52,6 +60,9 @@ class TaskInput:
     # TaskWorkflow._steps), carrying what it owes: decisions signalled but not yet waited for.
     history_limit: int = HISTORY_LIMIT
     decided: int = 0
+    # The pool of workers this step goes to (supervisor/routing/pools.py `Route.data()`; None:
+    # any worker of the queue): the first step's from the submission, then each step's result.
+    route: dict[str, Any] | None = None
 
 
 @dataclass
@@ -69,11 +80,21 @@ class FailureInput:
 
 
 @dataclass
+class FallbackInput:
+    wf_id: int
+    route: dict[str, Any]
+    repository: str = ""
+
+
+@dataclass
 class StepResult:
     status: str  # the workflow's status after the step: running | rate_limited | ...
     waiting_until: float | None = None  # epoch seconds, for rate_limited
     error: str | None = None
     components: list[str] | None = None  # status "dispatched": run these, then the step again
+    # The next step's pool; with "dispatched", the components'; with "routed" (the step was not
+    # run: it belongs to another pool), the step's own.
+    route: dict[str, Any] | None = None
 
 
 @workflow.defn(name=WORKFLOW_NAME)
@@ -110,24 +131,22 @@ class TaskWorkflow:
 
     async def _steps(self, task: TaskInput) -> StepResult:
         relayed: list[dict[str, Any]] | None = None
+        route = task.route
         while True:
             if relayed is None and self._history_full(task):
                 workflow.continue_as_new(
-                    dataclasses.replace(task, decided=self.decisions - self.handled)
+                    dataclasses.replace(task, decided=self.decisions - self.handled, route=route)
                 )
-            step = dataclasses.replace(task, components=relayed)
-            result: StepResult = await workflow.execute_activity(
-                RUN_STEP,
-                step,
-                result_type=StepResult,
-                start_to_close_timeout=STEP_TIMEOUT,
-                heartbeat_timeout=timedelta(seconds=task.heartbeat_timeout_s),
-                retry_policy=_retries(task.max_attempts),
-            )
+            step = dataclasses.replace(task, components=relayed, route=route)
+            result: StepResult = await self._routed(task, route, RUN_STEP, step, StepResult)
             relayed = None
-            if result.status == "dispatched":  # one activity per component, on any worker
-                relayed = await self._components(task, result.components or [])
+            if result.status == "routed":  # the step is another pool's: run it there
+                route = result.route
                 continue
+            if result.status == "dispatched":  # one activity per component, on its pool
+                relayed = await self._components(task, result.components or [], result.route)
+                continue
+            route = result.route
             if result.status == "running":
                 continue
             if result.status == "rate_limited":
@@ -148,17 +167,14 @@ class TaskWorkflow:
             or info.get_current_history_length() >= task.history_limit
         )
 
-    async def _components(self, task: TaskInput, ids: list[str]) -> list[dict[str, Any]]:
+    async def _components(
+        self, task: TaskInput, ids: list[str], route: dict[str, Any] | None
+    ) -> list[dict[str, Any]]:
         """Run the handed-over components at once; a component no worker could run comes back
         as a failure of that component (the step counts it like any other)."""
         runs = [
-            workflow.execute_activity(
-                RUN_COMPONENT,
-                ComponentInput(task.wf_id, cid, task.repository),
-                result_type=dict,
-                start_to_close_timeout=STEP_TIMEOUT,
-                heartbeat_timeout=timedelta(seconds=task.heartbeat_timeout_s),
-                retry_policy=_retries(task.max_attempts),
+            self._routed(
+                task, route, RUN_COMPONENT, ComponentInput(task.wf_id, cid, task.repository), dict
             )
             for cid in ids
         ]
@@ -174,6 +190,50 @@ class TaskWorkflow:
                 }
             results.append(got)
         return results
+
+    async def _routed(
+        self, task: TaskInput, route: dict[str, Any] | None, name: str, arg: Any, kind: type
+    ) -> Any:
+        """Activity `name` on the queue of `route`'s pool (the workflow's own: none). A required
+        pool is waited for; a preferred one for `wait_s`, after which the activity goes to the
+        fallback (the workflow's queue: any worker), with an event saying so."""
+        options: dict[str, Any] = {
+            "result_type": kind,
+            "start_to_close_timeout": STEP_TIMEOUT,
+            "heartbeat_timeout": timedelta(seconds=task.heartbeat_timeout_s),
+            "retry_policy": _retries(task.max_attempts),
+        }
+        if not route:
+            return await workflow.execute_activity(name, arg, **options)
+        base = workflow.info().task_queue
+        pool_queue = f"{base}@{route['pool']}"
+        if route.get("required"):
+            return await workflow.execute_activity(name, arg, task_queue=pool_queue, **options)
+        try:
+            return await workflow.execute_activity(
+                name, arg, task_queue=pool_queue,
+                schedule_to_start_timeout=timedelta(seconds=float(route.get("wait_s") or 0.001)),
+                **options,
+            )  # fmt: skip
+        except ActivityError as e:
+            if not _never_started(e):
+                raise
+        with contextlib.suppress(ActivityError):  # the event says it; the step runs anyway
+            await workflow.execute_activity(
+                RECORD_FALLBACK,
+                FallbackInput(task.wf_id, route, task.repository),
+                start_to_close_timeout=timedelta(minutes=2),
+                retry_policy=RetryPolicy(maximum_attempts=3),
+            )
+        fallback = route.get("fallback")
+        queue = f"{base}@{fallback}" if fallback else base
+        return await workflow.execute_activity(name, arg, task_queue=queue, **options)
+
+
+def _never_started(error: ActivityError) -> bool:
+    """No worker of the pool took the activity within its wait (schedule-to-start timeout)."""
+    cause = error.cause
+    return isinstance(cause, TimeoutError) and cause.type == TimeoutType.SCHEDULE_TO_START
 
 
 def _retries(attempts: int) -> RetryPolicy:

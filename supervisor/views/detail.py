@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from supervisor.state.reader import StateReader
-    from supervisor.state.records import Approval, Workflow
+    from supervisor.state.records import Approval, Event, Workflow
     from supervisor.state.store import Store
 
 STATUS_STYLE = {
@@ -132,6 +132,7 @@ def workflow_detail(
     totals = store.usage_totals(wf_id)
     orphan = supervisors is not None and wf.id in supervisors and supervisors[wf.id] is None
     rows = _what_rows(wf, runner, orphan)
+    rows += _pool_rows(store.last_event(wf_id, "step_worker"))
     approval = store.latest_approval(wf_id)
     rows += _where_rows(wf, approval)
     rows += _spent_rows(wf, totals)
@@ -162,6 +163,19 @@ def _what_rows(wf: Workflow, runner: str | None, orphan: bool) -> list[Row]:
 
         rows.append(Row("degraded", label(wf.context).removeprefix("degraded: "), "yellow"))
     return rows
+
+
+def _pool_rows(ran: Event | None) -> list[Row]:
+    """Team mode: the pool and worker the last step (or component) ran on (its `step_worker`
+    event, supervisor/temporal/routes.py; the event log has one per run)."""
+    if ran is None:
+        return []
+    said = ran.payload
+    what = f"step {said.get('step', '?')}" + (
+        f", component {said['component']}" if said.get("component") else ""
+    )
+    pool, worker = said.get("pool", "any"), said.get("worker", "?")
+    return [Row("ran on", f"pool {pool}, worker {worker} ({what})")]
 
 
 def _where_rows(wf: Workflow, approval: Approval | None) -> list[Row]:
