@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import test_engine_fast
+from cli_support import supervisor
 from forge_standin import (
     GitHubStandin,
     GitLabStandin,
@@ -166,17 +167,23 @@ def test_an_outsiders_comment_counts_only_when_the_users_own_config_says_everyon
     config = p.root / ".supervisor" / "config.yaml"
     config.write_text(config.read_text() + "forge:\n  comments_from: everyone\n")
 
-    ignored = sync_pull_request(1, p.root)  # the repository's word does not widen it
+    ignored = supervisor("pr", "sync", "1", "--repo", str(p.root))  # the repository's word
 
-    assert (ignored.comments, ignored.ignored, ignored.pushed) == (0, ["mallory"], None)
+    assert ignored.returncode == 0, ignored.stderr
+    assert "Left out the comments of mallory" in ignored.stderr and "Nothing new." in ignored.stdout
     assert p.events("pr_synced") == [] and len(p.script.prompts("implementer")) == 1
 
     user_config(tmp_path, f"forge:\n  api_url: {github.api_url}\n  comments_from: everyone\n")
-    taken = sync_pull_request(1, p.root)
+    taken = supervisor("pr", "sync", "1", "--repo", str(p.root))
 
-    assert taken.comments == 1 and taken.pushed == gated(p)
+    assert taken.returncode == 0, taken.stderr
+    sha = gated(p)
+    assert f"Took 1 comment and 0 failing checks into a fix-up round. Pushed {sha[:12]}" in (
+        taken.stdout
+    )
     assert "> Explain it in the file." in p.script.prompts("implementer")[-1]
-    assert [c["body"] for c in repo.issue_comments][-1].startswith(f"Addressed in {taken.pushed}")
+    assert [c["body"] for c in repo.issue_comments][-1].startswith(f"Addressed in {sha}")
+    assert TOKEN not in ignored.stdout + ignored.stderr + taken.stdout + taken.stderr
 
 
 def test_a_task_without_a_pull_request_is_refused_before_the_forge_is_asked(

@@ -24,7 +24,7 @@ from rich.cells import cell_len
 from supervisor.cli.app import app
 
 GOLDEN = Path(__file__).parent / "golden"
-GROUPS = ["", "roles", "role", "config", "sandbox", "web"]
+GROUPS = ["", "roles", "role", "config", "sandbox", "web", "pr"]
 
 
 def commands() -> list[list[str]]:

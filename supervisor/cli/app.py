@@ -21,6 +21,7 @@ from supervisor.cli import (
     forge_commands,
     help_text,
     landing_commands,
+    pr_commands,
     project_commands,
     role_commands,
     roles_config,
@@ -461,6 +462,7 @@ app.add_typer(role_commands.role_app, name="role")
 app.add_typer(roles_config.config_app, name="config")
 app.add_typer(sandbox_commands.sandbox_app, name="sandbox")
 app.add_typer(web_command.web_app, name="web")
+app.add_typer(pr_commands.pr_app, name="pr")
 project_commands.register(app)  # init, context, analyze-deps, doctor, metrics, demo, setup
 app.command("worker")(scaleout.worker)
 help_text.arrange(app)  # panels, examples, exit codes (supervisor/cli/help_text.py)

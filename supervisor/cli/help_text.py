@@ -34,6 +34,7 @@ PANELS = {
     "mcp": EVERYDAY,
     "web": EVERYDAY,
     "complete-task": EVERYDAY,
+    "pr": EVERYDAY,
     "abandon": EVERYDAY,
     "demo": EVERYDAY,
     "approve": APPROVALS,
