@@ -56,8 +56,8 @@ class Detached:
         return last_said(self.log)
 
 
-def log_path(state_dir: Path, wf_id: int) -> Path:
-    return state_dir / f"resume-{wf_id}.log"
+def log_path(state_dir: Path, wf_id: int, command: str = "resume") -> Path:
+    return state_dir / f"{command}-{wf_id}.log"
 
 
 def last_said(log: Path) -> str:
@@ -76,14 +76,17 @@ def last_said(log: Path) -> str:
     return said if len(said) <= SAID else said[: SAID - 1] + "…"
 
 
-def launch(repo: Path, state_dir: Path, wf_id: int) -> Detached:
-    """`supervisor resume <wf_id>` for task `wf_id`, in a session of its own."""
+def launch(
+    repo: Path, state_dir: Path, wf_id: int, command: tuple[str, ...] = ("resume",)
+) -> Detached:
+    """`supervisor resume <wf_id>` (or another `command` of the task's) for task `wf_id`, in a
+    session of its own."""
     import supervisor
 
     code = str(Path(supervisor.__file__).resolve().parent.parent)  # this code, not another copy
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([code, os.environ.get("PYTHONPATH", "")])}
     state_dir.mkdir(parents=True, exist_ok=True)
-    log = log_path(state_dir, wf_id)
+    log = log_path(state_dir, wf_id, "-".join(command))
     try:
         fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
     except OSError as e:
@@ -94,7 +97,7 @@ def launch(repo: Path, state_dir: Path, wf_id: int) -> Detached:
         ) from e
     try:
         process = subprocess.Popen(
-            [*SUPERVISOR, "resume", str(wf_id), "--repo", str(repo)],
+            [*SUPERVISOR, *command, str(wf_id), "--repo", str(repo)],
             stdin=subprocess.DEVNULL,
             stdout=fd,
             stderr=fd,
@@ -160,3 +163,21 @@ def resume(wf_id: int, path: Path) -> Detached:
     refusals.not_abandoned(wf, "resume")
     refusals.not_running_elsewhere(wf, task_holder(project.state_dir, wf_id))
     return launch(project.root, project.state_dir, wf_id)
+
+
+def sync(wf_id: int, path: Path) -> Detached:
+    """`supervisor pr sync <wf_id>`, detached: its round runs for as long as a resume does. A
+    task with no pull request, or one a live supervisor runs, is refused here; the forge's
+    answer is the sync's to say, in its log."""
+    project = open_project(path)
+    with project.store() as store:
+        wf = store.workflow(wf_id)
+        opened = store.events(wf_id, of_type="pull_request")
+    refusals.not_abandoned(wf, "pr sync")
+    refusals.not_running_elsewhere(wf, task_holder(project.state_dir, wf_id))
+    if not opened:
+        raise StateError(
+            f"Workflow {wf_id} has no pull request to sync with.",
+            f"Open one first: `supervisor complete-task {wf_id} --pr`.",
+        )
+    return launch(project.root, project.state_dir, wf_id, ("pr", "sync"))

@@ -38,6 +38,7 @@ def create_app(dashboard: Dashboard) -> Starlette:
             Route("/r/{key}/w/{wf_id:int}", pages.workflow, methods=["GET"]),
             Route("/r/{key}/w/{wf_id:int}/decide", pages.decide, methods=["POST"]),
             Route("/r/{key}/w/{wf_id:int}/resume", pages.resume, methods=["POST"]),
+            Route("/r/{key}/w/{wf_id:int}/sync", pages.sync, methods=["POST"]),
             Route("/r/{key}/w/{wf_id:int}/stream", stream.events, methods=["GET"]),
             Route("/stream/board", stream.board, methods=["GET"]),
             Route("/static/highlight.css", css, methods=["GET"]),

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from supervisor.lifecycle.detached import Detached
 from supervisor.lifecycle.detached import resume as detached_resume
+from supervisor.lifecycle.detached import sync as detached_sync
 from supervisor.web.board import Board, Repository
 from supervisor.web.guard import Bound
 from supervisor.web.sessions import COOKIE, Session, Sessions
@@ -29,6 +30,8 @@ class Dashboard:
     """A shared database (state.url): personal tokens, and approvals under their emails."""
     resume: Callable[[int, Path], Detached] = field(default=detached_resume)
     """How a decided task goes on: `supervisor resume <id>`, detached (the TUI's way)."""
+    sync: Callable[[int, Path], Detached] = field(default=detached_sync)
+    """How a task takes its pull request's comments: `supervisor pr sync <id>`, detached."""
 
 
 def dashboard_of(request: Request) -> Dashboard:

@@ -166,6 +166,21 @@ async def resume(request: Request) -> Response:
     return await _resumed(request, repo, int(request.path_params["wf_id"]), "Resuming")
 
 
+async def sync(request: Request) -> Response:
+    """`supervisor pr sync <id>`, detached: the pull request's new comments and failing checks
+    as the task's next round (supervisor/lifecycle/pr_sync.py)."""
+    found = await _checked(request)
+    if isinstance(found, Response):
+        return found
+    _, repo, _ = found
+    wf_id = int(request.path_params["wf_id"])
+    try:
+        run = await run_in_threadpool(dashboard_of(request).sync, wf_id, repo.root)
+    except SupervisorError as e:
+        return _back(repo, wf_id, f"The sync did not start: {e.message} {e.hint}")
+    return _back(repo, wf_id, f"`supervisor pr sync {wf_id}` runs (log: {run.log.name}).")
+
+
 async def _resumed(request: Request, repo: Repository, wf_id: int, done: str) -> Response:
     try:
         run = await run_in_threadpool(dashboard_of(request).resume, wf_id, repo.root)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from supervisor.lifecycle import task_state
 from supervisor.lifecycle.diffs import changed_files, diff_text, head_of
@@ -72,6 +72,8 @@ class WorkflowPage:
     """What a waiting approval is about (supervisor.policy.approvals.pending)."""
     decided: str | None = None
     blocked: list[str] = field(default_factory=list)
+    pull_request: dict[str, Any] | None = None
+    """The task's latest `pull_request` event's payload: the page offers a sync with it."""
 
     @property
     def last_event(self) -> int:
@@ -98,6 +100,7 @@ def workflow_page(repo: Repository, wf_id: int) -> WorkflowPage:
         decided = approval.status if waiting and approval and approval.status in DECIDED else None
         recent = _recent(state, wf_id)
         judged = _of_types(state, wf_id, ("gate", "review"))
+        opened = _of_types(state, wf_id, ("pull_request",))
         runs = _runs(state, wf_id)
     supervised = pids.get(wf.id, 0) is not None
     head = head_of(wf)
@@ -114,6 +117,7 @@ def workflow_page(repo: Repository, wf_id: int) -> WorkflowPage:
         about or [],
         decided,
         needs_you(wf.context),
+        dict(opened[-1].payload) if opened else None,
     )
 
 
