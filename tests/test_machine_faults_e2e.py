@@ -2,17 +2,20 @@
 against the scripted API, the `supervisor` command as a process of its own. What the stand-in
 specs (tests/test_machine_faults.py) cannot show, because the stand-in has no container to
 adopt: a worker whose model already answered, or is still working, when the disk fills or a
-SIGTERM comes, is adopted by `resume` and its conversation is bought once.
+SIGTERM comes, is adopted by `resume` and its conversation is bought once; a gate's container
+running when a SIGTERM comes is removed instead (never adopted), and `resume` runs the gate again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -22,10 +25,11 @@ from supervisor.guard.trust import trust
 from supervisor.lifecycle import tasks
 from supervisor.lifecycle.demo import fenced, make_demo_repo
 from supervisor.sandbox.docker import LABEL_REPO, repo_label
+from supervisor.sandbox.labels import LABEL_STEP
+from supervisor.sandbox.run_files import WORKSPACE
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
-    from pathlib import Path
 
     from supervisor.fakeapi import ScriptedModelServer
 
@@ -210,3 +214,93 @@ def test_sigterm_while_a_worker_works_leaves_it_running_and_resume_adopts_it(
     _, err = resumed.communicate(timeout=WAIT_S)
     assert resumed.returncode == 0, err
     assert_completed_once(repo, server)
+
+
+GATED = """workflow:
+  initial_step: implement
+  steps:
+    implement: {role: implementer, next: test, max_retries: 1}
+    test: {gate: test, next: commit, on_fail: implement}
+    commit: {action: commit}
+"""
+HELD_TESTS = "test:\n\twhile [ ! -e released ]; do sleep 0.1; done\n\tgrep -q right answer.txt\n"
+"""The project's tests (the demo's gate is `make test`), held until the spec writes `released`
+into the gate's worktree: the gate runs for as long as the spec needs it to."""
+
+
+def gate_containers(repo: Path) -> list[dict[str, Any]]:
+    """The containers of the task's test gate, by the labels the supervisor puts on them (the
+    engine's listing as it is: `containers.list` inspects each, racing their removal)."""
+    import docker
+
+    labels = [f"{LABEL_REPO}={repo_label(repo)}", f"{LABEL_STEP}=test"]
+    found: list[dict[str, Any]] = docker.from_env().api.containers(
+        all=True, filters={"label": labels}
+    )
+    return found
+
+
+def running_gates(repo: Path) -> list[Path]:
+    """The worktrees (their host folders) of the gate's runs whose containers run: the
+    candidate's, and the base's (the baseline of its tests: gates/base_oracle.py)."""
+    return [
+        Path(m["Source"])
+        for container in gate_containers(repo)
+        if container["State"] == "running"
+        for m in container["Mounts"]
+        if m["Destination"] == WORKSPACE
+    ]
+
+
+def releasing_gates(repo: Path, proc: subprocess.Popen[str]) -> str:
+    """Each gate's run released (`released` written into its worktree) as it comes, until `proc`
+    ends; its stderr."""
+    deadline = time.monotonic() + WAIT_S
+    while proc.poll() is None and time.monotonic() < deadline:
+        for worktree in running_gates(repo):
+            with contextlib.suppress(FileNotFoundError):  # its run ended meanwhile
+                (worktree / "released").touch()
+        time.sleep(0.1)
+    if proc.poll() is None:
+        proc.kill()
+    _, err = proc.communicate(timeout=WAIT_S)
+    return err
+
+
+def test_sigterm_while_a_gate_runs_removes_its_container_and_resume_runs_it_again(
+    tmp_path: Path, serve: Any
+) -> None:
+    """The SIGTERM row at gating on the real sandbox: `docker stop` or systemd stops the
+    supervisor while the project's tests run in the gate's container. The process exits 143
+    with the resume line and ends the gate (its container removed, never adopted: a gate's
+    run is cheap and its result must be the candidate's own); `resume` runs the gate again in
+    a new container, and the implementer's answer, recorded before, is not bought again."""
+    repo = make_demo_repo(tmp_path / "repo")
+    (repo / "Makefile").write_text(HELD_TESTS)
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "commit", "-qam", "tests held by the spec"], check=True)
+    server = serve(implementer())
+    configure(repo, server)
+    write_workflow(repo, GATED)
+    proc = started(repo, "start-task", TASK, "--yes", "--depth", "planned")
+    when(lambda: running_gates(repo) != [], proc, "the gate's run")
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=WAIT_S)
+
+    assert proc.returncode == 143, err
+    said = " ".join(err.split())
+    assert "Stopped (SIGTERM). Workflow 1 keeps the steps it finished" in said, err
+    assert "continue it with: supervisor resume 1" in said
+    assert "Traceback" not in err
+    assert gate_containers(repo) == []  # ended with the supervisor, not left to adopt
+
+    resumed = started(repo, "resume", "1")
+    err = releasing_gates(repo, resumed)
+    assert resumed.returncode == 0, err
+    with tasks.reading(repo) as store:
+        wf = store.workflow(1)
+        gates = [(s["name"], s["status"]) for s in store.steps(1) if s["name"] == "test"]
+    assert wf.status == "completed", wf.error
+    assert gates == [("test", "interrupted"), ("test", "succeeded")], gates  # run again
+    assert conversations(server) == 1  # the implementer's answer, bought once
+    assert gate_containers(repo) == []
