@@ -16,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shlex
+import string
 import subprocess
 import sys
 import uuid
@@ -24,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 import standin_cli
+from e2e_support import missing
 from temporal_standin import Sandbox, repository_queue, submit, use_sandbox
 from temporal_support import DevServer
 from temporalio.client import Client
@@ -48,6 +51,8 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.xdist_group("temporal")
 __all__ = ["project", "warm_packer"]
 STEPS = WORKFLOW.split("initial_step: ", 1)[1]  # implement -> review -> commit
+CI = Path(__file__).parent.parent / "docs" / "ci"
+CI_FILES = [CI / "github-worker.yml", CI / "gitlab-worker.yml"]
 WAIT_S = 120.0  # the longest a spec waits for a moment it observes (a bound, never a measure)
 
 
@@ -172,13 +177,11 @@ def test_a_required_pool_waits_visibly_and_a_ci_runner_worker_runs_it(
             shown = await _until(lambda: status_of(p.root, wf_id), "queued for isolated")
             assert shown == "queued for isolated workers (none polling)", shown
             assert not p.events("step_worker", wf_id)  # any worker polls; none took it
-            with log.open("w") as out:
+            env = {**os.environ, "TEMPORAL_ADDRESS": temporal.address}
+            with log.open("w") as out:  # the CI job's command, in the checkout, on the stand-in
                 ci = subprocess.Popen(
-                    [sys.executable, str(Path(standin_cli.__file__)), "worker",
-                     "--repo", str(p.root), "--address", temporal.address,
-                     "--queue", base, "--capabilities", "isolated",
-                     "--max-tasks", "1"],
-                    stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ),
+                    [sys.executable, str(Path(standin_cli.__file__)), *ci_command(env)[1:]],
+                    cwd=p.root, stdout=out, stderr=subprocess.STDOUT, env=env,
                 )  # fmt: skip
             try:
                 handle = client.get_workflow_handle(wid, result_type=StepResult)
@@ -200,6 +203,38 @@ def test_a_required_pool_waits_visibly_and_a_ci_runner_worker_runs_it(
     assert p.on_branch("answer.txt") == "right\n"  # the CI runner's stand-in implementer wrote it
     said = log.read_text()
     assert "exiting (--max-tasks)" in said and "Traceback" not in said, said
+
+
+def ci_command(env: dict[str, str]) -> list[str]:
+    """The `supervisor worker ...` line both CI files run (the same in each), its variables
+    expanded from `env`."""
+    lines = {
+        line.strip().removeprefix("- ")
+        for path in CI_FILES
+        for line in path.read_text().splitlines()
+        if line.strip().removeprefix("- ").startswith("supervisor worker ")
+    }
+    assert len(lines) == 1, lines
+    argv = shlex.split(lines.pop())
+    return [string.Template(arg).substitute(env) for arg in argv]
+
+
+def test_the_ci_runner_files_are_valid_github_and_gitlab_ci() -> None:
+    """Each against the schema its CI publishes (check-jsonschema's vendored copies; actionlint's
+    PyPI wrapper downloads its binary when it installs, which this machine cannot)."""
+    tool = Path(sys.executable).parent / "check-jsonschema"
+    if not tool.is_file():
+        missing("check-jsonschema is not installed (requirements.txt)")
+    for path, schema in zip(CI_FILES, ("github-workflows", "gitlab-ci"), strict=True):
+        checked = subprocess.run(
+            [str(tool), "--builtin-schema", f"vendor.{schema}", str(path)],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert ci_command({"TEMPORAL_ADDRESS": "t:7233"}) == [
+        "supervisor", "worker", "--capabilities", "isolated", "--max-tasks", "1",
+        "--address", "t:7233",
+    ]  # fmt: skip
 
 
 async def _until(read: Callable[[], str], wanted: str) -> str:
