@@ -143,6 +143,13 @@ WINGS: dict[str, Wing] = {
         "team mode: the same engine run by Temporal workers, one step per activity",
         _public("client link submit worker"),
     ),
+    "evals": Wing(
+        13,
+        "`supervisor eval`: the shipped suite of small tasks in three variants (normal, one-off "
+        "and conflicting impossible), run through the lifecycle and counted: resolved, cheated, "
+        "stopped honestly, caught; the scripted honest and cheating workers; the Harbor agent",
+        _public("report runner scripted suite"),
+    ),
     "views": Wing(
         14,
         "what a person sees of a task, shared by the faces: detail, work tree, listings, tables",

@@ -37,6 +37,7 @@ PANELS = {
     "pr": EVERYDAY,
     "abandon": EVERYDAY,
     "demo": EVERYDAY,
+    "eval": MAINTENANCE,
     "approve": APPROVALS,
     "reject": APPROVALS,
     "setup": SET_UP,
@@ -95,6 +96,11 @@ _EXAMPLES = {
     ],
     "events": ["supervisor events 3", "supervisor events 3 --json"],
     "demo": ["supervisor demo", "supervisor demo --keep ./supervisor-demo"],
+    "eval": [
+        "supervisor eval --cli claude --template _base   (spends your own key)",
+        "supervisor eval --scripted honest --scripted cheating   (offline, no key)",
+        "supervisor eval --task python-temperature --variant one_off --json",
+    ],
     "init": ["supervisor init", "supervisor init --yes --no-check-gates"],
     "metrics": ["supervisor metrics --last 30d", "supervisor metrics --suggest"],
 }

@@ -21,6 +21,7 @@ from supervisor.cli.common import (
     projects,
     tasks,
 )
+from supervisor.cli.eval_command import EVAL_HELP, evaluate
 from supervisor.cli.mcp_command import MCP_HELP, mcp
 from supervisor.cli.plain import json_out as _json
 from supervisor.cli.reports import (
@@ -259,6 +260,7 @@ def register(app: typer.Typer) -> None:
     app.command(help=DOCTOR_HELP)(doctor)
     app.command()(metrics)
     app.command()(demo)
+    app.command("eval", help=EVAL_HELP)(evaluate)
     app.command()(setup)
     app.command(help=TRUST_HELP)(trust)
     app.command(help=MCP_HELP)(mcp)

@@ -1,0 +1,1 @@
+"""`supervisor eval`: the shipped suite of small tasks, run through the real pipeline, counted."""
