@@ -289,3 +289,19 @@ def test_a_roles_pool_fields_are_checked_with_the_fix_named(tmp_path: Path) -> N
         "large_context",
         "isolated+large_context",
     ]
+
+
+def test_status_says_which_pool_a_queued_step_waits_for_and_what_its_fallback_did() -> None:
+    from supervisor.state.runner_view import _queued
+
+    preferred = {"pool": "large_context", "required": False, "fallback": None, "wait_s": 60}
+    assert _queued("q", preferred, [], 0) == (
+        "queued for large_context workers (none polling; falls back to any worker after 60 s)"
+    )
+    said = "fell back from large_context to any worker after 60 s: no large_context worker took"
+    assert _queued("q", {**preferred, "fell_back": said}, [], 0) == (
+        f"queued on q (none polling): {said}"
+    )
+    required = {"pool": "isolated", "required": True, "fallback": None, "wait_s": 0}
+    assert _queued("q", required, [], 0) == "queued for isolated workers (none polling)"
+    assert _queued("q", None, [], 0) == "queued (no worker on queue q)"
