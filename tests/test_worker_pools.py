@@ -44,6 +44,7 @@ from supervisor.state.runner_view import labels
 from supervisor.temporal.activities import StepActivities
 from supervisor.temporal.submit import submit_task
 from supervisor.temporal.workflow import StepResult, TaskWorkflow
+from supervisor.views.detail import workflow_detail
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterator
@@ -154,6 +155,10 @@ def test_a_preferred_pool_runs_its_roles_steps_and_falls_back_when_its_worker_st
     )
     assert [r for r in ran_on(p, second) if r[0] == "implement"] == [("implement", "any", "small")]
     assert p.workflow(second).status == "completed"
+    with reading(p.root) as state:  # `status <id>`, the TUI's and the web page's detail
+        rows = {row.label: row.value for row in workflow_detail(state, first).rows}
+    step, pool, by = ran[-1]
+    assert rows["ran on"] == f"pool {pool}, worker {by} (step {step})"
 
 
 def test_a_required_pool_waits_visibly_and_a_ci_runner_worker_runs_it(
