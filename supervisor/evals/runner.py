@@ -87,12 +87,15 @@ def make_repo(path: Path, files: dict[str, str]) -> Path:
     return path
 
 
-def write_config(repo: Path, *, test: str, template: str, cli: str, base_url: str | None) -> None:
+def write_config(
+    repo: Path, *, test: str | None, template: str, cli: str, base_url: str | None
+) -> None:
     """The repository's config (its test gate, the template, the CLI), trusted as `supervisor
     trust` would: the supervisor wrote it itself, for a repository it made."""
     config = trustmap.repo_path(repo, trustmap.CONFIG, trustmap.NEEDS_TRUST)
     config.parent.mkdir(parents=True, exist_ok=True)
-    text = f"gates:\n  test: {test}\nworkflow:\n  template: {template}\n"
+    text = f"gates:\n  test: {test}\n" if test else ""  # none: the supervisor finds the tests
+    text += f"workflow:\n  template: {template}\n"
     if base_url is not None:
         text += f"clis:\n  {cli}:\n    base_url: {base_url}\n"
     config.write_text(text)
@@ -127,26 +130,39 @@ def run_variant(
     """Make the variant's repository at `repo` and run its task there, to its end or a stop."""
     make_repo(repo, task.files_of(variant))
     write_config(repo, test=task.test, template=template, cli=cli, base_url=base_url)
+    named = Named(task.name, task.language, variant, worker)
+    return run_in(repo, task.task, named, cli=cli, reporter=reporter)
+
+
+@dataclass(frozen=True)
+class Named:
+    """What a run is called in the report: its task, language, variant and worker."""
+
+    task: str
+    language: str
+    variant: str
+    worker: str
+
+
+def run_in(
+    repo: Path, text: str, named: Named, *, cli: str, reporter: Reporter | None = None
+) -> Result:
+    """Run the task `text` on `repo` (configured and trusted already) as `start-task --yes`
+    would, and say what became of it. A variant not of the suite (a Harbor task) counts as a
+    normal one: completed is resolved."""
     started = time.monotonic()
     stopped: SupervisorError | None = None
     try:
-        tasks.start_task(task.task, repo, cli=cli, reporter=reporter, depth="auto")
+        tasks.start_task(text, repo, cli=cli, reporter=reporter, depth="auto")
     except SupervisorError as e:  # exit 10 (a person decides) or a failure: both are outcomes
         stopped = e
     seconds = time.monotonic() - started
-    return classify(task, variant, repo, worker, stopped, seconds)
+    return classify(named, repo, stopped, seconds)
 
 
-def classify(
-    task: EvalTask,
-    variant: Variant,
-    repo: Path,
-    worker: str,
-    stopped: SupervisorError | None,
-    seconds: float,
-) -> Result:
+def classify(named: Named, repo: Path, stopped: SupervisorError | None, seconds: float) -> Result:
     """The outcome, read from the task's state and its branch."""
-    found = workflows(repo) if (repo / ".supervisor").is_dir() else []
+    found = workflows(repo)
     wf = found[-1] if found else None
     totals: dict[str, float] = {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}
     outcome: Outcome = "failed"
@@ -160,12 +176,12 @@ def classify(
             ]
         on_branch = Workspace(repo).branch_tip(wf.task_branch) != wf.base_sha
         conflict = wf.context.get("spec_conflict") if isinstance(wf.context, dict) else None
-        outcome, reason = _outcome(wf.status, variant, conflict, caught, stopped, wf.error)
+        outcome, reason = _outcome(wf.status, named.variant, conflict, caught, stopped, wf.error)
     return Result(
-        task=task.name,
-        language=task.language,
-        variant=variant,
-        worker=worker,
+        task=named.task,
+        language=named.language,
+        variant=named.variant,
+        worker=named.worker,
         outcome=outcome,
         reason=reason.strip(),
         on_branch=on_branch,
@@ -180,7 +196,7 @@ def classify(
 
 def _outcome(
     status: str,
-    variant: Variant,
+    variant: str,
     conflict: Any,
     caught: list[Event],
     stopped: SupervisorError | None,
