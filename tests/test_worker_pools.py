@@ -34,6 +34,7 @@ from temporalio.runtime import Runtime, TelemetryConfig
 from temporalio.worker import Worker
 from test_engine_fast import TASK, Project, project, reviews, warm_packer, writes
 from test_machine_faults import WORKFLOW
+from test_role_packs import publish, registry, risk_release, user
 
 from supervisor.core.config import user_dir
 from supervisor.guard.trust import trust
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterator
 
 pytestmark = pytest.mark.xdist_group("temporal")
-__all__ = ["project", "warm_packer"]
+__all__ = ["project", "registry", "user", "warm_packer"]
 STEPS = WORKFLOW.split("initial_step: ", 1)[1]  # implement -> review -> commit
 CI = Path(__file__).parent.parent / "docs" / "ci"
 CI_FILES = [CI / "github-worker.yml", CI / "gitlab-worker.yml"]
@@ -310,3 +311,24 @@ def test_status_says_which_pool_a_queued_step_waits_for_and_what_its_fallback_di
     required = {"pool": "isolated", "required": True, "fallback": None, "wait_s": 0}
     assert _queued("q", required, [], 0) == "queued for isolated workers (none polling)"
     assert _queued("q", None, [], 0) == "queued (no worker on queue q)"
+
+
+def test_a_role_packs_pool_counts_only_when_the_users_config_allows_it(
+    registry: Path, tmp_path: Path
+) -> None:
+    from supervisor.context.packs.store import Request, install, user_scope
+    from supervisor.context.roles import resolve_role
+    from supervisor.core.config import Settings
+
+    release = risk_release("1.0.0")
+    release["roles/risk_reviewer.yaml"] += "requires: [isolated]\n"
+    publish(registry, "audited", {"1.0.0": release})
+    install(user_scope(), Request(str(registry / "audited.git")))
+    resolved = resolve_role("risk_reviewer", None)
+
+    with pytest.raises(PoolNotAllowedError) as refused:
+        pools.role_route(resolved, Settings(), tmp_path)
+    assert "from role pack 'risk-reviewers'" in refused.value.message
+    allowed = Settings.model_validate({"worker_pools": {"allowed": ["isolated"]}})
+    route = pools.role_route(resolved, allowed, tmp_path)
+    assert route == pools.Route("risk_reviewer", "isolated", required=True)
