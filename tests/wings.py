@@ -117,18 +117,18 @@ WINGS: dict[str, Wing] = {
         "which CLI runs a role: preference, failover, metrics and adaptive assignment",
         _public("failover history metrics pools route suggest"),
     ),
-    "workflow": Wing(
-        11,
-        "decide (a pure function) and act (one module per step kind); the engine, the only writer "
-        "of progress",
-        _public(
-            "continuation depth engine gate_wiring history loading resuming steps.base "
     "forge": Wing(
         10,
         "GitHub and GitLab behind one interface (PyGithub, python-gitlab): pull requests, issues, "
         "the gated push, the user's token kept on the host, the body written from the state",
         _public("base body connect push target tokens"),
     ),
+    "workflow": Wing(
+        11,
+        "decide (a pure function) and act (one module per step kind); the engine, the only writer "
+        "of progress",
+        _public(
+            "continuation depth engine gate_wiring history loading resuming steps.base "
             "steps.components steps.dispatched steps.subplan"
         ),
     ),

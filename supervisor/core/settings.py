@@ -266,6 +266,23 @@ class StateSettings(StrictModel):
     url: str | None = None
 
 
+class ForgeSettings(StrictModel):
+    """Pull requests and issues (docs/pull-requests.md). Each key routes the user's forge token
+    or what a pull request links to, so a repository's value needs `supervisor trust`."""
+
+    # github or gitlab, for a remote host that is neither github.com nor gitlab.com; `--forge`
+    # wins over it
+    kind: Literal["github", "gitlab"] | None = None
+    # The forge's API (GitHub Enterprise: https://HOST/api/v3; GitLab: https://HOST): where the
+    # token is sent
+    api_url: str | None = None
+    # The web dashboard's address (`supervisor web`), for the events link in a pull request
+    dashboard_url: str | None = None
+    # Whose comments on a pull request `supervisor pr sync` takes: writers (people with write
+    # access to the repository) or everyone; honoured from your own config only
+    comments_from: Literal["writers", "everyone"] = "writers"
+
+
 class TemporalSettings(StrictModel):
     """Where the Temporal runner submits tasks (docs/team-mode.md)."""
 
@@ -289,23 +306,6 @@ class TemporalSettings(StrictModel):
     # How long a step whose role prefers a pool (`preferred_worker`) waits for a worker of that
     # pool before it goes to its fallback (docs/worker-pools.md); a required pool never falls back.
     pool_wait_seconds: float = Field(60, ge=0)
-class ForgeSettings(StrictModel):
-    """Pull requests and issues (docs/pull-requests.md). Each key routes the user's forge token
-    or what a pull request links to, so a repository's value needs `supervisor trust`."""
-
-    # github or gitlab, for a remote host that is neither github.com nor gitlab.com; `--forge`
-    # wins over it
-    kind: Literal["github", "gitlab"] | None = None
-    # The forge's API (GitHub Enterprise: https://HOST/api/v3; GitLab: https://HOST): where the
-    # token is sent
-    api_url: str | None = None
-    # The web dashboard's address (`supervisor web`), for the events link in a pull request
-    dashboard_url: str | None = None
-    # Whose comments on a pull request `supervisor pr sync` takes: writers (people with write
-    # access to the repository) or everyone; honoured from your own config only
-    comments_from: Literal["writers", "everyone"] = "writers"
-
-
 
 
 class RolePackSettings(StrictModel):
@@ -340,6 +340,7 @@ class Settings(StrictModel):
     # embedded: this process runs the task; temporal: a `supervisor worker` runs its steps
     backend: Literal["embedded", "temporal"] = "embedded"
     temporal: TemporalSettings = Field(default_factory=TemporalSettings)
+    forge: ForgeSettings = Field(default_factory=ForgeSettings)
     roles: RolePackSettings = Field(default_factory=RolePackSettings)
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
     worker_pools: WorkerPoolSettings = Field(default_factory=WorkerPoolSettings)
@@ -355,4 +356,3 @@ class Settings(StrictModel):
         return ProjectMap.build(
             self.projects, self.cross_project_dependencies, self.shared_paths, source
         )
-    forge: ForgeSettings = Field(default_factory=ForgeSettings)
