@@ -27,8 +27,6 @@ from e2e_support import missing, require_sandbox
 
 from supervisor.evals import scripted, suite
 
-pytestmark = pytest.mark.docker
-
 ROOT = Path(__file__).resolve().parents[1]
 HARBOR_VENV = Path(os.environ.get("SUPERVISOR_HARBOR_VENV", ROOT / ".cache" / "harbor-venv"))
 AGENT = "supervisor.evals.harbor_agent:SupervisorAgent"
@@ -111,6 +109,7 @@ def run_harbor(tmp_path: Path, task: Path, api: str) -> dict[str, Any]:
     return trial
 
 
+@pytest.mark.docker
 def test_harbor_scores_the_honest_worker_s_gated_result(
     tmp_path: Path, serve: Any, api_keys: None
 ) -> None:
@@ -126,6 +125,7 @@ def test_harbor_scores_the_honest_worker_s_gated_result(
     assert agent["n_input_tokens"] > 0 and agent["cost_usd"] > 0
 
 
+@pytest.mark.docker
 def test_harbor_scores_zero_for_a_cheat_the_gate_held_back(
     tmp_path: Path, serve: Any, api_keys: None
 ) -> None:
@@ -139,3 +139,19 @@ def test_harbor_scores_zero_for_a_cheat_the_gate_held_back(
     assert agent["metadata"]["outcome"] == "caught", agent
     assert agent["metadata"]["on_branch"] is False
     assert trial["verifier_result"]["rewards"]["reward"] == 0.0
+
+
+def test_the_documented_comparison_is_a_job_harbor_accepts() -> None:
+    """docs/evaluation.md's one command runs this job file: Harbor's own model reads it."""
+    python = harbor().parent / "python"
+    job = ROOT / "supervisor" / "evals" / "harbor_compare.yaml"
+    read = (
+        "import sys, yaml; from harbor.models.job.config import JobConfig; "
+        "c = JobConfig.model_validate(yaml.safe_load(open(sys.argv[1]))); "
+        "print(*[a.name or a.import_path for a in c.agents], sep='\\n')"
+    )
+    done = subprocess.run(
+        [str(python), "-c", read, str(job)], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.split() == ["claude-code", AGENT]
+    assert "supervisor.evals.harbor_agent" in (ROOT / "docs" / "evaluation.md").read_text()

@@ -20,7 +20,7 @@ imports Harbor and the standard library only. It runs on the host beside Harbor 
 Agent kwargs (`--ak key=value`): `cli` (claude, codex, gemini), `template`, `test` (the test
 gate's command; default: the supervisor finds the tests), `python` (the supervisor's Python;
 default `$SUPERVISOR_PYTHON`, else `python3`), `api` (a scripted model API's URL: the offline
-specs only).
+specs only). Harbor's `-m provider/model` becomes every role's model on that CLI.
 """
 
 from __future__ import annotations
@@ -106,6 +106,8 @@ class SupervisorAgent(BaseAgent):
         ]  # fmt: skip
         if self.test:
             argv += ["--test", self.test]
+        if self.model_name:  # Harbor's `-m provider/model`: every role's model on the CLI
+            argv += ["--model", self.model_name.split("/", 1)[-1]]
         if self.api:
             argv += ["--api", self.api]
         proc = await asyncio.create_subprocess_exec(

@@ -5,7 +5,7 @@ own. The agent (supervisor/evals/harbor_agent.py, imported by Harbor) brings the
 environment's files into a local git repository and runs, in the supervisor's Python:
 
     python -m supervisor.evals.harbor_bridge --repo DIR --cli claude --template _base \\
-        --instruction-file FILE [--test "make test"] [--api URL]
+        --instruction-file FILE [--test "make test"] [--model M] [--api URL]
 
 which configures the repository (its test gate, template and CLI; trusted, as the supervisor
 made it), runs the task as `start-task --yes` does, and prints one JSON object on stdout: the
@@ -58,10 +58,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cli", default="claude", metavar="CLI")
     parser.add_argument("--template", default="_base", metavar="NAME")
     parser.add_argument("--test", default=None, metavar="COMMAND")
+    parser.add_argument("--model", default=None, metavar="MODEL", help="every role's model")
     parser.add_argument("--api", default=None, metavar="URL", help="a scripted model API")
     args = parser.parse_args(argv)
     text = args.instruction_file.read_text()
-    write_config(args.repo, test=args.test, template=args.template, cli=args.cli, base_url=args.api)
+    write_config(
+        args.repo, test=args.test, template=args.template, cli=args.cli, base_url=args.api,
+        model=args.model,
+    )  # fmt: skip
     with placeholder_keys() if args.api else nullcontext():
         result = run_in(args.repo, text, HARBOR, cli=args.cli)
     data: dict[str, Any] = {**result.as_dict(), **changes(args.repo, result)}

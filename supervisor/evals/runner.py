@@ -18,6 +18,7 @@ outcome is read from that state afterwards, never from what the worker said:
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -88,7 +89,13 @@ def make_repo(path: Path, files: dict[str, str]) -> Path:
 
 
 def write_config(
-    repo: Path, *, test: str | None, template: str, cli: str, base_url: str | None
+    repo: Path,
+    *,
+    test: str | None,
+    template: str,
+    cli: str,
+    base_url: str | None,
+    model: str | None = None,
 ) -> None:
     """The repository's config (its test gate, the template, the CLI), trusted as `supervisor
     trust` would: the supervisor wrote it itself, for a repository it made."""
@@ -96,8 +103,10 @@ def write_config(
     config.parent.mkdir(parents=True, exist_ok=True)
     text = f"gates:\n  test: {test}\n" if test else ""  # none: the supervisor finds the tests
     text += f"workflow:\n  template: {template}\n"
-    if base_url is not None:
-        text += f"clis:\n  {cli}:\n    base_url: {base_url}\n"
+    own = {"base_url": base_url, "model": model}
+    if any(own.values()):
+        text += f"clis:\n  {cli}:\n"
+        text += "".join(f"    {k}: {json.dumps(v)}\n" for k, v in own.items() if v)
     config.write_text(text)
     trust(repo)
 
