@@ -13,7 +13,8 @@ Files pinned to one process with `pytest.mark.xdist_group`:
 - `postgres` (the `[postgresql]` state specs, test_state_shared.py, test_pg_dropped.py, which
   stops and restarts that cluster and starts one module dev server for its Temporal case): one
   throwaway PostgreSQL cluster (tests/pg_support.py) serves them all.
-- `temporal` (test_temporal_e2e.py, test_temporal_ops_e2e.py and the fast Temporal files,
+- `temporal` (test_temporal_e2e.py, test_temporal_ops_e2e.py and the fast Temporal files
+  (test_team_stranded.py among them),
   test_temporal_dispatch.py's and test_worker_pools.py's specs each sharing a module dev server
   with in-process workers, tests/temporal_standin.py) and
   `temporal_team` (test_team_e2e.py, whose specs share a module dev server, and

@@ -117,10 +117,12 @@ def resume_elsewhere(repo: Path, workflow_id: int, here: bool) -> bool:
     from supervisor.lifecycle import opening
     from supervisor.temporal.client import hand_back
 
-    queue = hand_back(opening.open_project(repo), workflow_id)
+    handed = hand_back(opening.open_project(repo), workflow_id)
+    for said in handed.said:  # what it found: a workflow closed in Temporal, an old queue
+        err_console.print(f"Task {workflow_id}: {said}.", highlight=False, markup=False)
     err_console.print(
-        f"Task {workflow_id} handed back to Temporal: a worker on queue {queue} continues it "
-        f"(`supervisor status {workflow_id}`; `resume --here` runs it in this checkout).",
+        f"Task {workflow_id} handed back to Temporal: a worker on queue {handed.queue} continues "
+        f"it (`supervisor status {workflow_id}`; `resume --here` runs it in this checkout).",
         highlight=False,
         markup=False,
     )

@@ -21,10 +21,26 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
+    from supervisor.state.records import Workflow
+
 
 def to_a_pipe() -> bool:
     """Whether stdout is a pipe or a file rather than a terminal: plain lines, no rich."""
     return not sys.stdout.isatty()
+
+
+def _runners(repo: Path, found: list[Workflow], pids: dict[int, int | None]) -> dict[int, str]:
+    """Who runs each task (lifecycle/task_state.py `runners`), and for a Temporal task queued
+    with no holder, whether Temporal closed its workflow (terminated from its CLI or UI)."""
+    from supervisor.lifecycle import task_state as access
+
+    shown = access.runners(repo, found, pids)
+    if not any(label.startswith(("queued", "stranded")) for label in shown.values()):
+        return shown
+    from supervisor.temporal.client import stopped_labels
+
+    with access.reading(repo) as state:
+        return stopped_labels(state, found, shown)
 
 
 def show_status(
@@ -48,7 +64,7 @@ def show_status(
             from supervisor.views.listings import workflows
 
             pids = access.supervisors(repo, found)
-            show(console(), workflows(found, pids, access.runners(repo, found, pids)))
+            show(console(), workflows(found, pids, _runners(repo, found, pids)))
         return
     if as_json:
         json_out(facts.task_detail(repo, workflow_id))
@@ -56,7 +72,7 @@ def show_status(
     with access.reading(repo) as store:
         wf = store.workflow(workflow_id)
         pids = access.supervisors(repo, [wf])
-        runner = access.runners(repo, [wf], pids).get(wf.id)
+        runner = _runners(repo, [wf], pids).get(wf.id)
         about: list[str] = []
         if wf.status in ("awaiting_approval", "budget_exceeded"):
             from supervisor.policy.approvals import pending

@@ -64,9 +64,22 @@ def _pool(state: Any, wf: Workflow) -> dict[str, Any] | None:
     return found
 
 
-def _queued(queue: str, pool: dict[str, Any] | None, held: list[leases.Lease], now: float) -> str:
+def polled_queues(held: list[leases.Lease], now: float) -> set[str]:
+    """The queues live workers poll (`worker:<queue>:<holder>` leases), pools' included."""
+    prefix = "worker:"
+    return {
+        x.name[len(prefix) :].rsplit(":", 1)[0]
+        for x in held
+        if x.name.startswith(prefix) and not x.expired(now)
+    }
+
+
+def _queued(queue: str, pool: dict[str, Any] | None, held: list[leases.Lease], now: float,
+            wf_id: int | None = None) -> str:  # fmt: skip
     """`queued on Q (N workers polling)`, or for a pool's step `queued for isolated workers
-    (none polling)`."""
+    (none polling)`; a task on a queue no worker polls while workers poll others (submitted
+    under an old name: before per-repository queues, or before temporal.task_queue changed;
+    a database is one repository's, so they are its workers) says where `resume` hands it."""
     name = None if pool is None else str(pool.get("pool"))
     if pool is not None and pool.get("fell_back"):
         name = pool.get("fallback")
@@ -84,6 +97,12 @@ def _queued(queue: str, pool: dict[str, Any] | None, held: list[leases.Lease], n
         )
         return f"queued for {name} workers ({who}{then})"
     if not polling:
+        others = sorted(q for q in polled_queues(held, now) if "@" not in q)
+        if others:
+            return (
+                f"stranded on queue {queue}, which no worker polls (workers poll "
+                f"{', '.join(others)}): `supervisor resume {wf_id}` hands it to theirs"
+            )
         return f"queued (no worker on queue {queue})"
     return f"queued on {queue} ({who})"
 
@@ -111,7 +130,7 @@ def _running(
         ]
         return "running on " + ", ".join(where)
     if submitted is not None:
-        return _queued(str(submitted.get("task_queue", "?")), pool, held, now)
+        return _queued(str(submitted.get("task_queue", "?")), pool, held, now, wf.id)
     if pid is not None:
         return "running"
     return "running (no supervisor)"

@@ -171,6 +171,8 @@ class StepActivities:
         self._mine(task.repository)
         project = self.projects.open(self.repo)[0]
         with project.store() as store:
+            if not only_running:  # the workflow's RECORD_FAILURE, not a step's own end
+                _until_let_go(store, task.wf_id)
             wf = store.workflow(task.wf_id)
             if wf.status in ("completed", "abandoned"):
                 return
@@ -357,6 +359,18 @@ class StepActivities:
         waiting = wf.context.get("waiting_until")
         route = routes.next_route(opened[0], wf)
         return StepResult(wf.status, float(waiting) if waiting else None, wf.error, route=route)
+
+
+def _until_let_go(store: Any, wf_id: int) -> None:
+    """Wait while a live process holds the task: a step Temporal cancelled (the workflow was
+    cancelled) runs on in its thread until it ends, and writes its end; the failure is written
+    after it, never under it. A silent holder's lease expires (supervisor/state/leases.py)."""
+    name = leases.task_name(wf_id)
+    while True:
+        held = leases.read(store.engine, name)
+        if held is None or held.expired() or held.dead_here():
+            return
+        time.sleep(BUSY_POLL)
 
 
 def _ended_elsewhere(task: TaskInput | ComponentInput | FailureInput, done: Any) -> None:

@@ -14,6 +14,7 @@ state database, know where to send it without any configuration of their own.
 from __future__ import annotations
 
 import socket
+import time
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from supervisor.core.errors import (
@@ -89,10 +90,11 @@ class Session:
     """One connection to the server's service on one event loop, for a command's every call: a
     client is bound to the loop it was made on, and connecting is most of what a call costs."""
 
-    def __init__(self, settings: TemporalSettings | Server) -> None:
+    def __init__(self, settings: TemporalSettings | Server, timeout: float = 15) -> None:
         import asyncio  # here: the submitting process (a `Submitter`) never runs a loop
 
         self.settings = settings
+        self.timeout = timeout
         self.loop = asyncio.new_event_loop()
         self._client: Any = None
 
@@ -105,7 +107,7 @@ class Session:
 
         if self._client is None:
             self._client = self.run(
-                connect_service(self.settings.address, self.settings.namespace, timeout=15)
+                connect_service(self.settings.address, self.settings.namespace, self.timeout)
             )
         return self._client
 
@@ -240,10 +242,19 @@ def submission(store: Any, wf_id: int) -> dict[str, Any] | None:
     return dict(found[-1].payload) if found else None
 
 
-def hand_back(project: Project, wf_id: int) -> str:
+class HandedBack(NamedTuple):
+    queue: str  # where the new run waits
+    said: list[str]  # what `resume` found: a closed workflow, a queue no worker polls
+
+
+def hand_back(project: Project, wf_id: int) -> HandedBack:
     """`resume` of a task Temporal owns: a new run of its workflow, from the recorded state
-    (the old run, if any is left, is replaced). Refused while a worker runs it."""
+    (the old run, if any is left, is replaced). Refused while a worker runs it. A run Temporal
+    closed while the state says the task runs (terminated: no workflow code ran) is recorded
+    as a failure first, saying so; a task submitted to a queue no worker polls any more goes to
+    the repository's current one (`_queue`)."""
     from supervisor.state import leases
+    from supervisor.state.runner_view import polled_queues
     from supervisor.temporal.workflow import TaskInput
 
     with project.store() as store:
@@ -251,11 +262,13 @@ def hand_back(project: Project, wf_id: int) -> str:
         where = submission(store, wf_id)
         assert where is not None
         task = leases.task_name(wf_id)
+        every = leases.all_leases(store)
         live = [
             x
-            for x in leases.all_leases(store)
+            for x in every
             if (x.name == task or x.name.startswith(task + "/")) and not x.expired()
         ]
+        polled = polled_queues([x for x in every if not x.dead_here()], time.time())
     refusals.not_abandoned(wf, "resume")
     if wf.status == "completed":
         raise StateError(
@@ -272,17 +285,133 @@ def hand_back(project: Project, wf_id: int) -> str:
     settings = project.settings.temporal.model_copy(
         update={"address": where["address"], "namespace": where["namespace"]}
     )
+    said = []
+    if wf.status == "running":
+        closed = closed_run(where)
+        if closed is not None:
+            said.append(_closed_recorded(project, wf_id, closed))
+    recorded = str(where["task_queue"])
+    queue = _queue(project, recorded, polled)
+    if queue != recorded:
+        said.append(f"it was submitted to queue {recorded}, which no worker polls any more")
     repository = str(where.get("repository") or "")
     task_input = TaskInput(
         wf_id, settings.heartbeat_timeout_seconds, None, repository, settings.max_attempts
     )
-    start_workflow(
-        settings, str(where["workflow_id"]), task_input, str(where["task_queue"]), replace=True
-    )
+    start_workflow(settings, str(where["workflow_id"]), task_input, queue, replace=True)
     with project.store() as store:
-        _record(store, wf_id, settings, str(where["workflow_id"]), str(where["task_queue"]),
-                repository)  # fmt: skip
-    return str(where["task_queue"])
+        _record(store, wf_id, settings, str(where["workflow_id"]), queue, repository)
+    return HandedBack(queue, said)
+
+
+def _queue(project: Project, recorded: str, polled: set[str]) -> str:
+    """Where a handed-back task goes: the queue it was submitted to while a worker polls it;
+    else the repository's queue by this checkout's settings (temporal.task_queue, identity
+    appended) when one polls it or none polls any; else the queue this database's workers
+    poll (a database is one repository's). A task submitted under an old name (before each
+    repository had its queue, or before temporal.task_queue changed) waited there forever."""
+    from supervisor.temporal.identity import queue_for
+
+    if recorded in polled:
+        return recorded
+    current = queue_for(project.root, project.settings.temporal)
+    theirs = sorted(q for q in polled if "@" not in q)
+    return current if current in polled or not theirs else theirs[0]
+
+
+def _closed_recorded(project: Project, wf_id: int, closed: str) -> str:
+    """The task `failed` in the state, with a `temporal_failed` event saying how its workflow
+    ended (as the workflow's own failure path writes it); what `resume` says of it."""
+    from supervisor.state.records import EventSpec
+    from supervisor.state.runner_view import FAILED
+
+    reason = f"its Temporal workflow {closed} while the task was running"
+    with project.store() as store:
+        step = store.workflow(wf_id).current_step
+        store.set_status(
+            wf_id, "failed", error=f"Failed in Temporal: {reason}",
+            event=EventSpec(FAILED, step=step, status="failed", payload={"reason": reason}),
+        )  # fmt: skip
+    return reason
+
+
+def closed_run(where: dict[str, Any], timeout: float = 15) -> str | None:
+    """How the task's workflow (its latest run) ended, when Temporal closed it: "was
+    terminated (reason: ..., by ...)", "was cancelled", ...; None while it runs. A server out
+    of reach raises `RunnerUnavailableError`."""
+    session = Session(Server(str(where["address"]), str(where["namespace"])), timeout)
+    try:
+        service = session.client().workflow_service
+        closed: str | None = session.run(
+            _closing(service, str(where["namespace"]), str(where["workflow_id"]))
+        )
+        return closed
+    finally:
+        session.close()
+
+
+CLOSED = {"TERMINATED": "was terminated", "CANCELED": "was cancelled", "TIMED_OUT": "timed out",
+          "FAILED": "failed", "COMPLETED": "ended"}  # fmt: skip
+
+
+async def _closing(service: Any, namespace: str, wid: str) -> str | None:
+    from temporalio.api.common.v1 import WorkflowExecution
+    from temporalio.api.enums.v1 import HistoryEventFilterType, WorkflowExecutionStatus
+    from temporalio.api.workflowservice.v1 import (
+        DescribeWorkflowExecutionRequest,
+        GetWorkflowExecutionHistoryRequest,
+    )
+    from temporalio.service import RPCError, RPCStatusCode
+
+    execution = WorkflowExecution(workflow_id=wid)
+    try:
+        described = await service.describe_workflow_execution(
+            DescribeWorkflowExecutionRequest(namespace=namespace, execution=execution)
+        )
+    except RPCError as e:
+        if e.status == RPCStatusCode.NOT_FOUND:
+            return "is not known to the Temporal server any more"
+        raise
+    name = WorkflowExecutionStatus.Name(described.workflow_execution_info.status)
+    said = CLOSED.get(name.removeprefix("WORKFLOW_EXECUTION_STATUS_"))
+    if said != "was terminated":
+        return said
+    history = await service.get_workflow_execution_history(
+        GetWorkflowExecutionHistoryRequest(
+            namespace=namespace, execution=execution,
+            history_event_filter_type=HistoryEventFilterType.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT,
+        )
+    )  # fmt: skip
+    for event in history.history.events:
+        ended = event.workflow_execution_terminated_event_attributes
+        why = f"reason: {' '.join(ended.reason.split())[:300]}, " if ended.reason else ""
+        said += f" ({why}by {ended.identity or 'someone'})"
+    return said
+
+
+def stopped_labels(state: Any, found: list[Workflow], shown: dict[int, str]) -> dict[int, str]:
+    """`status`: the tasks `shown` queued on Temporal whose workflow is closed (terminated or
+    cancelled from Temporal's CLI or UI, where no code of ours ran) say so instead. Only those:
+    a task a live process holds has a workflow running it. A server out of reach leaves them
+    as they were (status says what the state says, at once)."""
+    stopped = dict(shown)
+    for wf in found:
+        label = shown.get(wf.id, "")
+        if wf.status != "running" or not label.startswith(("queued", "stranded")):
+            continue
+        where = submission(state, wf.id)
+        if where is None:
+            continue
+        try:
+            closed = closed_run(where, timeout=3)
+        except Exception:  # out of reach (or refused): the state's word stands, for them all
+            break
+        if closed is not None:
+            stopped[wf.id] = (
+                f"stopped in Temporal: its workflow {closed}; `supervisor resume {wf.id}` "
+                "hands it back"
+            )
+    return stopped
 
 
 def signal_decided(where: dict[str, Any]) -> None:

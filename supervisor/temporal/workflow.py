@@ -27,7 +27,13 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError, TimeoutType
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    TimeoutError,
+    TimeoutType,
+    is_cancelled_exception,
+)
 
 WORKFLOW_NAME = "supervisor-task"  # as supervisor/temporal/service.py, which starts it
 RUN_STEP = "supervisor-run-step"
@@ -35,6 +41,10 @@ RUN_COMPONENT = "supervisor-run-component"
 RECORD_FAILURE = "supervisor-record-failure"
 RECORD_FALLBACK = "supervisor-record-fallback"
 DECIDED_SIGNAL = "decided"
+CANCELLED = (
+    "its Temporal workflow was cancelled (`temporal workflow cancel` or the Temporal UI); "
+    "`supervisor resume` hands it back"
+)
 
 # A step may run for most of an hour (limits.step_timeout_seconds plus gates); the activity
 # heartbeats every few seconds, so a dead worker is noticed after the task's heartbeat timeout
@@ -111,23 +121,34 @@ class TaskWorkflow:
     @workflow.run
     async def run(self, task: TaskInput) -> StepResult:
         """Every way this ends in failure is written to the state database first (a step's
-        activity that gave up, on any worker), so the task never stays `running` there while
-        Temporal has given it up; `supervisor resume` hands it back."""
+        activity that gave up, on any worker; the workflow cancelled), so the task never stays
+        `running` there while Temporal has given it up; `supervisor resume` hands it back.
+        A termination runs no code here: `status` and `resume` ask Temporal (client.py)."""
         self.decisions += task.decided
         try:
             return await self._steps(task)
-        except ActivityError as e:
+        except (ActivityError, asyncio.CancelledError) as e:
+            if is_cancelled_exception(e):
+                # Someone cancelled this workflow (Temporal's CLI or UI): the state says why
+                # before it ends as cancelled (issue 58: it said `running`, with no event).
+                await self._record_failure(task, CANCELLED)
+                raise
+            assert isinstance(e, ActivityError)
             reason = _reason(e)
-            await workflow.execute_activity(
-                RECORD_FAILURE,
-                FailureInput(task.wf_id, reason, task.repository),
-                start_to_close_timeout=timedelta(minutes=2),
-                retry_policy=RetryPolicy(
-                    maximum_interval=timedelta(seconds=30),
-                    maximum_attempts=0,  # until a worker of the task's repository writes it
-                ),
-            )
+            await self._record_failure(task, reason)
             return StepResult("failed", error=reason)
+
+    @staticmethod
+    async def _record_failure(task: TaskInput, reason: str) -> None:
+        await workflow.execute_activity(
+            RECORD_FAILURE,
+            FailureInput(task.wf_id, reason, task.repository),
+            start_to_close_timeout=timedelta(minutes=2),
+            retry_policy=RetryPolicy(
+                maximum_interval=timedelta(seconds=30),
+                maximum_attempts=0,  # until a worker of the task's repository writes it
+            ),
+        )
 
     async def _steps(self, task: TaskInput) -> StepResult:
         relayed: list[dict[str, Any]] | None = None
