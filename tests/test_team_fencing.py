@@ -11,6 +11,10 @@ the second worker is the real workflow and activities in this process (tests/tem
    at the component's start.
 3. `status <id> --watch --exit-status` of a Temporal task follows its workers and queue, not a
    local pid: it keeps watching a queued task while a worker polls, and exits 0 when it is done.
+
+Round two: a component's fence holds on SQLite too (workers of one host sharing the state
+file); a local task's holder, paused, is never taken over (its file lock), so there is nothing
+to fence.
 """
 
 from __future__ import annotations
@@ -313,3 +317,86 @@ def _holds(repo: Path, wf_id: int) -> bool:
     with reading(repo) as store:
         found = leases.all_leases(store)
     return any(x.name == leases.task_name(wf_id) and not x.expired() for x in found)
+
+
+def test_a_component_whose_lease_was_taken_over_writes_nothing_on_sqlite_either(
+    tmp_path: Path,
+) -> None:
+    """Workers of one host sharing the repository's SQLite state (Temporal without a shared
+    database): a component's lease is a row, not a file lock, so a worker paused past its time
+    to live loses it to another. Woken, its writes are refused as on PostgreSQL (they went
+    through: only a shared database's holds fenced); the live holder's land."""
+    with Store(tmp_path / "state.db") as store:
+        wf_id = store.create_workflow(
+            description="t", cli="claude", base_branch="main", base_sha="a" * 40,
+            branch_for_id=lambda i: f"ai/{i}-t", definition={}, first_step="implement",
+        ).id  # fmt: skip
+        name = leases.component_name(wf_id, "c1")
+        paused = leases.acquire(store.engine, name, wf_id, ttl_s=0.2)
+        until(lambda: _expired(store, name), "the paused hold's expiry")
+        with leases.hold(store.engine, name, wf_id, ttl_s=30) as taken:
+            with pytest.raises(RemoteNotUpdatedError), leases.held_here(wf_id, paused):
+                store.add_event(wf_id, EventSpec("component_ran", status="woken"))
+            with leases.held_here(wf_id, taken):
+                store.add_event(wf_id, EventSpec("component_ran", status="taken over"))
+        ran = [e.status for e in store.events(wf_id) if e.type == "component_ran"]
+    assert ran == ["taken over"]
+
+
+def _expired(store: Store, name: str) -> bool:
+    found = leases.read(store.engine, name)
+    return found is not None and found.expired()
+
+
+HOLDER = """import sys, time
+from pathlib import Path
+from supervisor.state.locks import task_lock
+from supervisor.state.store import EventSpec, Store
+state, held, go = (Path(a) for a in sys.argv[1:])
+with task_lock(state, 1):
+    held.touch()
+    while not go.exists():
+        time.sleep(0.05)
+    with Store(state / "state.db") as store:
+        store.add_event(1, EventSpec("implementation", status="woken"))
+"""
+
+
+def test_a_local_task_held_by_a_paused_process_cannot_be_taken_so_its_woken_writes_stand(
+    tmp_path: Path,
+) -> None:
+    """Local mode with SQLite: the task's lock is a file lock (flock), which the kernel keeps
+    for a stopped process as long as it lives, whatever its lease row says; so no other process
+    takes the task over, and the woken holder's writes are its own (nothing to fence). A
+    component runs in a thread of that process, under the same lock."""
+    state = tmp_path / ".supervisor"
+    state.mkdir()
+    with Store(state / "state.db") as store:
+        store.create_workflow(
+            description="t", cli="claude", base_branch="main", base_sha="a" * 40,
+            branch_for_id=lambda i: f"ai/{i}-t", definition={}, first_step="implement",
+        )  # fmt: skip
+    held, go = tmp_path / "held", tmp_path / "go"
+    env = {k: v for k, v in os.environ.items() if k != "SUPERVISOR_STATE_URL"}
+    holder: subprocess.Popen[bytes] = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(state), str(held), str(go)],
+        env={**env, "SUPERVISOR_LEASE_SECONDS": "0.5"},
+    )
+    try:
+        until(lambda: held.exists() or holder.poll() is not None, "the holder's lock")
+        holder.send_signal(signal.SIGSTOP)
+        with Store(state / "state.db") as store:
+            name = leases.task_name(1)
+            until(lambda: _expired(store, name), "its lease's expiry")
+        from supervisor.core.errors import WorkflowBusyError
+        from supervisor.state.locks import task_lock
+
+        with pytest.raises(WorkflowBusyError, match="still running"), task_lock(state, 1):
+            pass  # a `resume` here is refused: the paused process keeps the task
+        holder.send_signal(signal.SIGCONT)
+        go.touch()
+        assert holder.wait(timeout=WAIT_S) == 0
+    finally:
+        stop(holder)
+    with Store(state / "state.db") as store:
+        assert [e.status for e in store.events(1) if e.type == "implementation"] == ["woken"]

@@ -37,7 +37,7 @@ from supervisor.state.records import LeaseRow
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from sqlalchemy.engine import Engine
+    from sqlalchemy.engine import Connection, Engine
 
 DEFAULT_TTL = 45.0
 COLUMNS = ", ".join(names(LeaseRow))
@@ -130,16 +130,29 @@ class Held:
         if self.lost.is_set() or not self.renew():
             raise self.refusal()
 
-    def still_held(self) -> bool:
+    def still_held(self, conn: Connection | None = None) -> bool:
         """Whether this process may still write for the task: asked inside every state write
-        (supervisor/state/rows.py), so that a process paused or cut off long enough for another
-        to take its task over writes nothing more into it. Only a hold on a shared database
-        fences (`fences`; a SQLite task's file lock already keeps others out), and only after a
-        silence of a whole TTL does it cost a round trip: the renewal that says who holds it."""
+        (supervisor/state/rows.py; `conn`, the write's own), so that a process paused or cut off
+        long enough for another to take its task over writes nothing more into it. Only a hold
+        that can be taken over fences (`fences`: a shared database's task hold, and a
+        component's on any database; a SQLite task's file lock keeps others out while its
+        holder lives). On SQLite the row is read in the write's own transaction (a renewal, on
+        another connection, would wait for that transaction's lock): a local read per write. On
+        a shared database only a silence of a whole TTL costs a round trip: the renewal that
+        says who holds it."""
         if not self.fences:
             return True
         if self.lost.is_set():
             return False
+        if conn is not None and conn.dialect.name == "sqlite":
+            from sqlalchemy import text
+
+            holder = conn.execute(
+                text("SELECT holder FROM leases WHERE name = :name"), {"name": self.name}
+            ).scalar()
+            if holder != self.holder:
+                self.lost.set()
+            return holder == self.holder
         if time.monotonic() - self.renewed_at <= self.ttl:
             return True
         return self.renew() and not self.lost.is_set()
@@ -307,9 +320,10 @@ def held_here(wf_id: int, lease: Held) -> Iterator[None]:
     block: every state write of the thread checks it (supervisor/state/rows.py), as a step's
     writes check the task's. Per thread, not per process: several components of one task run
     at once in one worker, each in a thread of its own. Its holder string is the fencing token:
-    once another process took the lease over, no renewal of this one matches. On a shared
-    database only: a SQLite write's check would wait for its own transaction's lock."""
-    lease.fences = lease.engine.dialect.name != "sqlite"
+    once another process took the lease over, no renewal of this one matches. On SQLite too
+    (workers of one host sharing the repository's state file): a component's lease is a row,
+    not a file lock, so a worker paused past its time to live loses it to another worker."""
+    lease.fences = True
     _HERE.held = (wf_id, lease)
     try:
         yield

@@ -50,7 +50,7 @@ def _append(conn: Connection, wf_id: int | None, spec: EventSpec) -> None:
     hold on the task (a worker paused past its lease, supervisor/state/leases.py) is stopped:
     its whole transaction rolls back, and nothing of it lands in a task another worker runs."""
     held = leases.current(wf_id) if wf_id is not None else None
-    if held is not None and not held.still_held():
+    if held is not None and not held.still_held(conn):
         raise held.refusal()
     faults.event_written(spec.type)
     conn.execute(
