@@ -32,7 +32,7 @@ from supervisor.core import process, trustmap
 from supervisor.core.errors import SupervisorError
 from supervisor.evals.suite import IMPOSSIBLE, EvalTask, Variant
 from supervisor.guard.trust import trust
-from supervisor.lifecycle import tasks
+from supervisor.lifecycle import image_commands, tasks
 from supervisor.lifecycle.opening import reading, workflows
 from supervisor.workspace.worktrees import Workspace
 
@@ -139,6 +139,9 @@ def run_variant(
     """Make the variant's repository at `repo` and run its task there, to its end or a stop."""
     make_repo(repo, task.files_of(variant))
     write_config(repo, test=task.test, template=template, cli=cli, base_url=base_url)
+    if task.language != "python":  # the sandbox image has Python; Node's and Go's are built
+        image_commands.sandbox_init(repo)  # from the lock file, as `init` does, on first use
+        trust(repo)  # the Dockerfile the supervisor just wrote
     named = Named(task.name, task.language, variant, worker)
     return run_in(repo, task.task, named, cli=cli, reporter=reporter)
 
