@@ -159,23 +159,37 @@ def test_the_node_and_pnpm_the_workspace_declares_run_its_vitest_gate_offline(
     """issue 57: the workspace asks for `engines.node >=22.13` and `pnpm@11.28.11` (whose own
     engines ask >=22.13; on the sandbox image's Node 20 it dies on `node:sqlite`). Its image
     carries the newest Node that satisfies both, from npm's `node` package, and pnpm 11 on it;
-    the app's tsc and vitest gate runs offline on that Node, which `sandbox status` shows."""
+    the app's tsc and vitest gate runs offline on that Node, which `sandbox status` shows.
+    The app's own node_modules is where pnpm lays it out in a checkout (its workspace
+    dependency a link to the worktree's package), and the root's too; what the worktree holds
+    there (a worker's planted package) is hidden under the image's copy."""
     repo, pristine, image = workspace
     dockerfile = (pristine / ".supervisor" / "sandbox" / "Dockerfile").read_text()
     node = provided(dockerfile)["node"]
     assert nodesemver.satisfies(node, ">=22.13", loose=True)
     worktree = tmp_path / "worktree"
     shutil.copytree(pristine, worktree, ignore=shutil.ignore_patterns(".git"))
+    planted = worktree / "apps" / "web" / "node_modules" / "@shapes" / "types"
+    planted.mkdir(parents=True)
+    (planted / "package.json").write_text('{"name": "@shapes/types", "main": "evil.js"}')
+    (planted / "evil.js").write_text("process.exit(0)\n")
+    layout = (
+        "readlink -f apps/web/node_modules/@shapes/types node_modules/vitest"
+        " && test ! -e apps/web/node_modules/@shapes/types/evil.js"
+    )
     sandbox = DockerSandbox(IMAGE, "supervisor-egress-test")
     try:
         result = run_gate(
-            sandbox, "test", f"node --version && pnpm --version && cd apps/web && {APP_GATE}",
+            sandbox, "test",
+            f"node --version && pnpm --version && {layout} && cd apps/web && {APP_GATE}",
             worktree, Limits(), {"supervisor.test": "1"}, image=image,
         )  # fmt: skip
     finally:
         sandbox.close()
     assert result.passed, result.output
-    assert result.output.splitlines()[:2] == [f"v{node}", "11.28.11"], result.output
+    lines = result.output.splitlines()
+    assert lines[:3] == [f"v{node}", "11.28.11", "/workspace/packages/types"], result.output
+    assert lines[3].startswith("/node_modules/.pnpm/vitest@2.1.8"), result.output  # via the root's
     assert "Tests  1 passed (1)" in result.output
     status = image_commands.sandbox_status(repo)  # HEAD of the checkout the image was built for
     assert status["toolchain_findings"] == []

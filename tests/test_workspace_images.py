@@ -79,11 +79,13 @@ def test_a_members_manifest_that_is_a_link_is_refused(tmp_path: Path) -> None:
     assert "apps/web/package.json (-> /etc/passwd)" in caught.value.message
 
 
-def test_a_pnpm_workspace_installs_hoisted_and_links_its_packages_to_the_worktree() -> None:
+def test_a_pnpm_workspace_installs_as_it_says_and_links_its_packages_to_the_worktree() -> None:
     text = dockerfile_text(detect(FIXTURES / "pnpm_workspace"), "base")
 
-    assert "--config.node-linker=hoisted" in text  # every member's dependencies at the root
+    assert "node-linker" not in text  # the project's own layout (isolated, by default)
     assert 'fs.symlinkSync(path.join("/workspace", path.dirname(file)), link)' in text
+    assert 'mv "$member/node_modules" "/workspace/$member/"' in text  # each member's own
+    assert text.index("node -e") < text.index("LABEL supervisor.node-modules=")
 
 
 def test_a_go_workspace_is_detected_and_downloads_each_modules_requirements() -> None:

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from supervisor.project import build_first
+
 if TYPE_CHECKING:
     from supervisor.project.toolchain_resolve import Resolved
 
@@ -314,6 +316,9 @@ def _gates(repo: Path, files: list[str], d: Detection) -> None:
     elif "node" in d.stacks and _npm_script(repo, "test"):
         d.gates["test"] = f"{runner} test"
         d.evidence["gate:test"] = "package.json (scripts.test)"
+        if unbuilt := build_first.unbuilt_entry(repo, files):  # the tests import the build
+            d.gates["test"] = f"{runner} run build && {runner} test"
+            d.evidence["gate:test"] += f"; scripts.build first: {unbuilt} is built, not committed"
     elif "rust" in d.stacks:
         d.gates["test"] = "cargo test"
         d.evidence["gate:test"] = "Cargo.toml"

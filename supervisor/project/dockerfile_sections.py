@@ -53,7 +53,6 @@ NODE_INSTALL = {
     "then npm ci --no-audit --no-fund --ignore-scripts; "
     "else npm install --no-audit --no-fund --ignore-scripts; fi",
     "pnpm": "pnpm install $([ -f pnpm-lock.yaml ] && echo --frozen-lockfile) --ignore-scripts "
-    "$([ -f pnpm-workspace.yaml ] && echo --config.node-linker=hoisted) "
     "--config.store-dir=/tmp/pnpm-store --config.package-import-method=copy "
     "&& rm -rf /tmp/pnpm-store",
     "yarn1": "yarn install $([ -f yarn.lock ] && echo --frozen-lockfile) --non-interactive "
@@ -62,7 +61,8 @@ NODE_INSTALL = {
     "YARN_ENABLE_SCRIPTS=false yarn install $([ -f yarn.lock ] && echo --immutable) "
     "&& rm -rf .yarn/cache",
 }
-"""Each manager installs exactly what the lock file says, or resolves afresh without one."""
+"""Each manager installs exactly what the lock file says, or resolves afresh without one, laid out
+as the project's settings say (pnpm's node-linker among them)."""
 
 PNPM_RUN = (
     "# A gate's `pnpm test` runs the script at once: pnpm 11 would first check that\n"
@@ -210,16 +210,40 @@ LINK_MEMBERS = (
     " let name; try { name = JSON.parse(fs.readFileSync(file)).name; } catch { continue; }"
     ' if (typeof name !== "string" || !/^(@[a-z0-9][\\w.-]*\\/)?[a-z0-9][\\w.-]*$/i.test(name))'
     " continue;"
-    ' const link = path.join("/node_modules", name); let stat;'
+    ' for (const root of ["/node_modules", "/node_modules/.pnpm/node_modules"]) {'
+    " const link = path.join(root, name); let stat;"
     " try { stat = fs.lstatSync(link); } catch {}"
-    " if (stat && !stat.isSymbolicLink()) continue;"
+    ' if (stat ? !stat.isSymbolicLink() : root !== "/node_modules") continue;'
     " fs.rmSync(link, { force: true }); fs.mkdirSync(path.dirname(link), { recursive: true });"
     ' fs.symlinkSync(path.join("/workspace", path.dirname(file)), link);'
-    " }"
+    " } }"
 )
-"""Link each workspace member's package (its manifest under /deps) into /node_modules: the
-install's own links point into /deps, which holds manifests only. A registry package of the same
-name (a real directory) is left as installed; a name that is not a package name is skipped."""
+"""Link each workspace member's package (its manifest under /deps) into /node_modules (and
+replace pnpm's link in its hidden hoisting folder, .pnpm/node_modules): the install's own links
+point into /deps, which holds manifests only. A registry package of the same name (a real
+directory) is left as installed; a name that is not a package name is skipped."""
+
+NODE_MODULES_LIST = "/opt/supervisor/node-modules"
+AT_WORKSPACE = rf"""
+# node_modules where the install lays them out in a checkout: each member's own (its
+# dependencies: links into the root's store and to the other members, or, hoisted, the
+# versions that differ from the root's) at /workspace/<member>/node_modules, the root's as
+# one link per entry of /node_modules at /workspace/node_modules. The worktree is mounted
+# over /workspace: every run mounts its own copy of these over it (listed in
+# {NODE_MODULES_LIST}; supervisor/sandbox/node_modules.py), hiding what the tree has there.
+RUN mkdir -p /workspace/node_modules /opt/supervisor && echo . > {NODE_MODULES_LIST} \
+ && for entry in /node_modules/* /node_modules/.[!.]*; do \
+      if [ -e "$entry" ] || [ -L "$entry" ]; then ln -s "$entry" /workspace/node_modules/; fi; \
+    done \
+ && cd /deps && for manifest in $(find . -mindepth 2 -name package.json \
+      -not -path '*/node_modules/*'); do member=$(dirname "${{manifest#./}}"); \
+      if [ -d "$member/node_modules" ]; then mkdir -p "/workspace/$member" \
+        && mv "$member/node_modules" "/workspace/$member/" \
+        && echo "$member" >> {NODE_MODULES_LIST}; fi; \
+    done && chmod -R a+rwX /workspace
+LABEL supervisor.node-modules={NODE_MODULES_LIST}
+"""
+"""After the install and the members' links (the root's links at /workspace follow them)."""
 
 
 def node_section(manager: str, version: str) -> tuple[str, str]:
@@ -253,6 +277,7 @@ def node_section(manager: str, version: str) -> tuple[str, str]:
         "# consumer's gate type-checks and tests against the candidate's shared package.\n"
         f"RUN cd /deps && node -e '{LINK_MEMBERS}' \\\n"
         "      $(find . -mindepth 2 -name package.json -not -path '*/node_modules/*')\n"
+        + AT_WORKSPACE
     )
     return toolchain, install
 

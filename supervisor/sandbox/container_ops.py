@@ -42,8 +42,9 @@ def remove_container(container: Any) -> None:
     import docker.errors
 
     # OSError: the engine gone (requests' errors are OSErrors); resume's clean-up finds it.
+    # v: its anonymous volumes too (a Node workspace's node_modules, sandbox/node_modules.py).
     with contextlib.suppress(docker.errors.APIError, OSError):
-        container.remove(force=True)
+        container.remove(force=True, v=True)
 
 
 def _wait_exit(container: Any, timeout: float) -> int | None:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from supervisor.core.errors import CommandTimeoutError, SandboxError, SupervisorError, Terminated
 from supervisor.core.parsing import strip_ansi
-from supervisor.sandbox import engine_loss, model_relay, reach, run_files, runtime
+from supervisor.sandbox import engine_loss, model_relay, node_modules, reach, run_files, runtime
 from supervisor.sandbox.container_ops import (
     OverlayMountError,
     _kill,
@@ -277,6 +277,7 @@ class DockerSandbox:
             view_labels = {LABEL_WORKSPACE: "overlay", LABEL_LOWER: view.base.commit}
             spec = dataclasses.replace(spec, labels={**spec.labels, **view_labels})
         binds, mounts, volume = self._workspace(spec, view)
+        mounts += node_modules.mounts(self.client, spec.image)  # the image's, over the tree's
         masks, masked_dirs = run_files.cli_config_masks(spec.argv, spec.worktree, view, run_path)
         binds.update(masks)
         if spec.home_dir is not None:
