@@ -9,11 +9,17 @@ the real Docker sandbox against the scripted model API.
 - `abandon` removes the task's refs from the shared remote;
 - a worker with a wrong database password says so and exits before polling;
 - a submission to an unreachable Temporal server leaves nothing: no task, no branch, no refs;
-- an approval's diff, in the submitting checkout, shows the candidate a worker host made.
+- an approval's diff, in the submitting checkout, shows the candidate a worker host made;
+- issue 58's done-when, on the stand-in sandbox (tests/standin_cli.py for the worker process,
+  tests/temporal_standin.py for the one in this process): three tasks over two workers, one of
+  them paused (SIGSTOP) holding a step, a foreign repository's task on a queue of the same name
+  and a budget pause on each: every task completes once, the conversations bought are an
+  undisturbed run's, nothing is left queued or held, and nothing foreign lands in the state.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -22,6 +28,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
+import test_engine_fast
 from e2e_support import (
     GOOD_CALC,
     implementer,
@@ -43,6 +50,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 pytestmark = [pytest.mark.xdist_group("temporal_team")]
+project = test_engine_fast.project  # the stand-in project (the combined run's)
 
 LEASE = "6"  # seconds a silent holder keeps a task (SUPERVISOR_LEASE_SECONDS)
 
@@ -261,3 +269,184 @@ def test_a_step_that_gives_up_in_temporal_is_failed_in_the_state_and_resume_hand
     assert not (repo / ".supervisor" / "worktrees").exists() or not any(
         (repo / ".supervisor" / "worktrees").iterdir()
     )
+
+
+# -- the combined run (issue 58, done-when) ------------------------------------------------------
+
+THREE_TASKS = ("Write the answer file", "Write the answer file again", "And once more")
+BUDGET = "budgets:\n  task: {tokens: 200}\n"  # 120 a stand-in conversation: each pauses at commit
+UNDISTURBED = 2 * len(THREE_TASKS)  # an implementer and a reviewer each, nothing more
+
+
+def a_foreign_repository(tmp_path: Path, ours: Path) -> Path:
+    """Another repository (its own root commit) configured as ours: the same Temporal server and
+    queue name; its state its own SQLite file."""
+    from supervisor.guard.trust import trust
+
+    repo = tmp_path / "foreign"
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    repo.mkdir()
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    (repo / "README").write_text("another project\n")
+    subprocess.run([*git, "add", "README"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "another project"], check=True)
+    (repo / ".supervisor").mkdir()
+    for name in ("config.yaml", "workflow.yaml"):
+        text = (ours / ".supervisor" / name).read_text()
+        (repo / ".supervisor" / name).write_text(text.split(", remote:")[0] + "}\n"
+                                                 if name == "config.yaml" else text)  # fmt: skip
+    trust(repo)
+    return repo
+
+
+async def second_worker(host: Path, address: str, queue: str, ids: list[int]) -> None:
+    """The live worker, in this process on its own clone: runs the tasks (the paused worker's
+    once its lease expires), and at each budget pause does what a person does: `approve
+    --extend`, then `resume`; until all of them are completed."""
+    from temporal_standin import repository_queue
+    from temporalio.client import Client
+    from temporalio.worker import Worker
+
+    from supervisor.lifecycle.opening import open_project
+    from supervisor.lifecycle.task_state import decide
+    from supervisor.temporal.activities import StepActivities
+    from supervisor.temporal.workflow import TaskWorkflow
+
+    client = await Client.connect(address)
+    steps = StepActivities(host, 2)
+    try:
+        async with Worker(
+            client, task_queue=repository_queue(host, queue), workflows=[TaskWorkflow],
+            activities=steps.activities(), max_concurrent_activities=2,
+        ):  # fmt: skip
+            deadline = time.monotonic() + 240
+            resumed: set[int] = set()  # each pauses once; it says budget_exceeded until it goes on
+            while True:
+                found = await asyncio.to_thread(statuses, host, ids)
+                if all(s == "completed" for s in found.values()):
+                    return
+                assert time.monotonic() < deadline, f"never all completed: {found}"
+                for wf_id in [i for i, s in found.items() if s == "budget_exceeded"]:
+                    if wf_id in resumed:
+                        continue
+                    resumed.add(wf_id)
+                    await asyncio.to_thread(decide, wf_id, host, approve=True, extend_tokens=1000)
+                    await asyncio.to_thread(hand_back_when_free, open_project(host), wf_id)
+                await asyncio.sleep(0.2)
+    finally:
+        steps.pool.shutdown(wait=True)
+
+
+def statuses(repo: Path, ids: list[int]) -> dict[int, str]:
+    with Store(repo / ".supervisor" / "state.db") as store:
+        return {i: store.workflow(i).status for i in ids}
+
+
+def hand_back_when_free(opened: Any, wf_id: int) -> None:
+    """`supervisor resume`, once the step that paused the task has let it go."""
+    from supervisor.core.errors import WorkflowBusyError
+    from supervisor.temporal.client import hand_back
+
+    while True:
+        try:
+            hand_back(opened, wf_id)
+            return
+        except WorkflowBusyError:
+            time.sleep(0.1)
+
+
+def test_three_tasks_over_two_workers_with_a_paused_one_a_foreign_repository_and_a_budget_pause(
+    project: Any, shared_state: str, temporal: DevServer, monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """Issue 58's done-when, on the stand-in sandbox: every task completes once, the
+    conversations bought are an undisturbed run's, nothing is left queued or held, and the
+    foreign repository's task, on its own queue of the same name, never lands in this state."""
+    from temporal_standin import Sandbox, submit, use_sandbox
+    from test_engine_fast import reviews, writes
+    from test_team_fencing import a_clone, a_worker, on_temporal, stop, until
+
+    from supervisor.lifecycle.opening import reading
+    from supervisor.lifecycle.task_state import runners
+    from supervisor.temporal.identity import repository_id
+
+    p = project(WORKFLOW_THREE_STEPS, None)
+    p.script.add("ROLE: implementer", writes({"answer.txt": "42\n"}), repeat=True)
+    p.script.add("ROLE: reviewer", reviews("APPROVED"), repeat=True)
+    shared = tmp_path / "team.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(p.root), str(shared)], check=True)
+    queue = on_temporal(p.root, temporal, shared)
+    with (p.root / ".supervisor" / "config.yaml").open("a") as config:
+        config.write(BUDGET)
+    foreign = a_foreign_repository(tmp_path, p.root)
+    assert repository_id(foreign) != repository_id(p.root, str(shared))
+    monkeypatch.delenv("SUPERVISOR_STATE_URL")  # the foreign repository's own state
+    foreign_id, foreign_wid = submit(foreign, "A task of another project")
+    monkeypatch.setenv("SUPERVISOR_STATE_URL", shared_state)
+    ids = [submit(p.root, task)[0] for task in THREE_TASKS]
+
+    monkeypatch.setenv("SUPERVISOR_LEASE_SECONDS", "4")  # the paused worker's, and this one's
+    monkeypatch.setenv("STANDIN_LOG", str(tmp_path / "paused-bought.log"))
+    log = tmp_path / "paused-worker.log"
+    paused = a_worker(p.root, log, tmp_path)  # its implementer waits: it holds a step
+    try:
+        until(lambda: (tmp_path / "working").exists() or paused.poll() is not None, "a step")
+        assert paused.poll() is None, log.read_text()
+        paused.send_signal(signal.SIGSTOP)
+        with reading(p.root) as store:  # the task whose step it holds, paused
+            (held_by_paused,) = [
+                x.workflow_id for x in leases.all_leases(store)
+                if x.pid == paused.pid and x.name.startswith("task:")
+            ]  # fmt: skip
+
+        use_sandbox(monkeypatch, Sandbox(p.script))
+        host_b = a_clone(shared, p.root, tmp_path / "host-b")
+        asyncio.run(second_worker(host_b, temporal.address, queue, ids))
+    finally:
+        stop(paused)  # woken only to end: its conversation never answered, so never bought
+
+    by_paused = tmp_path / "paused-bought.log"  # written once a conversation of it answers
+    bought = len(p.script.calls) + (len(by_paused.read_text().split()) if by_paused.exists() else 0)
+    assert bought == UNDISTURBED, [c.role for _, c in p.script.calls]
+    with reading(p.root) as store:
+        found = store.workflows()
+        assert sorted(wf.id for wf in found) == ids  # nothing of the foreign repository here
+        for wf_id in ids:
+            kinds = [e.type for e in store.events(wf_id)]
+            assert kinds.count("implementation") == 1 and kinds.count("review") == 1, kinds
+            assert kinds.count("workflow_completed") == 1 and kinds[-1] == "workflow_completed"
+            assert kinds.count("budget_exceeded") == 1, kinds
+            totals = store.usage_totals(wf_id)
+            assert int(totals["input_tokens"]) + int(totals["output_tokens"]) == 240
+        ran = [e.payload.get("worker") for e in store.events(held_by_paused)
+               if e.type == "step_worker" and e.step == "implement"]  # fmt: skip
+        assert len(set(ran)) == 2, ran  # begun by the paused worker, done by the live one
+        held = [
+            x for x in leases.all_leases(store) if x.workflow_id is not None and not x.expired()
+        ]
+    assert held == []  # nothing stranded: no task held, none queued
+    assert runners(p.root, found, dict.fromkeys(ids)) == {}
+    monkeypatch.delenv("SUPERVISOR_STATE_URL")
+    with reading(foreign) as store:  # its own state: queued on its own queue, untouched
+        assert [(wf.id, wf.status) for wf in store.workflows()] == [(foreign_id, "running")]
+    asyncio.run(_untouched_then_ended(temporal.address, foreign_wid))
+
+
+async def _untouched_then_ended(address: str, wid: str) -> None:
+    """No worker took the foreign task's workflow (no decision made); then it is ended."""
+    from temporalio.api.enums.v1 import EventType
+    from temporalio.client import Client
+
+    handle = (await Client.connect(address)).get_workflow_handle(wid)
+    history = await handle.fetch_history()
+    kinds = {e.event_type for e in history.events}
+    assert EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED not in kinds
+    await handle.terminate(reason="the spec's end")
+
+
+WORKFLOW_THREE_STEPS = """implement
+  steps:
+    implement: {role: implementer, next: review}
+    review: {role: reviewer, next: commit}
+    commit: {action: commit}
+"""
