@@ -65,6 +65,7 @@ LONG_FILES = frozenset(
         "test_attacks_gates.py",
         "test_attacks_gates_ts.py",
         "test_components_e2e.py",
+        "test_harbor_agent.py",
         "test_monorepo_go_e2e.py",
         "test_monorepo_pnpm_e2e.py",
         "test_templates_ts_e2e.py",
