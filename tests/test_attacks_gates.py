@@ -230,3 +230,23 @@ def test_a_suite_that_collects_nothing_fails_the_gate_with_both_counts(
     assert len(baseline) == 1  # counted once per task, on the base commit
     assert baseline[0].payload["tests"] == 2 and baseline[0].payload["commit"] == wf.base_sha
     assert "ran 0 tests where the task's base commit ran 2" in feedback_prompts(server)[0]
+
+
+def test_a_gate_that_commits_in_a_scratch_repository_has_a_neutral_identity(
+    tmp_path: Path,
+) -> None:
+    """A project's tests may commit in a repository of their own (changesets' release tests
+    do, after their CI sets an identity): the gate gives them one, never the user's."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    command = (
+        "cd /tmp && git init -q scratch && cd scratch && git commit -q --allow-empty -m x "
+        "&& git log -1 --format='%an <%ae>'"
+    )
+    sandbox = DockerSandbox("supervisor-sandbox:latest", "supervisor-egress-test")
+    try:
+        result = run_gate(sandbox, "test", command, tree, Limits(), {"supervisor.test": "1"})
+    finally:
+        sandbox.close()
+    assert result.passed, result.output
+    assert "supervisor gate <gate@supervisor.invalid>" in result.output

@@ -26,6 +26,14 @@ CACHE_HOMES = {
     "PIP_CACHE_DIR": "/tmp/home/.cache/pip",
 }
 """Cache homes under the container's tmpfs HOME: written freely, gone with the run."""
+GATE_IDENTITY = {
+    "GIT_AUTHOR_NAME": "supervisor gate",
+    "GIT_AUTHOR_EMAIL": "gate@supervisor.invalid",
+    "GIT_COMMITTER_NAME": "supervisor gate",
+    "GIT_COMMITTER_EMAIL": "gate@supervisor.invalid",
+}
+"""A neutral git identity: a project's tests that commit in a scratch repository (changesets'
+release tests do) need one, as its CI sets one; the user's own never enters a sandbox."""
 
 
 @dataclass(frozen=True)
@@ -64,7 +72,7 @@ def run_gate(
             image=image,
             network="none",
             writable_layer=True,
-            env=CACHE_HOMES,
+            env={**CACHE_HOMES, **GATE_IDENTITY},
             timeout=limits.gate_timeout_seconds,
             memory=limits.gate_memory,
             cpus=limits.gate_cpus,
