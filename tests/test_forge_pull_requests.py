@@ -172,7 +172,7 @@ def test_a_wrong_token_an_unknown_repository_and_an_unknown_forge_say_what_to_fi
     with pytest.raises(ForgeError, match="has no acme/gadgets"):
         open_pull_request(1, p.root, forge="github")
     p.git("remote", "set-url", "origin", "https://code.example/acme/widgets.git")
-    with pytest.raises(ConfigError, match="code.example runs is not known") as unknown:
+    with pytest.raises(ConfigError, match=r"code\.example runs is not known") as unknown:
         open_pull_request(1, p.root)
     assert "--forge github" in unknown.value.hint
     monkeypatch.delenv("GH_TOKEN")

@@ -34,8 +34,8 @@ from supervisor.tui.panes import Marked
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from supervisor.views.monitor import Detail, Monitor, Row
     from supervisor.tui.resume import Resuming
+    from supervisor.views.monitor import Detail, Monitor, Row
 
 BELL_ON = ("awaiting_approval", "budget_exceeded", "rate_limited", "failed", "completed")
 PAGE = 100  # events shown per workflow, and how many more `e` adds
