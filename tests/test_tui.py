@@ -305,3 +305,18 @@ def test_a_task_description_is_shown_as_written_not_as_markup(repo: tuple[Path, 
             return str(table.get_row(list(table.rows)[-1])[-1])
 
     assert asyncio.run(scenario()) == "fix [red]auth[/red] in [link=http://x]login"
+
+
+def test_the_events_pane_says_which_pool_and_worker_ran_each_step(tmp_path: Path) -> None:
+    """Team mode's pools (docs/worker-pools.md): each run's `step_worker` event, in the TUI's
+    words, as `status <id>` and the web page say it."""
+    from supervisor.tui.views import events_view
+    from supervisor.views.monitor import Monitor
+
+    root, wf_id = make_repo(tmp_path / "repo")
+    with Store(root / ".supervisor" / "state.db") as store:
+        ran = {"step": "implement", "pool": "isolated", "worker": "ci-7-4242"}
+        store.add_event(wf_id, EventSpec("step_worker", step="implement", payload=ran))
+    detail = Monitor(root / ".supervisor" / "state.db").detail(wf_id)
+    assert detail is not None
+    assert "step_worker implement  pool isolated, worker ci-7-4242" in events_view(detail).plain

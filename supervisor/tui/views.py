@@ -92,6 +92,9 @@ def events_view(detail: Detail, resume_note: str | None = None) -> Text:
         error = (e.payload or {}).get("error") if isinstance(e.payload, dict) else None
         if said or error:
             text.append(f"  {visible(str(said or error)[:160])}", style="dim")
+        elif e.type == "step_worker" and isinstance(e.payload, dict):  # team mode's pools
+            ran = f"pool {e.payload.get('pool', 'any')}, worker {e.payload.get('worker', '?')}"
+            text.append(f"  {visible(ran[:160], lines=False)}", style="dim")
         text.append("\n")
     return text
 
