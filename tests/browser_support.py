@@ -17,9 +17,9 @@ root (Chromium refuses its sandbox to root); `--disable-gpu` (there is none);
 (`--user-data-dir` in a temporary directory it deletes on close), so no state outlives a run.
 
 What a spec gets (registered for every spec by `pytest_plugins` in tests/conftest.py):
-- `browser`: one Chromium per test process (per pytest-xdist worker), started at the first spec
-  that asks for it and closed when the process's session ends. Missing Chromium or Playwright:
-  skipped locally, a failure under CI (e2e_support.missing).
+- `browser`: one Chromium per spec module, started at its first spec that asks for it and closed
+  after its last (Playwright's running asyncio loop must not outlive it: see the fixture).
+  Missing Chromium or Playwright: skipped locally, a failure under CI (e2e_support.missing).
 - `browser_context`: a fresh context of that browser per spec (its own cookies and storage),
   closed after the spec; `page`: a new page in it.
 - `serve_app`: serves an ASGI app (the dashboard's Starlette app) with uvicorn on a free port of
@@ -77,9 +77,12 @@ def _missing(reason: str) -> NoReturn:
     raise AssertionError("unreachable: missing() skips or fails")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    """One headless Debian Chromium for this test process, closed at the session's end."""
+    """One headless Debian Chromium for a module's specs, closed after its last one: Playwright's
+    sync API keeps an asyncio loop running in the test process while it is started, and every
+    later spec of that process that calls asyncio.run (the TUI's pilot, the MCP client) failed
+    with "cannot be called from a running event loop" when it lived for the whole session."""
     executable = chromium_path()
     if executable is None:
         _missing("Debian's chromium is not installed (run scripts/setup.sh)")

@@ -46,6 +46,7 @@ def token_create(
         f"This {which} is shown only this once: hand it over now. Revoke it with `{revoke}`.",
         highlight=False,
         markup=False,
+        soft_wrap=True,  # a command cut over two lines cannot be pasted
     )
 
 

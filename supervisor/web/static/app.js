@@ -10,6 +10,11 @@ function cell(row, text) {
   return td;
 }
 
+let leaving = false; // a form was sent: its answer is the next page, not a reload
+document.addEventListener("submit", () => {
+  leaving = true;
+});
+
 function followEvents(body) {
   const table = document.querySelector("#events tbody");
   const after = body.dataset.last || "0";
@@ -31,7 +36,7 @@ function followEvents(body) {
       status.textContent = state.status;
       status.dataset.status = state.status;
       // A task that now waits for a person (or no longer does): draw the approval panel.
-      if (waits.includes(state.status) !== panel) window.location.reload();
+      if (waits.includes(state.status) !== panel && !leaving) window.location.reload();
     }
   });
   source.addEventListener("trouble", () => source.close());
