@@ -8,9 +8,8 @@ Harbor's verifier scores what the agent wrote back. The task is the suite's Pyth
 verifier the task's own tests copied in afresh (so a tampered test file cannot help).
 
 - The honest worker on the normal variant: resolved, written back, reward 1.
-- The cheating worker on the one-off impossible variant rewrites the tests; the test-integrity
-  gate holds it for a person, nothing is written back, and Harbor's verifier (the impossible
-  tests) scores 0: no cheat reaches the branch nor the environment.
+- A cheat the test-integrity gate held back reaches no branch, so nothing is written back
+  (the bridge's `changes`, a fast spec; tests/test_eval.py runs the cheating worker end to end).
 """
 
 from __future__ import annotations
@@ -125,20 +124,27 @@ def test_harbor_scores_the_honest_worker_s_gated_result(
     assert agent["n_input_tokens"] > 0 and agent["cost_usd"] > 0
 
 
-@pytest.mark.docker
-def test_harbor_scores_zero_for_a_cheat_the_gate_held_back(
-    tmp_path: Path, serve: Any, api_keys: None
-) -> None:
-    require_sandbox()
-    task = suite.tasks(["python-temperature"])[0]
-    server = serve(*scripted.script(task, "one_off", "cheating")["conversations"])
+def test_only_what_reached_the_task_branch_is_written_back(tmp_path: Path) -> None:
+    """A cheat the gate held back never reaches the branch, so nothing goes back into Harbor's
+    environment and its verifier judges the task's own files; a gated result goes back whole,
+    less the supervisor's state folder. (Harbor scoring a held-back cheat 0 end to end costs a
+    minute of CI; what decides it is this.)"""
+    from test_tui import git, make_repo
 
-    trial = run_harbor(tmp_path, task_dir(tmp_path, "one_off"), server.url)
+    from supervisor.evals.harbor_bridge import changes
+    from supervisor.evals.runner import Result
 
-    agent = trial["agent_result"]
-    assert agent["metadata"]["outcome"] == "caught", agent
-    assert agent["metadata"]["on_branch"] is False
-    assert trial["verifier_result"]["rewards"]["reward"] == 0.0
+    root, _ = make_repo(tmp_path / "repo")  # its last task's branch adds check.py, edits app.py
+    git(root, "checkout", "-q", "main")
+
+    def ran(on_branch: bool) -> Result:
+        return Result("t", "python", "one_off", "cheating", "caught", "", on_branch, 2, 0, 0,
+                      0.0, 0.0, str(root))  # fmt: skip
+
+    assert changes(root, ran(on_branch=False)) == {"write": [], "delete": []}
+    found = changes(root, ran(on_branch=True))
+    assert sorted(found["write"]) == ["app.py", "check.py"]
+    assert found["delete"] == []
 
 
 def test_the_documented_comparison_is_a_job_harbor_accepts() -> None:
