@@ -27,6 +27,29 @@ class ForgeAuthError(ForgeError):
     exit_code = 2
 
 
+def refused(
+    forge: str, status: int | None, detail: str, where: str, doing: str, *, token: str, owner: str
+) -> ForgeError:
+    """A forge's refusal in the supervisor's words: a refused token (401), a repository the
+    token cannot see (404), or anything else with the forge's own answer. `detail` has had the
+    token scrubbed from it; `token` names where the token came from, `owner` what it must reach
+    (a repository, a project)."""
+    if status == 401:
+        return ForgeAuthError(
+            f"{forge} refused the token for {where} ({detail}).",
+            f"Check {token}: it may be expired.",
+        )
+    if status == 404:
+        return ForgeError(
+            f"{forge} has no {where} that this token can see ({detail}).",
+            f"Check the remote's URL and that the token has access to the {owner}.",
+        )
+    return ForgeError(
+        f"{forge} could not {doing} in {where}: {detail}.",
+        f"Read {forge}'s answer above; nothing was changed by the failed call.",
+    )
+
+
 @dataclass(frozen=True)
 class Target:
     """One repository on one forge: where its API answers and what the forge calls it."""

@@ -14,11 +14,10 @@ from supervisor.forge.base import (
     Check,
     Comment,
     Forge,
-    ForgeAuthError,
-    ForgeError,
     Issue,
     PullRequest,
     Target,
+    refused,
 )
 from supervisor.forge.tokens import scrubbed
 
@@ -140,17 +139,7 @@ class GitHub(Forge):
             said = e.data.get("message") if isinstance(e.data, dict) else e.data
             detail = scrubbed(f"{e.status} {said or ''}".strip(), self._token)
             where = f"{self.target.path} on {self.target.api_url}"
-            if e.status == 401:
-                raise ForgeAuthError(
-                    f"GitHub refused the token for {where} ({detail}).",
-                    "Check GH_TOKEN / GITHUB_TOKEN (or `gh auth status`): it may be expired.",
-                ) from None
-            if e.status == 404:
-                raise ForgeError(
-                    f"GitHub has no {where} that this token can see ({detail}).",
-                    "Check the remote's URL and that the token has access to the repository.",
-                ) from None
-            raise ForgeError(
-                f"GitHub could not {doing} in {where}: {detail}.",
-                "Read GitHub's answer above; nothing was changed by the failed call.",
+            token = "GH_TOKEN / GITHUB_TOKEN (or `gh auth status`)"
+            raise refused(
+                "GitHub", e.status, detail, where, doing, token=token, owner="repository"
             ) from None

@@ -15,11 +15,10 @@ from supervisor.forge.base import (
     Check,
     Comment,
     Forge,
-    ForgeAuthError,
-    ForgeError,
     Issue,
     PullRequest,
     Target,
+    refused,
 )
 from supervisor.forge.tokens import scrubbed
 
@@ -155,17 +154,7 @@ class GitLab(Forge):
         except GitlabError as e:
             detail = scrubbed(f"{e.response_code} {e.error_message}".strip(), self._token)
             where = f"{self.target.path} on {self.target.api_url}"
-            if e.response_code == 401:
-                raise ForgeAuthError(
-                    f"GitLab refused the token for {where} ({detail}).",
-                    "Check GITLAB_TOKEN (or `glab auth status`): it may be expired.",
-                ) from None
-            if e.response_code == 404:
-                raise ForgeError(
-                    f"GitLab has no {where} that this token can see ({detail}).",
-                    "Check the remote's URL and that the token has access to the project.",
-                ) from None
-            raise ForgeError(
-                f"GitLab could not {doing} in {where}: {detail}.",
-                "Read GitLab's answer above; nothing was changed by the failed call.",
+            token = "GITLAB_TOKEN (or `glab auth status`)"
+            raise refused(
+                "GitLab", e.response_code, detail, where, doing, token=token, owner="project"
             ) from None
