@@ -332,9 +332,9 @@ def to_approve(db: Path, repo: Path, wf_id: int) -> ToApprove:
     with _shared(db) or StateReader.open(db) or _missing(db) as reader:
         wf = reader.workflow(wf_id)
         approval = reader.latest_approval(wf_id)
-        reviews = [
-            _review(e) for e in reader.events(wf_id) if e.type == "review" and e.status is not None
-        ]
+        reviews = latest_reviews(
+            [e for e in reader.events(wf_id) if e.type == "review" and e.status is not None]
+        )
     step = str(wf.context.get("approval_step") or (approval.step if approval else "?"))
     head = head_of(wf)
     files = changed_files(repo, wf.base_sha, head)
@@ -343,7 +343,7 @@ def to_approve(db: Path, repo: Path, wf_id: int) -> ToApprove:
         step,
         _without_stat(pending(wf, repo), files),
         files,
-        _latest_per_reviewer(reviews),
+        reviews,
         diff_text(repo, wf.base_sha, head),
         needs_you(wf.context),
     )
@@ -368,19 +368,20 @@ def _missing(db: Path) -> StateReader:
     )
 
 
-def _review(e: Event) -> Review:
-    out = (e.payload or {}).get("output") or {}
-    return Review(
-        e.role or e.step or "?",
-        e.status or "?",
-        str(out.get("summary") or ""),
-        list(out.get("issues") or []),
-        [str(c) for c in out.get("security_concerns") or []],
-    )
-
-
-def _latest_per_reviewer(reviews: list[Review]) -> list[Review]:
+def latest_reviews(events: list[Event]) -> list[Review]:
+    """Each reviewer's latest verdict from its `review` events; an output that is not an object
+    (or issues that are not) is left out rather than trusted to have the shape it should."""
     latest: dict[str, Review] = {}
-    for review in reviews:
-        latest[review.reviewer] = review
+    for e in events:
+        out = (e.payload or {}).get("output") or {}
+        if not isinstance(out, dict):
+            continue
+        reviewer = e.role or e.step or "?"
+        latest[reviewer] = Review(
+            reviewer,
+            e.status or "?",
+            str(out.get("summary") or ""),
+            [i for i in out.get("issues") or [] if isinstance(i, dict)],
+            [str(c) for c in out.get("security_concerns") or []],
+        )
     return list(latest.values())

@@ -16,7 +16,7 @@ from supervisor.lifecycle import task_state
 from supervisor.lifecycle.diffs import changed_files, diff_text, head_of
 from supervisor.state.reader import StateReader
 from supervisor.views import detail as details
-from supervisor.views.monitor import DECIDED, Review, needs_you, status_shown
+from supervisor.views.monitor import DECIDED, Review, latest_reviews, needs_you, status_shown
 
 if TYPE_CHECKING:
     from supervisor.state.records import Event
@@ -112,7 +112,7 @@ def workflow_page(repo: Repository, wf_id: int) -> WorkflowPage:
         runs,
         recent,
         [_gate(e) for e in judged if e.type == "gate"],
-        _reviews([e for e in judged if e.type == "review"]),
+        latest_reviews([e for e in judged if e.type == "review"]),
         _per_file(changed_files(repo.root, wf.base_sha, head), diff),
         about or [],
         decided,
@@ -178,23 +178,6 @@ def _gate(e: Event) -> GateResult:
         str(payload.get("exit_code", "")),
         output[-OUTPUT_TAIL:],
     )
-
-
-def _reviews(events: list[Event]) -> list[Review]:
-    latest: dict[str, Review] = {}
-    for e in events:
-        out = (e.payload or {}).get("output") or {}
-        if not isinstance(out, dict):
-            continue
-        reviewer = e.role or e.step or "?"
-        latest[reviewer] = Review(
-            reviewer,
-            e.status or "?",
-            str(out.get("summary") or ""),
-            [i for i in out.get("issues") or [] if isinstance(i, dict)],
-            [str(c) for c in out.get("security_concerns") or []],
-        )
-    return list(latest.values())
 
 
 def _per_file(files: list[tuple[str, str, str]], diff: str) -> list[FileDiff]:
