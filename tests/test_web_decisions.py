@@ -129,3 +129,23 @@ def test_an_unknown_repository_or_workflow_is_not_found(tmp_path: Path) -> None:
     assert s.client.get(f"/r/{s.key}/w/99").status_code == 404
     gone = s.post("/r/000000000000/w/2/decide", {"csrf": csrf, "action": "approve"})
     assert gone.status_code == 404  # type: ignore[attr-defined]
+
+
+def test_a_budget_stop_after_an_earlier_approval_still_offers_the_raise(tmp_path: Path) -> None:
+    """The approval decided earlier (a step before) is history: the budget it now waits on is a
+    new decision, offered as one (the panel once read the old approval as this stop's)."""
+
+    def approved_then_over_budget(root: Path, wf_id: int) -> None:
+        with Store(root / ".supervisor" / "state.db") as store:
+            approval = store.latest_approval(wf_id)
+            assert approval is not None
+            store.decide_approval(approval.id, "approved", None, approver="lead@example.com")
+            wf = store.workflow(wf_id)
+            store.update_workflow(wf_id, status="budget_exceeded", current_step="implement",
+                                  context=wf.context)  # fmt: skip
+
+    s = served(tmp_path, change=approved_then_over_budget)
+    s.sign_in()
+    page = s.client.get(f"/r/{s.key}/w/{s.waiting}").text
+    assert 'id="extend"' in page
+    assert "Decided:" not in page

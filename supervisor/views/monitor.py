@@ -250,10 +250,10 @@ class Monitor:
     ) -> Detail:
         supervised = live(self.db.parent, [wf]).get(wf.id, True)
         step = approval.step if approval else None
-        return Detail(wf, log, steps, step, _decision(wf, approval), supervised)
+        return Detail(wf, log, steps, step, decision(wf, approval), supervised)
 
 
-def _decision(wf: Workflow, approval: Approval | None) -> str | None:
+def decision(wf: Workflow, approval: Approval | None) -> str | None:
     """The person's decision on the approval the workflow waits for; an approval decided
     earlier (the workflow has moved on since) is history, not something to act on."""
     if not _waits(wf) or approval is None or approval.status not in DECIDED:

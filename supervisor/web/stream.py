@@ -65,7 +65,7 @@ def _new(
     repo: Repository, wf_id: int, after: int, with_status: bool
 ) -> tuple[list[Event], dict[str, str] | None]:
     from supervisor.lifecycle import task_state
-    from supervisor.views.monitor import status_shown
+    from supervisor.views.monitor import decision, status_shown
 
     with task_state.reading(repo.root) as state:
         found = state.events(wf_id, after_id=after, limit=BATCH)
@@ -76,10 +76,8 @@ def _new(
     supervised = True
     if wf.status == "running":
         supervised = task_state.supervisors(repo.root, [wf]).get(wf.id, 0) is not None
-    decided = approval.status if approval and approval.status in ("approved", "rejected") else None
-    decided = decided if wf.status == "awaiting_approval" else None
     return found, {
-        "status": status_shown(wf, decided, supervised),
+        "status": status_shown(wf, decision(wf, approval), supervised),
         "step": wf.current_step or "-",
     }
 

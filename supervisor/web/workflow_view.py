@@ -16,7 +16,13 @@ from supervisor.lifecycle import task_state
 from supervisor.lifecycle.diffs import changed_files, diff_text, head_of
 from supervisor.state.reader import StateReader
 from supervisor.views import detail as details
-from supervisor.views.monitor import DECIDED, Review, latest_reviews, needs_you, status_shown
+from supervisor.views.monitor import (
+    Review,
+    decision,
+    latest_reviews,
+    needs_you,
+    status_shown,
+)
 
 if TYPE_CHECKING:
     from supervisor.state.records import Event
@@ -97,7 +103,7 @@ def workflow_page(repo: Repository, wf_id: int) -> WorkflowPage:
             about = pending(wf, repo.root)
         shown = details.workflow_detail(state, wf_id, about, pids)
         approval = state.latest_approval(wf_id)
-        decided = approval.status if waiting and approval and approval.status in DECIDED else None
+        decided = decision(wf, approval)  # on the approval it waits for; a budget has none
         recent = _recent(state, wf_id)
         judged = _of_types(state, wf_id, ("gate", "review"))
         opened = _of_types(state, wf_id, ("pull_request",))
